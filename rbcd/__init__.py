@@ -1,0 +1,63 @@
+"""rbcd: random binning features with fast parallel solvers.
+
+Random binning (Rahimi & Recht 2007; Wu et al. KDD 2016) approximates the
+Laplacian kernel k(x, y) = exp(-||x - y||_1 / sigma) by a very sparse feature
+map with exactly ``n_grids`` non-zeros per row. rbcd builds that map with
+multi-threaded Cython kernels and solves the resulting linear problems by
+parallel randomized coordinate descent or preconditioned conjugate gradient.
+
+Public names are imported lazily, so ``import rbcd`` is cheap.
+"""
+import importlib
+
+__version__ = "0.1.0"
+
+_PUBLIC = {
+    "RandomBinning": "features",
+    "CDRegressor": "linear",
+    "CDClassifier": "linear",
+    "cd_path": "linear",
+    "alpha_max": "linear",
+    "RidgeCG": "ridge",
+    "RidgeCGClassifier": "ridge",
+    "RBRegressor": "models",
+    "RBClassifier": "models",
+    "RandomFourier": "fourier",
+    "SparseRandomFeatures": "sparse_rf",
+    "DoublyStochasticKernelClassifier": "dsekl",
+}
+
+__all__ = sorted(_PUBLIC) + ["show_config"]
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        module = importlib.import_module("." + _PUBLIC[name], __name__)
+        value = getattr(module, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'rbcd' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__ + ["__version__"]
+
+
+def show_config(file=None):
+    """Print how rbcd was built and how many threads it will use."""
+    import sys
+
+    import numpy
+    import scipy
+    import sklearn
+
+    from ._openmp_info import openmp_is_enabled
+    from ._threads import effective_n_threads
+
+    out = file or sys.stdout
+    omp = openmp_is_enabled()
+    print(f"rbcd {__version__}", file=out)
+    print(f"  OpenMP:          {'enabled' if omp else 'DISABLED (serial kernels)'}", file=out)
+    print(f"  default threads: {effective_n_threads(None)}", file=out)
+    print(f"  numpy {numpy.__version__}, scipy {scipy.__version__}, scikit-learn {sklearn.__version__}", file=out)
+    return {"openmp": omp, "threads": effective_n_threads(None)}

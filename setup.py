@@ -1,0 +1,113 @@
+"""Build the rbcd Cython extensions.
+
+OpenMP is used when the compiler can build and link a tiny ``#pragma omp``
+program; otherwise the kernels are built serial and a warning is printed.
+Cython directives are set here, in one place. ``RBCD_DEBUG=1`` builds with
+bounds checking and wraparound on (slow, for hunting memory errors).
+``RBCD_BUILD_ONLY=_cd,_binning`` restricts the build to some modules (a
+developer convenience for in-place rebuilds).
+
+Never add -ffast-math: binning must match rbcd_ref bit for bit.
+"""
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+MODULES = ["_openmp_info", "_binning", "_cd", "_sparse", "_fourier", "_dsekl"]
+
+DEBUG = os.environ.get("RBCD_DEBUG", "0") not in ("", "0")
+DIRECTIVES = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "cdivision": True,
+    "nonecheck": False,
+    "embedsignature": True,
+}
+
+
+def _openmp_flags(compiler):
+    """Return (compile_args, link_args) for OpenMP, or ([], []) if it fails."""
+    if sys.platform == "win32":
+        cand = (["/openmp"], [])
+    else:
+        cand = (["-fopenmp"], ["-fopenmp"])
+    src = textwrap.dedent(
+        """
+        #include <omp.h>
+        #include <stdio.h>
+        int main(void) {
+            int n = 0;
+            #pragma omp parallel reduction(+:n)
+            n += 1;
+            printf("%d %d\\n", n, omp_get_max_threads());
+            return 0;
+        }
+        """
+    )
+    tmp = tempfile.mkdtemp()
+    try:
+        path = os.path.join(tmp, "omp_probe.c")
+        with open(path, "w") as f:
+            f.write(src)
+        objs = compiler.compile([path], output_dir=tmp, extra_postargs=cand[0])
+        compiler.link_executable(objs, "omp_probe", output_dir=tmp, extra_postargs=cand[1])
+        return cand
+    except Exception:  # any compile or link failure means: no OpenMP
+        return [], []
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+class BuildExt(build_ext):
+    def build_extensions(self):
+        cflags, lflags = _openmp_flags(self.compiler)
+        if not cflags:
+            msg = (
+                "\n" + "*" * 72 + "\n"
+                "WARNING: the compiler cannot build OpenMP code; rbcd's kernels are\n"
+                "being built SERIAL (correct, but one thread). Install a compiler\n"
+                "with OpenMP support (gcc, or clang with libomp) for parallel kernels.\n"
+                + "*" * 72 + "\n"
+            )
+            print(msg, file=sys.stderr)
+        for ext in self.extensions:
+            ext.extra_compile_args = list(ext.extra_compile_args or []) + cflags
+            ext.extra_link_args = list(ext.extra_link_args or []) + lflags
+            ext.define_macros = list(ext.define_macros or []) + [
+                ("RBCD_OPENMP", "1" if cflags else "0")
+            ]
+        super().build_extensions()
+
+
+def extensions():
+    only = os.environ.get("RBCD_BUILD_ONLY", "").strip()
+    names = [m for m in MODULES if os.path.exists(os.path.join("rbcd", m + ".pyx"))]
+    if only:
+        wanted = {s.strip() for s in only.split(",")}
+        names = [m for m in names if m in wanted]
+    opt = ["-O0", "-g"] if DEBUG else ["-O3"]
+    if sys.platform != "win32":
+        opt.append("-ffp-contract=off")  # no FMA contraction: iterates match rbcd_ref
+    exts = [
+        Extension(
+            "rbcd." + m,
+            ["rbcd/" + m + ".pyx"],
+            include_dirs=[numpy.get_include(), "rbcd"],
+            extra_compile_args=opt,
+            define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        )
+        for m in names
+    ]
+    return cythonize(exts, compiler_directives=DIRECTIVES, quiet=True)
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})
