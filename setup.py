@@ -87,6 +87,24 @@ class BuildExt(build_ext):
             ]
         super().build_extensions()
 
+    def run(self):
+        super().run()
+        if self.inplace:
+            return
+        # Also place each compiled module next to its .pyx, as an in-place build
+        # would. The README runs `pip install . && python -m rbcd demo` from the
+        # checkout, where `python -m` puts the checkout's rbcd/ first on sys.path;
+        # without this copy that package would have no compiled modules.
+        here = os.path.dirname(os.path.abspath(__file__))
+        for ext in self.extensions:
+            built = self.get_ext_fullpath(ext.name)
+            target = os.path.join(here, self.get_ext_filename(ext.name))
+            if os.path.exists(built) and os.path.isdir(os.path.dirname(target)):
+                try:
+                    shutil.copyfile(built, target)
+                except OSError as exc:  # read-only checkout: the installed copy still works
+                    print(f"note: could not copy {built} to {target}: {exc}", file=sys.stderr)
+
 
 def extensions():
     only = os.environ.get("RBCD_BUILD_ONLY", "").strip()
