@@ -1,0 +1,154 @@
+"""Random Fourier features (Rahimi & Recht 2007, Algorithm 1).
+
+    z(x) = sqrt(2 / D) cos(x W + b),    W: (d, D),  b: (D,)
+
+so that E[z(x) . z(y)] = k(x, y) for a shift-invariant kernel k whose Fourier
+transform is the density of the columns of W:
+
+* ``kernel="gaussian"``:  k(x, y) = exp(-||x - y||_2^2 / (2 sigma^2)),
+  W[j, k] ~ N(0, 1 / sigma_j^2)   (scikit-learn's RBFSampler with gamma = 1 / (2 sigma^2)).
+* ``kernel="laplacian"``: k(x, y) = exp(-||x - y||_1 / sigma),
+  W[j, k] ~ Cauchy(0, 1 / sigma_j), i.i.d. per coordinate (the 1-D Laplacian
+  exp(-|t| / s) has Fourier transform (s / pi) / (1 + s^2 w^2)).
+
+``sigma`` is a positive scalar or one positive value per input feature (sigma_j).
+
+Draw order (the rbcd_ref twin repeats it), from ``rng = make_generator(random_state)``:
+
+    W = rng.standard_normal((d, D)) / sigma[:, None]      # gaussian
+    W = rng.standard_cauchy((d, D)) / sigma[:, None]      # laplacian
+    b = rng.uniform(0.0, 2 * pi, size=D)
+
+Transform: ``P = X @ W`` by BLAS (numpy / scipy.sparse) in X's dtype, then a
+parallel Cython pass ``P = sqrt(2/D) cos(float64(P) + b)`` over rows. float32 input
+gives float32 output (the product in float32, the cosine in float64); anything
+else is computed in float64.
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._fourier import cos_features
+from ._random import make_generator
+from ._threads import effective_n_threads
+
+KERNELS = ("gaussian", "laplacian")
+
+
+def check_positive_int(value, name, low=1):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return int(value)
+
+
+def check_kernel(kernel, allowed=KERNELS):
+    if not isinstance(kernel, str) or kernel not in allowed:
+        raise ValueError(f"kernel must be one of {list(allowed)}, got {kernel!r}")
+    return kernel
+
+
+def check_sigma(sigma, n_features):
+    """``sigma`` as a float64 array of length ``n_features``, every entry finite and > 0."""
+    if isinstance(sigma, (bool, np.bool_)):
+        raise ValueError(f"sigma must be a positive number or array, got {sigma!r}")
+    try:
+        s = np.asarray(sigma, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"sigma must be a positive number or array, got {sigma!r}") from None
+    if s.ndim == 0:
+        s = np.full(n_features, float(s))
+    elif s.ndim != 1 or s.shape[0] != n_features:
+        raise ValueError(
+            f"sigma must be a scalar or have one entry per feature ({n_features}), got shape {s.shape}"
+        )
+    if not np.all(np.isfinite(s)) or np.any(s <= 0):
+        raise ValueError(f"sigma must be finite and > 0, got {sigma!r}")
+    return s
+
+
+def draw_fourier(rng, n_features, n_components, kernel, sigma):
+    """(W, b): W (n_features, n_components), b (n_components,), in the documented order."""
+    if kernel == "gaussian":
+        W = rng.standard_normal((n_features, n_components))
+    else:
+        W = rng.standard_cauchy((n_features, n_components))
+    W /= sigma[:, None]
+    b = rng.uniform(0.0, 2.0 * np.pi, size=n_components)
+    return W, b
+
+
+def fourier_map(X, W, b, scale, n_threads):
+    """``scale * cos(X @ W + b)``: BLAS product in X's dtype, parallel cosine pass."""
+    dtype = np.float32 if X.dtype == np.float32 else np.float64
+    Wd = W.astype(dtype, copy=False)
+    P = X @ Wd
+    if sp.issparse(P):  # a sparse X times a dense W is dense, but be safe
+        P = P.toarray()
+    P = np.ascontiguousarray(P, dtype=dtype)
+    if P.shape[0] > 0 and P.shape[1] > 0:
+        cos_features(P, np.ascontiguousarray(b, dtype=np.float64), float(scale), int(n_threads))
+    return P
+
+
+class RandomFourier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Random Fourier features for the Gaussian or the Laplacian kernel.
+
+    Parameters
+    ----------
+    n_components : int, default=256
+        Number of features D.
+    kernel : {"gaussian", "laplacian"}, default="gaussian"
+        ``gaussian``: exp(-||x - y||^2 / (2 sigma^2)); ``laplacian``: exp(-||x - y||_1 / sigma).
+    sigma : float or array of shape (n_features,), default=1.0
+        Kernel width, positive (per input feature when an array).
+    n_jobs : int or None
+        Threads of the cosine pass (None: OpenMP default, honours threadpoolctl).
+    random_state : None, int, SeedSequence, Generator or RandomState
+        Seed of the draw of W and b (see the module docstring for the order).
+
+    Attributes
+    ----------
+    random_weights_ : ndarray (n_features_in_, n_components)
+    random_offset_ : ndarray (n_components,)
+    sigma_ : ndarray (n_features_in_,)
+    n_features_in_ : int
+    """
+
+    def __init__(self, n_components=256, kernel="gaussian", sigma=1.0, n_jobs=None, random_state=None):
+        self.n_components = n_components
+        self.kernel = kernel
+        self.sigma = sigma
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    def fit(self, X, y=None):
+        """Draw W and b for the number of columns of X (X itself is only validated)."""
+        D = check_positive_int(self.n_components, "n_components")
+        kernel = check_kernel(self.kernel)
+        effective_n_threads(self.n_jobs)
+        X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32))
+        sigma = check_sigma(self.sigma, X.shape[1])
+        rng = make_generator(self.random_state)
+        self.random_weights_, self.random_offset_ = draw_fourier(rng, X.shape[1], D, kernel, sigma)
+        self.sigma_ = sigma
+        self._n_features_out = D
+        return self
+
+    def transform(self, X):
+        """z(X) = sqrt(2 / D) cos(X W + b), dense (n_samples, n_components)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32), reset=False)
+        n_threads = effective_n_threads(self.n_jobs)
+        D = self.random_weights_.shape[1]
+        return fourier_map(X, self.random_weights_, self.random_offset_, np.sqrt(2.0 / D), n_threads)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
