@@ -1,0 +1,77 @@
+"""RandomBinning: fit_transform, transform, and the column structure the solvers walk.
+
+Sizes from the benchmark issue: N = 10^5 and 10^6 rows, d = 16, R = 64 grids,
+sigma = 1.0 (a few thousand bins per grid on uniform data) and 0.25 (about one bin per row:
+the hash tables' worst case), 1 and 2 threads.
+"""
+from .common import (
+    Big,
+    N_FEATURES,
+    N_GRIDS,
+    N_LARGE,
+    N_SMALL,
+    SEED_GRIDS,
+    SEED_NEW,
+    THREADS,
+    build_rb,
+    make_X,
+    memo,
+    require,
+)
+
+
+class FitTransform(Big):
+    """RandomBinning(R=64).fit_transform(X), X of shape (N, 16)."""
+
+    params = ([N_SMALL, N_LARGE], [1.0, 0.25], THREADS)
+    param_names = ["n_samples", "sigma", "n_jobs"]
+
+    def setup(self, n_samples, sigma, n_jobs):
+        RandomBinning = require("rbcd", "RandomBinning")
+        self.X = memo(("X", n_samples), lambda: make_X(n_samples, N_FEATURES))
+        self.est = RandomBinning(n_grids=N_GRIDS, sigma=sigma, n_jobs=n_jobs,
+                                 random_state=SEED_GRIDS)
+
+    def time_fit_transform(self, n_samples, sigma, n_jobs):
+        self.est.fit_transform(self.X)
+
+    def peakmem_fit_transform(self, n_samples, sigma, n_jobs):
+        self.est.fit_transform(self.X)
+
+
+class Transform(Big):
+    """transform of N new rows by a RandomBinning fitted on N training rows."""
+
+    params = ([N_SMALL, N_LARGE], [1.0, 0.25], THREADS)
+    param_names = ["n_samples", "sigma", "n_jobs"]
+
+    def setup(self, n_samples, sigma, n_jobs):
+        # Fitting (with 2 threads, once per process) is not part of the measurement.
+        self.est = memo(("rb", n_samples, sigma), lambda: build_rb(n_samples, sigma, n_jobs=2)[0])
+        self.est.set_params(n_jobs=n_jobs)
+        self.X_new = memo(("X_new", n_samples),
+                          lambda: make_X(n_samples, N_FEATURES, seed=SEED_NEW))
+
+    def time_transform(self, n_samples, sigma, n_jobs):
+        self.est.transform(self.X_new)
+
+    def peakmem_transform(self, n_samples, sigma, n_jobs):
+        self.est.transform(self.X_new)
+
+
+class ColumnStructure(Big):
+    """rbcd.features.column_structure(Z, grid_ptr): the CSC view + grid check of Z."""
+
+    params = ([N_SMALL, N_LARGE], THREADS)
+    param_names = ["n_samples", "n_jobs"]
+
+    def setup(self, n_samples, n_jobs):
+        self.column_structure = require("rbcd.features", "column_structure")
+        rb, Z = memo(("rbZ", n_samples), lambda: build_rb(n_samples, n_jobs=2)[:2])
+        self.Z, self.grid_ptr = Z, rb.grid_ptr_
+
+    def time_column_structure(self, n_samples, n_jobs):
+        self.column_structure(self.Z, self.grid_ptr, n_jobs=n_jobs)
+
+    def peakmem_column_structure(self, n_samples, n_jobs):
+        self.column_structure(self.Z, self.grid_ptr, n_jobs=n_jobs)
