@@ -1,0 +1,673 @@
+"""Coordinate descent kernels: serial, Hogwild and grid-block (docs/internals.md).
+
+The solver minimizes (DESIGN.md contract 8)
+
+    P(w, b) = (1/S) sum_i s_i loss(p_i, y_i) + lam1 ||w||_1 + lam2/2 ||w||^2,   p = Z w + b
+
+over a CSC matrix Z, one coordinate at a time (contract 9):
+
+    g_j = (1/S) sum_i s_i loss'(p_i, y_i) z_ij + lam2 w_j,   M_j = beta h_j + lam2
+    w_j <- soft_threshold(w_j - g_j / M_j, lam1 / M_j),      p += (w_j_new - w_j_old) Z[:, j]
+
+Design: a ``CDProblem`` holds raw pointers to every array in a C struct (``Prob``); the
+kernels are ``noexcept nogil`` functions of that struct, called once per epoch from Python
+(the epoch loop, intercept step, objective and convergence check are separate calls, so
+``linear.py`` stays readable and prints progress). The loss is an enum chosen once per fit;
+inside a column loop it is a switch on a loop-invariant value, which gcc unswitches at -O3
+(no function pointers, no Python dispatch). The squared loss, the hot case, has its own
+loops and keeps the residual u = p - y instead of p, so a column pass reads one array.
+
+State vector u: u_i = p_i - y_i for the squared loss, u_i = p_i for the others.
+
+RB fast path: when every stored value of Z equals one constant (random binning: 1/sqrt(R)),
+``data`` is NULL and the loops skip reading values (multiply by the constant once).
+"""
+import numpy as np
+
+from cython.parallel cimport prange
+from libc.math cimport exp, fabs, log1p
+from libc.stdint cimport int32_t, int64_t, uint64_t
+
+from rbcd._openmp cimport atomic_add
+
+cdef extern from *:
+    """
+    /* old = *p; *p = v; atomically. Hogwild coordinate writes: the change added to the
+       predictions is measured against the value actually replaced, so p stays equal to
+       Z w + b even when two threads update the same coordinate at once. */
+    static inline double rbcd_cd_exchange(double *p, double v) {
+        double old;
+    #if RBCD_OPENMP
+        #pragma omp atomic capture
+        { old = *p; *p = v; }
+    #else
+        old = *p; *p = v;
+    #endif
+        return old;
+    }
+    """
+    double atomic_exchange "rbcd_cd_exchange"(double *p, double v) noexcept nogil
+
+
+cpdef enum Loss:
+    SQUARED = 0
+    LOGISTIC = 1
+    SQUARED_HINGE = 2
+
+cpdef enum Selection:
+    RANDOM = 0
+    PERMUTATION = 1
+    CYCLIC = 2
+
+cpdef enum Mode:
+    SERIAL = 0
+    HOGWILD = 1
+    GRID = 2
+
+cpdef enum Check:
+    DUALITY_GAP = 0
+    SUBGRADIENT = 1
+
+ctypedef fused idx_t:
+    int32_t
+    int64_t
+
+
+# ---------------------------------------------------------------------------------------
+# Losses: value, derivative (d/dp), curvature bound. ``u`` is the state (p - y for squared).
+
+cdef inline double logistic_value(double p, double y) noexcept nogil:
+    # log(1 + exp(-y p)), stable for both signs of y p
+    cdef double m = y * p
+    if m > 0:
+        return log1p(exp(-m))
+    return -m + log1p(exp(m))
+
+
+cdef inline double logistic_deriv(double p, double y) noexcept nogil:
+    # -y / (1 + exp(y p))
+    return -y / (1.0 + exp(y * p))
+
+
+cdef inline double sqhinge_value(double p, double y) noexcept nogil:
+    # max(0, 1 - y p)^2
+    cdef double m = 1.0 - y * p
+    return m * m if m > 0 else 0.0
+
+
+cdef inline double sqhinge_deriv(double p, double y) noexcept nogil:
+    # -2 y max(0, 1 - y p)
+    cdef double m = 1.0 - y * p
+    return -2.0 * y * m if m > 0 else 0.0
+
+
+cdef inline double loss_value(Loss loss, double u, double y) noexcept nogil:
+    if loss == SQUARED:
+        return 0.5 * u * u
+    if loss == LOGISTIC:
+        return logistic_value(u, y)
+    return sqhinge_value(u, y)
+
+
+cdef inline double loss_deriv(Loss loss, double u, double y) noexcept nogil:
+    if loss == SQUARED:
+        return u
+    if loss == LOGISTIC:
+        return logistic_deriv(u, y)
+    return sqhinge_deriv(u, y)
+
+
+cdef inline double loss_beta(Loss loss) noexcept nogil:
+    if loss == SQUARED:
+        return 1.0
+    if loss == LOGISTIC:
+        return 0.25
+    return 2.0
+
+
+def beta_of(Loss loss):
+    """The curvature bound beta of ``loss`` (1 squared, 1/4 logistic, 2 squared hinge)."""
+    return loss_beta(loss)
+
+
+# ---------------------------------------------------------------------------------------
+# SplitMix64 (docs/internals.md, "Random streams")
+
+cdef inline uint64_t splitmix_next(uint64_t* state) noexcept nogil:
+    cdef uint64_t z
+    state[0] += <uint64_t>0x9E3779B97F4A7C15ULL
+    z = state[0]
+    z = (z ^ (z >> 30)) * <uint64_t>0xBF58476D1CE4E5B9ULL
+    z = (z ^ (z >> 27)) * <uint64_t>0x94D049BB133111EBULL
+    return z ^ (z >> 31)
+
+
+cdef inline Py_ssize_t randbelow(uint64_t* state, Py_ssize_t n) noexcept nogil:
+    return <Py_ssize_t>(splitmix_next(state) % <uint64_t>n)
+
+
+cdef void fisher_yates(int64_t* perm, Py_ssize_t n, uint64_t* state) noexcept nogil:
+    # for i in range(n - 1, 0, -1): j = randbelow(i + 1); perm[i], perm[j] = perm[j], perm[i]
+    cdef Py_ssize_t i, j
+    cdef int64_t t
+    for i in range(n - 1, 0, -1):
+        j = randbelow(state, i + 1)
+        t = perm[i]
+        perm[i] = perm[j]
+        perm[j] = t
+
+
+def splitmix_draws(uint64_t seed, Py_ssize_t n, Py_ssize_t bound):
+    """``n`` draws of randbelow(bound) from SplitMix64(seed) (for tests)."""
+    cdef uint64_t state = seed
+    out = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] o = out
+    cdef Py_ssize_t i
+    for i in range(n):
+        o[i] = randbelow(&state, bound)
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# The problem struct and the column kernels
+
+cdef struct Prob:
+    Py_ssize_t N
+    Py_ssize_t D
+    const int64_t* indptr      # (D + 1,)
+    const int32_t* ind32       # row indices, one of ind32 / ind64 is NULL
+    const int64_t* ind64
+    const double* data         # stored values, NULL when all equal ``zval``
+    double zval
+    const double* y            # (N,)
+    const double* s            # (N,) sample weights, NULL when all 1
+    double S                   # sum of the weights
+    double* u                  # (N,) state: p - y (squared) or p
+    double* w                  # (D,)
+    const double* M            # (D,) beta h_j + lam2
+    Loss loss
+    double lam1
+    double lam2
+
+
+cdef inline double _col_sum(const Prob* P, const idx_t* ind, Py_ssize_t j) noexcept nogil:
+    # numpy: (s * loss'(p, y) * z)[rows of column j].sum()   (z left out when constant)
+    cdef int64_t k
+    cdef int64_t start = P.indptr[j]
+    cdef int64_t end = P.indptr[j + 1]
+    cdef idx_t i
+    cdef double acc = 0.0
+    cdef const double* u = P.u
+    cdef const double* y = P.y
+    cdef const double* s = P.s
+    cdef const double* z = P.data
+    cdef Loss loss = P.loss
+    if loss == SQUARED:
+        if z == NULL and s == NULL:
+            for k in range(start, end):
+                acc += u[ind[k]]
+        elif z == NULL:
+            for k in range(start, end):
+                i = ind[k]
+                acc += s[i] * u[i]
+        elif s == NULL:
+            for k in range(start, end):
+                acc += u[ind[k]] * z[k]
+        else:
+            for k in range(start, end):
+                i = ind[k]
+                acc += s[i] * u[i] * z[k]
+    else:
+        if z == NULL and s == NULL:
+            for k in range(start, end):
+                i = ind[k]
+                acc += loss_deriv(loss, u[i], y[i])
+        elif z == NULL:
+            for k in range(start, end):
+                i = ind[k]
+                acc += s[i] * loss_deriv(loss, u[i], y[i])
+        elif s == NULL:
+            for k in range(start, end):
+                i = ind[k]
+                acc += loss_deriv(loss, u[i], y[i]) * z[k]
+        else:
+            for k in range(start, end):
+                i = ind[k]
+                acc += s[i] * loss_deriv(loss, u[i], y[i]) * z[k]
+    return acc
+
+
+cdef inline double col_grad(const Prob* P, Py_ssize_t j) noexcept nogil:
+    """g_j = (1/S) sum_i s_i loss'(p_i, y_i) z_ij + lam2 w_j."""
+    cdef double acc
+    if P.ind64 != NULL:
+        acc = _col_sum(P, P.ind64, j)
+    else:
+        acc = _col_sum(P, P.ind32, j)
+    if P.data == NULL:
+        acc = acc * P.zval
+    return acc / P.S + P.lam2 * P.w[j]
+
+
+cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double delta,
+                           bint atomic) noexcept nogil:
+    # numpy: p[rows of column j] += delta * z[rows, j]   (atomic adds for Hogwild)
+    cdef int64_t k
+    cdef int64_t start = P.indptr[j]
+    cdef int64_t end = P.indptr[j + 1]
+    cdef double* u = P.u
+    cdef const double* z = P.data
+    cdef double dz
+    if z == NULL:
+        dz = delta * P.zval
+        if atomic:
+            for k in range(start, end):
+                atomic_add(&u[ind[k]], dz)
+        else:
+            for k in range(start, end):
+                u[ind[k]] += dz
+    else:
+        if atomic:
+            for k in range(start, end):
+                atomic_add(&u[ind[k]], delta * z[k])
+        else:
+            for k in range(start, end):
+                u[ind[k]] += delta * z[k]
+
+
+cdef inline double soft_threshold(double v, double t) noexcept nogil:
+    # sign(v) max(|v| - t, 0)
+    if v > t:
+        return v - t
+    if v < -t:
+        return v + t
+    return 0.0
+
+
+cdef inline void cd_step(const Prob* P, Py_ssize_t j, bint atomic) noexcept nogil:
+    """One coordinate step on column j (contract 9); updates w_j and the state u."""
+    cdef double wj = P.w[j]
+    cdef double g = col_grad(P, j)
+    cdef double Mj = P.M[j]
+    cdef double new, old, delta
+    if Mj == 0.0:
+        new = 0.0
+    else:
+        new = soft_threshold(wj - g / Mj, P.lam1 / Mj)
+    if atomic:
+        old = atomic_exchange(&P.w[j], new)
+    else:
+        old = wj
+        P.w[j] = new
+    delta = new - old
+    if delta != 0.0:
+        if P.ind64 != NULL:
+            _col_axpy(P, P.ind64, j, delta, atomic)
+        else:
+            _col_axpy(P, P.ind32, j, delta, atomic)
+
+
+cdef void hogwild_random_worker(const Prob* P, uint64_t* state, Py_ssize_t count) noexcept nogil:
+    # count draws j = randbelow(D) from this thread's own stream, lock-free steps
+    cdef Py_ssize_t it
+    for it in range(count):
+        cd_step(P, randbelow(state, P.D), True)
+
+
+# ---------------------------------------------------------------------------------------
+
+cdef class CDProblem:
+    """One coordinate descent problem (one target / one one-vs-rest class).
+
+    Holds the arrays (so the raw pointers in ``P`` stay valid) and the random streams.
+    Parameters are validated by ``rbcd.linear``; this class trusts them.
+    """
+    cdef Prob P
+    cdef object _keep               # the arrays behind the pointers
+    cdef public object w_arr
+    cdef public object u_arr
+    cdef public double b
+    cdef double beta
+    cdef bint fit_intercept
+    cdef Selection selection
+    cdef uint64_t rng
+    cdef object thread_states       # uint64 (T,) Hogwild streams
+    cdef object perm_arr            # int64 permutation (D, or R in grid mode)
+    cdef object grid_ptr            # int64 (R + 1,) or None
+    cdef object scratch             # float64 (D,)
+
+    def __init__(self, indptr, indices, data, double zval, y, s, double S, M, int loss,
+                 double lam1, double lam2, bint fit_intercept, int selection,
+                 uint64_t seed, grid_ptr=None):
+        cdef const int64_t[::1] indptr_v = indptr
+        cdef const double[::1] y_v = y
+        cdef const double[::1] M_v = M
+        cdef const double[::1] data_v
+        cdef const double[::1] s_v
+        cdef const int32_t[::1] i32
+        cdef const int64_t[::1] i64
+        N = y.shape[0]
+        D = indptr.shape[0] - 1
+        self.w_arr = np.zeros(D, dtype=np.float64)
+        self.u_arr = np.zeros(N, dtype=np.float64)
+        cdef double[::1] w_v = self.w_arr
+        cdef double[::1] u_v = self.u_arr
+        self._keep = (indptr, indices, data, y, s, M)
+        self.P.N = N
+        self.P.D = D
+        self.P.indptr = &indptr_v[0]
+        self.P.ind32 = NULL
+        self.P.ind64 = NULL
+        if indices.dtype == np.int64:
+            i64 = indices
+            self.P.ind64 = &i64[0] if i64.shape[0] > 0 else NULL
+        else:
+            i32 = indices
+            self.P.ind32 = &i32[0] if i32.shape[0] > 0 else NULL
+        if self.P.ind32 == NULL and self.P.ind64 == NULL:
+            # no stored entries: every column loop is empty, any valid pointer does
+            dummy = np.zeros(1, dtype=np.int64)
+            self._keep = self._keep + (dummy,)
+            i64 = dummy
+            self.P.ind64 = &i64[0]
+        if data is None:
+            self.P.data = NULL
+        else:
+            data_v = data
+            self.P.data = &data_v[0] if data_v.shape[0] > 0 else NULL
+        self.P.zval = zval
+        self.P.y = &y_v[0]
+        if s is None:
+            self.P.s = NULL
+        else:
+            s_v = s
+            self.P.s = &s_v[0]
+        self.P.S = S
+        self.P.u = &u_v[0]
+        self.P.w = &w_v[0] if D > 0 else NULL
+        self.P.M = &M_v[0] if D > 0 else NULL
+        self.P.loss = <Loss>loss
+        self.P.lam1 = lam1
+        self.P.lam2 = lam2
+        self.beta = loss_beta(<Loss>loss)
+        self.fit_intercept = fit_intercept
+        self.selection = <Selection>selection
+        self.rng = seed
+        self.b = 0.0
+        self.grid_ptr = grid_ptr
+        n_perm = D if grid_ptr is None else grid_ptr.shape[0] - 1
+        self.perm_arr = np.arange(n_perm, dtype=np.int64)
+        self.scratch = np.zeros(D, dtype=np.float64)
+        self.thread_states = np.zeros(0, dtype=np.uint64)
+        # u = p - y at w = 0, b = 0 for the squared loss; p = 0 otherwise
+        if self.P.loss == SQUARED:
+            self.u_arr[:] = -np.asarray(y)
+
+    def set_thread_seeds(self, seeds):
+        """Hogwild streams, one uint64 seed per thread."""
+        self.thread_states = np.array(seeds, dtype=np.uint64)
+
+    def start_from(self, w0, double b0):
+        """Warm start: w = w0, b = b0, and the state u rebuilt as Z w0 + b0 (- y)."""
+        cdef double[::1] wv = self.w_arr
+        cdef const double[::1] w0v = np.ascontiguousarray(w0, dtype=np.float64)
+        cdef Py_ssize_t j, i
+        cdef double* u = self.P.u
+        for j in range(self.P.D):
+            wv[j] = w0v[j]
+        self.b = b0
+        with nogil:
+            for i in range(self.P.N):
+                # p = b0 (- y for the squared loss)
+                u[i] = b0 - self.P.y[i] if self.P.loss == SQUARED else b0
+            for j in range(self.P.D):
+                # p += w_j Z[:, j], columns in increasing order
+                if self.P.w[j] != 0.0:
+                    if self.P.ind64 != NULL:
+                        _col_axpy(&self.P, self.P.ind64, j, self.P.w[j], False)
+                    else:
+                        _col_axpy(&self.P, self.P.ind32, j, self.P.w[j], False)
+
+    cdef double _intercept_grad(self) noexcept nogil:
+        # numpy: (s * loss'(p, y)).sum() / S
+        cdef Py_ssize_t i
+        cdef double acc = 0.0
+        cdef const double* s = self.P.s
+        cdef const double* u = self.P.u
+        cdef const double* y = self.P.y
+        cdef Loss loss = self.P.loss
+        if s == NULL:
+            for i in range(self.P.N):
+                acc += loss_deriv(loss, u[i], y[i])
+        else:
+            for i in range(self.P.N):
+                acc += s[i] * loss_deriv(loss, u[i], y[i])
+        return acc / self.P.S
+
+    def intercept_grad(self):
+        """g_b = (1/S) sum_i s_i loss'(p_i, y_i) at the current point."""
+        return self._intercept_grad()
+
+    def intercept_step(self):
+        """b <- b - g_b / beta, p += delta_b (exact for the squared loss)."""
+        cdef double g, delta
+        cdef Py_ssize_t i
+        with nogil:
+            g = self._intercept_grad()
+            delta = -g / self.beta
+            if delta != 0.0:
+                for i in range(self.P.N):
+                    self.P.u[i] += delta  # p += delta_b
+        self.b = self.b + delta
+
+    def epoch(self, int mode, int n_threads):
+        """D coordinate steps (R grid blocks in grid mode), drawn per ``selection``."""
+        cdef Prob* P = &self.P
+        cdef Py_ssize_t D = P.D
+        cdef Py_ssize_t it, j, t, r, n_grids, T
+        cdef int64_t[::1] perm = self.perm_arr
+        cdef const int64_t[::1] gp
+        cdef uint64_t[::1] ts
+        cdef Py_ssize_t[::1] counts
+        cdef int64_t lo, hi
+        cdef Selection sel = self.selection
+        if D == 0:
+            return
+        if mode == SERIAL:
+            with nogil:
+                if sel == RANDOM:
+                    for it in range(D):
+                        cd_step(P, randbelow(&self.rng, D), False)
+                elif sel == PERMUTATION:
+                    fisher_yates(&perm[0], D, &self.rng)
+                    for it in range(D):
+                        cd_step(P, perm[it], False)
+                else:
+                    for j in range(D):
+                        cd_step(P, j, False)
+        elif mode == HOGWILD:
+            T = max(1, n_threads)
+            if sel == RANDOM:
+                if self.thread_states.shape[0] < T:
+                    raise ValueError("Hogwild needs one seed per thread (set_thread_seeds)")
+                ts = self.thread_states
+                counts_arr = np.full(T, D // T, dtype=np.intp)
+                counts_arr[: D % T] += 1
+                counts = counts_arr
+                with nogil:
+                    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+                        hogwild_random_worker(P, &ts[t], counts[t])
+            elif sel == PERMUTATION:
+                with nogil:
+                    fisher_yates(&perm[0], D, &self.rng)
+                    for it in prange(D, num_threads=T, schedule="static"):
+                        cd_step(P, perm[it], True)
+            else:
+                with nogil:
+                    for j in prange(D, num_threads=T, schedule="static"):
+                        cd_step(P, j, True)
+        else:
+            if self.grid_ptr is None:
+                raise ValueError("grid mode needs the grid structure (grid_ptr)")
+            gp = self.grid_ptr
+            n_grids = gp.shape[0] - 1
+            T = max(1, n_threads)
+            with nogil:
+                if sel == PERMUTATION:
+                    fisher_yates(&perm[0], n_grids, &self.rng)
+                for it in range(n_grids):
+                    if sel == RANDOM:
+                        r = randbelow(&self.rng, n_grids)
+                    elif sel == PERMUTATION:
+                        r = perm[it]
+                    else:
+                        r = it
+                    lo = gp[r]
+                    hi = gp[r + 1]
+                    # all bins of grid r from the same p: disjoint rows, no conflicts
+                    if T == 1 or hi - lo < 2:
+                        for j in range(lo, hi):
+                            cd_step(P, j, False)
+                    else:
+                        for j in prange(lo, hi, num_threads=T, schedule="guided"):
+                            cd_step(P, j, False)
+
+    def objective(self):
+        """P(w, b) = (1/S) sum s_i loss(p_i, y_i) + lam1 ||w||_1 + lam2/2 ||w||^2."""
+        cdef Py_ssize_t i, j
+        cdef double acc = 0.0, l1 = 0.0, l2 = 0.0
+        cdef const double* s = self.P.s
+        cdef Loss loss = self.P.loss
+        with nogil:
+            for i in range(self.P.N):
+                if s == NULL:
+                    acc += loss_value(loss, self.P.u[i], self.P.y[i])
+                else:
+                    acc += s[i] * loss_value(loss, self.P.u[i], self.P.y[i])
+            for j in range(self.P.D):
+                l1 += fabs(self.P.w[j])
+                l2 += self.P.w[j] * self.P.w[j]
+        return acc / self.P.S + self.P.lam1 * l1 + 0.5 * self.P.lam2 * l2
+
+    def gradients(self, int n_threads):
+        """g (D,), g_j = (1/S) sum_i s_i loss'(p_i, y_i) z_ij + lam2 w_j, a parallel pass."""
+        cdef double[::1] g = self.scratch
+        cdef Py_ssize_t j
+        cdef int T = max(1, n_threads)
+        with nogil:
+            for j in prange(self.P.D, num_threads=T, schedule="guided"):
+                g[j] = col_grad(&self.P, j)
+        return np.asarray(g).copy()
+
+    def convergence(self, int check, int n_threads):
+        """The raw convergence value: duality gap, or largest minimum-norm subgradient.
+
+        Checked after the intercept step. See docs/internals.md, "Convergence".
+        """
+        cdef double[::1] g = self.scratch
+        cdef Py_ssize_t j, i
+        cdef int T = max(1, n_threads)
+        cdef double lam1 = self.P.lam1, lam2 = self.P.lam2
+        cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
+        cdef double scale, gap = 0.0, wj
+        cdef const double* s = self.P.s
+        cdef const double* u = self.P.u
+        cdef const double* y = self.P.y
+        with nogil:
+            for j in prange(self.P.D, num_threads=T, schedule="guided"):
+                g[j] = col_grad(&self.P, j)
+            if check == DUALITY_GAP:
+                # XtA = -g, r = y - p = -u
+                for j in range(self.P.D):
+                    if fabs(g[j]) > dn:
+                        dn = fabs(g[j])
+                    wj = self.P.w[j]
+                    l1 += fabs(wj)
+                    l2 += wj * wj
+                for i in range(self.P.N):
+                    if s == NULL:
+                        rn2 += u[i] * u[i]
+                        ry -= u[i] * y[i]
+                    else:
+                        rn2 += s[i] * u[i] * u[i]
+                        ry -= s[i] * u[i] * y[i]
+                rn2 = rn2 / self.P.S
+                ry = ry / self.P.S
+                scale = lam1 / dn if dn > lam1 else 1.0
+                gap = (0.5 * rn2 * (1.0 + scale * scale) + lam1 * l1 - scale * ry
+                       + 0.5 * lam2 * (1.0 + scale * scale) * l2)
+        if check == DUALITY_GAP:
+            return gap
+        with nogil:
+            for j in range(self.P.D):
+                wj = self.P.w[j]
+                if wj > 0:
+                    v = fabs(g[j] + lam1)
+                elif wj < 0:
+                    v = fabs(g[j] - lam1)
+                else:
+                    v = fabs(g[j]) - lam1
+                    if v < 0:
+                        v = 0.0
+                if v > vmax:
+                    vmax = v
+        if self.fit_intercept:
+            v = fabs(self._intercept_grad())
+            if v > vmax:
+                vmax = v
+        return vmax
+
+    def predictions(self):
+        """p = Z w + b on the training rows."""
+        if self.P.loss == SQUARED:
+            return self.u_arr + np.asarray(<object>self._keep[3])
+        return self.u_arr.copy()
+
+
+def column_sums(indptr, indices, data, double zval, v, int n_threads):
+    """out_j = sum_i v_i z_ij over the stored entries of column j (CSC), a parallel pass."""
+    cdef const int64_t[::1] ip = indptr
+    cdef const double[::1] vv = v
+    cdef Py_ssize_t D = ip.shape[0] - 1
+    out = np.zeros(D, dtype=np.float64)
+    cdef double[::1] o = out
+    cdef const double[::1] dv
+    cdef const double* dp = NULL
+    cdef int T = max(1, n_threads)
+    if data is not None:
+        dv = data
+        if dv.shape[0] > 0:
+            dp = &dv[0]
+    if indices.shape[0] == 0 or D == 0:
+        return out
+    if indices.dtype == np.int64:
+        _column_sums[int64_t](&ip[0], indices, dp, zval, &vv[0], &o[0], D, T)
+    else:
+        _column_sums[int32_t](&ip[0], indices, dp, zval, &vv[0], &o[0], D, T)
+    return out
+
+
+cdef void _column_sums(const int64_t* ip, const idx_t[::1] ind, const double* data, double zval,
+                       const double* v, double* out, Py_ssize_t D, int T):
+    cdef Py_ssize_t j
+    cdef int64_t k
+    cdef double acc
+    with nogil:
+        for j in prange(D, num_threads=T, schedule="guided"):
+            # numpy: out[j] = (v[rows] * z[rows, j]).sum()
+            acc = 0.0
+            if data == NULL:
+                for k in range(ip[j], ip[j + 1]):
+                    acc = acc + v[ind[k]]
+                out[j] = acc * zval
+            else:
+                for k in range(ip[j], ip[j + 1]):
+                    acc = acc + v[ind[k]] * data[k]
+                out[j] = acc
+
+
+def column_sq_sums(indptr, indices, data, double zval, s, int n_threads):
+    """S h_j = sum_i s_i z_ij^2 over the stored entries of column j (``s`` of length N)."""
+    if data is None:
+        return column_sums(indptr, indices, None, zval * zval, s, n_threads)
+    return column_sums(indptr, indices, np.square(data), 1.0, s, n_threads)

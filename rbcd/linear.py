@@ -1,0 +1,831 @@
+"""Linear models by randomized coordinate descent: serial, Hogwild and grid-block parallel.
+
+Objective (paper eq. 23 plus options; DESIGN.md contract 8, docs/internals.md):
+
+    P(w, b) = (1/S) sum_i s_i loss(z_i . w + b, y_i)
+              + alpha * (l1_ratio ||w||_1 + (1 - l1_ratio)/2 ||w||_2^2)
+
+solved one coordinate at a time with the prox-Newton step of paper eq. 24-27 (contract 9).
+The kernels live in ``_cd.pyx``; this module validates input, converts Z once to CSC (the
+form the kernels walk), picks the parallel mode, and runs the epoch loop with its
+convergence check (relative duality gap or largest minimum-norm subgradient).
+
+Scalings done at the boundary: none of the kernels' quantities are rescaled; the sample
+weights enter unnormalized with their sum S, exactly as docs/internals.md writes P.
+
+Parallel modes (``parallel=``):
+
+* None: serial and reproducible; the same iterates as ``rbcd_ref`` (up to float rounding).
+* "hogwild": threads split each epoch's coordinate draws, update w lock-free and add to the
+  shared predictions atomically (paper Algorithm 2). Not reproducible run to run; converges
+  to the same optimum.
+* "grid": random binning's own structure: the bins of one grid touch disjoint rows, so all
+  bins of a visited grid are updated at once in parallel. Deterministic, identical for any
+  number of threads. Needs ``fit(..., binning=<fitted exact-mode RandomBinning>)``.
+* "auto": one thread -> None; grid structure available -> "grid"; otherwise "hogwild" when
+  it pays (at least ``_HOGWILD_MIN_NNZ`` stored entries and a predicted speedup, paper
+  eq. 29, of at least 1.5), else None: tiny or dense problems gain nothing from threads and
+  keep their reproducibility.
+"""
+import numbers
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import _cd
+from ._random import solver_seed
+from ._threads import effective_n_threads
+
+__all__ = ["CDRegressor", "CDClassifier", "cd_path", "alpha_max"]
+
+LOSSES = {
+    "squared": _cd.Loss.SQUARED,
+    "logistic": _cd.Loss.LOGISTIC,
+    "squared_hinge": _cd.Loss.SQUARED_HINGE,
+}
+REGRESSION_LOSSES = ("squared",)
+CLASSIFICATION_LOSSES = ("logistic", "squared_hinge")
+SELECTIONS = {
+    "random": _cd.Selection.RANDOM,
+    "permutation": _cd.Selection.PERMUTATION,
+    "cyclic": _cd.Selection.CYCLIC,
+}
+PARALLEL_MODES = (None, "auto", "hogwild", "grid")
+_MODE_CODES = {None: _cd.Mode.SERIAL, "hogwild": _cd.Mode.HOGWILD, "grid": _cd.Mode.GRID}
+
+_MASK64 = (1 << 64) - 1
+# Hogwild thread t of problem k: SplitMix64(seed + k + _HOGWILD_STRIDE * (t + 1))
+_HOGWILD_STRIDE = 0x632BE59BD9B4E019
+_HOGWILD_MIN_NNZ = 100_000
+
+
+# ---------------------------------------------------------------------------- checks
+def _check_choice(value, name, choices):
+    for c in choices:
+        if value is c or (isinstance(value, str) and isinstance(c, str) and value == c):
+            return value
+    raise ValueError(f"{name} must be one of {list(choices)!r}, got {value!r}")
+
+
+def _check_real(value, name, low=None, high=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{name} must be <= {high}, got {value}")
+    return value
+
+
+def _check_int(value, name, low=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return value
+
+
+def _check_params(est, loss_choices):
+    """Validated solver parameters of an estimator, as a dict (the estimator is untouched)."""
+    if not isinstance(est.fit_intercept, (bool, np.bool_)):
+        raise ValueError(f"fit_intercept must be a bool, got {est.fit_intercept!r}")
+    verbose = est.verbose
+    verbose = int(verbose) if isinstance(verbose, (bool, np.bool_)) else _check_int(verbose, "verbose", 0)
+    return dict(
+        loss=_check_choice(est.loss, "loss", loss_choices),
+        alpha=_check_real(est.alpha, "alpha", low=0.0),
+        l1_ratio=_check_real(est.l1_ratio, "l1_ratio", low=0.0, high=1.0),
+        max_epochs=_check_int(est.max_epochs, "max_epochs", low=1),
+        tol=_check_real(est.tol, "tol", low=0.0),
+        selection=_check_choice(est.selection, "selection", tuple(SELECTIONS)),
+        parallel=_check_choice(est.parallel, "parallel", PARALLEL_MODES),
+        n_threads=effective_n_threads(est.n_jobs),
+        fit_intercept=bool(est.fit_intercept),
+        verbose=verbose,
+    )
+
+
+def _check_sample_weight(sample_weight, n_samples):
+    """Float64 weights (n_samples,), finite, >= 0, positive sum; None -> None (all ones)."""
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, numbers.Real) and not isinstance(sample_weight, (bool, np.bool_)):
+        sample_weight = np.full(n_samples, float(sample_weight))
+    s = np.asarray(sample_weight)
+    if s.dtype.kind not in "biuf":
+        raise ValueError(f"sample_weight must be numeric, got dtype {s.dtype}")
+    s = np.ascontiguousarray(s, dtype=np.float64)
+    if s.ndim != 1:
+        raise ValueError(f"sample_weight must be 1-D, got shape {s.shape}")
+    if s.shape[0] != n_samples:
+        raise ValueError(
+            f"sample_weight has {s.shape[0]} entries but the feature matrix has {n_samples} rows"
+        )
+    if not np.all(np.isfinite(s)):
+        raise ValueError("sample_weight contains NaN or inf")
+    if np.any(s < 0):
+        raise ValueError("sample_weight must be non-negative (got a negative weight)")
+    if not s.sum() > 0:
+        raise ValueError("sample_weight must have a positive sum")
+    return s
+
+
+def _check_regression_target(y, n_samples):
+    y = np.asarray(y)
+    if y.dtype.kind not in "biuf":
+        raise ValueError(f"y must be numeric, got dtype {y.dtype}")
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim == 0 or y.ndim > 2:
+        raise ValueError(f"y must be 1-D or 2-D, got shape {y.shape}")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"y has {y.shape[0]} rows but the feature matrix has {n_samples} rows")
+    if y.ndim == 2 and y.shape[1] == 0:
+        raise ValueError(f"y has no columns (shape {y.shape})")
+    if not np.all(np.isfinite(y)):
+        bad = tuple(int(b) for b in np.argwhere(~np.isfinite(y))[0])
+        raise ValueError(f"y contains NaN or inf (first at index {bad})")
+    return y
+
+
+def _binary_pm1(y, n_samples):
+    """Two-class y as float64 in {-1, +1} (the larger label is +1)."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D for a classification loss, got shape {y.shape}")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"y has {y.shape[0]} rows but the feature matrix has {n_samples} rows")
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        raise ValueError("y contains NaN or inf")
+    classes, idx = np.unique(y, return_inverse=True)
+    if classes.shape[0] != 2:
+        raise ValueError(f"a classification loss needs exactly 2 classes in y, got {classes.shape[0]}")
+    return np.where(idx == 1, 1.0, -1.0)
+
+
+# ---------------------------------------------------------------------------- columns
+class _Columns:
+    """Z in the form the kernels walk: CSC (int64 indptr, int32/int64 sorted row indices),
+    values as float64, or ``data=None`` with the constant ``zval`` when every stored value is
+    equal (random binning: 1/sqrt(R), the RB fast path), and ``grid_ptr`` when known."""
+
+    def __init__(self, indptr, indices, data, zval, n_rows, grid_ptr=None):
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        if indices.dtype not in (np.int32, np.int64):
+            indices = indices.astype(np.int64)
+        self.indices = np.ascontiguousarray(indices)
+        self.data = data
+        self.zval = float(zval)
+        self.n_rows = int(n_rows)
+        self.n_cols = self.indptr.shape[0] - 1
+        self.grid_ptr = grid_ptr
+
+    @property
+    def nnz(self):
+        return int(self.indptr[-1])
+
+    def column_sums(self, v, n_threads):
+        """Z^T v (v float64 of length n_rows)."""
+        return _cd.column_sums(self.indptr, self.indices, self.data, self.zval,
+                               np.ascontiguousarray(v, dtype=np.float64), n_threads)
+
+
+def _constant_values(data):
+    """(None, value) when all stored values are equal, else (float64 data, 1.0)."""
+    if data.shape[0] > 0 and np.all(data == data[0]):
+        return None, float(data[0])
+    if data.shape[0] == 0:
+        return None, 1.0
+    return np.ascontiguousarray(data, dtype=np.float64), 1.0
+
+
+def _plain_columns(Z):
+    """CSC view of any scipy sparse matrix or dense array (converted once)."""
+    if sp.issparse(Z):
+        C = Z.tocsc()
+        if not C.has_canonical_format:
+            C = C.copy()
+            C.sum_duplicates()
+    else:
+        C = sp.csc_matrix(np.asarray(Z))
+    data, zval = _constant_values(C.data)
+    return _Columns(C.indptr, C.indices, data, zval, C.shape[0])
+
+
+def _check_grid_structure(cols, grid_ptr):
+    """grid_ptr as int64, checked: 0 .. D non-decreasing, at most one entry per row per grid."""
+    gp = np.asarray(grid_ptr)
+    if gp.ndim != 1 or gp.shape[0] < 2 or gp.dtype.kind not in "iu":
+        raise ValueError(f"grid_ptr must be a 1-D integer array of length R + 1 >= 2, got shape {gp.shape}")
+    gp = np.ascontiguousarray(gp, dtype=np.int64)
+    if gp[0] != 0 or gp[-1] != cols.n_cols or np.any(np.diff(gp) < 0):
+        raise ValueError(
+            f"grid_ptr must be non-decreasing from 0 to the number of columns {cols.n_cols}, "
+            f"got first {int(gp[0])} and last {int(gp[-1])}"
+        )
+    # grid of every stored entry; (grid, row) pairs must be distinct
+    grid_of_col = np.repeat(np.arange(gp.shape[0] - 1, dtype=np.int64), np.diff(gp))
+    grid_of_entry = np.repeat(grid_of_col, np.diff(cols.indptr))
+    key = grid_of_entry * cols.n_rows + cols.indices.astype(np.int64)
+    key.sort()
+    dup = np.flatnonzero(key[1:] == key[:-1])
+    if dup.shape[0]:
+        r, i = divmod(int(key[dup[0]]), cols.n_rows)
+        raise ValueError(
+            f"row {i} has more than one entry in grid {r}: not a random binning grid structure "
+            f"(parallel='grid' needs at most one entry per row per grid)"
+        )
+    return gp
+
+
+def _is_rb_columns(obj):
+    return all(hasattr(obj, a) for a in ("indptr", "indices", "grid_ptr", "value", "n_rows"))
+
+
+def _columns_from(Z, binning, n_jobs):
+    """The solver's columns of Z; with ``binning`` also the grid structure.
+
+    ``binning`` may be a fitted exact-mode RandomBinning (its ``grid_ptr_`` is checked
+    against Z) or an ``rbcd.features.RBColumns`` already built from Z (used as is, no
+    rebuild: the fast path of RBRegressor/RBClassifier).
+    """
+    if binning is None:
+        return _plain_columns(Z)
+    if _is_rb_columns(binning):
+        n_rows = int(binning.n_rows)
+        indptr = np.asarray(binning.indptr)
+        if n_rows != Z.shape[0] or indptr.shape[0] != Z.shape[1] + 1:
+            raise ValueError(
+                f"binning columns describe a {n_rows} x {indptr.shape[0] - 1} matrix but Z is "
+                f"{Z.shape[0]} x {Z.shape[1]}"
+            )
+        gp = np.ascontiguousarray(binning.grid_ptr, dtype=np.int64)
+        if gp[0] != 0 or gp[-1] != Z.shape[1]:
+            raise ValueError("binning.grid_ptr must run from 0 to the number of columns of Z")
+        return _Columns(indptr, np.asarray(binning.indices), None, float(binning.value), n_rows, gp)
+    grid_ptr = getattr(binning, "grid_ptr_", None)
+    if grid_ptr is None:
+        raise ValueError(
+            "binning must be a fitted RandomBinning in exact mode (n_features=None) or the "
+            "RBColumns of Z; the given binning has no grid_ptr_ (hashed mode or not fitted)"
+        )
+    grid_ptr = np.asarray(grid_ptr)
+    if int(grid_ptr[-1]) != Z.shape[1]:
+        raise ValueError(
+            f"the binning has {int(grid_ptr[-1])} columns but Z has {Z.shape[1]}"
+        )
+    try:
+        from .features import column_structure
+    except ImportError:
+        column_structure = None
+    if column_structure is not None and sp.issparse(Z):
+        Zr = Z.tocsr()
+        if Zr.data.shape[0] and np.all(Zr.data == Zr.data[0]):
+            # a plain RB matrix: the shared builder (parallel, checks the grid structure)
+            rbc = column_structure(Zr, grid_ptr, n_jobs=n_jobs)
+            return _Columns(rbc.indptr, np.asarray(rbc.indices), None, float(rbc.value),
+                            rbc.n_rows, np.ascontiguousarray(rbc.grid_ptr, dtype=np.int64))
+    cols = _plain_columns(Z)
+    cols.grid_ptr = _check_grid_structure(cols, grid_ptr)
+    return cols
+
+
+def _resolve_mode(parallel, n_threads, cols):
+    """The mode actually used (None, "hogwild" or "grid") and its thread count."""
+    if parallel == "grid":
+        if cols.grid_ptr is None:
+            raise ValueError(
+                "parallel='grid' needs the grid structure: pass binning= a fitted RandomBinning "
+                "(exact mode, n_features=None) to fit"
+            )
+        return "grid", n_threads
+    if parallel == "hogwild":
+        return "hogwild", n_threads
+    if parallel is None or n_threads == 1:
+        return None, n_threads
+    if cols.grid_ptr is not None:
+        return "grid", n_threads
+    nnz = cols.nnz
+    if nnz >= _HOGWILD_MIN_NNZ and cols.n_cols > 1:
+        per_row = nnz / max(cols.n_rows, 1)
+        t = n_threads
+        speedup = t / (1.0 + max(per_row - 1.0, 0.0) * (t - 1) / (cols.n_cols - 1))
+        if speedup >= 1.5:
+            return "hogwild", n_threads
+    return None, n_threads
+
+
+# ---------------------------------------------------------------------------- losses (numpy)
+def _loss_deriv_np(loss, p, y):
+    """loss'(p, y) elementwise (table in docs/internals.md)."""
+    if loss == "squared":
+        return p - y
+    if loss == "logistic":
+        with np.errstate(over="ignore"):
+            return -y / (1.0 + np.exp(y * p))
+    return -2.0 * y * np.maximum(0.0, 1.0 - y * p)
+
+
+def _optimal_intercept(loss, y, s, S):
+    """b0, the intercept of the w = 0 model (docs/internals.md, alpha_max)."""
+    if loss == "squared":
+        return float(np.dot(s, y) / S)
+    s_pos = float(np.sum(s[y > 0]))
+    s_neg = float(np.sum(s[y < 0]))
+    if s_pos == 0.0 or s_neg == 0.0:
+        raise ValueError(
+            "the sample weights of one class sum to zero: the intercept-only model is "
+            "degenerate (give both classes positive weight)"
+        )
+    if loss == "logistic":
+        return float(np.log(s_pos / s_neg))
+    return (s_pos - s_neg) / (s_pos + s_neg)
+
+
+def _gradient_at_constant(cols, loss, y, s, S, b0, n_threads):
+    """max_j |(1/S) sum_i s_i loss'(b0, y_i) z_ij|."""
+    d = _loss_deriv_np(loss, np.full_like(y, b0), y) * s
+    if cols.n_cols == 0:
+        return 0.0
+    return float(np.max(np.abs(cols.column_sums(d, n_threads) / S)))
+
+
+# ---------------------------------------------------------------------------- solver
+def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol, selection,
+           mode, n_threads, seed, M, w_init=None, b_init=0.0, verbose=0, label=""):
+    """Coordinate descent on one problem (one target / one one-vs-rest class).
+
+    ``s`` None means unit weights. ``M`` = beta h + lam2 (shared by the problems of a fit).
+    Returns dict(w, b, n_iter, history, gap, converged).
+    """
+    N = cols.n_rows
+    lam1 = alpha * l1_ratio
+    lam2 = alpha * (1.0 - l1_ratio)
+    s_full = np.ones(N) if s is None else s
+    S = float(np.sum(s_full))
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    prob = _cd.CDProblem(
+        cols.indptr, cols.indices, cols.data, cols.zval, y, s, S, M, LOSSES[loss], lam1, lam2,
+        fit_intercept, SELECTIONS[selection], seed & _MASK64,
+        cols.grid_ptr if mode == "grid" else None,
+    )
+    if mode == "hogwild":
+        prob.set_thread_seeds([(seed + _HOGWILD_STRIDE * (t + 1)) & _MASK64 for t in range(n_threads)])
+    warm = w_init is not None
+    if warm:
+        prob.start_from(w_init, b_init if fit_intercept else 0.0)
+    elif fit_intercept:
+        prob.intercept_step()
+
+    use_gap = loss == "squared" and l1_ratio > 0
+    b0 = _optimal_intercept(loss, y, s_full, S) if fit_intercept else 0.0
+    if use_gap:
+        scale = float(np.dot(s_full, 0.5 * (y - b0) ** 2) / S)
+        check = _cd.Check.DUALITY_GAP
+    else:
+        scale = _gradient_at_constant(cols, loss, y, s_full, S, b0, n_threads)
+        check = _cd.Check.SUBGRADIENT
+
+    history = []
+    if scale == 0.0:  # solved at w = 0
+        return dict(w=prob.w_arr, b=prob.b, n_iter=0, history=history, gap=0.0, converged=True)
+
+    code = _MODE_CODES[mode]
+    value = np.inf
+    converged = False
+    n_iter = 0
+    for epoch in range(max_epochs):
+        prob.epoch(code, n_threads)
+        if fit_intercept:
+            prob.intercept_step()
+        n_iter = epoch + 1
+        history.append(prob.objective())
+        raw = prob.convergence(check, n_threads)
+        value = raw / scale
+        if verbose:
+            kind = "gap" if use_gap else "subgradient"
+            print(f"[rbcd CD{label}] epoch {n_iter}: objective {history[-1]:.10g}, "
+                  f"relative {kind} {value:.3e} (tol {tol:.1e})")
+        if raw <= tol * scale:
+            converged = True
+            break
+    if not converged:
+        kind = "duality gap" if use_gap else "largest minimum-norm subgradient"
+        warnings.warn(
+            f"Coordinate descent did not converge{label} after {max_epochs} epochs: relative "
+            f"{kind} {value:.3e} > tol {tol:.3e}. Increase max_epochs, or alpha.",
+            ConvergenceWarning,
+        )
+    return dict(w=prob.w_arr, b=prob.b, n_iter=n_iter, history=history, gap=float(value),
+                converged=converged)
+
+
+# ---------------------------------------------------------------------------- estimators
+class _CDBase(BaseEstimator):
+    """Shared fit machinery of CDRegressor and CDClassifier."""
+
+    _loss_choices = REGRESSION_LOSSES + CLASSIFICATION_LOSSES
+
+    def _validate_Z(self, Z, reset):
+        return validate_data(self, Z, reset=reset, accept_sparse=True,
+                             dtype=[np.float64, np.float32])
+
+    def _solve_all(self, Z, targets, s, params, binning):
+        """Solve every problem k (column k of ``targets``); sets the shared attributes."""
+        cols = _columns_from(Z, binning, self.n_jobs)
+        mode, n_threads = _resolve_mode(params["parallel"], params["n_threads"], cols)
+        loss = params["loss"]
+        n_problems = targets.shape[1]
+        D = cols.n_cols
+        N = cols.n_rows
+        s_full = np.ones(N) if s is None else s
+        S = float(np.sum(s_full))
+        beta = _cd.beta_of(LOSSES[loss])
+        lam2 = params["alpha"] * (1.0 - params["l1_ratio"])
+        h = _cd.column_sq_sums(cols.indptr, cols.indices, cols.data, cols.zval,
+                               np.ascontiguousarray(s_full), n_threads) / S
+        M = np.ascontiguousarray(beta * h + lam2)
+        warm = False
+        if self.warm_start and hasattr(self, "coef_"):
+            W0 = np.asarray(self.coef_, dtype=np.float64)
+            B0 = np.asarray(self.intercept_, dtype=np.float64)
+            if W0.size == n_problems * D and B0.size == n_problems:
+                W0 = W0.reshape(n_problems, D)
+                B0 = B0.reshape(n_problems)
+                warm = True
+        seed = solver_seed(self.random_state)
+        results = []
+        for k in range(n_problems):
+            results.append(_solve(
+                cols, targets[:, k], s, loss=loss, alpha=params["alpha"],
+                l1_ratio=params["l1_ratio"], fit_intercept=params["fit_intercept"],
+                max_epochs=params["max_epochs"], tol=params["tol"],
+                selection=params["selection"], mode=mode, n_threads=n_threads,
+                seed=seed + k, M=M,
+                w_init=W0[k] if warm else None, b_init=float(B0[k]) if warm else 0.0,
+                verbose=params["verbose"], label=f" (problem {k})" if n_problems > 1 else "",
+            ))
+        self.parallel_ = mode
+        self.n_threads_ = int(n_threads)
+        W = np.vstack([r["w"] for r in results]).astype(Z.dtype, copy=False)
+        B = np.array([r["b"] for r in results], dtype=np.float64).astype(Z.dtype, copy=False)
+        single = n_problems == 1
+        if single:
+            r = results[0]
+            self.n_iter_ = int(r["n_iter"])
+            self.objective_history_ = list(r["history"])
+            self.dual_gap_ = float(r["gap"])
+        else:
+            self.n_iter_ = np.array([r["n_iter"] for r in results], dtype=np.int64)
+            self.objective_history_ = [list(r["history"]) for r in results]
+            self.dual_gap_ = np.array([r["gap"] for r in results], dtype=np.float64)
+        return W, B
+
+    def _decision(self, Z):
+        check_is_fitted(self, "coef_")
+        Z = self._validate_Z(Z, reset=False)
+        W = np.atleast_2d(self.coef_)
+        out = Z @ W.T
+        return np.asarray(out) + np.atleast_1d(self.intercept_)[None, :]
+
+
+_PARAMS_DOC = """
+    loss : str
+        See above.
+    alpha : float >= 0, default 1e-4
+        Penalty strength (in the units of the mean loss).
+    l1_ratio : float in [0, 1], default 1.0
+        1 is the lasso (l1), 0 ridge (l2), in between the elastic net.
+    fit_intercept : bool, default True
+        Fit an unpenalized intercept (one exact or Newton step after every epoch).
+    max_epochs : int >= 1, default 100
+        Epochs of D coordinate steps (R grid blocks in grid mode).
+    tol : float >= 0, default 1e-4
+        Stop when the relative duality gap (squared loss with l1_ratio > 0) or the relative
+        largest minimum-norm subgradient is <= tol (relative to the value at w = 0).
+    selection : {"random", "permutation", "cyclic"}, default "random"
+        Coordinate order: draws with replacement, a reshuffled permutation per epoch, or
+        0..D-1 (grids instead of coordinates in grid mode).
+    parallel : {None, "auto", "hogwild", "grid"}, default "auto"
+        See the module docstring.
+    n_jobs : int or None
+        Threads (None: the OpenMP default, honouring threadpoolctl / OMP_NUM_THREADS).
+    warm_start : bool, default False
+        Start from the previous coef_ / intercept_.
+    random_state : int, Generator, RandomState or None
+        Seeds the coordinate stream (SplitMix64, docs/internals.md).
+    verbose : int
+        > 0 prints the objective and the convergence value after each epoch.
+"""
+
+
+class CDRegressor(RegressorMixin, _CDBase):
+    """Least squares with an l1 / l2 / elastic-net penalty by randomized coordinate descent.
+
+    Minimizes (1/S) sum_i s_i 0.5 (z_i.w + b - y_i)^2 + alpha (l1_ratio ||w||_1
+    + (1 - l1_ratio)/2 ||w||^2) (paper eq. 23). With l1_ratio = 1, fit_intercept=False and unit
+    weights this is scikit-learn's Lasso(alpha). A 2-D y is one problem per target (seed + k).
+
+    Parameters
+    ----------""" + _PARAMS_DOC + """
+    Attributes
+    ----------
+    coef_ : ndarray (D,) or (n_targets, D), in the input's float dtype
+    intercept_ : float or ndarray (n_targets,)
+    n_iter_ : int (or array per target): epochs run
+    objective_history_ : list of the objective after each epoch (per target for 2-D y)
+    dual_gap_ : float (or array): final relative gap / subgradient
+    n_threads_ : int, threads used;  parallel_ : the mode used (None, "hogwild", "grid")
+    """
+
+    _loss_choices = REGRESSION_LOSSES
+
+    def __init__(self, loss="squared", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
+                 max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
+                 warm_start=False, random_state=None, verbose=0):
+        self.loss = loss
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.fit_intercept = fit_intercept
+        self.max_epochs = max_epochs
+        self.tol = tol
+        self.selection = selection
+        self.parallel = parallel
+        self.n_jobs = n_jobs
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def fit(self, Z, y, sample_weight=None, binning=None):
+        """Fit by coordinate descent.
+
+        ``binning``: a fitted exact-mode RandomBinning (or the RBColumns of Z) giving the
+        grid structure for parallel="grid" (and "auto").
+        """
+        params = _check_params(self, self._loss_choices)
+        Z = self._validate_Z(Z, reset=True)
+        y = _check_regression_target(y, Z.shape[0])
+        s = _check_sample_weight(sample_weight, Z.shape[0])
+        if s is not None and np.all(s == 1.0):
+            s = None
+        single = y.ndim == 1
+        targets = y[:, None] if single else y
+        W, B = self._solve_all(Z, targets, s, params, binning)
+        if single:
+            self.coef_ = W[0]
+            self.intercept_ = float(B[0])
+        else:
+            self.coef_ = W
+            self.intercept_ = B
+        return self
+
+    def predict(self, Z):
+        """Z @ coef_.T + intercept_."""
+        out = self._decision(Z)
+        return out[:, 0] if np.ndim(self.coef_) == 1 else out
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.target_tags.multi_output = True
+        return tags
+
+
+class CDClassifier(ClassifierMixin, _CDBase):
+    """Linear classification (logistic or squared hinge loss) by randomized coordinate descent.
+
+    Binary: one problem, classes_[1] is +1. More classes: one-vs-rest, problem k (classes_[k]
+    against the rest) seeded with seed + k. ``class_weight`` ("balanced" or a dict)
+    multiplies the sample weights. ``predict_proba`` exists for the logistic loss only.
+
+    Parameters
+    ----------""" + _PARAMS_DOC + """
+    class_weight : None, "balanced" or dict
+
+    Attributes
+    ----------
+    classes_, coef_ (1, D) binary or (n_classes, D), intercept_ (1,) or (n_classes,),
+    n_iter_, objective_history_, dual_gap_, n_threads_, parallel_ (as CDRegressor).
+    """
+
+    _loss_choices = CLASSIFICATION_LOSSES
+
+    def __init__(self, loss="logistic", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
+                 max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
+                 warm_start=False, random_state=None, verbose=0, class_weight=None):
+        self.loss = loss
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.fit_intercept = fit_intercept
+        self.max_epochs = max_epochs
+        self.tol = tol
+        self.selection = selection
+        self.parallel = parallel
+        self.n_jobs = n_jobs
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
+        self.class_weight = class_weight
+
+    def fit(self, Z, y, sample_weight=None, binning=None):
+        """Fit one problem (two classes) or one per class (one-vs-rest)."""
+        params = _check_params(self, self._loss_choices)
+        Z = self._validate_Z(Z, reset=True)
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            warnings.warn("A column-vector y was passed when a 1d array was expected; "
+                          "it is ravelled.", _data_conversion_warning())
+            y = y.ravel()
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D for CDClassifier, got shape {y.shape}")
+        if y.shape[0] != Z.shape[0]:
+            raise ValueError(f"y has {y.shape[0]} rows but the feature matrix has {Z.shape[0]} rows")
+        if y.dtype.kind in "fc" and not np.all(np.isfinite(y)):
+            raise ValueError("y contains NaN or inf")
+        check_classification_targets(y)
+        classes, y_idx = np.unique(y, return_inverse=True)
+        if classes.shape[0] < 2:
+            raise ValueError(
+                f"CDClassifier needs samples of at least 2 classes in y, got only one class: {classes[0]!r}"
+            )
+        s = _check_sample_weight(sample_weight, Z.shape[0])
+        if self.class_weight is not None:
+            cw = self.class_weight
+            if not (isinstance(cw, dict) or (isinstance(cw, str) and cw == "balanced")):
+                raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {cw!r}")
+            if isinstance(cw, dict):
+                known = set(classes.tolist())
+                unknown = [c for c in cw if c not in known]
+                if unknown:
+                    raise ValueError(f"class_weight has labels not in y: {unknown!r}")
+            s = (np.ones(Z.shape[0]) if s is None else s) * compute_sample_weight(cw, y)
+            if np.any(s < 0):
+                raise ValueError("class_weight must be non-negative")
+        if s is not None and np.all(s == 1.0):
+            s = None
+        self.classes_ = classes
+        if classes.shape[0] == 2:
+            targets = np.where(y_idx == 1, 1.0, -1.0)[:, None]
+        else:
+            targets = np.column_stack(
+                [np.where(y_idx == k, 1.0, -1.0) for k in range(classes.shape[0])]
+            )
+        W, B = self._solve_all(Z, targets, s, params, binning)
+        self.coef_ = W
+        self.intercept_ = B
+        return self
+
+    def decision_function(self, Z):
+        """Z @ coef_.T + intercept_: (N,) for two classes, (N, n_classes) otherwise."""
+        out = self._decision(Z)
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def predict(self, Z):
+        """The class with the largest decision value (sign for two classes)."""
+        scores = self.decision_function(Z)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
+
+    def _has_proba(self):
+        return self.loss == "logistic"
+
+    @available_if(_has_proba)
+    def predict_proba(self, Z):
+        """Logistic probabilities; one-vs-rest sigmoids normalized to sum 1 for > 2 classes."""
+        scores = np.asarray(self.decision_function(Z), dtype=np.float64)
+        with np.errstate(over="ignore"):
+            P = 1.0 / (1.0 + np.exp(-scores))
+        if scores.ndim == 1:
+            return np.column_stack([1.0 - P, P])
+        return P / P.sum(axis=1, keepdims=True)
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, Z):
+        """log of predict_proba."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(Z))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+def _data_conversion_warning():
+    from sklearn.exceptions import DataConversionWarning
+
+    return DataConversionWarning
+
+
+# ---------------------------------------------------------------------------- functions
+def _check_matrix(Z):
+    """Z for the module functions: 2-D, finite, at least one row and column."""
+    if sp.issparse(Z):
+        if Z.ndim != 2:
+            raise ValueError(f"Z must be 2-D, got {Z.ndim}-D")
+        data = Z.tocsc().data
+        if not np.all(np.isfinite(data)):
+            raise ValueError("Z contains NaN or inf")
+    else:
+        Z = np.asarray(Z)
+        if Z.dtype.kind not in "biuf":
+            raise ValueError(f"Z must be numeric, got dtype {Z.dtype}")
+        if Z.ndim != 2:
+            raise ValueError(f"Z must be 2-D, got shape {Z.shape}")
+        if not np.all(np.isfinite(Z)):
+            raise ValueError("Z contains NaN or inf")
+    if Z.shape[0] == 0 or Z.shape[1] == 0:
+        raise ValueError(f"Z must have at least one row and one column, got shape {Z.shape}")
+    return Z
+
+
+def alpha_max(Z, y, l1_ratio=1.0, fit_intercept=True, sample_weight=None, loss="squared"):
+    """The smallest alpha for which w = 0 is optimal.
+
+    ``max_j |(1/S) sum_i s_i loss'(b0, y_i) z_ij| / l1_ratio``, b0 the optimal intercept of
+    the w = 0 model (0 without intercept). For 2-D y (squared loss) the maximum over targets;
+    for the classification losses y has two classes (the larger label is +1).
+    """
+    _check_choice(loss, "loss", tuple(LOSSES))
+    l1_ratio = _check_real(l1_ratio, "l1_ratio", low=0.0, high=1.0)
+    if l1_ratio == 0.0:
+        raise ValueError("alpha_max is infinite for l1_ratio=0 (pure l2): give l1_ratio > 0")
+    Z = _check_matrix(Z)
+    N = Z.shape[0]
+    s = _check_sample_weight(sample_weight, N)
+    s = np.ones(N) if s is None else s
+    S = float(np.sum(s))
+    if loss == "squared":
+        yv = _check_regression_target(y, N)
+        targets = yv[:, None] if yv.ndim == 1 else yv
+    else:
+        targets = _binary_pm1(y, N)[:, None]
+    cols = _plain_columns(Z)
+    n_threads = effective_n_threads(None)
+    best = 0.0
+    for k in range(targets.shape[1]):
+        yk = np.ascontiguousarray(targets[:, k])
+        b0 = _optimal_intercept(loss, yk, s, S) if fit_intercept else 0.0
+        best = max(best, _gradient_at_constant(cols, loss, yk, s, S, b0, n_threads))
+    return best / l1_ratio
+
+
+def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, binning=None,
+            **params):
+    """Coordinate descent along a decreasing sequence of alphas, warm-starting each fit.
+
+    ``params`` are CDRegressor's parameters (CDClassifier's when ``loss`` is a classification
+    loss). Default alphas: ``geomspace(alpha_max, alpha_max * eps, n_alphas)``.
+
+    Returns
+    -------
+    alphas : ndarray (n_alphas,), decreasing
+    coefs : ndarray (D, n_alphas), or (n_problems, D, n_alphas) for several problems
+    gaps : ndarray (n_alphas,) (or (n_alphas, n_problems)): final relative gap per fit
+    """
+    params = dict(params)
+    params.pop("warm_start", None)
+    params.pop("alpha", None)
+    loss = params.get("loss", "squared")
+    _check_choice(loss, "loss", tuple(LOSSES))
+    if alphas is None:
+        n_alphas = _check_int(n_alphas, "n_alphas", low=1)
+        eps = _check_real(eps, "eps", low=0.0)
+        if eps <= 0:
+            raise ValueError(f"eps must be > 0, got {eps}")
+        a_max = alpha_max(Z, y, l1_ratio=params.get("l1_ratio", 1.0),
+                          fit_intercept=params.get("fit_intercept", True),
+                          sample_weight=sample_weight, loss=loss)
+        if a_max == 0.0:
+            alphas = np.zeros(n_alphas)
+        else:
+            alphas = np.geomspace(a_max, a_max * eps, num=n_alphas)
+    else:
+        alphas = np.asarray(alphas, dtype=np.float64)
+        if alphas.ndim != 1 or alphas.shape[0] == 0:
+            raise ValueError(f"alphas must be a non-empty 1-D array, got shape {alphas.shape}")
+        if not np.all(np.isfinite(alphas)) or np.any(alphas < 0):
+            raise ValueError("alphas must be finite and >= 0")
+        alphas = np.sort(alphas)[::-1]
+    est = (CDRegressor if loss == "squared" else CDClassifier)(warm_start=True, **params)
+    coefs, gaps = [], []
+    for a in alphas:
+        est.set_params(alpha=float(a))
+        est.fit(Z, y, sample_weight=sample_weight, binning=binning)
+        coef = np.asarray(est.coef_)
+        if loss != "squared" and coef.shape[0] == 1:
+            coef = coef[0]
+        coefs.append(coef.copy())
+        gaps.append(np.copy(est.dual_gap_))
+    return alphas, np.stack(coefs, axis=-1), np.array(gaps)
