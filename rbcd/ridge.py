@@ -27,6 +27,14 @@ Jacobi preconditioner: the diagonal of the operator,
 ``sum_i s_i z_ij^2 - S zbar_j^2 + alpha`` (no centring term without intercept), in
 O(nnz). For RB training data and unit weights the first term is bin count / R; one
 grid's columns touch disjoint rows, so this is the exact block-diagonal of Z^T Z.
+Measured: Jacobi removes bad column scaling (10x fewer iterations on columns scaled
+1e-2..1e2), but on random binning matrices it needs 1.2-5x MORE iterations than plain
+CG (N=400..2000, R=16..32, alpha=1e-3..10, tol=1e-6; scipy's cg with the same diagonal
+agrees). Plain CG started from b = Z^T S y stays in range(Z^T), where the spectrum is
+dominated by a few large bins that a smooth target lives on; the diagonal scaling
+spreads it and, when D > rank(Z), mixes in the null space whose eigenvalues become
+alpha / diag. For RB features with small alpha, ``preconditioner=None`` is usually
+faster.
 """
 import numbers
 import warnings
@@ -434,6 +442,11 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         """Z @ coef_.T + intercept_."""
         return self._decision(X)
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
 
 class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     """Ridge classification by block preconditioned CG (like RidgeClassifier).
@@ -471,7 +484,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         self.classes_ = binarizer.classes_
         if self.classes_.shape[0] < 2:
             raise ValueError(
-                f"RidgeCGClassifier needs at least 2 classes in y, got one: {self.classes_[0]!r}"
+                f"RidgeCGClassifier needs at least 2 classes in y, got 1 class: {self.classes_[0]!r}"
             )
         s = _check_sample_weight(sample_weight, X.shape[0])
         if self.class_weight is not None:
