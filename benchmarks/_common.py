@@ -137,6 +137,13 @@ def fmt_time(t):
     return f"{t * 1e6:.0f} us"
 
 
+def ratio(a, b):
+    """a / b, or nan when either is not a positive number (timer noise at tiny sizes)."""
+    if not (a > 0 and b > 0):
+        return float("nan")
+    return a / b
+
+
 def fmt_ratio(r):
     return "n/a" if r != r else f"{r:.2f}x"
 
