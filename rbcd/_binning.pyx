@@ -1,0 +1,805 @@
+"""Random binning kernels: bins, exact per-grid hash tables, hashed columns,
+CSR / CSC construction. Typed buffers only; ``rbcd.features`` validates.
+
+Design
+------
+* Bins follow docs/internals.md to the bit: ``floor((x - u) / w)`` in float64
+  with a true division. ``rbcd.features`` first runs :func:`scan_columns`
+  (column min / max and the first non-finite entry, one pass over X). As
+  ``x -> floor((x - u) / w)`` is monotone (IEEE subtraction, division by a
+  positive number and floor all are), the bins of the column extremes bound
+  every bin of the column: the int64 range check of every (row, grid, column)
+  is done on those bounds, and the hot loops convert with a cast and never
+  meet an out-of-range value.
+* Exact mode keys each grid's table on the bin vector packed into ``W``
+  64-bit words: field j holds ``b_j - lo[r, j]`` in ``bit_length(hi - lo)``
+  bits (``lo``, ``hi`` the training bounds). The packing is injective, so
+  comparing packed keys is comparing bin vectors: a 64-bit hash only picks
+  the slot and every hit is verified against the stored key. A bin outside
+  ``[lo, hi]`` in some dimension was never seen in fit (no entry, no lookup).
+* A table is open addressing with linear probing, power-of-two capacity, load
+  <= 1/2. A slot holds ``(hash >> 32) << 32 | (local id + 1)`` (0 = empty),
+  so most misses are settled without touching the keys. Local ids number
+  bins by first appearance in row order.
+* Parallelism in fit: each thread owns a contiguous block of grids (one
+  table per grid, so the output does not depend on the thread count) and
+  walks the rows in blocks of ``ROW_BLOCK``; X is read once per thread, the
+  block stays in L1. Keys of a block are computed first and their slots
+  prefetched, then probed in row order (memory-level parallelism).
+* Transform and hashed mode are parallel over rows (tables read-only).
+"""
+from cython.parallel cimport prange, parallel
+from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
+from libc.stdlib cimport qsort
+from libc.string cimport memcpy, memset
+from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawFree
+
+import numpy as np
+
+cdef extern from "math.h" nogil:
+    double floor_double "floor"(double x)
+
+cdef extern from *:
+    """
+    #define RBCD_GOLDEN 0x9E3779B97F4A7C15ULL
+    #define RBCD_MUL1 0xBF58476D1CE4E5B9ULL
+    #define RBCD_MUL2 0x94D049BB133111EBULL
+    #if defined(__GNUC__) || defined(__clang__)
+    #define RBCD_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 1)
+    #else
+    #define RBCD_PREFETCH(p) ((void)0)
+    #endif
+    """
+    uint64_t GOLDEN "RBCD_GOLDEN"
+    uint64_t MUL1 "RBCD_MUL1"
+    uint64_t MUL2 "RBCD_MUL2"
+    void prefetch "RBCD_PREFETCH"(const void *p) noexcept nogil
+
+
+ctypedef fused idx_t:
+    int32_t
+    int64_t
+
+ctypedef fused row_t:
+    int32_t
+    int64_t
+
+ctypedef fused val_t:
+    float
+    double
+
+
+cdef enum:
+    ROW_BLOCK = 128        # rows per block in the fit loop (keys prefetched per block)
+    INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
+
+cdef uint64_t LOW32 = 0xFFFFFFFF
+
+
+# ----------------------------------------------------------------------------
+# Small inline helpers
+# ----------------------------------------------------------------------------
+
+cdef inline uint64_t mix64(uint64_t z) noexcept nogil:
+    """SplitMix64 finalizer (docs/internals.md, hashed mode)."""
+    z = (z ^ (z >> 30)) * MUL1
+    z = (z ^ (z >> 27)) * MUL2
+    return z ^ (z >> 31)
+
+
+cdef inline int64_t floor_to_int64(double q) noexcept nogil:
+    """int64(floor(q)) for q within [-2**63, 2**63) (checked by the caller)."""
+    cdef int64_t b = <int64_t> q          # truncation toward zero, exact here
+    if <double> b > q:                     # negative non-integer: one lower
+        b -= 1
+    return b
+
+
+cdef inline void quotients(
+    const double *x,   # IN  one row of X, length d
+    const double *u,   # IN  offsets[r], length d
+    const double *w,   # IN  widths[r], length d
+    double *q,         # OUT length d
+    Py_ssize_t d,
+) noexcept nogil:
+    cdef Py_ssize_t j
+    # q = (x - u) / w
+    for j in range(d):
+        q[j] = (x[j] - u[j]) / w[j]
+
+
+cdef inline bint packed_key(
+    const double *q,       # IN  quotients of one (row, grid), length d
+    const int64_t *lo,     # IN  lo[r], training bin minimum per column
+    const int64_t *hi,     # IN  hi[r], training bin maximum per column
+    const int32_t *word,   # IN  word[r], word of field j
+    const int32_t *shift,  # IN  shift[r], bit offset of field j
+    Py_ssize_t d,
+    int n_words,
+    uint64_t *key,         # OUT n_words words
+) noexcept nogil:
+    """Pack floor(q) - lo into key; False if some bin lies outside [lo, hi]."""
+    cdef Py_ssize_t j
+    cdef int64_t b
+    memset(key, 0, n_words * sizeof(uint64_t))
+    # key[word[j]] |= (floor(q[j]) - lo[j]) << shift[j]
+    for j in range(d):
+        b = floor_to_int64(q[j])
+        if b < lo[j] or b > hi[j]:
+            return False
+        key[word[j]] |= (<uint64_t> b - <uint64_t> lo[j]) << shift[j]
+    return True
+
+
+cdef inline uint64_t key_hash(const uint64_t *key, int n_words) noexcept nogil:
+    cdef uint64_t h = GOLDEN
+    cdef int k
+    for k in range(n_words):
+        h = mix64((h ^ key[k]) + GOLDEN)
+    return h
+
+
+cdef inline bint keys_equal(const uint64_t *a, const uint64_t *b, int n_words) noexcept nogil:
+    cdef int k
+    for k in range(n_words):
+        if a[k] != b[k]:
+            return False
+    return True
+
+
+cdef inline int64_t table_find(
+    const uint64_t *slots,  # IN  capacity mask + 1 slots
+    uint64_t mask,
+    const uint64_t *keys,   # IN  n_bins * n_words packed keys
+    int n_words,
+    const uint64_t *key,    # IN  the key looked up
+    uint64_t h,             # IN  key_hash(key)
+) noexcept nogil:
+    """Local id of ``key`` in a table, or -1 if absent (verified, exact)."""
+    cdef uint64_t pos = h & mask, tag = h >> 32, s
+    cdef int64_t local
+    while True:
+        s = slots[pos]
+        if s == 0:
+            return -1
+        if (s >> 32) == tag:
+            local = <int64_t> (s & LOW32) - 1
+            if keys_equal(keys + local * n_words, key, n_words):
+                return local
+        pos = (pos + 1) & mask
+
+
+# ----------------------------------------------------------------------------
+# Growing tables used during fit
+# ----------------------------------------------------------------------------
+
+ctypedef struct Table:
+    uint64_t *slots     # capacity slots: 0 empty, else tag << 32 | (local id + 1)
+    uint64_t *keys      # n_bins * n_words packed keys, in local id order
+    int64_t *counts     # n_bins training rows per bin
+    int64_t capacity    # power of two
+    int64_t n_bins
+    int64_t keys_room   # bins that fit in keys / counts before a realloc
+    int n_words
+    int failed          # 1 after an allocation failure
+
+
+cdef int table_init(Table *t, int n_words) noexcept nogil:
+    t.capacity = INITIAL_CAPACITY
+    t.n_bins = 0
+    t.keys_room = INITIAL_CAPACITY // 2
+    t.n_words = n_words
+    t.failed = 0
+    t.slots = <uint64_t *> PyMem_RawCalloc(t.capacity, sizeof(uint64_t))
+    t.keys = <uint64_t *> PyMem_RawMalloc(t.keys_room * n_words * sizeof(uint64_t))
+    t.counts = <int64_t *> PyMem_RawMalloc(t.keys_room * sizeof(int64_t))
+    if t.slots == NULL or t.keys == NULL or t.counts == NULL:
+        t.failed = 1
+        return -1
+    return 0
+
+
+cdef void table_free(Table *t) noexcept nogil:
+    PyMem_RawFree(t.slots)
+    PyMem_RawFree(t.keys)
+    PyMem_RawFree(t.counts)
+    t.slots = NULL
+    t.keys = NULL
+    t.counts = NULL
+
+
+cdef int table_grow(Table *t) noexcept nogil:
+    """Double the slot array and re-insert every key (ids unchanged)."""
+    cdef int64_t new_cap = t.capacity * 2, local
+    cdef uint64_t mask = <uint64_t> new_cap - 1, pos, h
+    cdef uint64_t *slots = <uint64_t *> PyMem_RawCalloc(new_cap, sizeof(uint64_t))
+    if slots == NULL:
+        return -1
+    for local in range(t.n_bins):
+        h = key_hash(t.keys + local * t.n_words, t.n_words)
+        pos = h & mask
+        while slots[pos] != 0:
+            pos = (pos + 1) & mask
+        slots[pos] = ((h >> 32) << 32) | <uint64_t> (local + 1)
+    PyMem_RawFree(t.slots)
+    t.slots = slots
+    t.capacity = new_cap
+    return 0
+
+
+cdef int table_room(Table *t) noexcept nogil:
+    """Make room for one more key (keys / counts arrays)."""
+    cdef int64_t room = t.keys_room * 2
+    cdef uint64_t *keys = <uint64_t *> PyMem_RawMalloc(room * t.n_words * sizeof(uint64_t))
+    cdef int64_t *counts = <int64_t *> PyMem_RawMalloc(room * sizeof(int64_t))
+    if keys == NULL or counts == NULL:
+        PyMem_RawFree(keys)
+        PyMem_RawFree(counts)
+        return -1
+    memcpy(keys, t.keys, t.n_bins * t.n_words * sizeof(uint64_t))
+    memcpy(counts, t.counts, t.n_bins * sizeof(int64_t))
+    PyMem_RawFree(t.keys)
+    PyMem_RawFree(t.counts)
+    t.keys = keys
+    t.counts = counts
+    t.keys_room = room
+    return 0
+
+
+cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcept nogil:
+    """Local id of ``key``, inserting it (next id) if new; -1 on allocation failure."""
+    cdef uint64_t mask, pos, tag = h >> 32, s
+    cdef int64_t local
+    if 2 * (t.n_bins + 1) > t.capacity:
+        if table_grow(t) != 0:
+            return -1
+    mask = <uint64_t> t.capacity - 1
+    pos = h & mask
+    while True:
+        s = t.slots[pos]
+        if s == 0:
+            break
+        if (s >> 32) == tag:
+            local = <int64_t> (s & LOW32) - 1
+            if keys_equal(t.keys + local * t.n_words, key, t.n_words):
+                t.counts[local] += 1
+                return local
+        pos = (pos + 1) & mask
+    # first appearance: the next local id
+    if t.n_bins == t.keys_room:
+        if table_room(t) != 0:
+            return -1
+    local = t.n_bins
+    memcpy(t.keys + local * t.n_words, key, t.n_words * sizeof(uint64_t))
+    t.counts[local] = 1
+    t.n_bins += 1
+    t.slots[pos] = (tag << 32) | <uint64_t> (local + 1)
+    return local
+
+
+cdef void fit_grid_block(
+    const double *X,          # IN  (N, d) C order
+    const double *widths,     # IN  (R, d)
+    const double *offsets,    # IN  (R, d)
+    const int64_t *lo,        # IN  (R, d)
+    const int64_t *hi,        # IN  (R, d)
+    const int32_t *word,      # IN  (R, d)
+    const int32_t *shift,     # IN  (R, d)
+    const int32_t *n_words,   # IN  (R,)
+    Py_ssize_t N,
+    Py_ssize_t d,
+    Py_ssize_t R,
+    Py_ssize_t g0,            # this thread's grids: g0 .. g1 - 1
+    Py_ssize_t g1,
+    int max_words,
+    Table *tables,            # IN/OUT (R,) tables, only g0 .. g1 - 1 touched
+    idx_t *ids,               # OUT (N * R) local id of (i, r) at i * R + r, or NULL
+) noexcept nogil:
+    cdef Py_ssize_t i0, i1, i, r, k
+    cdef int W
+    cdef Table *t
+    cdef uint64_t *key
+    cdef int64_t local
+    cdef double *q = <double *> PyMem_RawMalloc(d * sizeof(double))
+    cdef uint64_t *keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
+    cdef uint64_t *hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
+    if q == NULL or keys == NULL or hashes == NULL:
+        for r in range(g0, g1):
+            tables[r].failed = 1
+    else:
+        for r in range(g0, g1):
+            table_init(&tables[r], n_words[r])
+        i0 = 0
+        while i0 < N:
+            i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
+            for r in range(g0, g1):
+                t = &tables[r]
+                if t.failed:
+                    continue
+                W = n_words[r]
+                # keys of the block's rows in grid r, their slots prefetched
+                for i in range(i0, i1):
+                    k = i - i0
+                    key = keys + k * W
+                    quotients(X + i * d, offsets + r * d, widths + r * d, q, d)
+                    if not packed_key(q, lo + r * d, hi + r * d, word + r * d,
+                                      shift + r * d, d, W, key):
+                        t.failed = 2  # cannot happen: [lo, hi] bounds the training bins
+                        break
+                    hashes[k] = key_hash(key, W)
+                    prefetch(t.slots + (hashes[k] & <uint64_t> (t.capacity - 1)))
+                if t.failed:
+                    continue
+                # probe in row order: first appearance numbering
+                for i in range(i0, i1):
+                    k = i - i0
+                    local = table_add(t, keys + k * W, hashes[k])
+                    if local < 0:
+                        t.failed = 1
+                        break
+                    if ids != NULL:
+                        ids[i * R + r] = <idx_t> local
+            i0 = i1
+    PyMem_RawFree(q)
+    PyMem_RawFree(keys)
+    PyMem_RawFree(hashes)
+
+
+# ----------------------------------------------------------------------------
+# Python-facing kernels
+# ----------------------------------------------------------------------------
+
+def scan_columns(const double[:, ::1] X, int n_threads):
+    """Column minima and maxima of X and the first non-finite entry.
+
+    Returns ``(cmin, cmax, bad)``: float64 arrays of length d and the flat
+    index ``i * d + j`` of the first (row-major) non-finite entry, or -1. The
+    minima / maxima are only meaningful when ``bad == -1``.
+    """
+    cdef Py_ssize_t N = X.shape[0], d = X.shape[1]
+    cdef Py_ssize_t n_chunks = min(max(1, n_threads) * 4, N) if N > 0 else 1
+    cdef double[:, ::1] mins = np.full((n_chunks, d), np.inf)
+    cdef double[:, ::1] maxs = np.full((n_chunks, d), -np.inf)
+    cdef int64_t[::1] bad = np.full(n_chunks, -1, dtype=np.int64)
+    cdef Py_ssize_t c, i, j, start, stop
+    cdef double v
+    cdef const double *row
+    cdef double *mn
+    cdef double *mx
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=max(1, n_threads)):
+        start = c * N // n_chunks
+        stop = (c + 1) * N // n_chunks
+        mn = &mins[c, 0]
+        mx = &maxs[c, 0]
+        for i in range(start, stop):
+            row = &X[i, 0]
+            # mn = minimum(mn, X[i]); mx = maximum(mx, X[i]); stop at NaN / inf
+            for j in range(d):
+                v = row[j]
+                if v - v != 0.0:
+                    if bad[c] < 0:
+                        bad[c] = i * d + j
+                if v < mn[j]:
+                    mn[j] = v
+                if v > mx[j]:
+                    mx[j] = v
+            if bad[c] >= 0:
+                break
+    cdef int64_t first = -1
+    for c in range(n_chunks):
+        if bad[c] >= 0:
+            first = bad[c]
+            break
+    return np.min(np.asarray(mins), axis=0), np.max(np.asarray(maxs), axis=0), int(first)
+
+
+def first_bad_bin(const double[:, ::1] X, const double[:, ::1] widths,
+                  const double[:, ::1] offsets, const unsigned char[::1] columns):
+    """(row, column, grid, value) of the first bin outside [-2**63, 2**63).
+
+    Row-major in (row, column), then the lowest grid; only the flagged
+    columns are examined. Error path, serial. Returns None if none is bad.
+    """
+    cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
+    cdef Py_ssize_t i, j, r
+    cdef double q
+    for i in range(N):
+        for j in range(d):
+            if not columns[j]:
+                continue
+            for r in range(R):
+                q = (X[i, j] - offsets[r, j]) / widths[r, j]
+                q = floor_double(q)
+                if not (q >= -9223372036854775808.0 and q < 9223372036854775808.0):
+                    return int(i), int(j), int(r), float(q)
+    return None
+
+
+def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
+    """Bit layout of the packed keys: word and shift of every (grid, column).
+
+    Field j of grid r gets ``bit_length(hi - lo)`` bits, packed greedily into
+    64-bit words (a field never straddles two words). Returns ``(word, shift,
+    n_words)`` with shapes (R, d), (R, d), (R,), int32.
+    """
+    cdef Py_ssize_t R = lo.shape[0], d = lo.shape[1], r, j
+    word_arr = np.zeros((R, d), dtype=np.int32)
+    shift_arr = np.zeros((R, d), dtype=np.int32)
+    n_words_arr = np.ones(R, dtype=np.int32)
+    cdef int32_t[:, ::1] word = word_arr
+    cdef int32_t[:, ::1] shift = shift_arr
+    cdef int32_t[::1] n_words = n_words_arr
+    cdef uint64_t span
+    cdef int bits, cur_word, cur_shift
+    for r in range(R):
+        cur_word = 0
+        cur_shift = 0
+        for j in range(d):
+            span = <uint64_t> hi[r, j] - <uint64_t> lo[r, j]
+            bits = 0
+            while span:
+                bits += 1
+                span >>= 1
+            if bits == 0:
+                continue  # one bin in this column: the field is always 0
+            if cur_shift + bits > 64:
+                cur_word += 1
+                cur_shift = 0
+            word[r, j] = cur_word
+            shift[r, j] = cur_shift
+            cur_shift += bits
+        n_words[r] = cur_word + 1
+    return word_arr, shift_arr, n_words_arr
+
+
+def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
+               const double[:, ::1] offsets, const int64_t[:, ::1] lo,
+               const int64_t[:, ::1] hi, const int32_t[:, ::1] word,
+               const int32_t[:, ::1] shift, const int32_t[::1] n_words,
+               idx_t[::1] ids, bint want_counts, int n_threads):
+    """Build the exact per-grid bin tables of the training rows.
+
+    ids : (N * R,) OUT, or length 0 for none: local id of row i in grid r
+        at ``i * R + r`` (numbered by first appearance in row order).
+
+    Returns ``(n_bins, max_count, slots, keys, counts)``: int64 (R,) arrays,
+    lists of per-grid uint64 arrays (slot table, packed keys), and the
+    concatenated int64 bin counts in column order (None unless want_counts).
+    Identical for every thread count: a grid's table is built by one thread.
+    """
+    cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
+    cdef Py_ssize_t r, c, n_chunks
+    cdef int max_words = 1
+    for r in range(R):
+        max_words = max(max_words, n_words[r])
+    if ids.shape[0] != 0 and ids.shape[0] != N * R:
+        raise ValueError("ids must have length N * R or 0")
+    cdef idx_t *ids_ptr = &ids[0] if ids.shape[0] != 0 else NULL
+    cdef Table *tables = <Table *> PyMem_RawCalloc(R, sizeof(Table))
+    if tables == NULL:
+        raise MemoryError("cannot allocate the bin tables")
+    n_chunks = min(max(1, n_threads), R)
+    try:
+        for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
+                        num_threads=n_chunks):
+            fit_grid_block(&X[0, 0], &widths[0, 0], &offsets[0, 0], &lo[0, 0], &hi[0, 0],
+                           &word[0, 0], &shift[0, 0], &n_words[0], N, d, R,
+                           c * R // n_chunks, (c + 1) * R // n_chunks, max_words,
+                           tables, ids_ptr)
+        for r in range(R):
+            if tables[r].failed == 2:
+                raise RuntimeError("internal error: a training bin fell outside its bounds")
+            if tables[r].failed:
+                raise MemoryError("not enough memory for the bin tables")
+        n_bins = np.empty(R, dtype=np.int64)
+        max_count = np.empty(R, dtype=np.int64)
+        slots_list = []
+        keys_list = []
+        total = 0
+        for r in range(R):
+            n_bins[r] = tables[r].n_bins
+            total += tables[r].n_bins
+        counts = np.empty(total, dtype=np.int64) if want_counts else None
+        total = 0
+        for r in range(R):
+            slots_list.append(_copy_u64(tables[r].slots, tables[r].capacity))
+            keys_list.append(_copy_u64(tables[r].keys, tables[r].n_bins * tables[r].n_words))
+            grid_counts = _copy_i64(tables[r].counts, tables[r].n_bins)
+            max_count[r] = grid_counts.max()
+            if want_counts:
+                counts[total:total + tables[r].n_bins] = grid_counts
+            total += tables[r].n_bins
+            table_free(&tables[r])  # free as we go: peak = tables + one grid
+    finally:
+        for r in range(R):
+            table_free(&tables[r])
+        PyMem_RawFree(tables)
+    return n_bins, max_count, slots_list, keys_list, counts
+
+
+cdef object _copy_u64(const uint64_t *src, Py_ssize_t n):
+    out = np.empty(n, dtype=np.uint64)
+    cdef uint64_t[::1] view = out
+    if n > 0:
+        memcpy(&view[0], src, n * sizeof(uint64_t))
+    return out
+
+
+cdef object _copy_i64(const int64_t *src, Py_ssize_t n):
+    out = np.empty(n, dtype=np.int64)
+    cdef int64_t[::1] view = out
+    if n > 0:
+        memcpy(&view[0], src, n * sizeof(int64_t))
+    return out
+
+
+def add_grid_offsets(idx_t[::1] ids, const int64_t[::1] grid_ptr, int n_threads):
+    """ids[i * R + r] += grid_ptr[r]: local ids to global columns, in place."""
+    cdef Py_ssize_t R = grid_ptr.shape[0] - 1
+    cdef Py_ssize_t N = ids.shape[0] // R if R > 0 else 0
+    cdef Py_ssize_t i, r
+    cdef idx_t *row
+    for i in prange(N, nogil=True, schedule="static", num_threads=max(1, n_threads)):
+        row = &ids[i * R]
+        # ids.reshape(N, R)[i] += grid_ptr[:-1]
+        for r in range(R):
+            row[r] = row[r] + <idx_t> grid_ptr[r]
+
+
+def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
+                    const double[:, ::1] offsets, const int64_t[:, ::1] lo,
+                    const int64_t[:, ::1] hi, const int32_t[:, ::1] word,
+                    const int32_t[:, ::1] shift, const int32_t[::1] n_words,
+                    const uintptr_t[::1] slot_ptrs, const int64_t[::1] capacities,
+                    const uintptr_t[::1] key_ptrs, const int64_t[::1] grid_ptr,
+                    idx_t[::1] out, int64_t[::1] row_nnz, int n_threads):
+    """Columns of new rows through the fitted tables (bins unseen in fit: no entry).
+
+    out : (N * R,) OUT, row i's columns left-packed, sorted, at i * R ...
+    row_nnz : (N,) OUT, number of columns of row i.
+    """
+    cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
+    cdef Py_ssize_t i, r, cnt
+    cdef int max_words = 1, W
+    cdef int64_t local
+    cdef double *q
+    cdef uint64_t *keys
+    cdef uint64_t *hashes
+    cdef unsigned char *inside
+    cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
+    for r in range(R):
+        max_words = max(max_words, n_words[r])
+    q = NULL
+    keys = NULL
+    hashes = NULL
+    inside = NULL
+    with nogil, parallel(num_threads=max(1, n_threads)):
+        q = <double *> PyMem_RawMalloc(d * sizeof(double))
+        keys = <uint64_t *> PyMem_RawMalloc(R * max_words * sizeof(uint64_t))
+        hashes = <uint64_t *> PyMem_RawMalloc(R * sizeof(uint64_t))
+        inside = <unsigned char *> PyMem_RawMalloc(R * sizeof(unsigned char))
+        if q == NULL or keys == NULL or hashes == NULL or inside == NULL:
+            failed[0] = 1
+        else:
+            for i in prange(N, schedule="static"):
+                # keys of row i in every grid, slots prefetched
+                for r in range(R):
+                    W = n_words[r]
+                    quotients(&X[i, 0], &offsets[r, 0], &widths[r, 0], q, d)
+                    inside[r] = packed_key(q, &lo[r, 0], &hi[r, 0], &word[r, 0],
+                                           &shift[r, 0], d, W, keys + r * max_words)
+                    if inside[r]:
+                        hashes[r] = key_hash(keys + r * max_words, W)
+                        prefetch(<uint64_t *> slot_ptrs[r]
+                                 + (hashes[r] & <uint64_t> (capacities[r] - 1)))
+                cnt = 0
+                for r in range(R):
+                    if not inside[r]:
+                        continue
+                    local = table_find(<const uint64_t *> slot_ptrs[r],
+                                       <uint64_t> (capacities[r] - 1),
+                                       <const uint64_t *> key_ptrs[r], n_words[r],
+                                       keys + r * max_words, hashes[r])
+                    if local >= 0:
+                        out[i * R + cnt] = <idx_t> (grid_ptr[r] + local)
+                        cnt = cnt + 1
+                row_nnz[i] = cnt
+        PyMem_RawFree(q)
+        PyMem_RawFree(keys)
+        PyMem_RawFree(hashes)
+        PyMem_RawFree(inside)
+    if failed[0]:
+        raise MemoryError("cannot allocate thread buffers")
+
+
+cdef int _cmp_u64(const void *a, const void *b) noexcept nogil:
+    cdef uint64_t x = (<const uint64_t *> a)[0], y = (<const uint64_t *> b)[0]
+    return (x > y) - (x < y)
+
+
+cdef inline void sort_u64(uint64_t *v, Py_ssize_t n) noexcept nogil:
+    """Sort v[:n] ascending (insertion sort when short)."""
+    cdef Py_ssize_t a, b
+    cdef uint64_t x
+    if n > 32:
+        qsort(v, n, sizeof(uint64_t), _cmp_u64)
+        return
+    for a in range(1, n):
+        x = v[a]
+        b = a - 1
+        while b >= 0 and v[b] > x:
+            v[b + 1] = v[b]
+            b -= 1
+        v[b + 1] = x
+
+
+def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
+                     const double[:, ::1] offsets, uint64_t n_features,
+                     idx_t[::1] out, int32_t[::1] mult, int64_t[::1] row_nnz,
+                     int n_threads):
+    """Hashed-mode columns (docs/internals.md): per row sorted, duplicates merged.
+
+    out : (N * R,) OUT columns of row i left-packed at i * R ...
+    mult : (N * R,) OUT how many grids landed in that column.
+    row_nnz : (N,) OUT distinct columns of row i.
+    Bins must be known to fit in int64 (checked by the caller).
+    """
+    cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
+    cdef Py_ssize_t i, r, j, cnt
+    cdef uint64_t h
+    cdef const double *x
+    cdef const double *u
+    cdef const double *w
+    cdef uint64_t *cols
+    cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
+    cols = NULL
+    with nogil, parallel(num_threads=max(1, n_threads)):
+        cols = <uint64_t *> PyMem_RawMalloc(R * sizeof(uint64_t))
+        if cols == NULL:
+            failed[0] = 1
+        else:
+            for i in prange(N, schedule="static"):
+                x = &X[i, 0]
+                # cols[r] = hash(r, floor((X[i] - offsets[r]) / widths[r])) % n_features
+                for r in range(R):
+                    u = &offsets[r, 0]
+                    w = &widths[r, 0]
+                    h = mix64(<uint64_t> r + GOLDEN)
+                    for j in range(d):
+                        h = mix64((h ^ <uint64_t> floor_to_int64((x[j] - u[j]) / w[j])) + GOLDEN)
+                    cols[r] = h % n_features
+                sort_u64(cols, R)
+                # unique columns with their multiplicities
+                cnt = 0
+                for r in range(R):
+                    if cnt > 0 and <uint64_t> out[i * R + cnt - 1] == cols[r]:
+                        mult[i * R + cnt - 1] += 1
+                    else:
+                        out[i * R + cnt] = <idx_t> cols[r]
+                        mult[i * R + cnt] = 1
+                        cnt = cnt + 1
+                row_nnz[i] = cnt
+        PyMem_RawFree(cols)
+    if failed[0]:
+        raise MemoryError("cannot allocate thread buffers")
+
+
+def compact_rows(const idx_t[::1] src, const int64_t[::1] row_nnz, Py_ssize_t stride,
+                 const row_t[::1] indptr, row_t[::1] dst, int n_threads):
+    """dst[indptr[i]:indptr[i+1]] = src[i*stride : i*stride + row_nnz[i]]."""
+    cdef Py_ssize_t N = row_nnz.shape[0], i, k, base, start
+    for i in prange(N, nogil=True, schedule="static", num_threads=max(1, n_threads)):
+        base = i * stride
+        start = indptr[i]
+        for k in range(row_nnz[i]):
+            dst[start + k] = <row_t> src[base + k]
+
+
+def compact_mult(const int32_t[::1] mult, const int64_t[::1] row_nnz, Py_ssize_t stride,
+                 const int64_t[::1] indptr, double scale_denominator,
+                 val_t[::1] data, int n_threads):
+    """data[indptr[i] + k] = float64(mult[i*stride + k]) / scale_denominator, cast."""
+    cdef Py_ssize_t N = row_nnz.shape[0], i, k, base, start
+    for i in prange(N, nogil=True, schedule="static", num_threads=max(1, n_threads)):
+        base = i * stride
+        start = indptr[i]
+        for k in range(row_nnz[i]):
+            data[start + k] = <val_t> (<double> mult[base + k] / scale_denominator)
+
+
+def csc_fill_training(const idx_t[::1] ids, int64_t[::1] next_pos, Py_ssize_t R,
+                      const int64_t[::1] grid_ptr, row_t[::1] rows, int n_threads):
+    """Row indices of the columns of training Z (exactly one entry per row and grid).
+
+    ids : (N * R,) global column of (i, r) at i * R + r.
+    next_pos : (D,) IN/OUT, starts as the column pointer; advanced as filled.
+    rows : (N * R,) OUT, the CSC row indices (increasing within a column).
+    Parallel over blocks of grids (a grid's columns are one thread's).
+    """
+    cdef Py_ssize_t N = ids.shape[0] // R if R > 0 else 0
+    cdef Py_ssize_t n_chunks = min(max(1, n_threads), R), c
+    for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
+                    num_threads=n_chunks):
+        _csc_fill_block(&ids[0], &next_pos[0], N, R, c * R // n_chunks,
+                        (c + 1) * R // n_chunks, &rows[0])
+
+
+cdef void _csc_fill_block(const idx_t *ids, int64_t *next_pos, Py_ssize_t N,
+                          Py_ssize_t R, Py_ssize_t g0, Py_ssize_t g1,
+                          row_t *rows) noexcept nogil:
+    cdef Py_ssize_t i0, i1, i, r
+    cdef int64_t col
+    i0 = 0
+    while i0 < N:
+        i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
+        for r in range(g0, g1):
+            # for i in block: rows[next_pos[ids[i, r]]++] = i
+            for i in range(i0, i1):
+                col = ids[i * R + r]
+                rows[next_pos[col]] = <row_t> i
+                next_pos[col] += 1
+        i0 = i1
+
+
+def check_grid_rows(const idx_t[::1] indptr, const idx_t[::1] indices,
+                    const int64_t[::1] grid_ptr, int n_threads):
+    """First row with two entries in one grid, as (row, grid); (-1, -1) if none.
+
+    Row entries must be sorted by column (so a repeated grid is adjacent).
+    """
+    cdef Py_ssize_t N = indptr.shape[0] - 1, R = grid_ptr.shape[0] - 1
+    cdef Py_ssize_t n_chunks = min(max(1, n_threads) * 4, N) if N > 0 else 1
+    cdef int64_t[::1] bad_row = np.full(n_chunks, -1, dtype=np.int64)
+    cdef int64_t[::1] bad_grid = np.full(n_chunks, -1, dtype=np.int64)
+    cdef Py_ssize_t c, i, k, lo_, hi_, mid, g, prev
+    cdef int64_t col
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=max(1, n_threads)):
+        for i in range(c * N // n_chunks, (c + 1) * N // n_chunks):
+            prev = -1
+            for k in range(indptr[i], indptr[i + 1]):
+                col = indices[k]
+                # g = searchsorted(grid_ptr, col, side="right") - 1
+                lo_ = 0
+                hi_ = R + 1
+                while hi_ - lo_ > 1:
+                    mid = (lo_ + hi_) // 2
+                    if grid_ptr[mid] <= col:
+                        lo_ = mid
+                    else:
+                        hi_ = mid
+                g = lo_
+                if g == prev:
+                    bad_row[c] = i
+                    bad_grid[c] = g
+                    break
+                prev = g
+            if bad_row[c] >= 0:
+                break
+    for c in range(n_chunks):
+        if bad_row[c] >= 0:
+            return int(bad_row[c]), int(bad_grid[c])
+    return -1, -1
+
+
+def csc_fill_general(const idx_t[::1] indptr, const idx_t[::1] indices,
+                     int64_t[::1] next_pos, const int64_t[::1] grid_ptr,
+                     row_t[::1] rows, int n_threads):
+    """Row indices of the columns of any CSR matrix, rows increasing per column.
+
+    Parallel over blocks of grids: thread c fills the columns of its grids,
+    scanning every row in order.
+    """
+    cdef Py_ssize_t N = indptr.shape[0] - 1, R = grid_ptr.shape[0] - 1
+    cdef Py_ssize_t n_chunks = min(max(1, n_threads), max(R, 1)), c, i, k
+    cdef int64_t col, col_lo, col_hi
+    for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
+                    num_threads=n_chunks):
+        col_lo = grid_ptr[c * R // n_chunks]
+        col_hi = grid_ptr[(c + 1) * R // n_chunks]
+        for i in range(N):
+            # rows[next_pos[col]++] = i for the row's columns in [col_lo, col_hi)
+            for k in range(indptr[i], indptr[i + 1]):
+                col = indices[k]
+                if col >= col_lo and col < col_hi:
+                    rows[next_pos[col]] = <row_t> i
+                    next_pos[col] += 1

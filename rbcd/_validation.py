@@ -1,0 +1,115 @@
+"""Input checks of the random binning transformer (and small helpers others may reuse).
+
+Every failure is a ``ValueError`` whose message names the offending parameter, or the
+row and column of the offending value, as docs/internals.md asks.
+"""
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils.validation import validate_data
+
+INT64_LOW = -(2.0**63)
+INT64_HIGH = 2.0**63  # exclusive
+
+
+def check_int(value, name, low=None):
+    """``value`` as a Python int, at least ``low``; bools and floats are rejected."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    value = int(value)
+    if low is not None and value < low:
+        raise ValueError(f"{name} must be >= {low}, got {value}")
+    return value
+
+
+def check_sigma(sigma, n_features_in):
+    """sigma as a float, or a float64 array of length d; positive and finite."""
+    if isinstance(sigma, (bool, np.bool_)):
+        raise ValueError(f"sigma must be a positive number or array, got {sigma!r}")
+    arr = np.asarray(sigma)
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"sigma must be a positive number or array, got {sigma!r}")
+    arr = arr.astype(np.float64)
+    if arr.ndim == 0:
+        value = float(arr)
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"sigma must be positive and finite, got {value}")
+        return value
+    if arr.ndim != 1 or arr.shape[0] != n_features_in:
+        raise ValueError(
+            f"sigma must be a scalar or an array of length n_features_in_={n_features_in}, "
+            f"got shape {arr.shape}"
+        )
+    if not np.all(np.isfinite(arr) & (arr > 0)):
+        raise ValueError(f"sigma must be positive and finite in every entry, got {arr}")
+    return arr
+
+
+def check_kernel(kernel):
+    if not (isinstance(kernel, str) and kernel == "laplacian"):
+        raise ValueError(
+            f"kernel must be 'laplacian' (the only supported kernel), got {kernel!r}"
+        )
+    return kernel
+
+
+def check_output_dtype(dtype):
+    """numpy.float32 or numpy.float64 (the dtype of Z's values)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise ValueError(f"dtype must be numpy.float32 or numpy.float64, got {dtype!r}") from exc
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"dtype must be numpy.float32 or numpy.float64, got {dt}")
+    return dt
+
+
+def check_dense_X(estimator, X, reset):
+    """X as a C-ordered float64 2-D array (copied only when needed).
+
+    Dense only: sparse input is rejected. Finiteness is not checked here: the
+    binning kernel's first pass finds the first non-finite entry (see
+    :func:`raise_non_finite`).
+    """
+    if sp.issparse(X):
+        raise ValueError(
+            f"{type(estimator).__name__} needs dense X: sparse input is not supported "
+            "(random binning of sparse data would bin every zero; use X.toarray())"
+        )
+    return validate_data(
+        estimator,
+        X,
+        reset=reset,
+        accept_sparse=False,
+        dtype=np.float64,
+        order="C",
+        ensure_all_finite=False,
+        ensure_2d=True,
+        ensure_min_samples=1,
+        ensure_min_features=1,
+    )
+
+
+def raise_non_finite(X, flat_index, name="X"):
+    """Raise the ValueError for the first non-finite entry (flat row-major index)."""
+    d = X.shape[1]
+    i, j = divmod(int(flat_index), d)
+    raise ValueError(
+        f"{name} contains NaN or infinity ({X[i, j]!r}) at row {i}, column {j}"
+    )
+
+
+def raise_too_large(i, j, r, value):
+    """Raise the ValueError for a bin that does not fit in int64."""
+    raise ValueError(
+        f"X values too large to bin at row {i}, column {j} "
+        f"(grid {r}: bin {np.float64(value)!r} does not fit in int64)"
+    )
+
+
+def index_dtype(n_columns, nnz):
+    """int32 for both CSR index arrays unless the column count or nnz needs int64."""
+    if n_columns >= 2**31 or nnz >= 2**31:
+        return np.dtype(np.int64)
+    return np.dtype(np.int32)

@@ -1,0 +1,464 @@
+"""Random binning features (Rahimi & Recht 2007; Wu et al., KDD 2016).
+
+Each of R random grids cuts input dimension j into intervals of width
+delta[r, j] ~ Gamma(2, sigma_j) shifted by u[r, j] ~ Uniform(0, delta[r, j]);
+a point's bin in grid r is ``floor((x - u[r]) / delta[r])``. Z has one column
+per non-empty bin, value 1/sqrt(R) where the point falls, so
+z(x) . z(y) = (number of grids where x and y share a bin) / R, an unbiased
+estimate of the Laplacian kernel exp(-||x - y||_1 / sigma).
+
+The work is done by the nogil kernels of ``rbcd._binning``; this module
+validates, draws the grids (docs/internals.md, contract 2), and assembles
+the sparse matrices. The column-major view the coordinate-descent solvers
+walk (:class:`RBColumns`) is built here too, in O(nnz), never by a sort.
+"""
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from . import _binning
+from ._random import make_generator
+from ._threads import effective_n_threads
+from ._validation import (
+    INT64_HIGH,
+    INT64_LOW,
+    check_dense_X,
+    check_int,
+    check_kernel,
+    check_output_dtype,
+    check_sigma,
+    index_dtype,
+    raise_non_finite,
+    raise_too_large,
+)
+
+__all__ = ["RandomBinning", "RBColumns", "column_structure"]
+
+
+class RBColumns:
+    """Column-major (CSC) structure of a random binning matrix.
+
+    All stored values of Z are the same constant ``value`` (1/sqrt(R)), so
+    only the structure is kept.
+
+    Attributes
+    ----------
+    indptr : int64 ndarray (D + 1,)
+        Column j's rows are ``indices[indptr[j]:indptr[j + 1]]``.
+    indices : int32 (int64 if n_rows >= 2**31) ndarray (nnz,)
+        Row ids, increasing within each column.
+    grid_ptr : int64 ndarray (R + 1,)
+        Columns of grid r are ``grid_ptr[r]:grid_ptr[r + 1]``; their entries
+        are the contiguous block ``indptr[grid_ptr[r]]:indptr[grid_ptr[r + 1]]``
+        (for training data, ``r * n_rows:(r + 1) * n_rows``). A row has at most
+        one entry per grid, so a grid's columns touch disjoint rows.
+    value : float
+        The stored value of every entry.
+    n_rows : int
+        N, the number of rows of Z.
+    """
+
+    def __init__(self, indptr, indices, grid_ptr, value, n_rows):
+        self.indptr = indptr
+        self.indices = indices
+        self.grid_ptr = grid_ptr
+        self.value = float(value)
+        self.n_rows = int(n_rows)
+
+    @property
+    def n_columns(self):
+        return self.indptr.shape[0] - 1
+
+    @property
+    def n_grids(self):
+        return self.grid_ptr.shape[0] - 1
+
+    def __repr__(self):
+        return (
+            f"RBColumns(n_rows={self.n_rows}, n_columns={self.n_columns}, "
+            f"n_grids={self.n_grids}, nnz={self.indices.shape[0]}, value={self.value!r})"
+        )
+
+
+def _check_grid_ptr(grid_ptr, n_cols):
+    gp = np.asarray(grid_ptr)
+    if gp.ndim != 1 or gp.shape[0] < 2 or gp.dtype.kind not in "iu":
+        raise ValueError(
+            f"grid_ptr must be a 1-D integer array of length R + 1 >= 2, got {grid_ptr!r}"
+        )
+    gp = np.ascontiguousarray(gp, dtype=np.int64)
+    if gp[0] != 0 or gp[-1] != n_cols or np.any(np.diff(gp) < 0):
+        raise ValueError(
+            f"grid_ptr must be non-decreasing from 0 to the number of columns {n_cols}, "
+            f"got first {int(gp[0])} and last {int(gp[-1])}"
+        )
+    return gp
+
+
+def column_structure(Z, grid_ptr, n_jobs=None):
+    """The :class:`RBColumns` of a CSR matrix whose columns are grouped by grid.
+
+    Count (bincount of the column indices), cumsum, fill (parallel over blocks
+    of grids, rows in increasing order): O(nnz), no sort. Raises ValueError if
+    ``grid_ptr`` does not span Z's columns, if a row has more than one entry
+    in some grid, or if the stored values are not all equal.
+    """
+    if not sp.issparse(Z):
+        raise ValueError(f"Z must be a scipy sparse matrix, got {type(Z).__name__}")
+    if Z.format != "csr":
+        Z = Z.tocsr()
+    n_rows, n_cols = Z.shape
+    gp = _check_grid_ptr(grid_ptr, n_cols)
+    if not Z.has_sorted_indices:
+        Z = Z.sorted_indices()
+    n_threads = effective_n_threads(n_jobs)
+    idx = np.promote_types(Z.indptr.dtype, Z.indices.dtype)
+    if idx not in (np.dtype(np.int32), np.dtype(np.int64)):
+        idx = np.dtype(np.int64)
+    indptr = np.ascontiguousarray(Z.indptr, dtype=idx)
+    indices = np.ascontiguousarray(Z.indices, dtype=idx)
+    row, grid = _binning.check_grid_rows(indptr, indices, gp, n_threads)
+    if row >= 0:
+        raise ValueError(
+            f"row {row} has more than one entry in grid {grid}: not a random binning "
+            "grid structure (at most one entry per row per grid)"
+        )
+    data = Z.data
+    if data.shape[0] > 0:
+        value = data[0]
+        if not np.all(data == value):
+            raise ValueError(
+                "Z's stored values are not all equal: not a random binning matrix "
+                "(exact mode gives the constant 1/sqrt(n_grids))"
+            )
+        value = float(value)
+    else:
+        value = 1.0 / np.sqrt(np.float64(gp.shape[0] - 1))
+    counts = np.bincount(indices, minlength=n_cols) if indices.shape[0] else np.zeros(n_cols, np.int64)
+    col_ptr = np.zeros(n_cols + 1, dtype=np.int64)
+    np.cumsum(counts, out=col_ptr[1:])
+    next_pos = col_ptr[:-1].copy()
+    rows = np.empty(indices.shape[0], dtype=np.int32 if n_rows < 2**31 else np.int64)
+    _binning.csc_fill_general(indptr, indices, next_pos, gp, rows, n_threads)
+    return RBColumns(col_ptr, rows, gp, value, n_rows)
+
+
+class RandomBinning(TransformerMixin, BaseEstimator):
+    """Random binning features for the Laplacian kernel.
+
+    The kernel is the L1 Laplacian ``k(x, y) = exp(-||x - y||_1 / sigma)``
+    (scikit-learn's ``laplacian_kernel`` with ``gamma = 1 / sigma``), or with
+    a per-feature sigma ``exp(-sum_j |x_j - y_j| / sigma_j)``. Z has exactly
+    ``n_grids`` entries of value ``1/sqrt(n_grids)`` per training row and
+    ``Z @ Z.T`` estimates the kernel matrix without bias.
+
+    Parameters
+    ----------
+    n_grids : int, default=64
+        R, the number of random grids.
+    sigma : float or array of shape (n_features_in_,), default=1.0
+        Kernel bandwidth, positive; one per input feature if an array. Widths
+        are drawn ``delta[r, j] ~ Gamma(shape 2, scale sigma_j)``.
+    kernel : {"laplacian"}, default="laplacian"
+        The only kernel.
+    n_features : int or None, default=None
+        None: exact mode. One column per distinct non-empty bin of every grid
+        on the training data, numbered by first appearance (grid by grid).
+        In ``transform``, a bin never seen in fit contributes no entry, so a
+        new row may have fewer than R entries (none if far from all training
+        data). The fitted tables hold only the bin vectors (packed), no
+        training rows: O(D) memory.
+        m: hashed mode. Column = a fixed 64-bit hash of (grid, bin vector)
+        modulo m (docs/internals.md); stateless, every row of any data gets
+        its R grids' columns, entries that collide within a row are summed
+        (stored value k / sqrt(R)). For streaming and distributed use.
+    dtype : numpy.float32 or numpy.float64, default=numpy.float64
+        dtype of Z's values. Binning always runs in float64 (float32 input
+        converts exactly).
+    n_jobs : int or None, default=None
+        Threads of the binning kernels (None: the OpenMP default, honouring
+        threadpoolctl limits; -1: all cores). The output does not depend on it.
+    random_state : None, int, SeedSequence, Generator or RandomState
+        Seeds the grid draw.
+
+    Attributes
+    ----------
+    widths_, offsets_ : ndarray (n_grids, n_features_in_)
+        delta[r, j] and u[r, j].
+    n_bins_ : int64 ndarray (n_grids,)
+        Non-empty bins of each grid on the training data.
+    grid_ptr_ : int64 ndarray (n_grids + 1,) or None
+        Column boundaries of the grids, ``concatenate([[0], cumsum(n_bins_)])``
+        (None in hashed mode, where grids share columns).
+    n_features_out_ : int
+        D, the number of columns of Z (m in hashed mode).
+    kappa_per_grid_ : ndarray (n_grids,)
+        kappa_r = 1 / nu_r, nu_r = (largest bin count) / N (paper, Def. 1).
+    kappa_ : float
+        Mean of ``kappa_per_grid_``.
+    n_features_in_ : int
+        d.
+    """
+
+    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+                 dtype=np.float64, n_jobs=None, random_state=None):
+        self.n_grids = n_grids
+        self.sigma = sigma
+        self.kernel = kernel
+        self.n_features = n_features
+        self.dtype = dtype
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+
+    # ------------------------------------------------------------------ checks
+    def _check_params(self, n_features_in):
+        n_grids = check_int(self.n_grids, "n_grids", low=1)
+        check_kernel(self.kernel)
+        if self.n_features is not None:
+            check_int(self.n_features, "n_features", low=1)
+            if int(self.n_features) >= 2**63:
+                raise ValueError(f"n_features must be < 2**63, got {self.n_features}")
+        dtype = check_output_dtype(self.dtype)
+        sigma = check_sigma(self.sigma, n_features_in)
+        n_threads = effective_n_threads(self.n_jobs)
+        return n_grids, sigma, dtype, n_threads
+
+    def _bounds(self, X, widths, offsets, n_threads):
+        """Training/transform bin bounds per (grid, column); raises the input errors.
+
+        One pass over X (column extremes, first non-finite entry); the bins of
+        the extremes bound all bins since x -> floor((x - u) / w) is monotone.
+        """
+        cmin, cmax, bad = _binning.scan_columns(X, n_threads)
+        if bad >= 0:
+            raise_non_finite(X, bad)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            qlo = np.floor((cmin - offsets) / widths)
+            qhi = np.floor((cmax - offsets) / widths)
+        ok = (qlo >= INT64_LOW) & (qlo < INT64_HIGH) & (qhi >= INT64_LOW) & (qhi < INT64_HIGH)
+        if not np.all(ok):
+            columns = np.ascontiguousarray(~np.all(ok, axis=0), dtype=np.uint8)
+            found = _binning.first_bad_bin(X, widths, offsets, columns)
+            if found is None:  # cannot happen (monotone bins); keep a clear message
+                raise ValueError("X values too large to bin")
+            raise_too_large(*found)
+        return qlo.astype(np.int64), qhi.astype(np.int64)
+
+    def _draw(self, X):
+        X = check_dense_X(self, X, reset=True)
+        n_samples, d = X.shape
+        n_grids, sigma, dtype, n_threads = self._check_params(d)
+        if n_samples >= 2**32 - 1:
+            raise ValueError(f"at most 2**32 - 2 samples are supported, got {n_samples}")
+        rng = make_generator(self.random_state)
+        widths = rng.gamma(2.0, sigma, size=(n_grids, d))
+        offsets = rng.uniform(0.0, 1.0, size=(n_grids, d)) * widths
+        return X, widths, offsets, dtype, n_threads
+
+    # ------------------------------------------------------------------ fit
+    def _fit(self, X, mode):
+        """Fit; ``mode`` is "fit", "Z" (also return training ids) or "columns"."""
+        X, widths, offsets, dtype, n_threads = self._draw(X)
+        n_samples = X.shape[0]
+        R = widths.shape[0]
+        lo, hi = self._bounds(X, widths, offsets, n_threads)
+        word, shift, n_words = _binning.pack_layout(lo, hi)
+        exact = self.n_features is None
+        nnz = n_samples * R
+        idx = index_dtype(0, nnz)  # D <= nnz for the training rows
+        ids = np.empty(nnz if (exact and mode != "fit") else 0, dtype=idx)
+        n_bins, max_count, slots, keys, counts = _binning.fit_tables(
+            X, widths, offsets, lo, hi, word, shift, n_words, ids,
+            mode == "columns", n_threads,
+        )
+        self.widths_ = widths
+        self.offsets_ = offsets
+        self.n_bins_ = n_bins
+        nu = max_count / n_samples  # paper Definition 1: nu_r = largest bin count / N
+        self.kappa_per_grid_ = 1.0 / nu
+        self.kappa_ = float(np.mean(self.kappa_per_grid_))
+        self._dtype_ = dtype
+        if exact:
+            self.grid_ptr_ = np.zeros(R + 1, dtype=np.int64)
+            np.cumsum(n_bins, out=self.grid_ptr_[1:])
+            self.n_features_out_ = int(self.grid_ptr_[-1])
+            self._lo, self._hi = lo, hi
+            self._word, self._shift, self._n_words = word, shift, n_words
+            self._slots, self._keys = slots, keys
+        else:
+            self.grid_ptr_ = None
+            self.n_features_out_ = int(self.n_features)
+            self._lo = self._hi = self._word = self._shift = self._n_words = None
+            self._slots = self._keys = None
+            del slots, keys
+        return X, ids, counts, n_threads
+
+    def fit(self, X, y=None):
+        """Draw the grids and build the per-grid bin tables of X.
+
+        Parameters
+        ----------
+        X : array-like (n_samples, n_features), dense, any real dtype
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._fit(X, "fit")
+        return self
+
+    def fit_transform(self, X, y=None):
+        """Fit and return Z of the training rows (equal to ``fit(X).transform(X)``).
+
+        In exact mode the CSR arrays are written directly: ``indptr = R * arange(N + 1)``
+        and row i's columns at ``indices[i * R:(i + 1) * R]``.
+        """
+        if self.n_features is not None:
+            X, _, _, n_threads = self._fit(X, "fit")
+            return self._transform_hashed(X, n_threads)
+        X, ids, _, n_threads = self._fit(X, "Z")
+        return self._training_Z(X.shape[0], ids, n_threads)
+
+    def _training_Z(self, n_samples, ids, n_threads):
+        R = self.widths_.shape[0]
+        _binning.add_grid_offsets(ids, self.grid_ptr_, n_threads)
+        indptr = np.arange(0, n_samples * R + 1, R, dtype=ids.dtype)
+        data = np.full(ids.shape[0], self._value(), dtype=self._dtype_)
+        Z = sp.csr_matrix((data, ids, indptr), shape=(n_samples, self.n_features_out_), copy=False)
+        Z.has_sorted_indices = True
+        return Z
+
+    def _fit_transform_columns(self, X):
+        """Fit and return ``(Z, RBColumns)`` built in one go (exact mode only).
+
+        The CSC structure comes from the bin counts of fit (cumsum) and one
+        fill pass over Z's indices, parallel over blocks of grids; grid r's
+        entries are the block ``r * N:(r + 1) * N``.
+        """
+        if self.n_features is not None:
+            raise ValueError(
+                "the grid column structure needs exact mode (n_features=None); "
+                "hashed columns are shared between grids"
+            )
+        X, ids, counts, n_threads = self._fit(X, "columns")
+        n_samples = X.shape[0]
+        R = self.widths_.shape[0]
+        Z = self._training_Z(n_samples, ids, n_threads)
+        col_ptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+        np.cumsum(counts, out=col_ptr[1:])
+        del counts
+        next_pos = col_ptr[:-1].copy()
+        rows = np.empty(ids.shape[0], dtype=np.int32 if n_samples < 2**31 else np.int64)
+        _binning.csc_fill_training(Z.indices, next_pos, R, self.grid_ptr_, rows, n_threads)
+        del next_pos
+        value = float(np.asarray(self._value(), dtype=self._dtype_))
+        return Z, RBColumns(col_ptr, rows, self.grid_ptr_.copy(), value, n_samples)
+
+    def _value(self):
+        return np.float64(1.0) / np.sqrt(np.float64(self.widths_.shape[0]))
+
+    # ------------------------------------------------------------------ transform
+    def transform(self, X):
+        """Z, the CSR random binning features of X (sorted indices).
+
+        Exact mode: a bin never seen in fit gives no entry. Hashed mode: the
+        documented hash, duplicates within a row summed.
+        """
+        check_is_fitted(self, "widths_")
+        X = check_dense_X(self, X, reset=False)
+        n_threads = effective_n_threads(self.n_jobs)
+        if self.n_features is None and self.grid_ptr_ is not None:
+            return self._transform_exact(X, n_threads)
+        return self._transform_hashed(X, n_threads)
+
+    def _transform_exact(self, X, n_threads):
+        n_samples = X.shape[0]
+        R = self.widths_.shape[0]
+        D = self.n_features_out_
+        self._bounds(X, self.widths_, self.offsets_, n_threads)
+        tmp_idx = index_dtype(D, n_samples * R)
+        out = np.empty(n_samples * R, dtype=tmp_idx)
+        row_nnz = np.empty(n_samples, dtype=np.int64)
+        slots = [np.ascontiguousarray(a, dtype=np.uint64) for a in self._slots]
+        keys = [np.ascontiguousarray(a, dtype=np.uint64) for a in self._keys]
+        slot_ptrs = np.array([a.ctypes.data for a in slots], dtype=np.uintp)
+        key_ptrs = np.array([a.ctypes.data for a in keys], dtype=np.uintp)
+        capacities = np.array([a.shape[0] for a in slots], dtype=np.int64)
+        _binning.transform_exact(
+            X, self.widths_, self.offsets_, self._lo, self._hi, self._word, self._shift,
+            self._n_words, slot_ptrs, capacities, key_ptrs, self.grid_ptr_, out, row_nnz,
+            n_threads,
+        )
+        del slots, keys  # the pointers were only used inside the kernel
+        nnz = int(row_nnz.sum())
+        idx = index_dtype(D, nnz)
+        if nnz == n_samples * R and out.dtype == idx:
+            indices = out
+            indptr = np.arange(0, nnz + 1, R, dtype=idx)
+        else:
+            indptr = np.zeros(n_samples + 1, dtype=idx)
+            np.cumsum(row_nnz, out=indptr[1:])
+            indices = np.empty(nnz, dtype=idx)
+            _binning.compact_rows(out, row_nnz, R, indptr, indices, n_threads)
+            del out
+        data = np.full(nnz, self._value(), dtype=self._dtype_)
+        Z = sp.csr_matrix((data, indices, indptr), shape=(n_samples, D), copy=False)
+        Z.has_sorted_indices = True
+        return Z
+
+    def _transform_hashed(self, X, n_threads):
+        n_samples = X.shape[0]
+        R = self.widths_.shape[0]
+        m = int(self.n_features)
+        self._bounds(X, self.widths_, self.offsets_, n_threads)
+        out = np.empty(n_samples * R, dtype=np.int32 if m <= 2**31 else np.int64)
+        mult = np.empty(n_samples * R, dtype=np.int32)
+        row_nnz = np.empty(n_samples, dtype=np.int64)
+        _binning.transform_hashed(X, self.widths_, self.offsets_, np.uint64(m), out, mult,
+                                  row_nnz, n_threads)
+        nnz = int(row_nnz.sum())
+        idx = index_dtype(m, nnz)
+        if nnz == n_samples * R and out.dtype == idx:
+            del mult  # no collision in any row: every multiplicity is 1
+            indices = out
+            indptr = np.arange(0, nnz + 1, R, dtype=idx)
+            data = np.full(nnz, self._value(), dtype=self._dtype_)
+        else:
+            indptr = np.zeros(n_samples + 1, dtype=idx)
+            np.cumsum(row_nnz, out=indptr[1:])
+            indptr64 = indptr.astype(np.int64, copy=False)
+            indices = np.empty(nnz, dtype=idx)
+            _binning.compact_rows(out, row_nnz, R, indptr, indices, n_threads)
+            del out
+            data = np.empty(nnz, dtype=self._dtype_)
+            _binning.compact_mult(mult, row_nnz, R, indptr64, float(np.sqrt(np.float64(R))),
+                                  data, n_threads)
+        Z = sp.csr_matrix((data, indices, indptr), shape=(n_samples, m), copy=False)
+        Z.has_sorted_indices = True
+        return Z
+
+    # ------------------------------------------------------------------ diagnostics
+    def predicted_speedup(self, n_threads):
+        """Expected speedup of parallel randomized CD with tau threads (paper eq. 29):
+
+            tau / (1 + (R - 1)(tau - 1) / (D - 1))
+
+        R = n_grids non-zeros per row, D = n_features_out_ columns; 1.0 if D <= 1.
+        """
+        check_is_fitted(self, "widths_")
+        tau = check_int(n_threads, "n_threads", low=1)
+        R = self.widths_.shape[0]
+        D = self.n_features_out_
+        if D <= 1:
+            return 1.0
+        return tau / (1.0 + (R - 1) * (tau - 1) / (D - 1))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        try:
+            tags.transformer_tags.preserves_dtype = [check_output_dtype(self.dtype).name]
+        except ValueError:
+            tags.transformer_tags.preserves_dtype = []
+        return tags
