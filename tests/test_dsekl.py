@@ -1,0 +1,172 @@
+"""DoublyStochasticKernelClassifier: twin equality, thread invariance, the XOR problem of
+the DSEKL paper against a tuned exact-kernel SVM, errors, check_estimator."""
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV
+from sklearn.svm import SVC
+from sklearn.utils.estimator_checks import check_estimator
+
+import rbcd
+import rbcd_ref
+from rbcd.dsekl import draw_epoch
+
+
+def xor(n, std, rng):
+    """The paper's XOR: class +1 around (1, 1), (-1, -1); class -1 around (1, -1), (-1, 1)."""
+    centers = np.array([[1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [-1.0, 1.0]])
+    lab = rng.integers(0, 4, n)
+    X = centers[lab] + std * rng.normal(size=(n, 2))
+    return X, np.where(lab < 2, 1, -1)
+
+
+def quiet_fit(est, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(X, y)
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(6, 60),
+    n_classes=st.sampled_from([2, 3]),
+    kernel=st.sampled_from(["gaussian", "laplacian"]),
+    loss=st.sampled_from(["hinge", "squared_hinge"]),
+    step=st.sampled_from(["adagrad", "inverse_t"]),
+    I=st.integers(1, 30),
+    J=st.integers(1, 30),
+    K=st.integers(1, 4),
+    fit_intercept=st.booleans(),
+)
+def test_twin_equality(seed, n, n_classes, kernel, loss, step, I, J, K, fit_intercept):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = np.arange(n) % n_classes
+    rng.shuffle(y)
+    params = dict(kernel=kernel, loss=loss, step=step, n_gradient=I, n_expansion=J, n_blocks=K,
+                  fit_intercept=fit_intercept, sigma=rng.uniform(0.5, 2.0, size=3), lam=1e-3,
+                  max_epochs=4, random_state=seed)
+    a = quiet_fit(rbcd.DoublyStochasticKernelClassifier(n_jobs=1, **params), X, y)
+    b = quiet_fit(rbcd_ref.DoublyStochasticKernelClassifier(**params), X, y)
+    assert a.n_iter_ == b.n_iter_ and a.t_ == b.t_
+    # same draws, same steps: equal up to summation order (BLAS vs loops)
+    np.testing.assert_allclose(a.coef_full_, b.coef_full_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(a.intercept_, b.intercept_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(a.support_, b.support_)
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
+@pytest.mark.parametrize("n_blocks", [1, 3])
+def test_same_result_for_any_thread_count(n_blocks):
+    X, y = xor(300, 0.5, np.random.default_rng(1))
+    kw = dict(n_blocks=n_blocks, n_expansion=50, max_epochs=10, random_state=4)
+    one = quiet_fit(rbcd.DoublyStochasticKernelClassifier(n_jobs=1, **kw), X, y)
+    two = quiet_fit(rbcd.DoublyStochasticKernelClassifier(n_jobs=2, **kw), X, y)
+    np.testing.assert_array_equal(one.coef_full_, two.coef_full_)
+    np.testing.assert_array_equal(one.intercept_, two.intercept_)
+    np.testing.assert_array_equal(one.decision_function(X), two.decision_function(X))
+
+
+def test_draws_are_disjoint_blocks_and_a_permutation():
+    perm, Jidx = draw_epoch(np.random.default_rng(0), 50, 7, 6, 4)
+    assert sorted(perm) == list(range(50))
+    assert Jidx.shape == (8, 24)  # ceil(50 / 7) steps, K * J indices each
+    for row in Jidx:
+        assert len(set(row.tolist())) == 24  # the K blocks never share a row
+
+
+def test_only_sampled_coefficients_move():
+    X, y = xor(200, 0.3, np.random.default_rng(2))
+    est = quiet_fit(rbcd.DoublyStochasticKernelClassifier(n_expansion=5, max_epochs=1, random_state=0), X, y)
+    perm, Jidx = draw_epoch(np.random.default_rng(0), 200, 100, 5, 1)
+    touched = np.unique(Jidx)
+    assert np.all(est.coef_full_[:, np.setdiff1d(np.arange(200), touched)] == 0)
+    np.testing.assert_array_equal(est.support_, np.flatnonzero(np.any(est.coef_full_ != 0, axis=0)))
+    # dual_coef_ / support_vectors_ reproduce the full expansion
+    np.testing.assert_allclose(est.dual_coef_, est.coef_full_[:, est.support_] / 200)
+
+
+@pytest.mark.parametrize("std", [0.2, 0.5])
+def test_xor_matches_exact_kernel_svm(std):
+    rng = np.random.default_rng(0)
+    X, y = xor(400, std, rng)
+    Xt, yt = xor(2000, std, rng)
+    svc = GridSearchCV(SVC(kernel="rbf"), {"C": [0.1, 1, 10, 100], "gamma": [0.1, 0.5, 1, 2, 5]}, cv=3).fit(X, y)
+    svm_acc = svc.score(Xt, yt)
+    assert svm_acc > (0.99 if std == 0.2 else 0.93)
+    for loss in ("hinge", "squared_hinge"):
+        est = rbcd.DoublyStochasticKernelClassifier(loss=loss, n_expansion=200, max_epochs=200, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)  # it converges by the paper's rule
+            est.fit(X, y)
+        acc = est.score(Xt, yt)
+        assert acc >= svm_acc - 0.02, (loss, acc, svm_acc)
+
+
+def test_multiclass_one_vs_rest():
+    rng = np.random.default_rng(3)
+    centers = np.array([[0.0, 3.0], [3.0, 0.0], [-3.0, -3.0]])
+    lab = rng.integers(0, 3, 300)
+    X = centers[lab] + 0.7 * rng.normal(size=(300, 2))
+    names = np.array(["a", "b", "c"])
+    est = quiet_fit(rbcd.DoublyStochasticKernelClassifier(sigma=1.5, max_epochs=50, random_state=0), X, names[lab])
+    assert est.decision_function(X).shape == (300, 3)
+    assert list(est.classes_) == ["a", "b", "c"]
+    assert est.score(X, names[lab]) > 0.97
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"kernel": "poly"}, "kernel"),
+        ({"loss": "log"}, "loss"),
+        ({"step": "constant"}, "step"),
+        ({"lam": -1.0}, "lam"),
+        ({"eta": 0.0}, "eta"),
+        ({"tol": -1.0}, "tol"),
+        ({"n_gradient": 0}, "n_gradient"),
+        ({"n_expansion": 1.5}, "n_expansion"),
+        ({"n_blocks": 0}, "n_blocks"),
+        ({"max_epochs": 0}, "max_epochs"),
+        ({"sigma": 0.0}, "sigma"),
+        ({"n_jobs": 0}, "n_jobs"),
+    ],
+)
+def test_bad_parameters(params, match):
+    X, y = xor(20, 0.2, np.random.default_rng(0))
+    for mod in (rbcd, rbcd_ref):
+        with pytest.raises(ValueError, match=match):
+            mod.DoublyStochasticKernelClassifier(**params).fit(X, y)
+
+
+def test_bad_input():
+    X, y = xor(20, 0.2, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="class"):
+        rbcd.DoublyStochasticKernelClassifier().fit(X, np.ones(20))
+    Xn = X.copy()
+    Xn[3, 1] = np.inf
+    with pytest.raises(ValueError, match="infinity|NaN"):
+        rbcd.DoublyStochasticKernelClassifier().fit(Xn, y)
+    with pytest.raises(ValueError, match="diverged"), np.errstate(over="ignore"):
+        rbcd.DoublyStochasticKernelClassifier(step="inverse_t", eta=1e308, lam=1e3, max_epochs=3).fit(X, y)
+    est = quiet_fit(rbcd.DoublyStochasticKernelClassifier(max_epochs=2), X, y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(np.ones((3, 4)))
+
+
+def test_convergence_warning():
+    X, y = xor(50, 0.5, np.random.default_rng(0))
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        rbcd.DoublyStochasticKernelClassifier(max_epochs=1, tol=0.0, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("mod", [rbcd, rbcd_ref])
+def test_check_estimator(mod):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check_estimator(mod.DoublyStochasticKernelClassifier(max_epochs=30, random_state=0))
