@@ -1,0 +1,277 @@
+"""Ridge regression by (preconditioned) conjugate gradient, plain numpy (oracle of rbcd.ridge).
+
+scikit-learn's Ridge convention (DESIGN.md "Ridge by conjugate gradient", docs/internals.md):
+
+    minimize_{w, b}  sum_i s_i (y_i - z_i.w - b)^2 + alpha ||w||^2
+
+With an intercept, y and the columns of Z are centered with the weighted means
+(ybar = sum_i s_i y_i / S, zbar_j = sum_i s_i z_ij / S) *implicitly*: Z is never densified,
+the centering is applied inside the operator
+
+    A v = Zc^T S Zc v + alpha v,   Zc v = Z v - (zbar.v) 1,   Zc^T u = Z^T u - zbar (1.u),
+
+and ``(Zc^T S Zc + alpha I) w = Zc^T S yc`` is solved by CG for each right-hand side (each
+target / class), then ``b = ybar - zbar.w``. Z^T Z is never formed. This is the normal
+equation of the paper's ridge problem on RB features (section 4), where the Jacobi diagonal
+``sum_i s_i z_ij^2 - S zbar_j^2 + alpha`` is, for RB training data, the (weighted) bin count
+/ R minus the centering term plus alpha: inside one grid Z^T Z is diagonal.
+"""
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._checks import check_choice, check_int, check_real, check_sample_weight, check_target
+
+MAX_ITER_CAP = 10_000
+
+
+class _CenteredOperator:
+    """v -> (Zc^T S Zc + alpha I) v without forming Zc (implicit weighted centering)."""
+
+    def __init__(self, Z, s, alpha, fit_intercept):
+        self.Z = Z
+        self.ZT = Z.T.tocsr()
+        self.s = s
+        self.S = float(s.sum())
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        n_cols = Z.shape[1]
+        if fit_intercept:
+            self.zbar = np.asarray(self.ZT @ s).ravel() / self.S  # zbar_j = sum_i s_i z_ij / S
+        else:
+            self.zbar = np.zeros(n_cols)
+
+    def center_times(self, v):
+        """Zc v = Z v - (zbar . v) 1."""
+        out = np.asarray(self.Z @ v).ravel()
+        if self.fit_intercept:
+            out = out - self.zbar @ v
+        return out
+
+    def center_transpose_times(self, u):
+        """Zc^T u = Z^T u - zbar (sum_i u_i)."""
+        out = np.asarray(self.ZT @ u).ravel()
+        if self.fit_intercept:
+            out = out - self.zbar * u.sum()
+        return out
+
+    def matvec(self, v):
+        """(Zc^T S Zc + alpha I) v."""
+        return self.center_transpose_times(self.s * self.center_times(v)) + self.alpha * v
+
+    def diagonal(self):
+        """sum_i s_i z_ij^2 - S zbar_j^2 + alpha (the Jacobi preconditioner)."""
+        Zsq = self.Z.multiply(self.Z).tocsr()
+        d = np.asarray(Zsq.T @ self.s).ravel()
+        if self.fit_intercept:
+            d = d - self.S * self.zbar ** 2
+        return d + self.alpha
+
+
+def conjugate_gradient(matvec, rhs, inv_diag, tol, max_iter):
+    """(Preconditioned) CG for one right-hand side; stop when ||r|| <= tol ||rhs||.
+
+    Returns (x, n_iter, converged). ``inv_diag`` is None (plain CG) or the inverse of the
+    Jacobi diagonal.
+    """
+    x = np.zeros_like(rhs)
+    rhs_norm = np.linalg.norm(rhs)
+    if rhs_norm == 0.0:
+        return x, 0, True
+    r = rhs.copy()
+    z = r if inv_diag is None else inv_diag * r
+    p = z.copy()
+    rz = r @ z
+    for it in range(1, max_iter + 1):
+        Ap = matvec(p)
+        pAp = p @ Ap
+        if not pAp > 0:  # breakdown: the operator is singular along p
+            return x, it, np.linalg.norm(r) <= tol * rhs_norm
+        step = rz / pAp
+        x = x + step * p
+        r = r - step * Ap
+        if np.linalg.norm(r) <= tol * rhs_norm:
+            return x, it, True
+        z = r if inv_diag is None else inv_diag * r
+        rz_new = r @ z
+        p = z + (rz_new / rz) * p
+        rz = rz_new
+    return x, max_iter, False
+
+
+def ridge_cg_solve(Z, Y, s, alpha, fit_intercept, tol, max_iter, preconditioner):
+    """Solve the weighted ridge problem for every column of Y (N x T).
+
+    Returns W (T x D), b (T,), n_iter (T,).
+    """
+    op = _CenteredOperator(Z, s, alpha, fit_intercept)
+    D = Z.shape[1]
+    if max_iter is None:
+        max_iter = min(10 * D, MAX_ITER_CAP)
+    inv_diag = None
+    if preconditioner == "jacobi":
+        diag = op.diagonal()
+        inv_diag = np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0)
+    T = Y.shape[1]
+    W = np.zeros((T, D))
+    B = np.zeros(T)
+    n_iter = np.zeros(T, dtype=np.int64)
+    for k in range(T):
+        y = Y[:, k]
+        ybar = (s @ y) / op.S if fit_intercept else 0.0
+        rhs = op.center_transpose_times(s * (y - ybar))  # Zc^T S yc
+        w, it, ok = conjugate_gradient(op.matvec, rhs, inv_diag, tol, max_iter)
+        if not ok:
+            warnings.warn(
+                f"conjugate gradient did not reach tol={tol:g} for target {k} in {max_iter} "
+                f"iterations; increase max_iter or alpha",
+                ConvergenceWarning,
+            )
+        W[k] = w
+        B[k] = ybar - op.zbar @ w if fit_intercept else 0.0
+        n_iter[k] = it
+    return W, B, n_iter
+
+
+class _RidgeCGBase(BaseEstimator):
+    def _check_params(self):
+        alpha = check_real(self.alpha, "alpha", low=0.0)
+        tol = check_real(self.tol, "tol", low=0.0)
+        max_iter = None if self.max_iter is None else check_int(self.max_iter, "max_iter", low=1)
+        preconditioner = check_choice(self.preconditioner, "preconditioner", ("jacobi", None))
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
+        if self.n_jobs is not None:
+            if check_int(self.n_jobs, "n_jobs") == 0:
+                raise ValueError("n_jobs must be a non-zero integer or None, got 0")
+        return alpha, tol, max_iter, preconditioner
+
+    def _validate_Z(self, Z, reset):
+        Z = validate_data(self, Z, reset=reset, accept_sparse=True, dtype=np.float64)
+        return sp.csr_matrix(Z)
+
+    def _solve(self, Z, Y, s):
+        alpha, tol, max_iter, preconditioner = self._check_params()
+        return ridge_cg_solve(Z, Y, s, alpha, bool(self.fit_intercept), tol, max_iter,
+                              preconditioner)
+
+    def _decision(self, Z):
+        check_is_fitted(self, "coef_")
+        Z = self._validate_Z(Z, reset=False)
+        W = np.atleast_2d(self.coef_)
+        return np.asarray(Z @ W.T) + np.atleast_1d(self.intercept_)[None, :]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+class RidgeCG(RegressorMixin, _RidgeCGBase):
+    """Ridge regression solved by (Jacobi-preconditioned) conjugate gradient.
+
+    Same solution as ``sklearn.linear_model.Ridge(alpha)`` (with sample weights and several
+    targets). ``n_jobs`` is accepted and ignored. Attributes: ``coef_`` (D,) or (T, D),
+    ``intercept_`` float or (T,), ``n_iter_`` (T,) CG iterations per target.
+    """
+
+    def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
+                 preconditioner="jacobi", n_jobs=None):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.preconditioner = preconditioner
+        self.n_jobs = n_jobs
+
+    def fit(self, Z, y, sample_weight=None):
+        self._check_params()
+        Z = self._validate_Z(Z, reset=True)
+        y = check_target(y, Z.shape[0], "y", allow_2d=True)
+        s = check_sample_weight(sample_weight, Z.shape[0])
+        single = y.ndim == 1
+        W, B, n_iter = self._solve(Z, y[:, None] if single else y, s)
+        self.coef_ = W[0] if single else W
+        self.intercept_ = float(B[0]) if single else B
+        self.n_iter_ = n_iter
+        return self
+
+    def predict(self, Z):
+        out = self._decision(Z)
+        return out[:, 0] if np.ndim(self.coef_) == 1 else out
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+
+class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
+    """Ridge classification by CG: targets -1/+1 per class (one-vs-rest), all classes as one
+    block of right-hand sides; for two classes a single column with classes_[1] as +1, like
+    ``sklearn.linear_model.RidgeClassifier``. ``class_weight`` multiplies sample weights.
+    """
+
+    def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
+                 preconditioner="jacobi", n_jobs=None, class_weight=None):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.preconditioner = preconditioner
+        self.n_jobs = n_jobs
+        self.class_weight = class_weight
+
+    def fit(self, Z, y, sample_weight=None):
+        self._check_params()
+        Z = self._validate_Z(Z, reset=True)
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y.ravel()
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D for RidgeCGClassifier, got shape {y.shape}")
+        if y.shape[0] != Z.shape[0]:
+            raise ValueError(f"y has {y.shape[0]} rows but the feature matrix has {Z.shape[0]} rows")
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            raise ValueError("y contains NaN or inf")
+        check_classification_targets(y)
+        classes, idx = np.unique(y, return_inverse=True)
+        if classes.shape[0] < 2:
+            raise ValueError(
+                f"RidgeCGClassifier needs samples of at least 2 classes in y, got only one class: {classes[0]!r}"
+            )
+        s = check_sample_weight(sample_weight, Z.shape[0])
+        if self.class_weight is not None:
+            if not (isinstance(self.class_weight, dict) or self.class_weight == "balanced"):
+                raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
+            if isinstance(self.class_weight, dict):
+                unknown = [c for c in self.class_weight if c not in set(classes.tolist())]
+                if unknown:
+                    raise ValueError(f"class_weight has labels not in y: {unknown!r}")
+            s = s * compute_sample_weight(self.class_weight, y)
+        if classes.shape[0] == 2:
+            Y = np.where(idx == 1, 1.0, -1.0)[:, None]
+        else:
+            Y = np.where(idx[:, None] == np.arange(classes.shape[0])[None, :], 1.0, -1.0)
+        W, B, n_iter = self._solve(Z, Y, s)
+        self.classes_ = classes
+        self.coef_ = W
+        self.intercept_ = B
+        self.n_iter_ = n_iter
+        return self
+
+    def decision_function(self, Z):
+        out = self._decision(Z)
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def predict(self, Z):
+        scores = self.decision_function(Z)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
