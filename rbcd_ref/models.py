@@ -1,0 +1,236 @@
+"""Random binning kernel machines, plain Python (the oracle of ``rbcd.models``).
+
+``RBRegressor`` / ``RBClassifier`` = :class:`rbcd_ref.features.RandomBinning` followed by a
+linear solver on the features Z:
+
+* ``solver="cg"``: ridge by conjugate gradient (:class:`rbcd_ref.ridge.RidgeCG`,
+  :class:`rbcd_ref.ridge.RidgeCGClassifier`; scikit-learn's Ridge objective), or
+* ``solver="cd"``: randomized coordinate descent (:class:`rbcd_ref.linear.CDRegressor`,
+  :class:`rbcd_ref.linear.CDClassifier`; paper eq. 23 with the step of eq. 24-27), which
+  receives the fitted binning so that ``parallel="grid"`` (block coordinate descent over
+  the grids, the paper's RBCD view) works.
+
+Defaults that depend on the solver: ``alpha=None`` -> 1.0 (cg) / 1e-4 (cd); ``tol=None`` ->
+1e-6 (cg) / 1e-4 (cd); ``loss=None`` -> "squared" (regression, cg) / "logistic" (cd
+classification). Parameters one solver does not use are ignored by it.
+
+Random streams: the binning and the CD solver both receive ``random_state``; the binning
+draws its grids first, then the solver draws ``solver_seed(random_state)`` (with a shared
+Generator or RandomState the two draws come one after the other, in that order).
+``warm_start=True`` (cd) refits the binning and warm-starts the previous solver, which keeps
+its coefficients when the number of columns is unchanged (same data and an int seed).
+"""
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .features import RandomBinning
+from .linear import CDClassifier, CDRegressor
+from .ridge import RidgeCG, RidgeCGClassifier
+
+SOLVERS = ("cg", "cd")
+
+
+class _RBBase(BaseEstimator):
+    _classifier = False
+
+    def _resolved(self):
+        """(solver, alpha, tol, loss) with the solver-dependent defaults filled in."""
+        if not (isinstance(self.solver, str) and self.solver in SOLVERS):
+            raise ValueError(f"solver must be 'cg' or 'cd', got {self.solver!r}")
+        solver = self.solver
+        alpha = self.alpha if self.alpha is not None else (1.0 if solver == "cg" else 1e-4)
+        tol = self.tol if self.tol is not None else (1e-6 if solver == "cg" else 1e-4)
+        if solver == "cg":
+            if self.loss is not None and not (isinstance(self.loss, str) and self.loss == "squared"):
+                raise ValueError(
+                    f"solver='cg' solves ridge (squared loss): loss must be None or 'squared', "
+                    f"got {self.loss!r}"
+                )
+            loss = "squared"
+        elif self.loss is None:
+            loss = "logistic" if self._classifier else "squared"
+        else:
+            loss = self.loss
+        return solver, alpha, tol, loss
+
+    def _binning(self):
+        return RandomBinning(n_grids=self.n_grids, sigma=self.sigma, kernel=self.kernel,
+                             n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
+                             random_state=self.random_state)
+
+    def _solver(self):
+        solver, alpha, tol, loss = self._resolved()
+        extra = {"class_weight": self.class_weight} if self._classifier else {}
+        if solver == "cg":
+            cls = RidgeCGClassifier if self._classifier else RidgeCG
+            return cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
+                       max_iter=self.max_iter, preconditioner=self.preconditioner,
+                       n_jobs=self.n_jobs, **extra)
+        cls = CDClassifier if self._classifier else CDRegressor
+        params = dict(loss=loss, alpha=alpha, l1_ratio=self.l1_ratio,
+                      fit_intercept=self.fit_intercept, max_epochs=self.max_epochs, tol=tol,
+                      selection=self.selection, parallel=self.parallel, n_jobs=self.n_jobs,
+                      warm_start=self.warm_start, random_state=self.random_state,
+                      verbose=self.verbose, **extra)
+        previous = getattr(self, "solver_", None)
+        if self.warm_start and isinstance(previous, cls):
+            return previous.set_params(**params)
+        return cls(**params)
+
+    def fit(self, X, y, sample_weight=None):
+        """Draw the grids, bin X into Z, fit the solver on Z."""
+        solver, _, _, _ = self._resolved()  # parameter errors before any work
+        X = validate_data(self, X, reset=True, accept_sparse=False, dtype=np.float64,
+                          ensure_all_finite=False)
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        binning = self._binning()
+        Z = binning.fit_transform(X)
+        est = self._solver()
+        if solver == "cg":
+            est.fit(Z, y, sample_weight=sample_weight)
+        else:
+            grid = binning if self.n_features is None else None
+            est.fit(Z, y, sample_weight=sample_weight, binning=grid)
+        self.binning_ = binning
+        self.solver_ = est
+        if self._classifier:
+            self.classes_ = est.classes_
+        if self.verbose:
+            print(f"[rbcd_ref {type(self).__name__}] {binning.n_features_out_} features, "
+                  f"{solver} solver")
+        return self
+
+    def _features(self, X):
+        check_is_fitted(self, "solver_")
+        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=np.float64,
+                          ensure_all_finite=False)
+        return self.binning_.transform(X)
+
+    def transform(self, X):
+        """The random binning features of X."""
+        return self._features(X)
+
+    @property
+    def coef_(self):
+        return self.solver_.coef_
+
+    @property
+    def intercept_(self):
+        return self.solver_.intercept_
+
+    @property
+    def n_iter_(self):
+        return self.solver_.n_iter_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
+
+
+class RBRegressor(RegressorMixin, _RBBase):
+    """Laplacian-kernel regression with random binning features + CG ridge or CD.
+
+    Parameters: n_grids, sigma, kernel, n_features (RandomBinning); solver ("cg" | "cd"),
+    alpha, l1_ratio, loss, fit_intercept, tol, max_iter (cg), max_epochs, selection,
+    parallel (cd), preconditioner (cg), warm_start (cd), dtype, n_jobs (ignored),
+    random_state, verbose. Attributes: binning_, solver_, coef_, intercept_, n_iter_,
+    n_features_in_.
+    """
+
+    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 tol=None, max_iter=None, max_epochs=100, selection="random",
+                 parallel="auto", preconditioner="jacobi", warm_start=False,
+                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
+        self.n_grids = n_grids
+        self.sigma = sigma
+        self.kernel = kernel
+        self.n_features = n_features
+        self.solver = solver
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.loss = loss
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.max_epochs = max_epochs
+        self.selection = selection
+        self.parallel = parallel
+        self.preconditioner = preconditioner
+        self.warm_start = warm_start
+        self.dtype = dtype
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def predict(self, X):
+        return self.solver_.predict(self._features(X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+
+class RBClassifier(ClassifierMixin, _RBBase):
+    """Laplacian-kernel classification with random binning features.
+
+    ``solver="cg"``: ridge classification (one-vs-rest -1/+1 targets); ``solver="cd"``:
+    logistic (with ``predict_proba``) or squared hinge by coordinate descent, one-vs-rest.
+    Same parameters as RBRegressor plus ``class_weight``; attributes also ``classes_``.
+    """
+
+    _classifier = True
+
+    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 tol=None, max_iter=None, max_epochs=100, selection="random",
+                 parallel="auto", preconditioner="jacobi", warm_start=False,
+                 class_weight=None, dtype=np.float64, n_jobs=None, random_state=None,
+                 verbose=0):
+        self.n_grids = n_grids
+        self.sigma = sigma
+        self.kernel = kernel
+        self.n_features = n_features
+        self.solver = solver
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.loss = loss
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.max_epochs = max_epochs
+        self.selection = selection
+        self.parallel = parallel
+        self.preconditioner = preconditioner
+        self.warm_start = warm_start
+        self.class_weight = class_weight
+        self.dtype = dtype
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def decision_function(self, X):
+        return self.solver_.decision_function(self._features(X))
+
+    def predict(self, X):
+        return self.solver_.predict(self._features(X))
+
+    def _has_proba(self):
+        try:
+            solver, _, _, loss = self._resolved()
+        except ValueError:
+            return False
+        return solver == "cd" and loss == "logistic"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        return self.solver_.predict_proba(self._features(X))
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        return self.solver_.predict_log_proba(self._features(X))

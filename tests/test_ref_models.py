@@ -1,0 +1,117 @@
+"""rbcd_ref.models: sensible fits on a nonlinear problem, parameter plumbing, errors."""
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.metrics import r2_score
+
+from rbcd_ref.features import RandomBinning
+from rbcd_ref.linear import CDClassifier, CDRegressor
+from rbcd_ref.models import RBClassifier, RBRegressor
+from rbcd_ref.ridge import RidgeCG, RidgeCGClassifier
+
+
+def _xor(n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 2))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1, 0)
+    return X, y
+
+
+def _wave(n, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 2))
+    y = np.sin(3 * X[:, 0]) * np.cos(3 * X[:, 1]) + 0.05 * rng.normal(size=n)
+    return X, y
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("solver, extra", [
+    ("cg", {}),
+    ("cd", dict(alpha=1e-3, max_epochs=300, tol=1e-3)),
+    ("cd", dict(alpha=1e-3, max_epochs=300, tol=1e-3, loss="squared_hinge", parallel="grid")),
+])
+def test_classifier_beats_linear_on_xor(solver, extra):
+    X, y = _xor(300, 0)
+    Xt, yt = _xor(300, 1)
+    m = RBClassifier(n_grids=16, sigma=1.0, solver=solver, random_state=0, **extra).fit(X, y)
+    acc = m.score(Xt, yt)
+    linear = LogisticRegression().fit(X, y).score(Xt, yt)
+    assert acc >= 0.85 and linear <= 0.7
+    assert list(m.classes_) == [0, 1]
+    assert m.decision_function(Xt).shape == (300,)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("solver, extra", [
+    ("cg", dict(alpha=0.5)),
+    ("cd", dict(alpha=1e-4, l1_ratio=0.5, max_epochs=300, tol=1e-3, selection="permutation")),
+])
+def test_regressor_beats_linear_on_wave(solver, extra):
+    X, y = _wave(300, 2)
+    Xt, yt = _wave(300, 3)
+    m = RBRegressor(n_grids=24, sigma=1.0, solver=solver, random_state=0, **extra).fit(X, y)
+    r2 = r2_score(yt, m.predict(Xt))
+    linear = r2_score(yt, Ridge().fit(X, y).predict(Xt))
+    assert r2 >= 0.6 and linear <= 0.1
+
+
+def test_pipeline_equals_manual_composition():
+    X, y = _wave(120, 4)
+    m = RBRegressor(n_grids=8, sigma=0.7, solver="cg", alpha=0.3, tol=1e-10, random_state=5).fit(X, y)
+    rb = RandomBinning(n_grids=8, sigma=0.7, random_state=5)
+    Z = rb.fit_transform(X)
+    r = RidgeCG(alpha=0.3, tol=1e-10).fit(Z, y)
+    np.testing.assert_array_equal(m.coef_, r.coef_)
+    assert m.intercept_ == r.intercept_
+    assert (m.transform(X) != Z).nnz == 0
+    # cd: the same seeds reach the solver, and parallel="grid" gets the binning
+    with pytest.warns(ConvergenceWarning):
+        m2 = RBRegressor(n_grids=8, sigma=0.7, solver="cd", parallel="grid", max_epochs=5,
+                         random_state=5).fit(X, y)
+    with pytest.warns(ConvergenceWarning):
+        c = CDRegressor(alpha=1e-4, tol=1e-4, parallel="grid", max_epochs=5, random_state=5).fit(
+            Z, y, binning=rb)
+    np.testing.assert_array_equal(m2.coef_, c.coef_)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_defaults_depend_on_solver():
+    X, y = _xor(60, 5)
+    cg = RBClassifier(n_grids=4, solver="cg", random_state=0).fit(X, y)
+    assert isinstance(cg.solver_, RidgeCGClassifier)
+    assert cg.solver_.alpha == 1.0 and cg.solver_.tol == 1e-6
+    assert not hasattr(cg, "predict_proba")
+    cd = RBClassifier(n_grids=4, solver="cd", max_epochs=20, tol=1e-2, random_state=0).fit(X, y)
+    assert isinstance(cd.solver_, CDClassifier)
+    assert cd.solver_.alpha == 1e-4 and cd.solver_.loss == "logistic"
+    P = cd.predict_proba(X)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    r = RBRegressor(n_grids=4, solver="cd", max_epochs=20, tol=None, random_state=0).fit(X, y * 1.0)
+    assert r.solver_.tol == 1e-4 and r.solver_.loss == "squared"
+
+
+def test_multiclass_and_hashed_mode():
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-1, 1, size=(200, 2))
+    y = np.digitize(np.arctan2(X[:, 1], X[:, 0]), [-1.0, 1.0])
+    m = RBClassifier(n_grids=16, n_features=512, solver="cg", alpha=0.5, random_state=0).fit(X, y)
+    assert m.coef_.shape == (3, 512)
+    assert m.score(X, y) >= 0.9
+
+
+def test_errors():
+    X, y = _xor(40, 7)
+    with pytest.raises(ValueError, match="solver"):
+        RBClassifier(solver="lbfgs").fit(X, y)
+    with pytest.raises(ValueError, match="loss"):
+        RBRegressor(solver="cg", loss="logistic").fit(X, y)
+    with pytest.raises(ValueError, match="sigma"):
+        RBRegressor(sigma=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="exact mode"):
+        RBRegressor(solver="cd", parallel="grid", n_features=64).fit(X, y)
+    with pytest.raises(ValueError, match="one class"):
+        RBClassifier(solver="cd").fit(X, np.zeros(40))
+    m = RBRegressor(n_grids=4).fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        m.predict(X[:, :1])
