@@ -91,7 +91,8 @@ def _add_common(p):
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
 
 
-def _add_model_options(p, n_grids=64, sigma=1.0):
+def _add_model_options(p, n_grids=64, sigma=1.0, alpha_default="1.0 for cg, 1e-4 for cd",
+                       epochs_default=100):
     p.add_argument("--n-grids", type=_positive_int, default=n_grids,
                    help=f"R, number of random grids (default {n_grids})")
     p.add_argument("--sigma", type=_float_in(0.0, low_open=True), default=sigma,
@@ -102,11 +103,11 @@ def _add_model_options(p, n_grids=64, sigma=1.0):
                    help="cd loss (default: squared for regression, logistic for "
                         "classification; cg is always squared)")
     p.add_argument("--alpha", type=_float_in(0.0), default=None,
-                   help="regularization (default 1.0 for cg, 1e-4 for cd)")
+                   help=f"regularization (default {alpha_default})")
     p.add_argument("--l1-ratio", type=_float_in(0.0, 1.0), default=0.0,
                    help="cd only: L1 share of the penalty, 0 = ridge, 1 = lasso (default 0)")
-    p.add_argument("--max-epochs", type=_positive_int, default=100,
-                   help="cd only: epochs (default 100)")
+    p.add_argument("--max-epochs", type=_positive_int, default=epochs_default,
+                   help=f"cd only: maximum epochs (default {epochs_default})")
     p.add_argument("--max-iter", type=_positive_int, default=None,
                    help="cg only: iterations (default: rbcd.RidgeCG's rule)")
     p.add_argument("--tol", type=_float_in(0.0, low_open=True), default=None,
@@ -136,8 +137,8 @@ def build_parser():
                       help="training rows (default 100000)")
     demo.add_argument("--n-test", type=_positive_int, default=None,
                       help="test rows (default n_samples // 5, at least 1000)")
-    _add_model_options(demo, n_grids=64, sigma=0.7)
-    demo.set_defaults(alpha=0.1)
+    _add_model_options(demo, n_grids=64, sigma=0.7, alpha_default="0.1 for cg, 1e-6 for cd",
+                       epochs_default=10)
     _add_common(demo)
     demo.add_argument("--verbose", "-v", action="count", default=0, help="solver progress")
 
@@ -384,9 +385,15 @@ def cmd_demo(args, out):
     Xtr, ytr, Xte, yte = X[:args.n_samples], y[:args.n_samples], X[args.n_samples:], y[args.n_samples:]
     log(f"data generated in {time.perf_counter() - t0:.2f} s")
     log(threads)
+    # demo defaults, tuned on this problem: the CG ridge alpha is a sum-of-squares
+    # penalty, the CD alpha multiplies a mean loss (so ~ alpha_cg / N)
+    alpha = args.alpha
+    if alpha is None:
+        alpha = 0.1 if args.solver == "cg" else 1e-6
+    max_epochs = args.max_epochs
     binning, solver = make_model(
         "classification", args.n_grids, args.sigma, solver=args.solver, loss=args.loss,
-        alpha=args.alpha, l1_ratio=args.l1_ratio, max_epochs=args.max_epochs,
+        alpha=alpha, l1_ratio=args.l1_ratio, max_epochs=max_epochs,
         max_iter=args.max_iter, tol=args.tol, parallel=args.parallel, n_jobs=args.n_jobs,
         random_state=args.seed, verbose=args.verbose)
     pipe, info = fit_model(binning, solver, Xtr, ytr, log=log)
