@@ -84,6 +84,17 @@ def _check_choice(value, name, choices):
     return value
 
 
+# Below this many kernel-entry operations per parallel region, extra threads cost more in
+# start-up and barriers than they save (badly so on a loaded machine); results do not
+# depend on the thread count, so this only affects speed.
+MIN_WORK_PER_THREAD = 250_000
+
+
+def threads_for(work, n_threads):
+    """Threads worth starting for ``work`` operations: at most n_threads, at least 1."""
+    return max(1, min(n_threads, work // MIN_WORK_PER_THREAD))
+
+
 def relative_change(A, A_before):
     """||A - A_before||_F / ||A||_F (0 when both are 0)."""
     num = float(np.linalg.norm(A - A_before))
@@ -199,6 +210,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         Kb = np.empty((K, I, J))
         Rb = np.empty((n_out, K, I))
         rng = make_generator(self.random_state)
+        n_threads = threads_for(K * I * J * (X.shape[1] + n_out), n_threads)
         t = 0
         history = []
         kernel, loss, step = KERNEL_CODES[p["kernel"]], LOSS_CODES[p["loss"]], STEP_CODES[p["step"]]
@@ -241,8 +253,9 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
         Xs = np.ascontiguousarray(X / self.sigma_)
         out = np.empty((X.shape[0], self.dual_coef_.shape[0]))
+        work = X.shape[0] * self.dual_coef_.shape[1] * (X.shape[1] + self.dual_coef_.shape[0])
         dsekl_decision(Xs, self._support_scaled, self.dual_coef_, self.intercept_,
-                       self._kernel_code, effective_n_threads(self.n_jobs), out)
+                       self._kernel_code, threads_for(work, effective_n_threads(self.n_jobs)), out)
         return out[:, 0] if out.shape[1] == 1 else out
 
     def predict(self, X):

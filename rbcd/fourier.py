@@ -82,6 +82,10 @@ def draw_fourier(rng, n_features, n_components, kernel, sigma):
     return W, b
 
 
+# Below this many cosines per thread, a second thread costs more than it saves.
+MIN_WORK_PER_THREAD = 50_000
+
+
 def fourier_map(X, W, b, scale, n_threads):
     """``scale * cos(X @ W + b)``: BLAS product in X's dtype, parallel cosine pass."""
     dtype = np.float32 if X.dtype == np.float32 else np.float64
@@ -91,7 +95,8 @@ def fourier_map(X, W, b, scale, n_threads):
         P = P.toarray()
     P = np.ascontiguousarray(P, dtype=dtype)
     if P.shape[0] > 0 and P.shape[1] > 0:
-        cos_features(P, np.ascontiguousarray(b, dtype=np.float64), float(scale), int(n_threads))
+        n_threads = max(1, min(int(n_threads), P.size // MIN_WORK_PER_THREAD))
+        cos_features(P, np.ascontiguousarray(b, dtype=np.float64), float(scale), n_threads)
     return P
 
 

@@ -62,9 +62,12 @@ def test_twin_equality(seed, n, n_classes, kernel, loss, step, I, J, K, fit_inte
 
 
 @pytest.mark.parametrize("n_blocks", [1, 3])
-def test_same_result_for_any_thread_count(n_blocks):
+def test_same_result_for_any_thread_count(n_blocks, monkeypatch):
     X, y = xor(300, 0.5, np.random.default_rng(1))
-    kw = dict(n_blocks=n_blocks, n_expansion=50, max_epochs=10, random_state=4)
+    # small steps normally run on one thread; force the second one to really run
+    monkeypatch.setattr(rbcd.dsekl, "MIN_WORK_PER_THREAD", 1)
+    assert rbcd.dsekl.threads_for(10, 2) == 2
+    kw = dict(n_blocks=n_blocks, n_gradient=100, n_expansion=90, max_epochs=5, random_state=4)
     one = quiet_fit(rbcd.DoublyStochasticKernelClassifier(n_jobs=1, **kw), X, y)
     two = quiet_fit(rbcd.DoublyStochasticKernelClassifier(n_jobs=2, **kw), X, y)
     np.testing.assert_array_equal(one.coef_full_, two.coef_full_)

@@ -135,13 +135,13 @@ def test_twin_equality(seed, n, d, D, kernel, per_feature, f32):
 
 def test_threads_sparse_and_generator_inputs():
     rng = np.random.default_rng(5)
-    X = rng.normal(size=(300, 5))
+    X = rng.normal(size=(2000, 5))
     X[X < 0.5] = 0.0
-    one = rbcd.RandomFourier(64, random_state=2, n_jobs=1).fit_transform(X)
-    two = rbcd.RandomFourier(64, random_state=2, n_jobs=2).fit_transform(X)
+    one = rbcd.RandomFourier(128, random_state=2, n_jobs=1).fit_transform(X)
+    two = rbcd.RandomFourier(128, random_state=2, n_jobs=2).fit_transform(X)  # 2 threads really run
     np.testing.assert_array_equal(one, two)
     for fmt in (sp.csr_matrix, sp.csc_matrix):
-        np.testing.assert_allclose(rbcd.RandomFourier(64, random_state=2).fit_transform(fmt(X)), one, atol=1e-12)
+        np.testing.assert_allclose(rbcd.RandomFourier(128, random_state=2).fit_transform(fmt(X)), one, atol=1e-12)
     # a Generator and a RandomState are accepted; the same int gives the same draw
     assert rbcd.RandomFourier(8, random_state=np.random.default_rng(1)).fit(X).random_weights_.shape == (5, 8)
     assert rbcd.RandomFourier(8, random_state=np.random.RandomState(1)).fit(X).random_weights_.shape == (5, 8)
