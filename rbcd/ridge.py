@@ -52,15 +52,17 @@ from . import _sparse
 from ._threads import effective_n_threads, limit_blas
 
 _PRECONDITIONERS = ("jacobi", None)
+# multiply-adds per thread below which a product runs on fewer threads
+_WORK_PER_THREAD = 50_000
 
 
 def default_max_iter(n_features):
-    """The iteration cap used when ``max_iter=None``: ``min(max(10 * D, 100), 10_000)``.
+    """The iteration cap used when ``max_iter=None``: ``min(10 * D, 10_000)`` (as rbcd_ref).
 
     CG on a D x D system converges in at most D steps in exact arithmetic; 10 D leaves
     room for rounding, and the cap of 10 000 keeps a fit bounded on huge D (a
     ConvergenceWarning says when it was reached)."""
-    return int(min(max(10 * int(n_features), 100), 10_000))
+    return int(max(1, min(10 * int(n_features), 10_000)))
 
 
 # ----------------------------------------------------------------------------------------
@@ -180,7 +182,11 @@ class _Products:
 
     @staticmethod
     def _arrays(indptr, indices, data):
-        idx = np.int64 if (indptr.dtype == np.int64 or indices.dtype == np.int64) else np.int32
+        # one index dtype for both (the kernels' fused type): int32 unless either needs int64
+        indptr = np.asarray(indptr)
+        indices = np.asarray(indices)
+        small = indices.dtype != np.int64 and (indptr.shape[0] == 0 or int(indptr[-1]) < 2**31)
+        idx = np.int32 if small else np.int64
         return (
             np.ascontiguousarray(indptr, dtype=idx),
             np.ascontiguousarray(indices, dtype=idx),
@@ -188,12 +194,18 @@ class _Products:
             else np.ascontiguousarray(data, dtype=np.float64),
         )
 
+    def _threads_for(self, work):
+        """Threads for a product of ``work`` multiply-adds: one per _WORK_PER_THREAD, so
+        that tiny products do not pay for waking (or, on a busy machine, waiting for)
+        a thread team. Results do not depend on the thread count."""
+        return max(1, min(self.n_threads, int(work // _WORK_PER_THREAD)))
+
     def _run(self, arrays, V, n_out):
         indptr, indices, data = arrays
         V = np.ascontiguousarray(V, dtype=np.float64)
         out = np.empty((n_out, V.shape[1]), dtype=np.float64)
         _sparse.csr_matmat(indptr, indices, data, self.use_const, self.const_value,
-                           V, out, self.n_threads)
+                           V, out, self._threads_for(indices.shape[0] * V.shape[1]))
         return out
 
     def dot(self, V):
@@ -218,7 +230,7 @@ class _Products:
         indptr, indices, data = self.csc
         _sparse.csc_weighted_col_stats(indptr, indices, data, self.use_const, self.const_value,
                                        np.ascontiguousarray(s, dtype=np.float64),
-                                       colsum, colsq, self.n_threads)
+                                       colsum, colsq, self._threads_for(indices.shape[0]))
         return colsum, colsq
 
 
@@ -394,7 +406,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     alpha : float >= 0 or array of one value per target
     fit_intercept : bool
     tol : float, stop a target when ||residual|| <= tol * ||right-hand side||
-    max_iter : int or None; None means ``min(max(10 * D, 100), 10_000)``
+    max_iter : int or None; None means ``min(10 * D, 10_000)``
     preconditioner : "jacobi" or None. Jacobi is the diagonal of the centred,
         weighted operator (for random binning features: bin counts / R + alpha).
     n_jobs : threads for the sparse products (None: OpenMP default, -1: all cores)
