@@ -559,58 +559,116 @@ cdef class CDProblem:
                 g[j] = col_grad(&self.P, j)
         return np.asarray(g).copy()
 
-    def convergence(self, int check, int n_threads):
-        """The raw convergence value: duality gap, or largest minimum-norm subgradient.
-
-        Checked after the intercept step. See docs/internals.md, "Convergence".
-        """
-        cdef double[::1] g = self.scratch
-        cdef Py_ssize_t j, i
-        cdef int T = max(1, n_threads)
-        cdef double lam1 = self.P.lam1, lam2 = self.P.lam2
-        cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
-        cdef double scale, gap = 0.0, wj
+    cdef void _gap_terms(self, double* rn2, double* ry, double* l1, double* l2) noexcept nogil:
+        # Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y (r = y - p = -u), ||w||_1, ||w||^2
+        cdef Py_ssize_t i, j
+        cdef double a = 0.0, b = 0.0, c = 0.0, d = 0.0, wj
         cdef const double* s = self.P.s
         cdef const double* u = self.P.u
         cdef const double* y = self.P.y
+        for j in range(self.P.D):
+            wj = self.P.w[j]
+            c += fabs(wj)
+            d += wj * wj
+        for i in range(self.P.N):
+            if s == NULL:
+                a += u[i] * u[i]
+                b -= u[i] * y[i]
+            else:
+                a += s[i] * u[i] * u[i]
+                b -= s[i] * u[i] * y[i]
+        rn2[0] = a / self.P.S
+        ry[0] = b / self.P.S
+        l1[0] = c
+        l2[0] = d
+
+    cdef inline double _violation(self, Py_ssize_t j, double gj) noexcept nogil:
+        # minimum-norm subgradient |g_j + lam1 sign(w_j)|, or max(|g_j| - lam1, 0) at w_j = 0
+        cdef double wj = self.P.w[j], v
+        if wj > 0:
+            return fabs(gj + self.P.lam1)
+        if wj < 0:
+            return fabs(gj - self.P.lam1)
+        v = fabs(gj) - self.P.lam1
+        return v if v > 0 else 0.0
+
+    def convergence(self, int check, int n_threads):
+        """The raw convergence value: duality gap, or largest minimum-norm subgradient.
+
+        Checked after the intercept step (docs/internals.md, "Convergence"). Leaves the
+        per-column score (|g_j| for the gap, the subgradient v_j otherwise) in ``scores()``.
+        """
+        cdef double[::1] g = self.scratch
+        cdef Py_ssize_t j
+        cdef int T = max(1, n_threads)
+        cdef double lam1 = self.P.lam1, lam2 = self.P.lam2
+        cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0, c
         with nogil:
             for j in prange(self.P.D, num_threads=T, schedule="guided"):
                 g[j] = col_grad(&self.P, j)
             if check == DUALITY_GAP:
-                # XtA = -g, r = y - p = -u
                 for j in range(self.P.D):
-                    if fabs(g[j]) > dn:
-                        dn = fabs(g[j])
-                    wj = self.P.w[j]
-                    l1 += fabs(wj)
-                    l2 += wj * wj
-                for i in range(self.P.N):
-                    if s == NULL:
-                        rn2 += u[i] * u[i]
-                        ry -= u[i] * y[i]
-                    else:
-                        rn2 += s[i] * u[i] * u[i]
-                        ry -= s[i] * u[i] * y[i]
-                rn2 = rn2 / self.P.S
-                ry = ry / self.P.S
-                scale = lam1 / dn if dn > lam1 else 1.0
-                gap = (0.5 * rn2 * (1.0 + scale * scale) + lam1 * l1 - scale * ry
-                       + 0.5 * lam2 * (1.0 + scale * scale) * l2)
+                    g[j] = fabs(g[j])  # |XtA_j|, XtA = -g
+                    if g[j] > dn:
+                        dn = g[j]
+                self._gap_terms(&rn2, &ry, &l1, &l2)
+            else:
+                for j in range(self.P.D):
+                    g[j] = self._violation(j, g[j])
+                    if g[j] > vmax:
+                        vmax = g[j]
         if check == DUALITY_GAP:
-            return gap
+            c = lam1 / dn if dn > lam1 else 1.0
+            return (0.5 * rn2 * (1.0 + c * c) + lam1 * l1 - c * ry
+                    + 0.5 * lam2 * (1.0 + c * c) * l2)
+        if self.fit_intercept:
+            v = fabs(self._intercept_grad())
+            if v > vmax:
+                vmax = v
+        return vmax
+
+    def scores(self):
+        """Per-column scores of the last full ``convergence`` call (a view)."""
+        return self.scratch
+
+    def lower_bound(self, int check, cols):
+        """A certified lower bound on ``convergence(check)`` from the columns ``cols`` only.
+
+        Subgradient: the max of v_j over ``cols`` (and |g_b|), computed exactly as the full
+        check does, so it is <= the full value. Gap: dn >= dn_s (the max |XtA_j| over
+        ``cols``), so the full check's c = min(1, lam1 / dn) lies in (0, c_s] with
+        c_s = min(1, lam1 / dn_s); the gap is a convex quadratic in c, and its minimum over
+        [0, c_s] bounds it from below. Cost: the columns' entries plus O(N + D).
+        """
+        cdef const int64_t[::1] cv = cols
+        cdef Py_ssize_t k, j
+        cdef double lam1 = self.P.lam1, lam2 = self.P.lam2
+        cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
+        cdef double cs, A, cmin
         with nogil:
-            for j in range(self.P.D):
-                wj = self.P.w[j]
-                if wj > 0:
-                    v = fabs(g[j] + lam1)
-                elif wj < 0:
-                    v = fabs(g[j] - lam1)
+            for k in range(cv.shape[0]):
+                j = cv[k]
+                v = col_grad(&self.P, j)
+                if check == DUALITY_GAP:
+                    v = fabs(v)
+                    if v > dn:
+                        dn = v
                 else:
-                    v = fabs(g[j]) - lam1
-                    if v < 0:
-                        v = 0.0
-                if v > vmax:
-                    vmax = v
+                    v = self._violation(j, v)
+                    if v > vmax:
+                        vmax = v
+            if check == DUALITY_GAP:
+                self._gap_terms(&rn2, &ry, &l1, &l2)
+        if check == DUALITY_GAP:
+            cs = lam1 / dn if dn > lam1 else 1.0
+            A = 0.5 * (rn2 + lam2 * l2)
+            # gap(c) = A (1 + c^2) + lam1 l1 - c ry, minimized over [0, cs]
+            cmin = ry / (2.0 * A) if A > 0 else cs
+            if cmin > cs:
+                cmin = cs
+            if cmin < 0:
+                cmin = 0.0
+            return A * (1.0 + cmin * cmin) + lam1 * l1 - cmin * ry
         if self.fit_intercept:
             v = fabs(self._intercept_grad())
             if v > vmax:
