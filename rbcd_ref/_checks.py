@@ -58,15 +58,24 @@ def check_finite_matrix(X, name="X"):
     if where is not None:
         i, j = where
         raise ValueError(
-            f"{name} contains a non-finite value ({X[i, j]!r}) at row {i}, column {j}"
+            f"{name} contains NaN or infinity ({float(X[i, j])}) at row {i}, column {j}"
         )
+
+
+def check_y_given(y, estimator_name):
+    """A clear error when fit gets y=None."""
+    if y is None:
+        raise ValueError(f"{estimator_name} requires y to be passed, but the target y is None")
 
 
 def check_target(y, n_samples, name="y", allow_2d=True):
     """Float64 target of ``n_samples`` rows, 1-D (or 2-D when allowed), finite."""
     y = np.asarray(y)
     if y.dtype.kind not in "biuf":
-        raise ValueError(f"{name} must be numeric, got dtype {y.dtype}")
+        try:
+            y = y.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name} must be numeric, got dtype {y.dtype}") from exc
     y = y.astype(np.float64)
     if y.ndim == 0:
         raise ValueError(f"{name} must be 1-D (or 2-D), got a scalar")
@@ -105,7 +114,7 @@ def check_sample_weight(sample_weight, n_samples):
     if np.any(s < 0):
         raise ValueError("sample_weight must be non-negative")
     if not s.sum() > 0:
-        raise ValueError("sample_weight must have a positive sum")
+        raise ValueError("sample_weight: all weights are zero; they must have a positive sum")
     return s
 
 
@@ -122,7 +131,7 @@ def check_feature_matrix(Z, name="Z"):
         if not np.all(np.isfinite(Zc.data)):
             k = int(np.argwhere(~np.isfinite(Zc.data))[0, 0])
             col = int(np.searchsorted(Zc.indptr, k, side="right") - 1)
-            raise ValueError(f"{name} contains a non-finite value at row {int(Zc.indices[k])}, column {col}")
+            raise ValueError(f"{name} contains NaN or infinity at row {int(Zc.indices[k])}, column {col}")
     else:
         arr = np.asarray(Z)
         if arr.dtype.kind not in "biuf":

@@ -37,10 +37,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from ._checks import (check_choice, check_feature_matrix, check_int, check_real,
-                      check_sample_weight, check_target)
+                      check_sample_weight, check_target, check_y_given)
 from ._random import SplitMix64, solver_seed
 from .features import check_grid_structure
 
@@ -515,6 +515,7 @@ class CDRegressor(RegressorMixin, _CDBase):
     def fit(self, Z, y, sample_weight=None, binning=None):
         """Fit by coordinate descent; ``binning`` gives the grid structure for parallel='grid'."""
         params = self._solver_params()
+        check_y_given(y, type(self).__name__)
         Zc = self._validate_Z(Z, reset=True)
         y = check_target(y, Zc.shape[0], "y", allow_2d=True)
         s = check_sample_weight(sample_weight, Zc.shape[0])
@@ -577,9 +578,10 @@ class CDClassifier(ClassifierMixin, _CDBase):
         """Fit one problem (binary) or one per class (one-vs-rest)."""
         params = self._solver_params()
         Zc = self._validate_Z(Z, reset=True)
+        check_y_given(y, type(self).__name__)
         y = np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
+            y = column_or_1d(y, warn=True)
         if y.ndim != 1:
             raise ValueError(f"y must be 1-D for CDClassifier, got shape {y.shape}")
         if y.shape[0] != Zc.shape[0]:

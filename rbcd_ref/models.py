@@ -17,6 +17,8 @@ classification). Parameters one solver does not use are ignored by it.
 Random streams: the binning and the CD solver both receive ``random_state``; the binning
 draws its grids first, then the solver draws ``solver_seed(random_state)`` (with a shared
 Generator or RandomState the two draws come one after the other, in that order).
+The features of new data are ``model.binning_.transform(X)`` (the models have no
+``transform`` of their own, so scikit-learn does not treat them as transformers).
 ``warm_start=True`` (cd) refits the binning and warm-starts the previous solver, which keeps
 its coefficients when the number of columns is unchanged (same data and an int seed).
 """
@@ -109,10 +111,6 @@ class _RBBase(BaseEstimator):
                           ensure_all_finite=False)
         return self.binning_.transform(X)
 
-    def transform(self, X):
-        """The random binning features of X."""
-        return self._features(X)
-
     @property
     def coef_(self):
         return self.solver_.coef_
@@ -168,7 +166,8 @@ class RBRegressor(RegressorMixin, _RBBase):
         self.verbose = verbose
 
     def predict(self, X):
-        return self.solver_.predict(self._features(X))
+        Z = self._features(X)
+        return self.solver_.predict(Z)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -215,10 +214,12 @@ class RBClassifier(ClassifierMixin, _RBBase):
         self.verbose = verbose
 
     def decision_function(self, X):
-        return self.solver_.decision_function(self._features(X))
+        Z = self._features(X)
+        return self.solver_.decision_function(Z)
 
     def predict(self, X):
-        return self.solver_.predict(self._features(X))
+        Z = self._features(X)
+        return self.solver_.predict(Z)
 
     def _has_proba(self):
         try:
@@ -229,8 +230,10 @@ class RBClassifier(ClassifierMixin, _RBBase):
 
     @available_if(_has_proba)
     def predict_proba(self, X):
-        return self.solver_.predict_proba(self._features(X))
+        Z = self._features(X)
+        return self.solver_.predict_proba(Z)
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):
-        return self.solver_.predict_log_proba(self._features(X))
+        Z = self._features(X)
+        return self.solver_.predict_log_proba(Z)

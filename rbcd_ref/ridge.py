@@ -24,9 +24,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ._checks import check_choice, check_int, check_real, check_sample_weight, check_target
+from ._checks import (check_choice, check_int, check_real, check_sample_weight, check_target,
+                      check_y_given)
 
 MAX_ITER_CAP = 10_000
 
@@ -192,6 +193,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
 
     def fit(self, Z, y, sample_weight=None):
         self._check_params()
+        check_y_given(y, type(self).__name__)
         Z = self._validate_Z(Z, reset=True)
         y = check_target(y, Z.shape[0], "y", allow_2d=True)
         s = check_sample_weight(sample_weight, Z.shape[0])
@@ -231,9 +233,10 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     def fit(self, Z, y, sample_weight=None):
         self._check_params()
         Z = self._validate_Z(Z, reset=True)
+        check_y_given(y, type(self).__name__)
         y = np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
+            y = column_or_1d(y, warn=True)
         if y.ndim != 1:
             raise ValueError(f"y must be 1-D for RidgeCGClassifier, got shape {y.shape}")
         if y.shape[0] != Z.shape[0]:

@@ -64,7 +64,7 @@ def test_pipeline_equals_manual_composition():
     r = RidgeCG(alpha=0.3, tol=1e-10).fit(Z, y)
     np.testing.assert_array_equal(m.coef_, r.coef_)
     assert m.intercept_ == r.intercept_
-    assert (m.transform(X) != Z).nnz == 0
+    assert (m.binning_.transform(X) != Z).nnz == 0
     # cd: the same seeds reach the solver, and parallel="grid" gets the binning
     with pytest.warns(ConvergenceWarning):
         m2 = RBRegressor(n_grids=8, sigma=0.7, solver="cd", parallel="grid", max_epochs=5,
@@ -115,3 +115,21 @@ def test_errors():
     m = RBRegressor(n_grids=4).fit(X, y)
     with pytest.raises(ValueError, match="features"):
         m.predict(X[:, :1])
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_scikit_learn_estimator_checks():
+    from sklearn.utils.estimator_checks import check_estimator
+
+    import rbcd_ref
+
+    for est in [rbcd_ref.RandomBinning(n_grids=8, random_state=0),
+                rbcd_ref.CDRegressor(random_state=0), rbcd_ref.CDClassifier(random_state=0),
+                rbcd_ref.RidgeCG(), rbcd_ref.RidgeCGClassifier(),
+                rbcd_ref.RBRegressor(n_grids=8, random_state=0),
+                rbcd_ref.RBClassifier(n_grids=8, random_state=0)]:
+        results = check_estimator(est, on_fail=None)
+        failed = [(r["check_name"], str(r["exception"])[:200]) for r in results
+                  if r["status"] == "failed"]
+        assert len(results) > 40
+        assert failed == [], (type(est).__name__, failed)
