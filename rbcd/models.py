@@ -1,0 +1,339 @@
+"""End-user kernel machines: random binning features + a linear solver.
+
+``RBRegressor`` and ``RBClassifier`` chain :class:`rbcd.RandomBinning` (Laplacian
+kernel, ``n_grids`` grids) with either
+
+* ``solver="cg"``: ridge by block conjugate gradient (:class:`rbcd.RidgeCG`,
+  :class:`rbcd.RidgeCGClassifier`; scikit-learn's Ridge objective, one-vs-rest
+  -1/+1 targets for classification), or
+* ``solver="cd"``: randomized coordinate descent (:class:`rbcd.CDRegressor`,
+  :class:`rbcd.CDClassifier`; mean loss + elastic net, DESIGN.md contract 8).
+
+Every parameter of both stages is a parameter of the model, so a GridSearchCV can
+tune ``sigma``, ``n_grids`` and ``alpha`` together. Defaults that depend on the
+solver: ``alpha=None`` -> 1.0 (cg) / 1e-4 (cd); ``tol=None`` -> 1e-6 (cg) / 1e-4
+(cd); ``loss=None`` -> "squared" (regression, and cg classification, which is ridge
+classification) / "logistic" (cd classification).
+
+The binning hands its column structure (the CSC view of Z with the grid boundaries,
+``RandomBinning._fit_transform_columns``) to the solver, so neither the CD grid mode
+nor CG's Z^T products rebuild it.
+
+Parameters that only one solver uses are ignored by the other: ``max_iter`` and
+``preconditioner`` (cg); ``l1_ratio``, ``max_epochs``, ``selection``, ``parallel``,
+``warm_start``, ``random_state`` of the solver stream and ``verbose`` epochs (cd).
+``warm_start=True`` with ``solver="cd"`` starts from the previous coefficients when
+the new binning has the same number of columns (same data and an int random_state).
+"""
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .linear import CDClassifier, CDRegressor
+from .ridge import RidgeCG, RidgeCGClassifier
+
+_SOLVERS = ("cg", "cd")
+
+
+def _reject_sparse(est, X):
+    if sp.issparse(X):
+        raise ValueError(
+            f"{type(est).__name__} needs dense X: sparse input is not supported (random "
+            "binning would bin every implicit zero); use X.toarray()"
+        )
+
+
+def _random_binning_class():
+    from .features import RandomBinning
+
+    return RandomBinning
+
+
+class _RBBase(BaseEstimator):
+    _classifier = False
+
+    # ------------------------------------------------------------------ parameters
+    def _solver_name(self):
+        if not (isinstance(self.solver, str) and self.solver in _SOLVERS):
+            raise ValueError(f"solver must be 'cg' or 'cd', got {self.solver!r}")
+        return self.solver
+
+    def _effective(self):
+        """(solver, alpha, tol, loss) with the solver-dependent defaults filled in."""
+        solver = self._solver_name()
+        alpha = self.alpha if self.alpha is not None else (1.0 if solver == "cg" else 1e-4)
+        tol = self.tol if self.tol is not None else (1e-6 if solver == "cg" else 1e-4)
+        if solver == "cg":
+            if self.loss is not None and not (isinstance(self.loss, str) and self.loss == "squared"):
+                raise ValueError(
+                    f"solver='cg' solves ridge (squared loss); loss must be None or 'squared', "
+                    f"got {self.loss!r}"
+                )
+            loss = "squared"
+        elif self.loss is None:
+            loss = "logistic" if self._classifier else "squared"
+        else:
+            loss = self.loss
+        return solver, alpha, tol, loss
+
+    def _make_binning(self):
+        return _random_binning_class()(
+            n_grids=self.n_grids, sigma=self.sigma, kernel=self.kernel,
+            n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
+            random_state=self.random_state,
+        )
+
+    def _make_solver(self):
+        solver, alpha, tol, loss = self._effective()
+        extra = {"class_weight": self.class_weight} if self._classifier else {}
+        if solver == "cg":
+            cls = RidgeCGClassifier if self._classifier else RidgeCG
+            return cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
+                       max_iter=self.max_iter, preconditioner=self.preconditioner,
+                       n_jobs=self.n_jobs, **extra)
+        cls = CDClassifier if self._classifier else CDRegressor
+        params = dict(loss=loss, alpha=alpha, l1_ratio=self.l1_ratio,
+                      fit_intercept=self.fit_intercept, max_epochs=self.max_epochs, tol=tol,
+                      selection=self.selection, parallel=self.parallel, n_jobs=self.n_jobs,
+                      warm_start=self.warm_start, random_state=self.random_state,
+                      verbose=self.verbose, **extra)
+        previous = getattr(self, "solver_", None)
+        if self.warm_start and isinstance(previous, cls):
+            return previous.set_params(**params)
+        return cls(**params)
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y, sample_weight=None):
+        """Draw the grids, bin X, and fit the linear solver on the features.
+
+        X : (n_samples, n_features) dense array; y : targets (regression, 1-D or 2-D) or
+        class labels; sample_weight : optional non-negative weights.
+        """
+        solver = self._solver_name()
+        self._effective()  # parameter errors before any work
+        _reject_sparse(self, X)
+        X = validate_data(self, X, reset=True, accept_sparse=False, dtype=np.float64,
+                          ensure_all_finite=False)
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        t0 = time.perf_counter()
+        binning = self._make_binning()
+        fit_cols = getattr(binning, "_fit_transform_columns", None)
+        cols = None
+        if fit_cols is not None and self.n_features is None:
+            Z, cols = fit_cols(X)
+        else:
+            Z = binning.fit_transform(X)
+        t1 = time.perf_counter()
+        est = self._make_solver()
+        if solver == "cg":
+            est._fit(Z, y, sample_weight=sample_weight, columns=cols)
+        else:
+            grid = cols if cols is not None else (binning if self.n_features is None else None)
+            est.fit(Z, y, sample_weight=sample_weight, binning=grid)
+        t2 = time.perf_counter()
+        self.binning_ = binning
+        self.solver_ = est
+        if self._classifier:
+            self.classes_ = est.classes_
+        self.fit_time_ = {"binning": t1 - t0, "solver": t2 - t1}
+        if self.verbose:
+            print(f"[{type(self).__name__}] {binning.n_features_out_} features from "
+                  f"{Z.shape[0]} rows in {t1 - t0:.3f}s; {solver} solver in {t2 - t1:.3f}s")
+        return self
+
+    # ------------------------------------------------------------------ predict
+    # (no public ``transform``: it would make the model a scikit-learn transformer;
+    # the features of new data are ``binning_.transform(X)``)
+    def _features(self, X):
+        check_is_fitted(self, "solver_")
+        _reject_sparse(self, X)
+        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=np.float64,
+                          ensure_all_finite=False)
+        return self.binning_.transform(X)
+
+    @property
+    def coef_(self):
+        """The solver's coefficients on the random binning features."""
+        return self.solver_.coef_
+
+    @property
+    def intercept_(self):
+        """The solver's intercept."""
+        return self.solver_.intercept_
+
+    @property
+    def n_iter_(self):
+        """CG iterations per target, or CD epochs."""
+        return self.solver_.n_iter_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
+
+
+_PARAMS_DOC = """
+    Parameters
+    ----------
+    n_grids : int, default 64
+        Random grids R (non-zeros per feature row).
+    sigma : float or array (n_features,), default 1.0
+        Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma).
+    kernel : "laplacian"
+    n_features : None or int
+        None: exact bins (one column per non-empty training bin). An int m: hashed
+        columns (stateless, m columns).
+    solver : "cg" or "cd", default "cg"
+    alpha : float or None
+        Penalty; None -> 1.0 for cg (sum-of-squares units, like Ridge), 1e-4 for cd
+        (mean-loss units).
+    l1_ratio : float in [0, 1], default 1.0 (cd only)
+    loss : None or str
+        None -> squared (regression / cg) or logistic (cd classification); cd also
+        accepts "squared_hinge" for classification.
+    fit_intercept : bool, default True
+    tol : float or None; None -> 1e-6 (cg) or 1e-4 (cd)
+    max_iter : int or None (cg only), see RidgeCG
+    max_epochs : int, default 100 (cd only)
+    selection : "random", "permutation" or "cyclic" (cd only)
+    parallel : None, "auto", "hogwild" or "grid" (cd only)
+    preconditioner : "jacobi" or None (cg only)
+    warm_start : bool (cd only)
+    dtype : numpy.float64 or numpy.float32, the dtype of the features
+    n_jobs : int or None, threads for binning and solver
+    random_state : int, Generator, RandomState or None
+        Seeds the grids and the CD coordinate stream.
+    verbose : int
+"""
+
+
+class RBRegressor(RegressorMixin, _RBBase):
+    __doc__ = """Kernel ridge / lasso regression with random binning features.
+
+    Approximates a Laplacian-kernel machine: Z = RandomBinning(X), then a linear
+    model on Z by conjugate gradient (ridge) or coordinate descent.
+    """ + _PARAMS_DOC + """
+    Attributes
+    ----------
+    binning_ : the fitted RandomBinning
+    solver_ : the fitted RidgeCG or CDRegressor
+    coef_, intercept_, n_iter_ : the solver's
+    n_features_in_ : int
+    fit_time_ : dict with the seconds spent in "binning" and "solver"
+    """
+
+    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 tol=None, max_iter=None, max_epochs=100, selection="random",
+                 parallel="auto", preconditioner="jacobi", warm_start=False,
+                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
+        self.n_grids = n_grids
+        self.sigma = sigma
+        self.kernel = kernel
+        self.n_features = n_features
+        self.solver = solver
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.loss = loss
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.max_epochs = max_epochs
+        self.selection = selection
+        self.parallel = parallel
+        self.preconditioner = preconditioner
+        self.warm_start = warm_start
+        self.dtype = dtype
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def predict(self, X):
+        """Predicted targets, (n,) or (n, n_targets)."""
+        Z = self._features(X)
+        return self.solver_.predict(Z)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+
+class RBClassifier(ClassifierMixin, _RBBase):
+    __doc__ = """Kernel classification with random binning features.
+
+    ``solver="cg"``: ridge classification (one-vs-rest -1/+1 targets, all classes in
+    one CG block). ``solver="cd"``: logistic (``predict_proba``) or squared hinge loss
+    by coordinate descent, one-vs-rest for more than two classes.
+    """ + _PARAMS_DOC + """
+    class_weight : None, "balanced" or dict
+
+    Attributes
+    ----------
+    classes_, binning_, solver_ (RidgeCGClassifier or CDClassifier), coef_,
+    intercept_, n_iter_, n_features_in_, fit_time_
+    """
+
+    _classifier = True
+
+    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 tol=None, max_iter=None, max_epochs=100, selection="random",
+                 parallel="auto", preconditioner="jacobi", warm_start=False,
+                 class_weight=None, dtype=np.float64, n_jobs=None, random_state=None,
+                 verbose=0):
+        self.n_grids = n_grids
+        self.sigma = sigma
+        self.kernel = kernel
+        self.n_features = n_features
+        self.solver = solver
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.loss = loss
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.max_epochs = max_epochs
+        self.selection = selection
+        self.parallel = parallel
+        self.preconditioner = preconditioner
+        self.warm_start = warm_start
+        self.class_weight = class_weight
+        self.dtype = dtype
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def decision_function(self, X):
+        """Scores: (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""
+        Z = self._features(X)
+        return self.solver_.decision_function(Z)
+
+    def predict(self, X):
+        """Predicted class labels."""
+        Z = self._features(X)
+        return self.solver_.predict(Z)
+
+    def _has_proba(self):
+        try:
+            solver, _, _, loss = self._effective()
+        except ValueError:
+            return False
+        return solver == "cd" and loss == "logistic"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Class probabilities (cd solver with the logistic loss only)."""
+        Z = self._features(X)
+        return self.solver_.predict_proba(Z)
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        """log of predict_proba."""
+        Z = self._features(X)
+        return self.solver_.predict_log_proba(Z)

@@ -1,0 +1,289 @@
+"""RBRegressor / RBClassifier: random binning + CG ridge or coordinate descent."""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import rbcd_ref
+from rbcd.datasets import make_checkerboard, make_nonlinear_regression
+from rbcd.features import RandomBinning
+from rbcd.linear import CDClassifier, CDRegressor
+from rbcd.models import RBClassifier, RBRegressor
+from rbcd.ridge import RidgeCG, RidgeCGClassifier
+
+
+@pytest.fixture(scope="module")
+def board():
+    X, y = make_checkerboard(n_samples=1000, n_features=2, n_informative=2, random_state=0)
+    return X[:700], y[:700], X[700:], y[700:]
+
+
+@pytest.fixture(scope="module")
+def wave():
+    X, y = make_nonlinear_regression(n_samples=800, n_features=4, noise=0.1, random_state=1)
+    return X[:600], y[:600], X[600:], y[600:]
+
+
+# ------------------------------------------------------------------ it learns
+
+
+@pytest.mark.parametrize("solver", ["cg", "cd"])
+def test_checkerboard_beats_linear(board, solver):
+    Xt, yt, Xv, yv = board
+    kw = dict(alpha=1e-4, max_epochs=300, n_jobs=1) if solver == "cd" else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = RBClassifier(n_grids=32, sigma=0.05, solver=solver, random_state=0, **kw)
+        model.fit(Xt, yt)
+    acc = model.score(Xv, yv)
+    linear = LogisticRegression().fit(Xt, yt).score(Xv, yv)
+    assert acc >= 0.9, acc
+    assert linear <= 0.65, linear
+    assert set(model.predict(Xv)) <= set(model.classes_)
+
+
+@pytest.mark.parametrize("solver", ["cg", "cd"])
+def test_regression_beats_linear(wave, solver):
+    Xt, yt, Xv, yv = wave
+    kw = dict(alpha=1e-5, l1_ratio=0.0, max_epochs=200, n_jobs=1) if solver == "cd" else dict(alpha=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model = RBRegressor(n_grids=64, sigma=2.0, solver=solver, random_state=0, **kw)
+        model.fit(Xt, yt)
+    r2 = model.score(Xv, yv)
+    linear = Ridge().fit(Xt, yt).score(Xv, yv)
+    assert r2 >= 0.8, r2
+    assert r2 >= linear + 0.2, (r2, linear)
+
+
+def test_multiclass_and_string_labels(board):
+    Xt, yt, Xv, yv = board
+    labels = np.array(["red", "green", "blue"])[(Xt[:, 0] * 3).astype(int)]
+    model = RBClassifier(n_grids=16, sigma=0.2, random_state=0).fit(Xt, labels)
+    np.testing.assert_array_equal(model.classes_, ["blue", "green", "red"])
+    assert model.decision_function(Xv).shape == (Xv.shape[0], 3)
+    assert model.score(Xt, labels) > 0.95
+
+
+def test_multioutput_regression(wave):
+    Xt, yt, _, _ = wave
+    Y = np.column_stack([yt, -2 * yt])
+    model = RBRegressor(n_grids=16, sigma=2.0, alpha=0.1, random_state=0).fit(Xt, Y)
+    pred = model.predict(Xt)
+    assert pred.shape == Y.shape
+    np.testing.assert_allclose(pred[:, 1], -2 * pred[:, 0], rtol=1e-6, atol=1e-8)
+
+
+# ----------------------------------------------------------- parameters flow
+
+
+def test_defaults_depend_on_solver(board):
+    Xt, yt, _, _ = board
+    cg = RBClassifier(n_grids=8, random_state=0).fit(Xt, yt)
+    assert isinstance(cg.solver_, RidgeCGClassifier)
+    assert cg.solver_.alpha == 1.0 and cg.solver_.tol == 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cd = RBClassifier(n_grids=8, solver="cd", n_jobs=1, random_state=0).fit(Xt, yt)
+        cdr = RBRegressor(n_grids=8, solver="cd", n_jobs=1, random_state=0).fit(Xt, yt.astype(float))
+    assert isinstance(cd.solver_, CDClassifier) and isinstance(cdr.solver_, CDRegressor)
+    assert cd.solver_.alpha == 1e-4 and cd.solver_.tol == 1e-4
+    assert cd.solver_.loss == "logistic" and cdr.solver_.loss == "squared"
+    assert isinstance(RBRegressor(n_grids=8).fit(Xt, yt.astype(float)).solver_, RidgeCG)
+    assert isinstance(cg.binning_, RandomBinning)
+    assert cg.binning_.widths_.shape == (8, 2)
+    assert cg.n_features_in_ == 2
+    np.testing.assert_array_equal(cg.coef_, cg.solver_.coef_)
+    np.testing.assert_array_equal(cg.intercept_, cg.solver_.intercept_)
+    assert set(cg.fit_time_) == {"binning", "solver"}
+
+
+def test_every_parameter_reaches_its_stage(board):
+    Xt, yt, _, _ = board
+    model = RBClassifier(n_grids=5, sigma=0.3, solver="cd", alpha=1e-3, l1_ratio=0.5,
+                         loss="squared_hinge", fit_intercept=False, tol=1e-3, max_epochs=7,
+                         selection="cyclic", parallel=None, class_weight="balanced",
+                         dtype=np.float32, n_jobs=1, random_state=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        model.fit(Xt, yt)
+    b, s = model.binning_, model.solver_
+    assert (b.n_grids, b.sigma, b.dtype, b.n_jobs, b.random_state) == (5, 0.3, np.float32, 1, 3)
+    assert (s.alpha, s.l1_ratio, s.loss, s.fit_intercept, s.tol, s.max_epochs) == (
+        1e-3, 0.5, "squared_hinge", False, 1e-3, 7)
+    assert (s.selection, s.parallel, s.class_weight, s.random_state) == (
+        "cyclic", None, "balanced", 3)
+    assert s.coef_.dtype == np.float32
+    cg = RBRegressor(n_grids=5, max_iter=3, preconditioner=None, tol=1e-30, random_state=0)
+    with pytest.warns(ConvergenceWarning):
+        cg.fit(Xt, yt.astype(float))
+    assert cg.solver_.max_iter == 3 and cg.solver_.preconditioner is None
+    assert cg.n_iter_[0] == 3
+
+
+def test_predict_proba_only_for_logistic_cd(board):
+    Xt, yt, Xv, _ = board
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cd = RBClassifier(n_grids=8, sigma=0.1, solver="cd", n_jobs=1, random_state=0).fit(Xt, yt)
+    P = cd.predict_proba(Xv)
+    assert P.shape == (Xv.shape[0], 2)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(cd.classes_[P.argmax(axis=1)], cd.predict(Xv))
+    assert not hasattr(RBClassifier(solver="cg"), "predict_proba")
+    assert not hasattr(RBClassifier(solver="cd", loss="squared_hinge"), "predict_proba")
+
+
+def test_grid_search_tunes_binning_and_solver(board):
+    Xt, yt, Xv, yv = board
+    grid = {"sigma": [0.05, 1.0], "n_grids": [4, 24], "alpha": [0.1, 10.0]}
+    search = GridSearchCV(RBClassifier(n_jobs=1, random_state=0), grid, cv=3).fit(Xt, yt)
+    assert search.best_params_["sigma"] == 0.05
+    assert search.best_params_["n_grids"] == 24
+    assert search.best_score_ >= 0.9
+    assert search.score(Xv, yv) >= 0.9
+    assert len(search.cv_results_["params"]) == 8
+
+
+def test_reproducible_with_random_state(board):
+    Xt, yt, Xv, _ = board
+    for solver, extra in (("cg", {}), ("cd", {"parallel": None, "max_epochs": 5})):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            a = RBClassifier(n_grids=8, sigma=0.1, solver=solver, random_state=7, **extra).fit(Xt, yt)
+            b = RBClassifier(n_grids=8, sigma=0.1, solver=solver, random_state=7, **extra).fit(Xt, yt)
+            c = RBClassifier(n_grids=8, sigma=0.1, solver=solver, random_state=8, **extra).fit(Xt, yt)
+        np.testing.assert_array_equal(a.decision_function(Xv), b.decision_function(Xv))
+        assert not np.array_equal(a.binning_.widths_, c.binning_.widths_)
+
+
+def test_cg_identical_for_one_and_two_threads():
+    X, y = make_nonlinear_regression(n_samples=3000, n_features=4, random_state=2)
+    a = RBRegressor(n_grids=32, sigma=1.0, alpha=0.1, n_jobs=1, random_state=0).fit(X, y)
+    b = RBRegressor(n_grids=32, sigma=1.0, alpha=0.1, n_jobs=2, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.predict(X[:50]), b.predict(X[:50]))
+
+
+def test_cd_grid_mode_gets_column_structure(board):
+    Xt, yt, _, _ = board
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m1 = RBClassifier(n_grids=8, sigma=0.1, solver="cd", parallel="grid", n_jobs=1,
+                          max_epochs=5, random_state=0).fit(Xt, yt)
+        m2 = RBClassifier(n_grids=8, sigma=0.1, solver="cd", parallel="grid", n_jobs=2,
+                          max_epochs=5, random_state=0).fit(Xt, yt)
+    assert m1.solver_.parallel_ == "grid"
+    np.testing.assert_allclose(m1.coef_, m2.coef_, rtol=1e-12, atol=1e-14)
+
+
+def test_sample_weight_equals_repeated_rows(board):
+    Xt, yt, Xv, _ = board
+    w = np.random.default_rng(0).integers(0, 3, Xt.shape[0])
+    keep = np.repeat(np.arange(Xt.shape[0]), w)
+    # the first row keeps weight >= 1, so both fits see the same bins in the same order
+    w[0] = max(w[0], 1)
+    keep = np.repeat(np.arange(Xt.shape[0]), w)
+    a = RBRegressor(n_grids=8, sigma=0.2, alpha=0.5, tol=1e-10, random_state=0)
+    b = RBRegressor(n_grids=8, sigma=0.2, alpha=0.5, tol=1e-10, random_state=0)
+    a.fit(Xt[w > 0], yt[w > 0].astype(float), sample_weight=w[w > 0])
+    b.fit(Xt[keep], yt[keep].astype(float))
+    np.testing.assert_allclose(a.predict(Xv), b.predict(Xv), rtol=1e-7, atol=1e-8)
+
+
+def test_hashed_mode(board):
+    Xt, yt, Xv, yv = board
+    model = RBClassifier(n_grids=32, sigma=0.05, n_features=4096, random_state=0).fit(Xt, yt)
+    assert model.binning_.n_features_out_ == 4096
+    assert model.score(Xv, yv) >= 0.85
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        cd = RBClassifier(n_grids=8, sigma=0.1, n_features=512, solver="cd", max_epochs=3,
+                          n_jobs=2, random_state=0).fit(Xt, yt)
+    assert cd.solver_.parallel_ != "grid"  # hashed columns have no grid structure
+
+
+# ---------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"solver": "lbfgs"}, "solver"),
+        ({"solver": "cg", "loss": "logistic"}, "loss"),
+        ({"n_grids": 0}, "n_grids"),
+        ({"sigma": -1.0}, "sigma"),
+        ({"kernel": "rbf"}, "kernel"),
+        ({"alpha": -1.0}, "alpha"),
+        ({"preconditioner": "ilu"}, "preconditioner"),
+        ({"solver": "cd", "selection": "shuffle"}, "selection"),
+        ({"solver": "cd", "loss": "hinge"}, "loss"),
+        ({"dtype": np.int32}, "dtype"),
+    ],
+)
+def test_parameter_errors(board, params, match):
+    Xt, yt, _, _ = board
+    with pytest.raises(ValueError, match=match):
+        RBClassifier(**params).fit(Xt, yt)
+
+
+def test_data_errors(board):
+    Xt, yt, _, _ = board
+    bad = Xt.copy()
+    bad[5, 1] = np.nan
+    with pytest.raises(ValueError, match="row 5"):
+        RBRegressor(n_grids=4).fit(bad, yt.astype(float))
+    with pytest.raises(ValueError, match="sparse"):
+        RBRegressor(n_grids=4).fit(sp.csr_matrix(Xt), yt.astype(float))
+    with pytest.raises(ValueError):
+        RBRegressor(n_grids=4).fit(Xt, yt[:-1].astype(float))
+    with pytest.raises(ValueError, match="class"):
+        RBClassifier(n_grids=4).fit(Xt, np.zeros(Xt.shape[0]))
+    model = RBRegressor(n_grids=4).fit(Xt, yt.astype(float))
+    with pytest.raises(ValueError, match="features"):
+        model.predict(Xt[:, :1])
+
+
+# --------------------------------------------------------------------- the twin
+
+
+@pytest.mark.parametrize("classifier", [False, True])
+@pytest.mark.parametrize("solver", ["cg", "cd"])
+def test_matches_twin(classifier, solver):
+    X, y = make_checkerboard(n_samples=150, n_features=2, n_informative=2, random_state=4)
+    target = y if classifier else X[:, 0] * np.sin(4 * X[:, 1])
+    kw = dict(n_grids=6, sigma=0.3, solver=solver, random_state=11)
+    if solver == "cd":
+        kw.update(parallel=None, max_epochs=4, selection="permutation")
+    else:
+        kw.update(tol=1e-10)
+    ours_cls, ref_cls = (RBClassifier, rbcd_ref.RBClassifier) if classifier else (RBRegressor, rbcd_ref.RBRegressor)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ours = ours_cls(**kw).fit(X, target)
+        ref = ref_cls(**kw).fit(X, target)
+    np.testing.assert_array_equal(ours.binning_.widths_, ref.binning_.widths_)
+    np.testing.assert_allclose(ours.coef_, ref.coef_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(ours.intercept_, ref.intercept_, rtol=1e-7, atol=1e-9)
+    out = (lambda m: m.decision_function(X)) if classifier else (lambda m: m.predict(X))
+    np.testing.assert_allclose(out(ours), out(ref), rtol=1e-7, atol=1e-9)
+
+
+# --------------------------------------------------------------- check_estimator
+
+
+# one thread: the checks fit hundreds of tiny problems where a thread team only costs
+@parametrize_with_checks([
+    RBRegressor(n_grids=8, n_jobs=1, random_state=0),
+    RBClassifier(n_grids=8, n_jobs=1, random_state=0),
+    RBClassifier(n_grids=8, solver="cd", parallel="grid", n_jobs=1, random_state=0),
+])
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
