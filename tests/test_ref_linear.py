@@ -62,20 +62,23 @@ def test_lasso_objective_matches_sklearn():
 
 
 def test_lasso_with_sample_weight_matches_sklearn():
-    _, Z, y, _, _ = _data(seed=1)
+    _, Z, y, _, _ = _data(n=100, seed=1)
     s = np.random.default_rng(5).uniform(0.2, 3.0, size=y.shape[0])
-    alpha = 2e-3
-    m = CDRegressor(alpha=alpha, fit_intercept=False, tol=1e-8, max_epochs=3000,
+    alpha, tol = 2e-3, 1e-7
+    m = CDRegressor(alpha=alpha, fit_intercept=False, tol=tol, max_epochs=3000,
                     random_state=1).fit(Z, y, sample_weight=s)
     ref = Lasso(alpha=alpha, fit_intercept=False, tol=1e-12, max_iter=100000).fit(
         Z, y, sample_weight=s)
     P = _objective(Z, y, m.coef_, 0.0, alpha, 1.0, s=s)
     P_ref = _objective(Z, y, ref.coef_, 0.0, alpha, 1.0, s=s)
-    assert P <= P_ref * (1 + 1e-6)
+    P0 = 0.5 * (s @ y ** 2) / s.sum()
+    # the duality gap certifies P - P* <= tol * P0
+    assert P - P_ref <= tol * P0 + 1e-15
+    assert m.dual_gap_ <= tol
     # and weights really change the problem
-    unweighted = CDRegressor(alpha=alpha, fit_intercept=False, tol=1e-8, max_epochs=3000,
+    unweighted = CDRegressor(alpha=alpha, fit_intercept=False, tol=tol, max_epochs=3000,
                              random_state=1).fit(Z, y)
-    assert _objective(Z, y, unweighted.coef_, 0.0, alpha, 1.0, s=s) > P * (1 + 1e-6)
+    assert _objective(Z, y, unweighted.coef_, 0.0, alpha, 1.0, s=s) > P + 1e-4 * P0
 
 
 def test_enet_with_intercept_matches_sklearn():
@@ -159,15 +162,18 @@ def test_l1_logistic_matches_liblinear():
 
 # ---------------------------------------------------------------- schedules, determinism
 def test_grid_mode_and_selections_reach_same_optimum():
-    _, Z, y, _, rb = _data(n=120, seed=8)
-    alpha = 2e-3
+    _, Z, y, _, rb = _data(n=100, seed=8)
+    alpha, tol = 2e-3, 1e-7
+    P0 = 0.5 * np.var(y)
     objs = []
     for sel in ["random", "permutation", "cyclic"]:
         for par in [None, "grid"]:
-            m = CDRegressor(alpha=alpha, tol=1e-8, max_epochs=3000, selection=sel,
+            m = CDRegressor(alpha=alpha, tol=tol, max_epochs=3000, selection=sel,
                             parallel=par, random_state=0).fit(Z, y, binning=rb)
+            assert m.dual_gap_ <= tol
             objs.append(_objective(Z, y, m.coef_, m.intercept_, alpha, 1.0))
-    assert max(objs) - min(objs) <= 1e-6 * min(objs)
+    # each gap certifies P - P* <= tol * P0
+    assert max(objs) - min(objs) <= tol * P0 + 1e-15
 
 
 def test_grid_mode_differs_from_serial_after_one_epoch():
@@ -220,25 +226,25 @@ def test_warm_start_continues_from_solution():
 
 
 def test_multi_output_regression():
-    _, Z, y, _, _ = _data(n=80, seed=13)
+    _, Z, y, _, _ = _data(n=60, seed=13)
     Y = np.column_stack([y, -2 * y + 1])
-    kw = dict(alpha=1e-3, tol=1e-8, max_epochs=3000, random_state=0)
+    kw = dict(alpha=1e-3, tol=1e-6, max_epochs=3000, random_state=0)
     m = CDRegressor(**kw).fit(Z, Y)
     assert m.coef_.shape == (2, Z.shape[1]) and m.intercept_.shape == (2,)
     assert m.n_iter_.shape == (2,) and m.dual_gap_.shape == (2,)
-    assert m.predict(Z).shape == (80, 2)
+    assert m.predict(Z).shape == (60, 2)
     for k in range(2):
         single = CDRegressor(**kw).fit(Z, Y[:, k])
         P = _objective(Z, Y[:, k], m.coef_[k], m.intercept_[k], 1e-3, 1.0)
         Ps = _objective(Z, Y[:, k], single.coef_, single.intercept_, 1e-3, 1.0)
-        assert P == pytest.approx(Ps, rel=1e-6)
+        assert P == pytest.approx(Ps, rel=1e-5)
 
 
 # ---------------------------------------------------------------- classifier API
 def test_multiclass_one_vs_rest_rows_are_binary_problems():
     X, Z, _, _, _ = _data(n=90, seed=14)
     y = np.array(["a", "b", "c"])[np.digitize(X[:, 0], [-0.5, 0.5])]
-    kw = dict(alpha=2e-3, tol=1e-5, max_epochs=2000, selection="cyclic")
+    kw = dict(alpha=2e-3, tol=1e-3, max_epochs=2000, selection="cyclic")
     m = CDClassifier(**kw).fit(Z, y)
     assert list(m.classes_) == ["a", "b", "c"] and m.coef_.shape == (3, Z.shape[1])
     for k, c in enumerate(m.classes_):
