@@ -8,11 +8,10 @@
                          [--task auto|classification|regression] [--test TEST.svm] ...
     python -m rbcd predict MODEL.joblib DATA.svm [--output FILE]
 
-Models are fitted in two timed stages, random binning (X -> sparse Z) and the solver
-(ridge by conjugate gradient, or coordinate descent on Z), and saved with joblib as a
-dict marked as an rbcd model (see :func:`save_model`); the estimator inside is a fitted
-scikit-learn ``Pipeline([("binning", RandomBinning), ("solver", ...)])``, i.e. what
-``RBClassifier`` / ``RBRegressor`` fit, with ``predict`` on raw X.
+Models are ``rbcd.RBClassifier`` / ``rbcd.RBRegressor``: random binning (X -> sparse Z),
+then ridge by conjugate gradient or coordinate descent on Z, each stage timed
+(``fit_time_``). They are saved with joblib inside a dict marked as an rbcd model (see
+:func:`save_model`: format, format version, task, estimator, n_features).
 
 Errors are reported as one line on stderr, ``rbcd: error: ...``, with exit code 2 for
 usage errors and 1 for data and model errors (``--debug`` shows the traceback instead).
@@ -227,79 +226,65 @@ def _labels(y):
 def make_model(task, n_grids, sigma, solver="cg", loss=None, alpha=None, l1_ratio=0.0,
                max_epochs=100, max_iter=None, tol=None, parallel="auto", n_jobs=None,
                random_state=0, verbose=0):
-    """The unfitted (RandomBinning, solver) pair that :func:`fit_model` fits in stages.
+    """An unfitted ``RBClassifier`` / ``RBRegressor`` for the command line's options.
 
-    The same pieces, with the same defaults except the CG tolerance, as RBClassifier /
-    RBRegressor: alpha 1.0 for cg and 1e-4 for cd, tol 1e-3 for cg (the paper's CG
-    tolerance, enough for prediction) and 1e-4 for cd.
+    The estimators' own defaults, except the CG tolerance: tol 1e-3 for cg (the paper's
+    CG tolerance, enough for prediction) and 1e-4 for cd; alpha 1.0 for cg and 1e-4 for cd.
     """
-    from . import RandomBinning
+    from . import RBClassifier, RBRegressor
 
-    binning = RandomBinning(n_grids=n_grids, sigma=sigma, n_jobs=n_jobs,
-                            random_state=random_state)
     classification = task == "classification"
-    if solver == "cg":
-        if loss not in (None, "squared"):
-            raise UsageError(f"--loss {loss} needs --solver cd (cg solves the squared loss)")
-        from . import RidgeCG, RidgeCGClassifier
-
-        cls = RidgeCGClassifier if classification else RidgeCG
-        est = cls(alpha=1.0 if alpha is None else alpha, tol=1e-3 if tol is None else tol,
-                  max_iter=max_iter, n_jobs=n_jobs)
-    elif solver == "cd":
-        from . import CDClassifier, CDRegressor
-
-        if loss is None:
-            loss = "logistic" if classification else "squared"
-        if not classification and loss != "squared":
-            raise UsageError(f"--loss {loss} is a classification loss; regression uses squared")
-        cls = CDClassifier if classification else CDRegressor
-        est = cls(loss=loss, alpha=1e-4 if alpha is None else alpha, l1_ratio=l1_ratio,
-                  max_epochs=max_epochs, tol=1e-4 if tol is None else tol,
-                  parallel=None if parallel == "serial" else parallel, n_jobs=n_jobs,
-                  random_state=random_state, verbose=verbose)
-    else:
+    if solver not in ("cg", "cd"):
         raise UsageError(f"unknown solver {solver!r}; use cg or cd")
-    return binning, est
+    if solver == "cg" and loss not in (None, "squared"):
+        raise UsageError(f"--loss {loss} needs --solver cd (cg solves the squared loss)")
+    if solver == "cd" and not classification and loss not in (None, "squared"):
+        raise UsageError(f"--loss {loss} is a classification loss; regression uses squared")
+    cls = RBClassifier if classification else RBRegressor
+    return cls(n_grids=n_grids, sigma=sigma, solver=solver,
+               loss=None if solver == "cg" else loss,
+               alpha=alpha, l1_ratio=l1_ratio, max_epochs=max_epochs, max_iter=max_iter,
+               tol=(1e-3 if solver == "cg" else 1e-4) if tol is None else tol,
+               parallel=None if parallel == "serial" else parallel, n_jobs=n_jobs,
+               random_state=random_state, verbose=verbose if solver == "cd" else 0)
 
 
-def fit_model(binning, solver, X, y, log=None):
-    """Fit ``binning`` then ``solver`` on Z = binning(X), timing each stage.
+def _effective_alpha(model):
+    if model.alpha is not None:
+        return model.alpha
+    return 1.0 if model.solver == "cg" else 1e-4
 
-    Returns (pipeline, info) with ``pipeline`` a fitted
-    ``Pipeline([("binning", binning), ("solver", solver)])`` and ``info`` a dict with
-    the stage times, D, kappa and nnz(Z).
+
+def fit_model(model, X, y, log=None):
+    """Fit ``model`` (an RB estimator), reporting the binning and solver stages.
+
+    Returns ``info``, a dict with the stage times (the model's ``fit_time_``), D, kappa,
+    nnz(Z) (= rows x R: every training row has one entry per grid) and the iterations.
     """
-    from sklearn.pipeline import Pipeline
-
     log = log or (lambda *a, **k: None)
-    log(f"binning (n_grids={binning.n_grids}, sigma={binning.sigma:g})... ", end="")
-    t0 = time.perf_counter()
-    Z = binning.fit_transform(X)
-    t_bin = time.perf_counter() - t0
-    D = int(binning.n_features_out_)
-    kappa = float(binning.kappa_)
-    nnz = int(Z.nnz)
-    log(f"done in {t_bin:.2f} s: D = {D}, kappa = {kappa:.1f}, nnz = {nnz}")
-    name = type(solver).__name__
-    log(f"solving ({name}, alpha={solver.alpha:g})... ", end="" if not getattr(solver, "verbose", 0) else "\n")
+    kind = {"cg": "ridge by conjugate gradient", "cd": "coordinate descent"}[model.solver]
+    log(f"fitting: binning (n_grids={model.n_grids}, sigma={model.sigma:g}), then "
+        f"{kind} (alpha={_effective_alpha(model):g})...")
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if hasattr(solver, "loss"):  # coordinate descent: pass the grid structure
-            solver.fit(Z, y, binning=binning)
-        else:
-            solver.fit(Z, y)
-    t_solve = time.perf_counter() - t0
-    n_iter = getattr(solver, "n_iter_", None)
-    it = "" if n_iter is None else f" ({'epochs' if hasattr(solver, 'loss') else 'iterations'}: {np.max(n_iter)})"
-    log(f"done in {t_solve:.2f} s{it}")
+        model.fit(X, y)
+    total = time.perf_counter() - t0
+    times = getattr(model, "fit_time_", None) or {}
+    t_bin = float(times.get("binning", float("nan")))
+    t_solve = float(times.get("solver", total - t_bin))
+    binning = model.binning_
+    D = int(binning.n_features_out_)
+    kappa = float(binning.kappa_)
+    nnz = int(X.shape[0]) * int(model.n_grids)
+    n_iter = int(np.max(model.n_iter_))
+    unit = "iterations" if model.solver == "cg" else "epochs"
+    log(f"binning: done in {t_bin:.2f} s: D = {D}, kappa = {kappa:.1f}, nnz = {nnz}")
+    log(f"solving ({type(model.solver_).__name__}): done in {t_solve:.2f} s ({unit}: {n_iter})")
     for w in caught:
         log(f"warning: {' '.join(str(w.message).split())}")
-    pipe = Pipeline([("binning", binning), ("solver", solver)])
-    info = {"binning_time": t_bin, "solve_time": t_solve, "total_time": t_bin + t_solve,
+    return {"binning_time": t_bin, "solve_time": t_solve, "total_time": t_bin + t_solve,
             "D": D, "kappa": kappa, "nnz": nnz, "n_iter": n_iter}
-    return pipe, info
 
 
 def save_model(path, estimator, task, n_features, extra=None):
@@ -391,16 +376,16 @@ def cmd_demo(args, out):
     if alpha is None:
         alpha = 0.1 if args.solver == "cg" else 1e-6
     max_epochs = args.max_epochs
-    binning, solver = make_model(
+    model = make_model(
         "classification", args.n_grids, args.sigma, solver=args.solver, loss=args.loss,
         alpha=alpha, l1_ratio=args.l1_ratio, max_epochs=max_epochs,
         max_iter=args.max_iter, tol=args.tol, parallel=args.parallel, n_jobs=args.n_jobs,
         random_state=args.seed, verbose=args.verbose)
-    pipe, info = fit_model(binning, solver, Xtr, ytr, log=log)
+    info = fit_model(model, Xtr, ytr, log=log)
     t0 = time.perf_counter()
-    test_acc = float(np.mean(pipe.predict(Xte) == yte))
+    test_acc = float(np.mean(model.predict(Xte) == yte))
     t_pred = time.perf_counter() - t0
-    train_acc = float(np.mean(pipe.predict(Xtr[:n_test]) == ytr[:n_test]))
+    train_acc = float(np.mean(model.predict(Xtr[:n_test]) == ytr[:n_test]))
     log("")
     log(f"test accuracy:  {test_acc:.4f}   (train accuracy on {min(n_test, args.n_samples)} "
         f"rows: {train_acc:.4f}; a linear model scores ~0.5)")
@@ -409,7 +394,8 @@ def cmd_demo(args, out):
         f"(predicting {n_test} rows: {t_pred:.2f} s)")
     log(f"features:       D = {info['D']} columns from R = {args.n_grids} grids, "
         f"kappa = {info['kappa']:.1f}, nnz = {info['nnz']}")
-    log(f"solver:         {type(solver).__name__} ({args.solver}), alpha = {solver.alpha:g}")
+    log(f"solver:         {type(model).__name__}(solver={args.solver!r}) -> "
+        f"{type(model.solver_).__name__}, alpha = {_effective_alpha(model):g}")
     log(f"threads:        {n_threads}")
     return 0
 
@@ -449,16 +435,16 @@ def cmd_train(args, out):
         f"{what} ({how})")
     n_threads, threads = _threads_line(args.n_jobs)
     log(threads)
-    binning, solver = make_model(
+    model = make_model(
         task, args.n_grids, args.sigma, solver=args.solver, loss=args.loss, alpha=args.alpha,
         l1_ratio=args.l1_ratio, max_epochs=args.max_epochs, max_iter=args.max_iter,
         tol=args.tol, parallel=args.parallel, n_jobs=args.n_jobs, random_state=args.seed,
         verbose=args.verbose)
-    pipe, info = fit_model(binning, solver, X, y, log=log)
-    log(f"train {_score_line(task, y, pipe.predict(X))}")
+    info = fit_model(model, X, y, log=log)
+    log(f"train {_score_line(task, y, model.predict(X))}")
     if Xte is not None:
-        log(f"test {_score_line(task, yte, pipe.predict(Xte))} ({args.test}, {Xte.shape[0]} rows)")
-    save_model(args.model, pipe, task, X.shape[1],
+        log(f"test {_score_line(task, yte, model.predict(Xte))} ({args.test}, {Xte.shape[0]} rows)")
+    save_model(args.model, model, task, X.shape[1],
                extra={"train_file": os.path.abspath(args.data), "fit_info": info})
     log(f"summary: {task}, time {time.perf_counter() - t_start:.2f} s (binning "
         f"{info['binning_time']:.2f} s, solving {info['solve_time']:.2f} s), D = {info['D']}, "
@@ -482,11 +468,10 @@ def cmd_predict(args, out):
     n_features = payload["n_features"]
     X, y = load_svmlight(args.data, n_features=n_features)
     est = payload["estimator"]
-    if args.n_jobs is not None:
-        for name in ("binning", "solver"):
-            step = getattr(est, "named_steps", {}).get(name)
-            if step is not None and "n_jobs" in step.get_params():
-                step.set_params(n_jobs=args.n_jobs)
+    if args.n_jobs is not None:  # the binning's transform and the solver's products
+        for part in (est, getattr(est, "binning_", None), getattr(est, "solver_", None)):
+            if part is not None and "n_jobs" in part.get_params():
+                part.set_params(n_jobs=args.n_jobs)
     t0 = time.perf_counter()
     pred = np.asarray(est.predict(X))
     elapsed = time.perf_counter() - t0
@@ -548,6 +533,12 @@ def main(argv=None, out=None):
         if debug:
             raise
         print(f"{PROG}: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # a bug: still one line, the traceback with --debug
+        if debug:
+            raise
+        print(f"{PROG}: error: internal error, {type(exc).__name__}: {_one_line(exc)} "
+              f"(run with --debug for the traceback)", file=sys.stderr)
         return 1
 
 
