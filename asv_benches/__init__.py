@@ -6,6 +6,7 @@
     asv run --python=same --quick --bench Binning       # one group (regex on the name)
     asv run                                             # build main's HEAD in .asv/env
     asv publish                                         # HTML in .asv/html
+    RBCD_ASV_SMOKE=1 asv run --python=same --quick      # every benchmark at N / 100 (check only)
 
 Modules: ``binning`` (RandomBinning fit/transform, column structure), ``cd`` (one epoch of
 each coordinate descent mode), ``cg`` (RidgeCG with and without Jacobi), ``end_to_end``

@@ -10,6 +10,7 @@ best of 3 at 2 threads), so they compare runs taken moments apart on the same ma
 from .common import (
     Big,
     N_FEATURES,
+    N_SMALL,
     N_GRIDS,
     N_LARGE,
     RBMatrixLarge,
@@ -23,7 +24,7 @@ from .common import (
     require,
 )
 
-N_TRAIN, N_TEST, D_CLF = 10**5, 2 * 10**4, 8
+N_TRAIN, N_TEST, D_CLF = N_SMALL, N_SMALL // 5, 8
 SIGMA_CLF = 0.5
 
 
