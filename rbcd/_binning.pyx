@@ -49,11 +49,112 @@ cdef extern from *:
     #else
     #define RBCD_PREFETCH(p) ((void)0)
     #endif
+
+    /* AVX-512 bins, dispatched at run time (the build itself targets the
+     * baseline ISA). Exact: the quotient is first taken as (x - u) * (1 / w);
+     * where that is farther than 2**-50 |q| from an integer the floor equals
+     * floor((x - u) / w) (the two differ by at most 3 * 2**-53 |q| when every
+     * value is a normal number, i.e. 2**-900 <= |q| < 2**50 and the caller
+     * guarantees 2**-1000 <= w <= 2**1000); the other lanes are redone with a
+     * true division. */
+    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+    #include <immintrin.h>
+    #define RBCD_FLOOR_MODE (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+
+    __attribute__((target("avx512f,avx512dq")))
+    static inline __m512i rbcd_floor8(const double *x, const double *u, const double *w,
+                                      const double *inv, __mmask8 m)
+    {
+        const __m512d one = _mm512_set1_pd(1.0);
+        __m512d a = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x), _mm512_maskz_loadu_pd(m, u));
+        __m512d qp = _mm512_mul_pd(a, _mm512_maskz_loadu_pd(m, inv));
+        __m512d fl = _mm512_roundscale_pd(qp, RBCD_FLOOR_MODE);
+        __m512d aq = _mm512_abs_pd(qp);
+        __m512d mg = _mm512_mul_pd(aq, _mm512_set1_pd(0x1p-50));
+        __mmask8 ok = _mm512_cmp_pd_mask(_mm512_sub_pd(qp, fl), mg, _CMP_GT_OQ)
+                    & _mm512_cmp_pd_mask(_mm512_sub_pd(_mm512_add_pd(fl, one), qp), mg, _CMP_GT_OQ)
+                    & _mm512_cmp_pd_mask(aq, _mm512_set1_pd(0x1p-900), _CMP_GE_OQ)
+                    & _mm512_cmp_pd_mask(aq, _mm512_set1_pd(0x1p50), _CMP_LT_OQ);
+        __mmask8 redo = (__mmask8)(m & (__mmask8)~ok);
+        if (redo) {
+            __m512d qt = _mm512_div_pd(a, _mm512_mask_loadu_pd(one, m, w));
+            fl = _mm512_mask_roundscale_pd(fl, redo, qt, RBCD_FLOOR_MODE);
+        }
+        return _mm512_cvttpd_epi64(fl);  /* integral values within int64: exact */
+    }
+
+    /* Packed key of one (row, grid); 0 if a bin lies outside [lo, hi]. */
+    __attribute__((target("avx512f,avx512dq")))
+    static int rbcd_key_avx512(const double *x, const double *u, const double *w,
+                               const double *inv, const int64_t *lo, const int64_t *hi,
+                               const int32_t *word, const int64_t *shift, Py_ssize_t d,
+                               int n_words, uint64_t *key)
+    {
+        __m512i acc = _mm512_setzero_si512();
+        uint64_t lanes[8];
+        Py_ssize_t j, k;
+        if (n_words > 1) {
+            for (k = 0; k < n_words; k++) key[k] = 0;
+        }
+        for (j = 0; j < d; j += 8) {
+            __mmask8 m = (d - j >= 8) ? (__mmask8)0xFF : (__mmask8)((1u << (d - j)) - 1u);
+            __m512i b = rbcd_floor8(x + j, u + j, w + j, inv + j, m);
+            __m512i lov = _mm512_maskz_loadu_epi64(m, lo + j);
+            __m512i hiv = _mm512_maskz_loadu_epi64(m, hi + j);
+            if (_mm512_mask_cmplt_epi64_mask(m, b, lov) | _mm512_mask_cmpgt_epi64_mask(m, b, hiv))
+                return 0;
+            __m512i f = _mm512_maskz_sllv_epi64(m, _mm512_sub_epi64(b, lov),
+                                                _mm512_maskz_loadu_epi64(m, shift + j));
+            if (n_words == 1) {
+                acc = _mm512_or_si512(acc, f);
+            } else {
+                _mm512_storeu_si512((void *)lanes, f);
+                for (k = 0; k < 8 && j + k < d; k++) key[word[j + k]] |= lanes[k];
+            }
+        }
+        if (n_words == 1) key[0] = (uint64_t)_mm512_reduce_or_epi64(acc);
+        return 1;
+    }
+
+    /* Bins (int64) of one (row, grid), for the hashed mode. */
+    __attribute__((target("avx512f,avx512dq")))
+    static void rbcd_bins_avx512(const double *x, const double *u, const double *w,
+                                 const double *inv, Py_ssize_t d, int64_t *b)
+    {
+        Py_ssize_t j;
+        for (j = 0; j < d; j += 8) {
+            __mmask8 m = (d - j >= 8) ? (__mmask8)0xFF : (__mmask8)((1u << (d - j)) - 1u);
+            _mm512_mask_storeu_epi64(b + j, m, rbcd_floor8(x + j, u + j, w + j, inv + j, m));
+        }
+    }
+
+    static int rbcd_avx512_available(void)
+    {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+    }
+    #else
+    static int rbcd_key_avx512(const double *x, const double *u, const double *w,
+                               const double *inv, const int64_t *lo, const int64_t *hi,
+                               const int32_t *word, const int64_t *shift, Py_ssize_t d,
+                               int n_words, uint64_t *key) { return 0; }
+    static void rbcd_bins_avx512(const double *x, const double *u, const double *w,
+                                 const double *inv, Py_ssize_t d, int64_t *b) { }
+    static int rbcd_avx512_available(void) { return 0; }
+    #endif
     """
     uint64_t GOLDEN "RBCD_GOLDEN"
     uint64_t MUL1 "RBCD_MUL1"
     uint64_t MUL2 "RBCD_MUL2"
     void prefetch "RBCD_PREFETCH"(const void *p) noexcept nogil
+    bint key_avx512 "rbcd_key_avx512"(
+        const double *x, const double *u, const double *w, const double *inv,
+        const int64_t *lo, const int64_t *hi, const int32_t *word, const int64_t *shift,
+        Py_ssize_t d, int n_words, uint64_t *key) noexcept nogil
+    void bins_avx512 "rbcd_bins_avx512"(
+        const double *x, const double *u, const double *w, const double *inv,
+        Py_ssize_t d, int64_t *b) noexcept nogil
+    int avx512_available "rbcd_avx512_available"() noexcept nogil
 
 
 ctypedef fused idx_t:
@@ -113,22 +214,46 @@ cdef inline bint packed_key(
     const int64_t *lo,     # IN  lo[r], training bin minimum per column
     const int64_t *hi,     # IN  hi[r], training bin maximum per column
     const int32_t *word,   # IN  word[r], word of field j
-    const int32_t *shift,  # IN  shift[r], bit offset of field j
+    const int64_t *shift,  # IN  shift[r], bit offset of field j
     Py_ssize_t d,
     int n_words,
     uint64_t *key,         # OUT n_words words
 ) noexcept nogil:
-    """Pack floor(q) - lo into key; False if some bin lies outside [lo, hi]."""
+    """Pack floor(q) - lo into key; False if some bin lies outside [lo, hi].
+
+    ``word`` is non-decreasing in j and every word holds a field, so the
+    current word is accumulated in a register and stored once.
+    """
     cdef Py_ssize_t j
     cdef int64_t b
-    memset(key, 0, n_words * sizeof(uint64_t))
+    cdef int cur = 0
+    cdef uint64_t acc = 0
     # key[word[j]] |= (floor(q[j]) - lo[j]) << shift[j]
     for j in range(d):
         b = floor_to_int64(q[j])
         if b < lo[j] or b > hi[j]:
             return False
-        key[word[j]] |= (<uint64_t> b - <uint64_t> lo[j]) << shift[j]
+        if word[j] != cur:
+            key[cur] = acc
+            cur = word[j]
+            acc = 0
+        acc = acc | ((<uint64_t> b - <uint64_t> lo[j]) << shift[j])
+    key[cur] = acc
     return True
+
+
+cdef inline bint grid_key(
+    const double *x, const double *u, const double *w, const double *inv,
+    const int64_t *lo, const int64_t *hi, const int32_t *word, const int64_t *shift,
+    Py_ssize_t d, int n_words, bint simd,
+    double *q,             # scratch, length d
+    uint64_t *key,         # OUT n_words words
+) noexcept nogil:
+    """Packed key of one (row, grid) (see packed_key); AVX-512 when ``simd``."""
+    if simd:
+        return key_avx512(x, u, w, inv, lo, hi, word, shift, d, n_words, key)
+    quotients(x, u, w, q, d)
+    return packed_key(q, lo, hi, word, shift, d, n_words, key)
 
 
 cdef inline uint64_t key_hash(const uint64_t *key, int n_words) noexcept nogil:
@@ -281,10 +406,12 @@ cdef void fit_grid_block(
     const double *X,          # IN  (N, d) C order
     const double *widths,     # IN  (R, d)
     const double *offsets,    # IN  (R, d)
+    const double *inv,        # IN  (R, d) 1 / widths (SIMD path only)
+    bint simd,
     const int64_t *lo,        # IN  (R, d)
     const int64_t *hi,        # IN  (R, d)
     const int32_t *word,      # IN  (R, d)
-    const int32_t *shift,     # IN  (R, d)
+    const int64_t *shift,     # IN  (R, d)
     const int32_t *n_words,   # IN  (R,)
     Py_ssize_t N,
     Py_ssize_t d,
@@ -321,9 +448,9 @@ cdef void fit_grid_block(
                 for i in range(i0, i1):
                     k = i - i0
                     key = keys + k * W
-                    quotients(X + i * d, offsets + r * d, widths + r * d, q, d)
-                    if not packed_key(q, lo + r * d, hi + r * d, word + r * d,
-                                      shift + r * d, d, W, key):
+                    if not grid_key(X + i * d, offsets + r * d, widths + r * d, inv + r * d,
+                                    lo + r * d, hi + r * d, word + r * d, shift + r * d,
+                                    d, W, simd, q, key):
                         t.failed = 2  # cannot happen: [lo, hi] bounds the training bins
                         break
                     hashes[k] = key_hash(key, W)
@@ -348,6 +475,35 @@ cdef void fit_grid_block(
 # ----------------------------------------------------------------------------
 # Python-facing kernels
 # ----------------------------------------------------------------------------
+
+cdef bint SIMD_ALLOWED = True
+
+
+def simd_available():
+    """True if the AVX-512 binning path can run on this CPU (and is allowed)."""
+    return SIMD_ALLOWED and bool(avx512_available())
+
+
+def set_simd_allowed(bint allowed):
+    """Allow or forbid the AVX-512 path (tests compare both); returns the old value."""
+    global SIMD_ALLOWED
+    old = SIMD_ALLOWED
+    SIMD_ALLOWED = allowed
+    return old
+
+
+def simd_for(const double[:, ::1] widths):
+    """Whether the SIMD path applies to these widths: CPU support and every
+    width within [2**-1000, 2**1000] (so that 1 / w is a normal number)."""
+    cdef Py_ssize_t r, j
+    if not simd_available():
+        return False
+    for r in range(widths.shape[0]):
+        for j in range(widths.shape[1]):
+            if not (widths[r, j] >= 9.332636185032189e-302 and widths[r, j] <= 1.0715086071862673e+301):
+                return False
+    return True
+
 
 def scan_columns(const double[:, ::1] X, int n_threads):
     """Column minima and maxima of X and the first non-finite entry.
@@ -420,14 +576,14 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
 
     Field j of grid r gets ``bit_length(hi - lo)`` bits, packed greedily into
     64-bit words (a field never straddles two words). Returns ``(word, shift,
-    n_words)`` with shapes (R, d), (R, d), (R,), int32.
+    n_words)`` with shapes (R, d), (R, d), (R,): int32, int64, int32.
     """
     cdef Py_ssize_t R = lo.shape[0], d = lo.shape[1], r, j
     word_arr = np.zeros((R, d), dtype=np.int32)
-    shift_arr = np.zeros((R, d), dtype=np.int32)
+    shift_arr = np.zeros((R, d), dtype=np.int64)
     n_words_arr = np.ones(R, dtype=np.int32)
     cdef int32_t[:, ::1] word = word_arr
-    cdef int32_t[:, ::1] shift = shift_arr
+    cdef int64_t[:, ::1] shift = shift_arr
     cdef int32_t[::1] n_words = n_words_arr
     cdef uint64_t span
     cdef int bits, cur_word, cur_shift
@@ -440,6 +596,7 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
             while span:
                 bits += 1
                 span >>= 1
+            word[r, j] = cur_word
             if bits == 0:
                 continue  # one bin in this column: the field is always 0
             if cur_shift + bits > 64:
@@ -453,9 +610,10 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
 
 
 def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
-               const double[:, ::1] offsets, const int64_t[:, ::1] lo,
+               const double[:, ::1] offsets, const double[:, ::1] inv, bint simd,
+               const int64_t[:, ::1] lo,
                const int64_t[:, ::1] hi, const int32_t[:, ::1] word,
-               const int32_t[:, ::1] shift, const int32_t[::1] n_words,
+               const int64_t[:, ::1] shift, const int32_t[::1] n_words,
                idx_t[::1] ids, bint want_counts, int n_threads):
     """Build the exact per-grid bin tables of the training rows.
 
@@ -482,7 +640,8 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
     try:
         for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
                         num_threads=n_chunks):
-            fit_grid_block(&X[0, 0], &widths[0, 0], &offsets[0, 0], &lo[0, 0], &hi[0, 0],
+            fit_grid_block(&X[0, 0], &widths[0, 0], &offsets[0, 0], &inv[0, 0], simd,
+                           &lo[0, 0], &hi[0, 0],
                            &word[0, 0], &shift[0, 0], &n_words[0], N, d, R,
                            c * R // n_chunks, (c + 1) * R // n_chunks, max_words,
                            tables, ids_ptr)
@@ -547,9 +706,10 @@ def add_grid_offsets(idx_t[::1] ids, const int64_t[::1] grid_ptr, int n_threads)
 
 
 def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
-                    const double[:, ::1] offsets, const int64_t[:, ::1] lo,
+                    const double[:, ::1] offsets, const double[:, ::1] inv, bint simd,
+                    const int64_t[:, ::1] lo,
                     const int64_t[:, ::1] hi, const int32_t[:, ::1] word,
-                    const int32_t[:, ::1] shift, const int32_t[::1] n_words,
+                    const int64_t[:, ::1] shift, const int32_t[::1] n_words,
                     const uintptr_t[::1] slot_ptrs, const int64_t[::1] capacities,
                     const uintptr_t[::1] key_ptrs, const int64_t[::1] grid_ptr,
                     idx_t[::1] out, int64_t[::1] row_nnz, int n_threads):
@@ -585,9 +745,9 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                 # keys of row i in every grid, slots prefetched
                 for r in range(R):
                     W = n_words[r]
-                    quotients(&X[i, 0], &offsets[r, 0], &widths[r, 0], q, d)
-                    inside[r] = packed_key(q, &lo[r, 0], &hi[r, 0], &word[r, 0],
-                                           &shift[r, 0], d, W, keys + r * max_words)
+                    inside[r] = grid_key(&X[i, 0], &offsets[r, 0], &widths[r, 0], &inv[r, 0],
+                                         &lo[r, 0], &hi[r, 0], &word[r, 0], &shift[r, 0],
+                                         d, W, simd, q, keys + r * max_words)
                     if inside[r]:
                         hashes[r] = key_hash(keys + r * max_words, W)
                         prefetch(<uint64_t *> slot_ptrs[r]
@@ -634,7 +794,8 @@ cdef inline void sort_u64(uint64_t *v, Py_ssize_t n) noexcept nogil:
 
 
 def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
-                     const double[:, ::1] offsets, uint64_t n_features,
+                     const double[:, ::1] offsets, const double[:, ::1] inv, bint simd,
+                     uint64_t n_features,
                      idx_t[::1] out, int32_t[::1] mult, int64_t[::1] row_nnz,
                      int n_threads):
     """Hashed-mode columns (docs/internals.md): per row sorted, duplicates merged.
@@ -651,11 +812,14 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
     cdef const double *u
     cdef const double *w
     cdef uint64_t *cols
+    cdef int64_t *bins
     cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
     cols = NULL
+    bins = NULL
     with nogil, parallel(num_threads=max(1, n_threads)):
         cols = <uint64_t *> PyMem_RawMalloc(R * sizeof(uint64_t))
-        if cols == NULL:
+        bins = <int64_t *> PyMem_RawMalloc(d * sizeof(int64_t))
+        if cols == NULL or bins == NULL:
             failed[0] = 1
         else:
             for i in prange(N, schedule="static"):
@@ -664,9 +828,15 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
                 for r in range(R):
                     u = &offsets[r, 0]
                     w = &widths[r, 0]
+                    if simd:
+                        bins_avx512(x, u, w, &inv[r, 0], d, bins)
+                    else:
+                        # bins = floor((X[i] - offsets[r]) / widths[r])
+                        for j in range(d):
+                            bins[j] = floor_to_int64((x[j] - u[j]) / w[j])
                     h = mix64(<uint64_t> r + GOLDEN)
                     for j in range(d):
-                        h = mix64((h ^ <uint64_t> floor_to_int64((x[j] - u[j]) / w[j])) + GOLDEN)
+                        h = mix64((h ^ <uint64_t> bins[j]) + GOLDEN)
                     cols[r] = h % n_features
                 sort_u64(cols, R)
                 # unique columns with their multiplicities
@@ -680,6 +850,7 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
                         cnt = cnt + 1
                 row_nnz[i] = cnt
         PyMem_RawFree(cols)
+        PyMem_RawFree(bins)
     if failed[0]:
         raise MemoryError("cannot allocate thread buffers")
 

@@ -81,6 +81,18 @@ class RBColumns:
         )
 
 
+def _reciprocals(widths):
+    """1 / widths for the SIMD binning path, and whether that path applies.
+
+    The SIMD path is exact: it only uses the reciprocal where the product
+    provably has the same floor as the true division (see rbcd/_binning.pyx).
+    """
+    widths = np.ascontiguousarray(widths, dtype=np.float64)
+    simd = _binning.simd_for(widths)
+    inv = 1.0 / widths if simd else widths
+    return np.ascontiguousarray(inv), simd
+
+
 def _check_grid_ptr(grid_ptr, n_cols):
     gp = np.asarray(grid_ptr)
     if gp.ndim != 1 or gp.shape[0] < 2 or gp.dtype.kind not in "iu":
@@ -268,8 +280,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         nnz = n_samples * R
         idx = index_dtype(0, nnz)  # D <= nnz for the training rows
         ids = np.empty(nnz if (exact and mode != "fit") else 0, dtype=idx)
+        inv, simd = _reciprocals(widths)
         n_bins, max_count, slots, keys, counts = _binning.fit_tables(
-            X, widths, offsets, lo, hi, word, shift, n_words, ids,
+            X, widths, offsets, inv, simd, lo, hi, word, shift, n_words, ids,
             mode == "columns", n_threads,
         )
         self.widths_ = widths
@@ -386,8 +399,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         slot_ptrs = np.array([a.ctypes.data for a in slots], dtype=np.uintp)
         key_ptrs = np.array([a.ctypes.data for a in keys], dtype=np.uintp)
         capacities = np.array([a.shape[0] for a in slots], dtype=np.int64)
+        inv, simd = _reciprocals(self.widths_)
         _binning.transform_exact(
-            X, self.widths_, self.offsets_, self._lo, self._hi, self._word, self._shift,
+            X, self.widths_, self.offsets_, inv, simd, self._lo, self._hi, self._word, self._shift,
             self._n_words, slot_ptrs, capacities, key_ptrs, self.grid_ptr_, out, row_nnz,
             n_threads,
         )
@@ -416,8 +430,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         out = np.empty(n_samples * R, dtype=np.int32 if m <= 2**31 else np.int64)
         mult = np.empty(n_samples * R, dtype=np.int32)
         row_nnz = np.empty(n_samples, dtype=np.int64)
-        _binning.transform_hashed(X, self.widths_, self.offsets_, np.uint64(m), out, mult,
-                                  row_nnz, n_threads)
+        inv, simd = _reciprocals(self.widths_)
+        _binning.transform_hashed(X, self.widths_, self.offsets_, inv, simd, np.uint64(m), out,
+                                  mult, row_nnz, n_threads)
         nnz = int(row_nnz.sum())
         idx = index_dtype(m, nnz)
         if nnz == n_samples * R and out.dtype == idx:
