@@ -222,16 +222,37 @@ import _common
 {imports}
 X = _common.make_X({n}, {d}, {seed})
 {code}
-print("RESULT " + json.dumps({{"maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-                               "extra": locals().get("extra", None)}}))
+print("RESULT " + json.dumps({{"peak": _common.own_peak_rss(), "extra": locals().get("extra", None)}}))
 """
+
+
+def own_peak_rss():
+    """Peak resident memory (bytes) of this process's own address space.
+
+    VmHWM from /proc/self/status: it starts afresh at exec. ru_maxrss does not (on Linux
+    a child started by fork + exec keeps the parent's high-water mark as a floor, so a
+    probe launched from a big parent would read the parent's size); it is only the
+    fallback where /proc is missing.
+    """
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
 
 
 def child_maxrss(n, d, seed, code, imports="", env=None):
     """Peak resident memory (bytes) of a fresh interpreter that builds make_X(n, d, seed),
     then runs ``code`` (which may set a JSON-able ``extra``). Returns (bytes, extra).
 
-    ru_maxrss of the child itself (RUSAGE_SELF inside it), so no other process counts.
+    Measured inside the child (its own high-water mark, see own_peak_rss), so neither this
+    process nor any other counts.
     """
     import json
 
@@ -242,4 +263,4 @@ def child_maxrss(n, d, seed, code, imports="", env=None):
         raise RuntimeError(f"memory probe failed:\n{proc.stderr[-2000:]}")
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     res = json.loads(line[len("RESULT "):])
-    return res["maxrss_kib"] * 1024, res["extra"]
+    return res["peak"], res["extra"]

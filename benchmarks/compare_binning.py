@@ -9,6 +9,7 @@ Prints, each beside its target:
   - rbcd 2-thread speedup over 1 thread                                    target >= 1.7x
   - rbcd speedup over the pure-Python twin rbcd_ref (on --ref-n rows)      target >= 100x
   - peak memory of fit_transform / (bytes of X + bytes of Z), in a child   target <= 2.0x
+    process (its own peak RSS minus that of a child that only builds X)
 """
 import sys
 
@@ -151,9 +152,10 @@ def main(argv=None):
             used, z_bytes = mem[n_jobs]
             print(f"memory n_jobs={n_jobs}: child peak minus baseline child {fmt_bytes(used)}, "
                   f"Z {fmt_bytes(z_bytes)}, X {fmt_bytes(X.nbytes)}")
-    note("time ratios are rbcd over the peer (below 1 = rbcd faster). Peak memory: ru_maxrss of "
-         "a child that imports rbcd, builds X and runs only fit_transform, minus that of a "
-         "baseline child that imports rbcd and builds X; the ratio is (that difference + bytes "
+    note("time ratios are rbcd over the peer (below 1 = rbcd faster). Peak memory: the peak "
+         "RSS (VmHWM; ru_maxrss where /proc is missing) of a child that imports rbcd, builds X "
+         "and runs only fit_transform, minus that of a baseline child that imports rbcd and "
+         "builds X; the ratio is (that difference + bytes "
          "of X) / (bytes of X + bytes of Z), i.e. 1.0 would mean no memory beyond input and "
          "output. RBFSampler is timed with BLAS capped at one thread (like rbcd n_jobs=1) and "
          "with the BLAS default.")
