@@ -68,6 +68,12 @@ cpdef enum Check:
     DUALITY_GAP = 0
     SUBGRADIENT = 1
 
+# Below this many stored entries a parallel region costs more than it saves (thread wake-up
+# is microseconds when cores are idle, milliseconds when they are oversubscribed): such
+# passes run on the calling thread. Results are unchanged (each column is summed alone).
+cdef enum:
+    PAR_MIN_ENTRIES = 32768
+
 ctypedef fused idx_t:
     int32_t
     int64_t
@@ -307,11 +313,12 @@ cdef inline void cd_step(const Prob* P, Py_ssize_t j, bint atomic) noexcept nogi
             _col_axpy(P, P.ind32, j, delta, atomic)
 
 
-cdef void hogwild_random_worker(const Prob* P, uint64_t* state, Py_ssize_t count) noexcept nogil:
+cdef void hogwild_random_worker(const Prob* P, uint64_t* state, Py_ssize_t count,
+                                bint atomic) noexcept nogil:
     # count draws j = randbelow(D) from this thread's own stream, lock-free steps
     cdef Py_ssize_t it
     for it in range(count):
-        cd_step(P, randbelow(state, P.D), True)
+        cd_step(P, randbelow(state, P.D), atomic)
 
 
 # ---------------------------------------------------------------------------------------
@@ -471,6 +478,7 @@ cdef class CDProblem:
         cdef Py_ssize_t[::1] counts
         cdef int64_t lo, hi
         cdef Selection sel = self.selection
+        cdef bint atomic = False
         if D == 0:
             return
         if mode == SERIAL:
@@ -487,6 +495,7 @@ cdef class CDProblem:
                         cd_step(P, j, False)
         elif mode == HOGWILD:
             T = max(1, n_threads)
+            atomic = T > 1  # one thread: no concurrent writer, plain adds suffice
             if sel == RANDOM:
                 if self.thread_states.shape[0] < T:
                     raise ValueError("Hogwild needs one seed per thread (set_thread_seeds)")
@@ -496,16 +505,16 @@ cdef class CDProblem:
                 counts = counts_arr
                 with nogil:
                     for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-                        hogwild_random_worker(P, &ts[t], counts[t])
+                        hogwild_random_worker(P, &ts[t], counts[t], atomic)
             elif sel == PERMUTATION:
                 with nogil:
                     fisher_yates(&perm[0], D, &self.rng)
                     for it in prange(D, num_threads=T, schedule="static"):
-                        cd_step(P, perm[it], True)
+                        cd_step(P, perm[it], atomic)
             else:
                 with nogil:
                     for j in prange(D, num_threads=T, schedule="static"):
-                        cd_step(P, j, True)
+                        cd_step(P, j, atomic)
         else:
             if self.grid_ptr is None:
                 raise ValueError("grid mode needs the grid structure (grid_ptr)")
@@ -525,7 +534,7 @@ cdef class CDProblem:
                     lo = gp[r]
                     hi = gp[r + 1]
                     # all bins of grid r from the same p: disjoint rows, no conflicts
-                    if T == 1 or hi - lo < 2:
+                    if T == 1 or hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < PAR_MIN_ENTRIES:
                         for j in range(lo, hi):
                             cd_step(P, j, False)
                     else:
@@ -553,11 +562,16 @@ cdef class CDProblem:
         """g (D,), g_j = (1/S) sum_i s_i loss'(p_i, y_i) z_ij + lam2 w_j, a parallel pass."""
         cdef double[::1] g = self.scratch
         cdef Py_ssize_t j
-        cdef int T = max(1, n_threads)
+        cdef int T = self._pass_threads(n_threads)
         with nogil:
             for j in prange(self.P.D, num_threads=T, schedule="guided"):
                 g[j] = col_grad(&self.P, j)
         return np.asarray(g).copy()
+
+    cdef int _pass_threads(self, int n_threads):
+        if self.P.D == 0 or self.P.indptr[self.P.D] < PAR_MIN_ENTRIES:
+            return 1
+        return max(1, n_threads)
 
     cdef void _gap_terms(self, double* rn2, double* ry, double* l1, double* l2) noexcept nogil:
         # Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y (r = y - p = -u), ||w||_1, ||w||^2
@@ -600,7 +614,7 @@ cdef class CDProblem:
         """
         cdef double[::1] g = self.scratch
         cdef Py_ssize_t j
-        cdef int T = max(1, n_threads)
+        cdef int T = self._pass_threads(n_threads)
         cdef double lam1 = self.P.lam1, lam2 = self.P.lam2
         cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0, c
         with nogil:
@@ -692,6 +706,8 @@ def column_sums(indptr, indices, data, double zval, v, int n_threads):
     cdef const double[::1] dv
     cdef const double* dp = NULL
     cdef int T = max(1, n_threads)
+    if indices.shape[0] < PAR_MIN_ENTRIES:
+        T = 1
     if data is not None:
         dv = data
         if dv.shape[0] > 0:

@@ -523,8 +523,8 @@ class _CDBase(BaseEstimator):
         check_is_fitted(self, "coef_")
         Z = self._validate_Z(Z, reset=False)
         W = np.atleast_2d(self.coef_)
-        out = Z @ W.T
-        return np.asarray(out) + np.atleast_1d(self.intercept_)[None, :]
+        out = np.asarray(Z @ W.T)
+        return out + np.atleast_1d(np.asarray(self.intercept_, dtype=W.dtype))[None, :]
 
 
 _PARAMS_DOC = """

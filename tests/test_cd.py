@@ -1,0 +1,545 @@
+"""Coordinate descent solvers (rbcd.linear / rbcd._cd): oracle, optimum and parallel tests.
+
+* serial rbcd reproduces the pure-Python twin rbcd_ref iterate for iterate (every loss,
+  selection, dense / sparse, RB fast path, intercept, weights);
+* the grid-block mode reproduces rbcd_ref's grid mode and is bitwise identical for 1 and 2
+  threads;
+* Hogwild and grid reach the serial optimum (within what tol certifies);
+* optima agree with scikit-learn (Lasso, l1 liblinear logistic regression) and satisfy KKT.
+"""
+import types
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.exceptions import ConvergenceWarning
+
+import rbcd_ref.linear as ref
+from rbcd import _cd
+from rbcd._random import solver_seed
+from rbcd.linear import CDClassifier, CDRegressor, alpha_max, cd_path
+
+LOSSES = ("squared", "logistic", "squared_hinge")
+SELECTIONS = ("random", "permutation", "cyclic")
+TIGHT = dict(rtol=1e-9, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------- data helpers
+def random_problem(seed, loss, n=None, d=None, constant=False, density=0.35):
+    """A small sparse Z (general values, or all equal = the RB fast path) and a target."""
+    rng = np.random.default_rng(seed)
+    n = n or int(rng.integers(6, 30))
+    d = d or int(rng.integers(1, 12))
+    Z = sp.random(n, d, density=density, format="csr", random_state=rng,
+                  data_rvs=lambda k: rng.normal(size=k))
+    if constant:
+        Z.data[:] = 0.25
+    if loss == "squared":
+        y = rng.normal(size=n) + 0.5
+    else:
+        y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+        y[0], y[1] = -1.0, 1.0
+    return Z, y, rng
+
+
+def rb_problem(seed, n=60, n_grids=5, bins=6):
+    """A matrix with the random binning structure (one entry per row per grid) and its grid_ptr."""
+    rng = np.random.default_rng(seed)
+    cols, ptr = [], [0]
+    for _ in range(n_grids):
+        b = rng.integers(0, bins, size=n)
+        _, local = np.unique(b, return_inverse=True)
+        cols.append(ptr[-1] + local)
+        ptr.append(ptr[-1] + int(local.max()) + 1)
+    indices = np.stack(cols, axis=1).ravel()
+    Z = sp.csr_matrix((np.full(n * n_grids, 1 / np.sqrt(n_grids)), indices,
+                       np.arange(0, n * n_grids + 1, n_grids)), shape=(n, ptr[-1]))
+    binning = types.SimpleNamespace(grid_ptr_=np.array(ptr, dtype=np.int64))
+    y = np.sin(3 * rng.normal(size=n)) + 0.1 * rng.normal(size=n)
+    return Z, y, binning
+
+
+def estimator(mod, loss, **kw):
+    return (mod.CDRegressor if loss == "squared" else mod.CDClassifier)(loss=loss, **kw)
+
+
+def objective(Z, y, w, b, loss, alpha, l1_ratio, s=None):
+    p = np.asarray(Z @ w).ravel() + b
+    s = np.ones_like(y) if s is None else s
+    if loss == "squared":
+        ell = 0.5 * (p - y) ** 2
+    elif loss == "logistic":
+        ell = np.logaddexp(0.0, -y * p)
+    else:
+        ell = np.maximum(0.0, 1.0 - y * p) ** 2
+    return float(np.sum(s * ell) / np.sum(s) + alpha * (l1_ratio * np.abs(w).sum()
+                                                       + 0.5 * (1 - l1_ratio) * np.dot(w, w)))
+
+
+def loss_deriv(loss, p, y):
+    if loss == "squared":
+        return p - y
+    if loss == "logistic":
+        return -y / (1.0 + np.exp(y * p))
+    return -2.0 * y * np.maximum(0.0, 1.0 - y * p)
+
+
+# ---------------------------------------------------------------------------- SplitMix64
+def test_splitmix_stream_matches_ref():
+    from rbcd_ref._random import SplitMix64
+
+    for seed, bound in [(0, 7), (2**63 + 12345, 1000), (42, 1)]:
+        g = SplitMix64(seed)
+        expected = [g.randbelow(bound) for _ in range(50)]
+        assert _cd.splitmix_draws(seed, 50, bound).tolist() == expected
+
+
+# ---------------------------------------------------------------------------- oracle
+@settings(max_examples=30)
+@given(seed=st.integers(0, 2**32 - 1), loss=st.sampled_from(LOSSES),
+       selection=st.sampled_from(SELECTIONS), fit_intercept=st.booleans(),
+       weighted=st.booleans(), dense=st.booleans(), constant=st.booleans(),
+       l1_ratio=st.sampled_from([0.0, 0.5, 1.0]), epochs=st.integers(1, 4),
+       log_alpha=st.floats(-3.0, -0.5))
+def test_serial_matches_ref(seed, loss, selection, fit_intercept, weighted, dense, constant,
+                            l1_ratio, epochs, log_alpha):
+    Z, y, rng = random_problem(seed, loss, constant=constant)
+    s = rng.uniform(0.2, 3.0, size=y.shape[0]) if weighted else None
+    X = Z.toarray() if dense else Z
+    kw = dict(alpha=10.0 ** log_alpha, l1_ratio=l1_ratio, fit_intercept=fit_intercept,
+              max_epochs=epochs, tol=0.0, selection=selection, parallel=None, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = estimator(__import__("rbcd.linear").linear, loss, **kw).fit(X, y, sample_weight=s)
+        b = estimator(ref, loss, **kw).fit(Z, y, sample_weight=s)
+    assert np.allclose(a.coef_, b.coef_, **TIGHT)
+    assert np.allclose(a.intercept_, b.intercept_, **TIGHT)
+    assert a.n_iter_ == b.n_iter_
+    assert np.allclose(a.objective_history_, b.objective_history_, **TIGHT)
+    assert np.isclose(a.dual_gap_, b.dual_gap_, rtol=1e-7, atol=1e-12)
+    assert a.parallel_ is None
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_stopping_epoch_matches_ref_with_positive_tol(loss):
+    # the certified skip of the full convergence pass must not change when fits stop
+    for seed in range(6):
+        Z, y, _ = random_problem(100 + seed, loss, n=40, d=15)
+        kw = dict(alpha=0.01, l1_ratio=0.7, max_epochs=300, tol=1e-4, selection="cyclic",
+                  parallel=None, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            a = estimator(__import__("rbcd.linear").linear, loss, **kw).fit(Z, y)
+            b = estimator(ref, loss, **kw).fit(Z, y)
+        assert a.n_iter_ == b.n_iter_
+        assert np.isclose(a.dual_gap_, b.dual_gap_, rtol=1e-6)
+        assert a.dual_gap_ <= 1e-4 or a.n_iter_ == 300
+
+
+def test_multi_output_and_ovr_match_ref():
+    rng = np.random.default_rng(3)
+    Z = sp.random(40, 9, density=0.4, format="csr", random_state=rng)
+    Y = rng.normal(size=(40, 3))
+    kw = dict(alpha=0.003, max_epochs=3, tol=0.0, parallel=None, random_state=11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = CDRegressor(**kw).fit(Z, Y)
+        b = ref.CDRegressor(**kw).fit(Z, Y)
+        assert a.coef_.shape == (3, 9) and a.intercept_.shape == (3,)
+        assert np.allclose(a.coef_, b.coef_, **TIGHT)
+        assert np.allclose(a.intercept_, b.intercept_, **TIGHT)
+        labels = np.array(["a", "b", "c", "d"])[rng.integers(0, 4, size=40)]
+        c = CDClassifier(**kw).fit(Z, labels)
+        d = ref.CDClassifier(**kw).fit(Z, labels)
+    assert c.coef_.shape == (4, 9)
+    assert np.allclose(c.coef_, d.coef_, **TIGHT)
+    assert np.allclose(c.intercept_, d.intercept_, **TIGHT)
+    assert list(c.n_iter_) == list(d.n_iter_)
+
+
+def test_int64_indices_and_csc_input_give_same_iterates():
+    Z, y, _ = random_problem(7, "squared", n=30, d=10)
+    kw = dict(alpha=0.01, max_epochs=4, tol=0.0, parallel=None, random_state=0)
+    Zc = Z.tocsc()
+    Z64 = sp.csc_matrix((Zc.data, Zc.indices.astype(np.int64), Zc.indptr.astype(np.int64)),
+                        shape=Zc.shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = CDRegressor(**kw).fit(Z, y)
+        b = CDRegressor(**kw).fit(Z64, y)
+        c = CDRegressor(**kw).fit(Z.tocoo(), y)
+    assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.coef_, c.coef_)
+
+
+def test_unsorted_duplicate_entries_are_summed():
+    Z, y, _ = random_problem(8, "squared", n=25, d=6)
+    coo = Z.tocoo()
+    half = coo.data / 2
+    dup = sp.coo_matrix((np.concatenate([half, half])[::-1],
+                         (np.concatenate([coo.row, coo.row])[::-1],
+                          np.concatenate([coo.col, coo.col])[::-1])), shape=Z.shape)
+    kw = dict(alpha=0.01, max_epochs=3, tol=0.0, parallel=None, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = CDRegressor(**kw).fit(Z, y)
+        b = CDRegressor(**kw).fit(dup.tocsc(), y)
+    assert np.allclose(a.coef_, b.coef_, **TIGHT)
+
+
+# ---------------------------------------------------------------------------- grid mode
+@settings(max_examples=15)
+@given(seed=st.integers(0, 2**32 - 1), loss=st.sampled_from(LOSSES),
+       selection=st.sampled_from(SELECTIONS), fit_intercept=st.booleans(),
+       epochs=st.integers(1, 3))
+def test_grid_mode_matches_ref_and_is_thread_invariant(seed, loss, selection, fit_intercept, epochs):
+    Z, y, binning = rb_problem(seed)
+    if loss != "squared":
+        y = np.where(y > np.median(y), 1.0, -1.0)
+    kw = dict(alpha=1e-3, l1_ratio=0.8, fit_intercept=fit_intercept, max_epochs=epochs, tol=0.0,
+              selection=selection, parallel="grid", random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a1 = estimator(__import__("rbcd.linear").linear, loss, n_jobs=1, **kw).fit(Z, y, binning=binning)
+        a2 = estimator(__import__("rbcd.linear").linear, loss, n_jobs=2, **kw).fit(Z, y, binning=binning)
+        b = estimator(ref, loss, **kw).fit(Z, y, binning=binning)
+    assert a1.parallel_ == "grid" and a2.parallel_ == "grid"
+    assert np.array_equal(a1.coef_, a2.coef_)
+    assert np.array_equal(np.asarray(a1.intercept_), np.asarray(a2.intercept_))
+    assert a1.objective_history_ == a2.objective_history_
+    assert np.allclose(a1.coef_, b.coef_, **TIGHT)
+    assert np.allclose(a1.intercept_, b.intercept_, **TIGHT)
+
+
+@pytest.mark.parametrize("selection", SELECTIONS)
+def test_grid_mode_large_grids_bitwise_thread_invariant(selection):
+    # grids of 40,000 rows are past the size where the bins run in a parallel region
+    Z, y, binning = rb_problem(9, n=40000, n_grids=3, bins=50)
+    kw = dict(alpha=1e-4, max_epochs=3, tol=0.0, selection=selection, parallel="grid",
+              random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = CDRegressor(n_jobs=1, **kw).fit(Z, y, binning=binning)
+        b = CDRegressor(n_jobs=2, **kw).fit(Z, y, binning=binning)
+        c = CDRegressor(n_jobs=1, **dict(kw, parallel=None)).fit(Z, y)
+    assert b.n_threads_ == 2
+    assert np.array_equal(a.coef_, b.coef_) and a.intercept_ == b.intercept_
+    assert a.objective_history_ == b.objective_history_ and a.dual_gap_ == b.dual_gap_
+    # grid blocks are exact block coordinate descent: the objective decreases like serial CD
+    assert np.all(np.diff(a.objective_history_) <= 0)
+    assert a.objective_history_[-1] <= c.objective_history_[0]
+
+
+def test_grid_mode_with_random_binning_and_rbcolumns():
+    from rbcd.features import RandomBinning
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2
+    rb = RandomBinning(n_grids=8, sigma=1.5, random_state=0)
+    Z = rb.fit_transform(X)
+    kw = dict(alpha=1e-3, max_epochs=3, tol=0.0, parallel="grid", random_state=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = CDRegressor(n_jobs=2, **kw).fit(Z, y, binning=rb)
+        b = ref.CDRegressor(**kw).fit(Z, y, binning=rb)
+        fit_cols = getattr(rb, "_fit_transform_columns", None)
+        if fit_cols is not None:
+            Z2, cols = fit_cols(X)
+        else:
+            from rbcd.features import column_structure
+
+            Z2, cols = Z, column_structure(Z, rb.grid_ptr_)
+        c = CDRegressor(n_jobs=1, **kw).fit(Z2, y, binning=cols)
+    assert np.allclose(a.coef_, b.coef_, **TIGHT)
+    assert np.array_equal(a.coef_, c.coef_)
+    assert c.parallel_ == "grid"
+
+
+# ---------------------------------------------------------------------------- parallel optima
+def _strong_convexity_bound(est, Z, y, loss, alpha, l1_ratio):
+    """P(w) - P* <= ||minimum-norm subgradient||^2 / (2 lam2) (lam2-strongly convex)."""
+    lam1, lam2 = alpha * l1_ratio, alpha * (1 - l1_ratio)
+    w = np.ravel(est.coef_)
+    b = float(np.ravel(est.intercept_)[0])
+    p = np.asarray(Z @ w).ravel() + b
+    d = loss_deriv(loss, p, y)
+    g = np.asarray(Z.T @ d).ravel() / len(y) + lam2 * w
+    v = np.where(w != 0, np.abs(g + lam1 * np.sign(w)), np.maximum(np.abs(g) - lam1, 0.0))
+    return float(np.sum(v ** 2) / (2 * lam2)), abs(float(np.mean(d)))
+
+
+@pytest.mark.parametrize("selection", SELECTIONS)
+def test_hogwild_and_grid_reach_the_serial_optimum_squared(selection):
+    Z, y, binning = rb_problem(5, n=300, n_grids=8, bins=12)
+    tol = 1e-6
+    kw = dict(alpha=3e-3, tol=tol, max_epochs=3000, selection=selection, random_state=2)
+    serial = CDRegressor(parallel=None, **kw).fit(Z, y)
+    hog = CDRegressor(parallel="hogwild", n_jobs=2, **kw).fit(Z, y)
+    grid = CDRegressor(parallel="grid", n_jobs=2, **kw).fit(Z, y, binning=binning)
+    assert hog.parallel_ == "hogwild" and grid.parallel_ == "grid"
+    P0 = 0.5 * np.var(y)
+    for est in (serial, hog, grid):
+        assert est.dual_gap_ <= tol
+        # gap certificate: P* <= P(w) <= P* + tol * P0 for each of the three
+    objs = [objective(Z, y, e.coef_, e.intercept_, "squared", 3e-3, 1.0) for e in (serial, hog, grid)]
+    assert max(objs) - min(objs) <= tol * P0 * (1 + 1e-6) + 1e-14
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared_hinge"])
+def test_hogwild_and_grid_reach_the_serial_optimum_classification(loss):
+    Z, y, binning = rb_problem(6, n=300, n_grids=8, bins=12)
+    y = np.where(y > 0, 1.0, -1.0)
+    alpha, l1_ratio = 3e-3, 0.5
+    kw = dict(loss=loss, alpha=alpha, l1_ratio=l1_ratio, tol=1e-5, max_epochs=3000, random_state=3)
+    ests = [CDClassifier(parallel=None, **kw).fit(Z, y),
+            CDClassifier(parallel="hogwild", n_jobs=2, **kw).fit(Z, y),
+            CDClassifier(parallel="grid", n_jobs=2, **kw).fit(Z, y, binning=binning)]
+    objs, bounds = [], []
+    for est in ests:
+        assert est.dual_gap_ <= 1e-5
+        bound, g_b = _strong_convexity_bound(est, Z, y, loss, alpha, l1_ratio)
+        bounds.append(bound + 1e-12)
+        objs.append(objective(Z, y, est.coef_.ravel(), est.intercept_[0], loss, alpha, l1_ratio))
+    # every objective is within its own certified distance of the common optimum P*
+    lo = max(o - bd for o, bd in zip(objs, bounds))
+    assert all(o >= lo - 1e-12 for o in objs)
+    assert max(objs) - min(objs) <= max(bounds) + 1e-12
+
+
+@pytest.mark.parametrize("selection", SELECTIONS)
+def test_hogwild_keeps_predictions_consistent_under_conflicts(selection):
+    # every column touches every row: two threads add to the same p_i all the time;
+    # with atomic adds (and atomic coordinate swaps) p stays exactly Z w + b.
+    rng = np.random.default_rng(0)
+    N, D = 3000, 6
+    Zc = sp.csc_matrix(rng.normal(size=(N, D)) / np.sqrt(D))
+    y = rng.normal(size=N)
+    h = np.asarray(Zc.multiply(Zc).sum(axis=0)).ravel() / N
+    prob = _cd.CDProblem(Zc.indptr.astype(np.int64), Zc.indices, np.ascontiguousarray(Zc.data),
+                         1.0, y, None, float(N), h, _cd.Loss.SQUARED, 1e-4, 0.0, True,
+                         _cd.Selection[selection.upper()], 123)
+    prob.set_thread_seeds([5, 6])
+    prob.intercept_step()
+    for _ in range(30):
+        prob.epoch(_cd.Mode.HOGWILD, 2)
+        prob.intercept_step()
+    p = Zc @ prob.w_arr + prob.b
+    assert np.allclose(prob.predictions(), p, rtol=0, atol=1e-9)
+
+
+def test_auto_mode_choice():
+    Z, y, binning = rb_problem(1)
+    assert CDRegressor(n_jobs=1, max_epochs=2).fit(Z, y, binning=binning).parallel_ is None
+    est = CDRegressor(n_jobs=2, max_epochs=2).fit(Z, y, binning=binning)
+    assert est.parallel_ == "grid" and est.n_threads_ == 2
+    # a tiny problem without grid structure gains nothing from Hogwild: serial
+    assert CDRegressor(n_jobs=2, max_epochs=2).fit(Z, y).parallel_ is None
+    assert CDRegressor(n_jobs=2, max_epochs=2, parallel="hogwild").fit(Z, y).parallel_ == "hogwild"
+
+
+# ---------------------------------------------------------------------------- optima vs sklearn
+def test_lasso_without_intercept_equals_sklearn():
+    from sklearn.linear_model import Lasso
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 12))
+    y = X @ np.r_[2.0, -1.5, 1.0, np.zeros(9)] + 0.3 * rng.normal(size=60)
+    alpha = 0.05
+    sk = Lasso(alpha=alpha, fit_intercept=False, tol=1e-14, max_iter=100000).fit(X, y)
+    for Zin in (X, sp.csr_matrix(X)):
+        est = CDRegressor(alpha=alpha, fit_intercept=False, tol=1e-12, max_epochs=20000,
+                          selection="cyclic", random_state=0).fit(Zin, y)
+        o_ours = objective(X, y, est.coef_, 0.0, "squared", alpha, 1.0)
+        o_sk = objective(X, y, sk.coef_, 0.0, "squared", alpha, 1.0)
+        assert abs(o_ours - o_sk) <= 1e-10 * o_sk
+        assert np.allclose(est.coef_, sk.coef_, atol=1e-6)
+        assert est.intercept_ == 0.0
+
+
+def test_l1_logistic_matches_liblinear_objective():
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(1)
+    N = 120
+    X = rng.normal(size=(N, 8))
+    y = np.where(X @ rng.normal(size=8) + 0.5 * rng.normal(size=N) > 0, 1.0, -1.0)
+    alpha = 0.02
+    # liblinear minimizes ||w||_1 + C sum_i log(1 + exp(-y_i w.x_i)); divided by C N this
+    # is alpha ||w||_1 + mean loss when C = 1 / (alpha N)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        lr = LogisticRegression(l1_ratio=1.0, solver="liblinear", C=1.0 / (alpha * N),
+                                fit_intercept=False, tol=1e-12, max_iter=100000).fit(X, y)
+    est = CDClassifier(alpha=alpha, fit_intercept=False, tol=1e-9, max_epochs=20000,
+                       random_state=0).fit(X, y)
+    o_ours = objective(X, y, est.coef_.ravel(), 0.0, "logistic", alpha, 1.0)
+    o_lib = objective(X, y, lr.coef_.ravel(), 0.0, "logistic", alpha, 1.0)
+    assert o_ours <= o_lib + 1e-8
+    assert abs(o_ours - o_lib) <= 1e-6 * o_lib
+    assert np.array_equal(est.coef_ == 0, np.abs(lr.coef_) < 1e-8)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("l1_ratio", [1.0, 0.5, 0.0])
+def test_kkt_at_the_solution(loss, l1_ratio):
+    Z, y, rng = random_problem(20, loss, n=80, d=15, density=0.5)
+    s = rng.uniform(0.5, 2.0, size=80)
+    alpha = 0.02
+    Est = CDRegressor if loss == "squared" else CDClassifier
+    est = Est(loss=loss, alpha=alpha, l1_ratio=l1_ratio, tol=1e-10, max_epochs=20000,
+              random_state=0).fit(Z, y, sample_weight=s)
+    w = np.ravel(est.coef_)
+    b = float(np.ravel(est.intercept_)[0])
+    p = np.asarray(Z @ w).ravel() + b
+    d = s * loss_deriv(loss, p, y) / s.sum()
+    g = np.asarray(Z.T @ d).ravel() + alpha * (1 - l1_ratio) * w
+    lam1 = alpha * l1_ratio
+    eps = 1e-7
+    nz = w != 0
+    assert np.all(np.abs(g[nz] + lam1 * np.sign(w[nz])) <= eps)
+    assert np.all(np.abs(g[~nz]) <= lam1 + eps)
+    assert abs(d.sum()) <= eps  # the intercept is optimal too
+
+
+# ---------------------------------------------------------------------------- options
+def test_integer_sample_weights_equal_repeated_rows():
+    Z, y, rng = random_problem(30, "squared", n=40, d=8)
+    reps = rng.integers(0, 3, size=40)
+    reps[:2] = 1
+    kw = dict(alpha=0.01, tol=1e-10, max_epochs=5000, selection="cyclic", random_state=0)
+    a = CDRegressor(**kw).fit(Z, y, sample_weight=reps.astype(float))
+    idx = np.repeat(np.arange(40), reps)
+    b = CDRegressor(**kw).fit(Z[idx], y[idx])
+    assert np.allclose(a.coef_, b.coef_, atol=1e-7)
+    assert np.isclose(a.intercept_, b.intercept_, atol=1e-7)
+
+
+def test_class_weight_equals_sample_weight():
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    Z, y, _ = random_problem(31, "logistic", n=50, d=8)
+    y[:35] = 1.0
+    kw = dict(alpha=0.01, max_epochs=5, tol=0.0, random_state=0, parallel=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for cw in ("balanced", {-1.0: 3.0, 1.0: 0.5}):
+            a = CDClassifier(class_weight=cw, **kw).fit(Z, y)
+            b = CDClassifier(**kw).fit(Z, y, sample_weight=compute_sample_weight(cw, y))
+            c = ref.CDClassifier(class_weight=cw, **kw).fit(Z, y)
+            assert np.array_equal(a.coef_, b.coef_)
+            assert np.allclose(a.coef_, c.coef_, **TIGHT)
+
+
+def test_float32_input_keeps_float32():
+    Z, y, _ = random_problem(32, "squared", n=40, d=8)
+    Z32 = Z.astype(np.float32)
+    kw = dict(alpha=0.01, max_epochs=5, tol=0.0, random_state=0, parallel=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = CDRegressor(**kw).fit(Z32, y)
+        b = CDRegressor(**kw).fit(Z32.astype(np.float64), y)  # the same values in float64
+        c = CDClassifier(**kw).fit(Z32.toarray(), np.sign(y - 0.5))
+    assert a.coef_.dtype == np.float32 and c.coef_.dtype == np.float32
+    assert np.allclose(a.coef_, b.coef_.astype(np.float32), rtol=1e-6, atol=1e-7)
+    assert a.predict(Z32).dtype == np.float32
+
+
+def test_warm_start_stops_early_and_continues():
+    Z, y, _ = random_problem(33, "squared", n=60, d=12)
+    est = CDRegressor(alpha=0.01, tol=1e-6, max_epochs=5000, warm_start=True, random_state=0)
+    est.fit(Z, y)
+    first = est.n_iter_
+    assert first > 1 and est.dual_gap_ <= 1e-6
+    coef = est.coef_.copy()
+    est.fit(Z, y)
+    assert est.n_iter_ == 1  # already converged: one epoch to confirm (gap normalized at w = 0)
+    assert np.allclose(est.coef_, coef, atol=1e-5)
+    # the same through rbcd_ref: warm starts agree iterate for iterate
+    kw = dict(alpha=0.02, tol=0.0, max_epochs=2, warm_start=True, random_state=1, parallel=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a, b = CDRegressor(**kw), ref.CDRegressor(**kw)
+        for _ in range(2):
+            a.fit(Z, y)
+            b.fit(Z, y)
+    assert np.allclose(a.coef_, b.coef_, **TIGHT)
+    assert np.isclose(a.intercept_, b.intercept_, **TIGHT)
+
+
+def test_squared_intercept_is_exact_and_empty_columns_stay_zero():
+    Z, y, rng = random_problem(34, "squared", n=30, d=6)
+    Z = sp.hstack([Z, sp.csr_matrix((30, 2))]).tocsr()  # two empty columns (M_j = 0)
+    s = rng.uniform(0.5, 2, size=30)
+    est = CDRegressor(alpha=0.01, tol=1e-8, max_epochs=5000, random_state=0).fit(Z, y, sample_weight=s)
+    r = y - est.predict(Z)
+    assert abs(np.dot(s, r)) / s.sum() <= 1e-10
+    assert np.all(est.coef_[-2:] == 0)
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_alpha_max_gives_zero_and_matches_ref(loss):
+    Z, y, rng = random_problem(35, loss, n=50, d=10, density=0.5)
+    s = rng.uniform(0.5, 2, size=50)
+    for fit_intercept in (True, False):
+        am = alpha_max(Z, y, l1_ratio=0.5, fit_intercept=fit_intercept, sample_weight=s, loss=loss)
+        assert np.isclose(am, ref.alpha_max(Z, y, l1_ratio=0.5, fit_intercept=fit_intercept,
+                                            sample_weight=s, loss=loss), rtol=1e-12)
+        Est = CDRegressor if loss == "squared" else CDClassifier
+        kw = dict(loss=loss, l1_ratio=0.5, fit_intercept=fit_intercept, tol=1e-8,
+                  max_epochs=5000, random_state=0)
+        above = Est(alpha=am * 1.0001, **kw).fit(Z, y, sample_weight=s)
+        below = Est(alpha=am * 0.9, **kw).fit(Z, y, sample_weight=s)
+        assert np.all(above.coef_ == 0)
+        assert np.any(below.coef_ != 0)
+
+
+def test_cd_path_warm_starts_and_matches_single_fits():
+    Z, y, _ = random_problem(36, "squared", n=60, d=10, density=0.5)
+    alphas, coefs, gaps = cd_path(Z, y, n_alphas=6, eps=1e-2, tol=1e-9, max_epochs=20000,
+                                  random_state=0)
+    assert alphas.shape == (6,) and coefs.shape == (10, 6) and gaps.shape == (6,)
+    assert np.all(np.diff(alphas) < 0)
+    assert np.isclose(alphas[0], alpha_max(Z, y))
+    assert np.allclose(coefs[:, 0], 0, atol=1e-5)  # w = 0 is optimal at alpha_max (up to tol)
+    assert np.any(coefs[:, -1] != 0)
+    assert np.all(gaps <= 1e-9)
+    for k in (2, 5):
+        single = CDRegressor(alpha=alphas[k], tol=1e-9, max_epochs=20000, random_state=0).fit(Z, y)
+        assert np.allclose(single.coef_, coefs[:, k], atol=1e-6)
+    a2, c2, g2 = cd_path(Z, np.where(y > 0.5, 1, -1), n_alphas=3, loss="logistic",
+                         tol=1e-6, max_epochs=5000, random_state=0)
+    assert c2.shape == (10, 3) and np.allclose(c2[:, 0], 0, atol=1e-4) and np.any(c2[:, -1] != 0)
+    assert np.abs(c2[:, -1]).sum() > 100 * np.abs(c2[:, 0]).sum()
+
+
+def test_verbose_prints_each_epoch_and_convergence_warning(capsys):
+    Z, y, _ = random_problem(37, "squared", n=30, d=6)
+    with pytest.warns(ConvergenceWarning, match=r"relative duality gap .* > tol 1\.000e-12"):
+        est = CDRegressor(alpha=1e-3, tol=1e-12, max_epochs=3, verbose=1, random_state=0).fit(Z, y)
+    out = capsys.readouterr().out
+    assert out.count("epoch") == 3 and "objective" in out and "gap" in out
+    assert est.n_iter_ == 3 and len(est.objective_history_) == 3
+    assert est.dual_gap_ > 1e-12
+    # the objective never increases along the epochs (squared loss, exact curvature)
+    assert np.all(np.diff(est.objective_history_) <= 1e-15)
+    with pytest.warns(ConvergenceWarning, match="subgradient"):
+        CDClassifier(alpha=1e-4, tol=1e-14, max_epochs=2, random_state=0).fit(Z, np.sign(y - 0.5))
+
+
+def test_solver_seed_and_reproducibility():
+    Z, y, _ = random_problem(38, "squared", n=30, d=8)
+    kw = dict(alpha=1e-3, max_epochs=3, tol=0.0, parallel=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = CDRegressor(random_state=5, **kw).fit(Z, y)
+        b = CDRegressor(random_state=5, **kw).fit(Z, y)
+        c = CDRegressor(random_state=6, **kw).fit(Z, y)
+        d = CDRegressor(random_state=np.random.RandomState(5), **kw).fit(Z, y)
+        e = ref.CDRegressor(random_state=np.random.RandomState(5), **kw).fit(Z, y)
+    assert np.array_equal(a.coef_, b.coef_)
+    assert not np.array_equal(a.coef_, c.coef_)
+    assert np.allclose(d.coef_, e.coef_, **TIGHT)
+    assert solver_seed(5) == solver_seed(5)
