@@ -86,3 +86,15 @@ def hash_bin_vector(r, bins, n_features):
     for b in bins:
         h = mix64(((h ^ (int(b) & MASK64)) + GOLDEN_GAMMA) & MASK64)
     return h % int(n_features)
+
+
+def problem_stream(seed, k):
+    """The coordinate stream of one-vs-rest problem / regression target k: SplitMix64(seed + k)."""
+    return SplitMix64((int(seed) + int(k)) & MASK64)
+
+
+def hogwild_stream(seed, k, t):
+    """Hogwild thread t's stream for problem k (docs/internals.md):
+    SplitMix64(seed + k + 0x632BE59BD9B4E019 * (t + 1)). The twin runs serially and never
+    uses it; it is here so that the contract is written down in one place."""
+    return SplitMix64((int(seed) + int(k) + HOGWILD_THREAD_STRIDE * (int(t) + 1)) & MASK64)

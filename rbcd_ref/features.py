@@ -11,8 +11,6 @@ delta ~ Gamma(2, sigma) (pitch density p(delta) = delta k''(delta)).
 Everything follows DESIGN.md contracts 1-7 and docs/internals.md literally, with plain
 loops and Python dicts; it is slow on purpose and easy to read.
 """
-import numbers
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
@@ -48,29 +46,13 @@ def _check_sigma(sigma, n_features_in):
     return arr
 
 
-def compute_bins(X, widths, offsets, r):
-    """Bin vectors of every row of X in grid r (DESIGN.md contract 3).
+def check_bins_in_range(X, widths, offsets):
+    """Bin vectors of every row of X in every grid (DESIGN.md contract 3).
 
     ``floor((x_j - offsets[r, j]) / widths[r, j])`` in float64 with a true division, then a
-    range check against [-2**63, 2**63) before the conversion to int64; an out-of-range (or
-    infinite) bin is a ValueError naming the row and column.
-    """
-    with np.errstate(over="ignore"):  # overflow to inf is caught by the range check
-        B = np.floor((X - offsets[r]) / widths[r])
-    ok = (B >= INT64_LOW) & (B < INT64_HIGH)  # False for inf and nan as well
-    if not np.all(ok):
-        bad = np.argwhere(~ok)[0]
-        raise ValueError(
-            f"X values too large to bin at row {int(bad[0])}, column {int(bad[1])} "
-            f"(grid {r}: bin {B[bad[0], bad[1]]!r} does not fit in int64)"
-        )
-    return B.astype(np.int64)
-
-
-def check_bins_in_range(X, widths, offsets):
-    """Run the range check of every grid in row-major order (first bad row, then column).
-
-    Returns the list of int64 bin matrices, one per grid.
+    range check against [-2**63, 2**63) before the conversion to int64. An out-of-range (or
+    infinite) bin is a ValueError naming the first offending row, then column, over all grids.
+    Returns the list of int64 bin matrices (N x d), one per grid.
     """
     n_grids = widths.shape[0]
     first_bad = None

@@ -27,11 +27,9 @@ Loss derivatives: squared ``p - y``; logistic ``-y / (1 + exp(y * p))`` (exp ove
 inf gives -0.0, as in C); squared hinge ``-2 * y * max(0, 1 - y * p)``.
 """
 import math
-import numbers
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.class_weight import compute_sample_weight
@@ -41,7 +39,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 
 from ._checks import (check_choice, check_feature_matrix, check_int, check_real,
                       check_sample_weight, check_target, check_y_given)
-from ._random import SplitMix64, solver_seed
+from ._random import problem_stream, solver_seed
 from .features import check_grid_structure
 
 REGRESSION_LOSSES = ("squared",)
@@ -197,7 +195,7 @@ def _grid_ptr_from(binning, parallel, n_columns, Zc):
 
 # ---------------------------------------------------------------------------- solver
 def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
-             selection, seed, grid_ptr=None, w_init=None, b_init=None, verbose=0, label=""):
+             selection, seed, problem=0, grid_ptr=None, w_init=None, b_init=None, verbose=0, label=""):
     """Randomized coordinate descent on one problem (one target / one-vs-rest class).
 
     Parameters
@@ -209,7 +207,9 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
     s : ndarray (N,)
         Sample weights s_i >= 0 with a positive sum S.
     seed : int
-        Seed of this problem's SplitMix64 stream (solver_seed(random_state) + k).
+        solver_seed(random_state); problem k draws from SplitMix64(seed + k).
+    problem : int
+        k, the index of the problem (target or one-vs-rest class).
     grid_ptr : int64 ndarray (R + 1,) or None
         Grid-block mode when given: selection runs over the R grids and each visited grid
         updates all its bins from the same predictions p.
@@ -351,7 +351,7 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
     if scale == 0.0:  # the problem is solved at w = 0
         return dict(w=np.array(w), b=b, n_iter=0, history=history, gap=0.0, converged=True)
 
-    rng = SplitMix64(seed)
+    rng = problem_stream(seed, problem)
     n_units = D if grid_ptr is None else len(grid_ptr) - 1
     perm = list(range(n_units))
     value = math.inf
@@ -450,7 +450,7 @@ class _CDBase(BaseEstimator):
                 cols, targets[:, k], s_list[k],
                 loss=params["loss"], alpha=params["alpha"], l1_ratio=params["l1_ratio"],
                 fit_intercept=params["fit_intercept"], max_epochs=params["max_epochs"],
-                tol=params["tol"], selection=params["selection"], seed=seed + k,
+                tol=params["tol"], selection=params["selection"], seed=seed, problem=k,
                 grid_ptr=grid_ptr,
                 w_init=W0[k] if warm else None, b_init=B0[k] if warm else None,
                 verbose=params["verbose"], label=f" (problem {k})" if n_problems > 1 else "",

@@ -430,3 +430,26 @@ def test_alpha_max_and_path_errors():
         cd_path(Z, y, alphas=[-1.0])
     with pytest.raises(ValueError, match="loss"):
         cd_path(Z, y, loss="bogus")
+
+
+def test_random_selection_draws_from_documented_stream():
+    # Z = identity: one epoch of exact steps (alpha = 0) sets w_j = y_j for exactly the
+    # coordinates drawn, so the visited set reveals the coordinate stream. Problem k uses
+    # SplitMix64(solver_seed(random_state) + k), D draws randbelow(D) (docs/internals.md).
+    from rbcd_ref._random import SplitMix64, solver_seed
+
+    D = 12
+    Z = sp.identity(D, format="csr")
+    Y = np.column_stack([np.arange(1.0, D + 1), -np.arange(1.0, D + 1)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = CDRegressor(alpha=0.0, fit_intercept=False, max_epochs=1, tol=0.0,
+                        random_state=42).fit(Z, Y)
+    seed = solver_seed(42)
+    for k in range(2):
+        g = SplitMix64(seed + k)
+        drawn = {g.next() % D for _ in range(D)}
+        visited = set(np.flatnonzero(m.coef_[k]).tolist())
+        assert visited == drawn
+        assert len(drawn) < D  # with replacement: some coordinate is missed
+        np.testing.assert_allclose(m.coef_[k][sorted(drawn)], Y[sorted(drawn), k], rtol=1e-12)
