@@ -6,7 +6,8 @@ Usage::
     python benchmarks/reproduce.py --out repro_out            # default run, ~10-15 min
     python benchmarks/reproduce.py --out repro_out --quick    # smoke run, ~2-3 min
     python benchmarks/reproduce.py --out repro_out --data FILE.svm [--max-rows 50000]
-    python benchmarks/reproduce.py --out repro_out --threads 1,2,4 --panels sigma,grids
+    python benchmarks/reproduce.py --out repro_out --threads 1,2,4 --panels sigma,grids \
+        --datasets digits,diabetes
 
 Writes into the --out directory only (created if needed; nothing else is written):
 
@@ -59,7 +60,7 @@ QUICK = dict(
                                                        "diabetes"),
     sigma_exponents=(-3, -2, -1, 0, 1, 2), R_sigma=64, R_list=(8, 32, 128),
     rb_R_list=(8, 32, 128), components=(64, 256, 1024), exact_max_n=3000,
-    speed_n=20000, speed_R=64, speed_rf_D=128, speed_epochs=3, speed_repeats=1,
+    speed_n=50000, speed_R=64, speed_rf_D=128, speed_epochs=5, speed_repeats=1,
 )
 DEFAULT = dict(
     n_synthetic=20000, n_synthetic_test=5000, datasets=("checkerboard", "regression",
@@ -68,10 +69,11 @@ DEFAULT = dict(
     sigma_exponents=(-4, -3, -2, -1, 0, 1, 2, 3), R_sigma=128,
     R_list=(8, 16, 32, 64, 128, 256, 512), rb_R_list=(8, 16, 32, 64, 128, 256),
     components=(64, 128, 256, 512, 1024), exact_max_n=5000,
-    speed_n=100000, speed_R=128, speed_rf_D=128, speed_epochs=5, speed_repeats=2,
+    speed_n=100000, speed_R=128, speed_rf_D=128, speed_epochs=10, speed_repeats=2,
 )
 CG_TOL = 1e-3  # the paper's CG tolerance (Sec. 5.2)
 PANELS = ("sigma", "grids", "time", "speedup")
+ALL_DATASETS = ("checkerboard", "regression", "digits", "breast_cancer", "diabetes")
 
 
 # --------------------------------------------------------------------------------- data
@@ -114,9 +116,12 @@ def load_datasets(cfg, args):
     seed = args.seed
     out = []
     if args.data:
-        from rbcd.cli import _labels, detect_task, load_svmlight
+        from rbcd.cli import CLIError, _labels, detect_task, load_svmlight
 
-        X, y = load_svmlight(args.data)
+        try:
+            X, y = load_svmlight(args.data)
+        except CLIError as exc:
+            sys.exit(f"reproduce.py: error: {exc}")
         if args.max_rows and X.shape[0] > args.max_rows:
             keep = np.random.default_rng(seed).choice(X.shape[0], args.max_rows, replace=False)
             X, y = X[np.sort(keep)], y[np.sort(keep)]
@@ -129,7 +134,7 @@ def load_datasets(cfg, args):
                            alpha=args.alpha if args.alpha is not None else 1.0))
         return out
     n, nt = cfg["n_synthetic"], cfg["n_synthetic_test"]
-    for name in cfg["datasets"]:
+    for name in (args.datasets or cfg["datasets"]):
         if name == "checkerboard":
             X, y = make_checkerboard(n + nt, n_features=8, n_informative=2, n_cells=4,
                                      random_state=seed)
@@ -183,25 +188,25 @@ def better(ds, a, b):
 
 
 def fit_rb(ds, R, sigma, seed, with_train=True):
-    """Random binning + ridge by CG; returns a dict of the measurements."""
-    from rbcd import RandomBinning, RidgeCG, RidgeCGClassifier
+    """rbcd.RBClassifier / RBRegressor (random binning + ridge by CG); the measurements."""
+    from rbcd import RBClassifier, RBRegressor
 
-    t0 = time.perf_counter()
-    binning = RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
-    Z = binning.fit_transform(ds.Xtr)
-    t_bin = time.perf_counter() - t0
-    cls = RidgeCGClassifier if ds.classification else RidgeCG
-    solver = cls(alpha=ds.alpha, tol=CG_TOL)
+    cls = RBClassifier if ds.classification else RBRegressor
+    model = cls(n_grids=R, sigma=sigma, solver="cg", alpha=ds.alpha, tol=CG_TOL,
+                random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        solver.fit(Z, ds.ytr)
-    t_total = time.perf_counter() - t0
-    res = dict(R=R, sigma=sigma, D=int(binning.n_features_out_), kappa=float(binning.kappa_),
-               nnz=int(Z.nnz), bin_time=t_bin, solve_time=t_total - t_bin,
-               train_time=t_total, n_iter=int(np.max(solver.n_iter_)))
+        t0 = time.perf_counter()
+        model.fit(ds.Xtr, ds.ytr)
+        t_total = time.perf_counter() - t0
+    t_bin = float(model.fit_time_["binning"])
+    res = dict(R=R, sigma=sigma, D=int(model.binning_.n_features_out_),
+               kappa=float(model.binning_.kappa_), nnz=int(ds.Xtr.shape[0]) * R,
+               bin_time=t_bin, solve_time=float(model.fit_time_["solver"]),
+               train_time=t_total, n_iter=int(np.max(model.n_iter_)))
     if with_train:
-        res["train_perf"] = score(ds, ds.ytr, solver.predict(Z))
-    res["test_perf"] = score(ds, ds.yte, solver.predict(binning.transform(ds.Xte)))
+        res["train_perf"] = score(ds, ds.ytr, model.predict(ds.Xtr))
+    res["test_perf"] = score(ds, ds.yte, model.predict(ds.Xte))
     return res
 
 
@@ -675,6 +680,9 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="small sizes, ~2-3 minutes")
     p.add_argument("--data", default=None, metavar="FILE.svm",
                    help="use this svmlight/libsvm file instead of the built-in data")
+    p.add_argument("--datasets", default=None,
+                   help=f"comma-separated subset of the built-in data sets "
+                        f"({','.join(ALL_DATASETS)}; default: all but regression with --quick)")
     p.add_argument("--task", choices=("auto", "classification", "regression"), default="auto",
                    help="task of --data (default: detected from the labels)")
     p.add_argument("--max-rows", type=int, default=None,
@@ -693,6 +701,11 @@ def parse_args(argv=None):
         p.error(f"--threads must be comma-separated integers, got {args.threads!r}")
     if not args.threads or min(args.threads) < 1:
         p.error("--threads needs positive integers")
+    if args.datasets is not None:
+        args.datasets = [s.strip() for s in args.datasets.split(",") if s.strip()]
+        unknown = set(args.datasets) - set(ALL_DATASETS)
+        if unknown or not args.datasets:
+            p.error(f"unknown data sets {sorted(unknown)}; choose from {', '.join(ALL_DATASETS)}")
     args.panels = [s.strip() for s in args.panels.split(",") if s.strip()]
     unknown = set(args.panels) - set(PANELS)
     if unknown:
