@@ -30,7 +30,7 @@ Design
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
-from libc.stdlib cimport qsort
+from libc.stdlib cimport free, qsort
 from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawFree
 
@@ -49,6 +49,37 @@ cdef extern from *:
     #else
     #define RBCD_PREFETCH(p) ((void)0)
     #endif
+
+    /* Table storage. Large tables are probed at random: on 4 KiB pages almost
+     * every probe is a TLB miss, so blocks of 2 MiB and more are aligned and
+     * advised as huge pages (Linux; a hint, ignored elsewhere). Freed with free(). */
+    #include <stdlib.h>
+    #include <string.h>
+    #if defined(__linux__)
+    #include <sys/mman.h>
+    #endif
+    #define RBCD_HUGE (((size_t)1) << 21)
+    static void *rbcd_big_malloc(size_t bytes)
+    {
+        void *p = NULL;
+        if (bytes == 0) bytes = 1;
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        if (bytes >= RBCD_HUGE) {
+            if (posix_memalign(&p, RBCD_HUGE, bytes) != 0) return NULL;
+            madvise(p, bytes, MADV_HUGEPAGE);
+            return p;
+        }
+    #endif
+        return malloc(bytes);
+    }
+    static void *rbcd_big_calloc(size_t n, size_t size)
+    {
+        void *p;
+        if (n != 0 && size > ((size_t)-1) / n) return NULL;
+        p = rbcd_big_malloc(n * size);
+        if (p != NULL) memset(p, 0, n * size);
+        return p;
+    }
 
     /* AVX-512 bins, dispatched at run time (the build itself targets the
      * baseline ISA). Exact: the quotient is first taken as (x - u) * (1 / w);
@@ -155,6 +186,8 @@ cdef extern from *:
         const double *x, const double *u, const double *w, const double *inv,
         Py_ssize_t d, int64_t *b) noexcept nogil
     int avx512_available "rbcd_avx512_available"() noexcept nogil
+    void *big_malloc "rbcd_big_malloc"(size_t nbytes) noexcept nogil
+    void *big_calloc "rbcd_big_calloc"(size_t n, size_t size) noexcept nogil
 
 
 ctypedef fused idx_t:
@@ -173,6 +206,7 @@ ctypedef fused val_t:
 cdef enum:
     ROW_BLOCK = 128        # rows per block in the fit loop (keys prefetched per block)
     INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
+    PRESIZE_ROWS = 8192    # rows after which a table is sized for all rows (multiple of ROW_BLOCK)
 
 cdef uint64_t LOW32 = 0xFFFFFFFF
 
@@ -315,9 +349,9 @@ cdef int table_init(Table *t, int n_words) noexcept nogil:
     t.keys_room = INITIAL_CAPACITY // 2
     t.n_words = n_words
     t.failed = 0
-    t.slots = <uint64_t *> PyMem_RawCalloc(t.capacity, sizeof(uint64_t))
-    t.keys = <uint64_t *> PyMem_RawMalloc(t.keys_room * n_words * sizeof(uint64_t))
-    t.counts = <int64_t *> PyMem_RawMalloc(t.keys_room * sizeof(int64_t))
+    t.slots = <uint64_t *> big_calloc(t.capacity, sizeof(uint64_t))
+    t.keys = <uint64_t *> big_malloc(t.keys_room * n_words * sizeof(uint64_t))
+    t.counts = <int64_t *> big_malloc(t.keys_room * sizeof(int64_t))
     if t.slots == NULL or t.keys == NULL or t.counts == NULL:
         t.failed = 1
         return -1
@@ -325,46 +359,84 @@ cdef int table_init(Table *t, int n_words) noexcept nogil:
 
 
 cdef void table_free(Table *t) noexcept nogil:
-    PyMem_RawFree(t.slots)
-    PyMem_RawFree(t.keys)
-    PyMem_RawFree(t.counts)
+    free(t.slots)
+    free(t.keys)
+    free(t.counts)
     t.slots = NULL
     t.keys = NULL
     t.counts = NULL
 
 
-cdef int table_grow(Table *t) noexcept nogil:
-    """Double the slot array and re-insert every key (ids unchanged)."""
-    cdef int64_t new_cap = t.capacity * 2, local
-    cdef uint64_t mask = <uint64_t> new_cap - 1, pos, h
-    cdef uint64_t *slots = <uint64_t *> PyMem_RawCalloc(new_cap, sizeof(uint64_t))
+cdef int table_resize(Table *t, int64_t new_cap) noexcept nogil:
+    """Re-insert every key into ``new_cap`` slots (ids unchanged).
+
+    Hashes of 16 keys (read in id order) are computed and their new slots
+    prefetched before the inserts, so the random writes overlap.
+    """
+    cdef uint64_t mask = <uint64_t> new_cap - 1, pos
+    cdef uint64_t hs[16]
+    cdef int64_t base, local, m, k
+    cdef uint64_t *slots = <uint64_t *> big_calloc(new_cap, sizeof(uint64_t))
     if slots == NULL:
         return -1
-    for local in range(t.n_bins):
-        h = key_hash(t.keys + local * t.n_words, t.n_words)
-        pos = h & mask
-        while slots[pos] != 0:
-            pos = (pos + 1) & mask
-        slots[pos] = ((h >> 32) << 32) | <uint64_t> (local + 1)
-    PyMem_RawFree(t.slots)
+    base = 0
+    while base < t.n_bins:
+        m = t.n_bins - base if t.n_bins - base < 16 else 16
+        for k in range(m):
+            hs[k] = key_hash(t.keys + (base + k) * t.n_words, t.n_words)
+            prefetch(slots + (hs[k] & mask))
+        for k in range(m):
+            local = base + k
+            pos = hs[k] & mask
+            while slots[pos] != 0:
+                pos = (pos + 1) & mask
+            slots[pos] = ((hs[k] >> 32) << 32) | <uint64_t> (local + 1)
+        base += m
+    free(t.slots)
     t.slots = slots
     t.capacity = new_cap
+    return 0
+
+
+cdef int table_grow(Table *t) noexcept nogil:
+    """Double the slot array."""
+    return table_resize(t, t.capacity * 2)
+
+
+cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nogil:
+    """Size the table for the bins expected over all rows.
+
+    Distinct bins grow at most linearly with the rows, so extrapolating the
+    count after ``rows_seen`` rows bounds the final count (at most n_rows):
+    one resize now instead of a chain of doublings over a large table.
+    """
+    cdef int64_t est, cap
+    if rows_seen <= 0:
+        return 0
+    est = <int64_t> (<double> t.n_bins * (<double> n_rows / <double> rows_seen)) + 1
+    if est > n_rows:
+        est = n_rows
+    cap = t.capacity
+    while cap < 2 * est:
+        cap *= 2
+    if cap > t.capacity:
+        return table_resize(t, cap)
     return 0
 
 
 cdef int table_room(Table *t) noexcept nogil:
     """Make room for one more key (keys / counts arrays)."""
     cdef int64_t room = t.keys_room * 2
-    cdef uint64_t *keys = <uint64_t *> PyMem_RawMalloc(room * t.n_words * sizeof(uint64_t))
-    cdef int64_t *counts = <int64_t *> PyMem_RawMalloc(room * sizeof(int64_t))
+    cdef uint64_t *keys = <uint64_t *> big_malloc(room * t.n_words * sizeof(uint64_t))
+    cdef int64_t *counts = <int64_t *> big_malloc(room * sizeof(int64_t))
     if keys == NULL or counts == NULL:
-        PyMem_RawFree(keys)
-        PyMem_RawFree(counts)
+        free(keys)
+        free(counts)
         return -1
     memcpy(keys, t.keys, t.n_bins * t.n_words * sizeof(uint64_t))
     memcpy(counts, t.counts, t.n_bins * sizeof(int64_t))
-    PyMem_RawFree(t.keys)
-    PyMem_RawFree(t.counts)
+    free(t.keys)
+    free(t.counts)
     t.keys = keys
     t.counts = counts
     t.keys_room = room
@@ -458,6 +530,10 @@ cdef void fit_grid_block(
                 if t.failed:
                     continue
                 # probe in row order: first appearance numbering
+                if i0 == PRESIZE_ROWS:
+                    if table_presize(t, i0, N) != 0:
+                        t.failed = 1
+                        continue
                 for i in range(i0, i1):
                     k = i - i0
                     local = table_add(t, keys + k * W, hashes[k])
