@@ -7,6 +7,9 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d
 
 
 def check_int(value, name, low=None):
@@ -147,3 +150,43 @@ def check_feature_matrix(Z, name="Z"):
     if Zc.shape[1] == 0:
         raise ValueError(f"{name} has 0 columns; at least one is required")
     return Zc
+
+
+def check_class_labels(y, n_samples, estimator_name):
+    """Class labels of a classifier: (y as 1-D array, classes_, index of each label).
+
+    At least two classes; a column vector (N, 1) is accepted with scikit-learn's
+    DataConversionWarning.
+    """
+    check_y_given(y, estimator_name)
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = column_or_1d(y, warn=True)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D for {estimator_name}, got shape {y.shape}")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"y has {y.shape[0]} rows but the feature matrix has {n_samples} rows")
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        raise ValueError("y contains NaN or inf")
+    check_classification_targets(y)
+    classes, index = np.unique(y, return_inverse=True)
+    if classes.shape[0] < 2:
+        raise ValueError(
+            f"{estimator_name} needs samples of at least 2 classes in y, got only one class: "
+            f"{classes[0]!r}"
+        )
+    return y, classes, index
+
+
+def apply_class_weight(s, class_weight, y, classes):
+    """Sample weights s_i times the weight of sample i's class (dict or "balanced")."""
+    if class_weight is None:
+        return s
+    if not (isinstance(class_weight, dict) or (isinstance(class_weight, str) and class_weight == "balanced")):
+        raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
+    if isinstance(class_weight, dict):
+        known = set(classes.tolist())
+        unknown = [c for c in class_weight if c not in known]
+        if unknown:
+            raise ValueError(f"class_weight has labels not in y: {unknown!r}")
+    return s * compute_sample_weight(class_weight, y)

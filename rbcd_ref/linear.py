@@ -32,13 +32,12 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._checks import (check_choice, check_feature_matrix, check_int, check_real,
-                      check_sample_weight, check_target, check_y_given)
+from ._checks import (apply_class_weight, check_choice, check_class_labels,
+                      check_feature_matrix, check_int, check_real, check_sample_weight,
+                      check_target, check_y_given)
 from ._random import problem_stream, solver_seed
 from .features import check_grid_structure
 
@@ -113,17 +112,25 @@ def _weighted_sum(values, s):
     return acc
 
 
+def _total(s):
+    """S = sum_i s_i in increasing i (sequential, as every S in this module)."""
+    acc = 0.0
+    for v in s:
+        acc += float(v)
+    return acc
+
+
 def optimal_intercept(loss, y, s):
     """b0: the minimizer over b of (1/S) sum_i s_i loss(b, y_i), i.e. the intercept of w = 0.
 
     squared: the weighted mean of y; logistic: the weighted log-odds log(S+ / S-);
     squared hinge: (S+ - S-) / (S+ + S-) (the stationary point lies in [-1, 1]).
     """
-    S = float(np.sum(s))
+    S = _total(s)
     if loss == "squared":
-        return _weighted_sum(list(y), list(s)) / S
-    s_pos = float(np.sum(s[y > 0]))
-    s_neg = float(np.sum(s[y < 0]))
+        return _weighted_sum([float(v) for v in y], [float(v) for v in s]) / S
+    s_pos = _total(s[y > 0])
+    s_neg = _total(s[y < 0])
     if s_pos == 0.0 or s_neg == 0.0:
         raise ValueError(
             "the sample weights of one class sum to zero: the intercept-only model is "
@@ -136,7 +143,7 @@ def optimal_intercept(loss, y, s):
 
 def _loss_gradient_at_constant(cols, loss, y, s, b0):
     """max_j |(1/S) sum_i s_i loss'(b0, y_i) z_ij| over the columns (rows increasing)."""
-    S = float(np.sum(s))
+    S = _total(s)
     d = [loss_derivative(loss, b0, float(y[i])) for i in range(len(y))]
     best = 0.0
     for j in range(cols.n_cols):
@@ -162,7 +169,10 @@ def _check_common_params(est_or_params, loss_choices):
         n_jobs = check_int(g["n_jobs"], "n_jobs")
         if n_jobs == 0:
             raise ValueError("n_jobs must be a non-zero integer or None, got 0")
-    verbose = check_int(g["verbose"], "verbose", low=0) if not isinstance(g["verbose"], bool) else int(g["verbose"])
+    if isinstance(g["verbose"], (bool, np.bool_)):
+        verbose = int(g["verbose"])
+    else:
+        verbose = check_int(g["verbose"], "verbose", low=0)
     if not isinstance(g["fit_intercept"], (bool, np.bool_)):
         raise ValueError(f"fit_intercept must be a bool, got {g['fit_intercept']!r}")
     return dict(loss=loss, alpha=alpha, l1_ratio=l1_ratio, max_epochs=max_epochs, tol=tol,
@@ -195,7 +205,8 @@ def _grid_ptr_from(binning, parallel, n_columns, Zc):
 
 # ---------------------------------------------------------------------------- solver
 def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
-             selection, seed, problem=0, grid_ptr=None, w_init=None, b_init=None, verbose=0, label=""):
+             selection, seed, problem=0, grid_ptr=None, w_init=None, b_init=None,
+             verbose=0, label=""):
     """Randomized coordinate descent on one problem (one target / one-vs-rest class).
 
     Parameters
@@ -226,7 +237,7 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
     lam2 = alpha * (1.0 - l1_ratio)
     yl = [float(v) for v in y]
     sl = [float(v) for v in s]
-    S = _weighted_sum([1.0] * N, sl)  # sum_i s_i in increasing i
+    S = _total(sl)
     ptr, rows, vals = cols.ptr, cols.rows, cols.vals
 
     # column constants h_j = (1/S) sum_i s_i z_ij^2
@@ -578,31 +589,9 @@ class CDClassifier(ClassifierMixin, _CDBase):
         """Fit one problem (binary) or one per class (one-vs-rest)."""
         params = self._solver_params()
         Zc = self._validate_Z(Z, reset=True)
-        check_y_given(y, type(self).__name__)
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = column_or_1d(y, warn=True)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D for CDClassifier, got shape {y.shape}")
-        if y.shape[0] != Zc.shape[0]:
-            raise ValueError(f"y has {y.shape[0]} rows but the feature matrix has {Zc.shape[0]} rows")
-        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-            raise ValueError("y contains NaN or inf")
-        check_classification_targets(y)
-        classes, y_idx = np.unique(y, return_inverse=True)
-        if classes.shape[0] < 2:
-            raise ValueError(
-                f"CDClassifier needs samples of at least 2 classes in y, got only one class: {classes[0]!r}"
-            )
+        y, classes, y_idx = check_class_labels(y, Zc.shape[0], type(self).__name__)
         s = check_sample_weight(sample_weight, Zc.shape[0])
-        if self.class_weight is not None:
-            if not (isinstance(self.class_weight, dict) or self.class_weight == "balanced"):
-                raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
-            if isinstance(self.class_weight, dict):
-                unknown = [c for c in self.class_weight if c not in set(classes.tolist())]
-                if unknown:
-                    raise ValueError(f"class_weight has labels not in y: {unknown!r}")
-            s = s * compute_sample_weight(self.class_weight, y)
+        s = apply_class_weight(s, self.class_weight, y, classes)
         self.classes_ = classes
         if classes.shape[0] == 2:
             targets = np.where(y_idx == 1, 1.0, -1.0)[:, None]

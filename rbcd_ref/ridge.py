@@ -22,12 +22,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.class_weight import compute_sample_weight
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._checks import (check_choice, check_int, check_real, check_sample_weight, check_target,
-                      check_y_given)
+from ._checks import (apply_class_weight, check_choice, check_class_labels, check_int,
+                      check_real, check_sample_weight, check_target, check_y_given)
 
 MAX_ITER_CAP = 10_000
 
@@ -233,31 +231,9 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     def fit(self, Z, y, sample_weight=None):
         self._check_params()
         Z = self._validate_Z(Z, reset=True)
-        check_y_given(y, type(self).__name__)
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = column_or_1d(y, warn=True)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D for RidgeCGClassifier, got shape {y.shape}")
-        if y.shape[0] != Z.shape[0]:
-            raise ValueError(f"y has {y.shape[0]} rows but the feature matrix has {Z.shape[0]} rows")
-        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-            raise ValueError("y contains NaN or inf")
-        check_classification_targets(y)
-        classes, idx = np.unique(y, return_inverse=True)
-        if classes.shape[0] < 2:
-            raise ValueError(
-                f"RidgeCGClassifier needs samples of at least 2 classes in y, got only one class: {classes[0]!r}"
-            )
+        y, classes, idx = check_class_labels(y, Z.shape[0], type(self).__name__)
         s = check_sample_weight(sample_weight, Z.shape[0])
-        if self.class_weight is not None:
-            if not (isinstance(self.class_weight, dict) or self.class_weight == "balanced"):
-                raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
-            if isinstance(self.class_weight, dict):
-                unknown = [c for c in self.class_weight if c not in set(classes.tolist())]
-                if unknown:
-                    raise ValueError(f"class_weight has labels not in y: {unknown!r}")
-            s = s * compute_sample_weight(self.class_weight, y)
+        s = apply_class_weight(s, self.class_weight, y, classes)
         if classes.shape[0] == 2:
             Y = np.where(idx == 1, 1.0, -1.0)[:, None]
         else:
