@@ -453,3 +453,18 @@ def test_random_selection_draws_from_documented_stream():
         assert visited == drawn
         assert len(drawn) < D  # with replacement: some coordinate is missed
         np.testing.assert_allclose(m.coef_[k][sorted(drawn)], Y[sorted(drawn), k], rtol=1e-12)
+
+
+def test_cd_path_multi_target_and_classification():
+    _, Z, y, ycls, _ = _data(n=50, seed=25)
+    Y = np.column_stack([y, 2 * y])
+    alphas, coefs, gaps = cd_path(Z, Y, n_alphas=3, eps=0.1, tol=1e-4, max_epochs=2000,
+                                  random_state=0)
+    assert coefs.shape == (2, Z.shape[1], 3) and gaps.shape == (3, 2)
+    # alpha_max of a 2-D target is the max over targets: the 2 y column decides it
+    assert alphas[0] == pytest.approx(alpha_max(Z, 2 * y))
+    assert np.all(coefs[:, :, 0] == 0) and np.any(coefs[:, :, -1] != 0)
+    a, c, g = cd_path(Z, ycls, n_alphas=3, eps=0.1, loss="logistic", tol=1e-4,
+                      max_epochs=2000, random_state=0)
+    assert a[0] == pytest.approx(alpha_max(Z, ycls, loss="logistic"))
+    assert c.shape == (Z.shape[1], 3) and np.all(c[:, 0] == 0) and np.all(g <= 1e-4)
