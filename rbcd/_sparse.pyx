@@ -228,3 +228,4 @@ def csc_weighted_col_stats(
                     b = b + w * v
                 colsum[j] = a
                 colsq[j] = b
+
