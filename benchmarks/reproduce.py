@@ -119,7 +119,7 @@ def load_datasets(cfg, args):
         from rbcd.cli import CLIError, _labels, detect_task, load_svmlight
 
         try:
-            X, y = load_svmlight(args.data)
+            X, y, _ = load_svmlight(args.data)
         except CLIError as exc:
             sys.exit(f"reproduce.py: error: {exc}")
         if args.max_rows and X.shape[0] > args.max_rows:

@@ -154,6 +154,10 @@ def build_parser():
                        default="auto",
                        help=f"auto: classification when the labels are integers with at most "
                             f"{MAX_CLASSES_AUTO} distinct values (default auto)")
+    train.add_argument("--zero-based", choices=("auto", "yes", "no"), default="auto",
+                       help="feature indices of DATA start at 0 (yes) or 1 (no, libsvm); auto: "
+                            "0 if the file uses index 0 (default). Prediction files are read "
+                            "the same way.")
     _add_model_options(train)
     _add_common(train)
     train.add_argument("--verbose", "-v", action="count", default=0,
@@ -172,11 +176,18 @@ def build_parser():
 
 
 # ----------------------------------------------------------------------------- data
-def load_svmlight(path, n_features=None):
-    """Dense float64 X and float64 y from an svmlight/libsvm file, with CLIError on trouble.
+def load_svmlight(path, n_features=None, zero_based="auto"):
+    """Dense float64 X, float64 y and the index base from an svmlight/libsvm file.
 
-    ``n_features`` (a model's ``n_features_in_``) pads X to that many columns; a file that
-    uses more columns is an error.
+    ``zero_based``: True (indices start at 0), False (libsvm's 1-based indices) or "auto":
+    zero-based when the file uses index 0, else one-based (scikit-learn's rule). The base
+    that was used is returned, so that a model reads its prediction files the way it read
+    its training file (a zero-based file that happens not to use column 0 would otherwise
+    be shifted by one column). ``n_features`` (the model's input width) pads X with zero
+    columns (svmlight omits trailing zero features); a file that uses more columns is an
+    error. Every problem is a CLIError.
+
+    Returns (X, y, zero_based).
     """
     from sklearn.datasets import load_svmlight_file
 
@@ -185,24 +196,36 @@ def load_svmlight(path, n_features=None):
     if os.path.isdir(path):
         raise CLIError(f"cannot read {path}: is a directory")
     try:
-        X, y = load_svmlight_file(path, n_features=n_features, dtype=np.float64)
+        # read the raw indices (as zero-based), then decide the base ourselves
+        X, y = load_svmlight_file(path, zero_based=True, dtype=np.float64)
     except OSError as exc:
         raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
-        msg = " ".join(str(exc).split())
-        if n_features is not None and "n_features was set to" in msg:
-            raise CLIError(
-                f"{path} has more features than the model: the model was trained on "
-                f"{n_features} features ({msg})") from None
-        raise CLIError(f"{path} is not a valid svmlight/libsvm file: {msg}") from None
+        raise CLIError(f"{path} is not a valid svmlight/libsvm file: {_one_line(exc)}") from None
     if X.shape[0] == 0:
         raise CLIError(f"{path} has no data rows")
-    if n_features is not None and X.shape[1] != n_features:
-        raise CLIError(f"{path} has {X.shape[1]} features but the model expects {n_features}")
-    Xd = X.toarray()
+    X = X.tocsr()
+    uses_zero = X.nnz > 0 and int(X.indices.min()) == 0
+    if zero_based == "auto":
+        zero_based = bool(uses_zero)
+    if not zero_based:
+        if uses_zero:
+            raise CLIError(f"{path} uses feature index 0, but the model reads one-based "
+                           f"(libsvm) indices like its training file")
+        X = X[:, 1:]
+    if n_features is not None:
+        if X.shape[1] > n_features:
+            raise CLIError(f"{path} has more features ({X.shape[1]}) than the model, which "
+                           f"was trained on {n_features} features")
+        if X.shape[1] < n_features:
+            X = X.toarray()
+            X = np.hstack([X, np.zeros((X.shape[0], n_features - X.shape[1]))])
+    Xd = X.toarray() if hasattr(X, "toarray") else X
+    if Xd.shape[1] == 0:
+        raise CLIError(f"{path} has no features")
     if not np.all(np.isfinite(Xd)) or not np.all(np.isfinite(y)):
         raise CLIError(f"{path} contains non-finite values (nan or inf)")
-    return Xd, np.asarray(y, dtype=np.float64)
+    return np.ascontiguousarray(Xd), np.asarray(y, dtype=np.float64), zero_based
 
 
 def detect_task(y):
@@ -414,10 +437,11 @@ def cmd_train(args, out):
     log = _printer(out)
     _check_writable(args.model, "model file")
     t_start = time.perf_counter()
-    X, y = load_svmlight(args.data)
+    X, y, zero_based = load_svmlight(
+        args.data, zero_based={"auto": "auto", "yes": True, "no": False}[args.zero_based])
     Xte = yte = None
     if args.test is not None:
-        Xte, yte = load_svmlight(args.test, n_features=X.shape[1])
+        Xte, yte, _ = load_svmlight(args.test, n_features=X.shape[1], zero_based=zero_based)
     task = detect_task(y) if args.task == "auto" else args.task
     if task == "classification":
         y = _labels(y)
@@ -445,7 +469,8 @@ def cmd_train(args, out):
     if Xte is not None:
         log(f"test {_score_line(task, yte, model.predict(Xte))} ({args.test}, {Xte.shape[0]} rows)")
     save_model(args.model, model, task, X.shape[1],
-               extra={"train_file": os.path.abspath(args.data), "fit_info": info})
+               extra={"train_file": os.path.abspath(args.data), "fit_info": info,
+                      "zero_based": zero_based})
     log(f"summary: {task}, time {time.perf_counter() - t_start:.2f} s (binning "
         f"{info['binning_time']:.2f} s, solving {info['solve_time']:.2f} s), D = {info['D']}, "
         f"kappa = {info['kappa']:.1f}, nnz = {info['nnz']}, threads = {n_threads}")
@@ -466,7 +491,8 @@ def cmd_predict(args, out):
     if args.output is not None:
         _check_writable(args.output, "output file")
     n_features = payload["n_features"]
-    X, y = load_svmlight(args.data, n_features=n_features)
+    X, y, _ = load_svmlight(args.data, n_features=n_features,
+                            zero_based=payload.get("zero_based", "auto"))
     est = payload["estimator"]
     if args.n_jobs is not None:  # the binning's transform and the solver's products
         for part in (est, getattr(est, "binning_", None), getattr(est, "solver_", None)):

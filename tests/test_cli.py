@@ -203,7 +203,7 @@ def test_feature_mismatch_and_unwritable_output(classification_files, tmp_path, 
     wide = tmp_path / "wide.svm"
     dump_svmlight_file(np.hstack([X[:20], X[:20]]), y[:20], str(wide))
     _assert_one_line_error(capsys, main(["predict", str(model), str(wide)]),
-                           1, "more features than the model.*5 features")
+                           1, r"more features \(10\) than the model.*5 features")
     # a test file wider than the training file is the same error at train time
     _assert_one_line_error(capsys, main(["train", str(train), "-m", str(model), "--test",
                                          str(wide), "--n-grids", "8"]), 1, "more features")
@@ -237,3 +237,35 @@ def test_subprocess_python_m_rbcd(classification_files, tmp_path):
                          capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 1
     assert run.stderr.count("\n") == 1 and run.stderr.startswith("rbcd: error: ")
+
+
+def test_index_base_is_kept_from_training_to_prediction(tmp_path, capsys):
+    X, y = make_checkerboard(400, n_features=4, n_informative=2, n_cells=2, random_state=3)
+    # libsvm's one-based indices train and predict like the zero-based file
+    one, zero = tmp_path / "one.svm", tmp_path / "zero.svm"
+    dump_svmlight_file(X, y, str(one), zero_based=False)
+    dump_svmlight_file(X, y, str(zero), zero_based=True)
+    m1, m0 = tmp_path / "m1.joblib", tmp_path / "m0.joblib"
+    assert main(["train", str(one), "-m", str(m1), "--n-grids", "8"]) == 0
+    assert main(["train", str(zero), "-m", str(m0), "--n-grids", "8"]) == 0
+    capsys.readouterr()
+    assert load_model(str(m1))["zero_based"] is False
+    assert load_model(str(m0))["zero_based"] is True
+    assert main(["predict", str(m1), str(one)]) == 0
+    p1 = capsys.readouterr().out
+    assert main(["predict", str(m0), str(zero)]) == 0
+    assert capsys.readouterr().out == p1
+    # a zero-based prediction file that never uses column 0 is not shifted
+    Xz = X[:50].copy()
+    Xz[:, 0] = 0.0
+    nocol0 = tmp_path / "nocol0.svm"
+    dump_svmlight_file(Xz, y[:50], str(nocol0), zero_based=True)
+    assert main(["predict", str(m0), str(nocol0)]) == 0
+    got = [int(v) for v in capsys.readouterr().out.split()]
+    assert got == list(load_model(str(m0))["estimator"].predict(Xz))
+    # index 0 in a file for a one-based model is an error, not a silent shift
+    _assert_one_line_error(capsys, main(["predict", str(m1), str(zero)]), 1, "index 0")
+    # --zero-based yes reads a file without index 0 as zero-based
+    assert main(["train", str(nocol0), "-m", str(m0), "--n-grids", "8",
+                 "--zero-based", "yes"]) == 0
+    assert "50 rows x 4 features" in capsys.readouterr().out
