@@ -375,7 +375,10 @@ class _RidgeCGBase(BaseEstimator):
         _check_alpha(self.alpha, Y.shape[1])
         n_threads = effective_n_threads(self.n_jobs)
         s = _check_sample_weight(sample_weight, Z.shape[0])
-        if sp.issparse(Z):
+        if sp.issparse(Z) and n_threads > 1 and Z.nnz >= 2 * _WORK_PER_THREAD:
+            # our products run a thread team: keep BLAS (zbar @ P) from adding its own
+            # (below this size the products run on one thread, and threadpoolctl's
+            # ~30 ms of library inspection would dominate small fits)
             with limit_blas(1):
                 return solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
                                       self.max_iter, self.preconditioner, n_threads, columns)
