@@ -55,6 +55,7 @@ from .linear import CDClassifier, CDRegressor
 
 LOSSES = ("squared", "logistic", "squared_hinge")
 ZERO_RTOL = 1e-12
+MIN_BINNING_WORK = 200_000
 FEATURES = ("fourier", "binning")
 
 
@@ -200,7 +201,10 @@ class SparseRandomFeatures(BaseEstimator):
                 Z_new = fourier_map(X, W_new, b_new, self._scale, n_threads)
                 Z = np.hstack([Z_ws, Z_new])
             else:
-                rb = RandomBinning(n_grids=R, sigma=sigma, n_jobs=self.n_jobs,
+                # small blocks run on one thread: OpenMP start-up and barriers cost more
+                # than the work (the result is the same for any thread count)
+                rb_jobs = self.n_jobs if N * R * X.shape[1] >= MIN_BINNING_WORK else 1
+                rb = RandomBinning(n_grids=R, sigma=sigma, n_jobs=rb_jobs,
                                    random_state=int(rng.integers(0, 2**63 - 1)))
                 Z_new = rb.fit_transform(X).tocsr()
                 Z = sp.hstack([Z_ws, Z_new], format="csr")

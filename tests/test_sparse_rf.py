@@ -1,0 +1,182 @@
+"""SparseRandomFeatures: twin equality, Algorithm 1's invariants, optimality on the kept
+features (Lasso certificate), the XOR problem against a tuned SVM, errors, check_estimator."""
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import Lasso
+from sklearn.model_selection import GridSearchCV
+from sklearn.svm import SVC
+from sklearn.utils.estimator_checks import check_estimator
+
+import rbcd
+import rbcd_ref
+
+
+def xor(n, std, rng):
+    centers = np.array([[1.0, 1.0], [-1.0, -1.0], [1.0, -1.0], [-1.0, 1.0]])
+    lab = rng.integers(0, 4, n)
+    return centers[lab] + std * rng.normal(size=(n, 2)), np.where(lab < 2, 1, -1)
+
+
+def quiet(est, X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return est.fit(X, y)
+
+
+def data(task, rng, n=100):
+    X, y = xor(n, 0.5, rng)
+    if task == "regression":
+        return X, np.sin(2 * X[:, 0]) + X[:, 1] ** 2
+    if task == "multiclass":
+        return X, rng.permutation(np.arange(n) % 3)
+    return X, y
+
+
+CASES = [
+    ("fourier", "squared", "regression"),
+    ("fourier", "logistic", "binary"),
+    ("fourier", "squared_hinge", "multiclass"),
+    ("binning", "squared", "regression"),
+    ("binning", "logistic", "multiclass"),
+    ("binning", "squared_hinge", "binary"),
+]
+
+
+@pytest.mark.parametrize("feature, loss, task", CASES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_twin_equality(feature, loss, task, seed):
+    rng = np.random.default_rng(seed)
+    X, y = data(task, rng)
+    kw = dict(n_components_per_iter=12, n_iter=3, feature=feature, loss=loss, sigma=0.8,
+              alpha=1e-3, random_state=seed)
+    a = quiet(rbcd.SparseRandomFeatures(n_jobs=1, **kw), X, y)
+    b = quiet(rbcd_ref.SparseRandomFeatures(**kw), X, y)
+    np.testing.assert_array_equal(a.n_features_history_, b.n_features_history_)
+    np.testing.assert_allclose(a.objective_history_, b.objective_history_, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(a.coef_), np.asarray(b.coef_), rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(a.intercept_, b.intercept_, rtol=1e-8, atol=1e-10)
+    Xt, _ = data(task, rng, 50)
+    np.testing.assert_allclose(a._decision_1d(Xt), b._decision_1d(Xt), rtol=1e-8, atol=1e-10)
+    if task != "regression":
+        np.testing.assert_array_equal(a.predict(Xt), b.predict(Xt))
+
+
+@pytest.mark.parametrize("feature, loss, task", CASES)
+def test_working_set_invariants(feature, loss, task):
+    X, y = data(task, np.random.default_rng(3), 150)
+    est = quiet(rbcd.SparseRandomFeatures(n_components_per_iter=20, n_iter=5, feature=feature,
+                                          loss=loss, alpha=3e-3, random_state=0, n_jobs=1), X, y)
+    W = np.atleast_2d(est.coef_)
+    # every kept feature has a non-zero weight in some problem; the history ends at the model size
+    assert np.all(np.any(W != 0, axis=0))
+    assert est.n_features_ == W.shape[1] == est.n_features_history_[-1]
+    assert est.random_features(X).shape == (150, est.n_features_)
+    assert len(est.objective_history_) == len(est.n_features_history_) == 5
+    # warm starts from the previous solution and monotone coordinate steps: the objective
+    # never goes up from one outer iteration to the next
+    obj = est.objective_history_
+    assert np.all(np.diff(obj) <= 1e-9 * obj[0])
+    # the model only uses the kept features
+    Z = est.random_features(X)
+    np.testing.assert_allclose(np.asarray(Z @ W.T).squeeze() + np.squeeze(est.intercept_),
+                               est._decision_1d(X), rtol=1e-12, atol=1e-12)
+
+
+def test_fourier_features_are_the_kept_draws():
+    X, y = data("regression", np.random.default_rng(4), 80)
+    est = quiet(rbcd.SparseRandomFeatures(n_components_per_iter=10, n_iter=3, sigma=0.7,
+                                          random_state=2, n_jobs=1), X, y)
+    Z = np.sqrt(2 / 10) * np.cos(X @ est.random_weights_ + est.random_offset_)
+    np.testing.assert_allclose(est.random_features(X), Z, atol=1e-14)
+    np.testing.assert_allclose(est.predict(X), Z @ est.coef_ + est.intercept_, atol=1e-12)
+
+
+def test_last_solve_is_optimal_on_kept_features():
+    """Certificate: on the final working set, scikit-learn's Lasso (same objective:
+    0.5 mean squared error + alpha ||w||_1, free intercept) reaches the same objective."""
+    X, y = data("regression", np.random.default_rng(5), 200)
+    alpha = 1e-2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # every inner solve converges
+        est = rbcd.SparseRandomFeatures(n_components_per_iter=16, n_iter=3, alpha=alpha, tol=1e-9,
+                                        max_epochs=5000, random_state=0, n_jobs=1).fit(X, y)
+    Z = est.random_features(X)
+    lasso = Lasso(alpha=alpha, tol=1e-12, max_iter=100000).fit(Z, y)
+
+    def objective(w, b):
+        return 0.5 * np.mean((y - Z @ w - b) ** 2) + alpha * np.abs(w).sum()
+
+    ours = objective(est.coef_, est.intercept_)
+    best = objective(lasso.coef_, lasso.intercept_)
+    assert ours == pytest.approx(est.objective_history_[-1], rel=1e-10)
+    assert abs(ours - best) <= 1e-8 * best
+
+
+@pytest.mark.parametrize("std", [0.2, 0.5])
+def test_xor_matches_exact_kernel_svm(std):
+    rng = np.random.default_rng(0)
+    X, y = xor(400, std, rng)
+    Xt, yt = xor(2000, std, rng)
+    svc = GridSearchCV(SVC(kernel="rbf"), {"C": [0.1, 1, 10, 100], "gamma": [0.1, 0.5, 1, 2, 5]}, cv=3).fit(X, y)
+    svm_acc = svc.score(Xt, yt)
+    for kw in (dict(loss="logistic"), dict(loss="squared_hinge"), dict(loss="squared_hinge", feature="binning")):
+        est = quiet(rbcd.SparseRandomFeatures(random_state=0, **kw), X, y)
+        acc = est.score(Xt, yt)
+        assert acc >= svm_acc - 0.02, (kw, acc, svm_acc)
+        assert est.n_features_ < 10 * 64  # sparse: far fewer than all drawn features
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        ({"n_components_per_iter": 0}, "n_components_per_iter"),
+        ({"n_iter": 0}, "n_iter"),
+        ({"feature": "nystroem"}, "feature"),
+        ({"kernel": "poly"}, "kernel"),
+        ({"feature": "binning", "kernel": "gaussian"}, "binning"),
+        ({"loss": "hinge"}, "loss"),
+        ({"alpha": -1.0}, "alpha"),
+        ({"sigma": [1.0, 2.0, 3.0]}, "sigma"),
+        ({"n_jobs": 0}, "n_jobs"),
+    ],
+)
+def test_bad_parameters(params, match):
+    X, y = data("regression", np.random.default_rng(0), 20)
+    for mod in (rbcd, rbcd_ref):
+        with pytest.raises(ValueError, match=match):
+            mod.SparseRandomFeatures(**params).fit(X, y)
+
+
+def test_bad_input():
+    X, y = data("binary", np.random.default_rng(0), 20)
+    with pytest.raises(ValueError, match="class"):
+        rbcd.SparseRandomFeatures(loss="logistic").fit(X, np.zeros(20))
+    Xn = X.copy()
+    Xn[5, 0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        rbcd.SparseRandomFeatures().fit(Xn, y)
+    est = quiet(rbcd.SparseRandomFeatures(n_iter=1), X, y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(np.ones((2, 5)))
+    assert not hasattr(est, "decision_function")  # a regressor (squared loss)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(n_components_per_iter=16, n_iter=3, sigma=3.0),
+    dict(n_components_per_iter=16, n_iter=3, sigma=3.0, loss="logistic"),
+    dict(n_components_per_iter=8, n_iter=2, feature="binning", loss="squared_hinge"),
+])
+def test_check_estimator(kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check_estimator(rbcd.SparseRandomFeatures(random_state=0, **kw))
+
+
+def test_check_estimator_twin():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check_estimator(rbcd_ref.SparseRandomFeatures(n_components_per_iter=8, n_iter=2, sigma=3.0,
+                                                      max_epochs=10, random_state=0))
