@@ -421,6 +421,15 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
     watch = None
     # rounding slack of the gap's lower bound (its terms are O(P0) = O(scale))
     slack = 1e-8 * scale if use_gap else 0.0
+
+    def watch_list():
+        if n_watch >= D:
+            return np.arange(D, dtype=np.int64)
+        return np.sort(np.argpartition(prob.scores(), D - n_watch)[D - n_watch:]).astype(np.int64)
+
+    if max_epochs > 1 and not verbose:
+        prob.convergence(check, n_threads)  # scores at the start point seed the watch list
+        watch = watch_list()
     for epoch in range(max_epochs):
         prob.epoch(code, n_threads)
         if fit_intercept:
@@ -436,10 +445,7 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
                 continue
         raw = prob.convergence(check, n_threads)
         value = raw / scale
-        if n_watch < D:
-            watch = np.sort(np.argpartition(prob.scores(), D - n_watch)[D - n_watch:]).astype(np.int64)
-        else:
-            watch = np.arange(D, dtype=np.int64)
+        watch = watch_list()
         if verbose:
             kind = "gap" if use_gap else "subgradient"
             print(f"[rbcd CD{label}] epoch {n_iter}: objective {history[-1]:.10g}, "
