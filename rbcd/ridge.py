@@ -157,6 +157,10 @@ class _Products:
         csr = sp.csr_matrix(Z)
         if csr.data.dtype not in (np.float32, np.float64):
             csr = csr.astype(np.float64)
+        if not csr.has_canonical_format:
+            # duplicates would be squared separately in the Jacobi diagonal
+            csr = csr.copy()
+            csr.sum_duplicates()
         data = csr.data
         self.use_const = bool(data.size > 0 and np.all(data == data[0]))
         self.const_value = float(data[0]) if data.size > 0 else 0.0

@@ -182,6 +182,22 @@ def test_cd_grid_mode_gets_column_structure(board):
     np.testing.assert_allclose(m1.coef_, m2.coef_, rtol=1e-12, atol=1e-14)
 
 
+def test_cg_reuses_binning_columns(board):
+    from rbcd.ridge import _Products
+
+    Xt, yt, _, _ = board
+    rb = RandomBinning(n_grids=8, sigma=0.2, random_state=0)
+    Z, cols = rb._fit_transform_columns(Xt)
+    used = _Products(Z, 1, columns=cols)
+    assert np.shares_memory(used.csc[1], cols.indices)  # no transposed copy made
+    ref = Z.tocsc()
+    V = np.random.default_rng(0).standard_normal((Z.shape[0], 2))
+    np.testing.assert_allclose(used.tdot(V), ref.T @ V, rtol=1e-12, atol=1e-12)
+    # a structure that does not describe Z is not used
+    other = RandomBinning(n_grids=4, sigma=0.2, random_state=1)._fit_transform_columns(Xt)[1]
+    assert not np.shares_memory(_Products(Z, 1, columns=other).csc[1], other.indices)
+
+
 def test_sample_weight_equals_repeated_rows(board):
     Xt, yt, Xv, _ = board
     w = np.random.default_rng(0).integers(0, 3, Xt.shape[0])

@@ -142,6 +142,19 @@ def test_any_sparse_format(Zfmt):
     np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-10, atol=1e-12)
 
 
+def test_duplicate_entries_are_summed():
+    Z, y, _ = _problem(seed=10)
+    # every entry stored twice, as halves: the same matrix
+    dup = sp.csr_matrix((np.repeat(Z.data / 2, 2), np.repeat(Z.indices, 2), 2 * Z.indptr),
+                        shape=Z.shape)
+    assert not dup.has_canonical_format
+    before = dup.data.copy()
+    a = RidgeCG(tol=1e-12).fit(Z, y)
+    b = RidgeCG(tol=1e-12).fit(dup, y)
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(dup.data, before)  # the input is not modified
+
+
 def test_alpha_zero_and_array_alpha():
     Z, y, _ = _problem(seed=9, n=200, D=20, k=2, density=0.5)
     a = RidgeCG(alpha=0.0, tol=1e-12).fit(Z, y)
