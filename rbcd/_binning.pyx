@@ -768,6 +768,20 @@ cdef object _copy_i64(const int64_t *src, Py_ssize_t n):
     return out
 
 
+def fill_constant(val_t[::1] data, double value, int n_threads):
+    """data[:] = value (cast to data's dtype), in parallel blocks."""
+    cdef Py_ssize_t n = data.shape[0], n_chunks = 64, c, k, start, stop
+    cdef val_t v = <val_t> value
+    if n < n_chunks:
+        n_chunks = 1
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=max(1, n_threads)):
+        start = c * n // n_chunks
+        stop = (c + 1) * n // n_chunks
+        # data[start:stop] = v
+        for k in range(start, stop):
+            data[k] = v
+
+
 def add_grid_offsets(idx_t[::1] ids, const int64_t[::1] grid_ptr, int n_threads):
     """ids[i * R + r] += grid_ptr[r]: local ids to global columns, in place."""
     cdef Py_ssize_t R = grid_ptr.shape[0] - 1

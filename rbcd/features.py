@@ -81,6 +81,22 @@ class RBColumns:
         )
 
 
+SMALL_WORK = 1 << 17
+
+
+def _threads_for(n_threads, work):
+    """One thread for small inputs: starting a parallel region costs more than the
+    work (the output is the same for any thread count)."""
+    return 1 if work < SMALL_WORK else n_threads
+
+
+def _constant_data(nnz, value, dtype, n_threads):
+    """The data array of Z, filled in parallel (first touch of fresh pages)."""
+    data = np.empty(nnz, dtype=dtype)
+    _binning.fill_constant(data, float(value), n_threads)
+    return data
+
+
 def _reciprocals(widths):
     """1 / widths for the SIMD binning path, and whether that path applies.
 
@@ -124,7 +140,7 @@ def column_structure(Z, grid_ptr, n_jobs=None):
     gp = _check_grid_ptr(grid_ptr, n_cols)
     if not Z.has_sorted_indices:
         Z = Z.sorted_indices()
-    n_threads = effective_n_threads(n_jobs)
+    n_threads = _threads_for(effective_n_threads(n_jobs), Z.nnz + n_rows)
     idx = np.promote_types(Z.indptr.dtype, Z.indices.dtype)
     if idx not in (np.dtype(np.int32), np.dtype(np.int64)):
         idx = np.dtype(np.int64)
@@ -261,6 +277,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         X = check_dense_X(self, X, reset=True)
         n_samples, d = X.shape
         n_grids, sigma, dtype, n_threads = self._check_params(d)
+        n_threads = _threads_for(n_threads, n_samples * n_grids * d)
         if n_samples >= 2**32 - 1:
             raise ValueError(f"at most 2**32 - 2 samples are supported, got {n_samples}")
         rng = make_generator(self.random_state)
@@ -338,7 +355,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         R = self.widths_.shape[0]
         _binning.add_grid_offsets(ids, self.grid_ptr_, n_threads)
         indptr = np.arange(0, n_samples * R + 1, R, dtype=ids.dtype)
-        data = np.full(ids.shape[0], self._value(), dtype=self._dtype_)
+        data = _constant_data(ids.shape[0], self._value(), self._dtype_, n_threads)
         Z = sp.csr_matrix((data, ids, indptr), shape=(n_samples, self.n_features_out_), copy=False)
         Z.has_sorted_indices = True
         return Z
@@ -381,7 +398,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self, "widths_")
         X = check_dense_X(self, X, reset=False)
-        n_threads = effective_n_threads(self.n_jobs)
+        n_threads = _threads_for(effective_n_threads(self.n_jobs), X.size * self.widths_.shape[0])
         if self.n_features is None and self.grid_ptr_ is not None:
             return self._transform_exact(X, n_threads)
         return self._transform_hashed(X, n_threads)
@@ -417,7 +434,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             indices = np.empty(nnz, dtype=idx)
             _binning.compact_rows(out, row_nnz, R, indptr, indices, n_threads)
             del out
-        data = np.full(nnz, self._value(), dtype=self._dtype_)
+        data = _constant_data(nnz, self._value(), self._dtype_, n_threads)
         Z = sp.csr_matrix((data, indices, indptr), shape=(n_samples, D), copy=False)
         Z.has_sorted_indices = True
         return Z
@@ -439,7 +456,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             del mult  # no collision in any row: every multiplicity is 1
             indices = out
             indptr = np.arange(0, nnz + 1, R, dtype=idx)
-            data = np.full(nnz, self._value(), dtype=self._dtype_)
+            data = _constant_data(nnz, self._value(), self._dtype_, n_threads)
         else:
             indptr = np.zeros(n_samples + 1, dtype=idx)
             np.cumsum(row_nnz, out=indptr[1:])

@@ -1,0 +1,416 @@
+"""rbcd.RandomBinning's kernels against the rbcd_ref oracle, and statistical facts.
+
+Bit-for-bit: widths, offsets, bin counts, kappa, Z (indices, indptr, data, shape, dtype)
+and transforms of new data equal rbcd_ref's, for 1 and 2 threads and with the SIMD bin
+path on and off. Statistical: z(x).z(y) over R grids is Binomial(R, k)/R, k the Laplacian
+kernel, so its error is checked against the Monte Carlo standard error.
+"""
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings, strategies as st
+
+import rbcd_ref
+from rbcd import _binning
+from rbcd import features
+from rbcd._random import make_generator
+from rbcd.features import RandomBinning, RBColumns, column_structure
+
+
+class bin_path_ctx:
+    """Allow (``"simd"``) or forbid (``"scalar"``) the AVX-512 bin path inside a block.
+
+    Without AVX-512 on the CPU both settings run the scalar path."""
+
+    def __init__(self, path):
+        self.want = path == "simd"
+
+    def __enter__(self):
+        self.old = _binning.set_simd_allowed(self.want)
+        return self
+
+    def __exit__(self, *exc):
+        _binning.set_simd_allowed(self.old)
+
+
+PATHS = pytest.mark.parametrize("path", ["simd", "scalar"])
+
+
+class force_threads:
+    """Run the kernels with the requested threads even on tiny inputs (rbcd.features
+    otherwise uses one thread below SMALL_WORK)."""
+
+    def __enter__(self):
+        self.old = features.SMALL_WORK
+        features.SMALL_WORK = 0
+
+    def __exit__(self, *exc):
+        features.SMALL_WORK = self.old
+
+
+def assert_same_csr(A, B):
+    assert A.shape == B.shape
+    assert A.dtype == B.dtype
+    assert A.indices.dtype == B.indices.dtype
+    assert A.indptr.dtype == B.indptr.dtype
+    np.testing.assert_array_equal(A.indptr, B.indptr)
+    np.testing.assert_array_equal(A.indices, B.indices)
+    np.testing.assert_array_equal(A.data, B.data)
+
+
+def assert_same_fit(a, b):
+    np.testing.assert_array_equal(a.widths_, b.widths_)
+    np.testing.assert_array_equal(a.offsets_, b.offsets_)
+    np.testing.assert_array_equal(a.n_bins_, b.n_bins_)
+    assert a.n_bins_.dtype == np.int64
+    np.testing.assert_array_equal(a.kappa_per_grid_, b.kappa_per_grid_)
+    assert a.kappa_ == b.kappa_
+    assert a.n_features_out_ == b.n_features_out_
+    if b.grid_ptr_ is None:
+        assert a.grid_ptr_ is None
+    else:
+        np.testing.assert_array_equal(a.grid_ptr_, b.grid_ptr_)
+        assert a.grid_ptr_.dtype == np.int64
+
+
+@st.composite
+def problems(draw):
+    """Random shapes, scales (large offsets, tiny widths), sigmas and seeds."""
+    n = draw(st.integers(1, 300))
+    d = draw(st.integers(1, 6))
+    R = draw(st.integers(1, 16))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    kind = draw(st.sampled_from(["normal", "rounded", "large_offset", "tiny_width", "wide_range"]))
+    X = rng.normal(size=(n, d))
+    sigma_scale = 1.0
+    if kind == "rounded":  # repeated values: many rows share bins
+        X = np.round(X * 2)
+    elif kind == "large_offset":
+        X = X * 10.0 + 1e9
+    elif kind == "tiny_width":  # bins ~ 1e14: several 64-bit words per key
+        X = X * 1e3 + 1e8
+        sigma_scale = 1e-6
+    elif kind == "wide_range":  # bins up to ~ +-1e17 and beyond int64: 57-bit fields, errors
+        X = X * 2e6
+        sigma_scale = 1e-10
+    if draw(st.booleans()):
+        sigma = draw(st.floats(0.05, 20.0)) * sigma_scale
+    else:
+        sigma = rng.uniform(0.05, 20.0, size=d) * sigma_scale
+    X2 = X[rng.integers(0, n, size=min(n, 40))] + rng.normal(size=(min(n, 40), d)) * np.std(X) * 0.3
+    return X, X2, R, sigma, seed
+
+
+@PATHS
+@settings(max_examples=40)
+@given(problem=problems())
+def test_exact_mode_matches_ref(path, problem):
+    X, X2, R, sigma, seed = problem
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
+    try:
+        Zr = ref.fit_transform(X)
+        Tr = ref.transform(X2)
+    except ValueError as exc:  # bins too large for int64: the same error, same message
+        with pytest.raises(ValueError) as info, bin_path_ctx(path):
+            RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit(X).transform(X2)
+        assert str(info.value) == str(exc)
+        return
+    for n_jobs in (1, 2):
+        rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=n_jobs)
+        with bin_path_ctx(path), force_threads():
+            Z = rb.fit_transform(X)
+            T = rb.transform(X2)
+            T_train = rb.transform(X)
+        assert_same_fit(rb, ref)
+        assert_same_csr(Z, Zr)
+        assert Z.has_sorted_indices
+        assert_same_csr(T, Tr)
+        assert_same_csr(T_train, Zr)
+
+
+@PATHS
+@settings(max_examples=30)
+@given(problem=problems(), m=st.integers(1, 2**40))
+def test_hashed_mode_matches_ref(path, problem, m):
+    X, X2, R, sigma, seed = problem
+    m = int(m % 50 + 1) if seed % 2 else int(m)  # small m forces collisions within rows
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_features=m)
+    try:
+        Zr = ref.fit_transform(X)
+        Tr = ref.transform(X2)
+    except ValueError as exc:
+        with pytest.raises(ValueError) as info, bin_path_ctx(path):
+            RandomBinning(n_grids=R, sigma=sigma, random_state=seed,
+                          n_features=m).fit(X).transform(X2)
+        assert str(info.value) == str(exc)
+        return
+    for n_jobs in (1, 2):
+        rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_features=m, n_jobs=n_jobs)
+        with bin_path_ctx(path), force_threads():
+            Z = rb.fit_transform(X)
+            T = rb.transform(X2)
+        assert_same_fit(rb, ref)
+        assert_same_csr(Z, Zr)
+        assert_same_csr(T, Tr)
+
+
+@settings(max_examples=6)
+@given(problems())
+def test_float32_output_matches_ref(problem):
+    X, X2, R, sigma, seed = problem
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed, dtype=np.float32)
+    rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, dtype=np.float32)
+    try:
+        ref.fit(X).transform(X2)
+    except ValueError:
+        return  # bins too large: covered by test_exact_mode_matches_ref
+    assert_same_csr(rb.fit_transform(X), ref.fit_transform(X))
+    assert_same_csr(rb.transform(X2), ref.transform(X2))
+
+
+@PATHS
+def test_bins_on_integer_boundaries(path):
+    """Points placed exactly on (and one ulp around) bin edges of every grid: the SIMD
+    reciprocal path must fall back to the true division where it matters."""
+    R, d, seed = 6, 3, 123
+    rng = make_generator(seed)
+    widths = rng.gamma(2.0, 1.7, size=(R, d))
+    offsets = rng.uniform(0.0, 1.0, size=(R, d)) * widths
+    rows = []
+    k = np.arange(-40, 41)
+    for r in range(R):
+        edge = offsets[r] + k[:, None] * widths[r]  # (81, d): x - u = k * w (rounded)
+        rows += [edge, np.nextafter(edge, np.inf), np.nextafter(edge, -np.inf)]
+    X = np.vstack(rows)
+    X = np.vstack([X, X * 1e-300, X * 3e5])  # tiny and large quotients too
+    rb = RandomBinning(n_grids=R, sigma=1.7, random_state=seed)
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=1.7, random_state=seed)
+    with bin_path_ctx(path):
+        Z = rb.fit_transform(X)
+    np.testing.assert_array_equal(rb.widths_, widths)
+    Zr = ref.fit_transform(X)
+    assert_same_fit(rb, ref)
+    assert_same_csr(Z, Zr)
+    # and against numpy's floor division, independently of rbcd_ref
+    bins = np.floor((X[:, None, :] - offsets[None]) / widths[None]).astype(np.int64)
+    for r in range(R):
+        _, first, inverse = np.unique(bins[:, r, :], axis=0, return_index=True, return_inverse=True)
+        order = np.argsort(first)  # local ids by first appearance
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.shape[0])
+        expected = rb.grid_ptr_[r] + rank[inverse.ravel()]
+        np.testing.assert_array_equal(Z.indices[r::R], expected)
+
+
+def test_multiword_keys_are_exact():
+    """Bins spanning ~2**50 and more in every column: one 64-bit word per field, no
+    collision between bins that agree in all but one column."""
+    base = np.array([[-5e17, 5e17, 0.0]])
+    X = np.vstack([base, base + [[0, 0, 1e3]], base + [[1e4, 0, 0]], base, [[5e17, -5e17, 1e17]]])
+    rb = RandomBinning(n_grids=3, sigma=5.0, random_state=0)
+    Z = rb.fit_transform(X)
+    ref = rbcd_ref.RandomBinning(n_grids=3, sigma=5.0, random_state=0)
+    assert_same_csr(Z, ref.fit_transform(X))
+    assert int(rb._n_words.max()) == 3
+    # rows 0 and 3 are equal, all others distinct
+    for r in range(3):
+        cols = Z.indices[r::3]
+        assert cols[0] == cols[3]
+        assert len(set(cols.tolist())) == 4
+
+
+def test_same_output_for_any_thread_count():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, 5))
+    X2 = rng.normal(size=(500, 5)) * 1.3
+    outs = []
+    for n_jobs in (1, 2, 3):
+        rb = RandomBinning(n_grids=33, sigma=2.0, random_state=9, n_jobs=n_jobs)
+        Z = rb.fit_transform(X)
+        Zc, cols = RandomBinning(n_grids=33, sigma=2.0, random_state=9,
+                                 n_jobs=n_jobs)._fit_transform_columns(X)
+        outs.append((Z, rb.transform(X2), Zc, cols))
+    for Z, T, Zc, cols in outs[1:]:
+        assert_same_csr(Z, outs[0][0])
+        assert_same_csr(T, outs[0][1])
+        assert_same_csr(Zc, outs[0][0])
+        np.testing.assert_array_equal(cols.indptr, outs[0][3].indptr)
+        np.testing.assert_array_equal(cols.indices, outs[0][3].indices)
+
+
+def _assert_columns_match(cols, Z, grid_ptr):
+    C = Z.tocsc()
+    C.sort_indices()
+    assert isinstance(cols, RBColumns)
+    assert cols.indptr.dtype == np.int64
+    assert cols.grid_ptr.dtype == np.int64
+    np.testing.assert_array_equal(cols.indptr, C.indptr)
+    np.testing.assert_array_equal(cols.indices, C.indices)
+    np.testing.assert_array_equal(cols.grid_ptr, grid_ptr)
+    assert cols.n_rows == Z.shape[0]
+    if Z.nnz:
+        assert cols.value == float(Z.data[0])
+
+
+@settings(max_examples=30)
+@given(problems())
+def test_columns_equal_tocsc(problem):
+    X, X2, R, sigma, seed = problem
+    rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=2)
+    try:
+        with force_threads():
+            Z, cols = rb._fit_transform_columns(X)
+            T = rb.transform(X2)
+    except ValueError as exc:
+        assert "too large to bin" in str(exc)
+        return
+    assert_same_csr(Z, RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit_transform(X))
+    _assert_columns_match(cols, Z, rb.grid_ptr_)
+    assert cols.indices.dtype == np.int32
+    assert cols.value == 1.0 / np.sqrt(R)
+    # training data: grid r's entries are the block r*N:(r+1)*N
+    N = X.shape[0]
+    np.testing.assert_array_equal(cols.indptr[rb.grid_ptr_], N * np.arange(R + 1))
+    # the generic builder on the same Z and on a transform with unseen bins
+    with force_threads():
+        _assert_columns_match(column_structure(Z, rb.grid_ptr_, n_jobs=2), Z, rb.grid_ptr_)
+    _assert_columns_match(column_structure(T, rb.grid_ptr_), T, rb.grid_ptr_)
+    ptr, rows = rbcd_ref.features.column_structure(T, rb.grid_ptr_)
+    np.testing.assert_array_equal(column_structure(T, rb.grid_ptr_).indices, rows)
+
+
+def test_column_structure_unsorted_and_other_formats():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    rb = RandomBinning(n_grids=5, sigma=1.0, random_state=0)
+    Z = rb.fit_transform(X)
+    ref = column_structure(Z, rb.grid_ptr_)
+    # shuffle the entries inside every row: same structure after the builder sorts
+    Zs = Z.copy()
+    for i in range(Zs.shape[0]):
+        seg = slice(Zs.indptr[i], Zs.indptr[i + 1])
+        Zs.indices[seg] = Zs.indices[seg][::-1]
+    Zs.has_sorted_indices = False
+    for M in (Zs, Z.tocsc(), sp.csr_array(Z), Z.tocoo()):
+        got = column_structure(M, rb.grid_ptr_)
+        np.testing.assert_array_equal(got.indptr, ref.indptr)
+        np.testing.assert_array_equal(got.indices, ref.indices)
+
+
+def test_column_structure_errors():
+    Z = sp.csr_matrix(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
+    with pytest.raises(ValueError, match="row 0 has more than one entry in grid 0"):
+        column_structure(Z, np.array([0, 2, 3]))
+    with pytest.raises(ValueError, match="grid_ptr"):
+        column_structure(Z, np.array([0, 2]))
+    with pytest.raises(ValueError, match="grid_ptr"):
+        column_structure(Z, np.array([0, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="sparse"):
+        column_structure(Z.toarray(), np.array([0, 1, 3]))
+    Zv = sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [0.0, 2.0, 0.0]]))
+    with pytest.raises(ValueError, match="not all equal"):
+        column_structure(Zv, np.array([0, 1, 2, 3]))
+    ok = column_structure(sp.csr_matrix(np.array([[1.0, 0.0, 1.0], [0.0, 1.0, 0.0]])),
+                          np.array([0, 1, 2, 3]))
+    np.testing.assert_array_equal(ok.indptr, [0, 1, 2, 3])
+    np.testing.assert_array_equal(ok.indices, [0, 1, 0])
+
+
+# ---------------------------------------------------------------- statistics
+def _laplacian(x, y, sigma):
+    return float(np.exp(-np.sum(np.abs(x - y) / sigma)))
+
+
+def _pair_estimates(pairs, R, sigma, seed0):
+    """z(x).z(y) per pair, each pair with its own independent grids (fast path)."""
+    est = np.empty(len(pairs))
+    for p, (x, y) in enumerate(pairs):
+        Z = RandomBinning(n_grids=R, sigma=sigma, random_state=seed0 + p).fit_transform(
+            np.vstack([x, y]))
+        assert Z.nnz == 2 * R
+        # one entry per grid, in grid order: shared bins are equal columns
+        est[p] = np.count_nonzero(Z.indices[:R] == Z.indices[R:]) * float(Z.data[0]) ** 2
+    return est
+
+
+def test_kernel_estimate_within_monte_carlo_error():
+    """z(x).z(y) = (shared grids)/R ~ Binomial(R, k)/R: within 5 standard errors."""
+    rng = np.random.default_rng(2)
+    sigma = np.array([1.0, 2.0, 0.5])
+    R = 2000
+    pairs, ks = [], []
+    for target in (0.05, 0.2, 0.4, 0.6, 0.8, 0.95):
+        x = rng.normal(size=3)
+        direction = rng.dirichlet(np.ones(3)) * rng.choice([-1, 1], size=3)
+        # ||x - y||_1 / sigma summed = -log(target)
+        y = x + direction * sigma * (-np.log(target))
+        pairs.append((x, y))
+        ks.append(_laplacian(x, y, sigma))
+    np.testing.assert_allclose(ks, (0.05, 0.2, 0.4, 0.6, 0.8, 0.95), rtol=1e-12)
+    est = _pair_estimates(pairs, R, sigma, seed0=100)
+    se = np.sqrt(np.array(ks) * (1 - np.array(ks)) / R)
+    assert np.all(np.abs(est - ks) <= 5 * se), (est, ks, se)
+    # identical points share every bin, far points none
+    x = rng.normal(size=3)
+    assert _pair_estimates([(x, x)], 64, sigma, 7)[0] == pytest.approx(1.0, abs=1e-12)
+    assert _pair_estimates([(x, x + 1e3)], 64, sigma, 7)[0] == 0.0
+
+
+def test_error_shrinks_like_inverse_sqrt_R():
+    """RMS error over M independent pairs at R and 16 R: each mean squared error is within
+    a few standard deviations of its expectation mean(k (1 - k)) / R (a mean of M
+    independent terms, relative sd about sqrt(2 / M) or less for binomial errors), so the
+    RMS ratio is 4 within the combined band."""
+    rng = np.random.default_rng(11)
+    M, sigma = 300, 1.0
+    pairs, ks = [], []
+    for _ in range(M):
+        x = rng.normal(size=2)
+        y = x + rng.laplace(size=2) * 0.6
+        pairs.append((x, y))
+        ks.append(_laplacian(x, y, sigma))
+    ks = np.array(ks)
+    mse = {}
+    for R, seed0 in ((8, 10_000), (128, 20_000)):
+        err = _pair_estimates(pairs, R, sigma, seed0) - ks
+        expected = np.mean(ks * (1 - ks)) / R
+        mse[R] = np.mean(err**2)
+        # var(err^2) <= E[err^4] <= 3 (k(1-k)/R)^2 + k(1-k)/R^3 (binomial 4th moment)
+        var_terms = 3 * (ks * (1 - ks) / R) ** 2 + ks * (1 - ks) / R**3
+        sd = np.sqrt(np.sum(var_terms)) / M
+        assert abs(mse[R] - expected) <= 5 * sd, (R, mse[R], expected, sd)
+    ratio = np.sqrt(mse[8] / mse[128])
+    assert 2.9 <= ratio <= 5.5, ratio
+
+
+def test_training_rows_have_one_entry_per_grid_and_transform_drops_unseen():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(400, 2))
+    rb = RandomBinning(n_grids=20, sigma=0.3, random_state=1)
+    Z = rb.fit_transform(X)
+    np.testing.assert_array_equal(np.diff(Z.indptr), 20)
+    np.testing.assert_array_equal(np.asarray(Z.sum(axis=0)).ravel() * np.sqrt(20) > 0, True)
+    assert Z.shape[1] == int(rb.n_bins_.sum()) == rb.n_features_out_
+    # every grid's columns are used by the training rows, counted in order of appearance
+    for r in range(20):
+        cols = Z.indices[r::20] - rb.grid_ptr_[r]
+        assert cols.min() == 0 and cols.max() == rb.n_bins_[r] - 1
+        first = np.unique(cols, return_index=True)[1]
+        assert np.all(np.diff(first) > 0)
+    far = rb.transform(X + 1e4)
+    assert far.nnz == 0 and far.shape == (400, Z.shape[1])
+    half = rb.transform(np.vstack([X[:5], X[:5] + 1e4]))
+    np.testing.assert_array_equal(np.diff(half.indptr), [20] * 5 + [0] * 5)
+
+
+def test_kappa_and_bins_definition():
+    X = np.array([[0.0], [0.0], [0.0], [10.0]])
+    rb = RandomBinning(n_grids=4, sigma=0.01, random_state=0).fit(X)
+    # tiny widths: the three equal rows share a bin, the far one is alone
+    np.testing.assert_array_equal(rb.n_bins_, [2, 2, 2, 2])
+    np.testing.assert_array_equal(rb.kappa_per_grid_, 4 / 3)
+    assert rb.kappa_ == pytest.approx(4 / 3)
+    assert rb.predicted_speedup(1) == 1.0
+    D, R = rb.n_features_out_, 4
+    assert rb.predicted_speedup(2) == pytest.approx(2 / (1 + (R - 1) / (D - 1)))
