@@ -179,7 +179,7 @@ def best_of(fn, repeat=3):
 class Big:
     """Timing profile for calls of a second or more: few samples, no warm-up loop."""
 
-    version = DATA_VERSION
+    version = DATA_VERSION + ("-smoke" if SMOKE else "")
     number = 1
     repeat = (1, 3, 10.0)
     warmup_time = 0.0
