@@ -88,6 +88,8 @@ def _check_choice(value, name, choices):
 # start-up and barriers than they save (badly so on a loaded machine); results do not
 # depend on the thread count, so this only affects speed.
 MIN_WORK_PER_THREAD = 250_000
+# Each step keeps its K x I x J kernel block in memory (8 bytes an entry).
+MAX_STEP_ENTRIES = 2**27
 
 
 def threads_for(work, n_threads):
@@ -127,7 +129,8 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
     n_expansion : int, default=100
         J, rows of each expansion block (clipped to N // n_blocks).
     n_blocks : int, default=1
-        K, disjoint expansion blocks per step (Algorithm 2's workers).
+        K, disjoint expansion blocks per step (Algorithm 2's workers). A step holds the
+        K x I x J kernel block in memory (at most 2**27 entries, 1 GiB).
     step : {"adagrad", "inverse_t"}, default="adagrad"
     eta : float > 0, default=1.0
         Learning rate.
@@ -203,6 +206,12 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         I = min(p["I"], N)
         K = min(p["K"], N)
         J = min(p["J"], N // K)
+        if K * I * J > MAX_STEP_ENTRIES:
+            raise ValueError(
+                f"n_blocks * n_gradient * n_expansion = {K * I * J} kernel entries per step "
+                f"(a {K * I * J * 8 / 2**30:.1f} GiB buffer) exceeds {MAX_STEP_ENTRIES}; "
+                "lower n_gradient, n_expansion or n_blocks"
+            )
         A = np.zeros((n_out, N))
         G = np.ones((n_out, N))
         b = np.zeros(n_out)

@@ -157,6 +157,9 @@ def test_bad_input():
         rbcd.DoublyStochasticKernelClassifier().fit(Xn, y)
     with pytest.raises(ValueError, match="diverged"), np.errstate(over="ignore"):
         rbcd.DoublyStochasticKernelClassifier(step="inverse_t", eta=1e308, lam=1e3, max_epochs=3).fit(X, y)
+    big = rbcd.DoublyStochasticKernelClassifier(n_gradient=2**20, n_expansion=2**20)
+    with pytest.raises(ValueError, match="n_gradient"):
+        big.fit(np.repeat(X, 1000, axis=0), np.repeat(y, 1000))  # 20000 x 20000 per step
     est = quiet_fit(rbcd.DoublyStochasticKernelClassifier(max_epochs=2), X, y)
     with pytest.raises(ValueError, match="features"):
         est.predict(np.ones((3, 4)))
