@@ -212,6 +212,27 @@ def test_sample_weight_equals_repeated_rows(board):
     np.testing.assert_allclose(a.predict(Xv), b.predict(Xv), rtol=1e-7, atol=1e-8)
 
 
+def test_cd_warm_start_reuses_coefficients(board):
+    Xt, yt, _, _ = board
+    model = RBClassifier(n_grids=8, sigma=0.1, solver="cd", parallel=None, n_jobs=1,
+                         alpha=3e-3, max_epochs=200, tol=1e-4, warm_start=True, random_state=0)
+    model.fit(Xt, yt)
+    first_solver, first_epochs = model.solver_, model.n_iter_
+    model.fit(Xt, yt)  # same data and seed: same columns, starts at the optimum
+    assert model.solver_ is first_solver
+    assert model.n_iter_ < first_epochs
+    cold = RBClassifier(n_grids=8, sigma=0.1, solver="cd", parallel=None, n_jobs=1,
+                        alpha=3e-3, max_epochs=200, tol=1e-4, random_state=0).fit(Xt, yt)
+    assert cold.n_iter_ == first_epochs
+
+
+def test_verbose_reports_stages(board, capsys):
+    Xt, yt, _, _ = board
+    RBClassifier(n_grids=4, verbose=1, random_state=0).fit(Xt, yt)
+    out = capsys.readouterr().out
+    assert "features" in out and "cg solver" in out
+
+
 def test_hashed_mode(board):
     Xt, yt, Xv, yv = board
     model = RBClassifier(n_grids=32, sigma=0.05, n_features=4096, random_state=0).fit(Xt, yt)
