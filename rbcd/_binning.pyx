@@ -406,12 +406,13 @@ cdef int table_grow(Table *t) noexcept nogil:
 cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nogil:
     """Size the table for the bins expected over all rows.
 
-    Distinct bins grow at most linearly with the rows, so extrapolating the
-    count after ``rows_seen`` rows bounds the final count (at most n_rows):
-    one resize now instead of a chain of doublings over a large table.
+    Only when most rows so far opened a new bin (fine grids): then the count
+    keeps growing about linearly and extrapolating it (at most n_rows) saves
+    a chain of doublings over a large table. Coarse grids saturate and keep
+    the doubling (and the shrink at the end bounds any excess).
     """
     cdef int64_t est, cap
-    if rows_seen <= 0:
+    if rows_seen <= 0 or 2 * t.n_bins <= rows_seen:
         return 0
     est = <int64_t> (<double> t.n_bins * (<double> n_rows / <double> rows_seen)) + 1
     if est > n_rows:
@@ -498,7 +499,7 @@ cdef void fit_grid_block(
     cdef int W
     cdef Table *t
     cdef uint64_t *key
-    cdef int64_t local
+    cdef int64_t local, cap
     cdef double *q = <double *> PyMem_RawMalloc(d * sizeof(double))
     cdef uint64_t *keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
     cdef uint64_t *hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
@@ -543,6 +544,15 @@ cdef void fit_grid_block(
                     if ids != NULL:
                         ids[i * R + r] = <idx_t> local
             i0 = i1
+        # shrink over-allocated tables: at most 4 slots per bin in the fitted state
+        for r in range(g0, g1):
+            t = &tables[r]
+            if not t.failed and t.capacity > 4 * t.n_bins and t.capacity > 16:
+                cap = 16
+                while cap < 2 * t.n_bins:
+                    cap *= 2
+                if table_resize(t, cap) != 0:
+                    t.failed = 1
     PyMem_RawFree(q)
     PyMem_RawFree(keys)
     PyMem_RawFree(hashes)
