@@ -14,6 +14,9 @@ expansion blocks J_0..J_{K-1} of J rows each, for every output c:
     g[c, k, j]  = (1/nI) sum_i r[c, k, i] Kb[k, i, j] + lam A[c, J_k[j]]
     A[c, J_k[j]] -= step * g                                        # blocks disjoint: no conflict
 
+step: AdaGrad eta g / sqrt(G) (G = 1 + sum of past g^2), eta / t (t = step count) or
+eta / epoch.
+
 Phase 1 (kernel rows, f, r) is a prange over the K * nI sample rows, phase 2
 (gradients and updates) a prange over the K * J expansion columns. Both read the
 coefficients of the start of the step, so the result is the same for any number
@@ -32,11 +35,12 @@ cdef enum:
 
 cdef enum:
     INVERSE_T = 0
-    ADAGRAD = 1
+    INVERSE_EPOCH = 1
+    ADAGRAD = 2
 
 KERNEL_CODES = {"gaussian": GAUSSIAN, "laplacian": LAPLACIAN}
 LOSS_CODES = {"hinge": HINGE, "squared_hinge": SQUARED_HINGE}
-STEP_CODES = {"inverse_t": INVERSE_T, "adagrad": ADAGRAD}
+STEP_CODES = {"inverse_t": INVERSE_T, "inverse_epoch": INVERSE_EPOCH, "adagrad": ADAGRAD}
 
 
 cdef inline double kernel_value(const double *x, const double *z, Py_ssize_t d,
@@ -77,7 +81,7 @@ def dsekl_epoch(const double[:, ::1] X,        # IN (N, d): training rows / sigm
                 int kernel, int loss, int step_rule,
                 double eta, double lam, bint fit_intercept,
                 long long t,                   # IN: steps taken before this epoch
-                long long epoch,               # IN: 1-based epoch number (inverse_t rate)
+                long long epoch,               # IN: 1-based epoch number (inverse_epoch rate)
                 int n_threads,
                 double[:, :, ::1] Kb,          # SCRATCH (K, I, J)
                 double[:, :, ::1] Rb):         # SCRATCH (n_out, K, I)
@@ -87,7 +91,7 @@ def dsekl_epoch(const double[:, ::1] X,        # IN (N, d): training rows / sigm
     cdef Py_ssize_t I = n_gradient, J = n_expansion, K = n_blocks
     cdef Py_ssize_t it, start, nI, idx, k, i, j, c, row, col
     cdef double acc, g, gb
-    cdef double rate = eta / epoch     # inverse_t: eta / epoch, as in the paper's Section 4.2
+    cdef double rate = eta / epoch     # inverse_epoch: eta / epoch (the paper's Section 4.2)
     if Jidx.shape[1] != K * J or perm.shape[0] != N:
         raise ValueError("dsekl_epoch: inconsistent index arrays")
     if Kb.shape[0] < K or Kb.shape[1] < I or Kb.shape[2] < J or Rb.shape[0] < n_out:
@@ -99,6 +103,8 @@ def dsekl_epoch(const double[:, ::1] X,        # IN (N, d): training rows / sigm
     with nogil:
         for it in range(n_steps):
             t += 1
+            if step_rule == INVERSE_T:
+                rate = eta / t             # inverse_t: eta / t (the paper's Algorithm 1)
             start = it * I
             nI = N - start
             if nI > I:

@@ -27,9 +27,10 @@ parallel (OpenMP, ``n_jobs`` threads) over the K * I kernel rows and the K * J c
 the result does not depend on the number of threads.
 
 Steps: ``step="adagrad"`` (Algorithm 2): G_j = 1 + sum of past g_j^2, A_j -= eta g_j / sqrt(G_j);
-``step="inverse_t"``: A_j -= (eta / e) g_j, e = the epoch number (from 1), the 1/i rate of the
-paper's Section 4.2 (Algorithm 1's 1/t per step decays too fast to be useful; 1/epoch with a
-larger eta, e.g. 10, is the usable form).
+``step="inverse_t"`` (Algorithm 1): A_j -= (eta / t) g_j, t = steps so far (from 1);
+``step="inverse_epoch"`` (the 1/i rate of the paper's Section 4.2): A_j -= (eta / e) g_j,
+e = the epoch number (from 1). Both need a larger eta than AdaGrad (e.g. 10 for 1/epoch);
+1/t decays fast, so it suits large epochs of few steps.
 The intercept (``fit_intercept``) moves the same way with g_b = mean over blocks and rows of
 loss'(y f_J) y, unregularized.
 
@@ -131,7 +132,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
     n_blocks : int, default=1
         K, disjoint expansion blocks per step (Algorithm 2's workers). A step holds the
         K x I x J kernel block in memory (at most 2**27 entries, 1 GiB).
-    step : {"adagrad", "inverse_t"}, default="adagrad"
+    step : {"adagrad", "inverse_t", "inverse_epoch"}, default="adagrad"
     eta : float > 0, default=1.0
         Learning rate.
     fit_intercept : bool, default=True

@@ -11,7 +11,8 @@ expansion blocks J_k, all from the coefficients at the start of the step:
     g_k  = Kb_k.T @ r_k / nI + lam * A[J_k]             (J,)
     A[J_k] -= step(g_k);   b -= step(mean over k and rows of r_k)
 
-steps: adagrad (G starts at 1, G += g^2, A -= eta g / sqrt(G)) or inverse_t (A -= eta / epoch g).
+steps: adagrad (G starts at 1, G += g^2, A -= eta g / sqrt(G)), inverse_t (A -= eta / t g, t the
+step count from 1) or inverse_epoch (A -= eta / epoch g).
 Random draws from ``rng = make_generator(random_state)`` per epoch: ``rng.permutation(N)``,
 then per step ``rng.choice(N, size=K * J, replace=False)`` (J clipped to N // K, K to N).
 Stop after an epoch with ||A - A_before||_F <= tol ||A||_F.
@@ -69,7 +70,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X, y):
         kernel = check_choice(self.kernel, "kernel", ("gaussian", "laplacian"))
         loss = check_choice(self.loss, "loss", ("hinge", "squared_hinge"))
-        step = check_choice(self.step, "step", ("adagrad", "inverse_t"))
+        step = check_choice(self.step, "step", ("adagrad", "inverse_t", "inverse_epoch"))
         lam = check_real(self.lam, "lam", low=0.0)
         eta = check_real(self.eta, "eta", low=0.0, low_open=True)
         tol = check_real(self.tol, "tol", low=0.0)
@@ -109,6 +110,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
             A_before = A.copy()
             for s in range(n_steps):
                 t += 1
+                rate = eta / t if step == "inverse_t" else eta / epoch
                 B = perm[s * I:(s + 1) * I]
                 blocks = [Jidx[s][k * J:(k + 1) * J] for k in range(K)]
                 Kbs = [kernel_matrix(Xs[B], Xs[Jk], kernel) for Jk in blocks]
@@ -124,14 +126,14 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
                         G[:, Jk] += g * g
                         A[:, Jk] -= eta * g / np.sqrt(G[:, Jk])
                     else:
-                        A[:, Jk] -= (eta / epoch) * g
+                        A[:, Jk] -= rate * g
                 if self.fit_intercept:
                     gb = np.sum([R.sum(axis=0) for R in Rs], axis=0) / (K * len(B))
                     if step == "adagrad":
                         Gb += gb * gb
                         b -= eta * gb / np.sqrt(Gb)
                     else:
-                        b -= (eta / epoch) * gb
+                        b -= rate * gb
             if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
                 raise ValueError("the coefficients diverged (non-finite); lower eta")
             norm = np.linalg.norm(A)
