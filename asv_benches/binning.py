@@ -75,3 +75,25 @@ class ColumnStructure(Big):
 
     def peakmem_column_structure(self, n_samples, n_jobs):
         self.column_structure(self.Z, self.grid_ptr, n_jobs=n_jobs)
+
+
+class FitTransformColumns(Big):
+    """RandomBinning._fit_transform_columns(X): Z and its column structure together, the
+    path RBRegressor/RBClassifier take (compare with fit_transform + column_structure)."""
+
+    params = ([N_LARGE], THREADS)
+    param_names = ["n_samples", "n_jobs"]
+
+    def setup(self, n_samples, n_jobs):
+        RandomBinning = require("rbcd", "RandomBinning")
+        if not hasattr(RandomBinning, "_fit_transform_columns"):
+            raise NotImplementedError("RandomBinning._fit_transform_columns unavailable")
+        self.X = memo(("X", n_samples), lambda: make_X(n_samples, N_FEATURES))
+        self.est = RandomBinning(n_grids=N_GRIDS, sigma=1.0, n_jobs=n_jobs,
+                                 random_state=SEED_GRIDS)
+
+    def time_fit_transform_columns(self, n_samples, n_jobs):
+        self.est._fit_transform_columns(self.X)
+
+    def peakmem_fit_transform_columns(self, n_samples, n_jobs):
+        self.est._fit_transform_columns(self.X)
