@@ -9,6 +9,8 @@ The model is a kernel expansion over all N training points,
     E(A, b) = (1/N) sum_i loss(y_i f(x_i)) + (lam / 2) (1/N) sum_j A_j^2,
 
 loss = hinge max(0, 1 - m) or squared hinge max(0, 1 - m)^2, y in {-1, +1}.
+As in the paper's eq. 4 the penalty is on the coefficients (||A||^2), not on the RKHS norm
+A^T K A of a kernel SVM.
 Kernels on x / sigma (sigma a positive scalar or one value per feature):
 gaussian exp(-||x - z||_2^2 / (2 sigma^2)), laplacian exp(-||x - z||_1 / sigma).
 
@@ -29,8 +31,8 @@ the result does not depend on the number of threads.
 Steps: ``step="adagrad"`` (Algorithm 2): G_j = 1 + sum of past g_j^2, A_j -= eta g_j / sqrt(G_j);
 ``step="inverse_t"`` (Algorithm 1): A_j -= (eta / t) g_j, t = steps so far (from 1);
 ``step="inverse_epoch"`` (the 1/i rate of the paper's Section 4.2): A_j -= (eta / e) g_j,
-e = the epoch number (from 1). Both need a larger eta than AdaGrad (e.g. 10 for 1/epoch);
-1/t decays fast, so it suits large epochs of few steps.
+e = the epoch number (from 1). Both need a larger eta than AdaGrad (on the paper's XOR
+problem: about 100 for 1/t, 10 to 30 for 1/epoch).
 The intercept (``fit_intercept``) moves the same way with g_b = mean over blocks and rows of
 loss'(y f_J) y, unregularized.
 
