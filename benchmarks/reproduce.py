@@ -716,7 +716,6 @@ def parse_args(argv=None):
 def main(argv=None):
     args = parse_args(argv)
     cfg = QUICK if args.quick else DEFAULT
-    os.makedirs(args.out, exist_ok=True)
     t_start = time.perf_counter()
 
     def log(msg):
@@ -725,6 +724,7 @@ def main(argv=None):
     machine = _machine()
     log(machine)
     datasets = load_datasets(cfg, args)
+    os.makedirs(args.out, exist_ok=True)
     for ds in datasets:
         l1, _ = _pair_distances(ds.Xtr, args.seed)
         ds.sigma0 = float(np.mean(l1))

@@ -273,3 +273,47 @@ def test_index_base_is_kept_from_training_to_prediction(tmp_path, capsys):
     assert main(["train", str(nocol0), "-m", str(m0), "--n-grids", "8",
                  "--zero-based", "yes"]) == 0
     assert "50 rows x 4 features" in capsys.readouterr().out
+
+
+def test_reproduce_script_smoke(tmp_path, monkeypatch):
+    """benchmarks/reproduce.py runs every panel end to end (tiny sizes) and writes its
+    figures and tables into --out only."""
+    import importlib.util
+    import json
+
+    path = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "reproduce.py")
+    spec = importlib.util.spec_from_file_location("rbcd_reproduce", path)
+    repro = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(repro)
+    tiny = dict(repro.QUICK, n_synthetic=300, n_synthetic_test=100, sigma_exponents=(-2, 0),
+                R_sigma=8, R_list=(4, 8), rb_R_list=(4, 8), components=(16, 32),
+                exact_max_n=400, speed_n=2000, speed_R=8, speed_rf_D=16, speed_epochs=3,
+                speed_repeats=1)
+    monkeypatch.setattr(repro, "QUICK", tiny)
+    out = tmp_path / "repro"
+    code = repro.main(["--out", str(out), "--quick", "--datasets", "checkerboard,diabetes",
+                       "--threads", "1,2"])
+    assert code == 0
+    for name in ("fig3_sigma.png", "fig4_grids.png", "fig5_time.png", "fig6_speedup.png",
+                 "results.md", "results.json"):
+        assert (out / name).stat().st_size > 0, name
+    with open(out / "results.json") as fh:
+        res = json.load(fh)
+    assert res["errors"] == {}
+    sigma = res["results"]["sigma"]
+    assert [len(sigma[d]["rows"]) for d in ("checkerboard", "diabetes")] == [2, 2]
+    assert len(sigma["diabetes"]["exact"]) == 2  # N <= exact_max_n: exact kernel line
+    methods = res["results"]["time"]["checkerboard"]["methods"]
+    assert set(methods) == {"RB + CG (rbcd)", "RandomFourier + RidgeCG",
+                            "RBFSampler + Ridge", "Nystroem + Ridge"}
+    modes = res["results"]["speedup"]["modes"]
+    # eq. 29 for dense random Fourier features (R = D non-zeros per row) predicts no speedup
+    assert all(r["predicted"] == pytest.approx(1.0) for r in modes["RF (dense), Hogwild"]["rows"])
+    hog = modes["RB, Hogwild"]["rows"][1]
+    assert hog["threads"] == 2 and 1.0 < hog["predicted"] <= 2.0
+    # grid blocks are deterministic: the same objective for 1 and 2 threads
+    grid = modes["RB, grid blocks"]["rows"]
+    assert grid[0]["objective"] == pytest.approx(grid[1]["objective"], rel=1e-12)
+    md = (out / "results.md").read_text()
+    assert "## (a)" in md and "## (d)" in md and "exact test RMSE" in md
+    assert sorted(os.listdir(tmp_path)) == ["repro"]
