@@ -195,7 +195,6 @@ class SparseRandomFeatures(BaseEstimator):
         fourier_b = np.empty(0)
         binnings = []  # (RandomBinning, kept local columns) per iteration
         n_hist, obj_hist = [], []
-        est = None
         for t in range(T):
             # 1-2: draw a block of features and add it to the working set
             if feature == "fourier":
@@ -213,9 +212,10 @@ class SparseRandomFeatures(BaseEstimator):
                          max_epochs=self.max_epochs, tol=self.tol, parallel=self.parallel,
                          n_jobs=self.n_jobs, warm_start=True, random_state=cd_seed,
                          verbose=max(0, int(self.verbose) - 1))
-            W0 = np.hstack([W_ws, np.zeros((n_out, Z.shape[1] - W_ws.shape[1]))])
-            est.coef_ = W0[0] if (not classify) else W0
-            est.intercept_ = float(B_ws[0]) if not classify else B_ws.copy()
+            if t > 0:  # warm start: the kept weights, the new features at 0
+                W0 = np.hstack([W_ws, np.zeros((n_out, Z.shape[1] - W_ws.shape[1]))])
+                est.coef_ = W0[0] if not classify else W0
+                est.intercept_ = float(B_ws[0]) if not classify else B_ws.copy()
             est.fit(Z, y)
             W = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
             B = np.atleast_1d(np.asarray(est.intercept_, dtype=np.float64))
