@@ -17,10 +17,12 @@ Design
   comparing packed keys is comparing bin vectors: a 64-bit hash only picks
   the slot and every hit is verified against the stored key. A bin outside
   ``[lo, hi]`` in some dimension was never seen in fit (no entry, no lookup).
-* A table is open addressing with linear probing, power-of-two capacity, load
-  <= 1/2. A slot holds ``(hash >> 32) << 32 | (local id + 1)`` (0 = empty),
-  so most misses are settled without touching the keys. Local ids number
-  bins by first appearance in row order.
+* A table is open addressing with linear probing, power-of-two capacity,
+  load <= 0.7 (fitted tables are shrunk to the smallest such capacity). A
+  slot holds ``(hash >> 32) << 32 | (local id + 1)`` (0 = empty), so most
+  misses are settled without touching the keys. Local ids number bins by
+  first appearance in row order. Memory: 11-23 bytes of slots plus 8 bytes
+  per key word per bin in the fitted state (4 more per bin during fit).
 * Parallelism in fit: each thread owns a contiguous block of grids (one
   table per grid, so the output does not depend on the thread count) and
   walks the rows in blocks of ``ROW_BLOCK``; X is read once per thread, the
@@ -29,7 +31,7 @@ Design
 * Transform and hashed mode are parallel over rows (tables read-only).
 """
 from cython.parallel cimport prange, parallel
-from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, qsort
 from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawFree
@@ -335,7 +337,7 @@ cdef inline int64_t table_find(
 ctypedef struct Table:
     uint64_t *slots     # capacity slots: 0 empty, else tag << 32 | (local id + 1)
     uint64_t *keys      # n_bins * n_words packed keys, in local id order
-    int64_t *counts     # n_bins training rows per bin
+    uint32_t *counts    # n_bins training rows per bin (N < 2**32 - 1)
     int64_t capacity    # power of two
     int64_t n_bins
     int64_t keys_room   # bins that fit in keys / counts before a realloc
@@ -351,7 +353,7 @@ cdef int table_init(Table *t, int n_words) noexcept nogil:
     t.failed = 0
     t.slots = <uint64_t *> big_calloc(t.capacity, sizeof(uint64_t))
     t.keys = <uint64_t *> big_malloc(t.keys_room * n_words * sizeof(uint64_t))
-    t.counts = <int64_t *> big_malloc(t.keys_room * sizeof(int64_t))
+    t.counts = <uint32_t *> big_malloc(t.keys_room * sizeof(uint32_t))
     if t.slots == NULL or t.keys == NULL or t.counts == NULL:
         t.failed = 1
         return -1
@@ -418,7 +420,7 @@ cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nog
     if est > n_rows:
         est = n_rows
     cap = t.capacity
-    while cap < 2 * est:
+    while 7 * cap < 10 * est:
         cap *= 2
     if cap > t.capacity:
         return table_resize(t, cap)
@@ -429,13 +431,13 @@ cdef int table_room(Table *t) noexcept nogil:
     """Make room for one more key (keys / counts arrays)."""
     cdef int64_t room = t.keys_room * 2
     cdef uint64_t *keys = <uint64_t *> big_malloc(room * t.n_words * sizeof(uint64_t))
-    cdef int64_t *counts = <int64_t *> big_malloc(room * sizeof(int64_t))
+    cdef uint32_t *counts = <uint32_t *> big_malloc(room * sizeof(uint32_t))
     if keys == NULL or counts == NULL:
         free(keys)
         free(counts)
         return -1
     memcpy(keys, t.keys, t.n_bins * t.n_words * sizeof(uint64_t))
-    memcpy(counts, t.counts, t.n_bins * sizeof(int64_t))
+    memcpy(counts, t.counts, t.n_bins * sizeof(uint32_t))
     free(t.keys)
     free(t.counts)
     t.keys = keys
@@ -448,7 +450,7 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
     """Local id of ``key``, inserting it (next id) if new; -1 on allocation failure."""
     cdef uint64_t mask, pos, tag = h >> 32, s
     cdef int64_t local
-    if 2 * (t.n_bins + 1) > t.capacity:
+    if 10 * (t.n_bins + 1) > 7 * t.capacity:  # load <= 0.7
         if table_grow(t) != 0:
             return -1
     mask = <uint64_t> t.capacity - 1
@@ -547,11 +549,11 @@ cdef void fit_grid_block(
         # shrink over-allocated tables: at most 4 slots per bin in the fitted state
         for r in range(g0, g1):
             t = &tables[r]
-            if not t.failed and t.capacity > 4 * t.n_bins and t.capacity > 16:
+            if not t.failed and t.capacity > 16:
                 cap = 16
-                while cap < 2 * t.n_bins:
+                while 7 * cap < 10 * t.n_bins:
                     cap *= 2
-                if table_resize(t, cap) != 0:
+                if cap < t.capacity and table_resize(t, cap) != 0:
                     t.failed = 1
     PyMem_RawFree(q)
     PyMem_RawFree(keys)
@@ -749,7 +751,7 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
         for r in range(R):
             slots_list.append(_copy_u64(tables[r].slots, tables[r].capacity))
             keys_list.append(_copy_u64(tables[r].keys, tables[r].n_bins * tables[r].n_words))
-            grid_counts = _copy_i64(tables[r].counts, tables[r].n_bins)
+            grid_counts = _copy_u32(tables[r].counts, tables[r].n_bins)
             max_count[r] = grid_counts.max()
             if want_counts:
                 counts[total:total + tables[r].n_bins] = grid_counts
@@ -770,11 +772,12 @@ cdef object _copy_u64(const uint64_t *src, Py_ssize_t n):
     return out
 
 
-cdef object _copy_i64(const int64_t *src, Py_ssize_t n):
+cdef object _copy_u32(const uint32_t *src, Py_ssize_t n):
     out = np.empty(n, dtype=np.int64)
     cdef int64_t[::1] view = out
-    if n > 0:
-        memcpy(&view[0], src, n * sizeof(int64_t))
+    cdef Py_ssize_t k
+    for k in range(n):
+        view[k] = src[k]
     return out
 
 
