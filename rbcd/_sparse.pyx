@@ -229,3 +229,169 @@ def csc_weighted_col_stats(
                 colsum[j] = a
                 colsq[j] = b
 
+
+
+# ---------------------------------------------------------------------------------------
+# Block CG vector updates (rbcd.ridge.solve_ridge_cg), fused so that an iteration makes
+# few passes over the (D, k) arrays. Sums over j are accumulated per block of CG_BLOCK
+# rows into ``partial`` (n_blocks, n_act) and added up by the caller in block order, so
+# the result does not depend on the thread count.
+
+cdef enum:
+    _CG_BLOCK = 4096
+
+CG_BLOCK = _CG_BLOCK  # rows per partial sum, visible from Python
+
+
+cdef inline double _inv_diag(const double *diag, const double *alpha, Py_ssize_t j,
+                             Py_ssize_t c, bint use_diag) noexcept nogil:
+    """1 / (diag[j] + alpha[c]) when positive, else 1 (no preconditioning there)."""
+    cdef double d
+    if not use_diag:
+        return 1.0
+    d = diag[j] + alpha[c]
+    return 1.0 / d if d > 0.0 else 1.0
+
+
+def cg_operator_tail(
+    double[:, ::1] Q,             # IN/OUT (D, n_act) Z^T S (Z P - 1 zbar.P) for the active columns
+    const double[:, ::1] Pa,      # IN  (D, n_act) the active search directions
+    const double[::1] zbar,       # IN  (D,) weighted column means (ignored unless centred)
+    const double[::1] tsum,       # IN  (n_act,) column sums of S (Z P - 1 zbar.P)
+    const double[::1] alpha_act,  # IN  (n_act,) penalty of each active column
+    bint centred,
+    double[:, ::1] partial,       # OUT (n_blocks, n_act) block sums of Pa * Q
+    int n_threads,
+):
+    """Q += alpha * Pa - outer(zbar, tsum) (if centred); partial[b] = (Pa * Q)[block b].sum(0)."""
+    cdef Py_ssize_t D = Q.shape[0]
+    cdef Py_ssize_t na = Q.shape[1]
+    cdef Py_ssize_t n_blocks = (D + _CG_BLOCK - 1) // _CG_BLOCK
+    cdef Py_ssize_t blk, j, a, lo, hi
+    cdef double q
+    if Pa.shape[0] != D or Pa.shape[1] != na or partial.shape[0] != n_blocks or partial.shape[1] != na:
+        raise ValueError("cg_operator_tail: inconsistent shapes")
+    if tsum.shape[0] != na or alpha_act.shape[0] != na or (centred and zbar.shape[0] != D):
+        raise ValueError("cg_operator_tail: inconsistent shapes")
+    if D == 0 or na == 0:
+        return
+    cdef double *qp = &Q[0, 0]
+    cdef const double *pp = &Pa[0, 0]
+    cdef double *part = &partial[0, 0]
+    cdef const double *zb = &zbar[0] if zbar.shape[0] > 0 else NULL
+    cdef const double *ts = &tsum[0]
+    cdef const double *al = &alpha_act[0]
+    with nogil:
+        for blk in prange(n_blocks, schedule="static", num_threads=n_threads):
+            lo = blk * _CG_BLOCK
+            hi = min(lo + _CG_BLOCK, D)
+            for a in range(na):
+                part[blk * na + a] = 0.0
+            for j in range(lo, hi):
+                # Q[j] += alpha * P[j] - zbar[j] * tsum; partial[blk] += P[j] * Q[j]
+                for a in range(na):
+                    q = qp[j * na + a] + al[a] * pp[j * na + a]
+                    if centred:
+                        q = q - zb[j] * ts[a]
+                    qp[j * na + a] = q
+                    part[blk * na + a] += pp[j * na + a] * q
+
+
+def cg_step(
+    double[:, ::1] X,             # IN/OUT (D, k) solutions
+    double[:, ::1] R,             # IN/OUT (D, k) residuals
+    const double[:, ::1] Pa,      # IN  (D, n_act) active search directions
+    const double[:, ::1] Q,       # IN  (D, n_act) A @ Pa
+    const long long[::1] act,     # IN  (n_act,) the active columns of X and R
+    const double[::1] step,       # IN  (n_act,) CG step sizes
+    const double[::1] diag,       # IN  (D,) operator diagonal without alpha (Jacobi)
+    const double[::1] alpha,      # IN  (k,) penalties
+    bint use_diag,
+    double[:, ::1] partial_rr,    # OUT (n_blocks, n_act) block sums of r^2
+    double[:, ::1] partial_rz,    # OUT (n_blocks, n_act) block sums of r * M^-1 r
+    int n_threads,
+):
+    """X[:, act] += step * Pa; R[:, act] -= step * Q; block sums of r.r and r.M^-1 r."""
+    cdef Py_ssize_t D = X.shape[0]
+    cdef Py_ssize_t k = X.shape[1]
+    cdef Py_ssize_t na = act.shape[0]
+    cdef Py_ssize_t n_blocks = (D + _CG_BLOCK - 1) // _CG_BLOCK
+    cdef Py_ssize_t blk, j, a, c, lo, hi
+    cdef double r
+    if R.shape[0] != D or R.shape[1] != k or Pa.shape[0] != D or Pa.shape[1] != na:
+        raise ValueError("cg_step: inconsistent shapes")
+    if Q.shape[0] != D or Q.shape[1] != na or step.shape[0] != na or alpha.shape[0] != k:
+        raise ValueError("cg_step: inconsistent shapes")
+    if partial_rr.shape[0] != n_blocks or partial_rz.shape[0] != n_blocks:
+        raise ValueError("cg_step: inconsistent shapes")
+    if partial_rr.shape[1] != na or partial_rz.shape[1] != na or (use_diag and diag.shape[0] != D):
+        raise ValueError("cg_step: inconsistent shapes")
+    for a in range(na):
+        if act[a] < 0 or act[a] >= k:
+            raise ValueError("cg_step: active column out of range")
+    if D == 0 or na == 0:
+        return
+    cdef double *xp = &X[0, 0]
+    cdef double *rp = &R[0, 0]
+    cdef const double *pp = &Pa[0, 0]
+    cdef const double *qp = &Q[0, 0]
+    cdef const long long *ac = &act[0]
+    cdef const double *st = &step[0]
+    cdef const double *dg = &diag[0] if diag.shape[0] > 0 else NULL
+    cdef const double *al = &alpha[0]
+    cdef double *prr = &partial_rr[0, 0]
+    cdef double *prz = &partial_rz[0, 0]
+    with nogil:
+        for blk in prange(n_blocks, schedule="static", num_threads=n_threads):
+            lo = blk * _CG_BLOCK
+            hi = min(lo + _CG_BLOCK, D)
+            for a in range(na):
+                prr[blk * na + a] = 0.0
+                prz[blk * na + a] = 0.0
+            for j in range(lo, hi):
+                # X[j, c] += step * P[j]; R[j, c] -= step * Q[j]; sums of r^2 and r^2 / diag
+                for a in range(na):
+                    c = ac[a]
+                    xp[j * k + c] += st[a] * pp[j * na + a]
+                    r = rp[j * k + c] - st[a] * qp[j * na + a]
+                    rp[j * k + c] = r
+                    prr[blk * na + a] += r * r
+                    prz[blk * na + a] += r * r * _inv_diag(dg, al, j, c, use_diag)
+
+
+def cg_direction(
+    double[:, ::1] P,             # IN/OUT (D, k) search directions
+    const double[:, ::1] R,       # IN  (D, k) residuals
+    const long long[::1] act,     # IN  (n_act,) columns to update
+    const double[::1] beta,       # IN  (n_act,)
+    const double[::1] diag,       # IN  (D,) operator diagonal without alpha (Jacobi)
+    const double[::1] alpha,      # IN  (k,)
+    bint use_diag,
+    int n_threads,
+):
+    """P[:, act] = M^-1 R[:, act] + beta * P[:, act]."""
+    cdef Py_ssize_t D = P.shape[0]
+    cdef Py_ssize_t k = P.shape[1]
+    cdef Py_ssize_t na = act.shape[0]
+    cdef Py_ssize_t j, a, c
+    if R.shape[0] != D or R.shape[1] != k or beta.shape[0] != na or alpha.shape[0] != k:
+        raise ValueError("cg_direction: inconsistent shapes")
+    if use_diag and diag.shape[0] != D:
+        raise ValueError("cg_direction: inconsistent shapes")
+    for a in range(na):
+        if act[a] < 0 or act[a] >= k:
+            raise ValueError("cg_direction: active column out of range")
+    if D == 0 or na == 0:
+        return
+    cdef double *pp = &P[0, 0]
+    cdef const double *rp = &R[0, 0]
+    cdef const long long *ac = &act[0]
+    cdef const double *bt = &beta[0]
+    cdef const double *dg = &diag[0] if diag.shape[0] > 0 else NULL
+    cdef const double *al = &alpha[0]
+    with nogil:
+        for j in prange(D, schedule="static", num_threads=n_threads):
+            # P[j, act] = R[j, act] / (diag[j] + alpha[act]) + beta * P[j, act]
+            for a in range(na):
+                c = ac[a]
+                pp[j * k + c] = rp[j * k + c] * _inv_diag(dg, al, j, c, use_diag) + bt[a] * pp[j * k + c]
