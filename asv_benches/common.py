@@ -116,7 +116,7 @@ def quiet_convergence():
 
 
 def build_rb(n_samples, sigma=SIGMA, n_grids=N_GRIDS, n_features=N_FEATURES, n_jobs=None):
-    """Fit RandomBinning on make_X(n_samples): returns (fitted binning, Z)."""
+    """Fit RandomBinning on make_X(n_samples): returns (fitted binning, Z, X)."""
     RandomBinning = require("rbcd", "RandomBinning")
     X = make_X(n_samples, n_features)
     rb = RandomBinning(n_grids=n_grids, sigma=sigma, n_jobs=n_jobs, random_state=SEED_GRIDS)
