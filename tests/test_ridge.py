@@ -83,6 +83,50 @@ def test_products_match_scipy(n, D, k, density, const, f32, idx64, seed):
     np.testing.assert_array_equal(results[0][1], results[1][1])
 
 
+@settings(max_examples=15)
+@given(D=st.integers(1, 9000), k=st.integers(1, 5), use_diag=st.booleans(),
+       seed=st.integers(0, 2**31 - 1))
+def test_cg_vector_kernels_match_numpy(D, k, use_diag, seed):
+    rng = np.random.default_rng(seed)
+    act = np.sort(rng.choice(k, size=rng.integers(1, k + 1), replace=False)).astype(np.int64)
+    na = act.size
+    n_blocks = -(-D // _sparse.CG_BLOCK)
+    X, R, P = (rng.standard_normal((D, k)) for _ in range(3))
+    Pa = np.ascontiguousarray(P[:, act])
+    Q0 = rng.standard_normal((D, na))
+    zbar, diag = rng.standard_normal(D), rng.uniform(-0.1, 2.0, D)
+    tsum, alpha = rng.standard_normal(na), rng.uniform(0.0, 1.0, k)
+    step, beta = rng.standard_normal(na), rng.standard_normal(na)
+    d = diag[:, None] + alpha[None, :]
+    minv = np.where(d > 0, 1.0 / np.where(d > 0, d, 1.0), 1.0) if use_diag else np.ones((D, k))
+    Q_ref = Q0 + alpha[act] * Pa - np.outer(zbar, tsum)
+    X_ref, R_ref = X.copy(), R.copy()
+    X_ref[:, act] += step * Pa
+    R_ref[:, act] -= step * Q_ref
+    P_ref = P.copy()
+    P_ref[:, act] = minv[:, act] * R_ref[:, act] + beta * P[:, act]
+    outs = []
+    for n_threads in (1, 2):
+        Q = Q0.copy()
+        part = np.empty((n_blocks, na))
+        _sparse.cg_operator_tail(Q, Pa, zbar, tsum, alpha[act].copy(), True, part, n_threads)
+        np.testing.assert_allclose(Q, Q_ref, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(part.sum(0), (Pa * Q_ref).sum(0), rtol=1e-10, atol=1e-10)
+        Xt, Rt, Pt = X.copy(), R.copy(), P.copy()
+        prr, prz = np.empty((n_blocks, na)), np.empty((n_blocks, na))
+        _sparse.cg_step(Xt, Rt, Pa, Q, act, step, diag, alpha, use_diag, prr, prz, n_threads)
+        np.testing.assert_allclose(Xt, X_ref, rtol=1e-13, atol=1e-13)
+        np.testing.assert_allclose(Rt, R_ref, rtol=1e-13, atol=1e-12)
+        r = R_ref[:, act]
+        np.testing.assert_allclose(prr.sum(0), (r * r).sum(0), rtol=1e-10)
+        np.testing.assert_allclose(prz.sum(0), (r * r * minv[:, act]).sum(0), rtol=1e-10, atol=1e-10)
+        _sparse.cg_direction(Pt, Rt, act, beta, diag, alpha, use_diag, n_threads)
+        np.testing.assert_allclose(Pt, P_ref, rtol=1e-12, atol=1e-12)
+        outs.append((Q, prr, prz, Pt))
+    for a, b in zip(*outs):  # no dependence on the thread count
+        np.testing.assert_array_equal(a, b)
+
+
 def test_product_shape_errors():
     Z = sp.random(5, 4, density=0.5, random_state=0, format="csr")
     with pytest.raises(ValueError, match="out has shape"):
