@@ -67,6 +67,45 @@ cdef inline double loss_derivative(double margin, int loss) noexcept nogil:
     return 0.0
 
 
+cdef void sample_row(const double[:, ::1] X, const double[:, ::1] Y, const double[:, ::1] A,
+                     const double[::1] b, const long long[:, ::1] Jidx, Py_ssize_t it,
+                     Py_ssize_t k, Py_ssize_t i, Py_ssize_t row, Py_ssize_t J, int kernel,
+                     int loss, double[:, :, ::1] Kb, double[:, :, ::1] Rb) noexcept nogil:
+    """Phase 1 for sample row i of block k: its kernel row, f and r for every output."""
+    cdef Py_ssize_t j, c, d = X.shape[1]
+    cdef double acc
+    for j in range(J):
+        # Kb[k, i, j] = k(x_row, x_{J_k[j]})
+        Kb[k, i, j] = kernel_value(&X[row, 0], &X[Jidx[it, k * J + j], 0], d, kernel)
+    for c in range(Y.shape[0]):
+        acc = 0.0
+        for j in range(J):
+            acc = acc + A[c, Jidx[it, k * J + j]] * Kb[k, i, j]
+        # f = A[c, J_k] @ Kb[k, i] / J + b[c];  r = loss'(y f) y
+        acc = acc / J + b[c]
+        Rb[c, k, i] = loss_derivative(Y[c, row] * acc, loss) * Y[c, row]
+
+
+cdef void expansion_column(double[:, ::1] A, double[:, ::1] G, const long long[:, ::1] Jidx,
+                           Py_ssize_t it, Py_ssize_t k, Py_ssize_t j, Py_ssize_t J,
+                           Py_ssize_t nI, int step_rule, double eta, double rate, double lam,
+                           const double[:, :, ::1] Kb, const double[:, :, ::1] Rb) noexcept nogil:
+    """Phase 2 for coefficient j of block k: its gradient and update, for every output."""
+    cdef Py_ssize_t i, c, col = Jidx[it, k * J + j]
+    cdef double acc, g
+    for c in range(A.shape[0]):
+        acc = 0.0
+        for i in range(nI):
+            acc = acc + Rb[c, k, i] * Kb[k, i, j]
+        # g = r[c, k] @ Kb[k, :, j] / nI + lam A[c, col]
+        g = acc / nI + lam * A[c, col]
+        if step_rule == ADAGRAD:
+            G[c, col] += g * g
+            A[c, col] -= eta * g / sqrt(G[c, col])
+        else:
+            A[c, col] -= rate * g
+
+
 def dsekl_epoch(const double[:, ::1] X,        # IN (N, d): training rows / sigma
                 const double[:, ::1] Y,        # IN (n_out, N): targets in {-1, +1}
                 double[:, ::1] A,              # IN/OUT (n_out, N): expansion coefficients
@@ -85,13 +124,21 @@ def dsekl_epoch(const double[:, ::1] X,        # IN (N, d): training rows / sigm
                 int n_threads,
                 double[:, :, ::1] Kb,          # SCRATCH (K, I, J)
                 double[:, :, ::1] Rb):         # SCRATCH (n_out, K, I)
-    """Run one epoch (ceil(N / I) steps) in place. Returns the new step count t."""
-    cdef Py_ssize_t N = X.shape[0], d = X.shape[1], n_out = Y.shape[0]
+    """Run one epoch (ceil(N / I) steps) in place. Returns the new step count t.
+
+    Two schedules, with identical arithmetic (so identical results): with at least as
+    many blocks as threads, each thread runs whole blocks (phase 1 then phase 2 of its
+    block: the blocks are independent, one parallel region per step, Algorithm 2's
+    workers); otherwise phase 1 runs in parallel over the K * nI sample rows, then
+    phase 2 over the K * J coefficients (two regions per step).
+    """
+    cdef Py_ssize_t N = X.shape[0], n_out = Y.shape[0]
     cdef Py_ssize_t n_steps = Jidx.shape[0]
     cdef Py_ssize_t I = n_gradient, J = n_expansion, K = n_blocks
-    cdef Py_ssize_t it, start, nI, idx, k, i, j, c, row, col
-    cdef double acc, g, gb
+    cdef Py_ssize_t it, start, nI, idx, k, i, j, c
+    cdef double gb
     cdef double rate = eta / epoch     # inverse_epoch: eta / epoch (the paper's Section 4.2)
+    cdef bint by_block
     if Jidx.shape[1] != K * J or perm.shape[0] != N:
         raise ValueError("dsekl_epoch: inconsistent index arrays")
     if Kb.shape[0] < K or Kb.shape[1] < I or Kb.shape[2] < J or Rb.shape[0] < n_out:
@@ -100,6 +147,7 @@ def dsekl_epoch(const double[:, ::1] X,        # IN (N, d): training rows / sigm
         n_threads = 1
     if epoch < 1:
         raise ValueError("dsekl_epoch: epoch numbers start at 1")
+    by_block = K > 1 and K >= n_threads
     with nogil:
         for it in range(n_steps):
             t += 1
@@ -109,37 +157,22 @@ def dsekl_epoch(const double[:, ::1] X,        # IN (N, d): training rows / sigm
             nI = N - start
             if nI > I:
                 nI = I
-            # phase 1: kernel rows of the gradient sample, f and r, per (block, sample row)
-            for idx in prange(K * nI, schedule="static", num_threads=n_threads):
-                k = idx // nI
-                i = idx % nI
-                row = perm[start + i]
-                for j in range(J):
-                    # Kb[k, i, j] = k(x_row, x_{J_k[j]})
-                    Kb[k, i, j] = kernel_value(&X[row, 0], &X[Jidx[it, k * J + j], 0], d, kernel)
-                for c in range(n_out):
-                    acc = 0.0
-                    for j in range(J):
-                        acc = acc + A[c, Jidx[it, k * J + j]] * Kb[k, i, j]
-                    # f = A[c, J_k] @ Kb[k, i] / J + b[c];  r = loss'(y f) y
-                    acc = acc / J + b[c]
-                    Rb[c, k, i] = loss_derivative(Y[c, row] * acc, loss) * Y[c, row]
-            # phase 2: gradient on every expansion coefficient, and its update
-            for idx in prange(K * J, schedule="static", num_threads=n_threads):
-                k = idx // J
-                j = idx % J
-                col = Jidx[it, idx]
-                for c in range(n_out):
-                    acc = 0.0
+            if by_block:
+                # block k reads and writes only the coefficients of J_k: independent workers
+                for k in prange(K, schedule="static", num_threads=n_threads):
                     for i in range(nI):
-                        acc = acc + Rb[c, k, i] * Kb[k, i, j]
-                    # g = r[c, k] @ Kb[k, :, j] / nI + lam A[c, col]
-                    g = acc / nI + lam * A[c, col]
-                    if step_rule == ADAGRAD:
-                        G[c, col] += g * g
-                        A[c, col] -= eta * g / sqrt(G[c, col])
-                    else:
-                        A[c, col] -= rate * g
+                        sample_row(X, Y, A, b, Jidx, it, k, i, perm[start + i], J, kernel, loss, Kb, Rb)
+                    for j in range(J):
+                        expansion_column(A, G, Jidx, it, k, j, J, nI, step_rule, eta, rate, lam, Kb, Rb)
+            else:
+                # phase 1: kernel rows of the gradient sample, f and r, per (block, sample row)
+                for idx in prange(K * nI, schedule="static", num_threads=n_threads):
+                    sample_row(X, Y, A, b, Jidx, it, idx // nI, idx % nI, perm[start + idx % nI],
+                               J, kernel, loss, Kb, Rb)
+                # phase 2: gradient on every expansion coefficient, and its update
+                for idx in prange(K * J, schedule="static", num_threads=n_threads):
+                    expansion_column(A, G, Jidx, it, idx // J, idx % J, J, nI, step_rule, eta,
+                                     rate, lam, Kb, Rb)
             # intercept: g_b = mean over blocks and sample rows of r
             if fit_intercept:
                 for c in range(n_out):
