@@ -75,6 +75,20 @@ def test_same_result_for_any_thread_count(n_blocks, monkeypatch):
     np.testing.assert_array_equal(one.decision_function(X), two.decision_function(X))
 
 
+def test_block_and_row_schedules_agree(monkeypatch):
+    """K >= threads runs whole blocks per thread, K < threads splits rows and columns:
+    the same arithmetic, so the same coefficients."""
+    monkeypatch.setattr(rbcd.dsekl, "MIN_WORK_PER_THREAD", 1)
+    X, y = xor(200, 0.5, np.random.default_rng(6))
+    y3 = np.arange(200) % 3
+    for target in (y, y3):
+        kw = dict(n_blocks=2, n_gradient=40, n_expansion=30, max_epochs=3, random_state=1)
+        by_block = quiet_fit(rbcd.DoublyStochasticKernelClassifier(n_jobs=2, **kw), X, target)
+        by_row = quiet_fit(rbcd.DoublyStochasticKernelClassifier(n_jobs=3, **kw), X, target)
+        np.testing.assert_array_equal(by_block.coef_full_, by_row.coef_full_)
+        np.testing.assert_array_equal(by_block.intercept_, by_row.intercept_)
+
+
 def test_draws_are_disjoint_blocks_and_a_permutation():
     perm, Jidx = draw_epoch(np.random.default_rng(0), 50, 7, 6, 4)
     assert sorted(perm) == list(range(50))
