@@ -10,9 +10,14 @@ the CSR arrays of Z^T), which is parallel over columns with no reduction.
 the benchmark in tests and asv, the CSC route was faster here (docs in
 rbcd.ridge).
 
-Every kernel has a fast path for matrices whose stored values all equal one
-constant (random binning: 1/sqrt(R)): the data array is not read and the
+Every product kernel has a fast path for matrices whose stored values all equal
+one constant (random binning: 1/sqrt(R)): the data array is not read and the
 constant is applied once per output row.
+
+The block CG's vector updates (cg_operator_tail, cg_step, cg_direction) are fused
+here too, so one iteration makes a few passes over the (D, k) arrays instead of a
+dozen numpy temporaries; their sums are taken per fixed block of rows and added in
+block order, so results do not depend on the thread count.
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int32_t, int64_t
