@@ -126,6 +126,14 @@ def test_every_parameter_reaches_its_stage(board):
     assert cg.n_iter_[0] == 3
 
 
+def test_float32_features_with_cg(board):
+    Xt, yt, Xv, _ = board
+    a = RBClassifier(n_grids=8, sigma=0.1, dtype=np.float32, tol=1e-8, random_state=0).fit(Xt, yt)
+    b = RBClassifier(n_grids=8, sigma=0.1, tol=1e-8, random_state=0).fit(Xt, yt)
+    assert a.coef_.dtype == np.float32 and b.coef_.dtype == np.float64
+    np.testing.assert_allclose(a.decision_function(Xv), b.decision_function(Xv), rtol=1e-4, atol=1e-4)
+
+
 def test_predict_proba_only_for_logistic_cd(board):
     Xt, yt, Xv, _ = board
     with warnings.catch_warnings():
