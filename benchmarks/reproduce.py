@@ -60,7 +60,7 @@ QUICK = dict(
                                                        "diabetes"),
     sigma_exponents=(-3, -2, -1, 0, 1, 2), R_sigma=64, R_list=(8, 32, 128),
     rb_R_list=(8, 32, 128), components=(64, 256, 1024), exact_max_n=3000,
-    speed_n=50000, speed_R=64, speed_rf_D=128, speed_epochs=5, speed_repeats=1,
+    speed_n=50000, speed_R=64, speed_rf_D=128, speed_epochs=8, speed_repeats=1,
 )
 DEFAULT = dict(
     n_synthetic=20000, n_synthetic_test=5000, datasets=("checkerboard", "regression",
@@ -69,7 +69,7 @@ DEFAULT = dict(
     sigma_exponents=(-4, -3, -2, -1, 0, 1, 2, 3), R_sigma=128,
     R_list=(8, 16, 32, 64, 128, 256, 512), rb_R_list=(8, 16, 32, 64, 128, 256),
     components=(64, 128, 256, 512, 1024), exact_max_n=5000,
-    speed_n=100000, speed_R=128, speed_rf_D=128, speed_epochs=10, speed_repeats=2,
+    speed_n=100000, speed_R=128, speed_rf_D=128, speed_epochs=15, speed_repeats=2,
 )
 CG_TOL = 1e-3  # the paper's CG tolerance (Sec. 5.2)
 PANELS = ("sigma", "grids", "time", "speedup")
@@ -391,10 +391,12 @@ def _time_cd(Z, y, mode, n_threads, epochs, seed, binning=None):
 
     t1, n1, _ = run(1)
     tE, nE, obj = run(epochs)
+    per_epoch = tE / max(1, nE)
     if nE > n1:
-        per_epoch = max(tE - t1, 1e-9) / (nE - n1)
-    else:
-        per_epoch = tE / max(1, nE)
+        # setup excluded; if timing noise swamps the difference, keep the plain average
+        diff = (tE - t1) / (nE - n1)
+        if diff > 0.25 * per_epoch:
+            per_epoch = diff
     return per_epoch, obj
 
 
@@ -631,7 +633,8 @@ def write_markdown(path, all_results, datasets, cfg, args, machine, errors, elap
                "![fig6](fig6_speedup.png)", "",
                f"Data: {res['data']}, N = {res['n']}, sigma = {res['sigma']:.3g}, squared loss, "
                f"alpha = 1e-6 (ridge), tol = 0; seconds per epoch = (time of a {res['epochs']}-epoch "
-               f"fit - time of a 1-epoch fit) / {res['epochs'] - 1} (setup excluded), best of "
+               f"fit - time of a 1-epoch fit) / {res['epochs'] - 1} (setup excluded; the plain "
+               f"average when timing noise makes that difference implausibly small), best of "
                f"{cfg['speed_repeats']}; objective after {res['epochs']} epochs. Eq. 29: tau / (1 + (R - 1)(tau - 1)/(D - 1)) with R "
                f"= non-zeros per row. Grid blocks are conflict-free (no eq. 29 penalty).", ""]
         rows = []
