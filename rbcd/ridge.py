@@ -421,7 +421,9 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     tol : float, stop a target when ||residual|| <= tol * ||right-hand side||
     max_iter : int or None; None means ``min(10 * D, 10_000)``
     preconditioner : "jacobi" or None. Jacobi is the diagonal of the centred,
-        weighted operator (for random binning features: bin counts / R + alpha).
+        weighted operator (for random binning features: bin counts / R + alpha). It
+        removes bad column scaling; on random binning features plain CG (None) was
+        measured to need fewer iterations (module docstring).
     n_jobs : threads for the sparse products (None: OpenMP default, -1: all cores)
 
     Attributes
