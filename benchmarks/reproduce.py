@@ -26,8 +26,9 @@ Writes into the --out directory only (created if needed; nothing else is written
 * ``results.md``        every number in Markdown tables, with the machine and settings.
 * ``results.json``      the same, machine-readable.
 
-Data (no downloads, no network): the generated checkerboard and nonlinear regression
-problems of ``rbcd.datasets`` and scikit-learn's bundled digits, breast_cancer and diabetes;
+Data (no downloads, no network): the generated checkerboard (4x4 cells in 2 of 8
+dimensions; 2x2, an XOR, with --quick, whose smaller N cannot learn 4x4) and nonlinear
+regression problems of ``rbcd.datasets`` and scikit-learn's bundled digits, breast_cancer and diabetes;
 or ``--data FILE`` (svmlight/libsvm; classification or regression detected from the labels
 as in ``rbcd train``), split 80/20. Real-valued features of the bundled and --data sets are
 standardized with the training split's mean and standard deviation.
@@ -56,14 +57,14 @@ import numpy as np
 
 # --------------------------------------------------------------------------------- settings
 QUICK = dict(
-    n_synthetic=2500, n_synthetic_test=1000, datasets=("checkerboard", "breast_cancer",
+    n_synthetic=2500, n_synthetic_test=1000, checker_cells=2, datasets=("checkerboard", "breast_cancer",
                                                        "diabetes"),
     sigma_exponents=(-3, -2, -1, 0, 1, 2), R_sigma=64, R_list=(8, 32, 128),
     rb_R_list=(8, 32, 128), components=(64, 256, 1024), exact_max_n=3000,
     speed_n=50000, speed_R=64, speed_rf_D=128, speed_epochs=8, speed_repeats=1,
 )
 DEFAULT = dict(
-    n_synthetic=20000, n_synthetic_test=5000, datasets=("checkerboard", "regression",
+    n_synthetic=20000, n_synthetic_test=5000, checker_cells=4, datasets=("checkerboard", "regression",
                                                         "digits", "breast_cancer",
                                                         "diabetes"),
     sigma_exponents=(-4, -3, -2, -1, 0, 1, 2, 3), R_sigma=128,
@@ -136,10 +137,11 @@ def load_datasets(cfg, args):
     n, nt = cfg["n_synthetic"], cfg["n_synthetic_test"]
     for name in (args.datasets or cfg["datasets"]):
         if name == "checkerboard":
-            X, y = make_checkerboard(n + nt, n_features=8, n_informative=2, n_cells=4,
+            c = cfg["checker_cells"]
+            X, y = make_checkerboard(n + nt, n_features=8, n_informative=2, n_cells=c,
                                      random_state=seed)
             out.append(Dataset(name, "classification", X[:n], y[:n], X[n:], y[n:],
-                               alpha=0.1, note="4x4 cells in 2 of 8 dims"))
+                               alpha=0.1, note=f"{c}x{c} cells in 2 of 8 dims"))
         elif name == "regression":
             X, y = make_nonlinear_regression(n + nt, n_features=8, noise=0.1,
                                              random_state=seed)
