@@ -103,7 +103,7 @@ def problems(draw):
 
 
 @PATHS
-@settings(max_examples=40)
+@settings(max_examples=25)
 @given(problem=problems())
 def test_exact_mode_matches_ref(path, problem):
     X, X2, R, sigma, seed = problem
@@ -130,7 +130,7 @@ def test_exact_mode_matches_ref(path, problem):
 
 
 @PATHS
-@settings(max_examples=30)
+@settings(max_examples=20)
 @given(problem=problems(), m=st.integers(1, 2**40))
 def test_hashed_mode_matches_ref(path, problem, m):
     X, X2, R, sigma, seed = problem
@@ -253,7 +253,7 @@ def _assert_columns_match(cols, Z, grid_ptr):
         assert cols.value == float(Z.data[0])
 
 
-@settings(max_examples=30)
+@settings(max_examples=15)
 @given(problems())
 def test_columns_equal_tocsc(problem):
     X, X2, R, sigma, seed = problem
