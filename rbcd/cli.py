@@ -123,6 +123,9 @@ def build_parser():
     )
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback on errors")
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"rbcd {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="{demo,train,predict}",
                                 parser_class=_Parser)
 

@@ -161,6 +161,8 @@ def test_usage_errors_exit_2(capsys):
 def test_help_exits_0(capsys):
     assert main(["--help"]) == 0
     assert "demo" in capsys.readouterr().out
+    assert main(["--version"]) == 0
+    assert re.match(r"rbcd \d+\.\d+", capsys.readouterr().out)
 
 
 def test_missing_and_malformed_data_exit_1(classification_files, tmp_path, capsys):
