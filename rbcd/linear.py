@@ -417,15 +417,21 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
     converged = False
     n_iter = 0
     D = cols.n_cols
-    n_watch = min(D, max(16, D // 64))
+    col_nnz = np.diff(cols.indptr)
+    watch_budget = max(cols.nnz // 64, 1)  # entries the lower bound may read per epoch
     watch = None
     # rounding slack of the gap's lower bound (its terms are O(P0) = O(scale))
     slack = 1e-8 * scale if use_gap else 0.0
 
     def watch_list():
-        if n_watch >= D:
-            return np.arange(D, dtype=np.int64)
-        return np.sort(np.argpartition(prob.scores(), D - n_watch)[D - n_watch:]).astype(np.int64)
+        """The most violating columns of the last full check, within the entry budget."""
+        scores = prob.scores()
+        k = min(D, 256)
+        top = np.argpartition(scores, D - k)[D - k:] if k < D else np.arange(D)
+        top = top[np.argsort(-scores[top], kind="stable")]
+        within = np.cumsum(col_nnz[top]) <= watch_budget
+        within[0] = True
+        return np.sort(top[within]).astype(np.int64)
 
     if max_epochs > 1 and not verbose:
         prob.convergence(check, n_threads)  # scores at the start point seed the watch list
