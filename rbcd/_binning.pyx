@@ -32,7 +32,8 @@ Design
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport free, qsort
+from libc.stdlib cimport free, qsort, realloc
+from cython.view cimport array as cvarray
 from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawFree
 
@@ -749,8 +750,11 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
         counts = np.empty(total, dtype=np.int64) if want_counts else None
         total = 0
         for r in range(R):
-            slots_list.append(_copy_u64(tables[r].slots, tables[r].capacity))
-            keys_list.append(_copy_u64(tables[r].keys, tables[r].n_bins * tables[r].n_words))
+            # hand the table storage to numpy (no copy); the arrays free it
+            slots_list.append(_adopt_u64(tables[r].slots, tables[r].capacity))
+            tables[r].slots = NULL
+            keys_list.append(_adopt_u64(tables[r].keys, tables[r].n_bins * tables[r].n_words))
+            tables[r].keys = NULL
             grid_counts = _copy_u32(tables[r].counts, tables[r].n_bins)
             max_count[r] = grid_counts.max()
             if want_counts:
@@ -764,11 +768,25 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
     return n_bins, max_count, slots_list, keys_list, counts
 
 
-cdef object _copy_u64(const uint64_t *src, Py_ssize_t n):
-    out = np.empty(n, dtype=np.uint64)
-    cdef uint64_t[::1] view = out
-    if n > 0:
-        memcpy(&view[0], src, n * sizeof(uint64_t))
+cdef object _adopt_u64(uint64_t *ptr, Py_ssize_t n):
+    """A numpy uint64 array owning ``ptr[:n]`` (malloc'd; freed with the array).
+
+    The block is first trimmed to n items (it may have been grown by doubling).
+    """
+    cdef cvarray arr
+    cdef uint64_t *trimmed
+    if n == 0:
+        free(ptr)
+        return np.empty(0, dtype=np.uint64)
+    trimmed = <uint64_t *> realloc(ptr, n * sizeof(uint64_t))
+    if trimmed != NULL:
+        ptr = trimmed
+    arr = cvarray(shape=(n,), itemsize=sizeof(uint64_t), format="Q", mode="c",
+                  allocate_buffer=False)
+    arr.data = <char *> ptr
+    arr.callback_free_data = free
+    out = np.asarray(arr)
+    assert out.dtype == np.uint64
     return out
 
 
