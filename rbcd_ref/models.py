@@ -142,7 +142,7 @@ class RBRegressor(RegressorMixin, _RBBase):
     def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
-                 parallel="auto", preconditioner="jacobi", warm_start=False,
+                 parallel="auto", preconditioner=None, warm_start=False,
                  dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
         self.n_grids = n_grids
         self.sigma = sigma
@@ -188,7 +188,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
     def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
-                 parallel="auto", preconditioner="jacobi", warm_start=False,
+                 parallel="auto", preconditioner=None, warm_start=False,
                  class_weight=None, dtype=np.float64, n_jobs=None, random_state=None,
                  verbose=0):
         self.n_grids = n_grids
