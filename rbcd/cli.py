@@ -483,7 +483,7 @@ def cmd_train(args, out):
     save_model(args.model, model, task, X.shape[1],
                extra={"train_file": os.path.abspath(args.data), "fit_info": info,
                       "zero_based": zero_based})
-    log(f"summary: {task}, time {time.perf_counter() - t_start:.2f} s (binning "
+    log(f"summary: {task}, wall time {time.perf_counter() - t_start:.2f} s including I/O (binning "
         f"{info['binning_time']:.2f} s, solving {info['solve_time']:.2f} s), D = {info['D']}, "
         f"kappa = {info['kappa']:.1f}, nnz = {info['nnz']}, threads = {n_threads}")
     log(f"model saved to {args.model}")
