@@ -314,16 +314,19 @@ def test_hogwild_and_grid_reach_the_serial_optimum_classification(loss):
 
 
 @pytest.mark.parametrize("selection", SELECTIONS)
-def test_hogwild_keeps_predictions_consistent_under_conflicts(selection):
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_hogwild_keeps_predictions_consistent_under_conflicts(selection, loss):
     # every column touches every row: two threads add to the same p_i all the time;
     # with atomic adds (and atomic coordinate swaps) p stays exactly Z w + b.
     rng = np.random.default_rng(0)
     N, D = 3000, 6
     Zc = sp.csc_matrix(rng.normal(size=(N, D)) / np.sqrt(D))
-    y = rng.normal(size=N)
-    h = np.asarray(Zc.multiply(Zc).sum(axis=0)).ravel() / N
+    y = rng.normal(size=N) if loss == "squared" else np.where(rng.random(N) < 0.5, -1.0, 1.0)
+    s = rng.uniform(0.5, 2.0, size=N)
+    beta = _cd.beta_of(_cd.Loss[loss.upper()])
+    M = beta * np.asarray(Zc.multiply(Zc).T @ s).ravel() / s.sum()
     prob = _cd.CDProblem(Zc.indptr.astype(np.int64), Zc.indices, np.ascontiguousarray(Zc.data),
-                         1.0, y, None, float(N), h, _cd.Loss.SQUARED, 1e-4, 0.0, True,
+                         1.0, y, s, float(s.sum()), M, _cd.Loss[loss.upper()], 1e-4, 0.0, True,
                          _cd.Selection[selection.upper()], 123)
     prob.set_thread_seeds([5, 6])
     prob.intercept_step()
