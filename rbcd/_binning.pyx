@@ -210,6 +210,8 @@ cdef enum:
     ROW_BLOCK = 128        # rows per block in the fit loop (keys prefetched per block)
     INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
     PRESIZE_ROWS = 8192    # rows after which a table is sized for all rows (multiple of ROW_BLOCK)
+    FIRST_GROUP = 4        # grids in a thread's first sweep over the rows
+    CACHE_BUDGET = 1572864 # bytes of tables per sweep (about a per-core L2)
 
 cdef uint64_t LOW32 = 0xFFFFFFFF
 
@@ -498,11 +500,11 @@ cdef void fit_grid_block(
     Table *tables,            # IN/OUT (R,) tables, only g0 .. g1 - 1 touched
     idx_t *ids,               # OUT (N * R) local id of (i, r) at i * R + r, or NULL
 ) noexcept nogil:
-    cdef Py_ssize_t i0, i1, i, r, k
+    cdef Py_ssize_t i0, i1, i, r, k, ga, gb, n_group
     cdef int W
     cdef Table *t
     cdef uint64_t *key
-    cdef int64_t local, cap
+    cdef int64_t local, cap, table_bytes
     cdef double *q = <double *> PyMem_RawMalloc(d * sizeof(double))
     cdef uint64_t *keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
     cdef uint64_t *hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
@@ -512,41 +514,64 @@ cdef void fit_grid_block(
     else:
         for r in range(g0, g1):
             table_init(&tables[r], n_words[r])
-        i0 = 0
-        while i0 < N:
-            i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
-            for r in range(g0, g1):
-                t = &tables[r]
-                if t.failed:
-                    continue
-                W = n_words[r]
-                # keys of the block's rows in grid r, their slots prefetched
-                for i in range(i0, i1):
-                    k = i - i0
-                    key = keys + k * W
-                    if not grid_key(X + i * d, offsets + r * d, widths + r * d, inv + r * d,
-                                    lo + r * d, hi + r * d, word + r * d, shift + r * d,
-                                    d, W, simd, q, key):
-                        t.failed = 2  # cannot happen: [lo, hi] bounds the training bins
-                        break
-                    hashes[k] = key_hash(key, W)
-                    prefetch(t.slots + (hashes[k] & <uint64_t> (t.capacity - 1)))
-                if t.failed:
-                    continue
-                # probe in row order: first appearance numbering
-                if i0 == PRESIZE_ROWS:
-                    if table_presize(t, i0, N) != 0:
-                        t.failed = 1
+        # Grids are swept over all rows in groups: a first group of
+        # FIRST_GROUP grids measures the table size; then as many grids per
+        # sweep as keep their tables within CACHE_BUDGET (all of them when
+        # the tables are tiny, or too large to stay cached anyway). X is
+        # re-read once per sweep, a sequential stream.
+        ga = g0
+        n_group = FIRST_GROUP
+        while ga < g1:
+            gb = ga + n_group if ga + n_group < g1 else g1
+            i0 = 0
+            while i0 < N:
+                i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
+                for r in range(ga, gb):
+                    t = &tables[r]
+                    if t.failed:
                         continue
-                for i in range(i0, i1):
-                    k = i - i0
-                    local = table_add(t, keys + k * W, hashes[k])
-                    if local < 0:
-                        t.failed = 1
-                        break
-                    if ids != NULL:
-                        ids[i * R + r] = <idx_t> local
-            i0 = i1
+                    W = n_words[r]
+                    # keys of the block's rows in grid r, their slots prefetched
+                    for i in range(i0, i1):
+                        k = i - i0
+                        key = keys + k * W
+                        if not grid_key(X + i * d, offsets + r * d, widths + r * d, inv + r * d,
+                                        lo + r * d, hi + r * d, word + r * d, shift + r * d,
+                                        d, W, simd, q, key):
+                            t.failed = 2  # cannot happen: [lo, hi] bounds the training bins
+                            break
+                        hashes[k] = key_hash(key, W)
+                        prefetch(t.slots + (hashes[k] & <uint64_t> (t.capacity - 1)))
+                    if t.failed:
+                        continue
+                    # probe in row order: first appearance numbering
+                    if i0 == PRESIZE_ROWS:
+                        if table_presize(t, i0, N) != 0:
+                            t.failed = 1
+                            continue
+                    for i in range(i0, i1):
+                        k = i - i0
+                        local = table_add(t, keys + k * W, hashes[k])
+                        if local < 0:
+                            t.failed = 1
+                            break
+                        if ids != NULL:
+                            ids[i * R + r] = <idx_t> local
+                i0 = i1
+            # size of the next group from the largest table of this one
+            table_bytes = 1
+            for r in range(ga, gb):
+                t = &tables[r]
+                cap = t.capacity * 8 + t.n_bins * (t.n_words * 8 + 4)
+                if cap > table_bytes:
+                    table_bytes = cap
+            if table_bytes <= CACHE_BUDGET // 32 or table_bytes > CACHE_BUDGET:
+                n_group = g1 - gb
+            else:
+                n_group = CACHE_BUDGET // table_bytes
+            if n_group < 1:
+                n_group = 1
+            ga = gb
         # shrink over-allocated tables: at most 4 slots per bin in the fitted state
         for r in range(g0, g1):
             t = &tables[r]
