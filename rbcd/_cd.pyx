@@ -45,8 +45,20 @@ cdef extern from *:
     #endif
         return old;
     }
+    /* old = *p; *p += v; atomically: threads claim chunks of an epoch's work. */
+    static inline long long rbcd_cd_fetch_add(long long *p, long long v) {
+        long long old;
+    #if RBCD_OPENMP
+        #pragma omp atomic capture
+        { old = *p; *p += v; }
+    #else
+        old = *p; *p += v;
+    #endif
+        return old;
+    }
     """
     double atomic_exchange "rbcd_cd_exchange"(double *p, double v) noexcept nogil
+    long long fetch_add "rbcd_cd_fetch_add"(long long *p, long long v) noexcept nogil
 
 cdef extern from *:
     """
@@ -89,6 +101,9 @@ cdef enum:
     # gain at N = 10^6: out-of-order execution already overlaps those misses)
     LOOK = 8
     GRID_CHUNK = 64
+    # Hogwild threads claim the epoch's steps in chunks of this many from a shared counter,
+    # so a thread that the OS preempts holds up at most one chunk, not half the epoch
+    HOGWILD_CHUNK = 1024
 
 ctypedef fused idx_t:
     int32_t
@@ -367,6 +382,25 @@ cdef void run_draws(const Prob* P, uint64_t* state, Py_ssize_t count, bint atomi
         cd_step(P, j, atomic)
 
 
+cdef void hogwild_worker(const Prob* P, uint64_t* state, const int64_t* order,
+                         long long* next_step, bint atomic) noexcept nogil:
+    """One Hogwild thread: claims chunks of the epoch's D steps until none are left.
+
+    ``state`` not NULL: each claimed step is a draw from this thread's own stream;
+    otherwise the steps are order[lo:hi] (order NULL: the coordinates lo..hi-1).
+    """
+    cdef long long lo, hi
+    while True:
+        lo = fetch_add(next_step, HOGWILD_CHUNK)
+        if lo >= P.D:
+            return
+        hi = min(lo + HOGWILD_CHUNK, <long long>P.D)
+        if state != NULL:
+            run_draws(P, state, hi - lo, atomic)
+        else:
+            run_order(P, order, lo, hi, atomic)
+
+
 cdef void run_order(const Prob* P, const int64_t* order, Py_ssize_t lo, Py_ssize_t hi,
                     bint atomic) noexcept nogil:
     """Steps on order[lo], ..., order[hi - 1] (order NULL: lo, ..., hi - 1), with prefetch."""
@@ -553,7 +587,7 @@ cdef class CDProblem:
         cdef int64_t[::1] perm = self.perm_arr
         cdef const int64_t[::1] gp
         cdef uint64_t[::1] ts
-        cdef Py_ssize_t[::1] counts
+        cdef long long next_step
         cdef int64_t lo, hi
         cdef Py_ssize_t c, n_chunks
         cdef Selection sel = self.selection
@@ -572,25 +606,18 @@ cdef class CDProblem:
         elif mode == HOGWILD:
             T = max(1, n_threads)
             atomic = T > 1  # one thread: no concurrent writer, plain adds suffice
-            if sel == RANDOM:
-                if self.thread_states.shape[0] < T:
-                    raise ValueError("Hogwild needs one seed per thread (set_thread_seeds)")
-                ts = self.thread_states
-                counts_arr = np.full(T, D // T, dtype=np.intp)
-                counts_arr[: D % T] += 1
-                counts = counts_arr
-                with nogil:
-                    # thread t: counts[t] draws from its own stream
-                    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-                        run_draws(P, &ts[t], counts[t], atomic)
-            else:
-                with nogil:
-                    if sel == PERMUTATION:
-                        fisher_yates(&perm[0], D, &self.rng)
-                    # thread t: the contiguous share [D t / T, D (t + 1) / T) of the order
-                    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-                        run_order(P, &perm[0] if sel == PERMUTATION else NULL,
-                                  (D * t) // T, (D * (t + 1)) // T, atomic)
+            if sel == RANDOM and self.thread_states.shape[0] < T:
+                raise ValueError("Hogwild needs one seed per thread (set_thread_seeds)")
+            ts = self.thread_states if sel == RANDOM else np.zeros(T, dtype=np.uint64)
+            next_step = 0
+            with nogil:
+                if sel == PERMUTATION:
+                    fisher_yates(&perm[0], D, &self.rng)
+                # thread t claims chunks of the D steps: draws from its own stream (random),
+                # or stretches of the permutation / of 0..D-1
+                for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+                    hogwild_worker(P, &ts[t] if sel == RANDOM else NULL,
+                                   &perm[0] if sel == PERMUTATION else NULL, &next_step, atomic)
         else:
             if self.grid_ptr is None:
                 raise ValueError("grid mode needs the grid structure (grid_ptr)")
