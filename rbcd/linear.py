@@ -26,6 +26,12 @@ Parallel modes (``parallel=``):
   it pays (at least ``_HOGWILD_MIN_NNZ`` stored entries and a predicted speedup, paper
   eq. 29, of at least 1.5), else None: tiny or dense problems gain nothing from threads and
   keep their reproducibility.
+
+Convergence is decided once per epoch, after the intercept step (docs/internals.md). The
+full check is an O(nnz) pass; when a certified lower bound computed from the few columns
+that violated most at the last full check (at most 1/64 of the entries) already exceeds
+tol, the decision "not converged" is known and the pass is skipped. Fits therefore stop at
+the same epoch as with a full check every epoch; ``dual_gap_`` is always a full check.
 """
 import numbers
 import warnings
@@ -504,6 +510,10 @@ class _CDBase(BaseEstimator):
                 B0 = B0.reshape(n_problems)
                 warm = True
         seed = solver_seed(self.random_state)
+        if params["verbose"]:
+            print(f"[rbcd CD] {n_problems} problem(s), N = {N}, D = {D}, nnz = {cols.nnz}"
+                  f"{' (all values equal)' if cols.data is None else ''}; loss {loss}, "
+                  f"parallel = {mode!r}, {n_threads} thread(s)")
         results = []
         for k in range(n_problems):
             results.append(_solve(
