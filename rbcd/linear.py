@@ -498,8 +498,11 @@ class _CDBase(BaseEstimator):
         S = float(np.sum(s_full))
         beta = _cd.beta_of(LOSSES[loss])
         lam2 = params["alpha"] * (1.0 - params["l1_ratio"])
-        h = _cd.column_sq_sums(cols.indptr, cols.indices, cols.data, cols.zval,
-                               np.ascontiguousarray(s_full), n_threads) / S
+        if cols.data is None and s is None:
+            h = np.diff(cols.indptr) * (cols.zval * cols.zval) / S  # counts * z^2: no pass
+        else:
+            h = _cd.column_sq_sums(cols.indptr, cols.indices, cols.data, cols.zval,
+                                   np.ascontiguousarray(s_full), n_threads) / S
         M = np.ascontiguousarray(beta * h + lam2)
         warm = False
         if self.warm_start and hasattr(self, "coef_"):
