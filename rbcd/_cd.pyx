@@ -100,7 +100,7 @@ cdef enum:
     # its row indices LOOK / 2 steps ahead (prefetching its predictions as well measured no
     # gain at N = 10^6: out-of-order execution already overlaps those misses)
     LOOK = 8
-    GRID_CHUNK = 64
+    GRID_CHUNK = 16
     # Hogwild threads claim the epoch's steps in chunks of this many from a shared counter,
     # so a thread that the OS preempts holds up at most one chunk, not half the epoch
     HOGWILD_CHUNK = 1024

@@ -432,6 +432,8 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
     def watch_list():
         """The most violating columns of the last full check, within the entry budget."""
         scores = prob.scores()
+        if D == 0:
+            return np.zeros(0, dtype=np.int64)
         k = min(D, 256)
         top = np.argpartition(scores, D - k)[D - k:] if k < D else np.arange(D)
         top = top[np.argsort(-scores[top], kind="stable")]
