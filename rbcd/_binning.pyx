@@ -939,6 +939,50 @@ cdef inline void sort_u64(uint64_t *v, Py_ssize_t n) noexcept nogil:
         v[b + 1] = x
 
 
+cdef inline void hash_grids(
+    const int64_t *bins,   # IN  (R, d) bins of one row
+    Py_ssize_t R,
+    Py_ssize_t d,
+    uint64_t m,
+    uint64_t *cols,        # OUT (R,) hashed columns
+) noexcept nogil:
+    """cols[r] = hash(r, bins[r]) % m (docs/internals.md), four grids at a time:
+    the hash of one grid is a chain of dependent mix64 steps, so four
+    independent chains keep the multiplier busy."""
+    cdef Py_ssize_t r = 0, j
+    cdef uint64_t h0, h1, h2, h3
+    cdef const int64_t *b0
+    cdef const int64_t *b1
+    cdef const int64_t *b2
+    cdef const int64_t *b3
+    while r + 4 <= R:
+        b0 = bins + r * d
+        b1 = b0 + d
+        b2 = b1 + d
+        b3 = b2 + d
+        h0 = mix64(<uint64_t> r + GOLDEN)
+        h1 = mix64(<uint64_t> (r + 1) + GOLDEN)
+        h2 = mix64(<uint64_t> (r + 2) + GOLDEN)
+        h3 = mix64(<uint64_t> (r + 3) + GOLDEN)
+        for j in range(d):
+            h0 = mix64((h0 ^ <uint64_t> b0[j]) + GOLDEN)
+            h1 = mix64((h1 ^ <uint64_t> b1[j]) + GOLDEN)
+            h2 = mix64((h2 ^ <uint64_t> b2[j]) + GOLDEN)
+            h3 = mix64((h3 ^ <uint64_t> b3[j]) + GOLDEN)
+        cols[r] = h0 % m
+        cols[r + 1] = h1 % m
+        cols[r + 2] = h2 % m
+        cols[r + 3] = h3 % m
+        r += 4
+    while r < R:
+        b0 = bins + r * d
+        h0 = mix64(<uint64_t> r + GOLDEN)
+        for j in range(d):
+            h0 = mix64((h0 ^ <uint64_t> b0[j]) + GOLDEN)
+        cols[r] = h0 % m
+        r += 1
+
+
 def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
                      const double[:, ::1] offsets, const double[:, ::1] inv, bint simd,
                      uint64_t n_features,
@@ -953,7 +997,6 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
     """
     cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
     cdef Py_ssize_t i, r, j, cnt
-    cdef uint64_t h
     cdef const double *x
     cdef const double *u
     cdef const double *w
@@ -964,26 +1007,23 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
     bins = NULL
     with nogil, parallel(num_threads=max(1, n_threads)):
         cols = <uint64_t *> PyMem_RawMalloc(R * sizeof(uint64_t))
-        bins = <int64_t *> PyMem_RawMalloc(d * sizeof(int64_t))
+        bins = <int64_t *> PyMem_RawMalloc(R * d * sizeof(int64_t))
         if cols == NULL or bins == NULL:
             failed[0] = 1
         else:
             for i in prange(N, schedule="static"):
                 x = &X[i, 0]
-                # cols[r] = hash(r, floor((X[i] - offsets[r]) / widths[r])) % n_features
                 for r in range(R):
                     u = &offsets[r, 0]
                     w = &widths[r, 0]
                     if simd:
-                        bins_avx512(x, u, w, &inv[r, 0], d, bins)
+                        bins_avx512(x, u, w, &inv[r, 0], d, bins + r * d)
                     else:
-                        # bins = floor((X[i] - offsets[r]) / widths[r])
+                        # bins[r] = floor((X[i] - offsets[r]) / widths[r])
                         for j in range(d):
-                            bins[j] = floor_to_int64((x[j] - u[j]) / w[j])
-                    h = mix64(<uint64_t> r + GOLDEN)
-                    for j in range(d):
-                        h = mix64((h ^ <uint64_t> bins[j]) + GOLDEN)
-                    cols[r] = h % n_features
+                            bins[r * d + j] = floor_to_int64((x[j] - u[j]) / w[j])
+                # cols[r] = hash(r, bins[r]) % n_features
+                hash_grids(bins, R, d, n_features, cols)
                 sort_u64(cols, R)
                 # unique columns with their multiplicities
                 cnt = 0
