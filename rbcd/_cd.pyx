@@ -230,6 +230,7 @@ cdef struct Prob:
     const double* s            # (N,) sample weights, NULL when all 1
     double S                   # sum of the weights
     double* u                  # (N,) state: p - y (squared) or p
+    double* dv                 # (N,) loss'(p_i, y_i); the same array as u for squared
     Loss loss
     double lam1
     double lam2
@@ -237,48 +238,29 @@ cdef struct Prob:
 
 cdef inline double _col_sum(const Prob* P, const idx_t* ind, Py_ssize_t j) noexcept nogil:
     # numpy: (s * loss'(p, y) * z)[rows of column j].sum()   (z left out when constant)
+    # loss'(p_i, y_i) is kept up to date in dv, so this loop is the same for every loss
     cdef int64_t k
     cdef int64_t start = P.rec[j].start
     cdef int64_t end = P.rec[j].end
     cdef idx_t i
     cdef double acc = 0.0
-    cdef const double* u = P.u
-    cdef const double* y = P.y
+    cdef const double* dv = P.dv
     cdef const double* s = P.s
     cdef const double* z = P.data
-    cdef Loss loss = P.loss
-    if loss == SQUARED:
-        if z == NULL and s == NULL:
-            for k in range(start, end):
-                acc += u[ind[k]]
-        elif z == NULL:
-            for k in range(start, end):
-                i = ind[k]
-                acc += s[i] * u[i]
-        elif s == NULL:
-            for k in range(start, end):
-                acc += u[ind[k]] * z[k]
-        else:
-            for k in range(start, end):
-                i = ind[k]
-                acc += s[i] * u[i] * z[k]
+    if z == NULL and s == NULL:
+        for k in range(start, end):
+            acc += dv[ind[k]]
+    elif z == NULL:
+        for k in range(start, end):
+            i = ind[k]
+            acc += s[i] * dv[i]
+    elif s == NULL:
+        for k in range(start, end):
+            acc += dv[ind[k]] * z[k]
     else:
-        if z == NULL and s == NULL:
-            for k in range(start, end):
-                i = ind[k]
-                acc += loss_deriv(loss, u[i], y[i])
-        elif z == NULL:
-            for k in range(start, end):
-                i = ind[k]
-                acc += s[i] * loss_deriv(loss, u[i], y[i])
-        elif s == NULL:
-            for k in range(start, end):
-                i = ind[k]
-                acc += loss_deriv(loss, u[i], y[i]) * z[k]
-        else:
-            for k in range(start, end):
-                i = ind[k]
-                acc += s[i] * loss_deriv(loss, u[i], y[i]) * z[k]
+        for k in range(start, end):
+            i = ind[k]
+            acc += s[i] * dv[i] * z[k]
     return acc
 
 
@@ -296,28 +278,54 @@ cdef inline double col_grad(const Prob* P, Py_ssize_t j) noexcept nogil:
 
 cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double delta,
                            bint atomic) noexcept nogil:
-    # numpy: p[rows of column j] += delta * z[rows, j]   (atomic adds for Hogwild)
+    # numpy: p[rows] += delta * z[rows, j]; dv[rows] = loss'(p[rows], y[rows])
+    # (atomic adds for Hogwild; for the squared loss dv is p - y itself)
     cdef int64_t k
     cdef int64_t start = P.rec[j].start
     cdef int64_t end = P.rec[j].end
     cdef double* u = P.u
+    cdef double* dv = P.dv
+    cdef const double* y = P.y
     cdef const double* z = P.data
+    cdef Loss loss = P.loss
     cdef double dz
-    if z == NULL:
-        dz = delta * P.zval
-        if atomic:
-            for k in range(start, end):
-                atomic_add(&u[ind[k]], dz)
+    cdef idx_t i
+    if loss == SQUARED:
+        if z == NULL:
+            dz = delta * P.zval
+            if atomic:
+                for k in range(start, end):
+                    atomic_add(&u[ind[k]], dz)
+            else:
+                for k in range(start, end):
+                    u[ind[k]] += dz
         else:
-            for k in range(start, end):
-                u[ind[k]] += dz
-    else:
+            if atomic:
+                for k in range(start, end):
+                    atomic_add(&u[ind[k]], delta * z[k])
+            else:
+                for k in range(start, end):
+                    u[ind[k]] += delta * z[k]
+        return
+    dz = delta * P.zval
+    for k in range(start, end):
+        i = ind[k]
+        if z != NULL:
+            dz = delta * z[k]
         if atomic:
-            for k in range(start, end):
-                atomic_add(&u[ind[k]], delta * z[k])
+            atomic_add(&u[i], dz)
         else:
-            for k in range(start, end):
-                u[ind[k]] += delta * z[k]
+            u[i] += dz
+        dv[i] = loss_deriv(loss, u[i], y[i])
+
+
+cdef void refresh_derivs(const Prob* P, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    # numpy: dv[lo:hi] = loss'(p[lo:hi], y[lo:hi])   (nothing to do for the squared loss)
+    cdef Py_ssize_t i
+    if P.loss == SQUARED:
+        return
+    for i in range(lo, hi):
+        P.dv[i] = loss_deriv(P.loss, P.u[i], P.y[i])
 
 
 cdef inline double soft_threshold(double v, double t) noexcept nogil:
@@ -425,6 +433,7 @@ cdef class CDProblem:
     cdef object _keep               # the arrays behind the pointers
     cdef object rec_buf             # bytes behind P.rec (64-byte aligned records)
     cdef public object u_arr
+    cdef object dv_arr              # loss'(p, y) (N,); u_arr itself for the squared loss
     cdef public double b
     cdef double beta
     cdef bint fit_intercept
@@ -493,6 +502,13 @@ cdef class CDProblem:
             self.P.s = &s_v[0]
         self.P.S = S
         self.P.u = &u_v[0]
+        cdef double[::1] dv_v
+        if loss == SQUARED:
+            self.dv_arr = self.u_arr
+        else:
+            self.dv_arr = np.zeros(N, dtype=np.float64)
+        dv_v = self.dv_arr
+        self.P.dv = &dv_v[0]
         self.P.loss = <Loss>loss
         self.P.lam1 = lam1
         self.P.lam2 = lam2
@@ -509,6 +525,7 @@ cdef class CDProblem:
         # u = p - y at w = 0, b = 0 for the squared loss; p = 0 otherwise
         if self.P.loss == SQUARED:
             self.u_arr[:] = -np.asarray(y)
+        refresh_derivs(&self.P, 0, N)
 
     def set_thread_seeds(self, seeds):
         """Hogwild streams, one uint64 seed per thread."""
@@ -546,21 +563,20 @@ cdef class CDProblem:
                 u[i] += b0  # p += b
                 if self.P.loss == SQUARED:
                     u[i] -= self.P.y[i]
+            refresh_derivs(&self.P, 0, self.P.N)
 
     cdef double _intercept_grad(self) noexcept nogil:
         # numpy: (s * loss'(p, y)).sum() / S
         cdef Py_ssize_t i
         cdef double acc = 0.0
         cdef const double* s = self.P.s
-        cdef const double* u = self.P.u
-        cdef const double* y = self.P.y
-        cdef Loss loss = self.P.loss
+        cdef const double* dv = self.P.dv
         if s == NULL:
             for i in range(self.P.N):
-                acc += loss_deriv(loss, u[i], y[i])
+                acc += dv[i]
         else:
             for i in range(self.P.N):
-                acc += s[i] * loss_deriv(loss, u[i], y[i])
+                acc += s[i] * dv[i]
         return acc / self.P.S
 
     def intercept_grad(self):
@@ -569,15 +585,17 @@ cdef class CDProblem:
 
     def intercept_step(self):
         """b <- b - g_b / beta, p += delta_b (exact for the squared loss)."""
-        cdef double g, delta
+        cdef double g, delta, b_new
         cdef Py_ssize_t i
         with nogil:
             g = self._intercept_grad()
-            delta = -g / self.beta
+            b_new = self.b - g / self.beta
+            delta = b_new - self.b
             if delta != 0.0:
                 for i in range(self.P.N):
                     self.P.u[i] += delta  # p += delta_b
-        self.b = self.b + delta
+                refresh_derivs(&self.P, 0, self.P.N)
+        self.b = b_new
 
     def epoch(self, int mode, int n_threads):
         """D coordinate steps (R grid blocks in grid mode), drawn per ``selection``."""
@@ -618,6 +636,11 @@ cdef class CDProblem:
                 for t in prange(T, num_threads=T, schedule="static", chunksize=1):
                     hogwild_worker(P, &ts[t] if sel == RANDOM else NULL,
                                    &perm[0] if sel == PERMUTATION else NULL, &next_step, atomic)
+                if atomic and P.loss != SQUARED:
+                    # a thread may have stored loss'(p_i) computed before another thread's
+                    # add to p_i landed: recompute dv from the final p once per epoch
+                    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+                        refresh_derivs(P, (P.N * t) // T, (P.N * (t + 1)) // T)
         else:
             if self.grid_ptr is None:
                 raise ValueError("grid mode needs the grid structure (grid_ptr)")

@@ -335,6 +335,11 @@ def test_hogwild_keeps_predictions_consistent_under_conflicts(selection, loss):
         prob.intercept_step()
     p = Zc @ prob.w_arr + prob.b
     assert np.allclose(prob.predictions(), p, rtol=0, atol=1e-9)
+    # the cached loss derivatives agree with p too: the gradients match numpy's
+    g = np.asarray(Zc.T @ (s * loss_deriv(loss, p, y))).ravel() / s.sum()
+    assert np.allclose(prob.gradients(2), g, rtol=1e-9, atol=1e-12)
+    assert np.isclose(prob.intercept_grad(), np.dot(s, loss_deriv(loss, p, y)) / s.sum(),
+                      rtol=1e-9, atol=1e-12)
 
 
 def test_auto_mode_choice():
