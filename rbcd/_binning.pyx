@@ -25,16 +25,27 @@ Design
   per key word per bin in the fitted state (4 more per bin during fit).
 * Parallelism in fit: each thread owns a contiguous block of grids (one
   table per grid, so the output does not depend on the thread count) and
-  walks the rows in blocks of ``ROW_BLOCK``; X is read once per thread, the
-  block stays in L1. Keys of a block are computed first and their slots
-  prefetched, then probed in row order (memory-level parallelism).
+  sweeps the rows in blocks of ``ROW_BLOCK`` (the block stays in L1) for a
+  group of its grids at a time: groups are sized so that their tables fit
+  in about one L2 (all grids at once when tables are tiny or far larger).
+  Keys of a block are computed first and their slots prefetched, then
+  probed in row order (memory-level parallelism). Fine grids, where most
+  rows open a new bin, are sized for all rows after ``PRESIZE_ROWS`` rows
+  instead of doubling (and rehashing) a large table many times.
+* With AVX-512 (checked at run time) the bins of 8 columns are computed at
+  once from ``(x - u) * (1 / w)``; lanes whose product is within 2**-50 |q|
+  of an integer (or tiny, or huge) are redone with the true division, which
+  makes the floor provably equal to the division's (see ``rbcd_floor8``).
 * Transform and hashed mode are parallel over rows (tables read-only).
+* Large tables live in 2 MiB-aligned blocks advised as huge pages (random
+  probes otherwise miss the TLB); fitted tables are handed to numpy without
+  a copy.
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, qsort, realloc
 from cython.view cimport array as cvarray
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy
 from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawFree
 
 import numpy as np
