@@ -232,3 +232,25 @@ def test_rbcolumns_of_training_data():
     C = Z.tocsc()
     C.sort_indices()
     np.testing.assert_array_equal(cols.indices, C.indices)
+
+
+def test_fit_keeps_no_reference_to_X():
+    X = _data(300, 3)
+    rb = RandomBinning(n_grids=7, random_state=4, n_jobs=-1).fit(X)
+    Z = rb.transform(X.copy())
+    X[:] = 0.0  # the fitted tables must not depend on the caller's array
+    _same(rb.transform(_data(300, 3)), Z)
+
+
+def test_simd_path_applies_only_to_normal_widths():
+    from rbcd import _binning
+
+    assert not _binning.simd_for(np.array([[1.0, 1e-310]]))
+    assert not _binning.simd_for(np.array([[1.0, 1e305]]))
+    assert _binning.simd_for(np.array([[1.0, 3.0]])) == _binning.simd_available()
+    old = _binning.set_simd_allowed(False)
+    try:
+        assert not _binning.simd_available()
+        assert not _binning.simd_for(np.array([[1.0]]))
+    finally:
+        _binning.set_simd_allowed(old)
