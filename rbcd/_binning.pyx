@@ -357,6 +357,7 @@ ctypedef struct Table:
     int64_t keys_room   # bins that fit in keys / counts before a realloc
     int n_words
     int failed          # 1 after an allocation failure
+    int64_t max_count   # largest bin count, set at the end of fit
 
 
 cdef int table_init(Table *t, int n_words) noexcept nogil:
@@ -583,10 +584,18 @@ cdef void fit_grid_block(
             if n_group < 1:
                 n_group = 1
             ga = gb
-        # shrink over-allocated tables: at most 4 slots per bin in the fitted state
+        # largest bin counts; shrink over-allocated (presized) tables to the
+        # smallest capacity with load <= 0.7
         for r in range(g0, g1):
             t = &tables[r]
-            if not t.failed and t.capacity > 16:
+            if t.failed:
+                continue
+            t.max_count = 0
+            # max_count = counts.max()
+            for local in range(t.n_bins):
+                if t.counts[local] > t.max_count:
+                    t.max_count = t.counts[local]
+            if t.capacity > 16:
                 cap = 16
                 while 7 * cap < 10 * t.n_bins:
                     cap *= 2
@@ -791,10 +800,10 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
             tables[r].slots = NULL
             keys_list.append(_adopt_u64(tables[r].keys, tables[r].n_bins * tables[r].n_words))
             tables[r].keys = NULL
-            grid_counts = _copy_u32(tables[r].counts, tables[r].n_bins)
-            max_count[r] = grid_counts.max()
+            max_count[r] = tables[r].max_count
             if want_counts:
-                counts[total:total + tables[r].n_bins] = grid_counts
+                counts[total:total + tables[r].n_bins] = _copy_u32(tables[r].counts,
+                                                                   tables[r].n_bins)
             total += tables[r].n_bins
             table_free(&tables[r])  # free as we go: peak = tables + one grid
     finally:
