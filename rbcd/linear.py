@@ -212,6 +212,21 @@ class _Columns:
     def nnz(self):
         return int(self.indptr[-1])
 
+    def check(self):
+        """ValueError unless the structure is valid (the kernels index without checks)."""
+        ip = self.indptr
+        if ip.shape[0] < 1 or ip[0] != 0 or np.any(ip[1:] < ip[:-1]) or ip[-1] > self.indices.shape[0]:
+            raise ValueError("the column structure of Z is invalid: indptr must rise from 0 to at "
+                             "most the number of stored entries")
+        if self.data is not None and self.data.shape[0] < ip[-1]:
+            raise ValueError("the column structure of Z is invalid: fewer values than entries")
+        if ip[-1] > 0:
+            rows = self.indices[: ip[-1]]
+            if rows.min() < 0 or rows.max() >= self.n_rows:
+                raise ValueError(f"the column structure of Z is invalid: row indices must lie in "
+                                 f"[0, {self.n_rows})")
+        return self
+
     def column_sums(self, v, n_threads):
         """Z^T v (v float64 of length n_rows)."""
         return _cd.column_sums(self.indptr, self.indices, self.data, self.zval,
@@ -490,7 +505,7 @@ class _CDBase(BaseEstimator):
 
     def _solve_all(self, Z, targets, s, params, binning):
         """Solve every problem k (column k of ``targets``); sets the shared attributes."""
-        cols = _columns_from(Z, binning, self.n_jobs)
+        cols = _columns_from(Z, binning, self.n_jobs).check()
         mode, n_threads = _resolve_mode(params["parallel"], params["n_threads"], cols)
         loss = params["loss"]
         n_problems = targets.shape[1]

@@ -232,3 +232,21 @@ def test_cd_path_given_alphas_sorted_and_classifier_path():
     _, coefs2, gaps2 = cd_path(Z, Y, n_alphas=4, tol=1e-6, max_epochs=5000, random_state=0)
     assert coefs2.shape == (2, 7, 4) and gaps2.shape == (4, 2)
     assert np.allclose(coefs2[0], -coefs2[1], atol=1e-5)  # y -> -y flips w
+
+
+def test_invalid_column_structures_are_errors_not_crashes():
+    # scipy accepts a CSC whose row index is out of range (no full check); the kernels index
+    # without bounds checks, so fit must refuse it
+    Z = sp.csc_matrix((np.ones(3), np.array([0, 5, 1]), np.array([0, 1, 3])), shape=(3, 2))
+    with pytest.raises(ValueError, match=r"row indices must lie in \[0, 3\)"):
+        CDRegressor().fit(Z, np.arange(3.0))
+    bad = types.SimpleNamespace(indptr=np.array([0, 2, 4], dtype=np.int64),
+                                indices=np.array([0, 1, 9, 2], dtype=np.int32),
+                                grid_ptr=np.array([0, 1, 2]), value=0.7, n_rows=3)
+    with pytest.raises(ValueError, match="row indices must lie"):
+        CDRegressor().fit(sp.csr_matrix(np.ones((3, 2))), np.arange(3.0), binning=bad)
+    shape = types.SimpleNamespace(indptr=np.array([0, 2], dtype=np.int64),
+                                  indices=np.array([0, 1], dtype=np.int32),
+                                  grid_ptr=np.array([0, 1]), value=0.7, n_rows=3)
+    with pytest.raises(ValueError, match="binning columns describe a 3 x 1 matrix but Z is 3 x 2"):
+        CDRegressor().fit(sp.csr_matrix(np.ones((3, 2))), np.arange(3.0), binning=shape)
