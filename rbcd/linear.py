@@ -303,8 +303,8 @@ def _columns_from(Z, binning, n_jobs):
                 f"{Z.shape[0]} x {Z.shape[1]}"
             )
         gp = np.ascontiguousarray(binning.grid_ptr, dtype=np.int64)
-        if gp[0] != 0 or gp[-1] != Z.shape[1]:
-            raise ValueError("binning.grid_ptr must run from 0 to the number of columns of Z")
+        if gp.ndim != 1 or gp.shape[0] < 2 or gp[0] != 0 or gp[-1] != Z.shape[1] or np.any(np.diff(gp) < 0):
+            raise ValueError("binning.grid_ptr must rise from 0 to the number of columns of Z")
         return _Columns(indptr, np.asarray(binning.indices), None, float(binning.value), n_rows, gp)
     grid_ptr = getattr(binning, "grid_ptr_", None)
     if grid_ptr is None:
