@@ -92,7 +92,7 @@ def _threads_for(n_threads, work):
 
 def _constant_data(nnz, value, dtype, n_threads):
     """The data array of Z, filled in parallel (first touch of fresh pages)."""
-    data = np.empty(nnz, dtype=dtype)
+    data = _binning.empty(nnz, dtype)
     _binning.fill_constant(data, float(value), n_threads)
     return data
 
@@ -326,7 +326,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         exact = self.n_features is None
         nnz = n_samples * R
         idx = index_dtype(0, nnz)  # D <= nnz for the training rows
-        ids = np.empty(nnz if (exact and mode != "fit") else 0, dtype=idx)
+        ids = _binning.empty(nnz if (exact and mode != "fit") else 0, idx)
         inv, simd = _reciprocals(widths)
         n_bins, max_count, slots, keys, counts = _binning.fit_tables(
             X, widths, offsets, inv, simd, lo, hi, word, shift, n_words, ids,
@@ -410,7 +410,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         np.cumsum(counts, out=col_ptr[1:])
         del counts
         next_pos = col_ptr[:-1].copy()
-        rows = np.empty(ids.shape[0], dtype=np.int32 if n_samples < 2**31 else np.int64)
+        rows = _binning.empty(ids.shape[0], np.int32 if n_samples < 2**31 else np.int64)
         _binning.csc_fill_training(Z.indices, next_pos, R, self.grid_ptr_, rows, n_threads)
         del next_pos
         value = float(np.asarray(self._value(), dtype=self._dtype_))
@@ -439,7 +439,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         D = self.n_features_out_
         self._bounds(X, self.widths_, self.offsets_, n_threads)
         tmp_idx = index_dtype(D, n_samples * R)
-        out = np.empty(n_samples * R, dtype=tmp_idx)
+        out = _binning.empty(n_samples * R, tmp_idx)
         row_nnz = np.empty(n_samples, dtype=np.int64)
         slots = [np.ascontiguousarray(a, dtype=np.uint64) for a in self._slots]
         keys = [np.ascontiguousarray(a, dtype=np.uint64) for a in self._keys]
@@ -461,7 +461,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         else:
             indptr = np.zeros(n_samples + 1, dtype=idx)
             np.cumsum(row_nnz, out=indptr[1:])
-            indices = np.empty(nnz, dtype=idx)
+            indices = _binning.empty(nnz, idx)
             _binning.compact_rows(out, row_nnz, R, indptr, indices, n_threads)
             del out
         data = _constant_data(nnz, self._value(), self._dtype_, n_threads)
@@ -474,8 +474,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         R = self.widths_.shape[0]
         m = int(self.n_features_out_)
         self._bounds(X, self.widths_, self.offsets_, n_threads)
-        out = np.empty(n_samples * R, dtype=np.int32 if m <= 2**31 else np.int64)
-        mult = np.empty(n_samples * R, dtype=np.int32)
+        out = _binning.empty(n_samples * R, np.int32 if m <= 2**31 else np.int64)
+        mult = _binning.empty(n_samples * R, np.int32)
         row_nnz = np.empty(n_samples, dtype=np.int64)
         inv, simd = _reciprocals(self.widths_)
         _binning.transform_hashed(X, self.widths_, self.offsets_, inv, simd, np.uint64(m), out,
@@ -491,10 +491,10 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             indptr = np.zeros(n_samples + 1, dtype=idx)
             np.cumsum(row_nnz, out=indptr[1:])
             indptr64 = indptr.astype(np.int64, copy=False)
-            indices = np.empty(nnz, dtype=idx)
+            indices = _binning.empty(nnz, idx)
             _binning.compact_rows(out, row_nnz, R, indptr, indices, n_threads)
             del out
-            data = np.empty(nnz, dtype=self._dtype_)
+            data = _binning.empty(nnz, self._dtype_)
             _binning.compact_mult(mult, row_nnz, R, indptr64, float(np.sqrt(np.float64(R))),
                                   data, n_threads)
         Z = sp.csr_matrix((data, indices, indptr), shape=(n_samples, m), copy=False)
