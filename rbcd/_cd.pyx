@@ -398,15 +398,18 @@ cdef void hogwild_worker(const Prob* P, uint64_t* state, const int64_t* order,
     otherwise the steps are order[lo:hi] (order NULL: the coordinates lo..hi-1).
     """
     cdef long long lo, hi
-    while True:
+    cdef uint64_t local = state[0] if state != NULL else 0  # private copy: the threads'
+    while True:                                             # states share a cache line
         lo = fetch_add(next_step, HOGWILD_CHUNK)
         if lo >= P.D:
-            return
+            break
         hi = min(lo + HOGWILD_CHUNK, <long long>P.D)
         if state != NULL:
-            run_draws(P, state, hi - lo, atomic)
+            run_draws(P, &local, hi - lo, atomic)
         else:
             run_order(P, order, lo, hi, atomic)
+    if state != NULL:
+        state[0] = local
 
 
 cdef void run_order(const Prob* P, const int64_t* order, Py_ssize_t lo, Py_ssize_t hi,
