@@ -86,6 +86,21 @@ cdef extern from *:
     #endif
         return malloc(bytes);
     }
+    /* Grow a block (in place where the allocator can, e.g. mremap for large
+     * blocks: no copy, no transient double size); advise its 2 MiB-aligned
+     * interior as huge pages. */
+    static void *rbcd_big_realloc(void *p, size_t bytes)
+    {
+        void *q = realloc(p, bytes == 0 ? 1 : bytes);
+    #if defined(__linux__) && defined(MADV_HUGEPAGE)
+        if (q != NULL && bytes >= 2 * RBCD_HUGE) {
+            uintptr_t start = ((uintptr_t)q + RBCD_HUGE - 1) & ~(uintptr_t)(RBCD_HUGE - 1);
+            uintptr_t stop = ((uintptr_t)q + bytes) & ~(uintptr_t)(RBCD_HUGE - 1);
+            if (stop > start) madvise((void *)start, stop - start, MADV_HUGEPAGE);
+        }
+    #endif
+        return q;
+    }
     static void *rbcd_big_calloc(size_t n, size_t size)
     {
         void *p;
@@ -202,6 +217,7 @@ cdef extern from *:
     int avx512_available "rbcd_avx512_available"() noexcept nogil
     void *big_malloc "rbcd_big_malloc"(size_t nbytes) noexcept nogil
     void *big_calloc "rbcd_big_calloc"(size_t n, size_t size) noexcept nogil
+    void *big_realloc "rbcd_big_realloc"(void *p, size_t nbytes) noexcept nogil
 
 
 ctypedef fused idx_t:
@@ -445,17 +461,13 @@ cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nog
 cdef int table_room(Table *t) noexcept nogil:
     """Make room for one more key (keys / counts arrays)."""
     cdef int64_t room = t.keys_room * 2
-    cdef uint64_t *keys = <uint64_t *> big_malloc(room * t.n_words * sizeof(uint64_t))
-    cdef uint32_t *counts = <uint32_t *> big_malloc(room * sizeof(uint32_t))
-    if keys == NULL or counts == NULL:
-        free(keys)
-        free(counts)
-        return -1
-    memcpy(keys, t.keys, t.n_bins * t.n_words * sizeof(uint64_t))
-    memcpy(counts, t.counts, t.n_bins * sizeof(uint32_t))
-    free(t.keys)
-    free(t.counts)
+    cdef uint64_t *keys = <uint64_t *> big_realloc(t.keys, room * t.n_words * sizeof(uint64_t))
+    if keys == NULL:
+        return -1  # t.keys is still valid (and freed with the table)
     t.keys = keys
+    cdef uint32_t *counts = <uint32_t *> big_realloc(t.counts, room * sizeof(uint32_t))
+    if counts == NULL:
+        return -1
     t.counts = counts
     t.keys_room = room
     return 0
