@@ -40,6 +40,8 @@ from _common import (
 )
 
 TARGET_GRID_2T = 1.7
+TARGET_HOGWILD_2T = 1.7
+TARGET_SERIAL_VS_LASSO = 0.8  # issue: serial epoch at most 0.8x sklearn Lasso's
 
 
 def lasso_objective(Z, y, w, alpha):
@@ -165,12 +167,13 @@ def main(argv=None):
     vs_cyc = ratio(r["rbcd_cyclic"], r["sk_cyclic"])
     s_grid = ratio(r["grid1"], r["grid2"])
     out = [
-        ["rbcd serial epoch / Lasso epoch (random)", fmt_ratio(vs_rand), "<= 1.0x",
-         check(vs_rand, 1.0, False)],
-        ["rbcd serial epoch / Lasso epoch (cyclic)", fmt_ratio(vs_cyc), "<= 1.0x",
-         check(vs_cyc, 1.0, False)],
+        ["rbcd serial epoch / Lasso epoch (random)", fmt_ratio(vs_rand),
+         f"<= {TARGET_SERIAL_VS_LASSO}x", check(vs_rand, TARGET_SERIAL_VS_LASSO, False)],
+        ["rbcd serial epoch / Lasso epoch (cyclic)", fmt_ratio(vs_cyc),
+         f"<= {TARGET_SERIAL_VS_LASSO}x", check(vs_cyc, TARGET_SERIAL_VS_LASSO, False)],
         ["hogwild on RB: speedup 2 threads over 1", fmt_ratio(ratio(r["hogwild1"], r["hogwild2"])),
-         f"eq. 29: {pred_rb:.3f}x", ""],
+         f">= {TARGET_HOGWILD_2T}x (eq. 29: {pred_rb:.3f}x)",
+         check(ratio(r["hogwild1"], r["hogwild2"]), TARGET_HOGWILD_2T, True)],
         ["grid blocks on RB: speedup 2 threads over 1", fmt_ratio(s_grid),
          f">= {TARGET_GRID_2T}x (no conflicts)", check(s_grid, TARGET_GRID_2T, True)],
     ]
