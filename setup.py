@@ -7,7 +7,8 @@ bounds checking and wraparound on (slow, for hunting memory errors).
 ``RBCD_BUILD_ONLY=_cd,_binning`` restricts the build to some modules (a
 developer convenience for in-place rebuilds).
 
-Never add -ffast-math: binning must match rbcd_ref bit for bit.
+Never add fast-math style flags (no unsafe float optimizations): binning must
+match rbcd_ref bit for bit, and -ffp-contract=off keeps FMA contraction out.
 """
 import os
 import shutil
