@@ -332,3 +332,15 @@ def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         check(estimator)
+
+
+@pytest.mark.parametrize("tol, expected", [(1e-3, "jacobi"), (1e-4, "jacobi"), (None, None), (1e-6, None)])
+def test_auto_preconditioner_follows_the_cg_tolerance(tol, expected):
+    # "auto": Jacobi where it was measured to help (loose tolerances), plain CG for tight ones
+    X = np.random.default_rng(0).uniform(size=(60, 3))
+    y = X[:, 0] - X[:, 1]
+    m = RBRegressor(n_grids=4, solver="cg", tol=tol, random_state=0).fit(X, y)
+    assert m.solver_.preconditioner == expected
+    explicit = RBRegressor(n_grids=4, solver="cg", tol=tol, preconditioner="jacobi",
+                           random_state=0).fit(X, y)
+    assert explicit.solver_.preconditioner == "jacobi"
