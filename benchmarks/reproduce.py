@@ -61,6 +61,7 @@ QUICK = dict(
                                                        "diabetes"),
     sigma_exponents=(-3, -2, -1, 0, 1, 2), R_sigma=64, R_list=(8, 32, 128),
     rb_R_list=(8, 32, 128), components=(64, 256, 1024), exact_max_n=3000,
+    srf_iters=(2, 6), dsekl_epochs=(1, 4),
     speed_n=50000, speed_R=64, speed_rf_D=128, speed_epochs=8, speed_repeats=1,
 )
 DEFAULT = dict(
@@ -70,6 +71,7 @@ DEFAULT = dict(
     sigma_exponents=(-4, -3, -2, -1, 0, 1, 2, 3), R_sigma=128,
     R_list=(8, 16, 32, 64, 128, 256, 512), rb_R_list=(8, 16, 32, 64, 128, 256),
     components=(64, 128, 256, 512, 1024), exact_max_n=5000,
+    srf_iters=(2, 5, 10), dsekl_epochs=(1, 3, 10),
     speed_n=100000, speed_R=128, speed_rf_D=128, speed_epochs=15, speed_repeats=2,
 )
 CG_TOL = 1e-3  # the paper's CG tolerance (Sec. 5.2)
@@ -272,6 +274,38 @@ def fit_dense_features(ds, method, n_components, sigma, gamma_rbf, seed):
                 test_perf=score(ds, ds.yte, solver.predict(fmap.transform(ds.Xte))))
 
 
+def fit_baseline(ds, method, size, sigma, seed):
+    """The other systems of the source papers, timed end to end (fit, then score).
+
+    "SparseRandomFeatures (l1 CD)": Yen et al.'s Algorithm 1 with ``size`` outer
+    iterations of 64 Laplacian random Fourier features each (the l1 problem solved by rbcd's
+    coordinate descent, warm-started); the label is the number of features it keeps.
+    "DSEKL": doubly stochastic empirical kernel learning (classification only), ``size``
+    epochs; the label is the number of epochs.
+    """
+    from rbcd import DoublyStochasticKernelClassifier, SparseRandomFeatures
+
+    t0 = time.perf_counter()
+    if method == "SparseRandomFeatures (l1 CD)":
+        est = SparseRandomFeatures(n_components_per_iter=64, n_iter=size, feature="fourier",
+                                   kernel="laplacian", sigma=sigma,
+                                   loss="logistic" if ds.classification else "squared",
+                                   alpha=1e-4, max_epochs=50, tol=1e-3, random_state=seed)
+    elif method == "DSEKL":
+        est = DoublyStochasticKernelClassifier(kernel="laplacian", sigma=sigma, lam=1e-4,
+                                               n_gradient=256, n_expansion=256,
+                                               max_epochs=size, tol=0.0, random_state=seed)
+    else:
+        raise ValueError(method)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(ds.Xtr, ds.ytr)
+    t = time.perf_counter() - t0
+    label = int(est.n_features_history_[-1]) if method.startswith("Sparse") else size
+    return dict(method=method, n_components=label, train_time=t,
+                test_perf=score(ds, ds.yte, est.predict(ds.Xte)))
+
+
 # --------------------------------------------------------------------------------- panels
 def panel_sigma(datasets, cfg, args, log):
     """(a) performance and time vs sigma at fixed R (Fig. 3)."""
@@ -341,6 +375,17 @@ def panel_time(datasets, cfg, args, log):
                 rows.append(res)
                 log(f"  [time] {ds.name}: {method} m={m} test={res['test_perf']:.4g} "
                     f"time={res['train_time']:.2f}s")
+            methods[method] = rows
+        baselines = [("SparseRandomFeatures (l1 CD)", cfg["srf_iters"])]
+        if ds.classification:
+            baselines.append(("DSEKL", cfg["dsekl_epochs"]))
+        for method, sizes in baselines:
+            rows = []
+            for size in sizes:
+                res = fit_baseline(ds, method, size, sigma, args.seed)
+                rows.append(res)
+                log(f"  [time] {ds.name}: {method} size={res['n_components']} "
+                    f"test={res['test_perf']:.4g} time={res['train_time']:.2f}s")
             methods[method] = rows
         exact = None
         if ds.Xtr.shape[0] <= cfg["exact_max_n"]:
@@ -503,7 +548,9 @@ def plot_time(results, datasets, path):
     nrow = (len(names) + ncol - 1) // ncol
     fig, axes = plt.subplots(nrow, ncol, figsize=(5.2 * ncol, 4.0 * nrow), squeeze=False)
     styles = {"RB + CG (rbcd)": ("o-", "tab:red"), "RandomFourier + RidgeCG": ("^-", "tab:blue"),
-              "RBFSampler + Ridge": ("v-", "tab:cyan"), "Nystroem + Ridge": ("d-", "tab:green")}
+              "RBFSampler + Ridge": ("v-", "tab:cyan"), "Nystroem + Ridge": ("d-", "tab:green"),
+              "SparseRandomFeatures (l1 CD)": ("s--", "tab:purple"),
+              "DSEKL": ("x--", "tab:brown")}
     for k, name in enumerate(names):
         ds = next(d for d in datasets if d.name == name)
         ax = axes[k // ncol][k % ncol]

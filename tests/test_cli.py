@@ -290,7 +290,7 @@ def test_reproduce_script_smoke(tmp_path, monkeypatch):
     tiny = dict(repro.QUICK, n_synthetic=300, n_synthetic_test=100, sigma_exponents=(-2, 0),
                 R_sigma=8, R_list=(4, 8), rb_R_list=(4, 8), components=(16, 32),
                 exact_max_n=400, speed_n=2000, speed_R=8, speed_rf_D=16, speed_epochs=3,
-                speed_repeats=1)
+                speed_repeats=1, srf_iters=(1, 2), dsekl_epochs=(1,))
     monkeypatch.setattr(repro, "QUICK", tiny)
     out = tmp_path / "repro"
     code = repro.main(["--out", str(out), "--quick", "--datasets", "checkerboard,diabetes",
@@ -307,7 +307,12 @@ def test_reproduce_script_smoke(tmp_path, monkeypatch):
     assert len(sigma["diabetes"]["exact"]) == 2  # N <= exact_max_n: exact kernel line
     methods = res["results"]["time"]["checkerboard"]["methods"]
     assert set(methods) == {"RB + CG (rbcd)", "RandomFourier + RidgeCG",
-                            "RBFSampler + Ridge", "Nystroem + Ridge"}
+                            "RBFSampler + Ridge", "Nystroem + Ridge",
+                            "SparseRandomFeatures (l1 CD)", "DSEKL"}
+    assert [len(methods["SparseRandomFeatures (l1 CD)"]), len(methods["DSEKL"])] == [2, 1]
+    # DSEKL is a classifier: a regression data set has no DSEKL row
+    assert "DSEKL" not in res["results"]["time"]["diabetes"]["methods"]
+    assert all(0.0 <= r["test_perf"] <= 1.0 for r in methods["DSEKL"])
     modes = res["results"]["speedup"]["modes"]
     # eq. 29 for dense random Fourier features (R = D non-zeros per row) predicts no speedup
     assert all(r["predicted"] == pytest.approx(1.0) for r in modes["RF (dense), Hogwild"]["rows"])
