@@ -263,6 +263,47 @@ def test_grid_mode_with_random_binning_and_rbcolumns():
     assert c.parallel_ == "grid"
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_grid_two_phase_step_is_bitwise_the_single_phase_step(monkeypatch, loss):
+    # the two-phase grid step (bins' new weights, then each thread updates its own stretch of
+    # rows) against the single-phase one and against one thread, forced on small problems;
+    # also on transformed new data, whose rows miss some grids
+    from rbcd.features import RandomBinning
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(400, 3))
+    y = np.sin(6 * X[:, 0]) * np.cos(6 * X[:, 1])
+    rb = RandomBinning(n_grids=6, sigma=0.4, random_state=0).fit(X)
+    Xn = rng.uniform(-0.5, 1.5, size=(500, 3))
+    yn = np.cos(5 * Xn[:, 0]) + Xn[:, 2]
+    Zn = rb.transform(Xn)
+    assert np.any(np.asarray((Zn != 0).sum(axis=1)).ravel() < 6)  # rows missing a grid
+    monkeypatch.setattr(_cd, "GRID_PAR_MIN_ENTRIES", 0)
+    monkeypatch.setattr(_cd, "GRID_TWO_PHASE_SQUARED_MAX_ROWS", 10**9)
+    Est = CDRegressor if loss == "squared" else CDClassifier
+    for Z, t in ((rb.transform(X), y), (Zn, yn)):
+        if loss != "squared":
+            t = np.where(t > np.median(t), 1.0, -1.0)
+        for selection in SELECTIONS:
+            kw = dict(alpha=1e-4, l1_ratio=0.5, max_epochs=3, tol=0.0, selection=selection,
+                      parallel="grid", random_state=5)
+            fits = {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                for two_phase, n_jobs in ((False, 1), (False, 2), (True, 2), (True, 1)):
+                    monkeypatch.setattr(_cd, "GRID_TWO_PHASE", two_phase)
+                    fits[two_phase, n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, binning=rb)
+                b = estimator(ref, loss, **kw).fit(Z, t, binning=rb)
+            a = fits[False, 1]
+            assert np.any(a.coef_ != 0)
+            for f in fits.values():
+                assert f.parallel_ == "grid"
+                assert np.array_equal(f.coef_, a.coef_)
+                assert np.array_equal(np.asarray(f.intercept_), np.asarray(a.intercept_))
+                assert f.objective_history_ == a.objective_history_
+            assert np.allclose(a.coef_, b.coef_, **TIGHT)
+
+
 # ---------------------------------------------------------------------------- parallel optima
 def _strong_convexity_bound(est, Z, y, loss, alpha, l1_ratio):
     """P(w) - P* <= ||minimum-norm subgradient||^2 / (2 lam2) (lam2-strongly convex)."""
