@@ -5,10 +5,8 @@ format conversions (one CSR and one CSC copy per fit, see ``rbcd.ridge``).
 
 Z^T U is computed as a row loop over the CSC copy of Z (the CSC arrays of Z are
 the CSR arrays of Z^T), which is parallel over columns with no reduction.
-``csr_t_matmat_buffers`` is the alternative without a transposed copy
-(per-thread accumulation buffers of D x k, reduced afterwards); it is kept for
-the benchmark in tests and asv, the CSC route was faster here (docs in
-rbcd.ridge).
+(Per-thread D x k accumulation buffers over the CSR arrays, the alternative
+without a transposed copy, measured about 2x slower here.)
 
 Every product kernel has a fast path for matrices whose stored values all equal
 one constant (random binning: 1/sqrt(R)): the data array is not read and the
@@ -19,11 +17,9 @@ here too, so one iteration makes a few passes over the (D, k) arrays instead of 
 dozen numpy temporaries; their sums are taken per fixed block of rows and added in
 block order, so results do not depend on the thread count.
 """
-from cython.parallel cimport prange, parallel
+from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t
-from libc.stdlib cimport calloc, free
 
-from rbcd._openmp cimport omp_thread_num
 
 
 ctypedef fused index_t:
@@ -134,66 +130,6 @@ def csr_matmat(
             # out[i] = Z[i] @ V
             _row_times_dense(iptr, dptr, indptr[i], indptr[i + 1], use_const,
                              const_value, vptr, k, optr + i * k)
-
-
-def csr_t_matmat_buffers(
-    const index_t[::1] indptr,    # IN  (n_rows + 1,)
-    const index_t[::1] indices,   # IN  (nnz,)
-    const value_t[::1] data,      # IN  (nnz,) or any length when use_const
-    bint use_const,
-    double const_value,
-    const double[:, ::1] U,       # IN  (n_rows, k)
-    double[:, ::1] out,           # OUT (n_cols, k)
-    int n_threads,
-):
-    """out = Z^T @ U from the CSR arrays of Z, without a transposed copy.
-
-    Each thread scatters its share of rows into a private (n_cols, k) buffer;
-    the buffers are then summed, in parallel over the entries of out.
-    Memory: n_threads * n_cols * k doubles.
-    """
-    cdef Py_ssize_t n_rows = indptr.shape[0] - 1
-    cdef Py_ssize_t n_cols = out.shape[0]
-    cdef Py_ssize_t k = U.shape[1]
-    cdef Py_ssize_t size = n_cols * k
-    cdef Py_ssize_t i, p, kk, e, t
-    cdef int tid
-    cdef double v, acc
-    cdef double *buf
-    cdef double *dst
-    cdef const double *urow
-    if U.shape[0] != n_rows or out.shape[1] != k:
-        raise ValueError("U or out has the wrong shape")
-    if not use_const and data.shape[0] < indices.shape[0]:
-        raise ValueError("data is shorter than indices")
-    if size == 0:
-        return
-    if n_threads < 1:
-        n_threads = 1
-    buf = <double *> calloc(<size_t> (n_threads * size), sizeof(double))
-    if buf == NULL:
-        raise MemoryError("cannot allocate the per-thread buffers of csr_t_matmat_buffers")
-    tid = 0
-    try:
-        with nogil, parallel(num_threads=n_threads):
-            tid = omp_thread_num()
-            for i in prange(n_rows, schedule="static"):
-                # buf[tid][indices[p]] += data[p] * U[i] for the entries p of row i
-                urow = &U[i, 0]
-                for p in range(indptr[i], indptr[i + 1]):
-                    dst = buf + tid * size + <Py_ssize_t> indices[p] * k
-                    v = const_value if use_const else data[p]
-                    for kk in range(k):
-                        dst[kk] += v * urow[kk]
-        with nogil:
-            for e in prange(size, schedule="static", num_threads=n_threads):
-                # out.flat[e] = buf[:, e].sum()
-                acc = 0.0
-                for t in range(n_threads):
-                    acc = acc + buf[t * size + e]
-                (&out[0, 0])[e] = acc
-    finally:
-        free(buf)
 
 
 def csc_weighted_col_stats(

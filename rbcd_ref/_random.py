@@ -17,7 +17,6 @@ MASK64 = (1 << 64) - 1
 GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 MIX_MUL1 = 0xBF58476D1CE4E5B9
 MIX_MUL2 = 0x94D049BB133111EB
-HOGWILD_THREAD_STRIDE = 0x632BE59BD9B4E019
 
 
 def make_generator(random_state):
@@ -91,10 +90,3 @@ def hash_bin_vector(r, bins, n_features):
 def problem_stream(seed, k):
     """The coordinate stream of one-vs-rest problem / regression target k: SplitMix64(seed + k)."""
     return SplitMix64((int(seed) + int(k)) & MASK64)
-
-
-def hogwild_stream(seed, k, t):
-    """Hogwild thread t's stream for problem k (docs/internals.md):
-    SplitMix64(seed + k + 0x632BE59BD9B4E019 * (t + 1)). The twin runs serially and never
-    uses it; it is here so that the contract is written down in one place."""
-    return SplitMix64((int(seed) + int(k) + HOGWILD_THREAD_STRIDE * (int(t) + 1)) & MASK64)
