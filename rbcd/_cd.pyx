@@ -26,7 +26,7 @@ import numpy as np
 
 from cython.parallel cimport prange
 from libc.math cimport exp, fabs, log1p
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
 from rbcd._openmp cimport atomic_add
 
@@ -104,6 +104,7 @@ cdef enum:
     # Hogwild threads claim the epoch's steps in chunks of this many from a shared counter,
     # so a thread that the OS preempts holds up at most one chunk, not half the epoch
     HOGWILD_CHUNK = 1024
+    WEIGHT_CHUNK = 1024
 
 ctypedef fused idx_t:
     int32_t
@@ -122,6 +123,8 @@ ctypedef fused idx_t:
 GRID_PAR_MIN_ENTRIES = PAR_MIN_ENTRIES
 GRID_TWO_PHASE = True
 GRID_TWO_PHASE_SQUARED_MAX_ROWS = 131072
+GRID_STREAM = True
+GRID_STREAM_MAX_PARTIALS = 2.0
 
 
 # ---------------------------------------------------------------------------------------
@@ -483,7 +486,7 @@ cdef bint _col_splits(const Prob* P, const idx_t* ind, Py_ssize_t j, int64_t* ou
 
 
 cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t lo,
-                           double* delta) noexcept nogil:
+                           double* delta, double scale) noexcept nogil:
     """Phase 1 on bins a..b-1 of the grid starting at column lo: w_j <- the cd_step value,
     delta[j - lo] = w_new - w_old; no write to u / dv."""
     cdef Py_ssize_t j
@@ -504,7 +507,7 @@ cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t
         else:
             new = soft_threshold(wj - g / Mj, P.lam1 / Mj)
         rj.w = new
-        delta[j - lo] = new - wj
+        delta[j - lo] = (new - wj) * scale
 
 
 cdef void _grid_apply(const Prob* P, const idx_t* ind, Py_ssize_t lo, Py_ssize_t hi,
@@ -543,12 +546,193 @@ cdef void grid_two_phase(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const int6
     cdef Py_ssize_t c, t
     cdef Py_ssize_t n_chunks = (hi - lo + GRID_CHUNK - 1) // GRID_CHUNK
     for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
-        grid_new_weights(P, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK), lo, delta)
+        grid_new_weights(P, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK), lo, delta,
+                         1.0)
     for t in prange(T, num_threads=T, schedule="static", chunksize=1):
         if P.ind64 != NULL:
             _grid_apply(P, P.ind64, lo, hi, delta, split, t, T)
         else:
             _grid_apply(P, P.ind32, lo, hi, delta, split, t, T)
+
+
+
+
+ctypedef fused lab_t:
+    uint16_t
+    int32_t
+
+
+cdef void _stream_pass(const Prob* P, const lab_t* lab_prev, const double* dz_prev,
+                       const lab_t* lab, double* part, Py_ssize_t nb, Py_ssize_t a,
+                       Py_ssize_t b) noexcept nogil:
+    # rows a..b-1, in order: the pending grid's update u_i += dz_prev[lab_prev[i]] (and the
+    # loss' refresh) if lab_prev is not NULL; then, if lab is not NULL, the next grid's partial
+    # sums part[lab[i]] += s_i loss'(p_i, y_i) (part[:nb] zeroed first)
+    cdef Py_ssize_t i
+    cdef double d
+    cdef double* u = P.u
+    cdef double* dv = P.dv
+    cdef const double* s = P.s
+    cdef Loss loss = P.loss
+    if lab != NULL:
+        for i in range(nb):
+            part[i] = 0.0
+    if lab_prev != NULL and lab != NULL:
+        if loss == SQUARED and s == NULL:
+            for i in range(a, b):
+                u[i] += dz_prev[lab_prev[i]]
+                part[lab[i]] += u[i]
+        else:
+            for i in range(a, b):
+                d = dz_prev[lab_prev[i]]
+                if loss == SQUARED:
+                    u[i] += d
+                elif d != 0.0:
+                    u[i] += d
+                    dv[i] = loss_deriv(loss, u[i], P.y[i])
+                part[lab[i]] += dv[i] if s == NULL else s[i] * dv[i]
+    elif lab_prev != NULL:
+        if loss == SQUARED:
+            for i in range(a, b):
+                u[i] += dz_prev[lab_prev[i]]
+        else:
+            for i in range(a, b):
+                d = dz_prev[lab_prev[i]]
+                if d != 0.0:
+                    u[i] += d
+                    dv[i] = loss_deriv(loss, u[i], P.y[i])
+    elif lab != NULL:
+        if s == NULL:
+            for i in range(a, b):
+                part[lab[i]] += dv[i]
+        else:
+            for i in range(a, b):
+                part[lab[i]] += s[i] * dv[i]
+
+
+cdef void _weights_from_partials(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t lo,
+                                 const double* part, Py_ssize_t stride, Py_ssize_t n_blocks,
+                                 double* dz) noexcept nogil:
+    # bins a..b-1 of the grid at column lo: g_j from the block partial sums (added in block
+    # order), then w_j as cd_step; dz[j - lo] = (w_new - w_old) zval
+    cdef Py_ssize_t j, q
+    cdef ColRec* rj
+    cdef double acc, wj, g, Mj, new
+    for j in range(a, b):
+        acc = 0.0
+        for q in range(n_blocks):
+            acc += part[q * stride + (j - lo)]
+        rj = &P.rec[j]
+        wj = rj.w
+        g = (acc * P.zval) / P.S + P.lam2 * wj
+        Mj = rj.M
+        if Mj == 0.0:
+            new = 0.0
+        else:
+            new = soft_threshold(wj - g / Mj, P.lam1 / Mj)
+        rj.w = new
+        dz[j - lo] = (new - wj) * P.zval
+
+
+cdef void stream_rows(const Prob* P, const lab_t* lab_prev, const double* dz_prev,
+                      const lab_t* lab, double* part, Py_ssize_t nb, Py_ssize_t block,
+                      int T) noexcept nogil:
+    """_stream_pass over all rows in fixed blocks of ``block`` rows, block q writing the
+    partial sums part[q nb : (q + 1) nb]; blocks independent of T (identical results)."""
+    cdef Py_ssize_t q
+    cdef Py_ssize_t n_blocks = (P.N + block - 1) // block
+    if T == 1:
+        for q in range(n_blocks):
+            _stream_pass(P, lab_prev, dz_prev, lab, part + q * nb if lab != NULL else NULL, nb,
+                         q * block, min(P.N, (q + 1) * block))
+        return
+    for q in prange(n_blocks, num_threads=T, schedule="static"):
+        _stream_pass(P, lab_prev, dz_prev, lab, part + q * nb if lab != NULL else NULL, nb,
+                     q * block, min(P.N, (q + 1) * block))
+
+
+cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const double* part,
+                         Py_ssize_t n_blocks, double* dz, int T) noexcept nogil:
+    """New weights of the bins lo..hi-1 from the partial sums, or (part NULL) from their
+    columns as grid_two_phase's phase 1; dz[j - lo] = (w_new - w_old) zval."""
+    cdef Py_ssize_t c
+    cdef Py_ssize_t nb = hi - lo + 1
+    dz[hi - lo] = 0.0  # rows without an entry in the grid (label hi - lo) move by 0
+    if part != NULL:
+        if T == 1 or hi - lo < 2 * WEIGHT_CHUNK:
+            _weights_from_partials(P, lo, hi, lo, part, nb, n_blocks, dz)
+        else:
+            for c in prange((hi - lo + WEIGHT_CHUNK - 1) // WEIGHT_CHUNK, num_threads=T,
+                            schedule="static"):
+                _weights_from_partials(P, lo + c * WEIGHT_CHUNK,
+                                       min(hi, lo + (c + 1) * WEIGHT_CHUNK), lo, part, nb,
+                                       n_blocks, dz)
+    elif T == 1:
+        grid_new_weights(P, lo, hi, lo, dz, P.zval)
+    else:
+        for c in prange((hi - lo + GRID_CHUNK - 1) // GRID_CHUNK, num_threads=T,
+                        schedule="dynamic"):
+            grid_new_weights(P, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK), lo, dz,
+                             P.zval)
+
+
+cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, lab_t* lab, Py_ssize_t N,
+                       Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    # lab[i] = j - lo for the rows i of the columns lo <= j < hi (one grid), hi - lo for rows
+    # without an entry in the grid
+    cdef Py_ssize_t i, j
+    cdef int64_t k
+    for i in range(N):
+        lab[i] = <lab_t>(hi - lo)
+    for j in range(lo, hi):
+        for k in range(indptr[j], indptr[j + 1]):
+            lab[ind[k]] = <lab_t>(j - lo)
+
+
+def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
+    """The bin of every row in every grid, (R, n_rows), for the streamed grid step.
+
+    Entry [g, i] is j - grid_ptr[g] for the column j of grid g holding row i, or the grid's
+    bin count when row i has no entry in grid g. uint16 while every grid has fewer than
+    65536 bins, else int32. The caller has checked the grid structure (at most one entry per
+    row per grid, row indices in range).
+    """
+    cdef const int64_t[::1] ip = indptr
+    cdef const int64_t[::1] gp = grid_ptr
+    cdef const int32_t[::1] i32
+    cdef const int64_t[::1] i64
+    cdef uint16_t[:, ::1] l16
+    cdef int32_t[:, ::1] l32
+    cdef Py_ssize_t g, n_grids = gp.shape[0] - 1
+    cdef bint wide = indices.dtype == np.int64
+    cdef bint small
+    widths = np.diff(np.asarray(grid_ptr))
+    if n_grids == 0 or n_rows == 0:
+        return None
+    small = int(widths.max()) < 65536
+    if int(widths.max()) >= 2**31 - 1:
+        return None
+    out = np.empty((n_grids, n_rows), dtype=np.uint16 if small else np.int32)
+    dummy = np.zeros(1, dtype=indices.dtype)
+    if wide:
+        i64 = indices if indices.shape[0] else dummy
+    else:
+        i32 = indices if indices.shape[0] else dummy
+    if small:
+        l16 = out
+    else:
+        l32 = out
+    with nogil:
+        for g in prange(n_grids, num_threads=max(1, n_threads), schedule="dynamic"):
+            if small and wide:
+                _fill_labels(&ip[0], &i64[0], &l16[g, 0], n_rows, gp[g], gp[g + 1])
+            elif small:
+                _fill_labels(&ip[0], &i32[0], &l16[g, 0], n_rows, gp[g], gp[g + 1])
+            elif wide:
+                _fill_labels(&ip[0], &i64[0], &l32[g, 0], n_rows, gp[g], gp[g + 1])
+            else:
+                _fill_labels(&ip[0], &i32[0], &l32[g, 0], n_rows, gp[g], gp[g + 1])
+    return out
 
 
 # ---------------------------------------------------------------------------------------
@@ -577,10 +761,14 @@ cdef class CDProblem:
     cdef int grid_split_T           # the thread count grid_split was built for (0: none)
     cdef bint grid_split_ok         # False once a column's rows were found not increasing
     cdef object grid_delta          # float64 (max bins per grid,) two-phase scratch
+    cdef object grid_labels         # (R, N) uint16 / int32 bin of each row per grid, or None
+    cdef object grid_order          # int64 (R,) the epoch's grid sequence
+    cdef object grid_part           # float64 block partial sums of the streamed grid step
+    cdef Py_ssize_t grid_block
 
     def __init__(self, indptr, indices, data, double zval, y, s, double S, M, int loss,
                  double lam1, double lam2, bint fit_intercept, int selection,
-                 uint64_t seed, grid_ptr=None):
+                 uint64_t seed, grid_ptr=None, grid_labels=None):
         cdef const int64_t[::1] indptr_v = indptr
         cdef const double[::1] y_v = y
         cdef const double[::1] M_v = M
@@ -660,6 +848,9 @@ cdef class CDProblem:
         self.grid_split_T = 0
         self.grid_split_ok = True
         self.grid_delta = None
+        self.grid_labels = grid_labels
+        self.grid_part = None
+        self.grid_order = None
         # u = p - y at w = 0, b = 0 for the squared loss; p = 0 otherwise
         if self.P.loss == SQUARED:
             self.u_arr[:] = -np.asarray(y)
@@ -798,6 +989,9 @@ cdef class CDProblem:
                 gdv = self.grid_delta
                 spp = &spv[0]
                 gdp = &gdv[0]
+            if GRID_STREAM and P.data == NULL and self._grid_labels_ready():
+                self._grid_stream_epoch(T, par_min)
+                return
             with nogil:
                 if sel == PERMUTATION:
                     fisher_yates(&perm[0], n_grids, &self.rng)
@@ -821,6 +1015,101 @@ cdef class CDProblem:
                         for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
                             run_order(P, NULL, lo + c * GRID_CHUNK,
                                       min(hi, lo + (c + 1) * GRID_CHUNK), False)
+
+    cdef void _grid_stream_epoch(self, int T, int64_t par_min):
+        # grid mode as streams over the rows (docs/internals.md, "Grid mode"): the update of a
+        # grid and the partial sums of the next one share one pass over u
+        cdef Prob* P = &self.P
+        cdef const int64_t[::1] gp = self.grid_ptr
+        cdef int64_t[::1] perm = self.perm_arr
+        cdef Py_ssize_t n_grids = gp.shape[0] - 1
+        cdef Py_ssize_t it, r, prev, N = P.N
+        cdef int64_t lo, hi
+        cdef Selection sel = self.selection
+        cdef double[::1] gdv = self.grid_delta
+        cdef double* dz = &gdv[0]
+        cdef uint16_t[:, ::1] l16
+        cdef int32_t[:, ::1] l32
+        cdef bint small = self.grid_labels.dtype == np.uint16
+        cdef double[::1] pv = self.grid_part
+        cdef double* part
+        cdef Py_ssize_t block = self.grid_block
+        cdef Py_ssize_t n_blocks = (N + block - 1) // block
+        cdef Py_ssize_t cap = self.grid_part.shape[0]
+        cdef int64_t[::1] order = self.grid_order
+        if small:
+            l16 = self.grid_labels
+        else:
+            l32 = self.grid_labels
+        with nogil:
+            if sel == PERMUTATION:
+                fisher_yates(&perm[0], n_grids, &self.rng)
+            for it in range(n_grids):
+                if sel == RANDOM:
+                    order[it] = randbelow(&self.rng, n_grids)
+                elif sel == PERMUTATION:
+                    order[it] = perm[it]
+                else:
+                    order[it] = it
+            prev = -1  # a streamed grid whose dz is computed but not yet applied
+            for it in range(n_grids):
+                r = order[it]
+                lo = gp[r]
+                hi = gp[r + 1]
+                if hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < par_min:
+                    if prev >= 0:
+                        self._stream(prev, -1, NULL, 0, block, T, small, l16, l32, dz)
+                        prev = -1
+                    run_order(P, NULL, lo, hi, False)
+                    continue
+                # block partial sums while they cost a fraction of a pass over the rows
+                part = &pv[0] if n_blocks * (hi - lo + 1) <= cap else NULL
+                if part != NULL:
+                    # apply the pending grid and sum this one in one pass
+                    self._stream(prev, r, part, hi - lo + 1, block, T, small, l16, l32, dz)
+                elif prev >= 0:
+                    self._stream(prev, -1, NULL, 0, block, T, small, l16, l32, dz)
+                stream_weights(P, lo, hi, part, n_blocks, dz, T)
+                prev = r
+            if prev >= 0:
+                self._stream(prev, -1, NULL, 0, block, T, small, l16, l32, dz)
+
+    cdef inline void _stream(self, Py_ssize_t prev, Py_ssize_t r, double* part, Py_ssize_t nb,
+                             Py_ssize_t block, int T, bint small, uint16_t[:, ::1] l16,
+                             int32_t[:, ::1] l32, double* dz) noexcept nogil:
+        if small:
+            stream_rows(&self.P, &l16[prev, 0] if prev >= 0 else NULL, dz,
+                        &l16[r, 0] if r >= 0 else NULL, part, nb, block, T)
+        else:
+            stream_rows(&self.P, &l32[prev, 0] if prev >= 0 else NULL, dz,
+                        &l32[r, 0] if r >= 0 else NULL, part, nb, block, T)
+
+    cdef bint _grid_labels_ready(self):
+        # the streamed grid step's buffers, sized on first use; False: no labels given
+        cdef Py_ssize_t n_blocks
+        if self.grid_labels is None or self.P.N == 0:
+            return False
+        if self.grid_part is not None:
+            return True
+        gp = np.asarray(self.grid_ptr)
+        widths = np.diff(gp)
+        max_bins = int(widths.max())
+        self.grid_delta = np.zeros(max_bins + 1, dtype=np.float64)  # [max_bins]: sentinel, 0
+        # row blocks, fixed by N alone: a power of two of them (1 .. 16, about 16384 rows or
+        # more each, so that 2, 4, 8, 16 threads share them evenly), each a multiple of 8 rows
+        # (u is 64-byte aligned: no two blocks share a cache line)
+        n_blocks = 1
+        while n_blocks < 16 and self.P.N >= 2 * n_blocks * 16384:
+            n_blocks *= 2
+        self.grid_block = ((self.P.N + n_blocks - 1) // n_blocks + 7) // 8 * 8
+        n_blocks = (self.P.N + self.grid_block - 1) // self.grid_block
+        cap = int(GRID_STREAM_MAX_PARTIALS * self.P.N)
+        need = [n_blocks * (int(w) + 1) for w in widths if n_blocks * (int(w) + 1) <= cap]
+        self.grid_part = np.zeros(max(need) if need else 0, dtype=np.float64)
+        if not need:
+            self.grid_part = np.zeros(1, dtype=np.float64)[:0]
+        self.grid_order = np.zeros(max(len(widths), 1), dtype=np.int64)
+        return True
 
     cdef bint _grid_split_ready(self, int T):
         # the two-phase tables for T threads (built on first use); False: not usable

@@ -212,6 +212,17 @@ class _Columns:
     def nnz(self):
         return int(self.indptr[-1])
 
+    def grid_labels(self, n_threads):
+        """The bin of each row in each grid, (R, n_rows), for grid mode's streamed step
+        (built once and shared by the problems of a fit); None where it does not apply
+        (stored values not constant, or no grid structure)."""
+        if self.data is not None or self.grid_ptr is None or not _cd.GRID_STREAM:
+            return None
+        if not hasattr(self, "_grid_labels"):
+            self._grid_labels = _cd.grid_labels(self.indptr, self.indices, self.grid_ptr,
+                                                self.n_rows, n_threads)
+        return self._grid_labels
+
     def check(self):
         """ValueError unless the structure is valid (the kernels index without checks)."""
         ip = self.indptr
@@ -411,6 +422,7 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         cols.indptr, cols.indices, cols.data, cols.zval, y, s, S, M, LOSSES[loss], lam1, lam2,
         fit_intercept, SELECTIONS[selection], seed & _MASK64,
         cols.grid_ptr if mode == "grid" else None,
+        cols.grid_labels(n_threads) if mode == "grid" else None,
     )
     if mode == "hogwild":
         prob.set_thread_seeds([(seed + _HOGWILD_STRIDE * (t + 1)) & _MASK64 for t in range(n_threads)])

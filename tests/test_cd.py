@@ -10,6 +10,8 @@
 import types
 import warnings
 
+from functools import partial
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -288,11 +290,17 @@ def test_grid_two_phase_step_is_bitwise_the_single_phase_step(monkeypatch, loss)
             kw = dict(alpha=1e-4, l1_ratio=0.5, max_epochs=3, tol=0.0, selection=selection,
                       parallel="grid", random_state=5)
             fits = {}
+            monkeypatch.setattr(_cd, "GRID_STREAM", False)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
                 for two_phase, n_jobs in ((False, 1), (False, 2), (True, 2), (True, 1)):
                     monkeypatch.setattr(_cd, "GRID_TWO_PHASE", two_phase)
                     fits[two_phase, n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, binning=rb)
+                # the streamed step with each bin summed over its own column: the same sums
+                monkeypatch.setattr(_cd, "GRID_STREAM", True)
+                monkeypatch.setattr(_cd, "GRID_STREAM_MAX_PARTIALS", 0.0)
+                for n_jobs in (1, 2, 3):
+                    fits["stream", n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, binning=rb)
                 b = estimator(ref, loss, **kw).fit(Z, t, binning=rb)
             a = fits[False, 1]
             assert np.any(a.coef_ != 0)
@@ -302,6 +310,106 @@ def test_grid_two_phase_step_is_bitwise_the_single_phase_step(monkeypatch, loss)
                 assert np.array_equal(np.asarray(f.intercept_), np.asarray(a.intercept_))
                 assert f.objective_history_ == a.objective_history_
             assert np.allclose(a.coef_, b.coef_, **TIGHT)
+
+
+def _streamed_fits(monkeypatch, Est, Z, t, binning, kw, caps=(0.0, 0.6, 1e9), jobs=(1, 2, 3),
+                   sample_weight=None):
+    monkeypatch.setattr(_cd, "GRID_PAR_MIN_ENTRIES", 0)
+    monkeypatch.setattr(_cd, "GRID_STREAM", True)
+    fits = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for cap in caps:
+            monkeypatch.setattr(_cd, "GRID_STREAM_MAX_PARTIALS", cap)
+            for n_jobs in jobs:
+                fits[cap, n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, sample_weight=sample_weight,
+                                                                 binning=binning)
+    return fits
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic", "squared_hinge"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_streamed_grid_step_is_identical_for_every_thread_count(monkeypatch, loss, weighted):
+    # grid mode as streams over the rows: block partial sums (some grids, all, or none, by
+    # the cap on their size) in blocks fixed by N, so iterates do not depend on n_jobs; on
+    # training data and on new data whose rows miss some grids; near the twin's iterates
+    from rbcd.features import RandomBinning
+
+    rng = np.random.default_rng(8)
+    X = rng.uniform(size=(70000, 3))
+    y = np.sin(6 * X[:, 0]) * np.cos(6 * X[:, 1])
+    rb = RandomBinning(n_grids=4, sigma=0.3, random_state=1).fit(X[:500])
+    Z = rb.transform(X)
+    assert np.any(np.asarray((Z != 0).sum(axis=1)).ravel() < 4)  # rows missing a grid
+    s = rng.uniform(0.5, 2.0, size=y.shape[0]) if weighted else None
+    t = y if loss == "squared" else np.where(y > np.median(y), 1.0, -1.0)
+    Est = CDRegressor if loss == "squared" else CDClassifier
+    est = {}
+    for sel in SELECTIONS:
+        kw = dict(alpha=1e-5, l1_ratio=0.5, max_epochs=2, tol=0.0, parallel="grid",
+                  random_state=5, selection=sel)
+        Fit = Est if loss == "squared" else partial(Est, loss=loss)
+        fits = _streamed_fits(monkeypatch, Fit, Z, t, rb, kw, sample_weight=s)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            b = estimator(ref, loss, **kw).fit(Z, t, sample_weight=s, binning=rb)
+        for cap in (0.0, 0.6, 1e9):
+            a = fits[cap, 1]
+            assert np.any(a.coef_ != 0)
+            for n_jobs in (2, 3):
+                f = fits[cap, n_jobs]
+                assert f.parallel_ == "grid"
+                assert np.array_equal(f.coef_, a.coef_)
+                assert np.array_equal(np.asarray(f.intercept_), np.asarray(a.intercept_))
+            assert np.allclose(a.coef_, b.coef_, **TIGHT)
+        est[sel] = fits
+    assert not np.array_equal(est["cyclic"][1e9, 1].coef_, est["random"][1e9, 1].coef_)
+
+
+def test_streamed_grid_step_with_wide_bin_labels(monkeypatch):
+    # a grid with 65536 or more bins takes int32 row labels instead of uint16
+    from rbcd.features import RandomBinning
+
+    rng = np.random.default_rng(2)
+    X = rng.uniform(size=(70000, 1))
+    y = np.sin(20 * X[:, 0]) + 0.1 * rng.normal(size=70000)
+    rb = RandomBinning(n_grids=3, sigma=1e-7, random_state=0)
+    Z = rb.fit_transform(X)
+    assert np.diff(rb.grid_ptr_).max() >= 65536
+    labels = _cd.grid_labels(Z.tocsc().indptr.astype(np.int64), Z.tocsc().indices,
+                             rb.grid_ptr_.astype(np.int64), 70000, 2)
+    assert labels.dtype == np.int32
+    kw = dict(alpha=1e-6, max_epochs=2, tol=0.0, parallel="grid", random_state=3)
+    fits = _streamed_fits(monkeypatch, CDRegressor, Z, y, rb, kw, caps=(1e9,), jobs=(1, 2))
+    assert np.array_equal(fits[1e9, 1].coef_, fits[1e9, 2].coef_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        b = ref.CDRegressor(**kw).fit(Z, y, binning=rb)
+    assert np.allclose(fits[1e9, 1].coef_, b.coef_, **TIGHT)
+
+
+def test_grid_labels_give_each_rows_bin_per_grid():
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    n, gp = 50, np.array([0, 3, 3, 8, 9], dtype=np.int64)  # an empty grid and a 1-bin grid
+    rows, cols = [], []
+    for g in range(4):
+        for i in range(n):
+            if gp[g + 1] > gp[g] and rng.uniform() < 0.8:
+                rows.append(i)
+                cols.append(rng.integers(gp[g], gp[g + 1]))
+    C = sp.csc_matrix((np.ones(len(rows)), (rows, cols)), shape=(n, 9))
+    C.sort_indices()
+    for idx in (C.indices.astype(np.int32), C.indices.astype(np.int64)):
+        lab = _cd.grid_labels(C.indptr.astype(np.int64), idx, gp, n, 2)
+        assert lab.shape == (4, n) and lab.dtype == np.uint16
+        want = np.empty((4, n), dtype=np.int64)
+        for g in range(4):
+            want[g] = gp[g + 1] - gp[g]
+        want[np.searchsorted(gp, cols, side="right") - 1, rows] = np.array(cols) - gp[
+            np.searchsorted(gp, cols, side="right") - 1]
+        assert np.array_equal(lab, want)
 
 
 # ---------------------------------------------------------------------------- parallel optima
