@@ -62,6 +62,51 @@ cdef extern from *:
 
 cdef extern from *:
     """
+    /* Hogwild adds in hardware transactions (Intel RTM), where the CPU has them.
+       A batch u[ind[k]] += dz, k0 <= k < k1, runs as one transaction: it commits as a whole
+       or not at all (a conflicting access by another thread aborts it, and the CPU rolls its
+       writes back), so no add is lost or doubled; the caller redoes an aborted batch with
+       per-entry atomic adds. One transaction per batch replaces a locked read-modify-write per
+       entry, and lets the batch's cache misses overlap. Returns 1 if the batch committed. */
+    #if defined(__GNUC__) && defined(__x86_64__) && RBCD_OPENMP
+    #include <cpuid.h>
+    #include <immintrin.h>
+    static int rbcd_rtm_usable(void) {
+        unsigned a, b, c, d;
+        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+        if (!((b >> 11) & 1u)) return 0;   /* CPUID.7.0:EBX[11] RTM */
+        if ((d >> 11) & 1u) return 0;      /* CPUID.7.0:EDX[11] RTM_ALWAYS_ABORT */
+        return 1;
+    }
+    #define RBCD_TX_ADD(NAME, IDX)                                                        \
+    __attribute__((target("rtm"), noinline))                                          \
+    static int NAME(double *u, const IDX *ind, long long k0, long long k1, double dz,    \
+                    const double *z, double delta) {                                     \
+        long long k;                                                                     \
+        if (_xbegin() != _XBEGIN_STARTED) return 0;                                      \
+        if (z == NULL) { for (k = k0; k < k1; k++) u[ind[k]] += dz; }                     \
+        else { for (k = k0; k < k1; k++) u[ind[k]] += delta * z[k]; }                     \
+        _xend();                                                                         \
+        return 1;                                                                        \
+    }
+    RBCD_TX_ADD(rbcd_tx_add_i32, int32_t)
+    RBCD_TX_ADD(rbcd_tx_add_i64, int64_t)
+    #else
+    static int rbcd_rtm_usable(void) { return 0; }
+    static int rbcd_tx_add_i32(double *u, const int32_t *ind, long long k0, long long k1,
+                               double dz, const double *z, double delta) { return 0; }
+    static int rbcd_tx_add_i64(double *u, const int64_t *ind, long long k0, long long k1,
+                               double dz, const double *z, double delta) { return 0; }
+    #endif
+    """
+    int rtm_usable "rbcd_rtm_usable"() noexcept nogil
+    int tx_add_i32 "rbcd_tx_add_i32"(double* u, const int32_t* ind, long long k0, long long k1,
+                                     double dz, const double* z, double delta) noexcept nogil
+    int tx_add_i64 "rbcd_tx_add_i64"(double* u, const int64_t* ind, long long k0, long long k1,
+                                     double dz, const double* z, double delta) noexcept nogil
+
+cdef extern from *:
+    """
     /* A hint to load the cache line of p ahead of use (no effect on results). */
     #if defined(__GNUC__) || defined(__clang__)
     #define rbcd_cd_prefetch(p) __builtin_prefetch((const void *)(p))
@@ -111,19 +156,20 @@ ctypedef fused idx_t:
     int64_t
 
 # Grid mode, parallel grids (docs/internals.md, "Parallel modes"). A grid runs in parallel
-# when it has at least GRID_PAR_MIN_ENTRIES stored entries (and two or more bins); with
-# GRID_TWO_PHASE and constant values (the RB fast path) in two phases (``grid_two_phase``),
-# otherwise each thread updates the rows of its own bins. The two-phase step pays a second
-# pass over the rows of the grid; measured on 2 cores (RB, R = 64..128) it wins for the
-# non-squared losses at every size (logistic: 2.4x vs 1.1x at N = 10^5, 2.25x vs 1.98x at
-# N = 10^6) but for the squared loss only while the state fits in a core's cache (N = 10^5:
-# 26 ms vs 46 ms per epoch; N = 3 10^5 even; N = 10^6: 240 ms vs 190 ms), hence the row cap
-# GRID_TWO_PHASE_SQUARED_MAX_ROWS for the squared loss. Plain module attributes so that tests
-# can force either path (results are identical); read once per epoch.
+# when it has at least GRID_PAR_MIN_ENTRIES stored entries (and two or more bins). With
+# constant values (the RB fast path) and GRID_STREAM, an epoch streams over the rows with each
+# grid's bin-of-row labels (``grid_stream_epoch``); otherwise each thread updates the rows of
+# its own bins. Measured at N = 10^6, R = 64, sigma = 1 (16k bins per grid), squared loss:
+# 285 / 170 ms per epoch (1 / 2 threads) for the per-bin step, 145 / 71 ms streamed; a grid's
+# bins take block partial sums while n_blocks (n_bins + 1) <= GRID_STREAM_MAX_PARTIALS N,
+# else a per-column phase 1 (cap 0.5 / 2 / 4 / 8 measured 94 / 71-75 / 69 / 80 ms on 2
+# threads). Plain module attributes so that tests can force each path; read once per epoch.
 GRID_PAR_MIN_ENTRIES = PAR_MIN_ENTRIES
-GRID_TWO_PHASE = True
-GRID_TWO_PHASE_SQUARED_MAX_ROWS = 131072
 GRID_STREAM = True
+# Hogwild's adds to u in hardware transactions where the CPU has them (Intel RTM; see
+# rbcd_tx_add above), else per-entry atomic adds. Both lose no update.
+HOGWILD_TRANSACTIONS = True
+_RTM_USABLE = bool(rtm_usable())
 GRID_STREAM_MAX_PARTIALS = 2.0
 
 
@@ -253,6 +299,21 @@ cdef struct Prob:
     double lam2
 
 
+cdef struct Tx:
+    # how one Hogwild thread makes its adds to u atomic
+    int mode                   # TX_RTM: transactions of TX_BATCH adds; TX_CAS: one per add
+    long long tries
+    long long aborts
+
+
+cdef enum:
+    TX_CAS = 1
+    TX_RTM = 2
+    # adds per transaction: short enough to rarely conflict, long enough to spread the cost
+    # of starting and committing one
+    TX_BATCH = 16
+
+
 cdef inline double _col_sum(const Prob* P, const idx_t* ind, Py_ssize_t j) noexcept nogil:
     # numpy: (s * loss'(p, y) * z)[rows of column j].sum()   (z left out when constant)
     # loss'(p_i, y_i) is kept up to date in dv, so this loop is the same for every loss
@@ -293,10 +354,44 @@ cdef inline double col_grad(const Prob* P, Py_ssize_t j) noexcept nogil:
     return acc / P.S + P.lam2 * P.rec[j].w
 
 
+cdef inline void _tx_adds(const Prob* P, const idx_t* ind, int64_t start, int64_t end,
+                          double delta, Tx* tx) noexcept nogil:
+    # u[ind[k]] += delta z_k, start <= k < end, in transactions of TX_BATCH adds; an aborted
+    # batch is redone with atomic adds. After repeated aborts (more than a quarter of the
+    # batches, once 256 have aborted) the thread stays on atomic adds.
+    cdef int64_t k, kb, kk
+    cdef double* u = P.u
+    cdef const double* z = P.data
+    cdef double dz = delta * P.zval
+    cdef int ok
+    k = start
+    while k < end:
+        kb = min(end, k + TX_BATCH)
+        if tx.mode == TX_RTM:
+            if idx_t is int32_t:
+                ok = tx_add_i32(u, ind, k, kb, dz, z, delta)
+            else:
+                ok = tx_add_i64(u, ind, k, kb, dz, z, delta)
+            tx.tries += 1
+            if ok:
+                k = kb
+                continue
+            tx.aborts += 1
+            if tx.aborts > 256 and 4 * tx.aborts > tx.tries:
+                tx.mode = TX_CAS
+        if z == NULL:
+            for kk in range(k, kb):
+                atomic_add(&u[ind[kk]], dz)
+        else:
+            for kk in range(k, kb):
+                atomic_add(&u[ind[kk]], delta * z[kk])
+        k = kb
+
+
 cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double delta,
-                           bint atomic) noexcept nogil:
+                           Tx* tx) noexcept nogil:
     # numpy: p[rows] += delta * z[rows, j]; dv[rows] = loss'(p[rows], y[rows])
-    # (atomic adds for Hogwild; for the squared loss dv is p - y itself)
+    # (tx not NULL: atomic adds for Hogwild; for the squared loss dv is p - y itself)
     cdef int64_t k
     cdef int64_t start = P.rec[j].start
     cdef int64_t end = P.rec[j].end
@@ -308,28 +403,22 @@ cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double
     cdef double dz
     cdef idx_t i
     if loss == SQUARED:
-        if z == NULL:
+        if tx != NULL:
+            _tx_adds(P, ind, start, end, delta, tx)
+        elif z == NULL:
             dz = delta * P.zval
-            if atomic:
-                for k in range(start, end):
-                    atomic_add(&u[ind[k]], dz)
-            else:
-                for k in range(start, end):
-                    u[ind[k]] += dz
+            for k in range(start, end):
+                u[ind[k]] += dz
         else:
-            if atomic:
-                for k in range(start, end):
-                    atomic_add(&u[ind[k]], delta * z[k])
-            else:
-                for k in range(start, end):
-                    u[ind[k]] += delta * z[k]
+            for k in range(start, end):
+                u[ind[k]] += delta * z[k]
         return
     dz = delta * P.zval
     for k in range(start, end):
         i = ind[k]
         if z != NULL:
             dz = delta * z[k]
-        if atomic:
+        if tx != NULL:
             atomic_add(&u[i], dz)
         else:
             u[i] += dz
@@ -354,7 +443,7 @@ cdef inline double soft_threshold(double v, double t) noexcept nogil:
     return 0.0
 
 
-cdef inline void cd_step(const Prob* P, Py_ssize_t j, bint atomic) noexcept nogil:
+cdef inline void cd_step(const Prob* P, Py_ssize_t j, Tx* tx) noexcept nogil:
     """One coordinate step on column j (contract 9); updates w_j and the state u."""
     cdef ColRec* rj = &P.rec[j]
     cdef double wj = rj.w
@@ -365,7 +454,7 @@ cdef inline void cd_step(const Prob* P, Py_ssize_t j, bint atomic) noexcept nogi
         new = 0.0
     else:
         new = soft_threshold(wj - g / Mj, P.lam1 / Mj)
-    if atomic:
+    if tx != NULL:
         old = atomic_exchange(&rj.w, new)
     else:
         old = wj
@@ -373,9 +462,9 @@ cdef inline void cd_step(const Prob* P, Py_ssize_t j, bint atomic) noexcept nogi
     delta = new - old
     if delta != 0.0:
         if P.ind64 != NULL:
-            _col_axpy(P, P.ind64, j, delta, atomic)
+            _col_axpy(P, P.ind64, j, delta, tx)
         else:
-            _col_axpy(P, P.ind32, j, delta, atomic)
+            _col_axpy(P, P.ind32, j, delta, tx)
 
 
 cdef inline void _prefetch_indices(const Prob* P, Py_ssize_t j) noexcept nogil:
@@ -386,7 +475,7 @@ cdef inline void _prefetch_indices(const Prob* P, Py_ssize_t j) noexcept nogil:
         prefetch(&P.ind32[P.rec[j].start])
 
 
-cdef void run_draws(const Prob* P, uint64_t* state, Py_ssize_t count, bint atomic) noexcept nogil:
+cdef void run_draws(const Prob* P, uint64_t* state, Py_ssize_t count, Tx* tx) noexcept nogil:
     """``count`` steps on j = randbelow(D) drawn from ``state``, in draw order.
 
     Draws are taken LOOK steps ahead into a ring (the same sequence, consumed in the same
@@ -404,11 +493,12 @@ cdef void run_draws(const Prob* P, uint64_t* state, Py_ssize_t count, bint atomi
             prefetch(&P.rec[ring[it % LOOK]])
         if it + LOOK // 2 < count:
             _prefetch_indices(P, ring[(it + LOOK // 2) % LOOK])
-        cd_step(P, j, atomic)
+        cd_step(P, j, tx)
 
 
 cdef void hogwild_worker(const Prob* P, uint64_t* state, const int64_t* order,
-                         long long* next_step, bint atomic) noexcept nogil:
+                         long long* next_step, bint atomic, bint rtm,
+                         long long* stats) noexcept nogil:
     """One Hogwild thread: claims chunks of the epoch's D steps until none are left.
 
     ``state`` not NULL: each claimed step is a draw from this thread's own stream;
@@ -416,21 +506,27 @@ cdef void hogwild_worker(const Prob* P, uint64_t* state, const int64_t* order,
     """
     cdef long long lo, hi
     cdef uint64_t local = state[0] if state != NULL else 0  # private copy: the threads'
-    while True:                                             # states share a cache line
+    cdef Tx tx                                              # states share a cache line
+    tx.mode = TX_RTM if rtm else TX_CAS
+    tx.tries = 0
+    tx.aborts = 0
+    while True:
         lo = fetch_add(next_step, HOGWILD_CHUNK)
         if lo >= P.D:
             break
         hi = min(lo + HOGWILD_CHUNK, <long long>P.D)
         if state != NULL:
-            run_draws(P, &local, hi - lo, atomic)
+            run_draws(P, &local, hi - lo, &tx if atomic else NULL)
         else:
-            run_order(P, order, lo, hi, atomic)
+            run_order(P, order, lo, hi, &tx if atomic else NULL)
     if state != NULL:
         state[0] = local
+    stats[0] = tx.tries
+    stats[1] = tx.aborts
 
 
 cdef void run_order(const Prob* P, const int64_t* order, Py_ssize_t lo, Py_ssize_t hi,
-                    bint atomic) noexcept nogil:
+                    Tx* tx) noexcept nogil:
     """Steps on order[lo], ..., order[hi - 1] (order NULL: lo, ..., hi - 1), with prefetch."""
     cdef Py_ssize_t it
     for it in range(lo, hi):
@@ -438,57 +534,13 @@ cdef void run_order(const Prob* P, const int64_t* order, Py_ssize_t lo, Py_ssize
             prefetch(&P.rec[order[it + LOOK] if order != NULL else it + LOOK])
         if it + LOOK // 2 < hi:
             _prefetch_indices(P, order[it + LOOK // 2] if order != NULL else it + LOOK // 2)
-        cd_step(P, order[it] if order != NULL else it, atomic)
-
-
-# ---------------------------------------------------------------------------------------
-# Grid mode in two phases (constant values only). Letting each thread update the rows of its
-# own bins makes neighbouring rows (one cache line of u / dv) be written by different threads
-# at once (false sharing), and for the non-squared losses puts the loss' refresh inside the
-# scattered writes. Instead, for a visited grid with bins lo..hi-1:
-#   phase 1 (parallel over bins): g_j from the current u / dv (read only), the new w_j exactly
-#           as cd_step computes it, delta_j = w_new - w_old kept in a scratch array;
-#   phase 2 (thread t owns the rows [a_t, a_{t+1}), boundaries on multiples of 8 rows and u,
-#           dv 64-byte aligned, so no two threads write one cache line): for every bin j with
-#           delta_j != 0, u_i += delta_j z for the rows i of column j in its stretch.
-# The stretch of column j is split[j (T + 1) + t] .. split[j (T + 1) + t + 1] (row indices
-# increase within a column), found once per problem and thread count: 8 (T + 1) bytes per
-# column, no per-row table. Each row gets at most one update per grid, with the arithmetic of
-# _col_axpy, so the iterates are bitwise those of the serial grid path for any thread count.
-# What remains (measured): phase 1 reads rows that the other threads wrote in the previous
-# grid's phase 2, so the lines of u still move between cores once per grid; when u fits in
-# a core's cache that makes 2 threads slower than 1 for the squared loss (N = 10^5).
-
-cdef inline Py_ssize_t row_split(Py_ssize_t N, Py_ssize_t t, Py_ssize_t T) noexcept nogil:
-    # first row of thread t's stretch: a multiple of 8 (u and dv are 64-byte aligned)
-    if t >= T:
-        return N
-    return ((N * t) // T) & ~(<Py_ssize_t>7)
-
-
-cdef bint _col_splits(const Prob* P, const idx_t* ind, Py_ssize_t j, int64_t* out,
-                      Py_ssize_t T) noexcept nogil:
-    # out[t] = first k of column j with ind[k] >= row_split(N, t, T), t = 0..T; False if the
-    # column's rows do not increase (then the two-phase step is not used)
-    cdef int64_t k, start = P.indptr[j], end = P.indptr[j + 1]
-    cdef Py_ssize_t t = 1
-    out[0] = start
-    for k in range(start, end):
-        if k > start and ind[k] <= ind[k - 1]:
-            return False
-        while t < T and ind[k] >= row_split(P.N, t, T):
-            out[t] = k
-            t += 1
-    while t <= T:
-        out[t] = end
-        t += 1
-    return True
+        cd_step(P, order[it] if order != NULL else it, tx)
 
 
 cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t lo,
                            double* delta, double scale) noexcept nogil:
-    """Phase 1 on bins a..b-1 of the grid starting at column lo: w_j <- the cd_step value,
-    delta[j - lo] = w_new - w_old; no write to u / dv."""
+    """Bins a..b-1 of the grid starting at column lo: w_j <- the cd_step value (g_j summed
+    over column j), delta[j - lo] = (w_new - w_old) scale; no write to u / dv."""
     cdef Py_ssize_t j
     cdef ColRec* rj
     cdef double wj, g, Mj, new
@@ -508,53 +560,6 @@ cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t
             new = soft_threshold(wj - g / Mj, P.lam1 / Mj)
         rj.w = new
         delta[j - lo] = (new - wj) * scale
-
-
-cdef void _grid_apply(const Prob* P, const idx_t* ind, Py_ssize_t lo, Py_ssize_t hi,
-                      const double* delta, const int64_t* split, Py_ssize_t t,
-                      Py_ssize_t T) noexcept nogil:
-    # phase 2 for thread t: u_i += delta_j z on its rows of the moved bins (dz = delta * zval
-    # and the loss' refresh exactly as in _col_axpy)
-    cdef Py_ssize_t j
-    cdef int64_t k, k0, k1
-    cdef idx_t i
-    cdef double d, dz
-    cdef double* u = P.u
-    cdef double* dv = P.dv
-    cdef const double* y = P.y
-    cdef Loss loss = P.loss
-    for j in range(lo, hi):
-        d = delta[j - lo]
-        if d == 0.0:
-            continue
-        dz = d * P.zval
-        k0 = split[j * (T + 1) + t]
-        k1 = split[j * (T + 1) + t + 1]
-        if loss == SQUARED:
-            for k in range(k0, k1):
-                u[ind[k]] += dz
-        else:
-            for k in range(k0, k1):
-                i = ind[k]
-                u[i] += dz
-                dv[i] = loss_deriv(loss, u[i], y[i])
-
-
-cdef void grid_two_phase(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const int64_t* split,
-                         double* delta, int T) noexcept nogil:
-    """One grid (columns lo..hi-1) in two phases on T threads (split built for T)."""
-    cdef Py_ssize_t c, t
-    cdef Py_ssize_t n_chunks = (hi - lo + GRID_CHUNK - 1) // GRID_CHUNK
-    for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
-        grid_new_weights(P, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK), lo, delta,
-                         1.0)
-    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-        if P.ind64 != NULL:
-            _grid_apply(P, P.ind64, lo, hi, delta, split, t, T)
-        else:
-            _grid_apply(P, P.ind32, lo, hi, delta, split, t, T)
-
-
 
 
 ctypedef fused lab_t:
@@ -654,7 +659,7 @@ cdef void stream_rows(const Prob* P, const lab_t* lab_prev, const double* dz_pre
 cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const double* part,
                          Py_ssize_t n_blocks, double* dz, int T) noexcept nogil:
     """New weights of the bins lo..hi-1 from the partial sums, or (part NULL) from their
-    columns as grid_two_phase's phase 1; dz[j - lo] = (w_new - w_old) zval."""
+    columns (reading u, not writing it); dz[j - lo] = (w_new - w_old) zval."""
     cdef Py_ssize_t c
     cdef Py_ssize_t nb = hi - lo + 1
     dz[hi - lo] = 0.0  # rows without an entry in the grid (label hi - lo) move by 0
@@ -754,13 +759,12 @@ cdef class CDProblem:
     cdef Selection selection
     cdef uint64_t rng
     cdef object thread_states       # uint64 (T,) Hogwild streams
+    cdef public object tx_stats     # int64 (T, 2): the last Hogwild epoch's transactions,
+                                    # started and aborted, per thread
     cdef object perm_arr            # int64 permutation (D, or R in grid mode)
     cdef object grid_ptr            # int64 (R + 1,) or None
     cdef object scratch             # float64 (D,)
-    cdef object grid_split          # int64 (D (T + 1),) two-phase row stretches, or None
-    cdef int grid_split_T           # the thread count grid_split was built for (0: none)
-    cdef bint grid_split_ok         # False once a column's rows were found not increasing
-    cdef object grid_delta          # float64 (max bins per grid,) two-phase scratch
+    cdef object grid_delta          # float64 (max bins per grid + 1,) the grid's moves dz
     cdef object grid_labels         # (R, N) uint16 / int32 bin of each row per grid, or None
     cdef object grid_order          # int64 (R,) the epoch's grid sequence
     cdef object grid_part           # float64 block partial sums of the streamed grid step
@@ -780,7 +784,7 @@ cdef class CDProblem:
         cdef const int64_t[::1] i64
         N = y.shape[0]
         D = indptr.shape[0] - 1
-        self.u_arr = _aligned_zeros(N)  # 64-byte aligned: two-phase grid rows split on lines
+        self.u_arr = _aligned_zeros(N)  # 64-byte aligned: grid mode's row blocks split on lines
         cdef double[::1] u_v = self.u_arr
         # column records, aligned to 64 bytes so that a record never straddles a cache line
         self.rec_buf = np.zeros(max(D, 1) * sizeof(ColRec) + 64, dtype=np.uint8)
@@ -844,9 +848,7 @@ cdef class CDProblem:
         self.perm_arr = np.arange(n_perm, dtype=np.int64)
         self.scratch = np.zeros(D, dtype=np.float64)
         self.thread_states = np.zeros(0, dtype=np.uint64)
-        self.grid_split = None
-        self.grid_split_T = 0
-        self.grid_split_ok = True
+        self.tx_stats = np.zeros((0, 2), dtype=np.int64)
         self.grid_delta = None
         self.grid_labels = grid_labels
         self.grid_part = None
@@ -885,9 +887,9 @@ cdef class CDProblem:
                 # p += w_j Z[:, j], columns in increasing order
                 if self.P.rec[j].w != 0.0:
                     if self.P.ind64 != NULL:
-                        _col_axpy(&self.P, self.P.ind64, j, self.P.rec[j].w, False)
+                        _col_axpy(&self.P, self.P.ind64, j, self.P.rec[j].w, NULL)
                     else:
-                        _col_axpy(&self.P, self.P.ind32, j, self.P.rec[j].w, False)
+                        _col_axpy(&self.P, self.P.ind32, j, self.P.rec[j].w, NULL)
             for i in range(self.P.N):
                 u[i] += b0  # p += b
                 if self.P.loss == SQUARED:
@@ -939,28 +941,29 @@ cdef class CDProblem:
         cdef Py_ssize_t c, n_chunks
         cdef Selection sel = self.selection
         cdef bint atomic = False
+        cdef bint rtm = False
+        cdef long long[:, ::1] txs
         cdef int64_t par_min
-        cdef int64_t[::1] spv
-        cdef double[::1] gdv
-        cdef const int64_t* spp = NULL
-        cdef double* gdp = NULL
         if D == 0:
             return
         if mode == SERIAL:
             with nogil:
                 if sel == RANDOM:
-                    run_draws(P, &self.rng, D, False)
+                    run_draws(P, &self.rng, D, NULL)
                 elif sel == PERMUTATION:
                     fisher_yates(&perm[0], D, &self.rng)
-                    run_order(P, &perm[0], 0, D, False)
+                    run_order(P, &perm[0], 0, D, NULL)
                 else:
-                    run_order(P, NULL, 0, D, False)
+                    run_order(P, NULL, 0, D, NULL)
         elif mode == HOGWILD:
             T = max(1, n_threads)
             atomic = T > 1  # one thread: no concurrent writer, plain adds suffice
+            rtm = HOGWILD_TRANSACTIONS and _RTM_USABLE
             if sel == RANDOM and self.thread_states.shape[0] < T:
                 raise ValueError("Hogwild needs one seed per thread (set_thread_seeds)")
             ts = self.thread_states if sel == RANDOM else np.zeros(T, dtype=np.uint64)
+            self.tx_stats = np.zeros((T, 2), dtype=np.int64)
+            txs = self.tx_stats
             next_step = 0
             with nogil:
                 if sel == PERMUTATION:
@@ -969,7 +972,8 @@ cdef class CDProblem:
                 # or stretches of the permutation / of 0..D-1
                 for t in prange(T, num_threads=T, schedule="static", chunksize=1):
                     hogwild_worker(P, &ts[t] if sel == RANDOM else NULL,
-                                   &perm[0] if sel == PERMUTATION else NULL, &next_step, atomic)
+                                   &perm[0] if sel == PERMUTATION else NULL, &next_step, atomic,
+                                   rtm, &txs[t, 0])
                 if atomic and P.loss != SQUARED:
                     # a thread may have stored loss'(p_i) computed before another thread's
                     # add to p_i landed: recompute dv from the final p once per epoch
@@ -982,13 +986,6 @@ cdef class CDProblem:
             n_grids = gp.shape[0] - 1
             T = max(1, n_threads)
             par_min = GRID_PAR_MIN_ENTRIES
-            if (T > 1 and GRID_TWO_PHASE and P.data == NULL
-                    and (P.loss != SQUARED or P.N <= GRID_TWO_PHASE_SQUARED_MAX_ROWS)
-                    and self._grid_split_ready(T)):
-                spv = self.grid_split
-                gdv = self.grid_delta
-                spp = &spv[0]
-                gdp = &gdv[0]
             if GRID_STREAM and P.data == NULL and self._grid_labels_ready():
                 self._grid_stream_epoch(T, par_min)
                 return
@@ -1006,15 +1003,13 @@ cdef class CDProblem:
                     hi = gp[r + 1]
                     # all bins of grid r from the same p: disjoint rows, no conflicts
                     if T == 1 or hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < par_min:
-                        run_order(P, NULL, lo, hi, False)
-                    elif spp != NULL:
-                        grid_two_phase(P, lo, hi, spp, gdp, T)
+                        run_order(P, NULL, lo, hi, NULL)
                     else:
                         # chunks of GRID_CHUNK consecutive bins, handed out dynamically
                         n_chunks = (hi - lo + GRID_CHUNK - 1) // GRID_CHUNK
                         for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
                             run_order(P, NULL, lo + c * GRID_CHUNK,
-                                      min(hi, lo + (c + 1) * GRID_CHUNK), False)
+                                      min(hi, lo + (c + 1) * GRID_CHUNK), NULL)
 
     cdef void _grid_stream_epoch(self, int T, int64_t par_min):
         # grid mode as streams over the rows (docs/internals.md, "Grid mode"): the update of a
@@ -1060,7 +1055,7 @@ cdef class CDProblem:
                     if prev >= 0:
                         self._stream(prev, -1, NULL, 0, block, T, small, l16, l32, dz)
                         prev = -1
-                    run_order(P, NULL, lo, hi, False)
+                    run_order(P, NULL, lo, hi, NULL)
                     continue
                 # block partial sums while they cost a fraction of a pass over the rows
                 part = &pv[0] if n_blocks * (hi - lo + 1) <= cap else NULL
@@ -1109,39 +1104,6 @@ cdef class CDProblem:
         if not need:
             self.grid_part = np.zeros(1, dtype=np.float64)[:0]
         self.grid_order = np.zeros(max(len(widths), 1), dtype=np.int64)
-        return True
-
-    cdef bint _grid_split_ready(self, int T):
-        # the two-phase tables for T threads (built on first use); False: not usable
-        cdef Py_ssize_t j, D = self.P.D
-        cdef int64_t[::1] sp
-        cdef Py_ssize_t bad = 0
-        if not self.grid_split_ok:
-            return False
-        if self.grid_split_T == T:
-            return True
-        gp = self.grid_ptr
-        if not np.any((np.diff(gp) >= 2)
-                      & (np.diff(np.asarray(<object>self._keep[0])[gp]) >= GRID_PAR_MIN_ENTRIES)):
-            return False  # no grid runs in parallel: the tables would not be used
-        self.grid_split = None
-        self.grid_split = np.empty(D * (T + 1), dtype=np.int64)
-        sp = self.grid_split
-        cdef int TP = self._pass_threads(T)
-        with nogil:
-            for j in prange(D, num_threads=TP, schedule="static"):
-                if self.P.ind64 != NULL:
-                    bad += not _col_splits(&self.P, self.P.ind64, j, &sp[j * (T + 1)], T)
-                else:
-                    bad += not _col_splits(&self.P, self.P.ind32, j, &sp[j * (T + 1)], T)
-        if bad:
-            self.grid_split = None
-            self.grid_split_ok = False
-            return False
-        if self.grid_delta is None:
-            self.grid_delta = np.zeros(max(int(np.max(np.diff(self.grid_ptr))), 1),
-                                       dtype=np.float64)
-        self.grid_split_T = T
         return True
 
     def objective(self):

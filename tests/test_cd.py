@@ -266,10 +266,10 @@ def test_grid_mode_with_random_binning_and_rbcolumns():
 
 
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
-def test_grid_two_phase_step_is_bitwise_the_single_phase_step(monkeypatch, loss):
-    # the two-phase grid step (bins' new weights, then each thread updates its own stretch of
-    # rows) against the single-phase one and against one thread, forced on small problems;
-    # also on transformed new data, whose rows miss some grids
+def test_streamed_grid_step_with_column_sums_is_bitwise_the_per_bin_step(monkeypatch, loss):
+    # the streamed grid step with every bin summed over its own column (no block partial
+    # sums) does the per-bin step's arithmetic: bitwise the same iterates, for any n_jobs;
+    # forced on small problems; also on transformed new data, whose rows miss some grids
     from rbcd.features import RandomBinning
 
     rng = np.random.default_rng(3)
@@ -281,7 +281,6 @@ def test_grid_two_phase_step_is_bitwise_the_single_phase_step(monkeypatch, loss)
     Zn = rb.transform(Xn)
     assert np.any(np.asarray((Zn != 0).sum(axis=1)).ravel() < 6)  # rows missing a grid
     monkeypatch.setattr(_cd, "GRID_PAR_MIN_ENTRIES", 0)
-    monkeypatch.setattr(_cd, "GRID_TWO_PHASE_SQUARED_MAX_ROWS", 10**9)
     Est = CDRegressor if loss == "squared" else CDClassifier
     for Z, t in ((rb.transform(X), y), (Zn, yn)):
         if loss != "squared":
@@ -290,19 +289,17 @@ def test_grid_two_phase_step_is_bitwise_the_single_phase_step(monkeypatch, loss)
             kw = dict(alpha=1e-4, l1_ratio=0.5, max_epochs=3, tol=0.0, selection=selection,
                       parallel="grid", random_state=5)
             fits = {}
-            monkeypatch.setattr(_cd, "GRID_STREAM", False)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                for two_phase, n_jobs in ((False, 1), (False, 2), (True, 2), (True, 1)):
-                    monkeypatch.setattr(_cd, "GRID_TWO_PHASE", two_phase)
-                    fits[two_phase, n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, binning=rb)
-                # the streamed step with each bin summed over its own column: the same sums
+                monkeypatch.setattr(_cd, "GRID_STREAM", False)
+                for n_jobs in (1, 2):
+                    fits["per bin", n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, binning=rb)
                 monkeypatch.setattr(_cd, "GRID_STREAM", True)
                 monkeypatch.setattr(_cd, "GRID_STREAM_MAX_PARTIALS", 0.0)
                 for n_jobs in (1, 2, 3):
                     fits["stream", n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, binning=rb)
                 b = estimator(ref, loss, **kw).fit(Z, t, binning=rb)
-            a = fits[False, 1]
+            a = fits["per bin", 1]
             assert np.any(a.coef_ != 0)
             for f in fits.values():
                 assert f.parallel_ == "grid"
@@ -465,24 +462,42 @@ def test_hogwild_and_grid_reach_the_serial_optimum_classification(loss):
 
 @pytest.mark.parametrize("selection", SELECTIONS)
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
-def test_hogwild_keeps_predictions_consistent_under_conflicts(selection, loss):
-    # every column touches every row: two threads add to the same p_i all the time;
-    # with atomic adds (and atomic coordinate swaps) p stays exactly Z w + b.
+@pytest.mark.parametrize("values", ["normal", "constant", "constant-int64"])
+@pytest.mark.parametrize("transactions", [True, False])
+def test_hogwild_keeps_predictions_consistent_under_conflicts(monkeypatch, selection, loss,
+                                                              values, transactions):
+    # every column touches most rows: two threads add to the same p_i all the time; with
+    # atomic adds or hardware transactions (and atomic coordinate swaps) p stays exactly
+    # Z w + b. Values: stored ones, or one constant (the RB fast path), int32/int64 rows.
+    monkeypatch.setattr(_cd, "HOGWILD_TRANSACTIONS", transactions)
     rng = np.random.default_rng(0)
-    N, D = 3000, 6
-    Zc = sp.csc_matrix(rng.normal(size=(N, D)) / np.sqrt(D))
+    N, D = 300, 8000  # D >> HOGWILD_CHUNK: both threads get steps
+    if values == "normal":
+        Zc = sp.csc_matrix(rng.normal(size=(N, D)) / np.sqrt(D))
+        data, zval = np.ascontiguousarray(Zc.data), 1.0
+    else:
+        Zc = sp.csc_matrix((rng.random(size=(N, D)) < 0.5) * 0.4)
+        data, zval = None, 0.4
+    rows = Zc.indices.astype(np.int64) if values == "constant-int64" else Zc.indices
     y = rng.normal(size=N) if loss == "squared" else np.where(rng.random(N) < 0.5, -1.0, 1.0)
     s = rng.uniform(0.5, 2.0, size=N)
     beta = _cd.beta_of(_cd.Loss[loss.upper()])
     M = beta * np.asarray(Zc.multiply(Zc).T @ s).ravel() / s.sum()
-    prob = _cd.CDProblem(Zc.indptr.astype(np.int64), Zc.indices, np.ascontiguousarray(Zc.data),
-                         1.0, y, s, float(s.sum()), M, _cd.Loss[loss.upper()], 1e-4, 0.0, True,
+    prob = _cd.CDProblem(Zc.indptr.astype(np.int64), rows, data, zval, y, s, float(s.sum()), M,
+                         _cd.Loss[loss.upper()], 1e-4, 0.0, True,
                          _cd.Selection[selection.upper()], 123)
     prob.set_thread_seeds([5, 6])
     prob.intercept_step()
-    for _ in range(30):
+    started = committed = 0
+    for _ in range(10):
         prob.epoch(_cd.Mode.HOGWILD, 2)
         prob.intercept_step()
+        started += int(prob.tx_stats[:, 0].sum())
+        committed += int(prob.tx_stats[:, 0].sum() - prob.tx_stats[:, 1].sum())
+    if transactions and _cd._RTM_USABLE and loss == "squared" and openmp_is_enabled():
+        assert committed > 0  # the transactional path ran (aborts fall back to atomic adds)
+    else:
+        assert started == 0
     p = Zc @ prob.w_arr + prob.b
     assert np.allclose(prob.predictions(), p, rtol=0, atol=1e-9)
     # the cached loss derivatives agree with p too: the gradients match numpy's
