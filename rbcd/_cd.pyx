@@ -566,9 +566,13 @@ ctypedef fused lab_t:
     uint16_t
     int32_t
 
+ctypedef fused lab2_t:
+    uint16_t
+    int32_t
+
 
 cdef void _stream_pass(const Prob* P, const lab_t* lab_prev, const double* dz_prev,
-                       const lab_t* lab, double* part, Py_ssize_t nb, Py_ssize_t a,
+                       const lab2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t a,
                        Py_ssize_t b) noexcept nogil:
     # rows a..b-1, in order: the pending grid's update u_i += dz_prev[lab_prev[i]] (and the
     # loss' refresh) if lab_prev is not NULL; then, if lab is not NULL, the next grid's partial
@@ -640,7 +644,7 @@ cdef void _weights_from_partials(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_s
 
 
 cdef void stream_rows(const Prob* P, const lab_t* lab_prev, const double* dz_prev,
-                      const lab_t* lab, double* part, Py_ssize_t nb, Py_ssize_t block,
+                      const lab2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t block,
                       int T) noexcept nogil:
     """_stream_pass over all rows in fixed blocks of ``block`` rows, block q writing the
     partial sums part[q nb : (q + 1) nb]; blocks independent of T (identical results)."""
@@ -687,56 +691,57 @@ cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, lab_t* lab, Py_s
     # without an entry in the grid
     cdef Py_ssize_t i, j
     cdef int64_t k
-    for i in range(N):
-        lab[i] = <lab_t>(hi - lo)
+    if indptr[hi] - indptr[lo] < N:  # else (at most one entry per row) every row is covered
+        for i in range(N):
+            lab[i] = <lab_t>(hi - lo)
     for j in range(lo, hi):
         for k in range(indptr[j], indptr[j + 1]):
             lab[ind[k]] = <lab_t>(j - lo)
 
 
 def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
-    """The bin of every row in every grid, (R, n_rows), for the streamed grid step.
+    """The bin of every row in every grid, for the streamed grid step: a list of R arrays.
 
-    Entry [g, i] is j - grid_ptr[g] for the column j of grid g holding row i, or the grid's
-    bin count when row i has no entry in grid g. uint16 while every grid has fewer than
+    Entry i of array g is j - grid_ptr[g] for the column j of grid g holding row i, or the
+    grid's bin count when row i has no entry in grid g: uint16 for a grid with fewer than
     65536 bins, else int32. The caller has checked the grid structure (at most one entry per
-    row per grid, row indices in range).
+    row per grid, row indices in range). None when there are no rows or no grids.
     """
     cdef const int64_t[::1] ip = indptr
     cdef const int64_t[::1] gp = grid_ptr
     cdef const int32_t[::1] i32
     cdef const int64_t[::1] i64
-    cdef uint16_t[:, ::1] l16
-    cdef int32_t[:, ::1] l32
     cdef Py_ssize_t g, n_grids = gp.shape[0] - 1
-    cdef bint wide = indices.dtype == np.int64
-    cdef bint small
+    cdef bint wide_rows = indices.dtype == np.int64
     widths = np.diff(np.asarray(grid_ptr))
-    if n_grids == 0 or n_rows == 0:
+    if n_grids == 0 or n_rows == 0 or int(widths.max()) >= 2**31 - 1:
         return None
-    small = int(widths.max()) < 65536
-    if int(widths.max()) >= 2**31 - 1:
-        return None
-    out = np.empty((n_grids, n_rows), dtype=np.uint16 if small else np.int32)
+    # one allocation (huge pages where the OS gives them), each grid's labels 64-byte aligned
+    sizes = [(n_rows * (2 if w < 65536 else 4) + 63) // 64 * 64 for w in widths]
+    buf = np.empty(sum(sizes) + 64, dtype=np.uint8)
+    start = (-buf.ctypes.data) % 64
+    out = []
+    for w, size in zip(widths, sizes):
+        dt = np.uint16 if w < 65536 else np.int32
+        out.append(buf[start:start + n_rows * np.dtype(dt).itemsize].view(dt))
+        start += size
+    cdef uint64_t[::1] ptr = np.array([a.ctypes.data for a in out], dtype=np.uint64)
+    cdef unsigned char[::1] wide = (widths >= 65536).astype(np.uint8)
     dummy = np.zeros(1, dtype=indices.dtype)
-    if wide:
+    if wide_rows:
         i64 = indices if indices.shape[0] else dummy
     else:
         i32 = indices if indices.shape[0] else dummy
-    if small:
-        l16 = out
-    else:
-        l32 = out
     with nogil:
         for g in prange(n_grids, num_threads=max(1, n_threads), schedule="dynamic"):
-            if small and wide:
-                _fill_labels(&ip[0], &i64[0], &l16[g, 0], n_rows, gp[g], gp[g + 1])
-            elif small:
-                _fill_labels(&ip[0], &i32[0], &l16[g, 0], n_rows, gp[g], gp[g + 1])
-            elif wide:
-                _fill_labels(&ip[0], &i64[0], &l32[g, 0], n_rows, gp[g], gp[g + 1])
+            if not wide[g] and wide_rows:
+                _fill_labels(&ip[0], &i64[0], <uint16_t*>ptr[g], n_rows, gp[g], gp[g + 1])
+            elif not wide[g]:
+                _fill_labels(&ip[0], &i32[0], <uint16_t*>ptr[g], n_rows, gp[g], gp[g + 1])
+            elif wide_rows:
+                _fill_labels(&ip[0], &i64[0], <int32_t*>ptr[g], n_rows, gp[g], gp[g + 1])
             else:
-                _fill_labels(&ip[0], &i32[0], &l32[g, 0], n_rows, gp[g], gp[g + 1])
+                _fill_labels(&ip[0], &i32[0], <int32_t*>ptr[g], n_rows, gp[g], gp[g + 1])
     return out
 
 
@@ -765,8 +770,10 @@ cdef class CDProblem:
     cdef object grid_ptr            # int64 (R + 1,) or None
     cdef object scratch             # float64 (D,)
     cdef object grid_delta          # float64 (max bins per grid + 1,) the grid's moves dz
-    cdef object grid_labels         # (R, N) uint16 / int32 bin of each row per grid, or None
+    cdef object grid_labels         # R arrays (N,), uint16 / int32: bin of each row, or None
     cdef object grid_order          # int64 (R,) the epoch's grid sequence
+    cdef object grid_label_ptr      # uint64 (R,) addresses of the label arrays
+    cdef object grid_label_wide     # uint8 (R,) 1 where a grid's labels are int32
     cdef object grid_part           # float64 block partial sums of the streamed grid step
     cdef Py_ssize_t grid_block
 
@@ -1023,19 +1030,14 @@ cdef class CDProblem:
         cdef Selection sel = self.selection
         cdef double[::1] gdv = self.grid_delta
         cdef double* dz = &gdv[0]
-        cdef uint16_t[:, ::1] l16
-        cdef int32_t[:, ::1] l32
-        cdef bint small = self.grid_labels.dtype == np.uint16
+        cdef uint64_t[::1] lp = self.grid_label_ptr
+        cdef unsigned char[::1] lw = self.grid_label_wide
         cdef double[::1] pv = self.grid_part
         cdef double* part
         cdef Py_ssize_t block = self.grid_block
         cdef Py_ssize_t n_blocks = (N + block - 1) // block
         cdef Py_ssize_t cap = self.grid_part.shape[0]
         cdef int64_t[::1] order = self.grid_order
-        if small:
-            l16 = self.grid_labels
-        else:
-            l32 = self.grid_labels
         with nogil:
             if sel == PERMUTATION:
                 fisher_yates(&perm[0], n_grids, &self.rng)
@@ -1053,7 +1055,7 @@ cdef class CDProblem:
                 hi = gp[r + 1]
                 if hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < par_min:
                     if prev >= 0:
-                        self._stream(prev, -1, NULL, 0, block, T, small, l16, l32, dz)
+                        self._stream(prev, -1, NULL, 0, block, T, &lp[0], &lw[0], dz)
                         prev = -1
                     run_order(P, NULL, lo, hi, NULL)
                     continue
@@ -1061,23 +1063,30 @@ cdef class CDProblem:
                 part = &pv[0] if n_blocks * (hi - lo + 1) <= cap else NULL
                 if part != NULL:
                     # apply the pending grid and sum this one in one pass
-                    self._stream(prev, r, part, hi - lo + 1, block, T, small, l16, l32, dz)
+                    self._stream(prev, r, part, hi - lo + 1, block, T, &lp[0], &lw[0], dz)
                 elif prev >= 0:
-                    self._stream(prev, -1, NULL, 0, block, T, small, l16, l32, dz)
+                    self._stream(prev, -1, NULL, 0, block, T, &lp[0], &lw[0], dz)
                 stream_weights(P, lo, hi, part, n_blocks, dz, T)
                 prev = r
             if prev >= 0:
-                self._stream(prev, -1, NULL, 0, block, T, small, l16, l32, dz)
+                self._stream(prev, -1, NULL, 0, block, T, &lp[0], &lw[0], dz)
 
     cdef inline void _stream(self, Py_ssize_t prev, Py_ssize_t r, double* part, Py_ssize_t nb,
-                             Py_ssize_t block, int T, bint small, uint16_t[:, ::1] l16,
-                             int32_t[:, ::1] l32, double* dz) noexcept nogil:
-        if small:
-            stream_rows(&self.P, &l16[prev, 0] if prev >= 0 else NULL, dz,
-                        &l16[r, 0] if r >= 0 else NULL, part, nb, block, T)
+                             Py_ssize_t block, int T, const uint64_t* lp,
+                             const unsigned char* lw, double* dz) noexcept nogil:
+        # stream_rows for the label widths of grids prev and r (-1: none)
+        cdef bint wp = prev >= 0 and lw[prev]
+        cdef bint wr = r >= 0 and lw[r]
+        cdef const void* a = <const void*>lp[prev] if prev >= 0 else NULL
+        cdef const void* b = <const void*>lp[r] if r >= 0 else NULL
+        if not wp and not wr:
+            stream_rows(&self.P, <const uint16_t*>a, dz, <const uint16_t*>b, part, nb, block, T)
+        elif not wp:
+            stream_rows(&self.P, <const uint16_t*>a, dz, <const int32_t*>b, part, nb, block, T)
+        elif not wr:
+            stream_rows(&self.P, <const int32_t*>a, dz, <const uint16_t*>b, part, nb, block, T)
         else:
-            stream_rows(&self.P, &l32[prev, 0] if prev >= 0 else NULL, dz,
-                        &l32[r, 0] if r >= 0 else NULL, part, nb, block, T)
+            stream_rows(&self.P, <const int32_t*>a, dz, <const int32_t*>b, part, nb, block, T)
 
     cdef bint _grid_labels_ready(self):
         # the streamed grid step's buffers, sized on first use; False: no labels given
@@ -1086,6 +1095,9 @@ cdef class CDProblem:
             return False
         if self.grid_part is not None:
             return True
+        self.grid_label_ptr = np.array([a.ctypes.data for a in self.grid_labels], dtype=np.uint64)
+        self.grid_label_wide = np.array([a.dtype == np.int32 for a in self.grid_labels],
+                                        dtype=np.uint8)
         gp = np.asarray(self.grid_ptr)
         widths = np.diff(gp)
         max_bins = int(widths.max())

@@ -364,25 +364,37 @@ def test_streamed_grid_step_is_identical_for_every_thread_count(monkeypatch, los
 
 
 def test_streamed_grid_step_with_wide_bin_labels(monkeypatch):
-    # a grid with 65536 or more bins takes int32 row labels instead of uint16
-    from rbcd.features import RandomBinning
+    # a grid with 65536 or more bins takes int32 row labels, the others uint16: grids of both
+    # kinds in one matrix (two RB matrices side by side, one very fine, one coarse)
+    import scipy.sparse as sp
+    from rbcd.features import RandomBinning, column_structure
 
     rng = np.random.default_rng(2)
     X = rng.uniform(size=(70000, 1))
     y = np.sin(20 * X[:, 0]) + 0.1 * rng.normal(size=70000)
-    rb = RandomBinning(n_grids=3, sigma=1e-7, random_state=0)
-    Z = rb.fit_transform(X)
-    assert np.diff(rb.grid_ptr_).max() >= 65536
-    labels = _cd.grid_labels(Z.tocsc().indptr.astype(np.int64), Z.tocsc().indices,
-                             rb.grid_ptr_.astype(np.int64), 70000, 2)
-    assert labels.dtype == np.int32
-    kw = dict(alpha=1e-6, max_epochs=2, tol=0.0, parallel="grid", random_state=3)
-    fits = _streamed_fits(monkeypatch, CDRegressor, Z, y, rb, kw, caps=(1e9,), jobs=(1, 2))
-    assert np.array_equal(fits[1e9, 1].coef_, fits[1e9, 2].coef_)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        b = ref.CDRegressor(**kw).fit(Z, y, binning=rb)
-    assert np.allclose(fits[1e9, 1].coef_, b.coef_, **TIGHT)
+    fine = RandomBinning(n_grids=2, sigma=1e-7, random_state=0)
+    coarse = RandomBinning(n_grids=2, sigma=0.05, random_state=1)
+    Z = sp.hstack([fine.fit_transform(X), coarse.fit_transform(X)]).tocsr()
+    gp = np.concatenate([fine.grid_ptr_, fine.grid_ptr_[-1] + coarse.grid_ptr_[1:]])
+    cols = column_structure(Z, gp)
+    labels = _cd.grid_labels(np.asarray(cols.indptr, dtype=np.int64), cols.indices,
+                             np.asarray(gp, dtype=np.int64), 70000, 2)
+    assert [a.dtype for a in labels] == [np.int32, np.int32, np.uint16, np.uint16]
+    for g, lab in enumerate(labels):
+        assert np.array_equal(lab, Z.indices[g::4] - gp[g])
+    for sel in ("random", "cyclic"):
+        kw = dict(alpha=1e-6, max_epochs=2, tol=0.0, parallel="grid", random_state=3,
+                  selection=sel)
+        fits = _streamed_fits(monkeypatch, CDRegressor, Z, y, cols, kw, caps=(0.0, 1e9),
+                              jobs=(1, 2))
+        monkeypatch.setattr(_cd, "GRID_STREAM", False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            per_bin = CDRegressor(n_jobs=1, **kw).fit(Z, y, binning=cols)
+        for cap in (0.0, 1e9):
+            assert np.array_equal(fits[cap, 1].coef_, fits[cap, 2].coef_)
+        assert np.array_equal(fits[0.0, 1].coef_, per_bin.coef_)
+        assert np.allclose(fits[1e9, 1].coef_, per_bin.coef_, **TIGHT)
 
 
 def test_grid_labels_give_each_rows_bin_per_grid():
@@ -400,7 +412,8 @@ def test_grid_labels_give_each_rows_bin_per_grid():
     C.sort_indices()
     for idx in (C.indices.astype(np.int32), C.indices.astype(np.int64)):
         lab = _cd.grid_labels(C.indptr.astype(np.int64), idx, gp, n, 2)
-        assert lab.shape == (4, n) and lab.dtype == np.uint16
+        assert len(lab) == 4 and all(a.shape == (n,) and a.dtype == np.uint16 for a in lab)
+        lab = np.array(lab)
         want = np.empty((4, n), dtype=np.int64)
         for g in range(4):
             want[g] = gp[g + 1] - gp[g]
