@@ -54,15 +54,24 @@ def _random_binning_class():
 
 
 
-# Measured on random-binning matrices (README, "Benchmarks"): Jacobi-preconditioned CG needs
-# 1.4-2.5x fewer iterations than plain CG to loose tolerances (1e-2 .. 1e-4), and 1.1-1.6x
-# more to tight ones (1e-6): it speeds up the early residual reduction and slows the tail.
+# Measured on random-binning matrices (README, "Benchmarks"; rbcd/ridge.py). With the grid
+# structure (exact mode), Jacobi is projected off the grids' null directions: on the demo's
+# checkerboard (N = 10^5, D = 3 10^4) it needs 22/50/108/230/354 iterations against plain
+# CG's 55/132/218/379/535 to tol 1e-2/1e-3/1e-4/1e-6/1e-8, and it was never behind plain CG
+# with D < N (digits, uniform and Gaussian data). With D > N (more bins than rows) Z has many
+# more null directions and plain CG wins (breast cancer: 271 vs 187 to 1e-4). Without the
+# structure (hashed mode) plain Jacobi speeds up the early residual reduction (1.4-2.5x fewer
+# iterations to 1e-2 .. 1e-4) and slows the tail (1.1-1.6x more to 1e-6).
 AUTO_JACOBI_TOL = 1e-4
 
 
-def _preconditioner(preconditioner, tol):
-    """Resolve ``preconditioner="auto"``: "jacobi" for tol >= 1e-4, else plain CG (None)."""
+def _preconditioner(preconditioner, tol, shape=None, structured=False):
+    """Resolve ``preconditioner="auto"`` for a Z of ``shape`` (None: not known yet):
+    with the grid structure, "jacobi" when D < N else plain CG (None); without it,
+    "jacobi" for tol >= 1e-4, else None."""
     if isinstance(preconditioner, str) and preconditioner == "auto":
+        if structured and shape is not None:
+            return "jacobi" if shape[1] < shape[0] else None
         return "jacobi" if tol >= AUTO_JACOBI_TOL else None
     return preconditioner
 
@@ -100,13 +109,14 @@ class _RBBase(BaseEstimator):
             random_state=self.random_state,
         )
 
-    def _make_solver(self):
+    def _make_solver(self, shape=None, structured=False):
         solver, alpha, tol, loss = self._effective()
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
             cls = RidgeCGClassifier if self._classifier else RidgeCG
             return cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
-                       max_iter=self.max_iter, preconditioner=_preconditioner(self.preconditioner, tol),
+                       max_iter=self.max_iter,
+                       preconditioner=_preconditioner(self.preconditioner, tol, shape, structured),
                        n_jobs=self.n_jobs, **extra)
         cls = CDClassifier if self._classifier else CDRegressor
         params = dict(loss=loss, alpha=alpha, l1_ratio=self.l1_ratio,
@@ -142,7 +152,7 @@ class _RBBase(BaseEstimator):
         else:
             Z = binning.fit_transform(X)
         t1 = time.perf_counter()
-        est = self._make_solver()
+        est = self._make_solver(Z.shape, cols is not None)
         if solver == "cg":
             est._fit(Z, y, sample_weight=sample_weight, columns=cols)
         else:
@@ -216,9 +226,12 @@ _PARAMS_DOC = """
     selection : "random", "permutation" or "cyclic" (cd only)
     parallel : None, "auto", "hogwild" or "grid" (cd only)
     preconditioner : "auto", "jacobi" or None (cg only), default "auto"
-        "auto" uses Jacobi when the CG tolerance is loose (tol >= 1e-4) and plain CG
-        otherwise: measured on random binning features, Jacobi needs 1.4-2.5x fewer
-        iterations to tol 1e-2 .. 1e-4 and 1.1-1.6x more to tol 1e-6.
+        "auto": in exact mode (n_features=None), Jacobi (projected off the grids' null
+        directions, see RidgeCG) when there are fewer bins than rows, D < N, and plain CG
+        otherwise; in hashed mode Jacobi for tol >= 1e-4 and plain CG below. Measured on
+        random binning features: with D < N projected Jacobi needs 1.5-2.6x fewer
+        iterations than plain CG at every tolerance from 1e-2 to 1e-8; with D > N plain
+        CG needs fewer.
     warm_start : bool (cd only)
     dtype : numpy.float64 or numpy.float32, the dtype of the features
     n_jobs : int or None, threads for binning and solver

@@ -35,15 +35,17 @@ SOLVERS = ("cg", "cd")
 
 
 
-# Measured on random-binning matrices (README, "Benchmarks"): Jacobi-preconditioned CG needs
-# 1.4-2.5x fewer iterations than plain CG to loose tolerances (1e-2 .. 1e-4), and 1.1-1.6x
-# more to tight ones (1e-6): it speeds up the early residual reduction and slows the tail.
+# The rule of rbcd.models (measured there): with the grid structure, Jacobi when D < N;
+# without it, Jacobi for loose tolerances only.
 AUTO_JACOBI_TOL = 1e-4
 
 
-def _preconditioner(preconditioner, tol):
-    """Resolve ``preconditioner="auto"``: "jacobi" for tol >= 1e-4, else plain CG (None)."""
+def _preconditioner(preconditioner, tol, shape=None, structured=False):
+    """Resolve ``preconditioner="auto"``: with the grid structure (exact mode) and Z's shape
+    known, "jacobi" when D < N else None; otherwise "jacobi" for tol >= 1e-4, else None."""
     if isinstance(preconditioner, str) and preconditioner == "auto":
+        if structured and shape is not None:
+            return "jacobi" if shape[1] < shape[0] else None
         return "jacobi" if tol >= AUTO_JACOBI_TOL else None
     return preconditioner
 
@@ -75,13 +77,14 @@ class _RBBase(BaseEstimator):
                              n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                              random_state=self.random_state)
 
-    def _solver(self):
+    def _solver(self, shape=None, structured=False):
         solver, alpha, tol, loss = self._resolved()
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
             cls = RidgeCGClassifier if self._classifier else RidgeCG
             return cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
-                       max_iter=self.max_iter, preconditioner=_preconditioner(self.preconditioner, tol),
+                       max_iter=self.max_iter,
+                       preconditioner=_preconditioner(self.preconditioner, tol, shape, structured),
                        n_jobs=self.n_jobs, **extra)
         cls = CDClassifier if self._classifier else CDRegressor
         params = dict(loss=loss, alpha=alpha, l1_ratio=self.l1_ratio,
@@ -103,7 +106,7 @@ class _RBBase(BaseEstimator):
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         binning = self._binning()
         Z = binning.fit_transform(X)
-        est = self._solver()
+        est = self._solver(Z.shape, self.n_features is None)
         if solver == "cg":
             est.fit(Z, y, sample_weight=sample_weight)
         else:

@@ -334,13 +334,26 @@ def test_sklearn_compatible(estimator, check):
         check(estimator)
 
 
-@pytest.mark.parametrize("tol, expected", [(1e-3, "jacobi"), (1e-4, "jacobi"), (None, None), (1e-6, None)])
-def test_auto_preconditioner_follows_the_cg_tolerance(tol, expected):
-    # "auto": Jacobi where it was measured to help (loose tolerances), plain CG for tight ones
-    X = np.random.default_rng(0).uniform(size=(60, 3))
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
+@pytest.mark.parametrize("tol", [1e-3, 1e-4, None, 1e-6])
+def test_auto_preconditioner_follows_bins_per_row_and_tolerance(module, tol):
+    # "auto" in exact mode: (projected) Jacobi when D < N, plain CG when D > N, at any tol;
+    # in hashed mode (no grid structure): Jacobi for loose tolerances only
+    import importlib
+
+    Reg = importlib.import_module(module).RBRegressor
+    X = np.random.default_rng(0).uniform(size=(400, 3))
     y = X[:, 0] - X[:, 1]
-    m = RBRegressor(n_grids=4, solver="cg", tol=tol, random_state=0).fit(X, y)
-    assert m.solver_.preconditioner == expected
-    explicit = RBRegressor(n_grids=4, solver="cg", tol=tol, preconditioner="jacobi",
-                           random_state=0).fit(X, y)
+    coarse = Reg(n_grids=4, sigma=3.0, solver="cg", tol=tol, random_state=0).fit(X, y)
+    assert coarse.binning_.n_features_out_ < 400
+    assert coarse.solver_.preconditioner == "jacobi"
+    fine = Reg(n_grids=4, sigma=0.01, solver="cg", tol=tol, random_state=0).fit(X, y)
+    assert fine.binning_.n_features_out_ > 400
+    assert fine.solver_.preconditioner is None
+    hashed = Reg(n_grids=4, sigma=3.0, n_features=64, solver="cg", tol=tol,
+                 random_state=0).fit(X, y)
+    assert hashed.solver_.preconditioner == ("jacobi" if tol is not None and tol >= 1e-4
+                                             else None)
+    explicit = Reg(n_grids=4, sigma=0.01, solver="cg", tol=tol, preconditioner="jacobi",
+                   random_state=0).fit(X, y)
     assert explicit.solver_.preconditioner == "jacobi"

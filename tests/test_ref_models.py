@@ -61,7 +61,8 @@ def test_pipeline_equals_manual_composition():
     m = RBRegressor(n_grids=8, sigma=0.7, solver="cg", alpha=0.3, tol=1e-10, random_state=5).fit(X, y)
     rb = RandomBinning(n_grids=8, sigma=0.7, random_state=5)
     Z = rb.fit_transform(X)
-    r = RidgeCG(alpha=0.3, tol=1e-10, preconditioner=None).fit(Z, y)
+    assert Z.shape[1] < Z.shape[0] and m.solver_.preconditioner == "jacobi"  # "auto", D < N
+    r = RidgeCG(alpha=0.3, tol=1e-10, preconditioner="jacobi").fit(Z, y)
     np.testing.assert_array_equal(m.coef_, r.coef_)
     assert m.intercept_ == r.intercept_
     assert (m.binning_.transform(X) != Z).nnz == 0
