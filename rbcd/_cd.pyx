@@ -26,6 +26,7 @@ import numpy as np
 
 from cython.parallel cimport prange
 from libc.math cimport exp, fabs, log1p
+from libc.stdlib cimport free, malloc
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
 from rbcd._openmp cimport atomic_add
@@ -150,6 +151,10 @@ cdef enum:
     # so a thread that the OS preempts holds up at most one chunk, not half the epoch
     HOGWILD_CHUNK = 1024
     WEIGHT_CHUNK = 1024
+    # below this many partial sums (bins x blocks) a grid's new weights are found on one
+    # thread: cheaper than moving the partial sums and the moves between cores
+    WEIGHT_PAR_MIN = 262144
+    OBJ_BLOCK = 65536
 
 ctypedef fused idx_t:
     int32_t
@@ -668,7 +673,7 @@ cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const doub
     cdef Py_ssize_t nb = hi - lo + 1
     dz[hi - lo] = 0.0  # rows without an entry in the grid (label hi - lo) move by 0
     if part != NULL:
-        if T == 1 or hi - lo < 2 * WEIGHT_CHUNK:
+        if T == 1 or hi - lo < 2 * WEIGHT_CHUNK or (hi - lo) * n_blocks < WEIGHT_PAR_MIN:
             _weights_from_partials(P, lo, hi, lo, part, nb, n_blocks, dz)
         else:
             for c in prange((hi - lo + WEIGHT_CHUNK - 1) // WEIGHT_CHUNK, num_threads=T,
@@ -743,6 +748,33 @@ def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
             else:
                 _fill_labels(&ip[0], &i32[0], <int32_t*>ptr[g], n_rows, gp[g], gp[g + 1])
     return out
+
+
+cdef void _row_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noexcept nogil:
+    # rows a..b-1, in order: out[0] = sum s_i loss(p_i, y_i); for the squared loss also
+    # out[1] = sum s_i u_i^2 and out[2] = -sum s_i u_i y_i (u = p - y)
+    cdef Py_ssize_t i
+    cdef double acc = 0.0, uu = 0.0, uy = 0.0, w
+    for i in range(a, b):
+        w = 1.0 if P.s == NULL else P.s[i]
+        acc += w * loss_value(P.loss, P.u[i], P.y[i])
+        if P.loss == SQUARED:
+            uu += w * P.u[i] * P.u[i]
+            uy -= w * P.u[i] * P.y[i]
+    out[0] = acc
+    out[1] = uu
+    out[2] = uy
+
+
+cdef void _norm_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noexcept nogil:
+    # out[0] = sum |w_j|, out[1] = sum w_j^2 over columns a..b-1, in order
+    cdef Py_ssize_t j
+    cdef double l1 = 0.0, l2 = 0.0
+    for j in range(a, b):
+        l1 += fabs(P.rec[j].w)
+        l2 += P.rec[j].w * P.rec[j].w
+    out[0] = l1
+    out[1] = l2
 
 
 # ---------------------------------------------------------------------------------------
@@ -1118,22 +1150,48 @@ cdef class CDProblem:
         self.grid_order = np.zeros(max(len(widths), 1), dtype=np.int64)
         return True
 
-    def objective(self):
-        """P(w, b) = (1/S) sum s_i loss(p_i, y_i) + lam1 ||w||_1 + lam2/2 ||w||^2."""
-        cdef Py_ssize_t i, j
-        cdef double acc = 0.0, l1 = 0.0, l2 = 0.0
-        cdef const double* s = self.P.s
-        cdef Loss loss = self.P.loss
+    cdef void _sums(self, int T, double* out) noexcept nogil:
+        # out = [sum s loss, sum s u^2, -sum s u y, ||w||_1, ||w||^2], each summed in fixed
+        # blocks (partial sums added in block order): the same for every thread count. The
+        # rows go in the streamed grid step's blocks when it has them, so that each thread
+        # reads the rows it owns there.
+        cdef Py_ssize_t q, k
+        cdef Py_ssize_t rb = self.grid_block if self.grid_block > 0 else OBJ_BLOCK
+        cdef Py_ssize_t nbr = (self.P.N + rb - 1) // rb
+        cdef Py_ssize_t nbc = (self.P.D + OBJ_BLOCK - 1) // OBJ_BLOCK
+        cdef double* part = <double*>malloc((3 * nbr + 2 * nbc + 1) * sizeof(double))
+        for k in range(5):
+            out[k] = 0.0
+        if part == NULL:
+            return
+        if T > 1:
+            for q in prange(nbr, num_threads=T, schedule="static"):
+                _row_sums(&self.P, q * rb, min(self.P.N, (q + 1) * rb), &part[3 * q])
+            for q in prange(nbc, num_threads=T, schedule="static"):
+                _norm_sums(&self.P, q * OBJ_BLOCK, min(self.P.D, (q + 1) * OBJ_BLOCK),
+                           &part[3 * nbr + 2 * q])
+        else:
+            for q in range(nbr):
+                _row_sums(&self.P, q * rb, min(self.P.N, (q + 1) * rb), &part[3 * q])
+            for q in range(nbc):
+                _norm_sums(&self.P, q * OBJ_BLOCK, min(self.P.D, (q + 1) * OBJ_BLOCK),
+                           &part[3 * nbr + 2 * q])
+        for q in range(nbr):
+            for k in range(3):
+                out[k] += part[3 * q + k]
+        for q in range(nbc):
+            out[3] += part[3 * nbr + 2 * q]
+            out[4] += part[3 * nbr + 2 * q + 1]
+        free(part)
+
+    def objective(self, int n_threads=1):
+        """P(w, b) = (1/S) sum s_i loss(p_i, y_i) + lam1 ||w||_1 + lam2/2 ||w||^2 (its sums
+        in fixed blocks, so the value does not depend on ``n_threads``)."""
+        cdef double out[5]
+        cdef int T = self._pass_threads(n_threads)
         with nogil:
-            for i in range(self.P.N):
-                if s == NULL:
-                    acc += loss_value(loss, self.P.u[i], self.P.y[i])
-                else:
-                    acc += s[i] * loss_value(loss, self.P.u[i], self.P.y[i])
-            for j in range(self.P.D):
-                l1 += fabs(self.P.rec[j].w)
-                l2 += self.P.rec[j].w * self.P.rec[j].w
-        return acc / self.P.S + self.P.lam1 * l1 + 0.5 * self.P.lam2 * l2
+            self._sums(T, out)
+        return out[0] / self.P.S + self.P.lam1 * out[3] + 0.5 * self.P.lam2 * out[4]
 
     def gradients(self, int n_threads):
         """g (D,), g_j = (1/S) sum_i s_i loss'(p_i, y_i) z_ij + lam2 w_j, a parallel pass."""
@@ -1150,28 +1208,15 @@ cdef class CDProblem:
             return 1
         return max(1, n_threads)
 
-    cdef void _gap_terms(self, double* rn2, double* ry, double* l1, double* l2) noexcept nogil:
+    cdef void _gap_terms(self, double* rn2, double* ry, double* l1, double* l2,
+                         int T) noexcept nogil:
         # Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y (r = y - p = -u), ||w||_1, ||w||^2
-        cdef Py_ssize_t i, j
-        cdef double a = 0.0, b = 0.0, c = 0.0, d = 0.0, wj
-        cdef const double* s = self.P.s
-        cdef const double* u = self.P.u
-        cdef const double* y = self.P.y
-        for j in range(self.P.D):
-            wj = self.P.rec[j].w
-            c += fabs(wj)
-            d += wj * wj
-        for i in range(self.P.N):
-            if s == NULL:
-                a += u[i] * u[i]
-                b -= u[i] * y[i]
-            else:
-                a += s[i] * u[i] * u[i]
-                b -= s[i] * u[i] * y[i]
-        rn2[0] = a / self.P.S
-        ry[0] = b / self.P.S
-        l1[0] = c
-        l2[0] = d
+        cdef double out[5]
+        self._sums(T, out)
+        rn2[0] = out[1] / self.P.S
+        ry[0] = out[2] / self.P.S
+        l1[0] = out[3]
+        l2[0] = out[4]
 
     cdef inline double _violation(self, Py_ssize_t j, double gj) noexcept nogil:
         # minimum-norm subgradient |g_j + lam1 sign(w_j)|, or max(|g_j| - lam1, 0) at w_j = 0
@@ -1202,7 +1247,7 @@ cdef class CDProblem:
                     g[j] = fabs(g[j])  # |XtA_j|, XtA = -g
                     if g[j] > dn:
                         dn = g[j]
-                self._gap_terms(&rn2, &ry, &l1, &l2)
+                self._gap_terms(&rn2, &ry, &l1, &l2, T)
             else:
                 for j in range(self.P.D):
                     g[j] = self._violation(j, g[j])
@@ -1222,7 +1267,7 @@ cdef class CDProblem:
         """Per-column scores of the last full ``convergence`` call (a view)."""
         return self.scratch
 
-    def lower_bound(self, int check, cols):
+    def lower_bound(self, int check, cols, int n_threads=1):
         """A certified lower bound on ``convergence(check)`` from the columns ``cols`` only.
 
         Subgradient: the max of v_j over ``cols`` (and |g_b|), computed exactly as the full
@@ -1236,6 +1281,7 @@ cdef class CDProblem:
         cdef double lam1 = self.P.lam1, lam2 = self.P.lam2
         cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
         cdef double cs, A, cmin
+        cdef int T = self._pass_threads(n_threads)
         with nogil:
             for k in range(cv.shape[0]):
                 j = cv[k]
@@ -1249,7 +1295,7 @@ cdef class CDProblem:
                     if v > vmax:
                         vmax = v
             if check == DUALITY_GAP:
-                self._gap_terms(&rn2, &ry, &l1, &l2)
+                self._gap_terms(&rn2, &ry, &l1, &l2, T)
         if check == DUALITY_GAP:
             cs = lam1 / dn if dn > lam1 else 1.0
             A = 0.5 * (rn2 + lam2 * l2)

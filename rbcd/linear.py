@@ -476,13 +476,13 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         if fit_intercept:
             prob.intercept_step()
         n_iter = epoch + 1
-        history.append(prob.objective())
+        history.append(prob.objective(n_threads))
         # The full check is an O(nnz) pass. When a certified lower bound from the columns
         # that violated most at the last full check already exceeds tol, the stopping
         # decision is known ("not yet") and the pass is skipped: the same epochs run as
         # with a full check every epoch. Never skipped on the last epoch or with verbose.
         if watch is not None and not verbose and epoch < max_epochs - 1:
-            if prob.lower_bound(check, watch) > tol * scale + slack:
+            if prob.lower_bound(check, watch, n_threads) > tol * scale + slack:
                 continue
         raw = prob.convergence(check, n_threads)
         value = raw / scale

@@ -358,7 +358,11 @@ def test_streamed_grid_step_is_identical_for_every_thread_count(monkeypatch, los
                 assert f.parallel_ == "grid"
                 assert np.array_equal(f.coef_, a.coef_)
                 assert np.array_equal(np.asarray(f.intercept_), np.asarray(a.intercept_))
+                # objective and convergence values are summed in fixed blocks too
+                assert f.objective_history_ == a.objective_history_
+                assert np.array_equal(np.asarray(f.dual_gap_), np.asarray(a.dual_gap_))
             assert np.allclose(a.coef_, b.coef_, **TIGHT)
+            assert np.allclose(a.objective_history_, b.objective_history_, rtol=1e-12, atol=0)
         est[sel] = fits
     assert not np.array_equal(est["cyclic"][1e9, 1].coef_, est["random"][1e9, 1].coef_)
 
