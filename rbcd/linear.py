@@ -418,11 +418,14 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
     s_full = np.ones(N) if s is None else s
     S = float(np.sum(s_full))
     y = np.ascontiguousarray(y, dtype=np.float64)
+    # grid mode, and serial cyclic CD on RB columns (grid after grid), take the streamed step
+    stream = mode == "grid" or (mode is None and selection == "cyclic"
+                                and cols.grid_ptr is not None)
     prob = _cd.CDProblem(
         cols.indptr, cols.indices, cols.data, cols.zval, y, s, S, M, LOSSES[loss], lam1, lam2,
         fit_intercept, SELECTIONS[selection], seed & _MASK64,
-        cols.grid_ptr if mode == "grid" else None,
-        cols.grid_labels(n_threads) if mode == "grid" else None,
+        cols.grid_ptr if stream else None,
+        cols.grid_labels(n_threads) if stream else None,
     )
     if mode == "hogwild":
         prob.set_thread_seeds([(seed + _HOGWILD_STRIDE * (t + 1)) & _MASK64 for t in range(n_threads)])

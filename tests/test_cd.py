@@ -740,3 +740,35 @@ def test_solver_seed_and_reproducibility():
     assert not np.array_equal(a.coef_, c.coef_)
     assert np.allclose(d.coef_, e.coef_, **TIGHT)
     assert solver_seed(5) == solver_seed(5)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_serial_cyclic_on_rb_columns_takes_the_streamed_grid_step(monkeypatch, loss):
+    # cyclic CD over RB columns visits grid after grid, each grid's bins in order: with the
+    # grid structure it runs as the streamed grid step. Summing each bin over its column
+    # (cap 0) is bitwise the per-coordinate step; block partial sums change only rounding.
+    from rbcd.features import RandomBinning
+
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(70000, 3))
+    y = np.sin(6 * X[:, 0]) * np.cos(6 * X[:, 1])
+    rb = RandomBinning(n_grids=4, sigma=0.3, random_state=2)
+    Z = rb.fit_transform(X)
+    t = y if loss == "squared" else np.where(y > np.median(y), 1.0, -1.0)
+    Est = CDRegressor if loss == "squared" else partial(CDClassifier, loss=loss)
+    kw = dict(alpha=1e-5, l1_ratio=0.5, max_epochs=3, tol=0.0, parallel=None,
+              selection="cyclic", random_state=1)
+    monkeypatch.setattr(_cd, "GRID_PAR_MIN_ENTRIES", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        plain = Est(**kw).fit(Z, t)                       # no grid structure: per coordinate
+        monkeypatch.setattr(_cd, "GRID_STREAM_MAX_PARTIALS", 0.0)
+        col_sums = Est(**kw).fit(Z, t, binning=rb)
+        monkeypatch.setattr(_cd, "GRID_STREAM_MAX_PARTIALS", 1e9)
+        blocks = Est(**kw).fit(Z, t, binning=rb)
+        b = estimator(ref, loss, **kw).fit(Z, t)
+    assert plain.parallel_ is None and blocks.parallel_ is None
+    assert np.array_equal(col_sums.coef_, plain.coef_)
+    assert not np.array_equal(blocks.coef_, plain.coef_)  # the block sums did run
+    assert np.allclose(blocks.coef_, plain.coef_, **TIGHT)
+    assert np.allclose(blocks.coef_, b.coef_, **TIGHT)
