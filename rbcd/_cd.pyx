@@ -1292,10 +1292,20 @@ cdef class CDProblem:
         cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
         cdef double cs, A, cmin
         cdef int T = self._pass_threads(n_threads)
+        cdef Py_ssize_t n = cv.shape[0]
+        cdef int64_t entries = 0
+        for k in range(n):
+            entries += self.P.rec[cv[k]].end - self.P.rec[cv[k]].start
+        cdef int TW = T if entries >= PAR_MIN_ENTRIES else 1
+        gbuf = np.empty(n, dtype=np.float64)
+        cdef double[::1] g = gbuf
         with nogil:
-            for k in range(cv.shape[0]):
+            # the columns' gradients in parallel (each summed alone: the same for any T)
+            for k in prange(n, num_threads=TW, schedule="guided"):
+                g[k] = col_grad(&self.P, cv[k])
+            for k in range(n):
                 j = cv[k]
-                v = col_grad(&self.P, j)
+                v = g[k]
                 if check == DUALITY_GAP:
                     v = fabs(v)
                     if v > dn:
