@@ -451,6 +451,13 @@ cdef inline double soft_threshold(double v, double t) noexcept nogil:
     return 0.0
 
 
+cdef inline double step_value(const Prob* P, double wj, double g, double Mj) noexcept nogil:
+    """The new w_j of a coordinate step (contract 9) from w_j, g_j and M_j."""
+    if Mj == 0.0:
+        return 0.0
+    return soft_threshold(wj - g / Mj, P.lam1 / Mj)
+
+
 cdef inline void cd_step(const Prob* P, Py_ssize_t j, Tx* tx) noexcept nogil:
     """One coordinate step on column j (contract 9); updates w_j and the state u."""
     cdef ColRec* rj = &P.rec[j]
@@ -458,10 +465,7 @@ cdef inline void cd_step(const Prob* P, Py_ssize_t j, Tx* tx) noexcept nogil:
     cdef double g = col_grad(P, j)
     cdef double Mj = rj.M
     cdef double new, old, delta
-    if Mj == 0.0:
-        new = 0.0
-    else:
-        new = soft_threshold(wj - g / Mj, P.lam1 / Mj)
+    new = step_value(P, wj, g, Mj)
     if tx != NULL:
         old = atomic_exchange(&rj.w, new)
     else:
@@ -562,10 +566,7 @@ cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t
         wj = rj.w
         g = col_grad(P, j)
         Mj = rj.M
-        if Mj == 0.0:
-            new = 0.0
-        else:
-            new = soft_threshold(wj - g / Mj, P.lam1 / Mj)
+        new = step_value(P, wj, g, Mj)
         rj.w = new
         delta[j - lo] = (new - wj) * scale
 
@@ -643,10 +644,7 @@ cdef void _weights_from_partials(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_s
         wj = rj.w
         g = (acc * P.zval) / P.S + P.lam2 * wj
         Mj = rj.M
-        if Mj == 0.0:
-            new = 0.0
-        else:
-            new = soft_threshold(wj - g / Mj, P.lam1 / Mj)
+        new = step_value(P, wj, g, Mj)
         rj.w = new
         dz[j - lo] = (new - wj) * P.zval
 
@@ -1154,9 +1152,7 @@ cdef class CDProblem:
         n_blocks = (self.P.N + self.grid_block - 1) // self.grid_block
         cap = int(GRID_STREAM_MAX_PARTIALS * self.P.N)
         need = [n_blocks * (int(w) + 1) for w in widths if n_blocks * (int(w) + 1) <= cap]
-        self.grid_part = np.zeros(max(need) if need else 0, dtype=np.float64)
-        if not need:
-            self.grid_part = np.zeros(1, dtype=np.float64)[:0]
+        self.grid_part = np.zeros(max(need, default=0), dtype=np.float64)
         self.grid_order = np.zeros(max(len(widths), 1), dtype=np.int64)
         return True
 
@@ -1174,18 +1170,11 @@ cdef class CDProblem:
             out[k] = 0.0
         if part == NULL:
             return
-        if T > 1:
-            for q in prange(nbr, num_threads=T, schedule="static"):
-                _row_sums(&self.P, q * rb, min(self.P.N, (q + 1) * rb), &part[3 * q])
-            for q in prange(nbc, num_threads=T, schedule="static"):
-                _norm_sums(&self.P, q * OBJ_BLOCK, min(self.P.D, (q + 1) * OBJ_BLOCK),
-                           &part[3 * nbr + 2 * q])
-        else:
-            for q in range(nbr):
-                _row_sums(&self.P, q * rb, min(self.P.N, (q + 1) * rb), &part[3 * q])
-            for q in range(nbc):
-                _norm_sums(&self.P, q * OBJ_BLOCK, min(self.P.D, (q + 1) * OBJ_BLOCK),
-                           &part[3 * nbr + 2 * q])
+        for q in prange(nbr, num_threads=T, schedule="static"):
+            _row_sums(&self.P, q * rb, min(self.P.N, (q + 1) * rb), &part[3 * q])
+        for q in prange(nbc, num_threads=T, schedule="static"):
+            _norm_sums(&self.P, q * OBJ_BLOCK, min(self.P.D, (q + 1) * OBJ_BLOCK),
+                       &part[3 * nbr + 2 * q])
         for q in range(nbr):
             for k in range(3):
                 out[k] += part[3 * q + k]

@@ -212,6 +212,12 @@ class _Columns:
     def nnz(self):
         return int(self.indptr[-1])
 
+    @property
+    def value(self):
+        """The constant stored value (None when values are stored): what
+        rbcd.ridge's products read from a column structure."""
+        return self.zval if self.data is None else None
+
     def grid_labels(self, n_threads):
         """The bin of each row in each grid, (R, n_rows), for grid mode's streamed step
         (built once and shared by the problems of a fit); None where it does not apply

@@ -502,26 +502,13 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
 # estimators
 
 
-class _GridColumns:
-    """The column structure of Z with its grid_ptr, in the form _Products reads."""
-
-    def __init__(self, indptr, indices, data, value, grid_ptr):
-        self.indptr = indptr
-        self.indices = indices
-        self.data = data
-        self.value = value
-        self.grid_ptr = grid_ptr
-
-
 def _columns_of(Z, binning, n_jobs):
     """``fit(..., binning=...)``: the column structure and grid_ptr of Z, validated as in
     CDRegressor.fit (ValueError for a hashed-mode or unfitted binning, a column count or
     shape that does not match Z, or a row with two entries in one grid)."""
     from .linear import _columns_from   # the CD estimators' check, shared
 
-    cols = _columns_from(Z, binning, n_jobs)
-    return _GridColumns(cols.indptr, cols.indices, cols.data,
-                        cols.zval if cols.data is None else None, cols.grid_ptr)
+    return _columns_from(Z, binning, n_jobs)
 
 
 class _RidgeCGBase(BaseEstimator):
