@@ -29,15 +29,27 @@ Design
   is compared, so the table stays exact). Same capacity and growth rule;
   at the end of fit the exported slots / keys / counts (the format above)
   are built from it in one pass (23-46 bytes per bin during fit).
+* Threshold keys: for a single-word grid with few bins per column, the key
+  is built without any division. ``x -> floor((x - u) / w)`` is monotone,
+  so each bin k in (lo, hi] of a column has a smallest float64 ``t_k``
+  reaching it, found at fit by bisection with the very same formula
+  (``features._thresholds``); field j of the key is then the number of
+  column-j thresholds x_j reaches, bit for bit the field of the division.
+  With AVX-512, eight rows at a time (compare + masked add per threshold,
+  over the row block transposed), with their hashes.
+* Direct tables: a single-word grid whose keys have at most a few tens of
+  thousands of values (``features._direct_bits``) is fitted in an array of
+  one 8-byte slot per possible key (id + 1, count): no hash, no probe, no
+  compare. At the end of fit its keys are exported in the hashed format.
 * Parallelism in fit: each thread owns a contiguous block of grids (one
   table per grid, so the output does not depend on the thread count) and
-  sweeps the rows in blocks of ``ROW_BLOCK`` (the block stays in L1) for a
-  group of its grids at a time: groups are sized so that their tables fit
-  in about one L2 (all grids at once when tables are tiny or far larger).
+  sweeps the rows once for all of them, in blocks of ``ROW_BLOCK`` rows.
   Keys of a block are computed first and their slots prefetched, then
-  probed in row order (memory-level parallelism). Fine grids, where most
-  rows open a new bin, are sized for all rows after ``PRESIZE_ROWS`` rows
-  instead of doubling (and rehashing) a large table many times.
+  probed in row order (memory-level parallelism); the block's local ids are
+  staged grid by grid and copied to the row-major ids row by row. Fine
+  grids, where most rows open a new bin, are sized for all rows after
+  ``PRESIZE_ROWS`` rows instead of doubling (and rehashing) a large table
+  many times.
 * With AVX-512 (checked at run time) the bins of 8 columns are computed at
   once from ``(x - u) * (1 / w)``; lanes whose product is within 2**-50 |q|
   of an integer (or tiny, or huge) are redone with the true division, which
@@ -106,6 +118,18 @@ cdef extern from *:
         }
     #endif
         return q;
+    }
+    /* A block aligned to a cache line (freed with free()): threads writing
+     * disjoint parts of an output array then never share a line at the seams. */
+    static void *rbcd_line_malloc(size_t bytes)
+    {
+    #if defined(_WIN32)
+        return malloc(bytes == 0 ? 1 : bytes);
+    #else
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes == 0 ? 1 : bytes) != 0) return NULL;
+        return p;
+    #endif
     }
     static void *rbcd_big_calloc(size_t n, size_t size)
     {
@@ -194,6 +218,42 @@ cdef extern from *:
         }
     }
 
+    /* Threshold keys (single-word grids): field j of the packed key is the
+     * number of grid-r thresholds of column j that x_j reaches, ent[e] being
+     * (column ej, threshold et, field unit ea = 1 << shift). Eight rows per
+     * vector: xt is the row block transposed (column j at xt + j * stride,
+     * lanes past n are computed and ignored). Also the key hashes
+     * (key_hash with one word: mix64((GOLDEN ^ key) + GOLDEN)). */
+    __attribute__((target("avx512f,avx512dq")))
+    static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
+                                     const int32_t *ej, const double *et, const uint64_t *ea,
+                                     Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes)
+    {
+        const __m512i golden = _mm512_set1_epi64((long long)RBCD_GOLDEN);
+        const __m512i mul1 = _mm512_set1_epi64((long long)RBCD_MUL1);
+        const __m512i mul2 = _mm512_set1_epi64((long long)RBCD_MUL2);
+        Py_ssize_t k, e;
+        for (k = 0; k < n; k += 8) {
+            __m512i acc = _mm512_setzero_si512();
+            __m512d x = _mm512_setzero_pd();
+            int32_t cur = -1;
+            for (e = 0; e < n_ent; e++) {
+                if (ej[e] != cur) {
+                    cur = ej[e];
+                    x = _mm512_loadu_pd(xt + (Py_ssize_t)cur * stride + k);
+                }
+                __mmask8 m = _mm512_cmp_pd_mask(x, _mm512_set1_pd(et[e]), _CMP_GE_OQ);
+                acc = _mm512_mask_add_epi64(acc, m, acc, _mm512_set1_epi64((long long)ea[e]));
+            }
+            _mm512_storeu_si512((void *)(keys + k), acc);
+            __m512i z = _mm512_add_epi64(_mm512_xor_si512(golden, acc), golden);
+            z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), mul1);
+            z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), mul2);
+            z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+            _mm512_storeu_si512((void *)(hashes + k), z);
+        }
+    }
+
     static int rbcd_avx512_available(void)
     {
         __builtin_cpu_init();
@@ -207,6 +267,9 @@ cdef extern from *:
     static void rbcd_bins_avx512(const double *x, const double *u, const double *w,
                                  const double *inv, Py_ssize_t d, int64_t *b) { }
     static int rbcd_avx512_available(void) { return 0; }
+    static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
+                                     const int32_t *ej, const double *et, const uint64_t *ea,
+                                     Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes) { }
     #endif
     """
     uint64_t GOLDEN "RBCD_GOLDEN"
@@ -221,8 +284,13 @@ cdef extern from *:
         const double *x, const double *u, const double *w, const double *inv,
         Py_ssize_t d, int64_t *b) noexcept nogil
     int avx512_available "rbcd_avx512_available"() noexcept nogil
+    void thr_keys_avx512 "rbcd_thr_keys_avx512"(
+        const double *xt, Py_ssize_t stride, Py_ssize_t n, const int32_t *ej,
+        const double *et, const uint64_t *ea, Py_ssize_t n_ent,
+        uint64_t *keys, uint64_t *hashes) noexcept nogil
     void *big_malloc "rbcd_big_malloc"(size_t nbytes) noexcept nogil
     void *big_calloc "rbcd_big_calloc"(size_t n, size_t size) noexcept nogil
+    void *line_malloc "rbcd_line_malloc"(size_t nbytes) noexcept nogil
     void *big_realloc "rbcd_big_realloc"(void *p, size_t nbytes) noexcept nogil
 
 
@@ -242,9 +310,8 @@ ctypedef fused val_t:
 cdef enum:
     ROW_BLOCK = 256        # rows per block in the fit loop (keys prefetched per block; 256 measured a little faster than 128)
     INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
+    MAX_GROUP = 256        # grids per sweep over the rows at most (their ids are staged per row block)
     PRESIZE_ROWS = 8192    # rows after which a table is sized for all rows (multiple of ROW_BLOCK)
-    FIRST_GROUP = 4        # grids in a thread's first sweep over the rows
-    CACHE_BUDGET = 1572864 # bytes of tables per sweep (about a per-core L2)
 
 cdef uint64_t LOW32 = 0xFFFFFFFF
 
@@ -328,6 +395,23 @@ cdef inline bint grid_key(
     return packed_key(q, lo, hi, word, shift, d, n_words, key)
 
 
+cdef inline uint64_t thr_key(
+    const double *x,        # IN  one row of X
+    const int32_t *ej,      # IN  column of each threshold of the grid
+    const double *et,       # IN  the thresholds
+    const uint64_t *ea,     # IN  1 << shift of the threshold's field
+    Py_ssize_t n_ent,
+) noexcept nogil:
+    """Single-word packed key from thresholds: field j counts the thresholds of
+    column j that x_j reaches (equal to floor((x_j - u_j) / w_j) - lo_j)."""
+    cdef Py_ssize_t e
+    cdef uint64_t key = 0
+    # key = sum over e of (x[ej[e]] >= et[e]) << shift
+    for e in range(n_ent):
+        key += ea[e] & (<uint64_t> 0 - <uint64_t> (x[ej[e]] >= et[e]))
+    return key
+
+
 cdef inline uint64_t key_hash(const uint64_t *key, int n_words) noexcept nogil:
     cdef uint64_t h = GOLDEN
     cdef int k
@@ -376,8 +460,17 @@ ctypedef struct FatSlot:
     uint32_t count      # training rows of the bin
 
 
+ctypedef struct DirSlot:
+    uint32_t idp1       # local id + 1 (0 = unseen)
+    uint32_t count      # training rows of the bin
+
+
 ctypedef struct Table:
     uint64_t *slots     # capacity slots: 0 empty, else tag << 32 | (local id + 1)
+    DirSlot *direct     # small key spaces during fit: one slot per possible key
+                        # (2**direct_bits), no hashing or probing; slots / keys /
+                        # counts are built from it at the end of fit (NULL until then)
+    int64_t direct_size
     FatSlot *fat        # W == 1 during fit: capacity slots holding key and count
                         # (one access per probe); slots / keys / counts are
                         # built from it at the end of fit (NULL until then)
@@ -391,7 +484,7 @@ ctypedef struct Table:
     int64_t max_count   # largest bin count, set at the end of fit
 
 
-cdef int table_init(Table *t, int n_words) noexcept nogil:
+cdef int table_init(Table *t, int n_words, int direct_bits) noexcept nogil:
     t.capacity = INITIAL_CAPACITY
     t.n_bins = 0
     t.keys_room = INITIAL_CAPACITY // 2
@@ -401,6 +494,15 @@ cdef int table_init(Table *t, int n_words) noexcept nogil:
     t.keys = NULL
     t.counts = NULL
     t.fat = NULL
+    t.direct = NULL
+    t.direct_size = 0
+    if direct_bits >= 0:
+        t.direct_size = (<int64_t> 1) << direct_bits
+        t.direct = <DirSlot *> big_calloc(t.direct_size, sizeof(DirSlot))
+        if t.direct == NULL:
+            t.failed = 1
+            return -1
+        return 0
     if n_words == 1:
         t.fat = <FatSlot *> big_calloc(t.capacity, sizeof(FatSlot))
         if t.fat == NULL:
@@ -419,6 +521,8 @@ cdef int table_init(Table *t, int n_words) noexcept nogil:
 cdef void table_free(Table *t) noexcept nogil:
     free(t.fat)
     t.fat = NULL
+    free(t.direct)
+    t.direct = NULL
     free(t.slots)
     free(t.keys)
     free(t.counts)
@@ -489,6 +593,40 @@ cdef int fat_export(Table *t, int64_t new_cap) noexcept nogil:
     if not same:
         return table_resize(t, new_cap)
     return 0
+
+
+cdef int direct_export(Table *t) noexcept nogil:
+    """End of fit for a direct table: keys and counts in id order from the
+    slots of the seen keys, then the exported slot array (smallest capacity
+    of at least 16 with load <= 0.7)."""
+    cdef int64_t key, n = t.n_bins, cap = 16
+    t.keys = <uint64_t *> big_malloc((n + 1) * sizeof(uint64_t))
+    t.counts = <uint32_t *> big_malloc((n + 1) * sizeof(uint32_t))
+    if t.keys == NULL or t.counts == NULL:
+        return -1
+    t.keys_room = n
+    # keys[idp1 - 1] = key for the seen keys (index 0 takes the unseen ones'
+    # writes, branch-free; moved down by one after the pass)
+    for key in range(t.direct_size):
+        t.keys[t.direct[key].idp1] = <uint64_t> key
+        t.counts[t.direct[key].idp1] = t.direct[key].count
+    memmove(t.keys, t.keys + 1, n * sizeof(uint64_t))
+    memmove(t.counts, t.counts + 1, n * sizeof(uint32_t))
+    free(t.direct)
+    t.direct = NULL
+    while 7 * cap < 10 * n:
+        cap *= 2
+    return table_resize(t, cap)
+
+
+cdef inline int64_t direct_add(Table *t, uint64_t key) noexcept nogil:
+    """Local id of ``key`` in a direct table, numbering it (next id) if new."""
+    cdef DirSlot *e = t.direct + key
+    if e.idp1 == 0:
+        t.n_bins += 1
+        e.idp1 = <uint32_t> t.n_bins
+    e.count += 1
+    return <int64_t> e.idp1 - 1
 
 
 cdef int table_resize(Table *t, int64_t new_cap) noexcept nogil:
@@ -614,6 +752,43 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
     return local
 
 
+cdef void table_finish(Table *t) noexcept nogil:
+    """End of fit for one table: exported slots / keys / counts, the largest
+    bin count, and over-allocated (presized) tables shrunk to the smallest
+    capacity with load <= 0.7."""
+    cdef int64_t cap, local
+    if t.failed:
+        return
+    if t.direct != NULL:
+        if direct_export(t) != 0:
+            t.failed = 1
+            return
+    elif t.fat != NULL:
+        # exported slots at the capacity the incremental build ends with, or
+        # the shrunk one below (same layout either way)
+        cap = t.capacity
+        if t.capacity > 16:
+            cap = 16
+            while 7 * cap < 10 * t.n_bins:
+                cap *= 2
+            if cap > t.capacity:
+                cap = t.capacity
+        if fat_export(t, cap) != 0:
+            t.failed = 1
+            return
+    t.max_count = 0
+    # max_count = counts.max()
+    for local in range(t.n_bins):
+        if t.counts[local] > t.max_count:
+            t.max_count = t.counts[local]
+    if t.capacity > 16:
+        cap = 16
+        while 7 * cap < 10 * t.n_bins:
+            cap *= 2
+        if cap < t.capacity and table_resize(t, cap) != 0:
+            t.failed = 1
+
+
 cdef void fit_grid_block(
     const double *X,          # IN  (N, d) C order
     const double *widths,     # IN  (R, d)
@@ -631,120 +806,137 @@ cdef void fit_grid_block(
     Py_ssize_t g0,            # this thread's grids: g0 .. g1 - 1
     Py_ssize_t g1,
     int max_words,
+    const int64_t *thr_ptr,   # IN  (R + 1,) grid r's thresholds: thr_ptr[r] .. thr_ptr[r + 1] - 1
+    const unsigned char *use_thr,  # IN (R,) grid r's keys come from its thresholds
+    const int32_t *ent_j,     # IN  column of each threshold
+    const double *ent_t,      # IN  thresholds
+    const uint64_t *ent_add,  # IN  1 << shift of the threshold's field
+    bint vec,                 # AVX-512 threshold keys (over a transposed row block)
+    const int32_t *direct_bits,  # IN (R,) key bits of a direct table, -1 for a hash table
     Table *tables,            # IN/OUT (R,) tables, only g0 .. g1 - 1 touched
     idx_t *ids,               # OUT (N * R) local id of (i, r) at i * R + r, or NULL
 ) noexcept nogil:
-    cdef Py_ssize_t i0, i1, i, r, k, ga, gb, n_group
+    cdef Py_ssize_t i0, i1, i, r, k, ga, gb
     cdef int W
     cdef Table *t
     cdef uint64_t *key
-    cdef int64_t local, cap, table_bytes
     cdef double *q = <double *> PyMem_RawMalloc(d * sizeof(double))
     cdef uint64_t *keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
     cdef uint64_t *hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
-    if q == NULL or keys == NULL or hashes == NULL:
+    # the row block transposed (threshold keys, AVX-512); zeroed so that the
+    # unused lanes of a short last block hold finite values
+    cdef double *xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK, sizeof(double))
+    cdef bint xt_ready
+    cdef Py_ssize_t j, e0, n_ent, kc, kk, g, n_g
+    # local ids of a row block for the group's grids, grid-major
+    # (stage[(r - ga) * ROW_BLOCK + k]); copied to ids row by row after the
+    # block, so that each cache line of ids is written in one burst
+    cdef Py_ssize_t max_group = g1 - g0 if g1 - g0 < MAX_GROUP else MAX_GROUP
+    cdef int64_t *stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * max_group * sizeof(int64_t))
+    cdef int64_t *srow
+    cdef idx_t *irow
+    cdef const double *xrow
+    if q == NULL or keys == NULL or hashes == NULL or xt == NULL or stage == NULL:
         for r in range(g0, g1):
             tables[r].failed = 1
     else:
-        for r in range(g0, g1):
-            table_init(&tables[r], n_words[r])
-        # Grids are swept over all rows in groups: a first group of
-        # FIRST_GROUP grids measures the table size; then as many grids per
-        # sweep as keep their tables within CACHE_BUDGET (all of them when
-        # the tables are tiny, or too large to stay cached anyway). X is
-        # re-read once per sweep, a sequential stream.
+        # One sweep over the rows for all of the thread's grids (in groups of
+        # at most MAX_GROUP): X is read once, and each row block's ids are
+        # written row by row from the stage, whole cache lines at a time.
+        # (Sweeping a few grids at a time so that their tables stay in L2
+        # measured no faster: the re-reads of X and the partial writes of ids
+        # cost what the cache hits save.) A group's tables are created at its
+        # start and finished (exported) at its end.
         ga = g0
-        n_group = FIRST_GROUP
         while ga < g1:
-            gb = ga + n_group if ga + n_group < g1 else g1
+            gb = ga + MAX_GROUP if ga + MAX_GROUP < g1 else g1
+            for r in range(ga, gb):
+                table_init(&tables[r], n_words[r], direct_bits[r])
             i0 = 0
             while i0 < N:
                 i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
+                xt_ready = False
                 for r in range(ga, gb):
                     t = &tables[r]
                     if t.failed:
                         continue
                     W = n_words[r]
-                    # keys of the block's rows in grid r, their slots prefetched
-                    for i in range(i0, i1):
-                        k = i - i0
-                        key = keys + k * W
-                        if not grid_key(X + i * d, offsets + r * d, widths + r * d, inv + r * d,
-                                        lo + r * d, hi + r * d, word + r * d, shift + r * d,
-                                        d, W, simd, q, key):
-                            t.failed = 2  # cannot happen: [lo, hi] bounds the training bins
-                            break
-                        hashes[k] = key_hash(key, W)
+                    if use_thr[r]:
+                        # single-word keys from the grid's thresholds (exact:
+                        # bins are monotone in x)
+                        e0 = thr_ptr[r]
+                        n_ent = thr_ptr[r + 1] - e0
+                        if vec:
+                            if not xt_ready:
+                                # xt[j, k] = X[i0 + k, j]
+                                for i in range(i0, i1):
+                                    xrow = X + i * d
+                                    for j in range(d):
+                                        xt[j * ROW_BLOCK + (i - i0)] = xrow[j]
+                                xt_ready = True
+                            thr_keys_avx512(xt, ROW_BLOCK, i1 - i0, ent_j + e0, ent_t + e0,
+                                            ent_add + e0, n_ent, keys, hashes)
+                        else:
+                            for i in range(i0, i1):
+                                k = i - i0
+                                keys[k] = thr_key(X + i * d, ent_j + e0, ent_t + e0,
+                                                  ent_add + e0, n_ent)
+                                hashes[k] = key_hash(keys + k, 1)
+                    else:
+                        for i in range(i0, i1):
+                            k = i - i0
+                            key = keys + k * W
+                            if not grid_key(X + i * d, offsets + r * d, widths + r * d, inv + r * d,
+                                            lo + r * d, hi + r * d, word + r * d, shift + r * d,
+                                            d, W, simd, q, key):
+                                t.failed = 2  # cannot happen: [lo, hi] bounds the training bins
+                                break
+                            hashes[k] = key_hash(key, W)
+                        if t.failed:
+                            continue
+                    # the block's slots prefetched, then probed in row order
+                    # (first appearance numbering)
+                    srow = stage + (r - ga) * ROW_BLOCK
+                    if t.direct != NULL:
+                        for k in range(i1 - i0):
+                            prefetch(t.direct + keys[k])
+                        for k in range(i1 - i0):
+                            srow[k] = direct_add(t, keys[k])
+                        continue
+                    for k in range(i1 - i0):
                         if t.fat != NULL:
                             prefetch(t.fat + (hashes[k] & <uint64_t> (t.capacity - 1)))
                         else:
                             prefetch(t.slots + (hashes[k] & <uint64_t> (t.capacity - 1)))
-                    if t.failed:
-                        continue
-                    # probe in row order: first appearance numbering
                     if i0 == PRESIZE_ROWS:
                         if table_presize(t, i0, N) != 0:
                             t.failed = 1
                             continue
-                    for i in range(i0, i1):
-                        k = i - i0
-                        local = table_add(t, keys + k * W, hashes[k])
-                        if local < 0:
+                    for k in range(i1 - i0):
+                        srow[k] = table_add(t, keys + k * W, hashes[k])
+                        if srow[k] < 0:
                             t.failed = 1
                             break
-                        if ids != NULL:
-                            ids[i * R + r] = <idx_t> local
+                if ids != NULL:
+                    # ids[i, ga:gb] = stage[:, i - i0], 16 rows at a time
+                    n_g = gb - ga
+                    kc = 0
+                    while kc < i1 - i0:
+                        kk = kc + 16 if kc + 16 < i1 - i0 else i1 - i0
+                        for g in range(n_g):
+                            srow = stage + g * ROW_BLOCK
+                            for k in range(kc, kk):
+                                ids[(i0 + k) * R + ga + g] = <idx_t> srow[k]
+                        kc = kk
                 i0 = i1
-            # size of the next group from the largest table of this one
-            table_bytes = 1
             for r in range(ga, gb):
-                t = &tables[r]
-                if t.fat != NULL:
-                    cap = t.capacity * <int64_t> sizeof(FatSlot)
-                else:
-                    cap = t.capacity * 8 + t.n_bins * (t.n_words * 8 + 4)
-                if cap > table_bytes:
-                    table_bytes = cap
-            if table_bytes <= CACHE_BUDGET // 32 or table_bytes > CACHE_BUDGET:
-                n_group = g1 - gb
-            else:
-                n_group = CACHE_BUDGET // table_bytes
-            if n_group < 1:
-                n_group = 1
+                table_finish(&tables[r])
             ga = gb
-        # largest bin counts; shrink over-allocated (presized) tables to the
-        # smallest capacity with load <= 0.7
-        for r in range(g0, g1):
-            t = &tables[r]
-            if t.failed:
-                continue
-            if t.fat != NULL:
-                # exported slots at the capacity the incremental build ends
-                # with, or the shrunk one below (same layout either way)
-                cap = t.capacity
-                if t.capacity > 16:
-                    cap = 16
-                    while 7 * cap < 10 * t.n_bins:
-                        cap *= 2
-                    if cap > t.capacity:
-                        cap = t.capacity
-                if fat_export(t, cap) != 0:
-                    t.failed = 1
-                    continue
-            t.max_count = 0
-            # max_count = counts.max()
-            for local in range(t.n_bins):
-                if t.counts[local] > t.max_count:
-                    t.max_count = t.counts[local]
-            if t.capacity > 16:
-                cap = 16
-                while 7 * cap < 10 * t.n_bins:
-                    cap *= 2
-                if cap < t.capacity and table_resize(t, cap) != 0:
-                    t.failed = 1
     PyMem_RawFree(q)
     PyMem_RawFree(keys)
     PyMem_RawFree(hashes)
+    PyMem_RawFree(xt)
+    PyMem_RawFree(stage)
 
 
 # ----------------------------------------------------------------------------
@@ -889,8 +1081,16 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
                const int64_t[:, ::1] lo,
                const int64_t[:, ::1] hi, const int32_t[:, ::1] word,
                const int64_t[:, ::1] shift, const int32_t[::1] n_words,
+               const int64_t[::1] thr_ptr, const unsigned char[::1] use_thr,
+               const int32_t[::1] ent_j, const double[::1] ent_t, const uint64_t[::1] ent_add,
+               const int32_t[::1] direct_bits,
                idx_t[::1] ids, bint want_counts, int n_threads):
     """Build the exact per-grid bin tables of the training rows.
+
+    Grids with ``use_thr[r]`` compute their (single-word) keys from their
+    thresholds ``thr_ptr[r] .. thr_ptr[r + 1] - 1`` (see ``features._thresholds``).
+    Grids with ``direct_bits[r] >= 0`` (single-word keys below
+    ``2**direct_bits[r]``) are fitted in a direct table instead of a hash table.
 
     ids : (N * R,) OUT, or length 0 for none: local id of row i in grid r
         at ``i * R + r`` (numbered by first appearance in row order).
@@ -908,6 +1108,21 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
     if ids.shape[0] != 0 and ids.shape[0] != N * R:
         raise ValueError("ids must have length N * R or 0")
     cdef idx_t *ids_ptr = &ids[0] if ids.shape[0] != 0 else NULL
+    if thr_ptr.shape[0] != R + 1 or use_thr.shape[0] != R:
+        raise ValueError("thr_ptr must have length R + 1 and use_thr length R")
+    if ent_j.shape[0] < thr_ptr[R] or ent_t.shape[0] < thr_ptr[R] or ent_add.shape[0] < thr_ptr[R]:
+        raise ValueError("fewer threshold entries than thr_ptr[R]")
+    cdef const int32_t *ent_j_ptr = &ent_j[0] if ent_j.shape[0] != 0 else NULL
+    cdef const double *ent_t_ptr = &ent_t[0] if ent_t.shape[0] != 0 else NULL
+    cdef const uint64_t *ent_add_ptr = &ent_add[0] if ent_add.shape[0] != 0 else NULL
+    cdef bint vec = simd_available()
+    if direct_bits.shape[0] != R:
+        raise ValueError("direct_bits must have length R")
+    for r in range(R):
+        if use_thr[r] and n_words[r] != 1:
+            raise ValueError("threshold keys need single-word grids")
+        if direct_bits[r] >= 0 and (n_words[r] != 1 or direct_bits[r] > 30):
+            raise ValueError("direct tables need single-word grids of at most 30 bits")
     cdef Table *tables = <Table *> PyMem_RawCalloc(R, sizeof(Table))
     if tables == NULL:
         raise MemoryError("cannot allocate the bin tables")
@@ -919,7 +1134,8 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
                            &lo[0, 0], &hi[0, 0],
                            &word[0, 0], &shift[0, 0], &n_words[0], N, d, R,
                            c * R // n_chunks, (c + 1) * R // n_chunks, max_words,
-                           tables, ids_ptr)
+                           &thr_ptr[0], &use_thr[0], ent_j_ptr, ent_t_ptr, ent_add_ptr, vec,
+                           &direct_bits[0], tables, ids_ptr)
         for r in range(R):
             if tables[r].failed == 2:
                 raise RuntimeError("internal error: a training bin fell outside its bounds")
@@ -961,7 +1177,7 @@ _FORMATS = {
 
 
 def empty(Py_ssize_t n, dtype):
-    """An uninitialised 1-D array from plain malloc (numpy owns and frees it).
+    """An uninitialised 1-D array, 64-byte aligned (numpy owns and frees it).
 
     Unlike ``numpy.empty`` the block is not advised as huge pages: for the big
     output arrays, written once in order, the synchronous huge-page compaction
@@ -974,7 +1190,7 @@ def empty(Py_ssize_t n, dtype):
     cdef cvarray arr
     if n <= 0:
         return np.empty(0, dtype=dt)
-    ptr = malloc(n * itemsize)
+    ptr = line_malloc(n * itemsize)
     if ptr == NULL:
         raise MemoryError(f"cannot allocate {n * itemsize} bytes")
     arr = cvarray(shape=(n,), itemsize=itemsize, format=fmt, mode="c", allocate_buffer=False)

@@ -97,6 +97,101 @@ def _constant_data(nnz, value, dtype, n_threads):
     return data
 
 
+# A grid's keys come from thresholds when it has at most this many per column
+# on average: each costs a compare and an add, against about 13 vector
+# operations per column for the reciprocal-and-check path.
+THRESHOLDS_PER_COLUMN = 6
+USE_THRESHOLDS = True  # tests turn it off to compare both paths
+_SIGN_OFF = np.int64(0x7FFFFFFFFFFFFFFF)
+
+
+def _ordered(bits):
+    """Map float64 bit patterns (as int64) to int64 in the order of the values
+    (an involution: it also maps back)."""
+    return np.where(bits < 0, bits ^ _SIGN_OFF, bits)
+
+
+def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words):
+    """Per grid the exact thresholds of its bins over the training range.
+
+    ``bin(x) = floor((x - u) / w)`` is monotone in x (IEEE subtraction,
+    division by w > 0 and floor all are), so for each bin k in (lo, hi] there
+    is a smallest float64 ``t_k`` with ``bin(t_k) >= k``, and for any x in
+    [cmin, cmax]: ``bin(x) - lo = #{k : x >= t_k}``. A bisection over the
+    float64 values between the column extremes finds each ``t_k`` with the very
+    formula of the bins, so keys built by counting thresholds are the keys of
+    the division, bit for bit. Used for single-word grids with few thresholds
+    (the common case: a few bins per column); fit_tables computes the other
+    grids' bins directly.
+
+    Returns ``(thr_ptr, use_thr, ent_j, ent_t, ent_add)``: entries sorted by
+    grid, column and bin; ``ent_add = 1 << shift`` of the entry's column.
+    """
+    R, d = widths.shape
+    span = hi.astype(np.float64) - lo.astype(np.float64)  # no int64 overflow
+    use = (n_words == 1) & (span.sum(axis=1) <= THRESHOLDS_PER_COLUMN * d) & USE_THRESHOLDS
+    counts = np.where(use[:, None], hi - lo, 0).astype(np.int64).ravel()  # (R * d,)
+    n_ent = int(counts.sum())
+    thr_ptr = np.zeros(R + 1, dtype=np.int64)
+    np.cumsum(counts.reshape(R, d).sum(axis=1), out=thr_ptr[1:])
+    flat = np.repeat(np.arange(R * d), counts)
+    first = np.repeat(np.cumsum(counts) - counts, counts)
+    k = lo.ravel()[flat] + 1 + (np.arange(n_ent) - first)  # the bin whose threshold
+    j = flat % d
+    u = offsets.ravel()[flat]
+    w = widths.ravel()[flat]
+    # invariant: bin(value(a)) < k <= bin(value(b)) (true at the column extremes)
+    a = _ordered(np.ascontiguousarray(cmin[j], dtype=np.float64).view(np.int64))
+    b = _ordered(np.ascontiguousarray(cmax[j], dtype=np.float64).view(np.int64))
+    for _ in range(66):  # the gap, below 2**64, halves each round
+        active = (b.view(np.uint64) - a.view(np.uint64)) > 1
+        if not active.any():
+            break
+        mid = (a >> 1) + (b >> 1) + (a & b & 1)
+        x = _ordered(mid).view(np.float64)
+        with np.errstate(all="ignore"):
+            reached = np.floor((x - u) / w).astype(np.int64) >= k
+        b = np.where(active & reached, mid, b)
+        a = np.where(active & ~reached, mid, a)
+    ent_t = np.ascontiguousarray(_ordered(b).view(np.float64))
+    ent_add = np.left_shift(np.uint64(1), shift.ravel()[flat].astype(np.uint64))
+    return (thr_ptr, use.astype(np.uint8), j.astype(np.int32), ent_t,
+            np.ascontiguousarray(ent_add, dtype=np.uint64))
+
+
+# Direct tables (one 8-byte slot per possible key: no hashing or probing) for
+# single-word grids whose keys have at most DIRECT_MAX_BITS bits and at most
+# DIRECT_PER_ROW possible values per training row; the smallest first while
+# all of them together take at most DIRECT_BYTES_PER_ENTRY bytes per entry
+# of Z (a sixth of Z's bytes in float64).
+DIRECT_MAX_BITS = 20
+DIRECT_PER_ROW = 2
+DIRECT_BYTES_PER_ENTRY = 2
+USE_DIRECT = True  # tests turn it off to compare both kinds of table
+
+
+def _direct_bits(lo, hi, n_words, n_samples):
+    """Key bits of the grids fitted in a direct table, -1 for the others."""
+    R, d = lo.shape
+    out = np.full(R, -1, dtype=np.int32)
+    if not USE_DIRECT:
+        return out
+    bits = np.full(R, DIRECT_MAX_BITS + 1, dtype=np.int64)
+    for r in range(R):
+        if n_words[r] == 1:  # then every span is below 2**64
+            bits[r] = sum(int(h - l).bit_length() for l, h in zip(lo[r].tolist(), hi[r].tolist()))
+    budget = max(DIRECT_BYTES_PER_ENTRY * n_samples * R, 2**16)
+    used = 0
+    for r in np.argsort(bits, kind="stable"):
+        b = int(bits[r])
+        size = 8 << b
+        if b > DIRECT_MAX_BITS or (1 << b) > max(DIRECT_PER_ROW * n_samples, 64) or used + size > budget:
+            break
+        out[r] = b
+        used += size
+    return out
+
+
 def _reciprocals(widths):
     """1 / widths for the SIMD binning path, and whether that path applies.
 
@@ -301,7 +396,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             if found is None:  # cannot happen (monotone bins); keep a clear message
                 raise ValueError("X values too large to bin")
             raise_too_large(*found)
-        return qlo.astype(np.int64), qhi.astype(np.int64)
+        return qlo.astype(np.int64), qhi.astype(np.int64), cmin, cmax
 
     def _draw(self, X):
         X = check_dense_X(self, X, reset=True)
@@ -321,15 +416,23 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         X, widths, offsets, dtype, n_threads = self._draw(X)
         n_samples = X.shape[0]
         R = widths.shape[0]
-        lo, hi = self._bounds(X, widths, offsets, n_threads)
+        lo, hi, cmin, cmax = self._bounds(X, widths, offsets, n_threads)
         word, shift, n_words = _binning.pack_layout(lo, hi)
         exact = self.n_features is None
         nnz = n_samples * R
         idx = index_dtype(0, nnz)  # D <= nnz for the training rows
         ids = _binning.empty(nnz if (exact and mode != "fit") else 0, idx)
+        if ids.shape[0] and n_threads > 1:
+            # first touch of the fresh pages by row blocks, one block per
+            # thread: fit's threads split the grids, so they would otherwise
+            # fault the same pages (and page-table locks) at the same time
+            _binning.fill_constant(ids.view(np.float32 if ids.itemsize == 4 else np.float64),
+                                   0.0, n_threads)
         inv, simd = _reciprocals(widths)
+        thr = _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words)
+        direct = _direct_bits(lo, hi, n_words, n_samples)
         n_bins, max_count, slots, keys, counts = _binning.fit_tables(
-            X, widths, offsets, inv, simd, lo, hi, word, shift, n_words, ids,
+            X, widths, offsets, inv, simd, lo, hi, word, shift, n_words, *thr, direct, ids,
             mode == "columns", n_threads,
         )
         self.widths_ = widths

@@ -1,8 +1,9 @@
 """rbcd.RandomBinning's kernels against the rbcd_ref oracle, and statistical facts.
 
 Bit-for-bit: widths, offsets, bin counts, kappa, Z (indices, indptr, data, shape, dtype)
-and transforms of new data equal rbcd_ref's, for 1 and 2 threads and with the SIMD bin
-path on and off. Statistical: z(x).z(y) over R grids is Binomial(R, k)/R, k the Laplacian
+and transforms of new data equal rbcd_ref's, for 1 and 2 threads, with the SIMD bin
+path on and off, with keys from thresholds or from the division, and with direct or
+hashed fit tables. Statistical: z(x).z(y) over R grids is Binomial(R, k)/R, k the Laplacian
 kernel, so its error is checked against the Monte Carlo standard error.
 """
 import numpy as np
@@ -18,22 +19,29 @@ from rbcd.features import RandomBinning, RBColumns, column_structure
 
 
 class bin_path_ctx:
-    """Allow (``"simd"``) or forbid (``"scalar"``) the AVX-512 bin path inside a block.
+    """The fit paths inside a block: AVX-512 allowed (``"simd"``, ``"division"``) or
+    not (``"scalar"``, ``"division-scalar"``); keys from thresholds and direct tables
+    where they apply (``"simd"``, ``"scalar"``) or keys from the division in hash
+    tables only (``"division*"``).
 
-    Without AVX-512 on the CPU both settings run the scalar path."""
+    Without AVX-512 on the CPU the SIMD settings run the scalar code."""
 
     def __init__(self, path):
-        self.want = path == "simd"
+        self.simd = path in ("simd", "division")
+        self.shortcuts = not path.startswith("division")
 
     def __enter__(self):
-        self.old = _binning.set_simd_allowed(self.want)
+        self.old = _binning.set_simd_allowed(self.simd)
+        self.old_thr, self.old_direct = features.USE_THRESHOLDS, features.USE_DIRECT
+        features.USE_THRESHOLDS = features.USE_DIRECT = self.shortcuts
         return self
 
     def __exit__(self, *exc):
         _binning.set_simd_allowed(self.old)
+        features.USE_THRESHOLDS, features.USE_DIRECT = self.old_thr, self.old_direct
 
 
-PATHS = pytest.mark.parametrize("path", ["simd", "scalar"])
+PATHS = pytest.mark.parametrize("path", ["simd", "scalar", "division", "division-scalar"])
 
 
 class force_threads:
@@ -201,6 +209,96 @@ def test_bins_on_integer_boundaries(path):
         rank[order] = np.arange(order.shape[0])
         expected = rb.grid_ptr_[r] + rank[inverse.ravel()]
         np.testing.assert_array_equal(Z.indices[r::R], expected)
+
+
+def _fit_parts(rb, X):
+    """The fit-time inputs of the kernels (as RandomBinning._fit computes them)."""
+    X, widths, offsets, _, _ = rb._draw(X)
+    lo, hi, cmin, cmax = rb._bounds(X, widths, offsets, 1)
+    word, shift, n_words = _binning.pack_layout(lo, hi)
+    return X, widths, offsets, lo, hi, cmin, cmax, shift, n_words
+
+
+def test_thresholds_are_the_smallest_values_reaching_each_bin():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(500, 4)) * [1.0, 3.0, 1e-3, 1e6] + [0.0, -2.0, 5.0, 1e9]
+    rb = RandomBinning(n_grids=12, sigma=[4.0, 12.0, 4e-3, 4e6], random_state=1)
+    X, widths, offsets, lo, hi, cmin, cmax, shift, n_words = _fit_parts(rb, X)
+    thr_ptr, use, ent_j, ent_t, ent_add = features._thresholds(
+        widths, offsets, lo, hi, cmin, cmax, shift, n_words)
+    assert use.sum() >= 6  # most grids qualify here
+    for r in np.flatnonzero(use):
+        expect_j = np.repeat(np.arange(4), hi[r] - lo[r])
+        sl = slice(thr_ptr[r], thr_ptr[r + 1])
+        np.testing.assert_array_equal(ent_j[sl], expect_j)
+        np.testing.assert_array_equal(ent_add[sl], np.uint64(1) << shift[r][expect_j].astype(np.uint64))
+        k = np.concatenate([np.arange(lo[r, j] + 1, hi[r, j] + 1) for j in range(4)])
+        t = ent_t[sl]
+        u, w = offsets[r][expect_j], widths[r][expect_j]
+        assert np.all(np.floor((t - u) / w) >= k)
+        below = np.nextafter(t, -np.inf)
+        assert np.all(np.floor((below - u) / w) < k)
+        assert np.all((t > cmin[expect_j]) & (t <= cmax[expect_j]))
+    assert thr_ptr[-1] == ent_t.shape[0]
+    for r in np.flatnonzero(~use.astype(bool)):
+        assert thr_ptr[r] == thr_ptr[r + 1]
+
+
+@PATHS
+def test_threshold_keys_on_bin_edges(path):
+    """Rows holding every threshold of every grid, and the values one ulp on either
+    side, in every column: the keys counted from thresholds are the keys of the
+    division (against rbcd_ref and an independent numpy floor division)."""
+    rng = np.random.default_rng(11)
+    d, R, sigma, seed = 5, 10, 0.8, 7
+    base = rng.uniform(-1.0, 1.0, size=(200, d))
+    rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
+    Xb, widths, offsets, lo, hi, cmin, cmax, shift, n_words = _fit_parts(rb, base)
+    thr_ptr, use, ent_j, ent_t, _ = features._thresholds(
+        widths, offsets, lo, hi, cmin, cmax, shift, n_words)
+    assert use.all()
+    rows = []
+    for e in range(ent_t.shape[0]):
+        for v in (ent_t[e], np.nextafter(ent_t[e], -np.inf), np.nextafter(ent_t[e], np.inf)):
+            row = base[e % base.shape[0]].copy()
+            row[ent_j[e]] = min(v, cmax[ent_j[e]])  # stay in the range: same thresholds
+            rows.append(row)
+    X = np.vstack([base, rows])
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
+    Zr = ref.fit_transform(X)
+    with bin_path_ctx(path):
+        Z = rb.fit_transform(X)
+        T = rb.transform(X[::-1])
+    assert_same_fit(rb, ref)
+    assert_same_csr(Z, Zr)
+    assert_same_csr(T, ref.transform(X[::-1]))
+    bins = np.floor((X[:, None, :] - offsets[None]) / widths[None]).astype(np.int64)
+    for r in range(R):
+        _, first, inverse = np.unique(bins[:, r, :], axis=0, return_index=True, return_inverse=True)
+        rank = np.empty_like(first)
+        rank[np.argsort(first)] = np.arange(first.shape[0])
+        np.testing.assert_array_equal(Z.indices[r::R], rb.grid_ptr_[r] + rank[inverse.ravel()])
+
+
+def test_direct_tables_chosen_within_budget():
+    lo = np.zeros((5, 3), dtype=np.int64)
+    hi = np.array([[1, 1, 1], [3, 0, 0], [255, 255, 255], [7, 7, 1], [1, 0, 0]], dtype=np.int64)
+    n_words = np.ones(5, dtype=np.int32)
+    bits = features._direct_bits(lo, hi, n_words, 10**6)
+    np.testing.assert_array_equal(bits, [3, 2, -1, 7, 1])  # 24 bits > DIRECT_MAX_BITS
+    # at most max(DIRECT_PER_ROW * N, 64) slots: 2**7 > 64 leaves grid 3 out
+    np.testing.assert_array_equal(features._direct_bits(lo, hi, n_words, 20), [3, 2, -1, -1, 1])
+    n_words[0] = 2  # multi-word keys never
+    assert features._direct_bits(lo, hi, n_words, 10**6)[0] == -1
+    # the byte budget takes the smallest grids first
+    old = features.DIRECT_BYTES_PER_ENTRY
+    try:
+        features.DIRECT_BYTES_PER_ENTRY = 0  # budget = the 2**16-byte floor
+        hi2 = np.array([[2**13 - 1, 0, 0], [2**11 - 1, 0, 0], [2**11 - 1, 0, 0]], dtype=np.int64)
+        got = features._direct_bits(np.zeros_like(hi2), hi2, np.ones(3, dtype=np.int32), 10**6)
+        np.testing.assert_array_equal(got, [-1, 11, 11])  # 2 * 8 * 2**11 = 2**15 bytes fit
+    finally:
+        features.DIRECT_BYTES_PER_ENTRY = old
 
 
 def test_multiword_keys_are_exact():
