@@ -254,6 +254,45 @@ cdef extern from *:
         }
     }
 
+    /* Threshold keys of new rows (transform): as rbcd_thr_keys_avx512, and
+     * inside[k] = 1 iff every column of row k lies within the grid's training
+     * bins, i.e. rlo[j] <= x_j < rhi[j] (rlo: smallest value in bin lo,
+     * rhi: smallest value past bin hi). Entries sorted by column. */
+    __attribute__((target("avx512f,avx512dq")))
+    static void rbcd_thr_keys_range_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
+                                           Py_ssize_t d, const double *rlo, const double *rhi,
+                                           const int32_t *ej, const double *et,
+                                           const uint64_t *ea, Py_ssize_t n_ent,
+                                           uint64_t *keys, uint64_t *hashes,
+                                           unsigned char *inside)
+    {
+        const __m512i golden = _mm512_set1_epi64((long long)RBCD_GOLDEN);
+        const __m512i mul1 = _mm512_set1_epi64((long long)RBCD_MUL1);
+        const __m512i mul2 = _mm512_set1_epi64((long long)RBCD_MUL2);
+        Py_ssize_t k, e, j, m;
+        for (k = 0; k < n; k += 8) {
+            __m512i acc = _mm512_setzero_si512();
+            __mmask8 in = 0xFF;
+            e = 0;
+            for (j = 0; j < d; j++) {
+                __m512d x = _mm512_loadu_pd(xt + j * stride + k);
+                in &= _mm512_cmp_pd_mask(x, _mm512_set1_pd(rlo[j]), _CMP_GE_OQ)
+                    & _mm512_cmp_pd_mask(x, _mm512_set1_pd(rhi[j]), _CMP_LT_OQ);
+                for (; e < n_ent && ej[e] == j; e++) {
+                    __mmask8 c = _mm512_cmp_pd_mask(x, _mm512_set1_pd(et[e]), _CMP_GE_OQ);
+                    acc = _mm512_mask_add_epi64(acc, c, acc, _mm512_set1_epi64((long long)ea[e]));
+                }
+            }
+            _mm512_storeu_si512((void *)(keys + k), acc);
+            __m512i z = _mm512_add_epi64(_mm512_xor_si512(golden, acc), golden);
+            z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), mul1);
+            z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), mul2);
+            z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+            _mm512_storeu_si512((void *)(hashes + k), z);
+            for (m = 0; m < 8; m++) inside[k + m] = (unsigned char)((in >> m) & 1);
+        }
+    }
+
     static int rbcd_avx512_available(void)
     {
         __builtin_cpu_init();
@@ -267,6 +306,12 @@ cdef extern from *:
     static void rbcd_bins_avx512(const double *x, const double *u, const double *w,
                                  const double *inv, Py_ssize_t d, int64_t *b) { }
     static int rbcd_avx512_available(void) { return 0; }
+    static void rbcd_thr_keys_range_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
+                                           Py_ssize_t d, const double *rlo, const double *rhi,
+                                           const int32_t *ej, const double *et,
+                                           const uint64_t *ea, Py_ssize_t n_ent,
+                                           uint64_t *keys, uint64_t *hashes,
+                                           unsigned char *inside) { }
     static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
                                      const int32_t *ej, const double *et, const uint64_t *ea,
                                      Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes) { }
@@ -284,6 +329,11 @@ cdef extern from *:
         const double *x, const double *u, const double *w, const double *inv,
         Py_ssize_t d, int64_t *b) noexcept nogil
     int avx512_available "rbcd_avx512_available"() noexcept nogil
+    void thr_keys_range_avx512 "rbcd_thr_keys_range_avx512"(
+        const double *xt, Py_ssize_t stride, Py_ssize_t n, Py_ssize_t d,
+        const double *rlo, const double *rhi, const int32_t *ej,
+        const double *et, const uint64_t *ea, Py_ssize_t n_ent,
+        uint64_t *keys, uint64_t *hashes, unsigned char *inside) noexcept nogil
     void thr_keys_avx512 "rbcd_thr_keys_avx512"(
         const double *xt, Py_ssize_t stride, Py_ssize_t n, const int32_t *ej,
         const double *et, const uint64_t *ea, Py_ssize_t n_ent,
@@ -412,6 +462,22 @@ cdef inline uint64_t thr_key(
     return key
 
 
+cdef inline bint thr_key_range(
+    const double *x, Py_ssize_t d,
+    const double *rlo,      # IN  (d,) smallest value in bin lo of each column
+    const double *rhi,      # IN  (d,) smallest value past bin hi of each column
+    const int32_t *ej, const double *et, const uint64_t *ea, Py_ssize_t n_ent,
+    uint64_t *key,          # OUT
+) noexcept nogil:
+    """thr_key for a new row; False if some column lies outside the training bins."""
+    cdef Py_ssize_t j
+    for j in range(d):
+        if not (x[j] >= rlo[j] and x[j] < rhi[j]):
+            return False
+    key[0] = thr_key(x, ej, et, ea, n_ent)
+    return True
+
+
 cdef inline uint64_t key_hash(const uint64_t *key, int n_words) noexcept nogil:
     cdef uint64_t h = GOLDEN
     cdef int k
@@ -446,6 +512,24 @@ cdef inline int64_t table_find(
         if (s >> 32) == tag:
             local = <int64_t> (s & LOW32) - 1
             if keys_equal(keys + local * n_words, key, n_words):
+                return local
+        pos = (pos + 1) & mask
+
+
+cdef inline int64_t table_find_from(
+    const uint64_t *slots, uint64_t mask, const uint64_t *keys,
+    uint64_t key, uint64_t h, uint64_t pos,
+) noexcept nogil:
+    """table_find for a single-word key, probing from slot ``pos`` on."""
+    cdef uint64_t tag = h >> 32, s
+    cdef int64_t local
+    while True:
+        s = slots[pos]
+        if s == 0:
+            return -1
+        if (s >> 32) == tag:
+            local = <int64_t> (s & LOW32) - 1
+            if keys[local] == key:
                 return local
         pos = (pos + 1) & mask
 
@@ -1267,62 +1351,152 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                     const int64_t[:, ::1] shift, const int32_t[::1] n_words,
                     const uintptr_t[::1] slot_ptrs, const int64_t[::1] capacities,
                     const uintptr_t[::1] key_ptrs, const int64_t[::1] grid_ptr,
+                    const int64_t[::1] thr_ptr, const unsigned char[::1] use_thr,
+                    const int32_t[::1] ent_j, const double[::1] ent_t, const uint64_t[::1] ent_add,
+                    const double[:, ::1] range_lo, const double[:, ::1] range_hi,
                     idx_t[::1] out, int64_t[::1] row_nnz, int n_threads):
     """Columns of new rows through the fitted tables (bins unseen in fit: no entry).
+
+    Grids with ``use_thr[r]`` build single-word keys from their thresholds, with
+    ``range_lo[r, j] <= x_j < range_hi[r, j]`` deciding whether the row's bin lies
+    within the training bins (see ``features._range_bounds``); the others divide.
+    Parallel over blocks of ROW_BLOCK rows; per block, grid by grid: keys, slots
+    prefetched, candidate slots found and their keys prefetched, keys verified.
 
     out : (N * R,) OUT, row i's columns left-packed, sorted, at i * R ...
     row_nnz : (N,) OUT, number of columns of row i.
     """
     cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
-    cdef Py_ssize_t i, r, cnt
+    cdef Py_ssize_t b, n_blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK
+    cdef Py_ssize_t i0, i1, n, i, k, r, j, e0, cnt
     cdef int max_words = 1, W
-    cdef int64_t local
+    cdef bint xt_ready, vec = simd_available()
     cdef double *q
+    cdef double *xt
     cdef uint64_t *keys
     cdef uint64_t *hashes
     cdef unsigned char *inside
+    cdef int64_t *stage
+    cdef const uint64_t *slots
+    cdef const uint64_t *tkeys
+    cdef uint64_t mask, pos, s, tag
+    cdef int64_t local
     cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
     for r in range(R):
         max_words = max(max_words, n_words[r])
+        if use_thr[r] and n_words[r] != 1:
+            raise ValueError("threshold keys need single-word grids")
+    if thr_ptr.shape[0] != R + 1 or use_thr.shape[0] != R:
+        raise ValueError("thr_ptr must have length R + 1 and use_thr length R")
+    if ent_j.shape[0] < thr_ptr[R] or ent_t.shape[0] < thr_ptr[R] or ent_add.shape[0] < thr_ptr[R]:
+        raise ValueError("fewer threshold entries than thr_ptr[R]")
+    cdef const int32_t *ent_j_ptr = &ent_j[0] if ent_j.shape[0] != 0 else NULL
+    cdef const double *ent_t_ptr = &ent_t[0] if ent_t.shape[0] != 0 else NULL
+    cdef const uint64_t *ent_add_ptr = &ent_add[0] if ent_add.shape[0] != 0 else NULL
     q = NULL
+    xt = NULL
     keys = NULL
     hashes = NULL
     inside = NULL
+    stage = NULL
     with nogil, parallel(num_threads=max(1, n_threads)):
         q = <double *> PyMem_RawMalloc(d * sizeof(double))
-        keys = <uint64_t *> PyMem_RawMalloc(R * max_words * sizeof(uint64_t))
-        hashes = <uint64_t *> PyMem_RawMalloc(R * sizeof(uint64_t))
-        inside = <unsigned char *> PyMem_RawMalloc(R * sizeof(unsigned char))
-        if q == NULL or keys == NULL or hashes == NULL or inside == NULL:
+        xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK, sizeof(double))
+        keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
+        hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
+        inside = <unsigned char *> PyMem_RawMalloc(ROW_BLOCK * sizeof(unsigned char))
+        # stage[r * ROW_BLOCK + k]: local id of row i0 + k in grid r, or -1
+        stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * R * sizeof(int64_t))
+        if q == NULL or xt == NULL or keys == NULL or hashes == NULL or inside == NULL or stage == NULL:
             failed[0] = 1
         else:
-            for i in prange(N, schedule="static"):
-                # keys of row i in every grid, slots prefetched
+            for b in prange(n_blocks, schedule="static"):
+                i0 = b * ROW_BLOCK
+                i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
+                n = i1 - i0
+                xt_ready = False
                 for r in range(R):
                     W = n_words[r]
-                    inside[r] = grid_key(&X[i, 0], &offsets[r, 0], &widths[r, 0], &inv[r, 0],
-                                         &lo[r, 0], &hi[r, 0], &word[r, 0], &shift[r, 0],
-                                         d, W, simd, q, keys + r * max_words)
-                    if inside[r]:
-                        hashes[r] = key_hash(keys + r * max_words, W)
-                        prefetch(<uint64_t *> slot_ptrs[r]
-                                 + (hashes[r] & <uint64_t> (capacities[r] - 1)))
-                cnt = 0
-                for r in range(R):
-                    if not inside[r]:
-                        continue
-                    local = table_find(<const uint64_t *> slot_ptrs[r],
-                                       <uint64_t> (capacities[r] - 1),
-                                       <const uint64_t *> key_ptrs[r], n_words[r],
-                                       keys + r * max_words, hashes[r])
-                    if local >= 0:
-                        out[i * R + cnt] = <idx_t> (grid_ptr[r] + local)
-                        cnt = cnt + 1
-                row_nnz[i] = cnt
+                    slots = <const uint64_t *> slot_ptrs[r]
+                    tkeys = <const uint64_t *> key_ptrs[r]
+                    mask = <uint64_t> (capacities[r] - 1)
+                    e0 = thr_ptr[r]
+                    if use_thr[r] and vec:
+                        if not xt_ready:
+                            # xt[j, k] = X[i0 + k, j]
+                            for i in range(i0, i1):
+                                for j in range(d):
+                                    xt[j * ROW_BLOCK + (i - i0)] = X[i, j]
+                            xt_ready = True
+                        thr_keys_range_avx512(xt, ROW_BLOCK, n, d, &range_lo[r, 0], &range_hi[r, 0],
+                                              ent_j_ptr + e0, ent_t_ptr + e0, ent_add_ptr + e0,
+                                              thr_ptr[r + 1] - e0, keys, hashes, inside)
+                    elif use_thr[r]:
+                        for k in range(n):
+                            inside[k] = thr_key_range(&X[i0 + k, 0], d, &range_lo[r, 0],
+                                                      &range_hi[r, 0], ent_j_ptr + e0,
+                                                      ent_t_ptr + e0, ent_add_ptr + e0,
+                                                      thr_ptr[r + 1] - e0, keys + k)
+                            hashes[k] = key_hash(keys + k, 1)
+                    else:
+                        for k in range(n):
+                            inside[k] = grid_key(&X[i0 + k, 0], &offsets[r, 0], &widths[r, 0],
+                                                 &inv[r, 0], &lo[r, 0], &hi[r, 0], &word[r, 0],
+                                                 &shift[r, 0], d, W, simd, q, keys + k * W)
+                            if inside[k]:
+                                hashes[k] = key_hash(keys + k * W, W)
+                    for k in range(n):
+                        if inside[k]:
+                            prefetch(slots + (hashes[k] & mask))
+                    if W == 1:
+                        # first slot with the key's tag (or -1: absent), its key prefetched
+                        for k in range(n):
+                            stage[r * ROW_BLOCK + k] = -1
+                            if not inside[k]:
+                                continue
+                            pos = hashes[k] & mask
+                            tag = hashes[k] >> 32
+                            while True:
+                                s = slots[pos]
+                                if s == 0:
+                                    break
+                                if (s >> 32) == tag:
+                                    stage[r * ROW_BLOCK + k] = <int64_t> pos
+                                    prefetch(tkeys + ((s & LOW32) - 1))
+                                    break
+                                pos = (pos + 1) & mask
+                        # verify; on a tag collision go on probing after that slot
+                        for k in range(n):
+                            if stage[r * ROW_BLOCK + k] < 0:
+                                continue
+                            pos = <uint64_t> stage[r * ROW_BLOCK + k]
+                            s = slots[pos]
+                            local = <int64_t> (s & LOW32) - 1
+                            if tkeys[local] != keys[k]:
+                                local = table_find_from(slots, mask, tkeys, keys[k], hashes[k],
+                                                        (pos + 1) & mask)
+                            stage[r * ROW_BLOCK + k] = local
+                    else:
+                        for k in range(n):
+                            stage[r * ROW_BLOCK + k] = -1
+                            if inside[k]:
+                                stage[r * ROW_BLOCK + k] = table_find(slots, mask, tkeys, W,
+                                                                      keys + k * W, hashes[k])
+                # row by row: the columns found, in grid order (sorted)
+                for k in range(n):
+                    cnt = 0
+                    for r in range(R):
+                        local = stage[r * ROW_BLOCK + k]
+                        if local >= 0:
+                            out[(i0 + k) * R + cnt] = <idx_t> (grid_ptr[r] + local)
+                            cnt = cnt + 1
+                    row_nnz[i0 + k] = cnt
         PyMem_RawFree(q)
+        PyMem_RawFree(xt)
         PyMem_RawFree(keys)
         PyMem_RawFree(hashes)
         PyMem_RawFree(inside)
+        PyMem_RawFree(stage)
     if failed[0]:
         raise MemoryError("cannot allocate thread buffers")
 

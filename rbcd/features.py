@@ -140,20 +140,11 @@ def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words):
     j = flat % d
     u = offsets.ravel()[flat]
     w = widths.ravel()[flat]
-    # invariant: bin(value(a)) < k <= bin(value(b)) (true at the column extremes)
+    # bin(cmin) = lo < k <= hi = bin(cmax); bins of values in between fit in int64
     a = _ordered(np.ascontiguousarray(cmin[j], dtype=np.float64).view(np.int64))
     b = _ordered(np.ascontiguousarray(cmax[j], dtype=np.float64).view(np.int64))
-    for _ in range(66):  # the gap, below 2**64, halves each round
-        active = (b.view(np.uint64) - a.view(np.uint64)) > 1
-        if not active.any():
-            break
-        mid = (a >> 1) + (b >> 1) + (a & b & 1)
-        x = _ordered(mid).view(np.float64)
-        with np.errstate(all="ignore"):
-            reached = np.floor((x - u) / w).astype(np.int64) >= k
-        b = np.where(active & reached, mid, b)
-        a = np.where(active & ~reached, mid, a)
-    ent_t = np.ascontiguousarray(_ordered(b).view(np.float64))
+    with np.errstate(all="ignore"):
+        ent_t = _bisect(a, b, lambda x: np.floor((x - u) / w).astype(np.int64) >= k)
     ent_add = np.left_shift(np.uint64(1), shift.ravel()[flat].astype(np.uint64))
     return (thr_ptr, use.astype(np.uint8), j.astype(np.int32), ent_t,
             np.ascontiguousarray(ent_add, dtype=np.uint64))
@@ -168,6 +159,59 @@ DIRECT_MAX_BITS = 20
 DIRECT_PER_ROW = 2
 DIRECT_BYTES_PER_ENTRY = 2
 USE_DIRECT = True  # tests turn it off to compare both kinds of table
+
+
+def _bisect(a, b, reached):
+    """Smallest float64 in (value(a), value(b)] with ``reached`` true, per entry, for
+    ordered bit patterns a < b with reached false at a and true at b (reached must
+    be monotone in the value)."""
+    for _ in range(66):  # the gap, below 2**64, halves each round
+        active = (b.view(np.uint64) - a.view(np.uint64)) > 1
+        if not active.any():
+            break
+        mid = (a >> 1) + (b >> 1) + (a & b & 1)
+        got = reached(_ordered(mid).view(np.float64))
+        b = np.where(active & got, mid, b)
+        a = np.where(active & ~got, mid, a)
+    return np.ascontiguousarray(_ordered(b).view(np.float64))
+
+
+def _range_bounds(widths, offsets, lo, hi, cmin, cmax, use):
+    """For transform: per (grid, column) the smallest float64 in bin lo and the
+    smallest past bin hi (-inf / +inf when no finite value is), so that a new
+    value's bin lies in [lo, hi] iff ``range_lo <= x < range_hi``. Grids whose
+    bins reach 2**52 in magnitude are left out of ``use`` (the bisection compares
+    floored quotients with bins as float64, exact below 2**52)."""
+    R, d = widths.shape
+    use = use.copy()
+    use &= np.all((np.abs(lo) < 2**52) & (np.abs(hi) < 2**52 - 1), axis=1).astype(np.uint8)
+    range_lo = np.full((R, d), -np.inf)
+    range_hi = np.full((R, d), np.inf)
+    rows = np.flatnonzero(use)
+    if rows.size == 0:
+        return use, range_lo, range_hi
+    u = offsets[rows].ravel()
+    w = widths[rows].ravel()
+    big = np.finfo(np.float64).max
+    j = np.tile(np.arange(d), rows.size)
+    with np.errstate(all="ignore"):
+        def bins(x):
+            return np.floor((x - u) / w)
+        # bin lo: reached at cmin; below every finite value?
+        k_lo = lo[rows].ravel().astype(np.float64)
+        t = _bisect(_ordered(np.full(u.shape, -big).view(np.int64)),
+                    _ordered(np.ascontiguousarray(cmin[j]).view(np.int64)),
+                    lambda x: bins(x) >= k_lo)
+        t = np.where(bins(np.full(u.shape, -big)) >= k_lo, -np.inf, t)
+        range_lo[rows] = t.reshape(rows.size, d)
+        # bin hi + 1: not reached at cmax; reached by some finite value?
+        k_hi = hi[rows].ravel().astype(np.float64) + 1.0
+        t = _bisect(_ordered(np.ascontiguousarray(cmax[j]).view(np.int64)),
+                    _ordered(np.full(u.shape, big).view(np.int64)),
+                    lambda x: bins(x) >= k_hi)
+        t = np.where(bins(np.full(u.shape, big)) >= k_hi, t, np.inf)
+        range_hi[rows] = t.reshape(rows.size, d)
+    return use, range_lo, range_hi
 
 
 def _direct_bits(lo, hi, n_words, n_samples):
@@ -449,11 +493,15 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             self._lo, self._hi = lo, hi
             self._word, self._shift, self._n_words = word, shift, n_words
             self._slots, self._keys = slots, keys
+            # threshold keys for transform: the grids, their thresholds, the range
+            use_t, range_lo, range_hi = _range_bounds(widths, offsets, lo, hi, cmin, cmax, thr[1])
+            self._thresholds = (thr[0], use_t, thr[2], thr[3], thr[4], range_lo, range_hi)
         else:
             self.grid_ptr_ = None
             self.n_features_out_ = int(self.n_features)
             self._lo = self._hi = self._word = self._shift = self._n_words = None
             self._slots = self._keys = None
+            self._thresholds = None
             del slots, keys
         return X, ids, counts, n_threads
 
@@ -550,9 +598,15 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         key_ptrs = np.array([a.ctypes.data for a in keys], dtype=np.uintp)
         capacities = np.array([a.shape[0] for a in slots], dtype=np.int64)
         inv, simd = _reciprocals(self.widths_)
+        thr = getattr(self, "_thresholds", None)
+        if thr is None or not USE_THRESHOLDS:  # (a transformer pickled before they existed)
+            R_, d_ = self.widths_.shape
+            thr = (np.zeros(R_ + 1, dtype=np.int64), np.zeros(R_, dtype=np.uint8),
+                   np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros(0, dtype=np.uint64),
+                   np.zeros((R_, d_)), np.zeros((R_, d_)))
         _binning.transform_exact(
             X, self.widths_, self.offsets_, inv, simd, self._lo, self._hi, self._word, self._shift,
-            self._n_words, slot_ptrs, capacities, key_ptrs, self.grid_ptr_, out, row_nnz,
+            self._n_words, slot_ptrs, capacities, key_ptrs, self.grid_ptr_, *thr, out, row_nnz,
             n_threads,
         )
         del slots, keys  # the pointers were only used inside the kernel

@@ -6,6 +6,8 @@ path on and off, with keys from thresholds or from the division, and with direct
 hashed fit tables. Statistical: z(x).z(y) over R grids is Binomial(R, k)/R, k the Laplacian
 kernel, so its error is checked against the Monte Carlo standard error.
 """
+import pickle
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -278,6 +280,42 @@ def test_threshold_keys_on_bin_edges(path):
         rank = np.empty_like(first)
         rank[np.argsort(first)] = np.arange(first.shape[0])
         np.testing.assert_array_equal(Z.indices[r::R], rb.grid_ptr_[r] + rank[inverse.ravel()])
+
+
+@PATHS
+def test_transform_range_edges(path):
+    """New rows at, and one ulp around, the smallest value of each grid's lowest
+    training bin and the smallest value past its highest: transform through
+    thresholds and range bounds equals rbcd_ref's division."""
+    rng = np.random.default_rng(5)
+    d, R, sigma, seed = 4, 12, 1.3, 3
+    X = rng.uniform(-1.0, 1.0, size=(300, d))
+    with bin_path_ctx(path):
+        rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit(X)
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit(X)
+    use, range_lo, range_hi = rb._thresholds[1], rb._thresholds[5], rb._thresholds[6]
+    if path in ("simd", "scalar"):
+        assert use.all()
+        assert np.all(np.isfinite(range_lo)) and np.all(np.isfinite(range_hi))
+    rows = []
+    for r in range(R):
+        for j in range(d):
+            for v in (range_lo[r, j], range_hi[r, j]):
+                if not np.isfinite(v):  # grids left out of the thresholds (division paths)
+                    continue
+                for x in (np.nextafter(v, -np.inf), v, np.nextafter(v, np.inf)):
+                    row = X[(r * d + j) % X.shape[0]].copy()
+                    row[j] = x
+                    rows.append(row)
+    X2 = np.vstack(rows + [X[:20] * 1e6, -X[:20] * 1e15])
+    with bin_path_ctx(path):
+        T = rb.transform(X2)
+    assert_same_csr(T, ref.transform(X2))
+    assert T.nnz < X2.shape[0] * R  # some rows fall outside some grids' training bins
+    # a transformer fitted before the thresholds existed divides instead
+    old = pickle.loads(pickle.dumps(rb))
+    del old._thresholds
+    assert_same_csr(old.transform(X2), T)
 
 
 def test_direct_tables_chosen_within_budget():
