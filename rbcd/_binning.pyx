@@ -1354,12 +1354,15 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                     const int64_t[::1] thr_ptr, const unsigned char[::1] use_thr,
                     const int32_t[::1] ent_j, const double[::1] ent_t, const uint64_t[::1] ent_add,
                     const double[:, ::1] range_lo, const double[:, ::1] range_hi,
+                    const uintptr_t[::1] index_ptrs,
                     idx_t[::1] out, int64_t[::1] row_nnz, int n_threads):
     """Columns of new rows through the fitted tables (bins unseen in fit: no entry).
 
     Grids with ``use_thr[r]`` build single-word keys from their thresholds, with
     ``range_lo[r, j] <= x_j < range_hi[r, j]`` deciding whether the row's bin lies
     within the training bins (see ``features._range_bounds``); the others divide.
+    A grid with ``index_ptrs[r] != 0`` (single-word keys) looks its keys up in that
+    dense index (uint32, id + 1 per possible key, 0 for none) instead of its table.
     Parallel over blocks of ROW_BLOCK rows; per block, grid by grid: keys, slots
     prefetched, candidate slots found and their keys prefetched, keys verified.
 
@@ -1379,6 +1382,7 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
     cdef int64_t *stage
     cdef const uint64_t *slots
     cdef const uint64_t *tkeys
+    cdef const uint32_t *index
     cdef uint64_t mask, pos, s, tag
     cdef int64_t local
     cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
@@ -1386,6 +1390,10 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
         max_words = max(max_words, n_words[r])
         if use_thr[r] and n_words[r] != 1:
             raise ValueError("threshold keys need single-word grids")
+        if index_ptrs[r] != 0 and n_words[r] != 1:
+            raise ValueError("a dense index needs single-word keys")
+    if index_ptrs.shape[0] != R:
+        raise ValueError("index_ptrs must have length R")
     if thr_ptr.shape[0] != R + 1 or use_thr.shape[0] != R:
         raise ValueError("thr_ptr must have length R + 1 and use_thr length R")
     if ent_j.shape[0] < thr_ptr[R] or ent_t.shape[0] < thr_ptr[R] or ent_add.shape[0] < thr_ptr[R]:
@@ -1445,6 +1453,16 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                                                  &shift[r, 0], d, W, simd, q, keys + k * W)
                             if inside[k]:
                                 hashes[k] = key_hash(keys + k * W, W)
+                    index = <const uint32_t *> index_ptrs[r]
+                    if index != NULL:
+                        for k in range(n):
+                            if inside[k]:
+                                prefetch(index + keys[k])
+                        for k in range(n):
+                            stage[r * ROW_BLOCK + k] = -1
+                            if inside[k]:
+                                stage[r * ROW_BLOCK + k] = <int64_t> index[keys[k]] - 1
+                        continue
                     for k in range(n):
                         if inside[k]:
                             prefetch(slots + (hashes[k] & mask))

@@ -214,6 +214,27 @@ def _range_bounds(widths, offsets, lo, hi, cmin, cmax, use):
     return use, range_lo, range_hi
 
 
+# Dense transform index (uint32 id + 1 per possible key) for single-word grids of
+# at most INDEX_MAX_BITS key bits and at least one bin per INDEX_PER_BIN possible
+# keys: 4 * INDEX_PER_BIN bytes per bin at most, about what the hash table takes.
+INDEX_MAX_BITS = 24
+INDEX_PER_BIN = 8
+
+
+def _dense_index(lo, hi, n_words, n_bins, keys):
+    """Per grid the dense index of its fitted keys, or None."""
+    out = []
+    for r in range(lo.shape[0]):
+        index = None
+        if n_words[r] == 1:
+            bits = sum(int(h - l).bit_length() for l, h in zip(lo[r].tolist(), hi[r].tolist()))
+            if bits <= INDEX_MAX_BITS and (1 << bits) <= INDEX_PER_BIN * max(int(n_bins[r]), 8):
+                index = np.zeros(1 << bits, dtype=np.uint32)
+                index[keys[r].astype(np.intp)] = np.arange(1, int(n_bins[r]) + 1, dtype=np.uint32)
+        out.append(index)
+    return out
+
+
 def _direct_bits(lo, hi, n_words, n_samples):
     """Key bits of the grids fitted in a direct table, -1 for the others."""
     R, d = lo.shape
@@ -496,12 +517,14 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             # threshold keys for transform: the grids, their thresholds, the range
             use_t, range_lo, range_hi = _range_bounds(widths, offsets, lo, hi, cmin, cmax, thr[1])
             self._thresholds = (thr[0], use_t, thr[2], thr[3], thr[4], range_lo, range_hi)
+            self._index = _dense_index(lo, hi, n_words, n_bins, keys)
         else:
             self.grid_ptr_ = None
             self.n_features_out_ = int(self.n_features)
             self._lo = self._hi = self._word = self._shift = self._n_words = None
             self._slots = self._keys = None
             self._thresholds = None
+            self._index = None
             del slots, keys
         return X, ids, counts, n_threads
 
@@ -604,10 +627,14 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             thr = (np.zeros(R_ + 1, dtype=np.int64), np.zeros(R_, dtype=np.uint8),
                    np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros(0, dtype=np.uint64),
                    np.zeros((R_, d_)), np.zeros((R_, d_)))
+        index = getattr(self, "_index", None)
+        if index is None or not USE_DIRECT:
+            index = [None] * len(slots)
+        index_ptrs = np.array([0 if a is None else a.ctypes.data for a in index], dtype=np.uintp)
         _binning.transform_exact(
             X, self.widths_, self.offsets_, inv, simd, self._lo, self._hi, self._word, self._shift,
-            self._n_words, slot_ptrs, capacities, key_ptrs, self.grid_ptr_, *thr, out, row_nnz,
-            n_threads,
+            self._n_words, slot_ptrs, capacities, key_ptrs, self.grid_ptr_, *thr, index_ptrs,
+            out, row_nnz, n_threads,
         )
         del slots, keys  # the pointers were only used inside the kernel
         nnz = int(row_nnz.sum())

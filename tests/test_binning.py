@@ -313,8 +313,10 @@ def test_transform_range_edges(path):
     assert_same_csr(T, ref.transform(X2))
     assert T.nnz < X2.shape[0] * R  # some rows fall outside some grids' training bins
     # a transformer fitted before the thresholds existed divides instead
+    if path in ("simd", "scalar"):
+        assert all(a is not None for a in rb._index)  # dense lookups were used
     old = pickle.loads(pickle.dumps(rb))
-    del old._thresholds
+    del old._thresholds, old._index
     assert_same_csr(old.transform(X2), T)
 
 

@@ -177,14 +177,16 @@ def test_pickle_round_trip(n_features):
     np.testing.assert_array_equal(clone.n_bins_, rb.n_bins_)
 
 
-def _fitted_bytes(rb):
-    total = 0
+def _fitted_arrays(rb):
     for value in vars(rb).values():
         if isinstance(value, np.ndarray):
-            total += value.nbytes
-        elif isinstance(value, list):
-            total += sum(a.nbytes for a in value)
-    return total
+            yield value
+        elif isinstance(value, (list, tuple)):
+            yield from (a for a in value if isinstance(a, np.ndarray))
+
+
+def _fitted_bytes(rb):
+    return sum(a.nbytes for a in _fitted_arrays(rb))
 
 
 def test_fitted_state_is_O_of_D_and_holds_no_training_rows():
@@ -194,12 +196,14 @@ def test_fitted_state_is_O_of_D_and_holds_no_training_rows():
         X = rng.normal(size=(n, d))
         rb = RandomBinning(n_grids=R, sigma=4.0, random_state=0).fit(X)
         D = rb.n_features_out_
-        # slots (<= 4 per bin, 8 bytes) + packed keys (one word here) + per-grid layout
-        assert _fitted_bytes(rb) <= 48 * D + 64 * R * d + 4096
+        # slots (<= 4 per bin, 8 bytes) + packed keys (one word here) + dense index
+        # (<= 8 per bin, 4 bytes) + per-grid layout, thresholds (<= 6 per column and grid,
+        # 20 bytes) and range bounds
+        assert _fitted_bytes(rb) <= 80 * D + 224 * R * d + 4096
         assert _fitted_bytes(rb) < X.nbytes
-        for value in vars(rb).values():
-            if isinstance(value, np.ndarray):
-                assert value.dtype != X.dtype or value.size <= R * d + R + 1
+        assert any(a is not None for a in rb._index)  # the dense index is counted
+        for value in _fitted_arrays(rb):
+            assert value.dtype != X.dtype or value.size <= 6 * R * d + R + 1
 
 
 def test_diagnostics():
