@@ -54,7 +54,11 @@ Design
   once from ``(x - u) * (1 / w)``; lanes whose product is within 2**-50 |q|
   of an integer (or tiny, or huge) are redone with the true division, which
   makes the floor provably equal to the division's (see ``rbcd_floor8``).
-* Transform and hashed mode are parallel over rows (tables read-only).
+* Transform is parallel over row blocks (tables read-only): per block and
+  grid, keys (thresholds with range bounds where the grid has them), then a
+  dense index lookup (``features._dense_index``) or slots prefetched,
+  candidate slots found, their keys prefetched and verified. Hashed mode is
+  parallel over rows.
 * Large tables live in 2 MiB-aligned blocks advised as huge pages (random
   probes otherwise miss the TLB); fitted tables are handed to numpy without
   a copy.
