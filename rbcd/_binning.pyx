@@ -58,7 +58,10 @@ Design
   grid, keys (thresholds with range bounds where the grid has them), then a
   dense index lookup (``features._dense_index``) or slots prefetched,
   candidate slots found, their keys prefetched and verified. Hashed mode is
-  parallel over rows.
+  parallel over rows; with AVX-512 a row's bins and hashes are computed for
+  eight grids per vector (four independent multiply chains at a time) and its
+  columns sorted by rank (vector compares, no data-dependent branch) up to
+  128 grids.
 * Large tables live in 2 MiB-aligned blocks advised as huge pages (random
   probes otherwise miss the TLB); fitted tables are handed to numpy without
   a copy.
@@ -297,6 +300,109 @@ cdef extern from *:
         }
     }
 
+    /* Hashed mode, one row: h[r] = hash(r, bins of grid r) (contract 5) for
+     * eight grids per vector. uT, wT, invT: (d, R8) offsets, widths and
+     * reciprocals transposed, R8 = R rounded up to 8 (padding lanes: 0, 1, 1;
+     * their hashes are computed and ignored). Bins as in rbcd_floor8: the
+     * product, or the true division where the product is too near an integer. */
+    __attribute__((target("avx512f,avx512dq")))
+    static inline __m512i rbcd_mix64v(__m512i z)
+    {
+        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
+                               _mm512_set1_epi64((long long)RBCD_MUL1));
+        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
+                               _mm512_set1_epi64((long long)RBCD_MUL2));
+        return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+    }
+
+    /* floor((x - u) / w) of eight lanes as in rbcd_floor8, x broadcast. */
+    __attribute__((target("avx512f,avx512dq")))
+    static inline __m512i rbcd_floor8_x(__m512d xv, const double *u, const double *w,
+                                        const double *inv)
+    {
+        const __m512d one = _mm512_set1_pd(1.0);
+        __m512d a = _mm512_sub_pd(xv, _mm512_loadu_pd(u));
+        __m512d qp = _mm512_mul_pd(a, _mm512_loadu_pd(inv));
+        __m512d fl = _mm512_roundscale_pd(qp, RBCD_FLOOR_MODE);
+        __m512d aq = _mm512_abs_pd(qp);
+        __m512d mg = _mm512_mul_pd(aq, _mm512_set1_pd(0x1p-50));
+        __mmask8 ok = _mm512_cmp_pd_mask(_mm512_sub_pd(qp, fl), mg, _CMP_GT_OQ)
+                    & _mm512_cmp_pd_mask(_mm512_sub_pd(_mm512_add_pd(fl, one), qp), mg, _CMP_GT_OQ)
+                    & _mm512_cmp_pd_mask(aq, _mm512_set1_pd(0x1p-900), _CMP_GE_OQ)
+                    & _mm512_cmp_pd_mask(aq, _mm512_set1_pd(0x1p50), _CMP_LT_OQ);
+        __mmask8 redo = (__mmask8)~ok;
+        if (redo) {
+            __m512d qt = _mm512_div_pd(a, _mm512_loadu_pd(w));
+            fl = _mm512_mask_roundscale_pd(fl, redo, qt, RBCD_FLOOR_MODE);
+        }
+        return _mm512_cvttpd_epi64(fl);
+    }
+
+    /* Hashed mode, one row: h[r] = hash(r, bins of grid r) (contract 5) for
+     * eight grids per vector and four vectors at a time (independent
+     * multiply chains). uT, wT, invT: (d, R8) offsets, widths and reciprocals
+     * transposed, R8 = R rounded up to 32 (padding lanes: 0, 1, 1; their
+     * hashes are computed and ignored). */
+    __attribute__((target("avx512f,avx512dq")))
+    static void rbcd_hash_grids_avx512(const double *x, Py_ssize_t d, Py_ssize_t R8,
+                                       const double *uT, const double *wT, const double *invT,
+                                       uint64_t *h)
+    {
+        const __m512i golden = _mm512_set1_epi64((long long)RBCD_GOLDEN);
+        const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+        Py_ssize_t g, j, k;
+        for (g = 0; g < R8; g += 32) {
+            __m512i z[4];
+            for (k = 0; k < 4; k++)
+                z[k] = rbcd_mix64v(_mm512_add_epi64(
+                    _mm512_add_epi64(_mm512_set1_epi64((long long)(g + 8 * k)), lane), golden));
+            for (j = 0; j < d; j++) {
+                __m512d xv = _mm512_set1_pd(x[j]);
+                Py_ssize_t base = j * R8 + g;
+                for (k = 0; k < 4; k++) {
+                    __m512i b = rbcd_floor8_x(xv, uT + base + 8 * k, wT + base + 8 * k,
+                                              invT + base + 8 * k);
+                    z[k] = rbcd_mix64v(_mm512_add_epi64(_mm512_xor_si512(z[k], b), golden));
+                }
+            }
+            for (k = 0; k < 4; k++) _mm512_storeu_si512((void *)(h + g + 8 * k), z[k]);
+        }
+    }
+
+    /* Sort n <= 128 uint64 values (ascending) by rank: value i goes to
+     * #{j : v_j < v_i} + #{j < i : v_j == v_i}, counted eight at a time with
+     * vector compares (no data-dependent branch). tmp: n values of scratch. */
+    __attribute__((target("avx512f,avx512dq,popcnt")))
+    static void rbcd_rank_sort_avx512(uint64_t *v, Py_ssize_t n, uint64_t *tmp)
+    {
+        Py_ssize_t i, b, nb = (n + 7) / 8;
+        __m512i blocks[16];
+        __mmask8 valid[16];
+        for (b = 0; b < nb; b++) {
+            Py_ssize_t left = n - 8 * b;
+            valid[b] = left >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << left) - 1u);
+            blocks[b] = _mm512_maskz_loadu_epi64(valid[b], v + 8 * b);
+        }
+        for (i = 0; i < n; i++) {
+            /* rank = #{j < i : v_j <= v_i} + #{j >= i : v_j < v_i} */
+            __m512i vi = _mm512_set1_epi64((long long)v[i]);
+            Py_ssize_t bi = i / 8;
+            __mmask8 before = (__mmask8)((1u << (i - 8 * bi)) - 1u);
+            unsigned int rank = 0;
+            for (b = 0; b < bi; b++)
+                rank += (unsigned int)__builtin_popcount(
+                    (unsigned int)_mm512_cmple_epu64_mask(blocks[b], vi));
+            rank += (unsigned int)__builtin_popcount((unsigned int)(
+                _mm512_mask_cmple_epu64_mask(before, blocks[bi], vi)
+                | _mm512_mask_cmplt_epu64_mask((__mmask8)(valid[bi] & ~before), blocks[bi], vi)));
+            for (b = bi + 1; b < nb; b++)
+                rank += (unsigned int)__builtin_popcount(
+                    (unsigned int)_mm512_mask_cmplt_epu64_mask(valid[b], blocks[b], vi));
+            tmp[rank] = v[i];
+        }
+        for (i = 0; i < n; i++) v[i] = tmp[i];
+    }
+
     static int rbcd_avx512_available(void)
     {
         __builtin_cpu_init();
@@ -310,6 +416,10 @@ cdef extern from *:
     static void rbcd_bins_avx512(const double *x, const double *u, const double *w,
                                  const double *inv, Py_ssize_t d, int64_t *b) { }
     static int rbcd_avx512_available(void) { return 0; }
+    static void rbcd_hash_grids_avx512(const double *x, Py_ssize_t d, Py_ssize_t R8,
+                                       const double *uT, const double *wT, const double *invT,
+                                       uint64_t *h) { }
+    static void rbcd_rank_sort_avx512(uint64_t *v, Py_ssize_t n, uint64_t *tmp) { }
     static void rbcd_thr_keys_range_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
                                            Py_ssize_t d, const double *rlo, const double *rhi,
                                            const int32_t *ej, const double *et,
@@ -333,6 +443,10 @@ cdef extern from *:
         const double *x, const double *u, const double *w, const double *inv,
         Py_ssize_t d, int64_t *b) noexcept nogil
     int avx512_available "rbcd_avx512_available"() noexcept nogil
+    void hash_grids_avx512 "rbcd_hash_grids_avx512"(
+        const double *x, Py_ssize_t d, Py_ssize_t R8, const double *uT, const double *wT,
+        const double *invT, uint64_t *h) noexcept nogil
+    void rank_sort_avx512 "rbcd_rank_sort_avx512"(uint64_t *v, Py_ssize_t n, uint64_t *tmp) noexcept nogil
     void thr_keys_range_avx512 "rbcd_thr_keys_range_avx512"(
         const double *xt, Py_ssize_t stride, Py_ssize_t n, Py_ssize_t d,
         const double *rlo, const double *rhi, const int32_t *ej,
@@ -1528,20 +1642,27 @@ cdef int _cmp_u64(const void *a, const void *b) noexcept nogil:
     return (x > y) - (x < y)
 
 
+cdef int64_t *SHELL_GAPS = [132, 57, 23, 10, 4, 1]  # Ciura's gaps
+
+
 cdef inline void sort_u64(uint64_t *v, Py_ssize_t n) noexcept nogil:
-    """Sort v[:n] ascending (insertion sort when short)."""
-    cdef Py_ssize_t a, b
+    """Sort v[:n] ascending: Shell sort (inline compares) up to 512 values, else qsort."""
+    cdef Py_ssize_t a, b, g, k
     cdef uint64_t x
-    if n > 32:
+    if n > 512:
         qsort(v, n, sizeof(uint64_t), _cmp_u64)
         return
-    for a in range(1, n):
-        x = v[a]
-        b = a - 1
-        while b >= 0 and v[b] > x:
-            v[b + 1] = v[b]
-            b -= 1
-        v[b + 1] = x
+    for k in range(6):
+        g = SHELL_GAPS[k]
+        if g >= n:
+            continue
+        for a in range(g, n):
+            x = v[a]
+            b = a - g
+            while b >= 0 and v[b] > x:
+                v[b + g] = v[b]
+                b -= g
+            v[b + g] = x
 
 
 cdef inline void hash_grids(
@@ -1606,30 +1727,52 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
     cdef const double *u
     cdef const double *w
     cdef uint64_t *cols
+    cdef uint64_t *tmp
     cdef int64_t *bins
+    cdef bint vec = simd_available()
     cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
+    # the SIMD path hashes eight grids per vector from transposed, padded parameters
+    cdef Py_ssize_t R8 = (R + 31) // 32 * 32
+    uT_arr = np.zeros((d, R8))
+    wT_arr = np.ones((d, R8))
+    invT_arr = np.ones((d, R8))
+    if simd:
+        uT_arr[:, :R] = np.asarray(offsets).T
+        wT_arr[:, :R] = np.asarray(widths).T
+        invT_arr[:, :R] = np.asarray(inv).T
+    cdef double[:, ::1] uT = uT_arr
+    cdef double[:, ::1] wT = wT_arr
+    cdef double[:, ::1] invT = invT_arr
     cols = NULL
+    tmp = NULL
     bins = NULL
     with nogil, parallel(num_threads=max(1, n_threads)):
-        cols = <uint64_t *> PyMem_RawMalloc(R * sizeof(uint64_t))
+        cols = <uint64_t *> PyMem_RawMalloc(R8 * sizeof(uint64_t))
+        tmp = <uint64_t *> PyMem_RawMalloc(R * sizeof(uint64_t))
         bins = <int64_t *> PyMem_RawMalloc(R * d * sizeof(int64_t))
-        if cols == NULL or bins == NULL:
+        if cols == NULL or tmp == NULL or bins == NULL:
             failed[0] = 1
         else:
             for i in prange(N, schedule="static"):
                 x = &X[i, 0]
-                for r in range(R):
-                    u = &offsets[r, 0]
-                    w = &widths[r, 0]
-                    if simd:
-                        bins_avx512(x, u, w, &inv[r, 0], d, bins + r * d)
-                    else:
+                if simd:
+                    # cols[r] = hash(r, bins of grid r) % n_features
+                    hash_grids_avx512(x, d, R8, &uT[0, 0], &wT[0, 0], &invT[0, 0], cols)
+                    for r in range(R):
+                        cols[r] = cols[r] % n_features
+                else:
+                    for r in range(R):
+                        u = &offsets[r, 0]
+                        w = &widths[r, 0]
                         # bins[r] = floor((X[i] - offsets[r]) / widths[r])
                         for j in range(d):
                             bins[r * d + j] = floor_to_int64((x[j] - u[j]) / w[j])
-                # cols[r] = hash(r, bins[r]) % n_features
-                hash_grids(bins, R, d, n_features, cols)
-                sort_u64(cols, R)
+                    # cols[r] = hash(r, bins[r]) % n_features
+                    hash_grids(bins, R, d, n_features, cols)
+                if vec and R <= 128:
+                    rank_sort_avx512(cols, R, tmp)
+                else:
+                    sort_u64(cols, R)
                 # unique columns with their multiplicities
                 cnt = 0
                 for r in range(R):
@@ -1641,6 +1784,7 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
                         cnt = cnt + 1
                 row_nnz[i] = cnt
         PyMem_RawFree(cols)
+        PyMem_RawFree(tmp)
         PyMem_RawFree(bins)
     if failed[0]:
         raise MemoryError("cannot allocate thread buffers")

@@ -165,6 +165,25 @@ def test_hashed_mode_matches_ref(path, problem, m):
         assert_same_csr(T, Tr)
 
 
+@PATHS
+@pytest.mark.parametrize("R, m", [(70, 7), (70, 2**40), (130, 50), (600, 1000)])
+def test_hashed_mode_many_grids(path, R, m):
+    """Grid counts past one vector chunk (32), the rank sort (128) and the Shell sort
+    (512), with and without collisions inside rows."""
+    rng = np.random.default_rng(R)
+    X = rng.normal(size=(40, 3)) * 2.0
+    X2 = rng.normal(size=(15, 3)) * 3.0
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=1.5, random_state=1, n_features=m)
+    rb = RandomBinning(n_grids=R, sigma=1.5, random_state=1, n_features=m, n_jobs=2)
+    with bin_path_ctx(path), force_threads():
+        Z = rb.fit_transform(X)
+        T = rb.transform(X2)
+    assert_same_csr(Z, ref.fit_transform(X))
+    assert_same_csr(T, ref.transform(X2))
+    if m < R:
+        assert Z.nnz < X.shape[0] * R  # collisions were merged
+
+
 @settings(max_examples=6)
 @given(problems())
 def test_float32_output_matches_ref(problem):
