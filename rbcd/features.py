@@ -111,6 +111,21 @@ def _ordered(bits):
     return np.where(bits < 0, bits ^ _SIGN_OFF, bits)
 
 
+def _bisect(a, b, reached):
+    """Smallest float64 in (value(a), value(b)] with ``reached`` true, per entry, for
+    ordered bit patterns a < b with reached false at a and true at b (reached must
+    be monotone in the value)."""
+    for _ in range(66):  # the gap, below 2**64, halves each round
+        active = (b.view(np.uint64) - a.view(np.uint64)) > 1
+        if not active.any():
+            break
+        mid = (a >> 1) + (b >> 1) + (a & b & 1)
+        got = reached(_ordered(mid).view(np.float64))
+        b = np.where(active & got, mid, b)
+        a = np.where(active & ~got, mid, a)
+    return np.ascontiguousarray(_ordered(b).view(np.float64))
+
+
 def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words):
     """Per grid the exact thresholds of its bins over the training range.
 
@@ -148,32 +163,6 @@ def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words):
     ent_add = np.left_shift(np.uint64(1), shift.ravel()[flat].astype(np.uint64))
     return (thr_ptr, use.astype(np.uint8), j.astype(np.int32), ent_t,
             np.ascontiguousarray(ent_add, dtype=np.uint64))
-
-
-# Direct tables (one 8-byte slot per possible key: no hashing or probing) for
-# single-word grids whose keys have at most DIRECT_MAX_BITS bits and at most
-# DIRECT_PER_ROW possible values per training row; the smallest first while
-# all of them together take at most DIRECT_BYTES_PER_ENTRY bytes per entry
-# of Z (a sixth of Z's bytes in float64).
-DIRECT_MAX_BITS = 20
-DIRECT_PER_ROW = 2
-DIRECT_BYTES_PER_ENTRY = 2
-USE_DIRECT = True  # tests turn it off to compare both kinds of table
-
-
-def _bisect(a, b, reached):
-    """Smallest float64 in (value(a), value(b)] with ``reached`` true, per entry, for
-    ordered bit patterns a < b with reached false at a and true at b (reached must
-    be monotone in the value)."""
-    for _ in range(66):  # the gap, below 2**64, halves each round
-        active = (b.view(np.uint64) - a.view(np.uint64)) > 1
-        if not active.any():
-            break
-        mid = (a >> 1) + (b >> 1) + (a & b & 1)
-        got = reached(_ordered(mid).view(np.float64))
-        b = np.where(active & got, mid, b)
-        a = np.where(active & ~got, mid, a)
-    return np.ascontiguousarray(_ordered(b).view(np.float64))
 
 
 def _range_bounds(widths, offsets, lo, hi, cmin, cmax, use):
@@ -214,6 +203,12 @@ def _range_bounds(widths, offsets, lo, hi, cmin, cmax, use):
     return use, range_lo, range_hi
 
 
+def _key_bits(lo, hi, n_words):
+    """Bits of each grid's packed key (single-word grids), -1 for multi-word grids."""
+    return [sum(int(h - l).bit_length() for l, h in zip(lo[r].tolist(), hi[r].tolist()))
+            if n_words[r] == 1 else -1 for r in range(lo.shape[0])]
+
+
 # Dense transform index (uint32 id + 1 per possible key) for single-word grids of
 # at most INDEX_MAX_BITS key bits and at least one bin per INDEX_PER_BIN possible
 # keys: 4 * INDEX_PER_BIN bytes per bin at most, about what the hash table takes.
@@ -224,15 +219,24 @@ INDEX_PER_BIN = 8
 def _dense_index(lo, hi, n_words, n_bins, keys):
     """Per grid the dense index of its fitted keys, or None."""
     out = []
-    for r in range(lo.shape[0]):
+    for r, bits in enumerate(_key_bits(lo, hi, n_words)):
         index = None
-        if n_words[r] == 1:
-            bits = sum(int(h - l).bit_length() for l, h in zip(lo[r].tolist(), hi[r].tolist()))
-            if bits <= INDEX_MAX_BITS and (1 << bits) <= INDEX_PER_BIN * max(int(n_bins[r]), 8):
-                index = np.zeros(1 << bits, dtype=np.uint32)
-                index[keys[r].astype(np.intp)] = np.arange(1, int(n_bins[r]) + 1, dtype=np.uint32)
+        if 0 <= bits <= INDEX_MAX_BITS and (1 << bits) <= INDEX_PER_BIN * max(int(n_bins[r]), 8):
+            index = np.zeros(1 << bits, dtype=np.uint32)
+            index[keys[r].astype(np.intp)] = np.arange(1, int(n_bins[r]) + 1, dtype=np.uint32)
         out.append(index)
     return out
+
+
+# Direct tables (one 8-byte slot per possible key: no hashing or probing) for
+# single-word grids whose keys have at most DIRECT_MAX_BITS bits and at most
+# DIRECT_PER_ROW possible values per training row; the smallest first while
+# all of them together take at most DIRECT_BYTES_PER_ENTRY bytes per entry
+# of Z (a sixth of Z's bytes in float64).
+DIRECT_MAX_BITS = 20
+DIRECT_PER_ROW = 2
+DIRECT_BYTES_PER_ENTRY = 2
+USE_DIRECT = True  # tests turn it off to compare both kinds of table
 
 
 def _direct_bits(lo, hi, n_words, n_samples):
@@ -241,10 +245,8 @@ def _direct_bits(lo, hi, n_words, n_samples):
     out = np.full(R, -1, dtype=np.int32)
     if not USE_DIRECT:
         return out
-    bits = np.full(R, DIRECT_MAX_BITS + 1, dtype=np.int64)
-    for r in range(R):
-        if n_words[r] == 1:  # then every span is below 2**64
-            bits[r] = sum(int(h - l).bit_length() for l, h in zip(lo[r].tolist(), hi[r].tolist()))
+    bits = np.array(_key_bits(lo, hi, n_words), dtype=np.int64)
+    bits[bits < 0] = DIRECT_MAX_BITS + 1  # multi-word grids never
     budget = max(DIRECT_BYTES_PER_ENTRY * n_samples * R, 2**16)
     used = 0
     for r in np.argsort(bits, kind="stable"):
