@@ -67,7 +67,7 @@ Design
   a copy.
 """
 from cython.parallel cimport prange, parallel
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from cython.view cimport array as cvarray
 from libc.string cimport memcpy, memmove
@@ -478,6 +478,7 @@ ctypedef fused val_t:
 cdef enum:
     ROW_BLOCK = 256        # rows per block in the fit loop (keys prefetched per block; 256 measured a little faster than 128)
     INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
+    LABEL_BLOCK = 1024     # rows per block of training_labels (uint16 labels: 2 KiB, whole cache lines)
     MAX_GROUP = 256        # grids per sweep over the rows at most (their ids are staged per row block)
     PRESIZE_ROWS = 8192    # rows after which a table is sized for all rows (multiple of ROW_BLOCK)
 
@@ -1811,6 +1812,93 @@ def compact_mult(const int32_t[::1] mult, const int64_t[::1] row_nnz, Py_ssize_t
         start = indptr[i]
         for k in range(row_nnz[i]):
             data[start + k] = <val_t> (<double> mult[base + k] / scale_denominator)
+
+
+def training_labels(const idx_t[::1] ids, const int64_t[::1] grid_ptr, Py_ssize_t n_rows,
+                    int n_threads):
+    """Grid-major bins of the training rows from Z's row-major columns.
+
+    ids : (n_rows * R,) global column of (i, r) at i * R + r.
+    Returns a list of R arrays: entry i of array r is ``ids[i * R + r] - grid_ptr[r]``,
+    uint16 for a grid with fewer than 65536 bins, else int32; one allocation, each
+    array 64-byte aligned (the layout of ``rbcd._cd.grid_labels``, which the streamed
+    grid step reads). Parallel over blocks of rows.
+    """
+    cdef Py_ssize_t R = grid_ptr.shape[0] - 1, r, b, i, i0, i1
+    cdef Py_ssize_t n_blocks = (n_rows + LABEL_BLOCK - 1) // LABEL_BLOCK
+    if ids.shape[0] != n_rows * R:
+        raise ValueError("ids must have length n_rows * R")
+    widths = np.diff(np.asarray(grid_ptr))
+    if R == 0 or n_rows == 0 or int(widths.max()) >= 2**31 - 1:
+        return None
+    sizes = [(n_rows * (2 if w < 65536 else 4) + 63) // 64 * 64 for w in widths]
+    buf = np.empty(sum(sizes) + 64, dtype=np.uint8)
+    start = (-buf.ctypes.data) % 64
+    out = []
+    for w, size in zip(widths, sizes):
+        dt = np.uint16 if w < 65536 else np.int32
+        out.append(buf[start:start + n_rows * np.dtype(dt).itemsize].view(dt))
+        start += size
+    cdef uintptr_t[::1] ptr = np.array([a.ctypes.data for a in out], dtype=np.uintp)
+    cdef unsigned char[::1] wide = (widths >= 65536).astype(np.uint8)
+    cdef uint16_t *lab16
+    cdef int32_t *lab32
+    for b in prange(n_blocks, nogil=True, schedule="static", num_threads=max(1, n_threads)):
+        i0 = b * LABEL_BLOCK
+        i1 = i0 + LABEL_BLOCK if i0 + LABEL_BLOCK < n_rows else n_rows
+        for r in range(R):
+            # labels[r][i0:i1] = ids[i0 * R + r :: R] - grid_ptr[r]
+            if wide[r]:
+                lab32 = <int32_t *> ptr[r]
+                for i in range(i0, i1):
+                    lab32[i] = <int32_t> (ids[i * R + r] - grid_ptr[r])
+            else:
+                lab16 = <uint16_t *> ptr[r]
+                for i in range(i0, i1):
+                    lab16[i] = <uint16_t> (ids[i * R + r] - grid_ptr[r])
+    return out
+
+
+def csc_from_labels(labels, const int64_t[::1] col_ptr, const int64_t[::1] grid_ptr,
+                    Py_ssize_t n_rows, row_t[::1] rows, int n_threads):
+    """Row indices of the columns of training Z from its grid-major labels
+    (``training_labels``): rows[col_ptr[j]:col_ptr[j + 1]] lists, increasing, the
+    rows in column j. Parallel over grids; a grid's bins are filled from one
+    sequential read of its labels (its cursors stay in cache)."""
+    cdef Py_ssize_t R = grid_ptr.shape[0] - 1, g, i, nb, k
+    cdef int64_t *cur
+    cdef uint16_t *lab16
+    cdef int32_t *lab32
+    cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
+    if len(labels) != R:
+        raise ValueError("one label array per grid")
+    cdef uintptr_t[::1] ptr = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
+    cdef unsigned char[::1] wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+    for g in range(R):
+        if labels[g].shape[0] != n_rows:
+            raise ValueError("label arrays must have n_rows entries")
+    for g in prange(R, nogil=True, schedule="dynamic", num_threads=max(1, min(n_threads, R))):
+        nb = grid_ptr[g + 1] - grid_ptr[g]
+        cur = <int64_t *> malloc((nb + 1) * sizeof(int64_t))
+        if cur == NULL:
+            failed[0] = 1
+        else:
+            for k in range(nb):
+                cur[k] = col_ptr[grid_ptr[g] + k]
+            # for each row: rows[cur[label]++] = i
+            if wide[g]:
+                lab32 = <int32_t *> ptr[g]
+                for i in range(n_rows):
+                    rows[cur[lab32[i]]] = <row_t> i
+                    cur[lab32[i]] += 1
+            else:
+                lab16 = <uint16_t *> ptr[g]
+                for i in range(n_rows):
+                    rows[cur[lab16[i]]] = <row_t> i
+                    cur[lab16[i]] += 1
+            free(cur)
+    if failed[0]:
+        raise MemoryError("cannot allocate the column cursors")
 
 
 def csc_fill_training(const idx_t[::1] ids, int64_t[::1] next_pos, Py_ssize_t R,

@@ -57,14 +57,19 @@ class RBColumns:
         The stored value of every entry.
     n_rows : int
         N, the number of rows of Z.
+    grid_labels : list of R arrays or None
+        Entry i of array r: the bin (column - grid_ptr[r]) of row i in grid r,
+        uint16 for grids under 65536 bins, else int32 (built with the training
+        structure; the CD grid mode reads them instead of building its own).
     """
 
-    def __init__(self, indptr, indices, grid_ptr, value, n_rows):
+    def __init__(self, indptr, indices, grid_ptr, value, n_rows, grid_labels=None):
         self.indptr = indptr
         self.indices = indices
         self.grid_ptr = grid_ptr
         self.value = float(value)
         self.n_rows = int(n_rows)
+        self.grid_labels = grid_labels
 
     @property
     def n_columns(self):
@@ -585,12 +590,17 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         col_ptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
         np.cumsum(counts, out=col_ptr[1:])
         del counts
-        next_pos = col_ptr[:-1].copy()
         rows = _binning.empty(ids.shape[0], np.int32 if n_samples < 2**31 else np.int64)
-        _binning.csc_fill_training(Z.indices, next_pos, R, self.grid_ptr_, rows, n_threads)
-        del next_pos
+        labels = _binning.training_labels(Z.indices, self.grid_ptr_, n_samples, n_threads)
+        if labels is None:  # a grid of 2**31 bins or more: fill from Z's indices
+            next_pos = col_ptr[:-1].copy()
+            _binning.csc_fill_training(Z.indices, next_pos, R, self.grid_ptr_, rows, n_threads)
+            del next_pos
+        else:
+            _binning.csc_from_labels(labels, col_ptr, self.grid_ptr_, n_samples, rows, n_threads)
         value = float(np.asarray(self._value(), dtype=self._dtype_))
-        return Z, RBColumns(col_ptr, rows, self.grid_ptr_.copy(), value, n_samples)
+        return Z, RBColumns(col_ptr, rows, self.grid_ptr_.copy(), value, n_samples,
+                            grid_labels=labels)
 
     def _value(self):
         return np.float64(1.0) / np.sqrt(np.float64(self.widths_.shape[0]))

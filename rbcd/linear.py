@@ -322,7 +322,13 @@ def _columns_from(Z, binning, n_jobs):
         gp = np.ascontiguousarray(binning.grid_ptr, dtype=np.int64)
         if gp.ndim != 1 or gp.shape[0] < 2 or gp[0] != 0 or gp[-1] != Z.shape[1] or np.any(np.diff(gp) < 0):
             raise ValueError("binning.grid_ptr must rise from 0 to the number of columns of Z")
-        return _Columns(indptr, np.asarray(binning.indices), None, float(binning.value), n_rows, gp)
+        cols = _Columns(indptr, np.asarray(binning.indices), None, float(binning.value), n_rows, gp)
+        labels = getattr(binning, "grid_labels", None)
+        if labels is not None and len(labels) == gp.shape[0] - 1 and all(
+                a.shape == (n_rows,) and a.dtype == (np.uint16 if w < 65536 else np.int32)
+                for a, w in zip(labels, np.diff(gp))):
+            cols._grid_labels = labels  # built with the structure (RandomBinning)
+        return cols
     grid_ptr = getattr(binning, "grid_ptr_", None)
     if grid_ptr is None:
         raise ValueError(

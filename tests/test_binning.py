@@ -408,6 +408,29 @@ def _assert_columns_match(cols, Z, grid_ptr):
     assert cols.n_rows == Z.shape[0]
     if Z.nnz:
         assert cols.value == float(Z.data[0])
+    if cols.grid_labels is not None:
+        # the training labels: what the CD grid mode would build from the columns
+        from rbcd import _cd
+        expect = _cd.grid_labels(cols.indptr, cols.indices, cols.grid_ptr, cols.n_rows, 1)
+        assert len(cols.grid_labels) == len(expect)
+        for got, want in zip(cols.grid_labels, expect):
+            assert got.dtype == want.dtype and got.ctypes.data % 64 == 0
+            np.testing.assert_array_equal(got, want)
+
+
+def test_columns_and_labels_of_wide_grids():
+    """Grids of 65536 bins and more: int32 labels beside uint16 ones, and the CSC
+    built from them, for 1 and 2 threads."""
+    rng = np.random.default_rng(2)
+    X = rng.uniform(size=(70_000, 2))
+    for n_jobs in (1, 2):
+        rb = RandomBinning(n_grids=6, sigma=1e-3, random_state=1, n_jobs=n_jobs)
+        with force_threads():
+            Z, cols = rb._fit_transform_columns(X)
+        assert rb.n_bins_.max() >= 65536 and rb.n_bins_.min() < 65536
+        dtypes = {a.dtype for a in cols.grid_labels}
+        assert dtypes == {np.dtype(np.uint16), np.dtype(np.int32)}
+        _assert_columns_match(cols, Z, rb.grid_ptr_)
 
 
 @settings(max_examples=15)
