@@ -433,6 +433,18 @@ def test_columns_and_labels_of_wide_grids():
         _assert_columns_match(cols, Z, rb.grid_ptr_)
 
 
+def test_columns_without_labels_fall_back_to_the_fill_from_z(monkeypatch):
+    """Grids too wide for labels (2**31 bins; not buildable here) take the fill
+    from Z's indices: the same columns, no labels."""
+    X = np.random.default_rng(4).normal(size=(2000, 3))
+    monkeypatch.setattr(_binning, "training_labels", lambda *a: None)
+    rb = RandomBinning(n_grids=7, sigma=1.0, random_state=3, n_jobs=2)
+    with force_threads():
+        Z, cols = rb._fit_transform_columns(X)
+    assert cols.grid_labels is None
+    _assert_columns_match(cols, Z, rb.grid_ptr_)
+
+
 @settings(max_examples=15)
 @given(problems())
 def test_columns_equal_tocsc(problem):
