@@ -18,7 +18,7 @@ dozen numpy temporaries; their sums are taken per fixed block of rows and added 
 block order, so results do not depend on the thread count.
 """
 from cython.parallel cimport prange
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint16_t, uintptr_t
 
 
 
@@ -170,6 +170,135 @@ def csc_weighted_col_stats(
                 colsum[j] = a
                 colsq[j] = b
 
+
+
+# ---------------------------------------------------------------------------------------
+# Products of a random binning matrix from its grid labels (rbcd.features.RBColumns /
+# rbcd.linear's column structure): label[g][i] = the bin of row i in grid g (uint16 for
+# grids under 65536 bins, else int32; the grid's bin count for a row without an entry),
+# every stored value the same constant. The labels take 2 bytes per entry against the
+# 4 of CSR / CSC indices, and each grid's slice of V (or of the output) is small enough
+# to stay in cache. The sums run in the order of the CSR / CSC kernels above (grids in
+# order within a row; rows in order within a column), so the results are bitwise the
+# same, for any thread count.
+
+cdef enum:
+    _LABEL_ROWS = 16384   # rows per block of labels_matmat
+    _LABEL_GRIDS = 4     # grids summed in a register per pass of labels_matmat
+
+
+cdef inline Py_ssize_t _label(const uintptr_t *ptrs, const unsigned char *wide,
+                              Py_ssize_t g, Py_ssize_t i) noexcept nogil:
+    if wide[g]:
+        return (<const int32_t *> ptrs[g])[i]
+    return (<const uint16_t *> ptrs[g])[i]
+
+
+cdef inline bint _all_narrow(const unsigned char *wide, Py_ssize_t g0, Py_ssize_t g1) noexcept nogil:
+    cdef Py_ssize_t g
+    for g in range(g0, g1):
+        if wide[g]:
+            return False
+    return True
+
+
+cdef void _group_rows_k1(const uintptr_t *ptrs, const int64_t *grid_ptr, const double *V,
+                         double *out, Py_ssize_t g0, Py_ssize_t g1, Py_ssize_t i0,
+                         Py_ssize_t i1) noexcept nogil:
+    """out[i] += sum over g in g0..g1-1 (in order) of V[grid_ptr[g] + label[g][i]]."""
+    cdef const uint16_t *lab[_LABEL_GRIDS]
+    cdef const double *vg[_LABEL_GRIDS]
+    cdef Py_ssize_t nbs[_LABEL_GRIDS]
+    cdef Py_ssize_t t, n = g1 - g0, i, l
+    cdef double acc
+    for t in range(n):
+        lab[t] = <const uint16_t *> ptrs[g0 + t]
+        vg[t] = V + grid_ptr[g0 + t]
+        nbs[t] = grid_ptr[g0 + t + 1] - grid_ptr[g0 + t]
+    for i in range(i0, i1):
+        acc = out[i]
+        for t in range(n):
+            l = lab[t][i]
+            if l < nbs[t]:
+                acc = acc + vg[t][l]
+        out[i] = acc
+
+
+def labels_matmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
+                  const int64_t[::1] grid_ptr, double const_value,
+                  const double[:, ::1] V, double[:, ::1] out, int n_threads):
+    """out = Z @ V, V (D, k), out (n_rows, k); parallel over blocks of rows."""
+    cdef Py_ssize_t R = grid_ptr.shape[0] - 1, n_rows = out.shape[0], k = V.shape[1]
+    cdef Py_ssize_t b, i, i0, i1, g, g0, g1, l, kk, n_blocks = (n_rows + _LABEL_ROWS - 1) // _LABEL_ROWS
+    cdef double *orow
+    cdef double acc
+    if ptrs.shape[0] != R or wide.shape[0] != R or out.shape[1] != k:
+        raise ValueError("labels, grid_ptr and the shapes of V and out do not match")
+    if V.shape[0] != grid_ptr[R]:
+        raise ValueError("V must have one row per column of Z")
+    if n_rows == 0 or k == 0:
+        return
+    cdef double *optr = &out[0, 0]
+    cdef const double *vptr = &V[0, 0] if V.shape[0] > 0 else NULL
+    with nogil:
+        for b in prange(n_blocks, schedule="static", num_threads=n_threads):
+            i0 = b * _LABEL_ROWS
+            i1 = i0 + _LABEL_ROWS if i0 + _LABEL_ROWS < n_rows else n_rows
+            for i in range(i0 * k, i1 * k):
+                optr[i] = 0.0
+            g0 = 0
+            while g0 < R:
+                g1 = g0 + _LABEL_GRIDS if g0 + _LABEL_GRIDS < R else R
+                if k == 1 and _all_narrow(&wide[0], g0, g1):
+                    # one right-hand side, uint16 labels: the group's grids summed in
+                    # a register, in grid order (out[i] += V[grid_ptr[g] + label])
+                    _group_rows_k1(&ptrs[0], &grid_ptr[0], vptr, optr, g0, g1, i0, i1)
+                else:
+                    for g in range(g0, g1):
+                        # out[i] += V[grid_ptr[g] + label[g][i]] for the block's rows
+                        for i in range(i0, i1):
+                            l = _label(&ptrs[0], &wide[0], g, i)
+                            if l < grid_ptr[g + 1] - grid_ptr[g]:
+                                orow = optr + i * k
+                                for kk in range(k):
+                                    orow[kk] = orow[kk] + vptr[(grid_ptr[g] + l) * k + kk]
+                g0 = g1
+            for i in range(i0 * k, i1 * k):
+                optr[i] = optr[i] * const_value
+
+
+def labels_tmatmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
+                   const int64_t[::1] grid_ptr, double const_value,
+                   const double[:, ::1] U, double[:, ::1] out, int n_threads):
+    """out = Z^T @ U, U (n_rows, k), out (D, k); parallel over grids (a grid's
+    columns are one thread's: no reduction)."""
+    cdef Py_ssize_t R = grid_ptr.shape[0] - 1, n_rows = U.shape[0], k = U.shape[1]
+    cdef Py_ssize_t g, i, l, nb, kk, j
+    cdef double *og
+    cdef const double *urow
+    if ptrs.shape[0] != R or wide.shape[0] != R or out.shape[1] != k:
+        raise ValueError("labels, grid_ptr and the shapes of U and out do not match")
+    if out.shape[0] != grid_ptr[R]:
+        raise ValueError("out must have one row per column of Z")
+    if out.shape[0] == 0 or k == 0:
+        return
+    cdef double *optr = &out[0, 0]
+    cdef const double *uptr = &U[0, 0] if n_rows > 0 else NULL
+    with nogil:
+        for g in prange(R, schedule="dynamic", num_threads=n_threads):
+            nb = grid_ptr[g + 1] - grid_ptr[g]
+            og = optr + grid_ptr[g] * k
+            for j in range(nb * k):
+                og[j] = 0.0
+            # out[grid_ptr[g] + label[g][i]] += U[i] in row order
+            for i in range(n_rows):
+                l = _label(&ptrs[0], &wide[0], g, i)
+                if l < nb:
+                    urow = uptr + i * k
+                    for kk in range(k):
+                        og[l * k + kk] = og[l * k + kk] + urow[kk]
+            for j in range(nb * k):
+                og[j] = og[j] * const_value
 
 
 # ---------------------------------------------------------------------------------------

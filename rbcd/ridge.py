@@ -185,6 +185,7 @@ class _Products:
         self.sparse = sp.issparse(Z)
         self.columns_used = False       # True when ``columns`` supplied the CSC part
         self.use_const = False
+        self.labels = None              # grid labels of a random binning Z (see _labels_of)
         if not self.sparse:
             self.Z = np.ascontiguousarray(Z, dtype=np.float64)
             return
@@ -206,6 +207,8 @@ class _Products:
                 cdata = np.full(1, value, dtype=np.float64)
             self.csc = self._arrays(columns.indptr, columns.indices, cdata)
             self.columns_used = True
+            if self.use_const:
+                self.labels = self._labels_of(columns)
         else:
             csc = csr.tocsc()
             self.csc = self._arrays(csc.indptr, csc.indices, csc.data)
@@ -222,6 +225,28 @@ class _Products:
         if getattr(columns, "data", None) is None:
             return self.use_const and value is not None and float(value) == self.const_value
         return True
+
+    def _labels_of(self, columns):
+        """(pointers, wide flags, grid_ptr, arrays) of the grid labels the column
+        structure carries (``RBColumns.grid_labels``, or rbcd.linear's cached or
+        buildable ``grid_labels(n_threads)``), or None. With them both products read
+        2 bytes per entry instead of 4 (and the same sums come out, bit for bit)."""
+        gp = getattr(columns, "grid_ptr", None)
+        labels = getattr(columns, "grid_labels", None)
+        if callable(labels):
+            labels = labels(self.n_threads)
+        if gp is None or labels is None:
+            return None
+        gp = np.ascontiguousarray(gp, dtype=np.int64)
+        n = self.shape[0]
+        if len(labels) != gp.shape[0] - 1 or gp[-1] != self.shape[1]:
+            return None
+        for a, w in zip(labels, np.diff(gp)):
+            if a.shape != (n,) or a.dtype != (np.uint16 if w < 65536 else np.int32):
+                return None
+        ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
+        wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+        return ptrs, wide, gp, labels
 
     @staticmethod
     def _arrays(indptr, indices, data):
@@ -251,16 +276,28 @@ class _Products:
                            V, out, self._threads_for(indices.shape[0] * V.shape[1]))
         return out
 
+    def _run_labels(self, kernel, V, n_out):
+        ptrs, wide, gp, _ = self.labels
+        V = np.ascontiguousarray(V, dtype=np.float64)
+        out = np.empty((n_out, V.shape[1]), dtype=np.float64)
+        kernel(ptrs, wide, gp, self.const_value, V, out,
+               self._threads_for(self.csr[1].shape[0] * V.shape[1]))
+        return out
+
     def dot(self, V):
         """Z @ V, V of shape (D, k) -> (n, k)."""
         if not self.sparse:
             return self.Z @ V
+        if self.labels is not None:
+            return self._run_labels(_sparse.labels_matmat, V, self.shape[0])
         return self._run(self.csr, V, self.shape[0])
 
     def tdot(self, U):
         """Z^T @ U, U of shape (n, k) -> (D, k)."""
         if not self.sparse:
             return self.Z.T @ U
+        if self.labels is not None:
+            return self._run_labels(_sparse.labels_tmatmat, U, self.shape[1])
         return self._run(self.csc, U, self.shape[1])
 
     def col_stats(self, s):

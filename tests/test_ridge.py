@@ -596,3 +596,36 @@ def test_matches_twin_with_binning(fit_intercept):
 @parametrize_with_checks([RidgeCG(), RidgeCGClassifier()])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("k", [1, 3, 5])
+@pytest.mark.parametrize("kind", ["training", "new rows", "wide grid"])
+def test_products_from_grid_labels_equal_csr_csc_bitwise(k, kind):
+    """Z @ V and Z^T @ U from the grid labels sum in the order of the CSR / CSC kernels:
+    the same bits, for training rows (one entry per grid), rows that miss grids (the
+    label sentinel) and a grid of 65536 bins or more (int32 labels), any n_jobs."""
+    from rbcd import RandomBinning
+    from rbcd.linear import _columns_from
+    rng = np.random.default_rng(k)
+    n = 70_000 if kind == "wide grid" else 3000
+    X = rng.uniform(size=(n, 2 if kind == "wide grid" else 4))
+    sigma = 1e-3 if kind == "wide grid" else 0.7
+    rb = RandomBinning(n_grids=6, sigma=sigma, random_state=0).fit(X)
+    if kind == "new rows":
+        Z = rb.transform(rng.uniform(-0.2, 1.2, size=(n, 4)))
+        assert Z.nnz < n * 6  # some rows miss some grids
+        cols = _columns_from(Z, rb, 1)   # rbcd.linear's structure: labels built on demand
+    else:
+        Z, cols = rb._fit_transform_columns(X)
+    if kind == "wide grid":
+        assert rb.n_bins_.max() >= 65536
+    V = rng.normal(size=(Z.shape[1], k))
+    U = rng.normal(size=(n, k))
+    plain = ridge_module._Products(Z, 1)
+    assert plain.labels is None
+    want = plain.dot(V), plain.tdot(U)
+    for n_jobs in (1, 2):
+        op = ridge_module._Products(Z, n_jobs, columns=cols)
+        assert op.labels is not None
+        np.testing.assert_array_equal(op.dot(V), want[0])
+        np.testing.assert_array_equal(op.tdot(U), want[1])
