@@ -187,11 +187,20 @@ cdef enum:
     _LABEL_GRIDS = 4     # grids summed in a register per pass of labels_matmat
 
 
-cdef inline Py_ssize_t _label(const uintptr_t *ptrs, const unsigned char *wide,
-                              Py_ssize_t g, Py_ssize_t i) noexcept nogil:
-    if wide[g]:
-        return (<const int32_t *> ptrs[g])[i]
-    return (<const uint16_t *> ptrs[g])[i]
+ctypedef fused label_t:
+    uint16_t
+    int32_t
+
+
+cdef void _gather_rows(const label_t *lab, Py_ssize_t nb, const double *vg, Py_ssize_t i0,
+                       Py_ssize_t i1, Py_ssize_t k, double *out) noexcept nogil:
+    """out[i] += vg[lab[i]] for the rows i0..i1-1 (sentinel labels nb skipped)."""
+    cdef Py_ssize_t i, l, kk
+    for i in range(i0, i1):
+        l = lab[i]
+        if l < nb:
+            for kk in range(k):
+                out[i * k + kk] = out[i * k + kk] + vg[l * k + kk]
 
 
 cdef inline bint _all_narrow(const unsigned char *wide, Py_ssize_t g0, Py_ssize_t g1) noexcept nogil:
@@ -229,9 +238,10 @@ def labels_matmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
                   const double[:, ::1] V, double[:, ::1] out, int n_threads):
     """out = Z @ V, V (D, k), out (n_rows, k); parallel over blocks of rows."""
     cdef Py_ssize_t R = grid_ptr.shape[0] - 1, n_rows = out.shape[0], k = V.shape[1]
-    cdef Py_ssize_t b, i, i0, i1, g, g0, g1, l, kk, n_blocks = (n_rows + _LABEL_ROWS - 1) // _LABEL_ROWS
-    cdef double *orow
-    cdef double acc
+    # rows per block: _LABEL_ROWS, or fewer so that every thread gets a few blocks
+    cdef Py_ssize_t rows_per = (n_rows + 4 * max(1, n_threads) - 1) // (4 * max(1, n_threads))
+    rows_per = min(_LABEL_ROWS, max(1024, (rows_per + 1023) // 1024 * 1024))
+    cdef Py_ssize_t b, i, i0, i1, g, g0, g1, n_blocks = (n_rows + rows_per - 1) // rows_per
     if ptrs.shape[0] != R or wide.shape[0] != R or out.shape[1] != k:
         raise ValueError("labels, grid_ptr and the shapes of V and out do not match")
     if V.shape[0] != grid_ptr[R]:
@@ -242,8 +252,8 @@ def labels_matmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
     cdef const double *vptr = &V[0, 0] if V.shape[0] > 0 else NULL
     with nogil:
         for b in prange(n_blocks, schedule="static", num_threads=n_threads):
-            i0 = b * _LABEL_ROWS
-            i1 = i0 + _LABEL_ROWS if i0 + _LABEL_ROWS < n_rows else n_rows
+            i0 = b * rows_per
+            i1 = i0 + rows_per if i0 + rows_per < n_rows else n_rows
             for i in range(i0 * k, i1 * k):
                 optr[i] = 0.0
             g0 = 0
@@ -256,15 +266,32 @@ def labels_matmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
                 else:
                     for g in range(g0, g1):
                         # out[i] += V[grid_ptr[g] + label[g][i]] for the block's rows
-                        for i in range(i0, i1):
-                            l = _label(&ptrs[0], &wide[0], g, i)
-                            if l < grid_ptr[g + 1] - grid_ptr[g]:
-                                orow = optr + i * k
-                                for kk in range(k):
-                                    orow[kk] = orow[kk] + vptr[(grid_ptr[g] + l) * k + kk]
+                        if wide[g]:
+                            _gather_rows(<const int32_t *> ptrs[g], grid_ptr[g + 1] - grid_ptr[g],
+                                         vptr + grid_ptr[g] * k, i0, i1, k, optr)
+                        else:
+                            _gather_rows(<const uint16_t *> ptrs[g], grid_ptr[g + 1] - grid_ptr[g],
+                                         vptr + grid_ptr[g] * k, i0, i1, k, optr)
                 g0 = g1
             for i in range(i0 * k, i1 * k):
                 optr[i] = optr[i] * const_value
+
+
+cdef void _scatter_rows(const label_t *lab, Py_ssize_t nb, const double *U, Py_ssize_t n_rows,
+                        Py_ssize_t k, double *og) noexcept nogil:
+    """og[lab[i]] += U[i] for i in order (rows whose label is the sentinel nb skipped)."""
+    cdef Py_ssize_t i, l, kk
+    if k == 1:
+        for i in range(n_rows):
+            l = lab[i]
+            if l < nb:
+                og[l] = og[l] + U[i]
+        return
+    for i in range(n_rows):
+        l = lab[i]
+        if l < nb:
+            for kk in range(k):
+                og[l * k + kk] = og[l * k + kk] + U[i * k + kk]
 
 
 def labels_tmatmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
@@ -273,9 +300,8 @@ def labels_tmatmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
     """out = Z^T @ U, U (n_rows, k), out (D, k); parallel over grids (a grid's
     columns are one thread's: no reduction)."""
     cdef Py_ssize_t R = grid_ptr.shape[0] - 1, n_rows = U.shape[0], k = U.shape[1]
-    cdef Py_ssize_t g, i, l, nb, kk, j
+    cdef Py_ssize_t g, nb, j
     cdef double *og
-    cdef const double *urow
     if ptrs.shape[0] != R or wide.shape[0] != R or out.shape[1] != k:
         raise ValueError("labels, grid_ptr and the shapes of U and out do not match")
     if out.shape[0] != grid_ptr[R]:
@@ -291,12 +317,10 @@ def labels_tmatmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
             for j in range(nb * k):
                 og[j] = 0.0
             # out[grid_ptr[g] + label[g][i]] += U[i] in row order
-            for i in range(n_rows):
-                l = _label(&ptrs[0], &wide[0], g, i)
-                if l < nb:
-                    urow = uptr + i * k
-                    for kk in range(k):
-                        og[l * k + kk] = og[l * k + kk] + urow[kk]
+            if wide[g]:
+                _scatter_rows(<const int32_t *> ptrs[g], nb, uptr, n_rows, k, og)
+            else:
+                _scatter_rows(<const uint16_t *> ptrs[g], nb, uptr, n_rows, k, og)
             for j in range(nb * k):
                 og[j] = og[j] * const_value
 

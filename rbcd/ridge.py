@@ -288,7 +288,8 @@ class _Products:
         """Z @ V, V of shape (D, k) -> (n, k)."""
         if not self.sparse:
             return self.Z @ V
-        if self.labels is not None:
+        if self.labels is not None and V.shape[1] == 1:
+            # (for several right-hand sides the CSR kernel's register blocks measured faster)
             return self._run_labels(_sparse.labels_matmat, V, self.shape[0])
         return self._run(self.csr, V, self.shape[0])
 

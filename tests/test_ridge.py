@@ -629,3 +629,8 @@ def test_products_from_grid_labels_equal_csr_csc_bitwise(k, kind):
         assert op.labels is not None
         np.testing.assert_array_equal(op.dot(V), want[0])
         np.testing.assert_array_equal(op.tdot(U), want[1])
+        # the label kernel itself for every k (dot uses it for k = 1 only)
+        ptrs, wide, gp, _ = op.labels
+        out = np.empty((n, k))
+        _sparse.labels_matmat(ptrs, wide, gp, plain.const_value, V, out, n_jobs)
+        np.testing.assert_array_equal(out, want[0])
