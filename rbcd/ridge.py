@@ -26,6 +26,11 @@ every ``n_jobs``. When every stored value is the same constant (random binning:
 1/sqrt(R)) the data array is not read. A whole fit (N=50k, R=64, tol=1e-4, one thread)
 took 0.6 s CPU against 3.3 s / 1.5 s for scikit-learn's Ridge(solver="sparse_cg").
 Products smaller than _WORK_PER_THREAD multiply-adds per thread use fewer threads.
+With the grid structure of a random binning matrix (the columns carry grid labels:
+RBRegressor / RBClassifier, or ``fit(..., binning=)``), Z^T U and Z v are computed from
+the labels (rbcd._sparse.labels_tmatmat / labels_matmat), 2 bytes per entry with each
+grid's slice in cache, summed in the CSR / CSC order: the same bits (N = 10^6, R = 64,
+2 threads: Z^T u 134 -> 27 ms, Z v 62 -> 39 ms).
 
 Jacobi preconditioner: the diagonal of the operator,
 ``sum_i s_i z_ij^2 - S zbar_j^2 + alpha`` (no centring term without intercept), in
