@@ -1037,7 +1037,6 @@ cdef void fit_grid_block(
     cdef Py_ssize_t max_group = g1 - g0 if g1 - g0 < MAX_GROUP else MAX_GROUP
     cdef int64_t *stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * max_group * sizeof(int64_t))
     cdef int64_t *srow
-    cdef idx_t *irow
     cdef const double *xrow
     if q == NULL or keys == NULL or hashes == NULL or xt == NULL or stage == NULL:
         for r in range(g0, g1):
