@@ -116,18 +116,39 @@ def _ordered(bits):
     return np.where(bits < 0, bits ^ _SIGN_OFF, bits)
 
 
-def _bisect(a, b, reached):
-    """Smallest float64 in (value(a), value(b)] with ``reached`` true, per entry, for
-    ordered bit patterns a < b with reached false at a and true at b (reached must
-    be monotone in the value)."""
+def _bisect(a, b, reached, guess):
+    """Smallest float64 in (value(a), value(b)] with ``reached(x, sel)`` true, per entry,
+    for ordered bit patterns a < b with reached false at a and true at b (reached must
+    be monotone in the value; ``sel`` indexes the entries x belongs to).
+
+    The bracket is first narrowed to 64 values either side of ``guess`` (a float64
+    estimate, e.g. u + k * w) wherever that bracket holds, so most entries need about
+    seven rounds; the others bisect their whole range (at most 64 rounds).
+    """
+    a = a.copy()
+    b = b.copy()
+    g = _ordered(np.ascontiguousarray(guess, dtype=np.float64).view(np.int64))
+    finite = np.isfinite(guess)
+    g = np.where(finite, g, a)  # (replaced below: a non-finite guess brackets nothing)
+    lo_g = np.maximum(g - 64, a)
+    hi_g = np.minimum(g + 64, b)
+    sel = np.flatnonzero(finite & (lo_g < hi_g))
+    if sel.size:
+        ok = (~reached(_ordered(lo_g[sel]).view(np.float64), sel)
+              & reached(_ordered(hi_g[sel]).view(np.float64), sel))
+        sel = sel[ok]
+        a[sel] = lo_g[sel]
+        b[sel] = hi_g[sel]
+    idx = np.arange(a.shape[0])
     for _ in range(66):  # the gap, below 2**64, halves each round
-        active = (b.view(np.uint64) - a.view(np.uint64)) > 1
-        if not active.any():
+        idx = idx[(b[idx].view(np.uint64) - a[idx].view(np.uint64)) > 1]
+        if idx.size == 0:
             break
-        mid = (a >> 1) + (b >> 1) + (a & b & 1)
-        got = reached(_ordered(mid).view(np.float64))
-        b = np.where(active & got, mid, b)
-        a = np.where(active & ~got, mid, a)
+        ai, bi = a[idx], b[idx]
+        mid = (ai >> 1) + (bi >> 1) + (ai & bi & 1)
+        got = reached(_ordered(mid).view(np.float64), idx)
+        b[idx] = np.where(got, mid, bi)
+        a[idx] = np.where(got, ai, mid)
     return np.ascontiguousarray(_ordered(b).view(np.float64))
 
 
@@ -164,7 +185,8 @@ def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words):
     a = _ordered(np.ascontiguousarray(cmin[j], dtype=np.float64).view(np.int64))
     b = _ordered(np.ascontiguousarray(cmax[j], dtype=np.float64).view(np.int64))
     with np.errstate(all="ignore"):
-        ent_t = _bisect(a, b, lambda x: np.floor((x - u) / w).astype(np.int64) >= k)
+        ent_t = _bisect(a, b, lambda x, i: np.floor((x - u[i]) / w[i]).astype(np.int64) >= k[i],
+                        u + k * w)
     ent_add = np.left_shift(np.uint64(1), shift.ravel()[flat].astype(np.uint64))
     return (thr_ptr, use.astype(np.uint8), j.astype(np.int32), ent_t,
             np.ascontiguousarray(ent_add, dtype=np.uint64))
@@ -189,20 +211,20 @@ def _range_bounds(widths, offsets, lo, hi, cmin, cmax, use):
     big = np.finfo(np.float64).max
     j = np.tile(np.arange(d), rows.size)
     with np.errstate(all="ignore"):
-        def bins(x):
-            return np.floor((x - u) / w)
+        def bins(x, i=slice(None)):
+            return np.floor((x - u[i]) / w[i])
         # bin lo: reached at cmin; below every finite value?
         k_lo = lo[rows].ravel().astype(np.float64)
         t = _bisect(_ordered(np.full(u.shape, -big).view(np.int64)),
                     _ordered(np.ascontiguousarray(cmin[j]).view(np.int64)),
-                    lambda x: bins(x) >= k_lo)
+                    lambda x, i: bins(x, i) >= k_lo[i], u + k_lo * w)
         t = np.where(bins(np.full(u.shape, -big)) >= k_lo, -np.inf, t)
         range_lo[rows] = t.reshape(rows.size, d)
         # bin hi + 1: not reached at cmax; reached by some finite value?
         k_hi = hi[rows].ravel().astype(np.float64) + 1.0
         t = _bisect(_ordered(np.ascontiguousarray(cmax[j]).view(np.int64)),
                     _ordered(np.full(u.shape, big).view(np.int64)),
-                    lambda x: bins(x) >= k_hi)
+                    lambda x, i: bins(x, i) >= k_hi[i], u + k_hi * w)
         t = np.where(bins(np.full(u.shape, big)) >= k_hi, t, np.inf)
         range_hi[rows] = t.reshape(rows.size, d)
     return use, range_lo, range_hi

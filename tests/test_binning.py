@@ -265,6 +265,24 @@ def test_thresholds_are_the_smallest_values_reaching_each_bin():
         assert thr_ptr[r] == thr_ptr[r + 1]
 
 
+def test_bisect_finds_the_smallest_value_with_good_bad_and_no_guesses():
+    rng = np.random.default_rng(0)
+    T = rng.normal(size=50) * 10.0 ** rng.integers(-5, 5, size=50)
+    T[:3] = [0.0, -0.0, 5e-324]
+    lo = features._ordered(np.full(50, -1e6).view(np.int64))
+    hi = features._ordered(np.full(50, 1e6).view(np.int64))
+
+    def reached(x, i):
+        return x >= T[i]
+
+    for guess in (T, np.nextafter(T, np.inf), T + 1e-3 * (1 + np.abs(T)), T - 1.0,
+                  np.full(50, np.inf), np.full(50, np.nan)):
+        got = features._bisect(lo, hi, reached, guess)
+        want = T.copy()
+        want[want == 0] = -0.0  # the smallest value >= 0 is -0.0
+        np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+
+
 @PATHS
 def test_threshold_keys_on_bin_edges(path):
     """Rows holding every threshold of every grid, and the values one ulp on either
