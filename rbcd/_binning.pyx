@@ -1801,6 +1801,35 @@ def compact_rows(const idx_t[::1] src, const int64_t[::1] row_nnz, Py_ssize_t st
             dst[start + k] = <row_t> src[base + k]
 
 
+def compact_rows_inplace(idx_t[::1] buf, const int64_t[::1] row_nnz, Py_ssize_t stride,
+                         const row_t[::1] indptr, int n_threads):
+    """In place: buf[indptr[i]:indptr[i+1]] = buf[i*stride : i*stride + row_nnz[i]].
+
+    Parallel over chunks of rows, each compacted to its own start (a forward copy:
+    destinations never pass their sources), then the chunks moved down in order
+    (each destination ends before the next chunk's source begins).
+    """
+    cdef Py_ssize_t N = row_nnz.shape[0], c, i, k, pos, s0, s1
+    cdef Py_ssize_t n_chunks = max(1, min(4 * max(1, n_threads), N))
+    cdef Py_ssize_t itemsize = sizeof(idx_t)
+    if N == 0:
+        return
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=max(1, n_threads)):
+        s0 = c * N // n_chunks
+        s1 = (c + 1) * N // n_chunks
+        pos = s0 * stride
+        for i in range(s0, s1):
+            for k in range(row_nnz[i]):
+                buf[pos + k] = buf[i * stride + k]
+            pos = pos + row_nnz[i]
+    with nogil:
+        for c in range(1, n_chunks):
+            s0 = c * N // n_chunks
+            s1 = (c + 1) * N // n_chunks
+            if indptr[s1] > indptr[s0]:
+                memmove(&buf[indptr[s0]], &buf[s0 * stride], (indptr[s1] - indptr[s0]) * itemsize)
+
+
 def compact_mult(const int32_t[::1] mult, const int64_t[::1] row_nnz, Py_ssize_t stride,
                  const int64_t[::1] indptr, double scale_denominator,
                  val_t[::1] data, int n_threads):

@@ -679,8 +679,13 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         else:
             indptr = np.zeros(n_samples + 1, dtype=idx)
             np.cumsum(row_nnz, out=indptr[1:])
-            indices = _binning.empty(nnz, idx)
-            _binning.compact_rows(out, row_nnz, R, indptr, indices, n_threads)
+            if out.dtype == idx:
+                # rows packed in place (no second array; the tail past nnz stays unused)
+                _binning.compact_rows_inplace(out, row_nnz, R, indptr, n_threads)
+                indices = out[:nnz]
+            else:
+                indices = _binning.empty(nnz, idx)
+                _binning.compact_rows(out, row_nnz, R, indptr, indices, n_threads)
             del out
         data = _constant_data(nnz, self._value(), self._dtype_, n_threads)
         Z = sp.csr_matrix((data, indices, indptr), shape=(n_samples, D), copy=False)
