@@ -159,12 +159,12 @@ cdef extern from *:
     #define RBCD_FLOOR_MODE (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
 
     __attribute__((target("avx512f,avx512dq")))
-    static inline __m512i rbcd_floor8(const double *x, const double *u, const double *w,
-                                      const double *inv, __mmask8 m)
+    static inline __m512i rbcd_floor8_of(__m512d a, __m512d inv, const double *w, __mmask8 m)
     {
+        /* floor(a / w) of the lanes in m, a = x - u: the product a * (1 / w)
+         * where it is far enough from an integer, else the true division */
         const __m512d one = _mm512_set1_pd(1.0);
-        __m512d a = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x), _mm512_maskz_loadu_pd(m, u));
-        __m512d qp = _mm512_mul_pd(a, _mm512_maskz_loadu_pd(m, inv));
+        __m512d qp = _mm512_mul_pd(a, inv);
         __m512d fl = _mm512_roundscale_pd(qp, RBCD_FLOOR_MODE);
         __m512d aq = _mm512_abs_pd(qp);
         __m512d mg = _mm512_mul_pd(aq, _mm512_set1_pd(0x1p-50));
@@ -178,6 +178,14 @@ cdef extern from *:
             fl = _mm512_mask_roundscale_pd(fl, redo, qt, RBCD_FLOOR_MODE);
         }
         return _mm512_cvttpd_epi64(fl);  /* integral values within int64: exact */
+    }
+
+    __attribute__((target("avx512f,avx512dq")))
+    static inline __m512i rbcd_floor8(const double *x, const double *u, const double *w,
+                                      const double *inv, __mmask8 m)
+    {
+        __m512d a = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x), _mm512_maskz_loadu_pd(m, u));
+        return rbcd_floor8_of(a, _mm512_maskz_loadu_pd(m, inv), w, m);
     }
 
     /* Packed key of one (row, grid); 0 if a bin lies outside [lo, hi]. */
@@ -213,98 +221,7 @@ cdef extern from *:
         return 1;
     }
 
-    /* Bins (int64) of one (row, grid), for the hashed mode. */
-    __attribute__((target("avx512f,avx512dq")))
-    static void rbcd_bins_avx512(const double *x, const double *u, const double *w,
-                                 const double *inv, Py_ssize_t d, int64_t *b)
-    {
-        Py_ssize_t j;
-        for (j = 0; j < d; j += 8) {
-            __mmask8 m = (d - j >= 8) ? (__mmask8)0xFF : (__mmask8)((1u << (d - j)) - 1u);
-            _mm512_mask_storeu_epi64(b + j, m, rbcd_floor8(x + j, u + j, w + j, inv + j, m));
-        }
-    }
-
-    /* Threshold keys (single-word grids): field j of the packed key is the
-     * number of grid-r thresholds of column j that x_j reaches, ent[e] being
-     * (column ej, threshold et, field unit ea = 1 << shift). Eight rows per
-     * vector: xt is the row block transposed (column j at xt + j * stride,
-     * lanes past n are computed and ignored). Also the key hashes
-     * (key_hash with one word: mix64((GOLDEN ^ key) + GOLDEN)). */
-    __attribute__((target("avx512f,avx512dq")))
-    static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
-                                     const int32_t *ej, const double *et, const uint64_t *ea,
-                                     Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes)
-    {
-        const __m512i golden = _mm512_set1_epi64((long long)RBCD_GOLDEN);
-        const __m512i mul1 = _mm512_set1_epi64((long long)RBCD_MUL1);
-        const __m512i mul2 = _mm512_set1_epi64((long long)RBCD_MUL2);
-        Py_ssize_t k, e;
-        for (k = 0; k < n; k += 8) {
-            __m512i acc = _mm512_setzero_si512();
-            __m512d x = _mm512_setzero_pd();
-            int32_t cur = -1;
-            for (e = 0; e < n_ent; e++) {
-                if (ej[e] != cur) {
-                    cur = ej[e];
-                    x = _mm512_loadu_pd(xt + (Py_ssize_t)cur * stride + k);
-                }
-                __mmask8 m = _mm512_cmp_pd_mask(x, _mm512_set1_pd(et[e]), _CMP_GE_OQ);
-                acc = _mm512_mask_add_epi64(acc, m, acc, _mm512_set1_epi64((long long)ea[e]));
-            }
-            _mm512_storeu_si512((void *)(keys + k), acc);
-            __m512i z = _mm512_add_epi64(_mm512_xor_si512(golden, acc), golden);
-            z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), mul1);
-            z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), mul2);
-            z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
-            _mm512_storeu_si512((void *)(hashes + k), z);
-        }
-    }
-
-    /* Threshold keys of new rows (transform): as rbcd_thr_keys_avx512, and
-     * inside[k] = 1 iff every column of row k lies within the grid's training
-     * bins, i.e. rlo[j] <= x_j < rhi[j] (rlo: smallest value in bin lo,
-     * rhi: smallest value past bin hi). Entries sorted by column. */
-    __attribute__((target("avx512f,avx512dq")))
-    static void rbcd_thr_keys_range_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
-                                           Py_ssize_t d, const double *rlo, const double *rhi,
-                                           const int32_t *ej, const double *et,
-                                           const uint64_t *ea, Py_ssize_t n_ent,
-                                           uint64_t *keys, uint64_t *hashes,
-                                           unsigned char *inside)
-    {
-        const __m512i golden = _mm512_set1_epi64((long long)RBCD_GOLDEN);
-        const __m512i mul1 = _mm512_set1_epi64((long long)RBCD_MUL1);
-        const __m512i mul2 = _mm512_set1_epi64((long long)RBCD_MUL2);
-        Py_ssize_t k, e, j, m;
-        for (k = 0; k < n; k += 8) {
-            __m512i acc = _mm512_setzero_si512();
-            __mmask8 in = 0xFF;
-            e = 0;
-            for (j = 0; j < d; j++) {
-                __m512d x = _mm512_loadu_pd(xt + j * stride + k);
-                in &= _mm512_cmp_pd_mask(x, _mm512_set1_pd(rlo[j]), _CMP_GE_OQ)
-                    & _mm512_cmp_pd_mask(x, _mm512_set1_pd(rhi[j]), _CMP_LT_OQ);
-                for (; e < n_ent && ej[e] == j; e++) {
-                    __mmask8 c = _mm512_cmp_pd_mask(x, _mm512_set1_pd(et[e]), _CMP_GE_OQ);
-                    acc = _mm512_mask_add_epi64(acc, c, acc, _mm512_set1_epi64((long long)ea[e]));
-                }
-            }
-            _mm512_storeu_si512((void *)(keys + k), acc);
-            __m512i z = _mm512_add_epi64(_mm512_xor_si512(golden, acc), golden);
-            z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), mul1);
-            z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), mul2);
-            z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
-            _mm512_storeu_si512((void *)(hashes + k), z);
-            for (m = 0; m < 8; m++) inside[k + m] = (unsigned char)((in >> m) & 1);
-        }
-    }
-
-    /* Hashed mode, one row: h[r] = hash(r, bins of grid r) (contract 5) for
-     * eight grids per vector. uT, wT, invT: (d, R8) offsets, widths and
-     * reciprocals transposed, R8 = R rounded up to 8 (padding lanes: 0, 1, 1;
-     * their hashes are computed and ignored). Bins as in rbcd_floor8: the
-     * product, or the true division where the product is too near an integer. */
+    /* SplitMix64's finalizer (mix64) on eight lanes. */
     __attribute__((target("avx512f,avx512dq")))
     static inline __m512i rbcd_mix64v(__m512i z)
     {
@@ -315,27 +232,68 @@ cdef extern from *:
         return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
     }
 
+    /* Threshold keys (single-word grids): field j of the packed key is the
+     * number of grid-r thresholds of column j that x_j reaches, ent[e] being
+     * (column ej, threshold et, field unit ea = 1 << shift), sorted by column.
+     * Eight rows per vector: xt is the row block transposed (column j at
+     * xt + j * stride, lanes past n are computed and ignored). Also the key
+     * hashes (key_hash with one word: mix64((GOLDEN ^ key) + GOLDEN)).
+     * For new rows (transform) rlo / rhi are given and inside[k] = 1 iff every
+     * column of row k lies within the grid's training bins, i.e.
+     * rlo[j] <= x_j < rhi[j] (rlo: smallest value in bin lo, rhi: smallest
+     * value past bin hi); in fit they are NULL (training rows always are). */
+    __attribute__((target("avx512f,avx512dq")))
+    static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
+                                     Py_ssize_t d, const double *rlo, const double *rhi,
+                                     const int32_t *ej, const double *et, const uint64_t *ea,
+                                     Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes,
+                                     unsigned char *inside)
+    {
+        const __m512i golden = _mm512_set1_epi64((long long)RBCD_GOLDEN);
+        Py_ssize_t k, e, j, m;
+        for (k = 0; k < n; k += 8) {
+            __m512i acc = _mm512_setzero_si512();
+            __mmask8 in = 0xFF;
+            if (rlo == NULL) {
+                /* fit: only the columns with thresholds are read */
+                __m512d x = _mm512_setzero_pd();
+                int32_t cur = -1;
+                for (e = 0; e < n_ent; e++) {
+                    if (ej[e] != cur) {
+                        cur = ej[e];
+                        x = _mm512_loadu_pd(xt + (Py_ssize_t)cur * stride + k);
+                    }
+                    __mmask8 c = _mm512_cmp_pd_mask(x, _mm512_set1_pd(et[e]), _CMP_GE_OQ);
+                    acc = _mm512_mask_add_epi64(acc, c, acc, _mm512_set1_epi64((long long)ea[e]));
+                }
+            } else {
+                /* transform: every column is checked against the training range */
+                e = 0;
+                for (j = 0; j < d; j++) {
+                    __m512d x = _mm512_loadu_pd(xt + j * stride + k);
+                    in &= _mm512_cmp_pd_mask(x, _mm512_set1_pd(rlo[j]), _CMP_GE_OQ)
+                        & _mm512_cmp_pd_mask(x, _mm512_set1_pd(rhi[j]), _CMP_LT_OQ);
+                    for (; e < n_ent && ej[e] == j; e++) {
+                        __mmask8 c = _mm512_cmp_pd_mask(x, _mm512_set1_pd(et[e]), _CMP_GE_OQ);
+                        acc = _mm512_mask_add_epi64(acc, c, acc, _mm512_set1_epi64((long long)ea[e]));
+                    }
+                }
+            }
+            _mm512_storeu_si512((void *)(keys + k), acc);
+            _mm512_storeu_si512((void *)(hashes + k),
+                                rbcd_mix64v(_mm512_add_epi64(_mm512_xor_si512(golden, acc), golden)));
+            if (inside != NULL)
+                for (m = 0; m < 8; m++) inside[k + m] = (unsigned char)((in >> m) & 1);
+        }
+    }
+
     /* floor((x - u) / w) of eight lanes as in rbcd_floor8, x broadcast. */
     __attribute__((target("avx512f,avx512dq")))
     static inline __m512i rbcd_floor8_x(__m512d xv, const double *u, const double *w,
                                         const double *inv)
     {
-        const __m512d one = _mm512_set1_pd(1.0);
-        __m512d a = _mm512_sub_pd(xv, _mm512_loadu_pd(u));
-        __m512d qp = _mm512_mul_pd(a, _mm512_loadu_pd(inv));
-        __m512d fl = _mm512_roundscale_pd(qp, RBCD_FLOOR_MODE);
-        __m512d aq = _mm512_abs_pd(qp);
-        __m512d mg = _mm512_mul_pd(aq, _mm512_set1_pd(0x1p-50));
-        __mmask8 ok = _mm512_cmp_pd_mask(_mm512_sub_pd(qp, fl), mg, _CMP_GT_OQ)
-                    & _mm512_cmp_pd_mask(_mm512_sub_pd(_mm512_add_pd(fl, one), qp), mg, _CMP_GT_OQ)
-                    & _mm512_cmp_pd_mask(aq, _mm512_set1_pd(0x1p-900), _CMP_GE_OQ)
-                    & _mm512_cmp_pd_mask(aq, _mm512_set1_pd(0x1p50), _CMP_LT_OQ);
-        __mmask8 redo = (__mmask8)~ok;
-        if (redo) {
-            __m512d qt = _mm512_div_pd(a, _mm512_loadu_pd(w));
-            fl = _mm512_mask_roundscale_pd(fl, redo, qt, RBCD_FLOOR_MODE);
-        }
-        return _mm512_cvttpd_epi64(fl);
+        return rbcd_floor8_of(_mm512_sub_pd(xv, _mm512_loadu_pd(u)), _mm512_loadu_pd(inv), w,
+                              (__mmask8)0xFF);
     }
 
     /* Hashed mode, one row: h[r] = hash(r, bins of grid r) (contract 5) for
@@ -413,22 +371,16 @@ cdef extern from *:
                                const double *inv, const int64_t *lo, const int64_t *hi,
                                const int32_t *word, const int64_t *shift, Py_ssize_t d,
                                int n_words, uint64_t *key) { return 0; }
-    static void rbcd_bins_avx512(const double *x, const double *u, const double *w,
-                                 const double *inv, Py_ssize_t d, int64_t *b) { }
     static int rbcd_avx512_available(void) { return 0; }
     static void rbcd_hash_grids_avx512(const double *x, Py_ssize_t d, Py_ssize_t R8,
                                        const double *uT, const double *wT, const double *invT,
                                        uint64_t *h) { }
     static void rbcd_rank_sort_avx512(uint64_t *v, Py_ssize_t n, uint64_t *tmp) { }
-    static void rbcd_thr_keys_range_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
-                                           Py_ssize_t d, const double *rlo, const double *rhi,
-                                           const int32_t *ej, const double *et,
-                                           const uint64_t *ea, Py_ssize_t n_ent,
-                                           uint64_t *keys, uint64_t *hashes,
-                                           unsigned char *inside) { }
     static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
+                                     Py_ssize_t d, const double *rlo, const double *rhi,
                                      const int32_t *ej, const double *et, const uint64_t *ea,
-                                     Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes) { }
+                                     Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes,
+                                     unsigned char *inside) { }
     #endif
     """
     uint64_t GOLDEN "RBCD_GOLDEN"
@@ -439,23 +391,16 @@ cdef extern from *:
         const double *x, const double *u, const double *w, const double *inv,
         const int64_t *lo, const int64_t *hi, const int32_t *word, const int64_t *shift,
         Py_ssize_t d, int n_words, uint64_t *key) noexcept nogil
-    void bins_avx512 "rbcd_bins_avx512"(
-        const double *x, const double *u, const double *w, const double *inv,
-        Py_ssize_t d, int64_t *b) noexcept nogil
     int avx512_available "rbcd_avx512_available"() noexcept nogil
     void hash_grids_avx512 "rbcd_hash_grids_avx512"(
         const double *x, Py_ssize_t d, Py_ssize_t R8, const double *uT, const double *wT,
         const double *invT, uint64_t *h) noexcept nogil
     void rank_sort_avx512 "rbcd_rank_sort_avx512"(uint64_t *v, Py_ssize_t n, uint64_t *tmp) noexcept nogil
-    void thr_keys_range_avx512 "rbcd_thr_keys_range_avx512"(
+    void thr_keys_avx512 "rbcd_thr_keys_avx512"(
         const double *xt, Py_ssize_t stride, Py_ssize_t n, Py_ssize_t d,
         const double *rlo, const double *rhi, const int32_t *ej,
         const double *et, const uint64_t *ea, Py_ssize_t n_ent,
         uint64_t *keys, uint64_t *hashes, unsigned char *inside) noexcept nogil
-    void thr_keys_avx512 "rbcd_thr_keys_avx512"(
-        const double *xt, Py_ssize_t stride, Py_ssize_t n, const int32_t *ej,
-        const double *et, const uint64_t *ea, Py_ssize_t n_ent,
-        uint64_t *keys, uint64_t *hashes) noexcept nogil
     void *big_malloc "rbcd_big_malloc"(size_t nbytes) noexcept nogil
     void *big_calloc "rbcd_big_calloc"(size_t n, size_t size) noexcept nogil
     void *line_malloc "rbcd_line_malloc"(size_t nbytes) noexcept nogil
@@ -595,6 +540,17 @@ cdef inline bint thr_key_range(
             return False
     key[0] = thr_key(x, ej, et, ea, n_ent)
     return True
+
+
+cdef inline void transpose_block(const double *X, Py_ssize_t d, Py_ssize_t i0, Py_ssize_t i1,
+                                 double *xt) noexcept nogil:
+    """xt[j * ROW_BLOCK + k] = X[i0 + k, j] for the rows i0 .. i1 - 1 (at most ROW_BLOCK)."""
+    cdef Py_ssize_t i, j
+    cdef const double *xrow
+    for i in range(i0, i1):
+        xrow = X + i * d
+        for j in range(d):
+            xt[j * ROW_BLOCK + (i - i0)] = xrow[j]
 
 
 cdef inline uint64_t key_hash(const uint64_t *key, int n_words) noexcept nogil:
@@ -1030,14 +986,13 @@ cdef void fit_grid_block(
     # unused lanes of a short last block hold finite values
     cdef double *xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK, sizeof(double))
     cdef bint xt_ready
-    cdef Py_ssize_t j, e0, n_ent, kc, kk, g, n_g
+    cdef Py_ssize_t e0, n_ent, kc, kk, g, n_g
     # local ids of a row block for the group's grids, grid-major
     # (stage[(r - ga) * ROW_BLOCK + k]); copied to ids row by row after the
     # block, so that each cache line of ids is written in one burst
     cdef Py_ssize_t max_group = g1 - g0 if g1 - g0 < MAX_GROUP else MAX_GROUP
     cdef int64_t *stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * max_group * sizeof(int64_t))
     cdef int64_t *srow
-    cdef const double *xrow
     if q == NULL or keys == NULL or hashes == NULL or xt == NULL or stage == NULL:
         for r in range(g0, g1):
             tables[r].failed = 1
@@ -1070,14 +1025,10 @@ cdef void fit_grid_block(
                         n_ent = thr_ptr[r + 1] - e0
                         if vec:
                             if not xt_ready:
-                                # xt[j, k] = X[i0 + k, j]
-                                for i in range(i0, i1):
-                                    xrow = X + i * d
-                                    for j in range(d):
-                                        xt[j * ROW_BLOCK + (i - i0)] = xrow[j]
+                                transpose_block(X, d, i0, i1, xt)
                                 xt_ready = True
-                            thr_keys_avx512(xt, ROW_BLOCK, i1 - i0, ent_j + e0, ent_t + e0,
-                                            ent_add + e0, n_ent, keys, hashes)
+                            thr_keys_avx512(xt, ROW_BLOCK, i1 - i0, d, NULL, NULL, ent_j + e0,
+                                            ent_t + e0, ent_add + e0, n_ent, keys, hashes, NULL)
                         else:
                             for i in range(i0, i1):
                                 k = i - i0
@@ -1489,7 +1440,7 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
     """
     cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
     cdef Py_ssize_t b, n_blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK
-    cdef Py_ssize_t i0, i1, n, i, k, r, j, e0, cnt
+    cdef Py_ssize_t i0, i1, n, k, r, e0, cnt
     cdef int max_words = 1, W
     cdef bint xt_ready, vec = simd_available()
     cdef double *q
@@ -1549,12 +1500,9 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                     e0 = thr_ptr[r]
                     if use_thr[r] and vec:
                         if not xt_ready:
-                            # xt[j, k] = X[i0 + k, j]
-                            for i in range(i0, i1):
-                                for j in range(d):
-                                    xt[j * ROW_BLOCK + (i - i0)] = X[i, j]
+                            transpose_block(&X[0, 0], d, i0, i1, xt)
                             xt_ready = True
-                        thr_keys_range_avx512(xt, ROW_BLOCK, n, d, &range_lo[r, 0], &range_hi[r, 0],
+                        thr_keys_avx512(xt, ROW_BLOCK, n, d, &range_lo[r, 0], &range_hi[r, 0],
                                               ent_j_ptr + e0, ent_t_ptr + e0, ent_add_ptr + e0,
                                               thr_ptr[r + 1] - e0, keys, hashes, inside)
                     elif use_thr[r]:
@@ -1601,17 +1549,12 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                                     prefetch(tkeys + ((s & LOW32) - 1))
                                     break
                                 pos = (pos + 1) & mask
-                        # verify; on a tag collision go on probing after that slot
+                        # the lookup, resumed at that slot (its key is now in cache)
                         for k in range(n):
-                            if stage[r * ROW_BLOCK + k] < 0:
-                                continue
-                            pos = <uint64_t> stage[r * ROW_BLOCK + k]
-                            s = slots[pos]
-                            local = <int64_t> (s & LOW32) - 1
-                            if tkeys[local] != keys[k]:
-                                local = table_find_from(slots, mask, tkeys, keys[k], hashes[k],
-                                                        (pos + 1) & mask)
-                            stage[r * ROW_BLOCK + k] = local
+                            if stage[r * ROW_BLOCK + k] >= 0:
+                                stage[r * ROW_BLOCK + k] = table_find_from(
+                                    slots, mask, tkeys, keys[k], hashes[k],
+                                    <uint64_t> stage[r * ROW_BLOCK + k])
                     else:
                         for k in range(n):
                             stage[r * ROW_BLOCK + k] = -1
@@ -1847,26 +1790,19 @@ def training_labels(const idx_t[::1] ids, const int64_t[::1] grid_ptr, Py_ssize_
     """Grid-major bins of the training rows from Z's row-major columns.
 
     ids : (n_rows * R,) global column of (i, r) at i * R + r.
-    Returns a list of R arrays: entry i of array r is ``ids[i * R + r] - grid_ptr[r]``,
-    uint16 for a grid with fewer than 65536 bins, else int32; one allocation, each
-    array 64-byte aligned (the layout of ``rbcd._cd.grid_labels``, which the streamed
-    grid step reads). Parallel over blocks of rows.
+    Returns a list of R arrays (``rbcd._cd.label_arrays``, the layout the streamed grid
+    step reads): entry i of array r is ``ids[i * R + r] - grid_ptr[r]``. Parallel over
+    blocks of rows.
     """
     cdef Py_ssize_t R = grid_ptr.shape[0] - 1, r, b, i, i0, i1
     cdef Py_ssize_t n_blocks = (n_rows + LABEL_BLOCK - 1) // LABEL_BLOCK
     if ids.shape[0] != n_rows * R:
         raise ValueError("ids must have length n_rows * R")
-    widths = np.diff(np.asarray(grid_ptr))
-    if R == 0 or n_rows == 0 or int(widths.max()) >= 2**31 - 1:
+    from rbcd._cd import label_arrays  # the layout the CD grid step reads
+    out = label_arrays(grid_ptr, n_rows)
+    if out is None:
         return None
-    sizes = [(n_rows * (2 if w < 65536 else 4) + 63) // 64 * 64 for w in widths]
-    buf = np.empty(sum(sizes) + 64, dtype=np.uint8)
-    start = (-buf.ctypes.data) % 64
-    out = []
-    for w, size in zip(widths, sizes):
-        dt = np.uint16 if w < 65536 else np.int32
-        out.append(buf[start:start + n_rows * np.dtype(dt).itemsize].view(dt))
-        start += size
+    widths = np.diff(np.asarray(grid_ptr))
     cdef uintptr_t[::1] ptr = np.array([a.ctypes.data for a in out], dtype=np.uintp)
     cdef unsigned char[::1] wide = (widths >= 65536).astype(np.uint8)
     cdef uint16_t *lab16

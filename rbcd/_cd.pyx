@@ -705,6 +705,26 @@ cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, lab_t* lab, Py_s
             lab[ind[k]] = <lab_t>(j - lo)
 
 
+def label_arrays(grid_ptr, Py_ssize_t n_rows):
+    """Uninitialised label arrays, one per grid, in the layout the streamed grid step
+    reads: uint16 for a grid with fewer than 65536 bins, else int32, n_rows entries
+    each, in one allocation (huge pages where the OS gives them) with each array
+    64-byte aligned. None when there are no rows or grids, or a grid has 2**31 - 1
+    bins or more."""
+    widths = np.diff(np.asarray(grid_ptr))
+    if widths.shape[0] == 0 or n_rows == 0 or int(widths.max()) >= 2**31 - 1:
+        return None
+    sizes = [(n_rows * (2 if w < 65536 else 4) + 63) // 64 * 64 for w in widths]
+    buf = np.empty(sum(sizes) + 64, dtype=np.uint8)
+    start = (-buf.ctypes.data) % 64
+    out = []
+    for w, size in zip(widths, sizes):
+        dt = np.uint16 if w < 65536 else np.int32
+        out.append(buf[start:start + n_rows * np.dtype(dt).itemsize].view(dt))
+        start += size
+    return out
+
+
 def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
     """The bin of every row in every grid, for the streamed grid step: a list of R arrays.
 
@@ -719,18 +739,10 @@ def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
     cdef const int64_t[::1] i64
     cdef Py_ssize_t g, n_grids = gp.shape[0] - 1
     cdef bint wide_rows = indices.dtype == np.int64
-    widths = np.diff(np.asarray(grid_ptr))
-    if n_grids == 0 or n_rows == 0 or int(widths.max()) >= 2**31 - 1:
+    out = label_arrays(grid_ptr, n_rows)
+    if out is None:
         return None
-    # one allocation (huge pages where the OS gives them), each grid's labels 64-byte aligned
-    sizes = [(n_rows * (2 if w < 65536 else 4) + 63) // 64 * 64 for w in widths]
-    buf = np.empty(sum(sizes) + 64, dtype=np.uint8)
-    start = (-buf.ctypes.data) % 64
-    out = []
-    for w, size in zip(widths, sizes):
-        dt = np.uint16 if w < 65536 else np.int32
-        out.append(buf[start:start + n_rows * np.dtype(dt).itemsize].view(dt))
-        start += size
+    widths = np.diff(np.asarray(grid_ptr))
     cdef uint64_t[::1] ptr = np.array([a.ctypes.data for a in out], dtype=np.uint64)
     cdef unsigned char[::1] wide = (widths >= 65536).astype(np.uint8)
     dummy = np.zeros(1, dtype=indices.dtype)

@@ -127,9 +127,8 @@ def _bisect(a, b, reached, guess):
     """
     a = a.copy()
     b = b.copy()
-    g = _ordered(np.ascontiguousarray(guess, dtype=np.float64).view(np.int64))
     finite = np.isfinite(guess)
-    g = np.where(finite, g, a)  # (replaced below: a non-finite guess brackets nothing)
+    g = np.where(finite, _ordered(np.ascontiguousarray(guess, dtype=np.float64).view(np.int64)), a)
     lo_g = np.maximum(g - 64, a)
     hi_g = np.minimum(g + 64, b)
     sel = np.flatnonzero(finite & (lo_g < hi_g))
@@ -243,10 +242,13 @@ INDEX_MAX_BITS = 24
 INDEX_PER_BIN = 8
 
 
-def _dense_index(lo, hi, n_words, n_bins, keys):
-    """Per grid the dense index of its fitted keys, or None."""
+def _dense_index(lo, hi, n_words, n_bins, keys, key_bits=None):
+    """Per grid the dense index of its fitted keys, or None (``key_bits``: the grids'
+    _key_bits, when already computed)."""
     out = []
-    for r, bits in enumerate(_key_bits(lo, hi, n_words)):
+    if key_bits is None:
+        key_bits = _key_bits(lo, hi, n_words)
+    for r, bits in enumerate(key_bits):
         index = None
         if 0 <= bits <= INDEX_MAX_BITS and (1 << bits) <= INDEX_PER_BIN * max(int(n_bins[r]), 8):
             index = np.zeros(1 << bits, dtype=np.uint32)
@@ -266,13 +268,16 @@ DIRECT_BYTES_PER_ENTRY = 2
 USE_DIRECT = True  # tests turn it off to compare both kinds of table
 
 
-def _direct_bits(lo, hi, n_words, n_samples):
-    """Key bits of the grids fitted in a direct table, -1 for the others."""
+def _direct_bits(lo, hi, n_words, n_samples, key_bits=None):
+    """Key bits of the grids fitted in a direct table, -1 for the others (``key_bits``:
+    the grids' _key_bits, when already computed)."""
     R, d = lo.shape
     out = np.full(R, -1, dtype=np.int32)
     if not USE_DIRECT:
         return out
-    bits = np.array(_key_bits(lo, hi, n_words), dtype=np.int64)
+    if key_bits is None:
+        key_bits = _key_bits(lo, hi, n_words)
+    bits = np.array(key_bits, dtype=np.int64)
     bits[bits < 0] = DIRECT_MAX_BITS + 1  # multi-word grids never
     budget = max(DIRECT_BYTES_PER_ENTRY * n_samples * R, 2**16)
     used = 0
@@ -524,7 +529,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                                    0.0, n_threads)
         inv, simd = _reciprocals(widths)
         thr = _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words)
-        direct = _direct_bits(lo, hi, n_words, n_samples)
+        key_bits = _key_bits(lo, hi, n_words)
+        direct = _direct_bits(lo, hi, n_words, n_samples, key_bits)
         n_bins, max_count, slots, keys, counts = _binning.fit_tables(
             X, widths, offsets, inv, simd, lo, hi, word, shift, n_words, *thr, direct, ids,
             mode == "columns", n_threads,
@@ -546,7 +552,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             # threshold keys for transform: the grids, their thresholds, the range
             use_t, range_lo, range_hi = _range_bounds(widths, offsets, lo, hi, cmin, cmax, thr[1])
             self._thresholds = (thr[0], use_t, thr[2], thr[3], thr[4], range_lo, range_hi)
-            self._index = _dense_index(lo, hi, n_words, n_bins, keys)
+            self._index = _dense_index(lo, hi, n_words, n_bins, keys, key_bits)
         else:
             self.grid_ptr_ = None
             self.n_features_out_ = int(self.n_features)
