@@ -110,13 +110,29 @@ def print_header(title, args=None):
 
 # ----------------------------------------------------------------------------- timing
 def best_of(fn, repeat=3):
-    """(smallest wall time of ``repeat`` calls of fn(), the last return value)."""
+    """(smallest wall time of ``repeat`` calls of fn(), the last return value).
+
+    The previous return value is dropped before each call, so that a call does
+    not run while an earlier output (possibly hundreds of MB) is still held.
+    """
     best, out = float("inf"), None
     for _ in range(max(1, repeat)):
+        out = None
         t0 = time.perf_counter()
         out = fn()
         best = min(best, time.perf_counter() - t0)
     return best, out
+
+
+def csr_digest(Z):
+    """SHA-256 of a CSR matrix's shape, indptr, indices and data (to compare
+    outputs without holding both)."""
+    import hashlib
+
+    h = hashlib.sha256(repr((Z.shape, Z.indices.dtype.str, Z.data.dtype.str)).encode())
+    for a in (Z.indptr, Z.indices, Z.data):
+        h.update(np.ascontiguousarray(a).view(np.uint8).data)
+    return h.hexdigest()
 
 
 def quiet():

@@ -41,8 +41,9 @@ Design
   thousands of values (``features._direct_bits``) is fitted in an array of
   one 8-byte slot per possible key (id + 1, count): no hash, no probe, no
   compare. At the end of fit its keys are exported in the hashed format.
-* Parallelism in fit: each thread owns a contiguous block of grids (one
-  table per grid, so the output does not depend on the thread count) and
+* Parallelism in fit: each thread owns a contiguous block of grids of about
+  equal estimated cost (``bounds``; one table per grid, so the output does
+  not depend on the thread count or the split) and
   sweeps the rows once for all of them, in blocks of ``ROW_BLOCK`` rows.
   Keys of a block are computed first and their slots prefetched, then
   probed in row order (memory-level parallelism); the block's local ids are
@@ -1237,7 +1238,7 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
                const int64_t[::1] thr_ptr, const unsigned char[::1] use_thr,
                const int32_t[::1] ent_j, const double[::1] ent_t, const uint64_t[::1] ent_add,
                const int32_t[::1] direct_bits,
-               idx_t[::1] ids, bint want_counts, int n_threads):
+               idx_t[::1] ids, bint want_counts, const int64_t[::1] bounds):
     """Build the exact per-grid bin tables of the training rows.
 
     Grids with ``use_thr[r]`` compute their (single-word) keys from their
@@ -1247,6 +1248,9 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
 
     ids : (N * R,) OUT, or length 0 for none: local id of row i in grid r
         at ``i * R + r`` (numbered by first appearance in row order).
+
+    bounds : (n_threads + 1,) the grids of thread c are ``bounds[c] .. bounds[c + 1] - 1``
+        (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see ``features._grid_bounds``).
 
     Returns ``(n_bins, max_count, slots, keys, counts)``: int64 (R,) arrays,
     lists of per-grid uint64 arrays (slot table, packed keys), and the
@@ -1276,17 +1280,22 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
             raise ValueError("threshold keys need single-word grids")
         if direct_bits[r] >= 0 and (n_words[r] != 1 or direct_bits[r] > 30):
             raise ValueError("direct tables need single-word grids of at most 30 bits")
+    n_chunks = bounds.shape[0] - 1
+    if n_chunks < 1 or bounds[0] != 0 or bounds[n_chunks] != R:
+        raise ValueError("bounds must run from 0 to R")
+    for c in range(n_chunks):
+        if bounds[c + 1] <= bounds[c]:
+            raise ValueError("bounds must be strictly increasing")
     cdef Table *tables = <Table *> PyMem_RawCalloc(R, sizeof(Table))
     if tables == NULL:
         raise MemoryError("cannot allocate the bin tables")
-    n_chunks = min(max(1, n_threads), R)
     try:
         for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
                         num_threads=n_chunks):
             fit_grid_block(&X[0, 0], &widths[0, 0], &offsets[0, 0], &inv[0, 0], simd,
                            &lo[0, 0], &hi[0, 0],
                            &word[0, 0], &shift[0, 0], &n_words[0], N, d, R,
-                           c * R // n_chunks, (c + 1) * R // n_chunks, max_words,
+                           bounds[c], bounds[c + 1], max_words,
                            &thr_ptr[0], &use_thr[0], ent_j_ptr, ent_t_ptr, ent_add_ptr, vec,
                            &direct_bits[0], tables, ids_ptr)
         for r in range(R):
@@ -1400,17 +1409,25 @@ def fill_constant(val_t[::1] data, double value, int n_threads):
             data[k] = v
 
 
-def add_grid_offsets(idx_t[::1] ids, const int64_t[::1] grid_ptr, int n_threads):
-    """ids[i * R + r] += grid_ptr[r]: local ids to global columns, in place."""
+def finish_training(idx_t[::1] ids, const int64_t[::1] grid_ptr, val_t[::1] data,
+                    double value, int n_threads):
+    """Z's training arrays in one parallel pass over the rows:
+    ``ids[i * R + r] += grid_ptr[r]`` (local ids to global columns, in place) and
+    ``data[:] = value`` (cast to data's dtype; the first touch of its pages)."""
     cdef Py_ssize_t R = grid_ptr.shape[0] - 1
     cdef Py_ssize_t N = ids.shape[0] // R if R > 0 else 0
     cdef Py_ssize_t i, r
     cdef idx_t *row
+    cdef val_t *drow
+    cdef val_t v = <val_t> value
+    if data.shape[0] != ids.shape[0] or N * R != ids.shape[0]:
+        raise ValueError("ids and data must both have length N * R")
     for i in prange(N, nogil=True, schedule="static", num_threads=max(1, n_threads)):
         row = &ids[i * R]
-        # ids.reshape(N, R)[i] += grid_ptr[:-1]
+        drow = &data[i * R]
         for r in range(R):
             row[r] = row[r] + <idx_t> grid_ptr[r]
+            drow[r] = v
 
 
 def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,

@@ -414,6 +414,70 @@ def test_same_output_for_any_thread_count():
         np.testing.assert_array_equal(cols.indices, outs[0][3].indices)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0.0, 1e3), min_size=1, max_size=70), st.integers(1, 9))
+def test_grid_bounds_split_costs_evenly(cost, n_chunks):
+    cost = np.array(cost)
+    R = cost.size
+    bounds = features._grid_bounds(cost, n_chunks)
+    k = min(n_chunks, R)
+    assert bounds.dtype == np.int64 and bounds.shape == (k + 1,)
+    assert bounds[0] == 0 and bounds[-1] == R
+    assert np.all(np.diff(bounds) >= 1)
+    runs = [cost[a:b].sum() for a, b in zip(bounds[:-1], bounds[1:])]
+    assert max(runs) <= cost.sum() / k + cost.max() + 1e-9 * (1 + cost.sum())
+
+
+def test_grid_costs_rank_the_kinds_of_grid():
+    thr_ptr = np.array([0, 10, 20, 20, 20, 30], dtype=np.int64)
+    use_thr = np.array([1, 1, 0, 0, 1], dtype=np.uint8)
+    direct = np.array([10, 20, -1, 12, -1], dtype=np.int32)
+    n_words = np.array([1, 1, 2, 1, 1], dtype=np.int32)
+    c = features._grid_costs(thr_ptr, use_thr, direct, n_words, 16)
+    # a small direct table < a large one < a hash table; division keys cost more
+    assert c[0] < c[1] < c[4] < c[2]
+    assert c[0] < c[3]
+
+
+def test_same_output_for_any_split_of_the_grids(monkeypatch):
+    """fit_tables' threads may take any contiguous runs of grids: same Z, tables."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(2000, 4))
+    X2 = rng.normal(size=(300, 4)) * 1.5
+    ref = RandomBinning(n_grids=9, sigma=1.5, random_state=3, n_jobs=1)
+    Z0 = ref.fit_transform(X)
+    splits = [[0, 1, 9], [0, 8, 9], [0, 1, 2, 9], [0, 3, 4, 9], [0, 2, 4, 6, 8, 9]]
+    for split in splits:
+        monkeypatch.setattr(features, "_grid_bounds",
+                            lambda cost, n, s=split: np.array(s, dtype=np.int64))
+        with force_threads():
+            rb = RandomBinning(n_grids=9, sigma=1.5, random_state=3, n_jobs=len(split) - 1)
+            Z = rb.fit_transform(X)
+        assert_same_csr(Z, Z0)
+        assert_same_fit(rb, ref)
+        assert_same_csr(rb.transform(X2), ref.transform(X2))
+
+
+def test_fit_tables_rejects_bad_bounds(monkeypatch):
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    for bad in ([0, 4], [1, 5], [0, 3, 3, 5], [0, 4, 2, 5], [5]):
+        monkeypatch.setattr(features, "_grid_bounds",
+                            lambda cost, n, b=bad: np.array(b, dtype=np.int64))
+        with pytest.raises(ValueError, match="bounds"):
+            RandomBinning(n_grids=5, random_state=0).fit_transform(X)
+
+
+def test_finish_training_checks_lengths():
+    ids = np.zeros(6, dtype=np.int32)
+    with pytest.raises(ValueError, match="length N"):
+        _binning.finish_training(ids, np.array([0, 2, 5], dtype=np.int64),
+                                 np.zeros(5), 0.5, 1)
+    data = np.zeros(6)
+    _binning.finish_training(ids, np.array([0, 2, 5], dtype=np.int64), data, 0.5, 2)
+    np.testing.assert_array_equal(ids, [0, 2, 0, 2, 0, 2])
+    np.testing.assert_array_equal(data, 0.5)
+
+
 def _assert_columns_match(cols, Z, grid_ptr):
     C = Z.tocsc()
     C.sort_indices()
