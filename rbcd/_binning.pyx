@@ -426,6 +426,8 @@ cdef enum:
     INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
     LABEL_BLOCK = 1024     # rows per block of training_labels (uint16 labels: 2 KiB, whole cache lines)
     MAX_GROUP = 256        # grids per sweep over the rows at most (their ids are staged per row block)
+    TOUCH_AHEAD = 4        # row blocks ahead at which fit's threads first touch ids (see fit_grid_block)
+    PAGE_BYTES = 4096
     PRESIZE_ROWS = 8192    # rows after which a table is sized for all rows (multiple of ROW_BLOCK)
 
 cdef uint64_t LOW32 = 0xFFFFFFFF
@@ -975,8 +977,10 @@ cdef void fit_grid_block(
     const int32_t *direct_bits,  # IN (R,) key bits of a direct table, -1 for a hash table
     Table *tables,            # IN/OUT (R,) tables, only g0 .. g1 - 1 touched
     idx_t *ids,               # OUT (N * R) local id of (i, r) at i * R + r, or NULL
+    Py_ssize_t toucher,       # this thread's number and the number of threads: the row
+    Py_ssize_t n_touchers,    # blocks whose fresh ids pages this thread touches first
 ) noexcept nogil:
-    cdef Py_ssize_t i0, i1, i, r, k, ga, gb
+    cdef Py_ssize_t i0, i1, i, r, k, ga, gb, b, tb, step
     cdef int W
     cdef Table *t
     cdef uint64_t *key
@@ -1014,6 +1018,22 @@ cdef void fit_grid_block(
             while i0 < N:
                 i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
                 xt_ready = False
+                if ids != NULL and n_touchers > 1 and ga == g0:
+                    # Every thread writes every page of ids (a row holds all
+                    # grids), so fresh pages would be faulted by both at
+                    # once. Instead, row block tb's pages are first touched
+                    # by thread tb % n_touchers, TOUCH_AHEAD blocks early:
+                    # one word per page, in a column of its own grids (no
+                    # other thread writes those words; it writes them later).
+                    tb = i0 // ROW_BLOCK + TOUCH_AHEAD
+                    if tb % n_touchers == toucher and tb * ROW_BLOCK < N:
+                        step = PAGE_BYTES // (R * <Py_ssize_t> sizeof(idx_t))
+                        if step < 1:
+                            step = 1
+                        i = tb * ROW_BLOCK
+                        while i < N and i < (tb + 1) * ROW_BLOCK:
+                            ids[i * R + g0] = 0
+                            i = i + step
                 for r in range(ga, gb):
                     t = &tables[r]
                     if t.failed:
@@ -1297,7 +1317,7 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
                            &word[0, 0], &shift[0, 0], &n_words[0], N, d, R,
                            bounds[c], bounds[c + 1], max_words,
                            &thr_ptr[0], &use_thr[0], ent_j_ptr, ent_t_ptr, ent_add_ptr, vec,
-                           &direct_bits[0], tables, ids_ptr)
+                           &direct_bits[0], tables, ids_ptr, c, n_chunks)
         for r in range(R):
             if tables[r].failed == 2:
                 raise RuntimeError("internal error: a training bin fell outside its bounds")

@@ -571,12 +571,6 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         nnz = n_samples * R
         idx = index_dtype(0, nnz)  # D <= nnz for the training rows
         ids = _binning.empty(nnz if (exact and mode != "fit") else 0, idx)
-        if ids.shape[0] and n_threads > 1:
-            # first touch of the fresh pages by row blocks, one block per
-            # thread: fit's threads split the grids, so they would otherwise
-            # fault the same pages (and page-table locks) at the same time
-            _binning.fill_constant(ids.view(np.float32 if ids.itemsize == 4 else np.float64),
-                                   0.0, n_threads)
         inv, simd = _reciprocals(widths)
         thr = _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words)
         key_bits = _key_bits(lo, hi, n_words)
