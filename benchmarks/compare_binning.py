@@ -62,14 +62,19 @@ def main(argv=None):
         return lib.RandomBinning(n_grids=R, sigma=sigma, n_jobs=n_jobs, random_state=args.seed)
 
     # --- rbcd, 1 and 2 threads
-    # (each output is dropped before the next timed call: no run pays for the
-    # fresh pages of an earlier one's output still held)
-    t1, Z = best_of(lambda: rb(1).fit_transform(X), rep)
-    D, nnz, z_bytes, digest = Z.shape[1], Z.nnz, sparse_nbytes(Z), csr_digest(Z)
-    del Z
-    t2, Z2 = best_of(lambda: rb(2).fit_transform(X), rep)
-    same = csr_digest(Z2) == digest
-    del Z2
+    # 1 and 2 threads in turn (a slow spell of the machine hits both), each
+    # output dropped before the next timed call (no run pays for the fresh
+    # pages of an earlier output still held)
+    t1 = t2 = float("inf")
+    for _ in range(max(1, rep)):
+        dt, Z = best_of(lambda: rb(1).fit_transform(X), 1)
+        t1 = min(t1, dt)
+        D, nnz, z_bytes, digest = Z.shape[1], Z.nnz, sparse_nbytes(Z), csr_digest(Z)
+        del Z
+        dt, Z2 = best_of(lambda: rb(2).fit_transform(X), 1)
+        t2 = min(t2, dt)
+        same = csr_digest(Z2) == digest
+        del Z2
 
     # --- scikit-learn RBFSampler: dense cos(X W + b), N x R. gamma matched to the width
     # only nominally (the Gaussian kernel is not the Laplacian): the cost does not depend on it.
