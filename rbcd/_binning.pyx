@@ -980,7 +980,7 @@ cdef void fit_grid_block(
     Py_ssize_t toucher,       # this thread's number and the number of threads: the row
     Py_ssize_t n_touchers,    # blocks whose fresh ids pages this thread touches first
 ) noexcept nogil:
-    cdef Py_ssize_t i0, i1, i, r, k, ga, gb, b, tb, step
+    cdef Py_ssize_t i0, i1, i, r, k, ga, gb, tb, step
     cdef int W
     cdef Table *t
     cdef uint64_t *key
