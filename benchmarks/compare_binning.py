@@ -10,6 +10,10 @@ Prints, each beside its target:
   - rbcd speedup over the pure-Python twin rbcd_ref (on --ref-n rows)      target >= 100x
   - peak memory of fit_transform / (bytes of X + bytes of Z), in a child   target <= 2.0x
     process (its own peak RSS minus that of a child that only builds X)
+
+Times are the best of --repeat calls; rbcd's 1- and 2-thread calls alternate, and each output
+is dropped before the next timed call. The first call in a fresh process can be much slower
+on a virtual machine (first touch of memory the host has not backed yet), for any library.
 """
 import sys
 
