@@ -1598,14 +1598,15 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                             if inside[k]:
                                 stage[r * ROW_BLOCK + k] = table_find(slots, mask, tkeys, W,
                                                                       keys + k * W, hashes[k])
-                # row by row: the columns found, in grid order (sorted)
+                # row by row: the columns found, in grid order (sorted);
+                # branch-free (a miss writes a slot that a later column or
+                # the row's end leaves unused)
                 for k in range(n):
                     cnt = 0
                     for r in range(R):
                         local = stage[r * ROW_BLOCK + k]
-                        if local >= 0:
-                            out[(i0 + k) * R + cnt] = <idx_t> (grid_ptr[r] + local)
-                            cnt = cnt + 1
+                        out[(i0 + k) * R + cnt] = <idx_t> (grid_ptr[r] + local)
+                        cnt = cnt + (local >= 0)
                     row_nnz[i0 + k] = cnt
         PyMem_RawFree(q)
         PyMem_RawFree(xt)
