@@ -579,26 +579,10 @@ cdef inline int64_t table_find(
     int n_words,
     const uint64_t *key,    # IN  the key looked up
     uint64_t h,             # IN  key_hash(key)
+    uint64_t pos,           # IN  the slot to probe from: h & mask, or a later slot of
+                            #     the key's probe sequence
 ) noexcept nogil:
     """Local id of ``key`` in a table, or -1 if absent (verified, exact)."""
-    cdef uint64_t pos = h & mask, tag = h >> 32, s
-    cdef int64_t local
-    while True:
-        s = slots[pos]
-        if s == 0:
-            return -1
-        if (s >> 32) == tag:
-            local = <int64_t> (s & LOW32) - 1
-            if keys_equal(keys + local * n_words, key, n_words):
-                return local
-        pos = (pos + 1) & mask
-
-
-cdef inline int64_t table_find_from(
-    const uint64_t *slots, uint64_t mask, const uint64_t *keys,
-    uint64_t key, uint64_t h, uint64_t pos,
-) noexcept nogil:
-    """table_find for a single-word key, probing from slot ``pos`` on."""
     cdef uint64_t tag = h >> 32, s
     cdef int64_t local
     while True:
@@ -607,7 +591,7 @@ cdef inline int64_t table_find_from(
             return -1
         if (s >> 32) == tag:
             local = <int64_t> (s & LOW32) - 1
-            if keys[local] == key:
+            if keys_equal(keys + local * n_words, key, n_words):
                 return local
         pos = (pos + 1) & mask
 
@@ -951,6 +935,25 @@ cdef void table_finish(Table *t) noexcept nogil:
             t.failed = 1
 
 
+cdef inline void touch_rows(idx_t *ids, Py_ssize_t N, Py_ssize_t R, Py_ssize_t g,
+                            Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    """First touch of the pages of ids rows i0 .. i1 - 1 (clipped to N): one word per page,
+    in column g.
+
+    Every fit thread writes every page of ids (a row holds all grids), so fresh
+    pages would be faulted by all threads at once. Instead the thread owning
+    grid g touches a row block's pages a few blocks before they are written;
+    no other thread writes column g, and this one writes it later.
+    """
+    cdef Py_ssize_t step = PAGE_BYTES // (R * <Py_ssize_t> sizeof(idx_t))
+    cdef Py_ssize_t i = i0
+    if step < 1:
+        step = 1
+    while i < i1 and i < N:
+        ids[i * R + g] = 0
+        i = i + step
+
+
 cdef void fit_grid_block(
     const double *X,          # IN  (N, d) C order
     const double *widths,     # IN  (R, d)
@@ -980,7 +983,7 @@ cdef void fit_grid_block(
     Py_ssize_t toucher,       # this thread's number and the number of threads: the row
     Py_ssize_t n_touchers,    # blocks whose fresh ids pages this thread touches first
 ) noexcept nogil:
-    cdef Py_ssize_t i0, i1, i, r, k, ga, gb, tb, step
+    cdef Py_ssize_t i0, i1, i, r, k, ga, gb, tb
     cdef int W
     cdef Table *t
     cdef uint64_t *key
@@ -1019,21 +1022,9 @@ cdef void fit_grid_block(
                 i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
                 xt_ready = False
                 if ids != NULL and n_touchers > 1 and ga == g0:
-                    # Every thread writes every page of ids (a row holds all
-                    # grids), so fresh pages would be faulted by both at
-                    # once. Instead, row block tb's pages are first touched
-                    # by thread tb % n_touchers, TOUCH_AHEAD blocks early:
-                    # one word per page, in a column of its own grids (no
-                    # other thread writes those words; it writes them later).
                     tb = i0 // ROW_BLOCK + TOUCH_AHEAD
-                    if tb % n_touchers == toucher and tb * ROW_BLOCK < N:
-                        step = PAGE_BYTES // (R * <Py_ssize_t> sizeof(idx_t))
-                        if step < 1:
-                            step = 1
-                        i = tb * ROW_BLOCK
-                        while i < N and i < (tb + 1) * ROW_BLOCK:
-                            ids[i * R + g0] = 0
-                            i = i + step
+                    if tb % n_touchers == toucher:
+                        touch_rows(ids, N, R, g0, tb * ROW_BLOCK, (tb + 1) * ROW_BLOCK)
                 for r in range(ga, gb):
                     t = &tables[r]
                     if t.failed:
@@ -1589,15 +1580,16 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                         # the lookup, resumed at that slot (its key is now in cache)
                         for k in range(n):
                             if stage[r * ROW_BLOCK + k] >= 0:
-                                stage[r * ROW_BLOCK + k] = table_find_from(
-                                    slots, mask, tkeys, keys[k], hashes[k],
+                                stage[r * ROW_BLOCK + k] = table_find(
+                                    slots, mask, tkeys, 1, keys + k, hashes[k],
                                     <uint64_t> stage[r * ROW_BLOCK + k])
                     else:
                         for k in range(n):
                             stage[r * ROW_BLOCK + k] = -1
                             if inside[k]:
-                                stage[r * ROW_BLOCK + k] = table_find(slots, mask, tkeys, W,
-                                                                      keys + k * W, hashes[k])
+                                stage[r * ROW_BLOCK + k] = table_find(
+                                    slots, mask, tkeys, W, keys + k * W, hashes[k],
+                                    hashes[k] & mask)
                 # row by row: the columns found, in grid order (sorted);
                 # branch-free (a miss writes a slot that a later column or
                 # the row's end leaves unused)
@@ -1836,13 +1828,13 @@ def training_labels(const idx_t[::1] ids, const int64_t[::1] grid_ptr, Py_ssize_
     cdef Py_ssize_t n_blocks = (n_rows + LABEL_BLOCK - 1) // LABEL_BLOCK
     if ids.shape[0] != n_rows * R:
         raise ValueError("ids must have length n_rows * R")
-    from rbcd._cd import label_arrays  # the layout the CD grid step reads
-    out = label_arrays(grid_ptr, n_rows)
-    if out is None:
+    from rbcd._cd import label_targets  # the layout the CD grid step reads
+    cdef uint64_t[::1] ptr
+    cdef unsigned char[::1] wide
+    targets = label_targets(grid_ptr, n_rows)
+    if targets is None:
         return None
-    widths = np.diff(np.asarray(grid_ptr))
-    cdef uintptr_t[::1] ptr = np.array([a.ctypes.data for a in out], dtype=np.uintp)
-    cdef unsigned char[::1] wide = (widths >= 65536).astype(np.uint8)
+    out, ptr, wide = targets
     cdef uint16_t *lab16
     cdef int32_t *lab32
     for b in prange(n_blocks, nogil=True, schedule="static", num_threads=max(1, n_threads)):

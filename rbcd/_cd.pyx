@@ -725,6 +725,17 @@ def label_arrays(grid_ptr, Py_ssize_t n_rows):
     return out
 
 
+def label_targets(grid_ptr, Py_ssize_t n_rows):
+    """``label_arrays`` with what a filling kernel needs: ``(out, ptrs, wide)``, the
+    arrays' addresses (uint64) and whether each is int32 (uint8), or None."""
+    out = label_arrays(grid_ptr, n_rows)
+    if out is None:
+        return None
+    ptrs = np.array([a.ctypes.data for a in out], dtype=np.uint64)
+    wide = np.array([a.dtype == np.int32 for a in out], dtype=np.uint8)
+    return out, ptrs, wide
+
+
 def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
     """The bin of every row in every grid, for the streamed grid step: a list of R arrays.
 
@@ -739,12 +750,12 @@ def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
     cdef const int64_t[::1] i64
     cdef Py_ssize_t g, n_grids = gp.shape[0] - 1
     cdef bint wide_rows = indices.dtype == np.int64
-    out = label_arrays(grid_ptr, n_rows)
-    if out is None:
+    cdef uint64_t[::1] ptr
+    cdef unsigned char[::1] wide
+    targets = label_targets(grid_ptr, n_rows)
+    if targets is None:
         return None
-    widths = np.diff(np.asarray(grid_ptr))
-    cdef uint64_t[::1] ptr = np.array([a.ctypes.data for a in out], dtype=np.uint64)
-    cdef unsigned char[::1] wide = (widths >= 65536).astype(np.uint8)
+    out, ptr, wide = targets
     dummy = np.zeros(1, dtype=indices.dtype)
     if wide_rows:
         i64 = indices if indices.shape[0] else dummy

@@ -334,8 +334,9 @@ def _grid_bounds(cost, n_chunks):
     for c in range(1, n_chunks):
         # the prefix closest to c / n_chunks of the total, leaving room for
         # one grid per run on either side
-        j = int(np.searchsorted(prefix, c * total / n_chunks))
-        if j > 0 and abs(prefix[j - 1] - c * total / n_chunks) <= abs(prefix[min(j, R)] - c * total / n_chunks):
+        target = c * total / n_chunks
+        j = int(np.searchsorted(prefix, target))  # prefix[j - 1] < target <= prefix[j]
+        if j > 0 and target - prefix[j - 1] <= prefix[j] - target:
             j -= 1
         bounds[c] = min(max(j, bounds[c - 1] + 1), R - (n_chunks - c))
     return bounds
