@@ -4,7 +4,7 @@ OpenMP is used when the compiler can build and link a tiny ``#pragma omp``
 program; otherwise the kernels are built serial and a warning is printed.
 Cython directives are set here, in one place. ``RBCD_DEBUG=1`` builds with
 bounds checking and wraparound on (slow, for hunting memory errors).
-``RBCD_BUILD_ONLY=_cd,_binning`` restricts the build to some modules (a
+``RBCD_BUILD_ONLY=_cd,_binning`` (last parts of the module names) restricts the build to some modules (a
 developer convenience for in-place rebuilds).
 
 Never add fast-math style flags (no unsafe float optimizations): binning must
@@ -21,7 +21,15 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-MODULES = ["_openmp_info", "_binning", "_cd", "_sparse", "_fourier", "_dsekl"]
+# Every extension module, by dotted name; its source is the matching .pyx under rbcd/.
+MODULES = [
+    "rbcd._openmp_info",
+    "rbcd.binning._binning",
+    "rbcd.solvers._cd",
+    "rbcd.solvers._sparse",
+    "rbcd.related._fourier",
+    "rbcd.related._dsekl",
+]
 
 DEBUG = os.environ.get("RBCD_DEBUG", "0") not in ("", "0")
 DIRECTIVES = {
@@ -109,18 +117,18 @@ class BuildExt(build_ext):
 
 def extensions():
     only = os.environ.get("RBCD_BUILD_ONLY", "").strip()
-    names = [m for m in MODULES if os.path.exists(os.path.join("rbcd", m + ".pyx"))]
+    names = MODULES
     if only:
         wanted = {s.strip() for s in only.split(",")}
-        names = [m for m in names if m in wanted]
+        names = [m for m in names if m.rsplit(".", 1)[-1] in wanted]
     opt = ["-O0", "-g"] if DEBUG else ["-O3"]
     if sys.platform != "win32":
         opt.append("-ffp-contract=off")  # no FMA contraction: iterates match rbcd_ref
     exts = [
         Extension(
-            "rbcd." + m,
-            ["rbcd/" + m + ".pyx"],
-            include_dirs=[numpy.get_include(), "rbcd"],
+            m,
+            [m.replace(".", "/") + ".pyx"],
+            include_dirs=[numpy.get_include(), "rbcd/src"],
             extra_compile_args=opt,
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         )

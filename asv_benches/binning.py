@@ -60,13 +60,13 @@ class Transform(Big):
 
 
 class ColumnStructure(Big):
-    """rbcd.features.column_structure(Z, grid_ptr): the CSC view + grid check of Z."""
+    """rbcd.binning.random_binning.column_structure(Z, grid_ptr): the CSC view + grid check of Z."""
 
     params = ([N_SMALL, N_LARGE], THREADS)
     param_names = ["n_samples", "n_jobs"]
 
     def setup(self, n_samples, n_jobs):
-        self.column_structure = require("rbcd.features", "column_structure")
+        self.column_structure = require("rbcd.binning.random_binning", "column_structure")
         rb, Z = memo(("rbZ", n_samples), lambda: build_rb(n_samples, n_jobs=2)[:2])
         self.Z, self.grid_ptr = Z, rb.grid_ptr_
 

@@ -93,7 +93,7 @@ def make_checkerboard(n_samples, n_features=8, n_cells=4, flip=0.05, seed=SEED_T
 
 
 def require(module, *names):
-    """The attributes ``names`` of ``module`` (a dotted name, e.g. "rbcd.features").
+    """The attributes ``names`` of ``module`` (a dotted name, e.g. "rbcd.binning.random_binning").
 
     Raises NotImplementedError (asv shows the benchmark as skipped, "n/a") when rbcd
     lacks a piece, so older commits in the history or a half-built tree do not fail.
@@ -140,7 +140,7 @@ def _rb_problem(n_samples):
 
 def columns(cache, n_jobs=None):
     """The RBColumns (CSC view + grid structure) of a cached problem, memoized."""
-    column_structure = require("rbcd.features", "column_structure")
+    column_structure = require("rbcd.binning.random_binning", "column_structure")
     return memo(("columns", id(cache["Z"])),
                 lambda: column_structure(cache["Z"], cache["grid_ptr"], n_jobs=n_jobs))
 

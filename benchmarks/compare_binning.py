@@ -131,7 +131,7 @@ def main(argv=None):
     # --- peak memory, each in its own child process
     mem = None
     if not args.no_memory:
-        imports = "import rbcd\nrbcd.RandomBinning\nimport rbcd.features"
+        imports = "import rbcd\nrbcd.RandomBinning\nimport rbcd.binning.random_binning"
         base, _ = child_maxrss(n, d, args.seed, "pass", imports)
         mem = {}
         for n_jobs in (1, 2):

@@ -103,7 +103,7 @@ def main(argv=None):
     # rbcd fit, as RBRegressor does; a fitted RandomBinning would also do, rebuilding it
     # in every fit (one-off cost, cancelled by the differential timing anyway).
     try:
-        from rbcd.features import column_structure
+        from rbcd.binning.random_binning import column_structure
 
         binning = column_structure(Z, rb.grid_ptr_)
     except ImportError:
@@ -192,7 +192,7 @@ def main(argv=None):
          "scikit-learn's Lasso validates and may copy its input and computes a duality gap at "
          "its last iteration; both happen in T(1) and T(k) alike and cancel. rbcd's epoch "
          "includes its per-epoch convergence check. The Lasso runs on a CSC copy of Z, and rbcd "
-         "on Z with its column structure (rbcd.features.column_structure), both made "
+         "on Z with its column structure (rbcd.binning.random_binning.column_structure), both made "
          "beforehand (not timed). Hogwild on dense features: every coordinate touches every "
          "row, so eq. 29 predicts no speedup (R = D).")
     if rf_info is not None:

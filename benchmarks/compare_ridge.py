@@ -179,7 +179,7 @@ def main(argv=None):
         if D > N:
             note(f"D = {D:,} > N = {N:,}: Z has rank <= N, so besides the grid indicators it has "
                  "many null directions the projection does not remove; Jacobi is not expected "
-                 "to help here (rbcd.ridge's module docstring). Fewer grids, a wider sigma or "
+                 "to help here (rbcd.solvers.cg's module docstring). Fewer grids, a wider sigma or "
                  "more rows give D < N.")
     note("times include input validation and, for RidgeCG, the CSC copy of Z it makes once "
          "per fit. scikit-learn's sparse_cg runs scipy's cg on the primal system when D <= N "

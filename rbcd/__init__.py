@@ -6,6 +6,15 @@ map with exactly ``n_grids`` non-zeros per row. rbcd builds that map with
 multi-threaded Cython kernels and solves the resulting linear problems by
 parallel randomized coordinate descent or preconditioned conjugate gradient.
 
+Layout, one stage of the pipeline per subpackage (nothing below imports anything above):
+
+- ``rbcd.binning``: RandomBinning, the grids, bins, exact and hashed columns, Z;
+- ``rbcd.solvers``: coordinate descent (``cd``) and conjugate gradient (``cg``) on Z;
+- ``rbcd.models``: RBClassifier / RBRegressor, binning + a solver in one estimator;
+- ``rbcd.related``: the other papers' systems (random Fourier features, sparse random
+  features, doubly stochastic kernel learning);
+- ``rbcd.cli``: the command line (``python -m rbcd``).
+
 Public names are imported lazily, so ``import rbcd`` is cheap.
 """
 import importlib
@@ -13,18 +22,18 @@ import importlib
 __version__ = "0.1.0"
 
 _PUBLIC = {
-    "RandomBinning": "features",
-    "CDRegressor": "linear",
-    "CDClassifier": "linear",
-    "cd_path": "linear",
-    "alpha_max": "linear",
-    "RidgeCG": "ridge",
-    "RidgeCGClassifier": "ridge",
+    "RandomBinning": "binning",
+    "CDRegressor": "solvers",
+    "CDClassifier": "solvers",
+    "cd_path": "solvers",
+    "alpha_max": "solvers",
+    "RidgeCG": "solvers",
+    "RidgeCGClassifier": "solvers",
     "RBRegressor": "models",
     "RBClassifier": "models",
-    "RandomFourier": "fourier",
-    "SparseRandomFeatures": "sparse_rf",
-    "DoublyStochasticKernelClassifier": "dsekl",
+    "RandomFourier": "related",
+    "SparseRandomFeatures": "related",
+    "DoublyStochasticKernelClassifier": "related",
 }
 
 __all__ = sorted(_PUBLIC) + ["show_config"]

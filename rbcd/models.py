@@ -33,8 +33,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .linear import CDClassifier, CDRegressor
-from .ridge import RidgeCG, RidgeCGClassifier
+from .solvers.cd import CDClassifier, CDRegressor
+from .solvers.cg import RidgeCG, RidgeCGClassifier
 
 _SOLVERS = ("cg", "cd")
 
@@ -48,7 +48,7 @@ def _reject_sparse(est, X):
 
 
 def _random_binning_class():
-    from .features import RandomBinning
+    from .binning.random_binning import RandomBinning
 
     return RandomBinning
 

@@ -7,18 +7,18 @@ it is the oracle the fast kernels are tested against (see docs/internals.md).
 import importlib
 
 _PUBLIC = {
-    "RandomBinning": "features",
-    "CDRegressor": "linear",
-    "CDClassifier": "linear",
-    "cd_path": "linear",
-    "alpha_max": "linear",
-    "RidgeCG": "ridge",
-    "RidgeCGClassifier": "ridge",
+    "RandomBinning": "binning",
+    "CDRegressor": "solvers.cd",
+    "CDClassifier": "solvers.cd",
+    "cd_path": "solvers.cd",
+    "alpha_max": "solvers.cd",
+    "RidgeCG": "solvers.cg",
+    "RidgeCGClassifier": "solvers.cg",
     "RBRegressor": "models",
     "RBClassifier": "models",
-    "RandomFourier": "fourier",
-    "SparseRandomFeatures": "sparse_rf",
-    "DoublyStochasticKernelClassifier": "dsekl",
+    "RandomFourier": "related.fourier",
+    "SparseRandomFeatures": "related.sparse_rf",
+    "DoublyStochasticKernelClassifier": "related.dsekl",
 }
 
 __all__ = sorted(_PUBLIC)

@@ -1,12 +1,12 @@
 """Random binning kernel machines, plain Python (the oracle of ``rbcd.models``).
 
-``RBRegressor`` / ``RBClassifier`` = :class:`rbcd_ref.features.RandomBinning` followed by a
+``RBRegressor`` / ``RBClassifier`` = :class:`rbcd_ref.binning.RandomBinning` followed by a
 linear solver on the features Z:
 
-* ``solver="cg"``: ridge by conjugate gradient (:class:`rbcd_ref.ridge.RidgeCG`,
-  :class:`rbcd_ref.ridge.RidgeCGClassifier`; scikit-learn's Ridge objective), or
-* ``solver="cd"``: randomized coordinate descent (:class:`rbcd_ref.linear.CDRegressor`,
-  :class:`rbcd_ref.linear.CDClassifier`; paper eq. 23 with the step of eq. 24-27), which
+* ``solver="cg"``: ridge by conjugate gradient (:class:`rbcd_ref.solvers.cg.RidgeCG`,
+  :class:`rbcd_ref.solvers.cg.RidgeCGClassifier`; scikit-learn's Ridge objective), or
+* ``solver="cd"``: randomized coordinate descent (:class:`rbcd_ref.solvers.cd.CDRegressor`,
+  :class:`rbcd_ref.solvers.cd.CDClassifier`; paper eq. 23 with the step of eq. 24-27), which
   receives the fitted binning so that ``parallel="grid"`` (block coordinate descent over
   the grids, the paper's RBCD view) works.
 
@@ -27,9 +27,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .features import RandomBinning
-from .linear import CDClassifier, CDRegressor
-from .ridge import RidgeCG, RidgeCGClassifier
+from .binning import RandomBinning
+from .solvers.cd import CDClassifier, CDRegressor
+from .solvers.cg import RidgeCG, RidgeCGClassifier
 
 SOLVERS = ("cg", "cd")
 

@@ -14,10 +14,10 @@ import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
 
 import rbcd_ref
-from rbcd import _binning
-from rbcd import features
+from rbcd.binning import _binning
+from rbcd.binning import random_binning as features
 from rbcd._random import make_generator
-from rbcd.features import RandomBinning, RBColumns, column_structure
+from rbcd.binning.random_binning import RandomBinning, RBColumns, column_structure
 
 
 class bin_path_ctx:
@@ -47,7 +47,7 @@ PATHS = pytest.mark.parametrize("path", ["simd", "scalar", "division", "division
 
 
 class force_threads:
-    """Run the kernels with the requested threads even on tiny inputs (rbcd.features
+    """Run the kernels with the requested threads even on tiny inputs (rbcd.binning.random_binning
     otherwise uses one thread below SMALL_WORK)."""
 
     def __enter__(self):
@@ -492,7 +492,7 @@ def _assert_columns_match(cols, Z, grid_ptr):
         assert cols.value == float(Z.data[0])
     if cols.grid_labels is not None:
         # the training labels: what the CD grid mode would build from the columns
-        from rbcd import _cd
+        from rbcd.solvers import _cd
         expect = _cd.grid_labels(cols.indptr, cols.indices, cols.grid_ptr, cols.n_rows, 1)
         assert len(cols.grid_labels) == len(expect)
         for got, want in zip(cols.grid_labels, expect):
@@ -550,7 +550,7 @@ def test_columns_equal_tocsc(problem):
     with force_threads():
         _assert_columns_match(column_structure(Z, rb.grid_ptr_, n_jobs=2), Z, rb.grid_ptr_)
     _assert_columns_match(column_structure(T, rb.grid_ptr_), T, rb.grid_ptr_)
-    ptr, rows = rbcd_ref.features.column_structure(T, rb.grid_ptr_)
+    ptr, rows = rbcd_ref.binning.column_structure(T, rb.grid_ptr_)
     np.testing.assert_array_equal(column_structure(T, rb.grid_ptr_).indices, rows)
 
 

@@ -1,4 +1,4 @@
-"""Coordinate descent solvers (rbcd.linear / rbcd._cd): oracle, optimum and parallel tests.
+"""Coordinate descent solvers (rbcd.solvers.cd / rbcd.solvers._cd): oracle, optimum and parallel tests.
 
 * serial rbcd reproduces the pure-Python twin rbcd_ref iterate for iterate (every loss,
   selection, dense / sparse, RB fast path, intercept, weights);
@@ -19,11 +19,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.exceptions import ConvergenceWarning
 
-import rbcd_ref.linear as ref
-from rbcd import _cd
+import rbcd_ref.solvers.cd as ref
+import rbcd.solvers.cd as fast_cd
+from rbcd.solvers import _cd
 from rbcd._openmp_info import openmp_is_enabled
 from rbcd._random import solver_seed
-from rbcd.linear import CDClassifier, CDRegressor, alpha_max, cd_path
+from rbcd.solvers.cd import CDClassifier, CDRegressor, alpha_max, cd_path
 
 LOSSES = ("squared", "logistic", "squared_hinge")
 SELECTIONS = ("random", "permutation", "cyclic")
@@ -116,7 +117,7 @@ def test_serial_matches_ref(seed, loss, selection, fit_intercept, weighted, dens
               max_epochs=epochs, tol=0.0, selection=selection, parallel=None, random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        a = estimator(__import__("rbcd.linear").linear, loss, **kw).fit(X, y, sample_weight=s)
+        a = estimator(fast_cd, loss, **kw).fit(X, y, sample_weight=s)
         b = estimator(ref, loss, **kw).fit(Z, y, sample_weight=s)
     assert np.allclose(a.coef_, b.coef_, **TIGHT)
     assert np.allclose(a.intercept_, b.intercept_, **TIGHT)
@@ -140,7 +141,7 @@ def test_stopping_epoch_matches_ref_with_positive_tol(loss):
                   parallel=None, random_state=seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            a = estimator(__import__("rbcd.linear").linear, loss, **kw).fit(Z, y)
+            a = estimator(fast_cd, loss, **kw).fit(Z, y)
             b = estimator(ref, loss, **kw).fit(Z, y)
         assert a.n_iter_ == b.n_iter_
         assert np.isclose(a.dual_gap_, b.dual_gap_, rtol=1e-6)
@@ -210,8 +211,8 @@ def test_grid_mode_matches_ref_and_is_thread_invariant(seed, loss, selection, fi
               selection=selection, parallel="grid", random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        a1 = estimator(__import__("rbcd.linear").linear, loss, n_jobs=1, **kw).fit(Z, y, binning=binning)
-        a2 = estimator(__import__("rbcd.linear").linear, loss, n_jobs=2, **kw).fit(Z, y, binning=binning)
+        a1 = estimator(fast_cd, loss, n_jobs=1, **kw).fit(Z, y, binning=binning)
+        a2 = estimator(fast_cd, loss, n_jobs=2, **kw).fit(Z, y, binning=binning)
         b = estimator(ref, loss, **kw).fit(Z, y, binning=binning)
     assert a1.parallel_ == "grid" and a2.parallel_ == "grid"
     assert np.array_equal(a1.coef_, a2.coef_)
@@ -241,7 +242,7 @@ def test_grid_mode_large_grids_bitwise_thread_invariant(selection):
 
 
 def test_grid_mode_with_random_binning_and_rbcolumns():
-    from rbcd.features import RandomBinning
+    from rbcd.binning.random_binning import RandomBinning
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(150, 3))
@@ -257,7 +258,7 @@ def test_grid_mode_with_random_binning_and_rbcolumns():
         if fit_cols is not None:
             Z2, cols = fit_cols(X)
         else:
-            from rbcd.features import column_structure
+            from rbcd.binning.random_binning import column_structure
 
             Z2, cols = Z, column_structure(Z, rb.grid_ptr_)
         c = CDRegressor(n_jobs=1, **kw).fit(Z2, y, binning=cols)
@@ -271,7 +272,7 @@ def test_streamed_grid_step_with_column_sums_is_bitwise_the_per_bin_step(monkeyp
     # the streamed grid step with every bin summed over its own column (no block partial
     # sums) does the per-bin step's arithmetic: bitwise the same iterates, for any n_jobs;
     # forced on small problems; also on transformed new data, whose rows miss some grids
-    from rbcd.features import RandomBinning
+    from rbcd.binning.random_binning import RandomBinning
 
     rng = np.random.default_rng(3)
     X = rng.uniform(size=(400, 3))
@@ -331,7 +332,7 @@ def test_streamed_grid_step_is_identical_for_every_thread_count(monkeypatch, los
     # grid mode as streams over the rows: block partial sums (some grids, all, or none, by
     # the cap on their size) in blocks fixed by N, so iterates do not depend on n_jobs; on
     # training data and on new data whose rows miss some grids; near the twin's iterates
-    from rbcd.features import RandomBinning
+    from rbcd.binning.random_binning import RandomBinning
 
     rng = np.random.default_rng(8)
     X = rng.uniform(size=(70000, 3))
@@ -372,7 +373,7 @@ def test_streamed_grid_step_with_wide_bin_labels(monkeypatch):
     # a grid with 65536 or more bins takes int32 row labels, the others uint16: grids of both
     # kinds in one matrix (two RB matrices side by side, one very fine, one coarse)
     import scipy.sparse as sp
-    from rbcd.features import RandomBinning, column_structure
+    from rbcd.binning.random_binning import RandomBinning, column_structure
 
     rng = np.random.default_rng(2)
     X = rng.uniform(size=(70000, 1))
@@ -748,7 +749,7 @@ def test_serial_cyclic_on_rb_columns_takes_the_streamed_grid_step(monkeypatch, l
     # cyclic CD over RB columns visits grid after grid, each grid's bins in order: with the
     # grid structure it runs as the streamed grid step. Summing each bin over its column
     # (cap 0) is bitwise the per-coordinate step; block partial sums change only rounding.
-    from rbcd.features import RandomBinning
+    from rbcd.binning.random_binning import RandomBinning
 
     rng = np.random.default_rng(4)
     X = rng.uniform(size=(70000, 3))

@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import rbcd
-from rbcd.linear import CDClassifier, CDRegressor, alpha_max, cd_path
+from rbcd.solvers.cd import CDClassifier, CDRegressor, alpha_max, cd_path
 
 
 @parametrize_with_checks([CDRegressor(), CDClassifier(), CDClassifier(loss="squared_hinge")])
@@ -192,7 +192,7 @@ def test_grid_structure_errors():
 
 
 def test_hashed_random_binning_has_no_grid_structure():
-    from rbcd.features import RandomBinning
+    from rbcd.binning.random_binning import RandomBinning
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(50, 2))

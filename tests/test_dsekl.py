@@ -13,7 +13,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 import rbcd
 import rbcd_ref
-from rbcd.dsekl import draw_epoch
+from rbcd.related.dsekl import draw_epoch
 
 
 def xor(n, std, rng):
@@ -65,8 +65,8 @@ def test_twin_equality(seed, n, n_classes, kernel, loss, step, I, J, K, fit_inte
 def test_same_result_for_any_thread_count(n_blocks, monkeypatch):
     X, y = xor(300, 0.5, np.random.default_rng(1))
     # small steps normally run on one thread; force the second one to really run
-    monkeypatch.setattr(rbcd.dsekl, "MIN_WORK_PER_THREAD", 1)
-    assert rbcd.dsekl.threads_for(10, 2) == 2
+    monkeypatch.setattr(rbcd.related.dsekl, "MIN_WORK_PER_THREAD", 1)
+    assert rbcd.related.dsekl.threads_for(10, 2) == 2
     kw = dict(n_blocks=n_blocks, n_gradient=100, n_expansion=90, max_epochs=5, random_state=4)
     one = quiet_fit(rbcd.DoublyStochasticKernelClassifier(n_jobs=1, **kw), X, y)
     two = quiet_fit(rbcd.DoublyStochasticKernelClassifier(n_jobs=2, **kw), X, y)
@@ -78,7 +78,7 @@ def test_same_result_for_any_thread_count(n_blocks, monkeypatch):
 def test_block_and_row_schedules_agree(monkeypatch):
     """K >= threads runs whole blocks per thread, K < threads splits rows and columns:
     the same arithmetic, so the same coefficients."""
-    monkeypatch.setattr(rbcd.dsekl, "MIN_WORK_PER_THREAD", 1)
+    monkeypatch.setattr(rbcd.related.dsekl, "MIN_WORK_PER_THREAD", 1)
     X, y = xor(200, 0.5, np.random.default_rng(6))
     y3 = np.arange(200) % 3
     for target in (y, y3):

@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from rbcd.features import RandomBinning
+from rbcd.binning.random_binning import RandomBinning
 
 
 def _data(n=120, d=4, seed=0):
@@ -247,7 +247,7 @@ def test_fit_keeps_no_reference_to_X():
 
 
 def test_simd_path_applies_only_to_normal_widths():
-    from rbcd import _binning
+    from rbcd.binning import _binning
 
     assert not _binning.simd_for(np.array([[1.0, 1e-310]]))
     assert not _binning.simd_for(np.array([[1.0, 1e305]]))

@@ -11,10 +11,10 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import rbcd_ref
 from rbcd.datasets import make_checkerboard, make_nonlinear_regression
-from rbcd.features import RandomBinning
-from rbcd.linear import CDClassifier, CDRegressor
+from rbcd.binning.random_binning import RandomBinning
+from rbcd.solvers.cd import CDClassifier, CDRegressor
 from rbcd.models import RBClassifier, RBRegressor
-from rbcd.ridge import RidgeCG, RidgeCGClassifier
+from rbcd.solvers.cg import RidgeCG, RidgeCGClassifier
 
 
 @pytest.fixture(scope="module")
@@ -191,7 +191,7 @@ def test_cd_grid_mode_gets_column_structure(board):
 
 
 def test_cg_reuses_binning_columns(board):
-    from rbcd.ridge import _Products
+    from rbcd.solvers.cg import _Products
 
     Xt, yt, _, _ = board
     rb = RandomBinning(n_grids=8, sigma=0.2, random_state=0)

@@ -1,11 +1,11 @@
-"""rbcd_ref.features against independent facts (kernel limit, structure, errors)."""
+"""rbcd_ref.binning against independent facts (kernel limit, structure, errors)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, strategies as st
 
 from rbcd_ref._random import SplitMix64, hash_bin_vector, make_generator, mix64, solver_seed
-from rbcd_ref.features import RandomBinning, column_structure
+from rbcd_ref.binning import RandomBinning, column_structure
 
 
 def _bins_of(rb, X):

@@ -1,4 +1,4 @@
-"""rbcd_ref.linear against independent facts: scikit-learn optima, KKT conditions, errors."""
+"""rbcd_ref.solvers.cd against independent facts: scikit-learn optima, KKT conditions, errors."""
 import warnings
 
 import numpy as np
@@ -8,8 +8,8 @@ from hypothesis import given, strategies as st
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import ElasticNet, Lasso, LogisticRegression
 
-from rbcd_ref.features import RandomBinning
-from rbcd_ref.linear import CDClassifier, CDRegressor, alpha_max, cd_path
+from rbcd_ref.binning import RandomBinning
+from rbcd_ref.solvers.cd import CDClassifier, CDRegressor, alpha_max, cd_path
 
 
 def _data(n=150, R=8, sigma=1.5, seed=0):

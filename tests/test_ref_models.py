@@ -5,10 +5,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import r2_score
 
-from rbcd_ref.features import RandomBinning
-from rbcd_ref.linear import CDClassifier, CDRegressor
+from rbcd_ref.binning import RandomBinning
+from rbcd_ref.solvers.cd import CDClassifier, CDRegressor
 from rbcd_ref.models import RBClassifier, RBRegressor
-from rbcd_ref.ridge import RidgeCG, RidgeCGClassifier
+from rbcd_ref.solvers.cg import RidgeCG, RidgeCGClassifier
 
 
 def _xor(n, seed):

@@ -1,4 +1,4 @@
-"""rbcd_ref.ridge against scikit-learn's Ridge / RidgeClassifier (independent solvers)."""
+"""rbcd_ref.solvers.cg against scikit-learn's Ridge / RidgeClassifier (independent solvers)."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -6,8 +6,8 @@ import scipy.sparse.linalg as spla
 from hypothesis import given, strategies as st
 from sklearn.linear_model import Ridge, RidgeClassifier
 
-from rbcd_ref.features import RandomBinning
-from rbcd_ref.ridge import RidgeCG, RidgeCGClassifier
+from rbcd_ref.binning import RandomBinning
+from rbcd_ref.solvers.cg import RidgeCG, RidgeCGClassifier
 
 
 def _data(n=120, R=8, seed=0):

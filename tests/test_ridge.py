@@ -1,4 +1,4 @@
-"""RidgeCG / RidgeCGClassifier and the parallel sparse products of rbcd._sparse."""
+"""RidgeCG / RidgeCGClassifier and the parallel sparse products of rbcd.solvers._sparse."""
 import importlib
 import warnings
 
@@ -11,9 +11,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge, RidgeClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from rbcd import _sparse
-from rbcd import ridge as ridge_module
-from rbcd.ridge import RidgeCG, RidgeCGClassifier, default_max_iter, solve_ridge_cg
+from rbcd.solvers import _sparse
+from rbcd.solvers import cg as ridge_module
+from rbcd.solvers.cg import RidgeCG, RidgeCGClassifier, default_max_iter, solve_ridge_cg
 
 
 def _problem(seed=0, n=120, D=40, k=None, density=0.15, dtype=np.float64):
@@ -219,7 +219,7 @@ def test_jacobi_halves_iterations_on_badly_scaled_columns():
     # Jacobi is exact diagonal scaling: it undoes column scales spanning 1e-2..1e2.
     # (On random binning matrices without the grid structure it costs iterations at
     # tight tolerances; with it, see test_projected_jacobi_needs_fewer_iterations_at_tight_tol
-    # and rbcd.ridge's module docstring.)
+    # and rbcd.solvers.cg's module docstring.)
     for seed in range(4):
         rng = np.random.default_rng(seed)
         X = rng.standard_normal((300, 30)) * np.logspace(-2, 2, 30)
@@ -552,7 +552,7 @@ def test_rb_estimators_use_the_projection(projections):
 
 
 def _ref_ridge():
-    return importlib.import_module("rbcd_ref.ridge")
+    return importlib.import_module("rbcd_ref.solvers.cg")
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
@@ -605,7 +605,7 @@ def test_products_from_grid_labels_equal_csr_csc_bitwise(k, kind):
     the same bits, for training rows (one entry per grid), rows that miss grids (the
     label sentinel) and a grid of 65536 bins or more (int32 labels), any n_jobs."""
     from rbcd import RandomBinning
-    from rbcd.linear import _columns_from
+    from rbcd.solvers.cd import _columns_from
     rng = np.random.default_rng(k)
     n = 70_000 if kind == "wide grid" else 3000
     X = rng.uniform(size=(n, 2 if kind == "wide grid" else 4))
@@ -614,7 +614,7 @@ def test_products_from_grid_labels_equal_csr_csc_bitwise(k, kind):
     if kind == "new rows":
         Z = rb.transform(rng.uniform(-0.2, 1.2, size=(n, 4)))
         assert Z.nnz < n * 6  # some rows miss some grids
-        cols = _columns_from(Z, rb, 1)   # rbcd.linear's structure: labels built on demand
+        cols = _columns_from(Z, rb, 1)   # rbcd.solvers.cd's structure: labels built on demand
     else:
         Z, cols = rb._fit_transform_columns(X)
     if kind == "wide grid":

@@ -14,7 +14,7 @@ Each iteration does ONE sparse product Z @ P (n x k) and ONE Z^T @ U for all the
 still-active right-hand sides; each column keeps its own CG step sizes and is
 frozen as soon as ``||r_k|| <= tol * ||b_k||``.
 
-Products (rbcd._sparse): Z @ V is parallel over the rows of a CSR copy; Z^T @ U is
+Products (rbcd.solvers._sparse): Z @ V is parallel over the rows of a CSR copy; Z^T @ U is
 parallel over the rows of a CSC copy built once per fit (the CSC arrays of Z are the
 CSR arrays of Z^T), or taken from the binning's RBColumns when given. Measured (thread
 CPU time, one thread, N=50k, R=64 random binning, D=11k / 2.8M columns): Z^T U by the
@@ -28,7 +28,7 @@ took 0.6 s CPU against 3.3 s / 1.5 s for scikit-learn's Ridge(solver="sparse_cg"
 Products smaller than _WORK_PER_THREAD multiply-adds per thread use fewer threads.
 With the grid structure of a random binning matrix (the columns carry grid labels:
 RBRegressor / RBClassifier, or ``fit(..., binning=)``), Z^T U and Z v are computed from
-the labels (rbcd._sparse.labels_tmatmat / labels_matmat), 2 bytes per entry with each
+the labels (rbcd.solvers._sparse.labels_tmatmat / labels_matmat), 2 bytes per entry with each
 grid's slice in cache, summed in the CSR / CSC order: the same bits (N = 10^6, R = 64,
 2 threads: Z^T u 134 -> 27 ms, Z v 62 -> 39 ms).
 
@@ -90,7 +90,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _sparse
-from ._threads import effective_n_threads, limit_blas
+from .._threads import effective_n_threads, limit_blas
 
 _PRECONDITIONERS = ("jacobi", None)
 # multiply-adds per thread below which a product runs on fewer threads
@@ -233,7 +233,7 @@ class _Products:
 
     def _labels_of(self, columns):
         """(pointers, wide flags, grid_ptr, arrays) of the grid labels the column
-        structure carries (``RBColumns.grid_labels``, or rbcd.linear's cached or
+        structure carries (``RBColumns.grid_labels``, or rbcd.solvers.cd's cached or
         buildable ``grid_labels(n_threads)``), or None. With them both products read
         2 bytes per entry instead of 4 (and the same sums come out, bit for bit)."""
         gp = getattr(columns, "grid_ptr", None)
@@ -407,7 +407,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
     """Block preconditioned CG for ridge; validated inputs, Y of shape (n, k).
 
     ``columns``: optional column structure of Z (see _Products), e.g. an
-    ``rbcd.features.RBColumns``. If it also has a ``grid_ptr`` -- a promise that each
+    ``rbcd.binning.random_binning.RBColumns``. If it also has a ``grid_ptr`` -- a promise that each
     grid's columns hold at most one entry per row -- and the Jacobi preconditioner is
     used, the preconditioned residual is projected off the grid indicator null
     directions whenever that is exact (_grid_projection; module docstring).
@@ -549,7 +549,7 @@ def _columns_of(Z, binning, n_jobs):
     """``fit(..., binning=...)``: the column structure and grid_ptr of Z, validated as in
     CDRegressor.fit (ValueError for a hashed-mode or unfitted binning, a column count or
     shape that does not match Z, or a row with two entries in one grid)."""
-    from .linear import _columns_from   # the CD estimators' check, shared
+    from .cd import _columns_from   # the CD estimators' check, shared
 
     return _columns_from(Z, binning, n_jobs)
 
@@ -637,7 +637,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         """Fit on X (n, D) dense or sparse, y (n,) or (n, n_targets).
 
         ``binning``: optional, a fitted exact-mode ``rbcd.RandomBinning`` that produced X
-        (or the ``rbcd.features.RBColumns`` of X), as in ``CDRegressor.fit``. It gives
+        (or the ``rbcd.binning.random_binning.RBColumns`` of X), as in ``CDRegressor.fit``. It gives
         the grid structure, which lets the Jacobi preconditioner project out the known
         null directions of random binning training data (module docstring); the
         solution does not change. ValueError if it does not match X.

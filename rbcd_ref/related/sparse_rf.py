@@ -1,4 +1,4 @@
-"""Sparse Random Features, the plain-Python twin of rbcd.sparse_rf (same text, same draws).
+"""Sparse Random Features, the plain-Python twin of rbcd.related.sparse_rf (same text, same draws).
 
 Yen, Lin, Lin, Ravikumar & Dhillon, NIPS 2014, Algorithm 1.
 
@@ -30,7 +30,7 @@ returns z . w + b, score is R^2), ``"logistic"`` and ``"squared_hinge"`` are cla
 The scikit-learn tags follow the loss.
 
 Random draws, from ``rng = make_generator(random_state)``, per outer iteration:
-Fourier: W (d, R) then b (R,) as in rbcd.fourier (``draw_fourier``); binning: the seed
+Fourier: W (d, R) then b (R,) as in rbcd.related.fourier (``draw_fourier``); binning: the seed
 ``int(rng.integers(0, 2**63 - 1))`` of the iteration's RandomBinning; then, for both, the
 seed ``int(rng.integers(0, 2**63 - 1))`` given as ``random_state`` to the CD solver.
 
@@ -49,10 +49,10 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._random import make_generator
-from .features import RandomBinning
+from .._random import make_generator
+from ..binning import RandomBinning
 from .fourier import check_n_jobs, check_sigma, draw_fourier, fourier_map
-from .linear import CDClassifier, CDRegressor
+from ..solvers.cd import CDClassifier, CDRegressor
 
 KERNELS = ("gaussian", "laplacian")
 

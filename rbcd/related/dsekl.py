@@ -59,8 +59,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._dsekl import KERNEL_CODES, LOSS_CODES, STEP_CODES, dsekl_decision, dsekl_epoch
-from ._random import make_generator
-from ._threads import effective_n_threads
+from .._random import make_generator
+from .._threads import effective_n_threads
 from .fourier import check_sigma
 
 

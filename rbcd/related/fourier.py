@@ -32,8 +32,8 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._fourier import cos_features
-from ._random import make_generator
-from ._threads import effective_n_threads
+from .._random import make_generator
+from .._threads import effective_n_threads
 
 KERNELS = ("gaussian", "laplacian")
 

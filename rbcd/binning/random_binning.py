@@ -7,7 +7,7 @@ per non-empty bin, value 1/sqrt(R) where the point falls, so
 z(x) . z(y) = (number of grids where x and y share a bin) / R, an unbiased
 estimate of the Laplacian kernel exp(-||x - y||_1 / sigma).
 
-The work is done by the nogil kernels of ``rbcd._binning``; this module
+The work is done by the nogil kernels of ``rbcd.binning._binning``; this module
 validates, draws the grids (docs/internals.md, contract 2), and assembles
 the sparse matrices. The column-major view the coordinate-descent solvers
 walk (:class:`RBColumns`) is built here too, in O(nnz), never by a sort.
@@ -18,9 +18,9 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from . import _binning
-from ._random import make_generator
-from ._threads import effective_n_threads
-from ._validation import (
+from .._random import make_generator
+from .._threads import effective_n_threads
+from .._validation import (
     INT64_HIGH,
     INT64_LOW,
     check_dense_X,

@@ -1,7 +1,7 @@
-"""Parallel sparse products for the conjugate gradient solver (rbcd.ridge).
+"""Parallel sparse products for the conjugate gradient solver (rbcd.solvers.cg).
 
-Kernels take typed buffers only; rbcd.ridge does the validation and the
-format conversions (one CSR and one CSC copy per fit, see ``rbcd.ridge``).
+Kernels take typed buffers only; rbcd.solvers.cg does the validation and the
+format conversions (one CSR and one CSC copy per fit, see ``rbcd.solvers.cg``).
 
 Z^T U is computed as a row loop over the CSC copy of Z (the CSC arrays of Z are
 the CSR arrays of Z^T), which is parallel over columns with no reduction.
@@ -173,8 +173,8 @@ def csc_weighted_col_stats(
 
 
 # ---------------------------------------------------------------------------------------
-# Products of a random binning matrix from its grid labels (rbcd.features.RBColumns /
-# rbcd.linear's column structure): label[g][i] = the bin of row i in grid g (uint16 for
+# Products of a random binning matrix from its grid labels (rbcd.binning.random_binning.RBColumns /
+# rbcd.solvers.cd's column structure): label[g][i] = the bin of row i in grid g (uint16 for
 # grids under 65536 bins, else int32; the grid's bin count for a row without an entry),
 # every stored value the same constant. The labels take 2 bytes per entry against the
 # 4 of CSR / CSC indices, and each grid's slice of V (or of the output) is small enough
@@ -326,7 +326,7 @@ def labels_tmatmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
 
 
 # ---------------------------------------------------------------------------------------
-# Block CG vector updates (rbcd.ridge.solve_ridge_cg), fused so that an iteration makes
+# Block CG vector updates (rbcd.solvers.cg.solve_ridge_cg), fused so that an iteration makes
 # few passes over the (D, k) arrays. Sums over j are accumulated per block of CG_BLOCK
 # rows into ``partial`` (n_blocks, n_act) and added up by the caller in block order, so
 # the result does not depend on the thread count.

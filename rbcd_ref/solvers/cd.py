@@ -1,4 +1,4 @@
-"""Randomized coordinate descent, plain Python (the oracle of ``rbcd.linear``).
+"""Randomized coordinate descent, plain Python (the oracle of ``rbcd.solvers.cd``).
 
 Objective (paper eq. 23 plus sample weights, DESIGN.md contract 8, docs/internals.md):
 
@@ -35,11 +35,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._checks import (apply_class_weight, check_choice, check_class_labels,
+from .._checks import (apply_class_weight, check_choice, check_class_labels,
                       check_feature_matrix, check_int, check_real, check_sample_weight,
                       check_target, check_y_given)
-from ._random import problem_stream, solver_seed
-from .features import check_grid_structure
+from .._random import problem_stream, solver_seed
+from ..binning import check_grid_structure
 
 REGRESSION_LOSSES = ("squared",)
 CLASSIFICATION_LOSSES = ("logistic", "squared_hinge")

@@ -1,4 +1,4 @@
-"""Random Fourier features, plain numpy (the twin of rbcd.fourier).
+"""Random Fourier features, plain numpy (the twin of rbcd.related.fourier).
 
     z(x) = sqrt(2 / D) cos(x W + b)
 
@@ -17,8 +17,8 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._checks import check_choice, check_int
-from ._random import make_generator
+from .._checks import check_choice, check_int
+from .._random import make_generator
 
 
 def check_n_jobs(n_jobs):

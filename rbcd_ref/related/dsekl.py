@@ -1,7 +1,7 @@
-"""Doubly stochastic empirical kernel learning, plain numpy (the twin of rbcd.dsekl).
+"""Doubly stochastic empirical kernel learning, plain numpy (the twin of rbcd.related.dsekl).
 
 Model f_c(x) = (1/N) sum_j A[c, j] k(x, x_j) + b_c; objective
-(1/N) sum_i loss(y_i f(x_i)) + (lam / 2) (1/N) ||A||^2 (see rbcd.dsekl for the full text).
+(1/N) sum_i loss(y_i f(x_i)) + (lam / 2) (1/N) ||A||^2 (see rbcd.related.dsekl for the full text).
 
 One step, for the gradient rows B (a batch of this epoch's permutation) and the K disjoint
 expansion blocks J_k, all from the coefficients at the start of the step:
@@ -25,8 +25,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._checks import check_choice, check_int, check_real
-from ._random import make_generator
+from .._checks import check_choice, check_int, check_real
+from .._random import make_generator
 from .fourier import check_n_jobs, check_sigma
 
 

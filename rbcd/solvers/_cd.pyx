@@ -807,7 +807,7 @@ cdef class CDProblem:
     """One coordinate descent problem (one target / one one-vs-rest class).
 
     Holds the arrays (so the raw pointers in ``P`` stay valid) and the random streams.
-    Parameters are validated by ``rbcd.linear``; this class trusts them.
+    Parameters are validated by ``rbcd.solvers.cd``; this class trusts them.
     """
     cdef Prob P
     cdef object _keep               # the arrays behind the pointers

@@ -1,4 +1,4 @@
-"""Ridge regression by (preconditioned) conjugate gradient, plain numpy (oracle of rbcd.ridge).
+"""Ridge regression by (preconditioned) conjugate gradient, plain numpy (oracle of rbcd.solvers.cg).
 
 scikit-learn's Ridge convention (DESIGN.md "Ridge by conjugate gradient", docs/internals.md):
 
@@ -24,7 +24,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._checks import (apply_class_weight, check_choice, check_class_labels, check_int,
+from .._checks import (apply_class_weight, check_choice, check_class_labels, check_int,
                       check_real, check_sample_weight, check_target, check_y_given)
 
 MAX_ITER_CAP = 10_000

@@ -46,8 +46,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _cd
-from ._random import solver_seed
-from ._threads import effective_n_threads
+from .._random import solver_seed
+from .._threads import effective_n_threads
 
 __all__ = ["CDRegressor", "CDClassifier", "cd_path", "alpha_max"]
 
@@ -215,7 +215,7 @@ class _Columns:
     @property
     def value(self):
         """The constant stored value (None when values are stored): what
-        rbcd.ridge's products read from a column structure."""
+        rbcd.solvers.cg's products read from a column structure."""
         return self.zval if self.data is None else None
 
     def grid_labels(self, n_threads):
@@ -306,7 +306,7 @@ def _columns_from(Z, binning, n_jobs):
     """The solver's columns of Z; with ``binning`` also the grid structure.
 
     ``binning`` may be a fitted exact-mode RandomBinning (its ``grid_ptr_`` is checked
-    against Z) or an ``rbcd.features.RBColumns`` already built from Z (used as is, no
+    against Z) or an ``rbcd.binning.random_binning.RBColumns`` already built from Z (used as is, no
     rebuild: the fast path of RBRegressor/RBClassifier).
     """
     if binning is None:
@@ -341,7 +341,7 @@ def _columns_from(Z, binning, n_jobs):
             f"the binning has {int(grid_ptr[-1])} columns but Z has {Z.shape[1]}"
         )
     try:
-        from .features import column_structure
+        from ..binning.random_binning import column_structure
     except ImportError:
         column_structure = None
     if column_structure is not None and sp.issparse(Z):

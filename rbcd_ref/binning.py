@@ -1,4 +1,4 @@
-"""Random binning features, plain Python (the oracle of ``rbcd.features``).
+"""Random binning features, plain Python (the oracle of ``rbcd.binning.random_binning``).
 
 Rahimi & Recht (2007) random binning, as analysed by Wu et al. (KDD 2016,
 /work/shared/seeds/random-binning-kdd2016.txt): each of R random grids cuts every input

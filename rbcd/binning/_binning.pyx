@@ -1,10 +1,10 @@
 """Random binning kernels: bins, exact per-grid hash tables, hashed columns,
-CSR / CSC construction. Typed buffers only; ``rbcd.features`` validates.
+CSR / CSC construction. Typed buffers only; ``rbcd.binning.random_binning`` validates.
 
 Design
 ------
 * Bins follow docs/internals.md to the bit: ``floor((x - u) / w)`` in float64
-  with a true division. ``rbcd.features`` first runs :func:`scan_columns`
+  with a true division. ``rbcd.binning.random_binning`` first runs :func:`scan_columns`
   (column min / max and the first non-finite entry, one pass over X). As
   ``x -> floor((x - u) / w)`` is monotone (IEEE subtraction, division by a
   positive number and floor all are), the bins of the column extremes bound
@@ -1820,7 +1820,7 @@ def training_labels(const idx_t[::1] ids, const int64_t[::1] grid_ptr, Py_ssize_
     """Grid-major bins of the training rows from Z's row-major columns.
 
     ids : (n_rows * R,) global column of (i, r) at i * R + r.
-    Returns a list of R arrays (``rbcd._cd.label_arrays``, the layout the streamed grid
+    Returns a list of R arrays (``rbcd.solvers._cd.label_arrays``, the layout the streamed grid
     step reads): entry i of array r is ``ids[i * R + r] - grid_ptr[r]``. Parallel over
     blocks of rows.
     """
@@ -1828,7 +1828,7 @@ def training_labels(const idx_t[::1] ids, const int64_t[::1] grid_ptr, Py_ssize_
     cdef Py_ssize_t n_blocks = (n_rows + LABEL_BLOCK - 1) // LABEL_BLOCK
     if ids.shape[0] != n_rows * R:
         raise ValueError("ids must have length n_rows * R")
-    from rbcd._cd import label_targets  # the layout the CD grid step reads
+    from rbcd.solvers._cd import label_targets  # the layout the CD grid step reads
     cdef uint64_t[::1] ptr
     cdef unsigned char[::1] wide
     targets = label_targets(grid_ptr, n_rows)

@@ -1,0 +1,1 @@
+"""Plain-Python twins of rbcd.related: Fourier features, sparse random features, DSEKL."""

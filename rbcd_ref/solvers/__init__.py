@@ -1,0 +1,1 @@
+"""Plain-Python twins of rbcd.solvers: coordinate descent (``cd``) and ridge by CG (``cg``)."""
