@@ -1,13 +1,54 @@
-"""Input checks of the random binning transformer (and small helpers others may reuse).
+"""The one validation layer of rbcd's estimators, and the input checks of the binning.
 
-Every failure is a ``ValueError`` whose message names the offending parameter, or the
-row and column of the offending value, as docs/internals.md asks.
+Parameters: every estimator declares ``_parameter_constraints`` with scikit-learn's
+constraint machinery and decorates ``fit`` (and ``partial_fit``-like entry points) with
+:func:`fit_context`, so a bad parameter raises scikit-learn's ``InvalidParameterError`` (a
+``ValueError`` and a ``TypeError``) naming the parameter, the same way in every estimator.
+Shared constraints live here (``N_JOBS``, ``RANDOM_STATE``, ``VERBOSE``, ``POSITIVE_INT``,
+``NONNEG_REAL``, ``POSITIVE_REAL``, ``TOL``, ``SIGMA``): use them rather than writing new
+ones. Constraints that depend on the data (sigma's length against d, say) are checked in
+``fit`` with a ValueError that names the parameter.
+
+Data: every failure is a ``ValueError`` whose message names the offending parameter, or the
+row and column of the offending value.
+
+``rbcd_ref`` keeps its own checks (``rbcd_ref._checks``): the twin stays independent of the
+code it is an oracle for.
 """
 import numbers
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.base import _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401 (re-exported)
 from sklearn.utils.validation import validate_data
+
+# ---------------------------------------------------------------------------------------
+# Shared parameter constraints (scikit-learn's _parameter_constraints vocabulary).
+# ---------------------------------------------------------------------------------------
+#: n_jobs: None (OpenMP's default, honouring threadpoolctl), a positive count, or a negative
+#: count back from the usable cores (-1 = all). 0 is refused by ``effective_n_threads``.
+N_JOBS = [Interval(Integral, None, None, closed="neither"), None]
+RANDOM_STATE = ["random_state"]
+VERBOSE = ["verbose"]
+POSITIVE_INT = [Interval(Integral, 1, None, closed="left")]
+NONNEG_REAL = [Interval(Real, 0, None, closed="left")]
+POSITIVE_REAL = [Interval(Real, 0, None, closed="neither")]
+#: A stopping tolerance: >= 0 (0 runs to max_iter).
+TOL = [Interval(Real, 0, None, closed="left")]
+#: sigma: a positive scalar, an array of length d (checked against the data in fit by
+#: :func:`check_sigma`), or "scale" (computed from the training rows).
+SIGMA = [Interval(Real, 0, None, closed="neither"), "array-like", StrOptions({"scale"})]
+
+
+def fit_context(fit):
+    """Decorate an estimator's ``fit``: validate ``_parameter_constraints`` first.
+
+    scikit-learn's own ``_fit_context``; nested estimators built inside ``fit`` from
+    already-validated parameters skip their validation.
+    """
+    return _fit_context(prefer_skip_nested_validation=True)(fit)
 
 INT64_LOW = -(2.0**63)
 INT64_HIGH = 2.0**63  # exclusive
