@@ -1,0 +1,42 @@
+"""sigma="scale" written out plainly: the twin of rbcd/_scale.py (same pairs, same value).
+
+    sigma_ = factor * median over sampled pairs (i, j), i != j, of sum_k |X[i, k] - X[j, k]|
+
+The pairs come from numpy.random.default_rng(PAIR_SEED), independent of random_state:
+i = integers(0, N, n_pairs), then j = (i + integers(1, N, n_pairs)) % N. A zero median falls
+back to the mean of the non-zero distances, and to 1.0 when there are none or N < 2.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+PAIR_SEED = 0x5CA1E
+N_PAIRS = 2000
+DEFAULT_FACTOR = 1.0
+
+
+def median_l1_distance(X, n_pairs=N_PAIRS):
+    n = X.shape[0]
+    if n < 2:
+        return 1.0
+    rng = np.random.default_rng(PAIR_SEED)
+    first = rng.integers(0, n, size=n_pairs)
+    second = (first + rng.integers(1, n, size=n_pairs)) % n
+    dense = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    distances = []
+    for i, j in zip(first, second):
+        total = 0.0
+        for k in range(dense.shape[1]):
+            total += abs(float(dense[i, k]) - float(dense[j, k]))
+        distances.append(total)
+    distances = np.array(distances)
+    median = float(np.median(distances))
+    if median > 0:
+        return median
+    nonzero = distances[distances > 0]
+    if len(nonzero):
+        return float(nonzero.mean())
+    return 1.0
+
+
+def scale_sigma(X, factor=DEFAULT_FACTOR):
+    return float(factor) * median_l1_distance(X)

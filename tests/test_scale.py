@@ -1,0 +1,39 @@
+"""sigma="scale": the data-derived bandwidth, bit for bit against the twin."""
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rbcd._scale import median_l1_distance, scale_sigma
+from rbcd_ref._scale import median_l1_distance as ref_median
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60), d=st.integers(1, 40),
+       density=st.sampled_from([1.0, 0.3, 0.0]), scale=st.sampled_from([1e-3, 1.0, 1e4]))
+def test_matches_twin_dense_and_sparse(seed, n, d, density, scale):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(scale=scale, size=(n, d)) * (rng.random((n, d)) < density)
+    expect = ref_median(X, n_pairs=200)
+    assert median_l1_distance(X, n_pairs=200) == expect
+    assert median_l1_distance(sp.csr_matrix(X), n_pairs=200) == expect
+    assert expect > 0 and np.isfinite(expect)
+
+
+def test_value_is_the_median_distance_and_scales_with_the_data():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(500, 6))
+    m = median_l1_distance(X)
+    # the L1 distance of two uniform points in [0,1)^6 has mean 6/3 = 2
+    assert 1.7 < m < 2.3
+    assert median_l1_distance(X * 1000.0) == scale_sigma(X * 1000.0)
+    np.testing.assert_allclose(median_l1_distance(X * 1000.0), 1000.0 * m, rtol=1e-12)
+    assert scale_sigma(X, factor=0.5) == 0.5 * m
+
+
+def test_degenerate_data_falls_back():
+    assert median_l1_distance(np.ones((10, 3))) == 1.0
+    assert median_l1_distance(np.zeros((1, 3))) == 1.0
+    X = np.zeros((100, 2))
+    X[:10, 0] = 4.0  # most pairs are duplicates: the mean of the non-zero distances
+    assert median_l1_distance(X) == 4.0
