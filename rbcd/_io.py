@@ -47,7 +47,8 @@ def atomic_write(path, mode="w", encoding=None, newline=None):
     """Context manager: a file object to write ``path`` through, atomically.
 
     ``mode`` is "w" (text, ``encoding`` default UTF-8) or "wb" (binary). The file is a
-    hidden temporary file ``.<name>.<random>.tmp`` beside ``path``; it replaces ``path``
+    hidden temporary file ``.<name>.<random>.tmp`` beside ``path`` (beside the file a
+    symbolic link ``path`` points to, which is replaced and the link kept); it replaces ``path``
     only when the ``with`` block ends without an exception and the data reached the disk
     (flush + fsync). Otherwise the temporary file is deleted and the exception propagates;
     ``path`` keeps its previous content (or does not exist).
@@ -55,6 +56,8 @@ def atomic_write(path, mode="w", encoding=None, newline=None):
     if mode not in ("w", "wb"):
         raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
     path = os.fspath(path)
+    if os.path.islink(path):  # write through a link, as open(path, "w") would
+        path = os.path.realpath(path)
     directory = os.path.dirname(os.path.abspath(path))
     name = os.path.basename(path)
     perms = _new_file_mode(path)

@@ -568,6 +568,16 @@ def test_atomic_write_replaces_only_on_success(tmp_path):
     with pytest.raises(ValueError, match="mode"):
         with atomic_write(target, "a"):
             pass
+    # a symbolic link is written through, and stays a link
+    (tmp_path / "real").mkdir()
+    real = tmp_path / "real" / "data.txt"
+    real.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    with atomic_write(link) as fh:
+        fh.write("new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert sorted(os.listdir(tmp_path / "real")) == ["data.txt"]
 
 
 def test_atomic_write_failing_sync_keeps_previous(tmp_path, monkeypatch):
