@@ -575,6 +575,9 @@ def fit_model(model, X, y, progress):
         contextlib.nullcontext()
     with warnings.catch_warnings(record=True) as caught, to_progress:
         warnings.simplefilter("always")
+        # for developers, not for someone running the command line
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
         model.fit(X, y)
     total = time.perf_counter() - t0
     times = getattr(model, "fit_time_", None) or {}
@@ -606,7 +609,7 @@ def _model_repr(model):
 
     quiet = clone(model)
     if "verbose" in quiet.get_params():
-        quiet.set_params(verbose=model.get_params()["verbose"] * 0)
+        quiet.set_params(verbose=0)
     return " ".join(repr(quiet).split())
 
 

@@ -267,7 +267,8 @@ def test_progress_goes_to_stderr_when_asked_or_on_a_terminal(classification_file
     assert "rbcd: fitting" in capsys.readouterr().err
 
 
-def test_warnings_teach_about_degenerate_binning(classification_files, tmp_path, capsys):
+def test_warnings_teach_about_degenerate_binning(classification_files, tmp_path, capsys,
+                                                 monkeypatch):
     train, _, _, _ = classification_files
     model = tmp_path / "m.joblib"
     assert main(["train", str(train), "-m", str(model), "--sigma", "1e-6",
@@ -288,6 +289,9 @@ def test_warnings_teach_about_degenerate_binning(classification_files, tmp_path,
                  "--n-grids", "4"]) == 0
     assert "warning" not in capsys.readouterr().err
     assert cli.binning_advice(10.0, 12, 1.0) is None  # too few rows to judge
+    monkeypatch.setattr(cli, "_can_scale", lambda: True)  # once sigma="scale" exists
+    assert "--sigma scale" in cli.binning_advice(99.0, 100, 0.01)
+    assert "--sigma scale" in cli.binning_advice(1.0, 100, 100.0)
     assert cli.binning_advice(30.0, 1000, 1.0) is None
 
 
