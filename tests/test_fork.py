@@ -6,6 +6,7 @@ test instead of hanging CI; inside it, the forked child is joined with a shorter
 timeout and killed if it is still running.
 """
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,8 @@ import textwrap
 import pytest
 
 from rbcd._openmp_info import openmp_is_enabled
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 
 TIMEOUT = 240  # seconds for a whole scenario (an interpreter start, two small fits)
 
