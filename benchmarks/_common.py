@@ -2,7 +2,9 @@
 
 Each script measures rbcd and its peers in the same run, on the same data, and prints
 times and ratios; this module gives them the command line, the machine header, the
-timer, the table, the data and a child-process peak-memory probe.
+timer, the table, the data, a child-process peak-memory probe and atomic output files
+(:func:`write_text`, :func:`write_json`, :func:`save_figure`: a failed write leaves the
+previous file, never a truncated one).
 """
 import argparse
 import os
@@ -106,6 +108,36 @@ def print_header(title, args=None):
     if usable_cpus() < 2:
         print("NOTE    : fewer than 2 usable CPUs: the 2-thread numbers mean nothing here.")
     print(flush=True)
+
+
+# ----------------------------------------------------------------------------- output files
+def atomic_open(path, mode="w"):
+    """A file object (context manager) that replaces ``path`` only once everything was
+    written and synced; on failure the previous ``path`` stays (rbcd._io.atomic_write)."""
+    from rbcd._io import atomic_write
+
+    return atomic_write(path, mode)
+
+
+def write_text(path, text):
+    """Write ``text`` to ``path`` atomically."""
+    with atomic_open(path, "w") as fh:
+        fh.write(text)
+
+
+def write_json(path, obj, **kwargs):
+    """``json.dump(obj)`` to ``path`` atomically (kwargs go to json.dump)."""
+    import json
+
+    with atomic_open(path, "w") as fh:
+        json.dump(obj, fh, **kwargs)
+
+
+def save_figure(fig, path, **kwargs):
+    """``fig.savefig`` to ``path`` atomically; the format comes from the extension."""
+    fmt = kwargs.pop("format", None) or os.path.splitext(path)[1].lstrip(".").lower() or "png"
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, format=fmt, **kwargs)
 
 
 # ----------------------------------------------------------------------------- timing

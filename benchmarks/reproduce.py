@@ -58,6 +58,8 @@ import itertools
 import numpy as np
 import scipy.sparse as sp
 
+from rbcd._io import atomic_write
+
 # --------------------------------------------------------------------------------- settings
 QUICK = dict(
     n_synthetic=2500, n_synthetic_test=1000, checker_cells=2, datasets=("checkerboard", "breast_cancer",
@@ -122,10 +124,11 @@ def load_datasets(cfg, args):
     seed = args.seed
     out = []
     if args.data:
-        from rbcd.cli import CLIError, _labels, detect_task, load_svmlight
+        from rbcd.cli import CLIError, _labels, detect_task, load_svmlight, to_dense
 
         try:
             X, y, _ = load_svmlight(args.data)
+            X = to_dense(X, args.data)  # standardized below, as the sweeps need dense X
         except CLIError as exc:
             sys.exit(f"reproduce.py: error: {exc}")
         if args.max_rows and X.shape[0] > args.max_rows:
@@ -575,7 +578,8 @@ def plot_sweep(results, datasets, key, xlabel, path, title, logx=2):
             a.set_xlabel(xlabel)
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_write(path, "wb") as fh:  # a failed write keeps the previous figure
+        fig.savefig(fh, format="png", dpi=110)
     plt.close(fig)
 
 
@@ -615,7 +619,8 @@ def plot_time(results, datasets, path):
         axes[k // ncol][k % ncol].axis("off")
     fig.suptitle("Test performance vs train time (labels: R for RB, n_components otherwise)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_write(path, "wb") as fh:  # a failed write keeps the previous figure
+        fig.savefig(fh, format="png", dpi=110)
     plt.close(fig)
 
 
@@ -642,7 +647,8 @@ def plot_speedup(results, path):
     fig.suptitle(f"Coordinate descent speedup ({results['data']}, N = {results['n']}, "
                  f"{results['epochs']} epochs)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    with atomic_write(path, "wb") as fh:  # a failed write keeps the previous figure
+        fig.savefig(fh, format="png", dpi=110)
     plt.close(fig)
 
 
@@ -736,7 +742,7 @@ def write_markdown(path, all_results, datasets, cfg, args, machine, errors, elap
         for panel, msg in errors.items():
             md.append(f"- {panel}: `{msg}`")
         md.append("")
-    with open(path, "w") as fh:
+    with atomic_write(path) as fh:
         fh.write("\n".join(md))
 
 
@@ -849,7 +855,7 @@ def main(argv=None):
     elapsed = time.perf_counter() - t_start
     write_markdown(os.path.join(args.out, "results.md"), all_results, datasets, cfg, args,
                    machine, errors, elapsed)
-    with open(os.path.join(args.out, "results.json"), "w") as fh:
+    with atomic_write(os.path.join(args.out, "results.json")) as fh:
         json.dump(_jsonable(dict(machine=machine, quick=args.quick, seed=args.seed,
                                  results=all_results, errors=errors, elapsed=elapsed)),
                   fh, indent=1)

@@ -1,10 +1,73 @@
-"""Resolve ``n_jobs`` into a thread count, the one place that does it."""
+"""Resolve ``n_jobs`` into a thread count, the one place that does it.
+
+Every rbcd kernel runs its OpenMP parallel regions with the count that
+:func:`effective_n_threads` returns, so this module is also where rbcd is made safe
+to use in a process created by ``fork``.
+
+Fork safety
+-----------
+GNU OpenMP (libgomp, the runtime gcc builds link) keeps a pool of worker threads
+after the first parallel region that uses more than one thread. ``fork`` copies only
+the calling thread, but the child's libgomp still believes the pool exists, so the
+child's first parallel region with more than one thread waits forever for workers
+that are not there. Linux ``multiprocessing`` forks by default (``Pool``,
+``Process``, ``concurrent.futures.ProcessPoolExecutor`` before Python 3.14), so a
+script that fits an rbcd model and then starts a pool would hang in its workers.
+
+rbcd avoids the hang: an ``os.register_at_fork`` hook marks a process forked after
+this process had asked for more than one OpenMP thread, and in such a child
+:func:`effective_n_threads` returns 1, whatever ``n_jobs`` says. A parallel region
+with a single thread does not touch libgomp's pool, so the child runs serially and
+correctly (the results are those of ``n_jobs=1``: identical for the binning, the CG
+solver and the grid-block CD mode; Hogwild is serial coordinate descent). The first
+time a request for more threads is cut to one, a ``RuntimeWarning`` says so.
+
+To use several threads in worker processes, start them with the "spawn" or
+"forkserver" method, which begin from a fresh interpreter::
+
+    import multiprocessing as mp
+    with mp.get_context("forkserver").Pool(4) as pool:   # or "spawn"
+        ...
+
+(``joblib``'s default loky backend already starts fresh workers.) A process that
+forks before rbcd has used more than one thread is not affected.
+"""
 import os
+import warnings
 from contextlib import contextmanager
 
 from threadpoolctl import threadpool_limits
 
 from ._openmp_info import max_threads, openmp_is_enabled
+
+
+class _ForkState:
+    """What this process knows about its OpenMP thread pool (process state, set by
+    :func:`effective_n_threads` and by the fork hook, read by nothing else).
+
+    ``pool_may_exist``: this process asked OpenMP for more than one thread, so libgomp
+    may hold a worker pool that a forked child would not inherit.
+    ``forked_child``: this process was forked while ``pool_may_exist`` held in its
+    parent (or an earlier ancestor): its parallel regions must use one thread.
+    ``warned``: the one RuntimeWarning about that has been given in this process.
+    """
+
+    __slots__ = ("pool_may_exist", "forked_child", "warned")
+
+    def __init__(self):
+        self.pool_may_exist = False
+        self.forked_child = False
+        self.warned = False
+
+    def after_fork_in_child(self):
+        if self.pool_may_exist:
+            self.forked_child = True
+        self.warned = False
+
+
+_FORK_STATE = _ForkState()
+if hasattr(os, "register_at_fork"):  # POSIX; Windows has no fork
+    os.register_at_fork(after_in_child=_FORK_STATE.after_fork_in_child)
 
 
 def _cpu_count():
@@ -14,6 +77,12 @@ def _cpu_count():
         return os.cpu_count() or 1
 
 
+def forked_after_threads():
+    """True in a process forked after its parent had used OpenMP threads: rbcd runs
+    its kernels with one thread here (see the module's notes on fork safety)."""
+    return _FORK_STATE.forked_child
+
+
 def effective_n_threads(n_jobs=None):
     """Number of OpenMP threads to use for ``n_jobs``.
 
@@ -21,6 +90,9 @@ def effective_n_threads(n_jobs=None):
     which honours OMP_NUM_THREADS and threadpoolctl limits). A positive int:
     that many threads. A negative int counts back from the usable cores
     (-1 = all, -2 = all but one). 0 is an error. Without OpenMP, always 1.
+    In a process forked after its parent used OpenMP threads, always 1
+    (libgomp would hang; see the module docstring), with a RuntimeWarning
+    the first time that cuts a request for more.
     """
     if n_jobs is not None:
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int,)) and not hasattr(n_jobs, "__index__"):
@@ -31,10 +103,24 @@ def effective_n_threads(n_jobs=None):
     if not openmp_is_enabled():
         return 1
     if n_jobs is None:
-        return max(1, max_threads())
-    if n_jobs < 0:
-        return max(1, _cpu_count() + 1 + n_jobs)
-    return n_jobs
+        n = max(1, max_threads())
+    elif n_jobs < 0:
+        n = max(1, _cpu_count() + 1 + n_jobs)
+    else:
+        n = n_jobs
+    if n > 1:
+        if _FORK_STATE.forked_child:
+            if not _FORK_STATE.warned:
+                _FORK_STATE.warned = True
+                warnings.warn(
+                    f"rbcd runs with 1 thread instead of {n} in this process: it was forked "
+                    "after its parent had used OpenMP threads, and GNU OpenMP cannot start "
+                    "threads in such a child (it would hang). Start worker processes with "
+                    "multiprocessing's 'spawn' or 'forkserver' method to use threads in them.",
+                    RuntimeWarning, stacklevel=2)
+            return 1
+        _FORK_STATE.pool_may_exist = True
+    return n
 
 
 @contextmanager

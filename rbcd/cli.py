@@ -2,22 +2,52 @@
 
 ::
 
-    python -m rbcd demo [--n-samples 100000] [--n-jobs N] [--solver cg|cd] [--seed 0]
-    python -m rbcd train DATA.svm --model MODEL.joblib [--n-grids 64] [--sigma 1.0]
-                         [--solver cg|cd] [--loss ...] [--alpha A] [--l1-ratio R]
-                         [--task auto|classification|regression] [--test TEST.svm] ...
-    python -m rbcd predict MODEL.joblib DATA.svm [--output FILE]
+    python -m rbcd demo [--n-samples 100000] [--n-jobs N] [--solver cg|cd] [--seed 0] [-v]
+    python -m rbcd train DATA.svm --model MODEL.joblib [--test TEST.svm]
+                         [--task auto|classification|regression] [--zero-based auto|yes|no]
+                         [--n-grids R] [--sigma S|scale] [--solver cg|cd] [--loss ...]
+                         [--alpha A] [--l1-ratio R] [--tol T] ... [-v]
+    python -m rbcd predict MODEL.joblib DATA.svm [--output FILE] [--zero-based ...]
 
 Models are ``rbcd.RBClassifier`` / ``rbcd.RBRegressor``: random binning (X -> sparse Z),
-then ridge by conjugate gradient or coordinate descent on Z, each stage timed
-(``fit_time_``). They are saved with joblib inside a dict marked as an rbcd model (see
-:func:`save_model`: format, format version, task, estimator, n_features).
+then ridge by conjugate gradient or coordinate descent on Z.
 
-Errors are reported as one line on stderr, ``rbcd: error: ...``, with exit code 2 for
-usage errors and 1 for data and model errors (``--debug`` shows the traceback instead).
-A model file is a pickle: only load model files you trust.
+**One set of defaults.** Every model option left out keeps the estimator's own default
+(read from ``RBClassifier().get_params()`` and shown by ``--help``), so ``train`` fits
+exactly what ``RBClassifier(...)`` fits in Python with the same arguments. The only
+settings of the command line's own are ``--seed 0`` (runs are reproducible) and the demo's
+example settings for its checkerboard, which it prints as the estimator it builds.
+
+**Output.** Results go to stdout as labelled lines, a label and then ``name value`` pairs,
+ending with one summary line such as
+``result   test accuracy 0.9386  train accuracy 0.9712  D 10114  kappa 17.9  fit 1.23 s``.
+``predict`` writes one prediction per line to stdout or ``--output`` and its summary to
+stderr. Progress (the stages, and the estimator's own ``verbose`` output) goes to stderr
+when stderr is a terminal, and is quiet otherwise; ``-v`` asks for it anyway (a summary per
+stage), ``-vv`` for per-iteration lines. Warnings go to stderr, each distinct one once;
+a degenerate binning (``kappa_`` close to N: every row alone in its bins; or close to 1:
+every row in the same bin) gets a warning that says which sigma to try.
+
+**svmlight files stay sparse.** Files are read with scikit-learn's ``load_svmlight_file``
+into CSR and handed to the estimator as CSR when it accepts sparse input; otherwise they are
+converted to a dense array in one place (:func:`model_input`), after an estimate of the
+memory that needs (a file whose width would not fit is a clear error naming the width and
+the memory, not an allocation of many GB). The index base follows scikit-learn's
+``zero_based="auto"`` rule (zero-based when the file uses index 0, else libsvm's one-based
+indices), or ``--zero-based yes|no``; ``predict`` reads files the way the model's training
+file was read. Feature indices must fit scikit-learn's reader (at most 2^31 - 1); a larger
+one is an error naming the line.
+
+**Files.** The model (joblib, inside a dict marked as an rbcd model, see
+:func:`save_model`) and the predictions are written atomically (:mod:`rbcd._io`): a
+failed write (full disk, quota, Ctrl-C) leaves the previous file, or none, never a
+truncated one. A model file is a pickle: only load model files you trust.
+
+**Errors** are one line on stderr, ``rbcd: error: ...``, with exit code 2 for usage errors
+and 1 for data, model and file errors (``--debug`` shows the traceback instead).
 """
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -30,6 +60,28 @@ PROG = "rbcd"
 MODEL_FORMAT = "rbcd-model"
 MODEL_VERSION = 1
 MAX_CLASSES_AUTO = 20  # --task auto: integer labels with at most this many values -> classes
+#: scikit-learn's svmlight reader keeps feature indices in a C int.
+SVMLIGHT_MAX_INDEX = 2**31 - 1
+#: A dense conversion may use at most this share of the available memory.
+DENSE_MEMORY_SHARE = 0.5
+#: Peak bytes per (grid, input feature) of fitting the binning on dense input (widths,
+#: offsets, bin ranges and their scratch copies; measured, 256-356 bytes at d = 10^4-10^5).
+BINNING_BYTES_PER_GRID_FEATURE = 256
+#: Degenerate binning: kappa_ (N / the largest bin's count, averaged over the grids) at
+#: least this share of N means most rows are alone in their bins in every grid.
+KAPPA_HIGH_SHARE = 0.5
+KAPPA_HIGH_MIN_ROWS = 20
+#: kappa_ at most this means the largest bin of a grid holds over 90% of the rows.
+KAPPA_LOW = 1.1
+
+#: The demo's example settings for its checkerboard (passed to the estimator, and printed
+#: with it): a bandwidth below the default 1.0 for cells of width 0.5, a lighter ridge, and
+#: the looser tolerance that is enough for classification. Anything not here, and
+#: everything in ``train``, is the estimator's default.
+DEMO_SETTINGS = {
+    "cg": {"sigma": 0.7, "alpha": 0.1, "tol": 1e-3},
+    "cd": {"sigma": 0.7, "alpha": 1e-6, "l1_ratio": 0.0, "tol": 1e-2, "max_epochs": 10},
+}
 
 
 class UsageError(Exception):
@@ -84,35 +136,101 @@ def _float_in(low, high=math.inf, low_open=False):
     return parse
 
 
+def _sigma(text):
+    if text == "scale":
+        return text
+    try:
+        return _float_in(0.0, low_open=True)(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number or 'scale', got {text!r}") from None
+
+
+def _parallel(text):
+    return None if text == "serial" else text
+
+
+# Model options: (flag, estimator parameter, argparse keywords, help). Their argparse
+# default is None, "not given": the estimator's own default applies (shown in --help).
+_MODEL_OPTIONS = (
+    ("--n-grids", "n_grids", {"type": _positive_int}, "R, the number of random grids"),
+    ("--sigma", "sigma", {"type": _sigma},
+     "Laplacian kernel width, exp(-||x-y||_1/sigma), or 'scale' (from the data) where the "
+     "estimator supports it"),
+    ("--solver", "solver", {"choices": ("cg", "cd")},
+     "cg: ridge by conjugate gradient; cd: coordinate descent"),
+    ("--loss", "loss", {"choices": ("squared", "logistic", "squared_hinge")},
+     "cd loss (cg is always squared)"),
+    ("--alpha", "alpha", {"type": _float_in(0.0)}, "regularization strength"),
+    ("--l1-ratio", "l1_ratio", {"type": _float_in(0.0, 1.0)},
+     "cd only: L1 share of the penalty, 1 = lasso, 0 = ridge"),
+    ("--max-epochs", "max_epochs", {"type": _positive_int}, "cd only: maximum epochs"),
+    ("--max-iter", "max_iter", {"type": _positive_int}, "cg only: maximum iterations"),
+    ("--tol", "tol", {"type": _float_in(0.0)}, "stopping tolerance"),
+    ("--parallel", "parallel", {"choices": ("auto", "grid", "hogwild", "serial")},
+     "cd only: parallel mode (serial = one coordinate at a time)"),
+)
+
+
+def estimator_defaults():
+    """``{parameter: default}`` of ``RBClassifier``, and the values its ``None`` defaults
+    resolve to for each solver (``{"cg": {...}, "cd": {...}}``, empty when the estimator
+    does not say). The command line's help is built from these; it repeats none of them."""
+    from .models import RBClassifier
+
+    params = RBClassifier().get_params()
+    resolved = {}
+    for solver in ("cg", "cd"):
+        try:  # (solver, alpha, tol, loss) with the solver-dependent defaults filled in
+            _, alpha, tol, loss = RBClassifier(solver=solver)._effective()
+            resolved[solver] = {"alpha": alpha, "tol": tol, "loss": loss}
+        except Exception:  # a private helper: the help just says less without it
+            resolved = {}
+            break
+    return params, resolved
+
+
+def _default_text(param, params, resolved, demo=None):
+    """The ``(default: ...)`` of an option's help, from the estimator (and the demo)."""
+    if demo is not None and any(param in demo[s] for s in demo):
+        values = {demo[s].get(param) for s in demo}
+        if len(values) == 1:
+            return f"the demo's {values.pop():g}"
+        parts = [f"{demo[s][param]:g} for {s}" for s in demo if param in demo[s]]
+        parts += [f"the estimator's for {s}" for s in demo if param not in demo[s]]
+        return "the demo's " + ", ".join(parts)
+    value = params.get(param)
+    if value is None and resolved and param in resolved["cg"]:
+        if param == "loss":
+            return "None: squared for regression and cg, logistic for cd classification"
+        return "None: " + ", ".join(f"{resolved[s][param]:g} for {s}" for s in resolved)
+    if value is None:
+        return "None, the estimator's rule"
+    return f"{value}"
+
+
+def _add_model_options(p, demo=None):
+    params, resolved = estimator_defaults()
+    for flag, param, kwargs, text in _MODEL_OPTIONS:
+        if param not in params:  # the estimator lost the parameter: so does the CLI
+            continue
+        default = _default_text(param, params, resolved, demo).replace("%", "%%")
+        p.add_argument(flag, dest=param, default=None, **kwargs,
+                       help=f"{text} (default: {default})")
+
+
 def _add_common(p):
     p.add_argument("--n-jobs", type=_nonzero_int, default=None,
-                   help="threads (default: all usable cores / OMP_NUM_THREADS; -1 = all)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+                   help="threads (default: OpenMP's, OMP_NUM_THREADS or all usable cores; "
+                        "-1 = all, -2 = all but one)")
+    p.add_argument("--seed", type=int, default=0,
+                   help="random_state of the estimator (default 0: reproducible runs)")
+    p.add_argument("--verbose", "-v", action="count", default=0,
+                   help="progress on stderr even when it is not a terminal: -v a summary "
+                        "per stage, -vv per iteration (passed to the estimator's verbose)")
 
 
-def _add_model_options(p, n_grids=64, sigma=1.0, alpha_default="1.0 for cg, 1e-4 for cd",
-                       epochs_default=100, tol_default="1e-3 for cg, 1e-4 for cd"):
-    p.add_argument("--n-grids", type=_positive_int, default=n_grids,
-                   help=f"R, number of random grids (default {n_grids})")
-    p.add_argument("--sigma", type=_float_in(0.0, low_open=True), default=sigma,
-                   help=f"Laplacian kernel width, exp(-||x-y||_1/sigma) (default {sigma})")
-    p.add_argument("--solver", choices=("cg", "cd"), default="cg",
-                   help="cg: ridge by conjugate gradient; cd: coordinate descent (default cg)")
-    p.add_argument("--loss", choices=("squared", "logistic", "squared_hinge"), default=None,
-                   help="cd loss (default: squared for regression, logistic for "
-                        "classification; cg is always squared)")
-    p.add_argument("--alpha", type=_float_in(0.0), default=None,
-                   help=f"regularization (default {alpha_default})")
-    p.add_argument("--l1-ratio", type=_float_in(0.0, 1.0), default=0.0,
-                   help="cd only: L1 share of the penalty, 0 = ridge, 1 = lasso (default 0)")
-    p.add_argument("--max-epochs", type=_positive_int, default=epochs_default,
-                   help=f"cd only: maximum epochs (default {epochs_default})")
-    p.add_argument("--max-iter", type=_positive_int, default=None,
-                   help="cg only: iterations (default: rbcd.RidgeCG's rule)")
-    p.add_argument("--tol", type=_float_in(0.0, low_open=True), default=None,
-                   help=f"stopping tolerance (default {tol_default})")
-    p.add_argument("--parallel", choices=("auto", "grid", "hogwild", "serial"), default="auto",
-                   help="cd only: parallel mode (default auto: grid blocks with >1 thread)")
+_ZERO_BASED = {"auto": "auto", "yes": True, "no": False}
 
 
 def build_parser():
@@ -133,42 +251,42 @@ def build_parser():
         "demo", help="train on a generated checkerboard problem and report",
         description="Generate a checkerboard problem (X uniform in [0, 1)^8; the label is the "
                     "parity of the cells of a 2x2 checkerboard in 2 of the 8 dimensions, an "
-                    "XOR; the other 6 dimensions are noise; a linear model scores ~50%%), "
+                    "XOR; the other 6 dimensions are noise; a linear model scores ~50%), "
                     "train random binning features + a solver on it, and report the test "
-                    "accuracy, timings, D, kappa, nnz and threads.")
+                    "accuracy, timings, D, kappa, nnz and threads. The demo passes its own "
+                    "example settings for this problem to the estimator (shown below and in "
+                    "its output); options override them.")
     demo.add_argument("--n-samples", type=_positive_int, default=100_000,
                       help="training rows (default 100000)")
     demo.add_argument("--n-test", type=_positive_int, default=None,
                       help="test rows (default n_samples // 5, at least 1000)")
     demo.add_argument("--n-cells", type=_positive_int, default=2,
                       help="checkerboard cells per informative dimension (default 2; 4 is "
-                           "much harder: ~0.8-0.9 at 100000 rows)")
-    _add_model_options(demo, n_grids=64, sigma=0.7, alpha_default="0.1 for cg, 1e-6 for cd",
-                       epochs_default=10, tol_default="1e-3 for cg, 1e-2 for cd")
+                           "much harder)")
+    _add_model_options(demo, demo=DEMO_SETTINGS)
     _add_common(demo)
-    demo.add_argument("--verbose", "-v", action="count", default=0, help="solver progress")
 
     train = sub.add_parser(
         "train", help="fit a model on an svmlight/libsvm file",
         description="Fit random binning features + a solver on DATA (svmlight/libsvm "
-                    "format) and save the model with joblib.")
+                    "format, kept sparse) and save the model with joblib. Model options "
+                    "left out keep the estimator's defaults (rbcd.RBClassifier / "
+                    "rbcd.RBRegressor).")
     train.add_argument("data", metavar="DATA", help="training data, svmlight/libsvm format")
     train.add_argument("--model", "-m", required=True, metavar="MODEL",
-                       help="where to save the model (joblib)")
+                       help="where to save the model (joblib; written atomically)")
     train.add_argument("--test", metavar="TEST", default=None,
                        help="optional test data, scored at the end")
     train.add_argument("--task", choices=("auto", "classification", "regression"),
                        default="auto",
                        help=f"auto: classification when the labels are integers with at most "
                             f"{MAX_CLASSES_AUTO} distinct values (default auto)")
-    train.add_argument("--zero-based", choices=("auto", "yes", "no"), default="auto",
+    train.add_argument("--zero-based", choices=tuple(_ZERO_BASED), default="auto",
                        help="feature indices of DATA start at 0 (yes) or 1 (no, libsvm); auto: "
-                            "0 if the file uses index 0 (default). Prediction files are read "
-                            "the same way.")
+                            "0 if the file uses index 0, else 1, scikit-learn's rule (default "
+                            "auto). TEST and prediction files are read the same way.")
     _add_model_options(train)
     _add_common(train)
-    train.add_argument("--verbose", "-v", action="count", default=0,
-                       help="solver progress (per-epoch lines for cd)")
 
     predict = sub.add_parser(
         "predict", help="predict with a saved model",
@@ -177,25 +295,64 @@ def build_parser():
     predict.add_argument("model", metavar="MODEL", help="a model saved by 'rbcd train'")
     predict.add_argument("data", metavar="DATA", help="data, svmlight/libsvm format")
     predict.add_argument("--output", "-o", default=None, metavar="FILE",
-                         help="write predictions here (default: stdout)")
+                         help="write predictions here, atomically (default: stdout)")
+    predict.add_argument("--zero-based", choices=tuple(_ZERO_BASED), default=None,
+                         help="index base of DATA (default: the base of the model's "
+                              "training file)")
     predict.add_argument("--n-jobs", type=_nonzero_int, default=None, help="threads")
     return parser
 
 
 # ----------------------------------------------------------------------------- data
-def load_svmlight(path, n_features=None, zero_based="auto"):
-    """Dense float64 X, float64 y and the index base from an svmlight/libsvm file.
+def _open_text(path):
+    """The file as text lines, decompressed like scikit-learn's reader does."""
+    if path.endswith(".gz"):
+        import gzip
 
-    ``zero_based``: True (indices start at 0), False (libsvm's 1-based indices) or "auto":
-    zero-based when the file uses index 0, else one-based (scikit-learn's rule). The base
-    that was used is returned, so that a model reads its prediction files the way it read
-    its training file (a zero-based file that happens not to use column 0 would otherwise
-    be shifted by one column). ``n_features`` (the model's input width) pads X with zero
-    columns (svmlight omits trailing zero features); a file that uses more columns is an
-    error. Every problem is a CLIError.
+        return gzip.open(path, "rt", errors="replace")
+    if path.endswith(".bz2"):
+        import bz2
+
+        return bz2.open(path, "rt", errors="replace")
+    return open(path, errors="replace")
+
+
+def _first_large_index(path, limit=SVMLIGHT_MAX_INDEX):
+    """(line number, index) of the first feature index above ``limit``, or None."""
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            for token in line.split("#", 1)[0].split()[1:]:
+                key = token.split(":", 1)[0]
+                if key != "qid" and key.lstrip("+-").isdigit() and abs(int(key)) > limit:
+                    return lineno, int(key)
+    return None
+
+
+def _first_bad_row(X, y):
+    """Index of the first row with a non-finite label or value, or None."""
+    bad = ~np.isfinite(y)
+    if not np.all(np.isfinite(X.data)):
+        rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        bad[rows[~np.isfinite(X.data)]] = True
+    hits = np.flatnonzero(bad)
+    return int(hits[0]) if hits.size else None
+
+
+def load_svmlight(path, n_features=None, zero_based="auto"):
+    """CSR float64 X, float64 y and the index base of an svmlight/libsvm file.
+
+    ``zero_based``: True (indices start at 0), False (libsvm's one-based indices) or
+    "auto": zero-based when the file uses index 0, else one-based (scikit-learn's rule).
+    The base that was used is returned, so that a model reads its prediction files the
+    way it read its training file (a zero-based file that happens not to use column 0
+    would otherwise be shifted by one column). ``n_features`` (the model's input width)
+    widens X to that many columns (svmlight omits trailing zero features); a file that
+    uses more columns is an error. X stays sparse: nothing here allocates more than the
+    file's non-zeros. Every problem is a CLIError naming the file.
 
     Returns (X, y, zero_based).
     """
+    import scipy.sparse as sp
     from sklearn.datasets import load_svmlight_file
 
     if not os.path.exists(path):
@@ -205,34 +362,107 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
     try:
         # read the raw indices (as zero-based), then decide the base ourselves
         X, y = load_svmlight_file(path, zero_based=True, dtype=np.float64)
+    except OverflowError:
+        found = _first_large_index(path)
+        where = f"line {found[0]} has feature index {found[1]}" if found else \
+            "a feature index is too large"
+        raise CLIError(f"{path}: {where}; the svmlight reader (scikit-learn's) takes "
+                       f"indices up to {SVMLIGHT_MAX_INDEX} (2^31 - 1): number the features "
+                       f"from 0 or 1 without gaps, or hash them into a smaller range") from None
     except OSError as exc:
         raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
         raise CLIError(f"{path} is not a valid svmlight/libsvm file: {_one_line(exc)}") from None
     if X.shape[0] == 0:
         raise CLIError(f"{path} has no data rows")
-    X = X.tocsr()
+    X = sp.csr_matrix(X)
     uses_zero = X.nnz > 0 and int(X.indices.min()) == 0
     if zero_based == "auto":
         zero_based = bool(uses_zero)
     if not zero_based:
         if uses_zero:
-            raise CLIError(f"{path} uses feature index 0, but the model reads one-based "
-                           f"(libsvm) indices like its training file")
-        X = X[:, 1:]
+            raise CLIError(f"{path} uses feature index 0, but it is read with one-based "
+                           f"(libsvm) indices (--zero-based no, or the model's training "
+                           f"file was one-based)")
+        X = sp.csr_matrix((X.data, X.indices - 1, X.indptr),
+                          shape=(X.shape[0], max(X.shape[1] - 1, 0)))
     if n_features is not None:
         if X.shape[1] > n_features:
             raise CLIError(f"{path} has more features ({X.shape[1]}) than the model, which "
                            f"was trained on {n_features} features")
-        if X.shape[1] < n_features:
-            X = X.toarray()
-            X = np.hstack([X, np.zeros((X.shape[0], n_features - X.shape[1]))])
-    Xd = X.toarray() if hasattr(X, "toarray") else X
-    if Xd.shape[1] == 0:
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
+    if X.shape[1] == 0:
         raise CLIError(f"{path} has no features")
-    if not np.all(np.isfinite(Xd)) or not np.all(np.isfinite(y)):
-        raise CLIError(f"{path} contains non-finite values (nan or inf)")
-    return np.ascontiguousarray(Xd), np.asarray(y, dtype=np.float64), zero_based
+    y = np.asarray(y, dtype=np.float64)
+    bad = _first_bad_row(X, y)
+    if bad is not None:
+        raise CLIError(f"{path} contains non-finite values (nan or inf), first in data row "
+                       f"{bad + 1}")
+    X.sort_indices()
+    return X, y, zero_based
+
+
+def available_memory():
+    """Bytes of memory available to a new allocation (Linux MemAvailable; else the
+    free physical pages), or None when the system does not say."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _fmt_bytes(n):
+    for unit in ("B", "KB", "MB", "GB", "TB", "PB"):
+        if n < 1000 or unit == "PB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000.0
+
+
+def accepts_sparse(estimator):
+    """True when ``estimator`` takes scipy sparse X (its scikit-learn input tags)."""
+    try:
+        return bool(estimator.__sklearn_tags__().input_tags.sparse)
+    except AttributeError:
+        return False
+
+
+def to_dense(X, what, n_grids=0):
+    """``X`` (CSR) as a dense C-contiguous float64 array, or a CLIError when it would not
+    fit: the estimate is the dense array plus, for a fit (``n_grids`` > 0), the binning's
+    per-(grid, feature) state, against :data:`DENSE_MEMORY_SHARE` of the available memory.
+    """
+    n, d = X.shape
+    need_x = 8 * n * d
+    need_bin = BINNING_BYTES_PER_GRID_FEATURE * n_grids * d
+    need = need_x + need_bin
+    avail = available_memory()
+    if avail is not None and need > DENSE_MEMORY_SHARE * avail:
+        used = np.unique(X.indices).size
+        state = (f" + {_fmt_bytes(need_bin)} for the binning of {n_grids} grids x {d} "
+                 f"features" if n_grids else "")
+        raise CLIError(
+            f"{what} is {n} rows x {d} features ({used} of them used); the model takes dense "
+            f"input, which needs about {_fmt_bytes(need)} ({_fmt_bytes(need_x)} for the "
+            f"dense array{state}), more than {DENSE_MEMORY_SHARE:.0%} of the "
+            f"{_fmt_bytes(avail)} available. Number the features without gaps (svmlight "
+            f"indices are column numbers), or use fewer rows")
+    return np.ascontiguousarray(X.toarray(), dtype=np.float64)
+
+
+def model_input(estimator, X, what, fitting=False):
+    """X as ``estimator`` takes it, the one place the command line densifies: the CSR
+    matrix itself when the estimator accepts sparse input, else :func:`to_dense`."""
+    if accepts_sparse(estimator):
+        return X
+    n_grids = int(estimator.get_params().get("n_grids", 0) or 0) if fitting else 0
+    return to_dense(X, what, n_grids)
 
 
 def detect_task(y):
@@ -253,75 +483,145 @@ def _labels(y):
 
 
 # ----------------------------------------------------------------------------- model
-def make_model(task, n_grids, sigma, solver="cg", loss=None, alpha=None, l1_ratio=0.0,
-               max_epochs=100, max_iter=None, tol=None, parallel="auto", n_jobs=None,
-               random_state=0, verbose=0):
-    """An unfitted ``RBClassifier`` / ``RBRegressor`` for the command line's options.
+def make_model(task, params=None, n_jobs=None, random_state=0, verbose=0):
+    """An unfitted ``RBClassifier`` / ``RBRegressor`` with ``params`` (the options given on
+    the command line; every other parameter keeps the estimator's default).
 
-    The estimators' own defaults, except the CG tolerance: tol 1e-3 for cg (the paper's
-    CG tolerance, enough for prediction) and 1e-4 for cd; alpha 1.0 for cg and 1e-4 for cd.
+    ``verbose`` is passed on when the estimator has that parameter.
     """
     from . import RBClassifier, RBRegressor
 
+    params = dict(params or {})
     classification = task == "classification"
-    if solver not in ("cg", "cd"):
-        raise UsageError(f"unknown solver {solver!r}; use cg or cd")
+    solver = params.get("solver")
+    loss = params.get("loss")
+    cls = RBClassifier if classification else RBRegressor
+    if solver is None:
+        solver = cls().get_params()["solver"]
     if solver == "cg" and loss not in (None, "squared"):
         raise UsageError(f"--loss {loss} needs --solver cd (cg solves the squared loss)")
-    if solver == "cd" and not classification and loss not in (None, "squared"):
+    if not classification and loss not in (None, "squared"):
         raise UsageError(f"--loss {loss} is a classification loss; regression uses squared")
-    cls = RBClassifier if classification else RBRegressor
-    return cls(n_grids=n_grids, sigma=sigma, solver=solver,
-               loss=None if solver == "cg" else loss,
-               alpha=alpha, l1_ratio=l1_ratio, max_epochs=max_epochs, max_iter=max_iter,
-               tol=(1e-3 if solver == "cg" else 1e-4) if tol is None else tol,
-               parallel=None if parallel == "serial" else parallel, n_jobs=n_jobs,
-               random_state=random_state, verbose=verbose if solver == "cd" else 0)
+    model = cls(**params, n_jobs=n_jobs, random_state=random_state)
+    if "verbose" in model.get_params():
+        model.set_params(verbose=verbose)
+    return model
 
 
-def _effective_alpha(model):
-    if model.alpha is not None:
-        return model.alpha
-    return 1.0 if model.solver == "cg" else 1e-4
+def _given(args):
+    """The model options given on the command line, as estimator parameters."""
+    params = {}
+    for _, param, _, _ in _MODEL_OPTIONS:
+        value = getattr(args, param, None)
+        if value is not None:
+            params[param] = _parallel(value) if param == "parallel" else value
+    return params
 
 
-def fit_model(model, X, y, log=None):
-    """Fit ``model`` (an RB estimator), reporting the binning and solver stages.
+def _can_scale():
+    """True when RandomBinning takes sigma="scale" (its parameter constraints say so)."""
+    from .binning.random_binning import RandomBinning
 
-    Returns ``info``, a dict with the stage times (the model's ``fit_time_``), D, kappa,
-    nnz(Z) (= rows x R: every training row has one entry per grid) and the iterations.
+    for c in getattr(RandomBinning, "_parameter_constraints", {}).get("sigma", ()):
+        options = getattr(c, "options", ())
+        if "scale" in options:
+            return True
+    return False
+
+
+def binning_advice(kappa, n_rows, sigma):
+    """A warning (str) when the binning is degenerate, else None.
+
+    kappa = N / (largest bin count), averaged over the grids (paper, Definition 1):
+    close to N, almost every training row is alone in its bins, the features only
+    memorize the training rows and new rows fall into empty bins; close to 1, almost all
+    rows share one bin, the features cannot tell rows apart.
     """
-    log = log or (lambda *a, **k: None)
-    kind = {"cg": "ridge by conjugate gradient", "cd": "coordinate descent"}[model.solver]
-    log(f"fitting: binning (n_grids={model.n_grids}, sigma={model.sigma:g}), then "
-        f"{kind} (alpha={_effective_alpha(model):g})...")
+    sigma_text = sigma if isinstance(sigma, str) else f"{float(np.mean(sigma)):g}"
+    scale = "--sigma scale (sigma from the data) or " if _can_scale() else ""
+    if n_rows >= KAPPA_HIGH_MIN_ROWS and kappa >= KAPPA_HIGH_SHARE * n_rows:
+        return (f"kappa {kappa:.1f} is close to N = {n_rows}: almost every training row is "
+                f"alone in its bins, so the model memorizes the training rows and predicts "
+                f"new rows poorly. sigma = {sigma_text} is far below the scale of the data; "
+                f"try {scale}a larger sigma (10x, then 100x)")
+    if kappa <= KAPPA_LOW:
+        return (f"kappa {kappa:.2f} is close to 1: almost all rows share one bin in every "
+                f"grid, so the features cannot tell rows apart. sigma = {sigma_text} is far "
+                f"above the scale of the data; try {scale}a smaller sigma (10x smaller)")
+    return None
+
+
+def _warning_lines(caught):
+    """Distinct warning messages, once each, with a count when repeated."""
+    counts = {}
+    for w in caught:
+        text = " ".join(str(w.message).split())
+        counts[text] = counts.get(text, 0) + 1
+    return [text if k == 1 else f"{text} (x{k})" for text, k in counts.items()]
+
+
+def fit_model(model, X, y, progress):
+    """Fit ``model`` (an RB estimator) on X (as :func:`model_input` gives it), with
+    progress on the progress stream and warnings collected.
+
+    Returns ``info``: stage times (the model's ``fit_time_``), D, kappa, nnz(Z) (rows x R:
+    one entry per grid and training row), the solver's name, iterations and effective
+    alpha and tol, and the distinct warnings (the degenerate-binning advice included).
+    """
+    progress(f"fitting {_model_repr(model)} on {X.shape[0]} rows x {X.shape[1]} features")
     t0 = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
+    # the estimator's verbose lines are progress too: stderr, not the results on stdout
+    to_progress = contextlib.redirect_stdout(progress.stream) if progress.level else \
+        contextlib.nullcontext()
+    with warnings.catch_warnings(record=True) as caught, to_progress:
         warnings.simplefilter("always")
+        # for developers, not for someone running the command line
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", PendingDeprecationWarning)
         model.fit(X, y)
     total = time.perf_counter() - t0
     times = getattr(model, "fit_time_", None) or {}
     t_bin = float(times.get("binning", float("nan")))
     t_solve = float(times.get("solver", total - t_bin))
     binning = model.binning_
-    D = int(binning.n_features_out_)
-    kappa = float(binning.kappa_)
-    nnz = int(X.shape[0]) * int(model.n_grids)
-    n_iter = int(np.max(model.n_iter_))
-    unit = "iterations" if model.solver == "cg" else "epochs"
-    log(f"binning: done in {t_bin:.2f} s: D = {D}, kappa = {kappa:.1f}, nnz = {nnz}")
-    log(f"solving ({type(model.solver_).__name__}): done in {t_solve:.2f} s ({unit}: {n_iter})")
-    for w in caught:
-        log(f"warning: {' '.join(str(w.message).split())}")
-    return {"binning_time": t_bin, "solve_time": t_solve, "total_time": t_bin + t_solve,
-            "D": D, "kappa": kappa, "nnz": nnz, "n_iter": n_iter}
+    solver_params = model.solver_.get_params()
+    info = {"binning_time": t_bin, "solve_time": t_solve, "total_time": total,
+            "D": int(binning.n_features_out_), "kappa": float(binning.kappa_),
+            "nnz": int(X.shape[0]) * int(model.get_params()["n_grids"]),
+            "n_iter": int(np.max(model.n_iter_)), "solver": type(model.solver_).__name__,
+            "unit": "iterations" if model.get_params()["solver"] == "cg" else "epochs",
+            "alpha": solver_params.get("alpha"), "tol": solver_params.get("tol"),
+            "sigma": getattr(binning, "sigma_", model.get_params()["sigma"])}
+    lines = _warning_lines(caught)
+    advice = binning_advice(info["kappa"], X.shape[0], info["sigma"])
+    if advice and not any("kappa" in line for line in lines):
+        lines.append(advice)
+    info["warnings"] = lines
+    progress(f"binning done in {t_bin:.2f} s (D {info['D']}, kappa {info['kappa']:.1f}); "
+             f"{info['solver']} done in {t_solve:.2f} s ({info['unit']} {info['n_iter']})")
+    return info
+
+
+def _model_repr(model):
+    """``RBClassifier(sigma=0.7, ...)``: the parameters that differ from the defaults
+    (scikit-learn's repr), without ``verbose``, which only says how much to print."""
+    from sklearn.base import clone
+
+    quiet = clone(model)
+    if "verbose" in quiet.get_params():
+        quiet.set_params(verbose=0)
+    return " ".join(repr(quiet).split())
 
 
 def save_model(path, estimator, task, n_features, extra=None):
-    """Save a fitted estimator with the marks :func:`load_model` checks."""
+    """Save a fitted estimator with the marks :func:`load_model` checks, atomically: a
+    failed write leaves the previous file at ``path`` (or none)."""
+    import pickle
+
     import joblib
 
     from . import __version__
+    from ._io import atomic_write
 
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_VERSION,
                "rbcd_version": __version__, "task": task, "n_features": int(n_features),
@@ -329,9 +629,13 @@ def save_model(path, estimator, task, n_features, extra=None):
     if extra:
         payload.update(extra)
     try:
-        joblib.dump(payload, path)
+        with atomic_write(path, "wb") as fh:
+            joblib.dump(payload, fh)
     except OSError as exc:
-        raise CLIError(f"cannot write model file {path}: {exc.strerror or exc}") from None
+        raise CLIError(f"cannot write model file {path}: {exc.strerror or exc} (nothing "
+                       f"was written; a previous file there is unchanged)") from None
+    except pickle.PicklingError as exc:
+        raise CLIError(f"cannot save the model to {path}: {_one_line(exc)}") from None
 
 
 def load_model(path):
@@ -363,75 +667,103 @@ def load_model(path):
     return payload
 
 
-def _score_line(task, y_true, y_pred):
+# ----------------------------------------------------------------------------- output
+def _score(task, y_true, y_pred):
+    """("accuracy", value) or ("RMSE", value)."""
     if task == "classification":
-        return f"accuracy {np.mean(y_true == y_pred):.4f}"
-    rmse = float(np.sqrt(np.mean((np.asarray(y_true, float) - y_pred) ** 2)))
-    return f"RMSE {rmse:.4g}"
+        return "accuracy", float(np.mean(y_true == y_pred))
+    return "RMSE", float(np.sqrt(np.mean((np.asarray(y_true, float) - y_pred) ** 2)))
 
 
-def _threads_line(n_jobs):
+def _fmt_score(name, value):
+    return f"{name} {value:.4f}" if name == "accuracy" else f"{name} {value:.4g}"
+
+
+class _Report:
+    """Labelled result lines on stdout: ``label   name value  name value ...``."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __call__(self, label, *pairs):
+        text = "  ".join(str(p) for p in pairs if p not in (None, ""))
+        print(f"{label:<8} {text}".rstrip(), file=self.stream, flush=True)
+
+
+class _Progress:
+    """Stage lines on stderr: shown when ``level`` > 0 (``-v``, or stderr is a terminal)."""
+
+    def __init__(self, verbose, stream=None):
+        self.stream = sys.stderr if stream is None else stream
+        tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.level = int(verbose) if verbose else (1 if tty else 0)
+
+    def __call__(self, message):
+        if self.level:
+            print(f"{PROG}: {message}", file=self.stream, flush=True)
+
+
+def _warn(lines):
+    for line in lines:
+        print(f"{PROG}: warning: {line}", file=sys.stderr, flush=True)
+
+
+def _threads(n_jobs):
     from ._openmp_info import openmp_is_enabled
     from ._threads import effective_n_threads
 
     n = effective_n_threads(n_jobs)
-    omp = "OpenMP" if openmp_is_enabled() else "no OpenMP: serial kernels"
-    return n, f"threads: {n} ({omp})"
+    return n, "OpenMP" if openmp_is_enabled() else "no OpenMP: serial kernels"
 
 
-def _printer(stream):
-    def log(*args, end="\n"):
-        print(*args, end=end, file=stream, flush=True)
-    return log
+def _fit_lines(report, info, n_threads, omp):
+    report("threads", f"{n_threads} ({omp})")
+    report("binning", f"D {info['D']}", f"kappa {info['kappa']:.1f}", f"nnz {info['nnz']}",
+           f"time {info['binning_time']:.2f} s")
+    report("solver", info["solver"], f"{info['unit']} {info['n_iter']}",
+           f"alpha {info['alpha']:g}" if isinstance(info["alpha"], (int, float)) else "",
+           f"tol {info['tol']:g}" if isinstance(info["tol"], (int, float)) else "",
+           f"time {info['solve_time']:.2f} s")
 
 
 # ----------------------------------------------------------------------------- commands
 def cmd_demo(args, out):
     from .datasets import make_checkerboard
 
-    log = _printer(out)
-    n_test = args.n_test if args.n_test is not None else max(1000, args.n_samples // 5)
-    n_threads, threads = _threads_line(args.n_jobs)
+    report, progress = _Report(out), _Progress(args.verbose)
     if args.n_cells < 2:
         raise UsageError("--n-cells must be at least 2")
+    n_test = args.n_test if args.n_test is not None else max(1000, args.n_samples // 5)
+    n_threads, omp = _threads(args.n_jobs)
     c = args.n_cells
-    log(f"rbcd demo: checkerboard (parity of {c}x{c} cells in 2 of 8 dimensions, 6 noise "
-        f"dimensions), {args.n_samples} train / {n_test} test rows, seed {args.seed}")
+    print(f"rbcd demo: a checkerboard, the parity of {c}x{c} cells in 2 of 8 dimensions "
+          f"(6 are noise); a linear model scores about 0.5", file=out)
     t0 = time.perf_counter()
     X, y = make_checkerboard(args.n_samples + n_test, n_features=8, n_informative=2,
                              n_cells=c, random_state=args.seed)
-    Xtr, ytr, Xte, yte = X[:args.n_samples], y[:args.n_samples], X[args.n_samples:], y[args.n_samples:]
-    log(f"data generated in {time.perf_counter() - t0:.2f} s")
-    log(threads)
-    # demo defaults, tuned on this problem: the CG ridge alpha is a sum-of-squares
-    # penalty, the CD alpha multiplies a mean loss (so ~ alpha_cg / N)
-    alpha = args.alpha
-    if alpha is None:
-        alpha = 0.1 if args.solver == "cg" else 1e-6
-    tol = args.tol
-    if tol is None:
-        tol = 1e-3 if args.solver == "cg" else 1e-2
-    model = make_model(
-        "classification", args.n_grids, args.sigma, solver=args.solver, loss=args.loss,
-        alpha=alpha, l1_ratio=args.l1_ratio, max_epochs=args.max_epochs,
-        max_iter=args.max_iter, tol=tol, parallel=args.parallel, n_jobs=args.n_jobs,
-        random_state=args.seed, verbose=args.verbose)
-    info = fit_model(model, Xtr, ytr, log=log)
+    Xtr, ytr = X[:args.n_samples], y[:args.n_samples]
+    Xte, yte = X[args.n_samples:], y[args.n_samples:]
+    report("data", f"train {args.n_samples} rows", f"test {n_test} rows", f"seed {args.seed}",
+           f"generated in {time.perf_counter() - t0:.2f} s")
+    given = _given(args)
+    solver = given.get("solver", "cg")
+    params = {**DEMO_SETTINGS[solver], **given}
+    model = make_model("classification", params, n_jobs=args.n_jobs, random_state=args.seed,
+                       verbose=progress.level)
+    report("model", _model_repr(model))
+    info = fit_model(model, Xtr, ytr, progress)
+    _warn(info["warnings"])
+    _fit_lines(report, info, n_threads, omp)
     t0 = time.perf_counter()
     test_acc = float(np.mean(model.predict(Xte) == yte))
     t_pred = time.perf_counter() - t0
-    train_acc = float(np.mean(model.predict(Xtr[:n_test]) == ytr[:n_test]))
-    log("")
-    log(f"test accuracy:  {test_acc:.4f}   (train accuracy on {min(n_test, args.n_samples)} "
-        f"rows: {train_acc:.4f}; a linear model scores ~0.5)")
-    log(f"time:           binning {info['binning_time']:.2f} s + solving "
-        f"{info['solve_time']:.2f} s = total {info['total_time']:.2f} s "
-        f"(predicting {n_test} rows: {t_pred:.2f} s)")
-    log(f"features:       D = {info['D']} columns from R = {args.n_grids} grids, "
-        f"kappa = {info['kappa']:.1f}, nnz = {info['nnz']}")
-    log(f"solver:         {type(model).__name__}(solver={args.solver!r}) -> "
-        f"{type(model.solver_).__name__}, alpha = {_effective_alpha(model):g}")
-    log(f"threads:        {n_threads}")
+    n_check = min(n_test, args.n_samples)
+    train_acc = float(np.mean(model.predict(Xtr[:n_check]) == ytr[:n_check]))
+    report("predict", f"{n_test} rows", f"time {t_pred:.2f} s")
+    report("result", f"test accuracy {test_acc:.4f}",
+           f"train accuracy {train_acc:.4f} (first {n_check} rows)",
+           f"D {info['D']}", f"kappa {info['kappa']:.1f}", f"fit {info['total_time']:.2f} s",
+           f"threads {n_threads}")
     return 0
 
 
@@ -446,47 +778,55 @@ def _check_writable(path, what):
 
 
 def cmd_train(args, out):
-    log = _printer(out)
+    report, progress = _Report(out), _Progress(args.verbose)
     _check_writable(args.model, "model file")
     t_start = time.perf_counter()
-    X, y, zero_based = load_svmlight(
-        args.data, zero_based={"auto": "auto", "yes": True, "no": False}[args.zero_based])
+    progress(f"reading {args.data}")
+    X, y, zero_based = load_svmlight(args.data, zero_based=_ZERO_BASED[args.zero_based])
     Xte = yte = None
     if args.test is not None:
+        progress(f"reading {args.test}")
         Xte, yte, _ = load_svmlight(args.test, n_features=X.shape[1], zero_based=zero_based)
     task = detect_task(y) if args.task == "auto" else args.task
     if task == "classification":
         y = _labels(y)
         if yte is not None:
             yte = _labels(yte)
-        n_classes = np.unique(y).size
-        if n_classes < 2:
+        classes = np.unique(y)
+        if classes.size < 2:
             raise CLIError(f"{args.data}: classification needs at least 2 classes, "
-                           f"the labels hold only {np.unique(y)[0]}")
-        what = f"classification, {n_classes} classes"
+                           f"the labels hold only {classes[0]}")
+        what = f"classification, {classes.size} classes"
     else:
         what = "regression"
     how = "detected; --task to change" if args.task == "auto" else "from --task"
-    log(f"rbcd train: {args.data}: {X.shape[0]} rows x {X.shape[1]} features, "
-        f"{what} ({how})")
-    n_threads, threads = _threads_line(args.n_jobs)
-    log(threads)
-    model = make_model(
-        task, args.n_grids, args.sigma, solver=args.solver, loss=args.loss, alpha=args.alpha,
-        l1_ratio=args.l1_ratio, max_epochs=args.max_epochs, max_iter=args.max_iter,
-        tol=args.tol, parallel=args.parallel, n_jobs=args.n_jobs, random_state=args.seed,
-        verbose=args.verbose)
-    info = fit_model(model, X, y, log=log)
-    log(f"train {_score_line(task, y, model.predict(X))}")
+    base = f"index base {0 if zero_based else 1} ({args.zero_based})"
+    report("data", args.data, f"rows {X.shape[0]}", f"features {X.shape[1]}",
+           f"nnz {X.nnz}", f"{what} ({how})", base)
+    n_threads, omp = _threads(args.n_jobs)
+    model = make_model(task, _given(args), n_jobs=args.n_jobs, random_state=args.seed,
+                       verbose=progress.level)
+    report("model", _model_repr(model))
+    Xfit = model_input(model, X, args.data, fitting=True)
+    info = fit_model(model, Xfit, y, progress)
+    _warn(info["warnings"])
+    _fit_lines(report, info, n_threads, omp)
+    train_score = _score(task, y, model.predict(Xfit))
+    report("train", _fmt_score(*train_score))
+    test_score = None
     if Xte is not None:
-        log(f"test {_score_line(task, yte, model.predict(Xte))} ({args.test}, {Xte.shape[0]} rows)")
+        test_score = _score(task, yte, model.predict(model_input(model, Xte, args.test)))
+        report("test", _fmt_score(*test_score), f"rows {Xte.shape[0]}", f"file {args.test}")
+    progress(f"saving {args.model}")
     save_model(args.model, model, task, X.shape[1],
                extra={"train_file": os.path.abspath(args.data), "fit_info": info,
                       "zero_based": zero_based})
-    log(f"summary: {task}, wall time {time.perf_counter() - t_start:.2f} s including I/O (binning "
-        f"{info['binning_time']:.2f} s, solving {info['solve_time']:.2f} s), D = {info['D']}, "
-        f"kappa = {info['kappa']:.1f}, nnz = {info['nnz']}, threads = {n_threads}")
-    log(f"model saved to {args.model}")
+    report("saved", args.model)
+    scores = ([f"test {_fmt_score(*test_score)}"] if test_score else []) + \
+        [f"train {_fmt_score(*train_score)}"]
+    report("result", *scores, f"D {info['D']}", f"kappa {info['kappa']:.1f}",
+           f"fit {info['total_time']:.2f} s",
+           f"wall {time.perf_counter() - t_start:.2f} s", f"threads {n_threads}")
     return 0
 
 
@@ -499,19 +839,22 @@ def _format_predictions(pred, task):
 
 
 def cmd_predict(args, out):
+    from ._io import atomic_write
+
     payload = load_model(args.model)
     if args.output is not None:
         _check_writable(args.output, "output file")
     n_features = payload["n_features"]
-    X, y, _ = load_svmlight(args.data, n_features=n_features,
-                            zero_based=payload.get("zero_based", "auto"))
+    zero_based = payload.get("zero_based", "auto") if args.zero_based is None \
+        else _ZERO_BASED[args.zero_based]
+    X, y, _ = load_svmlight(args.data, n_features=n_features, zero_based=zero_based)
     est = payload["estimator"]
     if args.n_jobs is not None:  # the binning's transform and the solver's products
         for part in (est, getattr(est, "binning_", None), getattr(est, "solver_", None)):
             if part is not None and "n_jobs" in part.get_params():
                 part.set_params(n_jobs=args.n_jobs)
     t0 = time.perf_counter()
-    pred = np.asarray(est.predict(X))
+    pred = np.asarray(est.predict(model_input(est, X, args.data)))
     elapsed = time.perf_counter() - t0
     lines = "\n".join(_format_predictions(pred, payload["task"])) + "\n"
     if args.output is None:
@@ -519,17 +862,18 @@ def cmd_predict(args, out):
         out.flush()
     else:
         try:
-            with open(args.output, "w") as fh:
+            with atomic_write(args.output) as fh:
                 fh.write(lines)
         except OSError as exc:
             raise CLIError(f"cannot write output file {args.output}: "
-                           f"{exc.strerror or exc}") from None
+                           f"{exc.strerror or exc} (nothing was written; a previous file "
+                           f"there is unchanged)") from None
     task = payload["task"]
     yl = _labels(y) if task == "classification" else y
-    where = "" if args.output is None else f" to {args.output}"
-    print(f"rbcd predict: {X.shape[0]} predictions{where} in {elapsed:.2f} s; "
-          f"{_score_line(task, yl, pred)} against the labels in {args.data}",
-          file=sys.stderr)
+    where = "stdout" if args.output is None else args.output
+    print(f"{PROG} predict: {X.shape[0]} predictions to {where}  "
+          f"{_fmt_score(*_score(task, yl, pred))} (against the labels in {args.data})  "
+          f"time {elapsed:.2f} s", file=sys.stderr)
     return 0
 
 
@@ -544,9 +888,9 @@ def main(argv=None, out=None):
     """
     out = sys.stdout if out is None else out
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
     debug = "--debug" in argv
     try:
+        parser = build_parser()
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, --version
@@ -567,7 +911,7 @@ def main(argv=None, out=None):
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
-    except (ValueError, MemoryError, OSError) as exc:
+    except (ValueError, TypeError, MemoryError, OSError) as exc:
         if debug:
             raise
         print(f"{PROG}: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)

@@ -1,18 +1,25 @@
-"""The ``rbcd`` command line, run in-process through ``rbcd.__main__.main`` (plus one
-subprocess smoke test of ``python -m rbcd``)."""
+"""The ``rbcd`` command line, run in-process through ``rbcd.__main__.main`` (plus
+subprocess smoke tests of ``python -m rbcd``), and the atomic writes of rbcd._io."""
+import errno
 import os
 import re
+import stat
 import subprocess
 import sys
 
 import joblib
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from sklearn.datasets import dump_svmlight_file
 
+import rbcd.cli as cli
 from rbcd.__main__ import main
-from rbcd.cli import detect_task, load_model
+from rbcd._io import atomic_write
+from rbcd.cli import detect_task, load_model, load_svmlight
 from rbcd.datasets import make_checkerboard, make_nonlinear_regression
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _assert_one_line_error(capsys, code, expected_code, pattern):
@@ -23,6 +30,21 @@ def _assert_one_line_error(capsys, code, expected_code, pattern):
     assert lines[0].startswith("rbcd: error: "), err
     assert re.search(pattern, lines[0]), lines[0]
     assert "Traceback" not in err
+    return lines[0]
+
+
+def _line(out, label):
+    """The labelled output line ``label ...`` (without the label)."""
+    found = [ln[len(label):].strip() for ln in out.splitlines()
+             if ln.split(" ", 1)[0] == label]
+    assert len(found) == 1, (label, out)
+    return found[0]
+
+
+def _value(text, name):
+    m = re.search(rf"(?:^|  ){re.escape(name)} ([^\s]+)", text)
+    assert m, (name, text)
+    return m.group(1)
 
 
 @pytest.fixture
@@ -57,29 +79,45 @@ def test_train_predict_roundtrip_classification(classification_files, tmp_path, 
                  "--alpha", "0.1" if solver == "cg" else "1e-4", "--max-epochs", "30"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "classification, 2 classes" in out
-    for field in ("binning", "solving", "train accuracy", "test accuracy", "D = ",
-                  "kappa = ", "nnz = ", "threads = 1"):
-        assert field in out, field
-    test_acc = float(re.search(r"test accuracy (\d\.\d+)", out).group(1))
+    # stderr is not a terminal: no progress; only warnings (cd stops at 30 epochs)
+    assert all(ln.startswith("rbcd: warning: ") for ln in err.splitlines()), err
+    assert ("converge" in err) == (solver == "cd")
+    data = _line(out, "data")
+    assert "classification, 2 classes (detected" in data
+    assert _value(data, "rows") == "1200" and _value(data, "features") == "5"
+    assert _value(data, "nnz") == str(5 * 1200)
+    binning = _line(out, "binning")
+    assert int(_value(binning, "nnz")) == 1200 * 32 and int(_value(binning, "D")) > 32
+    solver_line = _line(out, "solver")
+    assert solver_line.startswith("RidgeCGClassifier" if solver == "cg" else "CDClassifier")
+    unit = "iterations" if solver == "cg" else "epochs"
+    assert int(_value(solver_line, unit)) >= 1
+    assert _line(out, "threads").startswith("1 ")
+    test_acc = float(_value(_line(out, "test"), "accuracy"))
     assert test_acc > 0.8  # an XOR of 2 of 5 coordinates: a linear model scores ~0.5
+    result = _line(out, "result")
+    assert f"test accuracy {test_acc:.4f}" in result
+    for name in ("D", "kappa", "fit", "threads"):
+        _value(result, name)
 
     payload = load_model(str(model))
     assert payload["format"] == "rbcd-model" and payload["task"] == "classification"
     assert payload["n_features"] == 5
     est = payload["estimator"]
     assert type(est).__name__ == "RBClassifier" and est.binning_.n_features_out_ > 32
+    assert _value(binning, "D") == str(est.binning_.n_features_out_)
 
     pred_file = tmp_path / "pred.txt"
     code = main(["predict", str(model), str(test), "--output", str(pred_file)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "accuracy" in err
+    assert out == "" and "accuracy" in err
     expected = est.predict(X[1200:])
     got = _read_predictions(pred_file)
     assert got == [str(int(v)) for v in expected]
     # the predictions score what train reported on the test file
     assert np.mean(np.array(got, dtype=int) == y[1200:]) == pytest.approx(test_acc, abs=1e-4)
+    assert sorted(os.listdir(tmp_path)) == ["model.joblib", "pred.txt", "test.svm", "train.svm"]
 
 
 def test_train_predict_roundtrip_regression_to_stdout(regression_files, tmp_path, capsys):
@@ -89,9 +127,9 @@ def test_train_predict_roundtrip_regression_to_stdout(regression_files, tmp_path
                  "--test", str(test)])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "regression (detected" in out
-    assert "train RMSE" in out and "test RMSE" in out
-    rmse = float(re.search(r"test RMSE ([\d.e+-]+)", out).group(1))
+    assert "regression (detected" in _line(out, "data")
+    _value(_line(out, "train"), "RMSE")
+    rmse = float(_value(_line(out, "test"), "RMSE"))
     assert rmse < 0.5 * np.std(y)  # better than predicting the mean
     code = main(["predict", str(model), str(test)])
     out, err = capsys.readouterr()
@@ -99,6 +137,46 @@ def test_train_predict_roundtrip_regression_to_stdout(regression_files, tmp_path
     est = load_model(str(model))["estimator"]
     got = np.array([float(v) for v in out.split()])
     np.testing.assert_array_equal(got, est.predict(X[1000:]))  # repr round-trips exactly
+
+
+def test_defaults_are_the_estimators(classification_files, regression_files, tmp_path, capsys):
+    """Options left out keep the estimator's defaults; given ones are passed unchanged."""
+    from rbcd import RBClassifier, RBRegressor
+
+    train, _, _, _ = classification_files
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(train), "-m", str(model)]) == 0
+    capsys.readouterr()
+    est = load_model(str(model))["estimator"]
+    assert est.get_params() == RBClassifier(random_state=0).get_params()
+    assert est.solver_.get_params()["tol"] == RBClassifier()._effective()[2]
+    reg_train = regression_files[0]
+    assert main(["train", str(reg_train), "-m", str(model), "--solver", "cd",
+                 "--max-epochs", "3", "--tol", "0"]) == 0
+    capsys.readouterr()
+    est = load_model(str(model))["estimator"]
+    expected = RBRegressor(random_state=0, solver="cd", max_epochs=3, tol=0.0).get_params()
+    assert est.get_params() == expected
+    # every given option reaches the estimator under its parameter name
+    given = ["--n-grids", "7", "--sigma", "0.25", "--solver", "cd", "--loss",
+             "squared_hinge", "--alpha", "0.5", "--l1-ratio", "0.25", "--max-epochs", "2",
+             "--max-iter", "9", "--tol", "0.125", "--parallel", "serial", "--seed", "3",
+             "--n-jobs", "1"]
+    assert main(["train", str(train), "-m", str(model), *given]) == 0
+    capsys.readouterr()
+    params = load_model(str(model))["estimator"].get_params()
+    assert {k: params[k] for k in ("n_grids", "sigma", "solver", "loss", "alpha", "l1_ratio",
+                                   "max_epochs", "max_iter", "tol", "parallel",
+                                   "random_state", "n_jobs")} == dict(
+        n_grids=7, sigma=0.25, solver="cd", loss="squared_hinge", alpha=0.5, l1_ratio=0.25,
+        max_epochs=2, max_iter=9, tol=0.125, parallel=None, random_state=3, n_jobs=1)
+    # --help shows the estimator's defaults, read from it
+    assert main(["train", "--help"]) == 0
+    help_text = " ".join(capsys.readouterr().out.split())
+    defaults = RBClassifier().get_params()
+    assert f"(default: {defaults['n_grids']})" in help_text
+    assert f"(default: {defaults['l1_ratio']})" in help_text
+    assert f"(default: {defaults['max_epochs']})" in help_text
 
 
 def test_task_detection_and_override(regression_files, tmp_path, capsys):
@@ -126,12 +204,18 @@ def test_demo_runs_and_reports(capsys):
     code = main(["demo", "--n-samples", "3000", "--n-jobs", "1", "--seed", "1"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    acc = float(re.search(r"test accuracy:\s+(\d\.\d+)", out).group(1))
+    result = _line(out, "result")
+    acc = float(_value(result, "test accuracy"))
     assert 0.8 < acc <= 1.0  # XOR of 2 of 8 coordinates: a linear model scores ~0.5
-    for pattern in (r"binning [\d.]+ s", r"solving [\d.]+ s", r"total [\d.]+ s",
-                    r"D = \d+", r"kappa = [\d.]+", r"nnz = 192000", r"threads:\s+1\b",
-                    r"3000 train / 1000 test"):
-        assert re.search(pattern, out), pattern
+    assert re.search(r"fit [\d.]+ s", result) and _value(result, "threads") == "1"
+    assert _value(_line(out, "binning"), "nnz") == "192000"
+    assert re.search(r"time [\d.]+ s", _line(out, "solver"))
+    data = _line(out, "data")
+    assert "train 3000 rows" in data and "test 1000 rows" in data
+    # the model line is the estimator the demo built, with its example settings
+    model = _line(out, "model")
+    assert model.startswith("RBClassifier(") and "sigma=0.7" in model
+    assert "random_state=1" in model and "verbose" not in model
 
 
 def test_demo_cd_solver(capsys):
@@ -141,9 +225,85 @@ def test_demo_cd_solver(capsys):
     assert code == 0, err
     from rbcd._threads import effective_n_threads
 
-    assert "CDClassifier" in out
-    assert re.search(rf"threads:\s+{effective_n_threads(2)}\n", out)
-    assert float(re.search(r"test accuracy:\s+(\d\.\d+)", out).group(1)) > 0.75
+    assert _line(out, "solver").startswith("CDClassifier")
+    assert "max_epochs=3" in _line(out, "model") and "solver='cd'" in _line(out, "model")
+    assert _value(_line(out, "result"), "threads") == str(effective_n_threads(2))
+    assert float(_value(_line(out, "result"), "test accuracy")) > 0.75
+
+
+# ----------------------------------------------------------------------------- progress
+def test_progress_goes_to_stderr_when_asked_or_on_a_terminal(classification_files, tmp_path,
+                                                              capsys, monkeypatch):
+    train, _, _, _ = classification_files
+    model = tmp_path / "m.joblib"
+    args = ["train", str(train), "-m", str(model), "--n-grids", "8", "--solver", "cd",
+            "--max-epochs", "2"]
+    assert main(args) == 0
+    quiet_out, err = capsys.readouterr()
+    # not a terminal: quiet, but for the warning (2 epochs do not converge)
+    assert [ln[:20] for ln in err.splitlines()] == ["rbcd: warning: Coord"]
+    assert main(args + ["-v"]) == 0
+    out, err = capsys.readouterr()
+    assert "rbcd: reading" in err and "rbcd: fitting RBClassifier(" in err
+    assert "rbcd: binning done" in err and "rbcd: saving" in err
+    # the estimator's own verbose lines go to stderr too; stdout keeps the same results
+    assert "[rbcd CD]" in err or "[RBClassifier]" in err
+    assert [ln.split()[0] for ln in out.splitlines()] == \
+        [ln.split()[0] for ln in quiet_out.splitlines()]
+    assert "[rbcd CD]" not in out and "[RBClassifier]" not in out
+
+    class Terminal:
+        def __init__(self, stream):
+            self.stream = stream
+
+        def isatty(self):
+            return True
+
+        def __getattr__(self, name):
+            return getattr(self.stream, name)
+
+    monkeypatch.setattr(sys, "stderr", Terminal(sys.stderr))
+    assert main(args) == 0
+    assert "rbcd: fitting" in capsys.readouterr().err
+
+
+def test_warnings_teach_about_degenerate_binning(classification_files, tmp_path, capsys,
+                                                 monkeypatch):
+    train, _, _, _ = classification_files
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(train), "-m", str(model), "--sigma", "1e-6",
+                 "--n-grids", "4"]) == 0
+    out, err = capsys.readouterr()
+    kappa = float(_value(_line(out, "binning"), "kappa"))
+    assert kappa == pytest.approx(1200)
+    warn = [ln for ln in err.splitlines() if ln.startswith("rbcd: warning:")]
+    assert len(warn) == 1 and "close to N = 1200" in warn[0]
+    assert "sigma = 1e-06" in warn[0] and "larger sigma" in warn[0]
+    assert main(["train", str(train), "-m", str(model), "--sigma", "1e6",
+                 "--n-grids", "4"]) == 0
+    out, err = capsys.readouterr()
+    assert float(_value(_line(out, "binning"), "kappa")) == pytest.approx(1.0)
+    assert "close to 1" in err and "smaller sigma" in err
+    # a reasonable sigma: no warning
+    assert main(["train", str(train), "-m", str(model), "--sigma", "0.5",
+                 "--n-grids", "4"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert cli.binning_advice(10.0, 12, 1.0) is None  # too few rows to judge
+    monkeypatch.setattr(cli, "_can_scale", lambda: True)  # once sigma="scale" exists
+    assert "--sigma scale" in cli.binning_advice(99.0, 100, 0.01)
+    assert "--sigma scale" in cli.binning_advice(1.0, 100, 100.0)
+    assert cli.binning_advice(30.0, 1000, 1.0) is None
+
+
+def test_repeated_warnings_are_shown_once():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            warnings.warn("did not  converge\n in 5 epochs")
+        warnings.warn("another")
+    assert cli._warning_lines(caught) == ["did not converge in 5 epochs (x3)", "another"]
 
 
 # ----------------------------------------------------------------------------- errors
@@ -153,9 +313,11 @@ def test_usage_errors_exit_2(capsys):
     _assert_one_line_error(capsys, main(["frobnicate"]), 2, "invalid choice")
     _assert_one_line_error(capsys, main(["demo", "--n-samples", "-5"]), 2, "positive integer")
     _assert_one_line_error(capsys, main(["demo", "--sigma", "0"]), 2, "--sigma")
+    _assert_one_line_error(capsys, main(["demo", "--sigma", "wide"]), 2, "'scale'")
     _assert_one_line_error(capsys, main(["demo", "--n-jobs", "0"]), 2, "non-zero")
     _assert_one_line_error(capsys, main(["demo", "--solver", "cg", "--loss", "logistic"]),
                            2, "needs --solver cd")
+    _assert_one_line_error(capsys, main(["demo", "--l1-ratio", "2"]), 2, "--l1-ratio")
 
 
 def test_help_exits_0(capsys):
@@ -163,6 +325,9 @@ def test_help_exits_0(capsys):
     assert "demo" in capsys.readouterr().out
     assert main(["--version"]) == 0
     assert re.match(r"rbcd \d+\.\d+", capsys.readouterr().out)
+    for command in ("demo", "train", "predict"):
+        assert main([command, "--help"]) == 0
+        assert "usage: rbcd " + command in capsys.readouterr().out
 
 
 def test_missing_and_malformed_data_exit_1(classification_files, tmp_path, capsys):
@@ -177,6 +342,18 @@ def test_missing_and_malformed_data_exit_1(classification_files, tmp_path, capsy
     empty.write_text("")
     code = main(["train", str(empty), "-m", str(model)])
     _assert_one_line_error(capsys, code, 1, "empty.svm")
+    nan = tmp_path / "nan.svm"
+    nan.write_text("1 1:0.5\n0 2:nan\n1 1:2\n")
+    _assert_one_line_error(capsys, main(["train", str(nan), "-m", str(model)]),
+                           1, "non-finite.*row 2")
+    nolabel = tmp_path / "nanlabel.svm"
+    nolabel.write_text("1 1:0.5\n0 2:1\ninf 1:2\n")
+    _assert_one_line_error(capsys, main(["train", str(nolabel), "-m", str(model)]),
+                           1, "non-finite.*row 3")
+    one_class = tmp_path / "one.svm"
+    one_class.write_text("1 1:0.5\n1 2:1\n")
+    _assert_one_line_error(capsys, main(["train", str(one_class), "-m", str(model)]),
+                           1, "at least 2 classes")
     assert not model.exists()
     train, test, _, _ = classification_files
     _assert_one_line_error(capsys, main(["train", str(train), "-m", str(tmp_path / "no" / "m")]),
@@ -223,7 +400,10 @@ def test_feature_mismatch_and_unwritable_output(classification_files, tmp_path, 
     narrow = tmp_path / "narrow.svm"
     dump_svmlight_file(X[:20, :3], y[:20], str(narrow))
     assert main(["predict", str(model), str(narrow)]) == 0
-    assert len(capsys.readouterr().out.split()) == 20
+    got = [int(v) for v in capsys.readouterr().out.split()]
+    Xn = X[:20].copy()
+    Xn[:, 3:] = 0.0
+    assert got == list(load_model(str(model))["estimator"].predict(Xn))
 
 
 def test_subprocess_python_m_rbcd(classification_files, tmp_path):
@@ -234,7 +414,8 @@ def test_subprocess_python_m_rbcd(classification_files, tmp_path):
                           "--n-grids", "16"], capture_output=True, text=True, env=env,
                          timeout=120)
     assert run.returncode == 0, run.stderr
-    assert "model saved to" in run.stdout and "threads = 1" in run.stdout
+    assert "saved    " in run.stdout and re.search(r"threads 1\b", run.stdout)
+    assert run.stderr == ""  # a pipe is not a terminal: no progress
     run = subprocess.run([sys.executable, "-m", "rbcd", "predict", str(model), str(test)],
                          capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr
@@ -253,8 +434,9 @@ def test_index_base_is_kept_from_training_to_prediction(tmp_path, capsys):
     dump_svmlight_file(X, y, str(zero), zero_based=True)
     m1, m0 = tmp_path / "m1.joblib", tmp_path / "m0.joblib"
     assert main(["train", str(one), "-m", str(m1), "--n-grids", "8"]) == 0
+    assert "index base 1 (auto)" in capsys.readouterr().out
     assert main(["train", str(zero), "-m", str(m0), "--n-grids", "8"]) == 0
-    capsys.readouterr()
+    assert "index base 0 (auto)" in capsys.readouterr().out
     assert load_model(str(m1))["zero_based"] is False
     assert load_model(str(m0))["zero_based"] is True
     assert main(["predict", str(m1), str(one)]) == 0
@@ -271,10 +453,230 @@ def test_index_base_is_kept_from_training_to_prediction(tmp_path, capsys):
     assert got == list(load_model(str(m0))["estimator"].predict(Xz))
     # index 0 in a file for a one-based model is an error, not a silent shift
     _assert_one_line_error(capsys, main(["predict", str(m1), str(zero)]), 1, "index 0")
+    # ... unless predict is told the file's base
+    assert main(["predict", str(m1), str(zero), "--zero-based", "yes"]) == 0
+    assert capsys.readouterr().out == p1
     # --zero-based yes reads a file without index 0 as zero-based
     assert main(["train", str(nocol0), "-m", str(m0), "--n-grids", "8",
                  "--zero-based", "yes"]) == 0
-    assert "50 rows x 4 features" in capsys.readouterr().out
+    data = _line(capsys.readouterr().out, "data")
+    assert "rows 50" in data and "features 4" in data and "index base 0 (yes)" in data
+    assert main(["train", str(zero), "-m", str(m0), "--zero-based", "no"]) == 1
+    assert "uses feature index 0" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- wide, sparse
+def test_loader_keeps_svmlight_sparse(tmp_path):
+    path = tmp_path / "wide.svm"
+    path.write_text("1 3:0.5 1000000:2\n0 1:1\n1 2:-1.5\n0 999999:4 1000000:1\n")
+    X, y, zero_based = load_svmlight(str(path))
+    assert sp.issparse(X) and X.format == "csr" and X.dtype == np.float64
+    assert zero_based is False and X.shape == (4, 1000000) and X.nnz == 6
+    assert X[0, 2] == 0.5 and X[0, 999999] == 2.0 and X[3, 999998] == 4.0
+    np.testing.assert_array_equal(y, [1, 0, 1, 0])
+    # a model's width pads, without densifying
+    X2, _, _ = load_svmlight(str(path), n_features=2 * 10**6, zero_based=False)
+    assert X2.shape == (4, 2 * 10**6) and X2.nnz == 6
+
+
+def test_model_input_densifies_in_one_place_with_a_memory_check(tmp_path, monkeypatch):
+    from sklearn.linear_model import Ridge
+
+    from rbcd import RBClassifier
+
+    X = sp.random(5, 10**6, density=1e-5, format="csr", random_state=0)
+    assert cli.model_input(Ridge(), X, "x") is X  # a sparse-capable estimator gets CSR
+    if cli.accepts_sparse(RBClassifier()):
+        assert cli.model_input(RBClassifier(), X, "x", fitting=True) is X
+    monkeypatch.setattr(cli, "available_memory", lambda: 10**9)
+    small = sp.random(5, 20, density=0.5, format="csr", random_state=0)
+    dense = cli.to_dense(small, "x", n_grids=64)
+    assert isinstance(dense, np.ndarray) and dense.flags.c_contiguous
+    np.testing.assert_array_equal(dense, small.toarray())
+    with pytest.raises(cli.CLIError, match=r"5 rows x 1000000 features.*64 grids.*1\.0 GB"):
+        cli.to_dense(X, "x", n_grids=64)  # 40 MB of X + ~16 GB of binning state
+
+
+def test_wide_file_is_a_clear_error_not_a_huge_allocation(tmp_path, capsys, monkeypatch):
+    """Issue 15/17: a 4-row file with a feature index of 10^6 densified to 14 GB."""
+    from rbcd import RBClassifier
+
+    path = tmp_path / "wide.svm"
+    path.write_text("1 3:0.5 1000000:2\n0 1:1\n1 2:-1.5\n0 7:4\n")
+    model = tmp_path / "m.joblib"
+    monkeypatch.setattr(cli, "available_memory", lambda: 4 * 10**9)
+    code = main(["train", str(path), "-m", str(model)])
+    if cli.accepts_sparse(RBClassifier()):  # sparse input: nothing to densify
+        assert code == 0
+        return
+    line = _assert_one_line_error(capsys, code, 1, "4 rows x 1000000 features")
+    assert "GB" in line and "available" in line and "5 of them used" in line
+    assert not model.exists()
+
+
+@pytest.mark.parametrize("index, shown", [(2**31, "2147483648"), (2**40 + 5, "1099511627781"),
+                                          (2**63 - 1, "9223372036854775807"),
+                                          (2**63, "9223372036854775808"),
+                                          (2**64 + 1, "18446744073709551617")])
+def test_huge_feature_indices_are_a_clear_error(tmp_path, capsys, index, shown):
+    path = tmp_path / "huge.svm"
+    path.write_text(f"1 1:0.5\n# a comment\n0 2:1 {index}:3\n")
+    line = _assert_one_line_error(capsys, main(["train", str(path), "-m",
+                                                str(tmp_path / "m")]), 1, "line 3")
+    assert f"feature index {shown}" in line and "2147483647" in line
+    assert "internal error" not in line
+
+
+def test_largest_readable_index_reports_the_width(tmp_path, capsys):
+    from rbcd import RBClassifier
+
+    path = tmp_path / "edge.svm"
+    path.write_text(f"1 1:0.5\n0 2:1 {2**31 - 1}:3\n")
+    X, _, _ = load_svmlight(str(path))
+    assert X.shape == (2, 2**31 - 1) and X.nnz == 3
+    if not cli.accepts_sparse(RBClassifier()):
+        _assert_one_line_error(capsys, main(["train", str(path), "-m", str(tmp_path / "m")]),
+                               1, "2 rows x 2147483647 features")
+
+
+# ----------------------------------------------------------------------------- atomic writes
+def _listing(folder):
+    return sorted(os.listdir(folder))
+
+
+def test_atomic_write_replaces_only_on_success(tmp_path):
+    target = tmp_path / "out.txt"
+    with atomic_write(target) as fh:
+        fh.write("first\n")
+    assert target.read_text() == "first\n"
+    os.chmod(target, 0o640)
+    with atomic_write(target) as fh:
+        fh.write("second\n")
+    assert target.read_text() == "second\n"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640  # the target's permissions kept
+    for exc in (OSError(errno.ENOSPC, "No space left on device"), KeyboardInterrupt()):
+        with pytest.raises(type(exc)):
+            with atomic_write(target, "wb") as fh:
+                fh.write(b"partial ...")
+                fh.flush()
+                assert len(_listing(tmp_path)) == 2  # the temporary file is beside it
+                raise exc
+        assert target.read_text() == "second\n"
+        assert _listing(tmp_path) == ["out.txt"]
+    # a failure on a new path leaves no file at all
+    with pytest.raises(ValueError):
+        with atomic_write(tmp_path / "new.txt") as fh:
+            fh.write("x")
+            raise ValueError("writer failed")
+    assert _listing(tmp_path) == ["out.txt"]
+    with pytest.raises(ValueError, match="mode"):
+        with atomic_write(target, "a"):
+            pass
+    # a symbolic link is written through, and stays a link
+    (tmp_path / "real").mkdir()
+    real = tmp_path / "real" / "data.txt"
+    real.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(real)
+    with atomic_write(link) as fh:
+        fh.write("new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert sorted(os.listdir(tmp_path / "real")) == ["data.txt"]
+
+
+def test_atomic_write_failing_sync_keeps_previous(tmp_path, monkeypatch):
+    target = tmp_path / "out.bin"
+    target.write_bytes(b"old")
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        with atomic_write(target, "wb") as fh:
+            fh.write(b"new" * 1000)
+    assert target.read_bytes() == b"old" and _listing(tmp_path) == ["out.bin"]
+
+
+def test_failed_model_write_keeps_the_previous_model(classification_files, tmp_path, capsys,
+                                                     monkeypatch):
+    """Issue 15: a full disk left a truncated model at the target path."""
+    train, test, _, _ = classification_files
+    folder = tmp_path / "models"
+    folder.mkdir()
+    model = folder / "m.joblib"
+    assert main(["train", str(train), "-m", str(model), "--n-grids", "8"]) == 0
+    capsys.readouterr()
+    before = model.read_bytes()
+
+    def dump_half_then_fail(value, fh, *args, **kwargs):
+        fh.write(b"\x80\x04 half a pickle")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(joblib, "dump", dump_half_then_fail)
+    code = main(["train", str(train), "-m", str(model), "--n-grids", "16"])
+    _assert_one_line_error(capsys, code, 1, "cannot write model file.*No space left.*unchanged")
+    assert model.read_bytes() == before and _listing(folder) == ["m.joblib"]
+    new = folder / "new.joblib"
+    assert main(["train", str(train), "-m", str(new), "--n-grids", "16"]) == 1
+    assert _listing(folder) == ["m.joblib"]
+    capsys.readouterr()
+    monkeypatch.undo()
+    assert load_model(str(model))["estimator"].n_grids == 8
+
+
+def test_failed_predictions_write_keeps_the_previous_file(classification_files, tmp_path,
+                                                          capsys, monkeypatch):
+    train, test, _, _ = classification_files
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(train), "-m", str(model), "--n-grids", "8"]) == 0
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    pred = out_dir / "pred.txt"
+    pred.write_text("previous predictions\n")
+    capsys.readouterr()
+
+    real_fsync = os.fsync
+    calls = []
+
+    def fail_once_data_written(fd):
+        calls.append(fd)
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+
+    monkeypatch.setattr(os, "fsync", fail_once_data_written)
+    code = main(["predict", str(model), str(test), "--output", str(pred)])
+    _assert_one_line_error(capsys, code, 1, "cannot write output file.*quota")
+    assert calls and pred.read_text() == "previous predictions\n"
+    assert _listing(out_dir) == ["pred.txt"]
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    assert main(["predict", str(model), str(test), "--output", str(pred)]) == 0
+    assert len(pred.read_text().split()) == 300 and _listing(out_dir) == ["pred.txt"]
+
+
+def test_benchmark_outputs_are_atomic(tmp_path):
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import _common
+    finally:
+        sys.path.pop(0)
+    target = tmp_path / "results.json"
+    _common.write_json(str(target), {"a": 1})
+    assert target.read_text() == '{"a": 1}'
+    with pytest.raises(TypeError):  # json fails half-way through the object
+        _common.write_json(str(target), {"a": 2, "b": object()})
+    assert target.read_text() == '{"a": 1}' and _listing(tmp_path) == ["results.json"]
+    _common.write_text(str(tmp_path / "t.md"), "# hi\n")
+    assert (tmp_path / "t.md").read_text() == "# hi\n"
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(1, 1))
+    _common.save_figure(fig, str(tmp_path / "f.png"), dpi=20)
+    plt.close(fig)
+    assert (tmp_path / "f.png").read_bytes()[:4] == b"\x89PNG"
+    assert _listing(tmp_path) == ["f.png", "results.json", "t.md"]
 
 
 def test_reproduce_script_smoke(tmp_path, monkeypatch):
@@ -283,7 +685,7 @@ def test_reproduce_script_smoke(tmp_path, monkeypatch):
     import importlib.util
     import json
 
-    path = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "reproduce.py")
+    path = os.path.join(ROOT, "benchmarks", "reproduce.py")
     spec = importlib.util.spec_from_file_location("rbcd_reproduce", path)
     repro = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(repro)
@@ -299,6 +701,8 @@ def test_reproduce_script_smoke(tmp_path, monkeypatch):
     for name in ("fig3_sigma.png", "fig4_grids.png", "fig5_time.png", "fig6_speedup.png",
                  "results.md", "results.json"):
         assert (out / name).stat().st_size > 0, name
+    assert sorted(os.listdir(out)) == ["fig3_sigma.png", "fig4_grids.png", "fig5_time.png",
+                                       "fig6_speedup.png", "results.json", "results.md"]
     with open(out / "results.json") as fh:
         res = json.load(fh)
     assert res["errors"] == {}
