@@ -670,8 +670,11 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         "n_features": [Interval(Integral, 1, 2**63 - 1, closed="both"), None],
         "dtype": "no_validation",  # check_output_dtype: float32 or float64
         "n_jobs": N_JOBS,
-        # the shared RANDOM_STATE, plus what rbcd._random.make_generator also takes
-        "random_state": RANDOM_STATE + [np.random.Generator, np.random.SeedSequence],
+        # what rbcd._random.make_generator takes (DESIGN.md contract 2): the shared
+        # RANDOM_STATE plus any non-negative int (numpy seeds of any size), Generator
+        # and SeedSequence
+        "random_state": RANDOM_STATE + [Interval(Integral, 0, None, closed="left"),
+                                        np.random.Generator, np.random.SeedSequence],
     }
 
     # ------------------------------------------------------------------ checks
