@@ -3,7 +3,7 @@ CSR / CSC construction. Typed buffers only; ``rbcd.binning.random_binning`` vali
 
 Design
 ------
-* Bins follow docs/internals.md to the bit: ``floor((x - u) / w)`` in float64
+* Bins follow DESIGN.md contract 3 to the bit: ``floor((x - u) / w)`` in float64
   with a true division. ``rbcd.binning.random_binning`` first runs :func:`scan_columns`
   (column min / max and the first non-finite entry, one pass over X). As
   ``x -> floor((x - u) / w)`` is monotone (IEEE subtraction, division by a
@@ -33,12 +33,12 @@ Design
   is built without any division. ``x -> floor((x - u) / w)`` is monotone,
   so each bin k in (lo, hi] of a column has a smallest float64 ``t_k``
   reaching it, found at fit by bisection with the very same formula
-  (``features._thresholds``); field j of the key is then the number of
+  (``random_binning._thresholds``); field j of the key is then the number of
   column-j thresholds x_j reaches, bit for bit the field of the division.
   With AVX-512, eight rows at a time (compare + masked add per threshold,
   over the row block transposed), with their hashes.
 * Direct tables: a single-word grid whose keys have at most a few tens of
-  thousands of values (``features._direct_bits``) is fitted in an array of
+  thousands of values (``random_binning._direct_bits``) is fitted in an array of
   one 8-byte slot per possible key (id + 1, count): no hash, no probe, no
   compare. At the end of fit its keys are exported in the hashed format.
 * Parallelism in fit: each thread owns a contiguous block of grids of about
@@ -57,7 +57,7 @@ Design
   makes the floor provably equal to the division's (see ``rbcd_floor8``).
 * Transform is parallel over row blocks (tables read-only): per block and
   grid, keys (thresholds with range bounds where the grid has them), then a
-  dense index lookup (``features._dense_index``) or slots prefetched,
+  dense index lookup (``random_binning._dense_index``) or slots prefetched,
   candidate slots found, their keys prefetched and verified. Hashed mode is
   parallel over rows; with AVX-512 a row's bins and hashes are computed for
   eight grids per vector (four independent multiply chains at a time) and its
@@ -66,6 +66,16 @@ Design
 * Large tables live in 2 MiB-aligned blocks advised as huge pages (random
   probes otherwise miss the TLB); fitted tables are handed to numpy without
   a copy.
+* State: :class:`GridTables` owns the fitted grids (a ``Layout`` for all grids
+  and a ``GridTable`` per grid, pointing into arrays it holds); fit_tables and
+  transform_exact take it instead of loose arrays. It pickles as its primary
+  arrays and is checked field by field on load; probe loops are bounded by the
+  capacity, so even an unchecked table cannot make a lookup cycle.
+* Paths: every kernel takes a ``paths`` object (``random_binning._Paths``): AVX-512
+  where the CPU has it, threshold keys, direct tables / dense index. All give the
+  same output bit for bit; tests force each one through it. C lives in
+  ``rbcd/src/binning_keys.h`` (keys, hashes, sort: each AVX-512 path beside its
+  scalar version) and ``rbcd/src/binning_alloc.h`` (table memory).
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
@@ -131,7 +141,7 @@ ctypedef fused val_t:
 
 
 cdef enum:
-    ROW_BLOCK = 256        # rows per block in the fit loop (keys prefetched per block; 256 measured a little faster than 128)
+    ROW_BLOCK = 256        # rows per block of the fit and transform loops (keys prefetched per block)
     INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
     LABEL_BLOCK = 1024     # rows per block of training_labels (uint16 labels: 2 KiB, whole cache lines)
     MAX_GROUP = 256        # grids per sweep over the rows at most (their ids are staged per row block)
@@ -685,10 +695,8 @@ cdef void fit_grid_block(
         # One sweep over the rows for all of the thread's grids (in groups of
         # at most MAX_GROUP): X is read once, and each row block's ids are
         # written row by row from the stage, whole cache lines at a time.
-        # (Sweeping a few grids at a time so that their tables stay in L2
-        # measured no faster: the re-reads of X and the partial writes of ids
-        # cost what the cache hits save.) A group's tables are created at its
-        # start and finished (exported) at its end.
+        # A group's tables are created at its start and finished (exported)
+        # at its end.
         ga = g0
         while ga < g1:
             gb = ga + MAX_GROUP if ga + MAX_GROUP < g1 else g1
@@ -1003,7 +1011,7 @@ def empty(Py_ssize_t n, dtype):
 
     Unlike ``numpy.empty`` the block is not advised as huge pages: for the big
     output arrays, written once in order, the synchronous huge-page compaction
-    on first touch costs far more (here ~4x) than the page faults it saves.
+    on first touch costs more than the page faults it saves.
     """
     dt = np.dtype(dtype)
     fmt = _FORMATS[dt]

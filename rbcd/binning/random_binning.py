@@ -8,7 +8,7 @@ z(x) . z(y) = (number of grids where x and y share a bin) / R, an unbiased
 estimate of the Laplacian kernel exp(-||x - y||_1 / sigma).
 
 The work is done by the nogil kernels of ``rbcd.binning._binning``; this module
-validates, draws the grids (docs/internals.md, contract 2), and assembles
+validates, draws the grids (DESIGN.md contract 2), and assembles
 the sparse matrices. The column-major view the coordinate-descent solvers
 walk (:class:`RBColumns`) is built here too, in O(nnz), never by a sort.
 """
@@ -397,11 +397,11 @@ def _direct_bits(lo, hi, n_words, n_samples, key_bits=None, enabled=True):
 
 
 # Relative fit cost of a grid per training row, in units of one threshold
-# compare (about 0.2 ns per row on the reference 2-core machine), used only to
-# split the grids among fit's threads into contiguous runs of equal cost (the
-# tables are the same for any split). Measured per grid at N = 10**6: a direct
-# table costs little while it stays in L2 and about 80 units from 2 MiB on; a
-# hash table about 200; keys by division about 8 units per column.
+# compare, used only to split the grids among fit's threads into contiguous runs
+# of equal cost (contract: the tables are the same for any split, so these
+# weights change speed, never output). A direct table is cheap while it fits in
+# L2 (COST_L2_BYTES) and costs more beyond; a hash table costs the most; keys by
+# division cost per column. The weights come from asv_benches/binning.py runs.
 COST_GRID = 3.0
 COST_DIRECT = 5.0
 COST_DIRECT_L2 = 75.0
@@ -592,7 +592,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         data). The fitted tables hold only the bin vectors (packed), no
         training rows: O(D) memory.
         m: hashed mode. Column = a fixed 64-bit hash of (grid, bin vector)
-        modulo m (docs/internals.md); stateless, every row of any data gets
+        modulo m (DESIGN.md contract 5); stateless, every row of any data gets
         its R grids' columns, entries that collide within a row are summed
         (stored value k / sqrt(R)). For streaming and distributed use.
     dtype : numpy.float32 or numpy.float64, default=numpy.float64
