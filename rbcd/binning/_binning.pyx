@@ -96,6 +96,11 @@ cdef extern from "binning_alloc.h" nogil:
     void *big_realloc "rbcd_big_realloc"(void *p, size_t nbytes) noexcept
 
 cdef extern from "binning_keys.h" nogil:
+    ctypedef struct Thresholds "rbcd_thresholds":
+        const int32_t *ej
+        const double *et
+        const uint64_t *ea
+        Py_ssize_t n
     uint64_t GOLDEN "RBCD_GOLDEN"
     void prefetch "RBCD_PREFETCH"(const void *p) noexcept
     uint64_t mix64 "rbcd_mix64"(uint64_t z) noexcept
@@ -122,8 +127,7 @@ cdef extern from "binning_keys.h" nogil:
     void rank_sort_avx512 "rbcd_rank_sort_avx512"(uint64_t *v, Py_ssize_t n, uint64_t *tmp) noexcept
     void thr_keys_avx512 "rbcd_thr_keys_avx512"(
         const double *xt, Py_ssize_t stride, Py_ssize_t n, Py_ssize_t d,
-        const double *rlo, const double *rhi, const int32_t *ej,
-        const double *et, const uint64_t *ea, Py_ssize_t n_ent,
+        const double *rlo, const double *rhi, Thresholds thr,
         uint64_t *keys, uint64_t *hashes, unsigned char *inside) noexcept
 
 
@@ -155,19 +159,6 @@ cdef uint64_t LOW32 = 0xFFFFFFFF
 # ----------------------------------------------------------------------------
 # Small inline helpers
 # ----------------------------------------------------------------------------
-
-cdef inline bint grid_key(
-    const double *x, const double *u, const double *w, const double *inv,
-    const int64_t *lo, const int64_t *hi, const int32_t *word, const int64_t *shift,
-    Py_ssize_t d, int n_words, bint simd,
-    double *q,             # scratch, length d
-    uint64_t *key,         # OUT n_words words
-) noexcept nogil:
-    """Packed key of one (row, grid) (rbcd_key_scalar); AVX-512 when ``simd``."""
-    if simd:
-        return key_avx512(x, u, w, inv, lo, hi, word, shift, d, n_words, key)
-    return key_scalar(x, u, w, lo, hi, word, shift, d, q, key)
-
 
 cdef inline bint thr_key_range(
     const double *x, Py_ssize_t d,
@@ -254,6 +245,35 @@ ctypedef struct Layout:
     Py_ssize_t d
     int max_words
     bint normal_widths          # every width within [2**-1000, 2**1000] (AVX-512 bins exact)
+
+
+cdef inline Thresholds grid_thresholds(const Layout *L, Py_ssize_t r) noexcept nogil:
+    """Grid r's thresholds (entries thr_ptr[r] .. thr_ptr[r + 1] - 1 of the layout)."""
+    cdef Thresholds t
+    cdef int64_t e0 = L.thr_ptr[r]
+    t.ej = L.ent_j + e0
+    t.et = L.ent_t + e0
+    t.ea = L.ent_add + e0
+    t.n = L.thr_ptr[r + 1] - e0
+    return t
+
+
+cdef inline bint grid_key(
+    const Layout *L,
+    Py_ssize_t r,          # the grid
+    const double *x,       # IN  one row of X
+    bint simd,             # AVX-512 bins (rbcd_key_avx512)
+    double *q,             # scratch, length d
+    uint64_t *key,         # OUT n_words[r] words
+) noexcept nogil:
+    """Packed key of one (row, grid) by division (rbcd_key_scalar in binning_keys.h):
+    False if some bin lies outside the grid's training bins [lo, hi]."""
+    cdef Py_ssize_t d = L.d, o = r * L.d
+    if simd:
+        return key_avx512(x, L.offsets + o, L.widths + o, L.inv + o, L.lo + o, L.hi + o,
+                          L.word + o, L.shift + o, d, L.n_words[r], key)
+    return key_scalar(x, L.offsets + o, L.widths + o, L.lo + o, L.hi + o, L.word + o,
+                      L.shift + o, d, q, key)
 
 
 ctypedef struct GridTable:
@@ -656,19 +676,8 @@ cdef void fit_grid_block(
     cdef Py_ssize_t N = job.N, d = L.d, R = L.R
     cdef int max_words = L.max_words
     cdef bint simd = job.simd, vec = job.vec, thresholds = job.thresholds
-    cdef const double *widths = L.widths
-    cdef const double *offsets = L.offsets
-    cdef const double *inv = L.inv
-    cdef const int64_t *lo = L.lo
-    cdef const int64_t *hi = L.hi
-    cdef const int32_t *word = L.word
-    cdef const int64_t *shift = L.shift
     cdef const int32_t *n_words = L.n_words
-    cdef const int64_t *thr_ptr = L.thr_ptr
     cdef const unsigned char *use_thr = L.use_thr
-    cdef const int32_t *ent_j = L.ent_j
-    cdef const double *ent_t = L.ent_t
-    cdef const uint64_t *ent_add = L.ent_add
     cdef const int32_t *direct_bits = job.direct_bits
     cdef Py_ssize_t i0, i1, i, r, k, ga, gb, tb
     cdef int W
@@ -681,7 +690,8 @@ cdef void fit_grid_block(
     # unused lanes of a short last block hold finite values
     cdef double *xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK, sizeof(double))
     cdef bint xt_ready
-    cdef Py_ssize_t e0, n_ent, kc, kk, g, n_g
+    cdef Py_ssize_t kc, kk, g, n_g
+    cdef Thresholds thr
     # local ids of a row block for the group's grids, grid-major
     # (stage[(r - ga) * ROW_BLOCK + k]); copied to ids row by row after the
     # block, so that each cache line of ids is written in one burst
@@ -718,27 +728,23 @@ cdef void fit_grid_block(
                     if thresholds and use_thr[r]:
                         # single-word keys from the grid's thresholds (exact:
                         # bins are monotone in x)
-                        e0 = thr_ptr[r]
-                        n_ent = thr_ptr[r + 1] - e0
+                        thr = grid_thresholds(L, r)
                         if vec:
                             if not xt_ready:
                                 transpose_block(X, d, i0, i1, xt)
                                 xt_ready = True
-                            thr_keys_avx512(xt, ROW_BLOCK, i1 - i0, d, NULL, NULL, ent_j + e0,
-                                            ent_t + e0, ent_add + e0, n_ent, keys, hashes, NULL)
+                            thr_keys_avx512(xt, ROW_BLOCK, i1 - i0, d, NULL, NULL, thr,
+                                            keys, hashes, NULL)
                         else:
                             for i in range(i0, i1):
                                 k = i - i0
-                                keys[k] = thr_key(X + i * d, ent_j + e0, ent_t + e0,
-                                                  ent_add + e0, n_ent)
+                                keys[k] = thr_key(X + i * d, thr.ej, thr.et, thr.ea, thr.n)
                                 hashes[k] = key_hash(keys + k, 1)
                     else:
                         for i in range(i0, i1):
                             k = i - i0
                             key = keys + k * W
-                            if not grid_key(X + i * d, offsets + r * d, widths + r * d, inv + r * d,
-                                            lo + r * d, hi + r * d, word + r * d, shift + r * d,
-                                            d, W, simd, q, key):
+                            if not grid_key(L, r, X + i * d, simd, q, key):
                                 t.failed = 2  # cannot happen: [lo, hi] bounds the training bins
                                 break
                             hashes[k] = key_hash(key, W)
@@ -1176,8 +1182,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                             transpose_block(&X[0, 0], d, i0, i1, xt)
                             xt_ready = True
                         thr_keys_avx512(xt, ROW_BLOCK, n, d, L.range_lo + r * d, L.range_hi + r * d,
-                                        L.ent_j + e0, L.ent_t + e0, L.ent_add + e0,
-                                        L.thr_ptr[r + 1] - e0, keys, hashes, inside)
+                                        grid_thresholds(L, r), keys, hashes, inside)
                     elif use_thresholds and L.use_thr[r]:
                         for k in range(n):
                             inside[k] = thr_key_range(&X[i0 + k, 0], d, L.range_lo + r * d,
@@ -1187,10 +1192,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                             hashes[k] = key_hash(keys + k, 1)
                     else:
                         for k in range(n):
-                            inside[k] = grid_key(&X[i0 + k, 0], L.offsets + r * d, L.widths + r * d,
-                                                 L.inv + r * d, L.lo + r * d, L.hi + r * d,
-                                                 L.word + r * d, L.shift + r * d, d, W, simd, q,
-                                                 keys + k * W)
+                            inside[k] = grid_key(L, r, &X[i0 + k, 0], simd, q, keys + k * W)
                             if inside[k]:
                                 hashes[k] = key_hash(keys + k * W, W)
                     index = G[r].index if use_index else NULL
@@ -1801,7 +1803,7 @@ cdef _check_table(GridTables gt, Py_ssize_t r, slots_arr, keys_arr, int64_t n_bi
     if 10 * n_bins > 7 * cap:
         raise ValueError(f"grid tables: slots[{r}] holds {cap} slots for {n_bins} bins "
                          "(load above 0.7: no room for a probe to end)")
-    if n_bins >= LOW32:
+    if n_bins >= <int64_t> LOW32:
         raise ValueError(f"grid tables: grid {r} has too many bins")
     if W > 64:
         raise ValueError("grid tables: keys of more than 64 words")

@@ -23,6 +23,16 @@
 #define RBCD_PREFETCH(p) ((void)0)
 #endif
 
+/* The thresholds of one grid (random_binning._thresholds): entry e is column ej[e],
+ * threshold et[e] (the smallest float64 reaching its bin) and field unit
+ * ea[e] = 1 << shift of the column's key field; n entries sorted by column. */
+typedef struct {
+    const int32_t *ej;
+    const double *et;
+    const uint64_t *ea;
+    Py_ssize_t n;
+} rbcd_thresholds;
+
 /* ------------------------------------------------------------------ scalar */
 
 /* SplitMix64 finalizer (contract 5). */
@@ -244,8 +254,7 @@ static inline __m512i rbcd_mix64v(__m512i z)
 }
 
 /* Threshold keys (single-word grids): field j of the packed key is the
- * number of grid-r thresholds of column j that x_j reaches, ent[e] being
- * (column ej, threshold et, field unit ea = 1 << shift), sorted by column.
+ * number of the grid's thresholds (thr) of column j that x_j reaches.
  * Eight rows per vector: xt is the row block transposed (column j at
  * xt + j * stride, lanes past n are computed and ignored). Also the key
  * hashes (key_hash with one word: mix64((GOLDEN ^ key) + GOLDEN)).
@@ -256,10 +265,13 @@ static inline __m512i rbcd_mix64v(__m512i z)
 __attribute__((target("avx512f,avx512dq")))
 static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
                                  Py_ssize_t d, const double *rlo, const double *rhi,
-                                 const int32_t *ej, const double *et, const uint64_t *ea,
-                                 Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes,
+                                 rbcd_thresholds thr, uint64_t *keys, uint64_t *hashes,
                                  unsigned char *inside)
 {
+    const int32_t *ej = thr.ej;
+    const double *et = thr.et;
+    const uint64_t *ea = thr.ea;
+    const Py_ssize_t n_ent = thr.n;
     const __m512i golden = _mm512_set1_epi64((long long)RBCD_GOLDEN);
     Py_ssize_t k, e, j, m;
     for (k = 0; k < n; k += 8) {
@@ -391,8 +403,7 @@ static void rbcd_hash_grids_avx512(const double *x, Py_ssize_t d, Py_ssize_t R8,
 static void rbcd_rank_sort_avx512(uint64_t *v, Py_ssize_t n, uint64_t *tmp) { }
 static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
                                  Py_ssize_t d, const double *rlo, const double *rhi,
-                                 const int32_t *ej, const double *et, const uint64_t *ea,
-                                 Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes,
+                                 rbcd_thresholds thr, uint64_t *keys, uint64_t *hashes,
                                  unsigned char *inside) { }
 #endif
 
