@@ -78,22 +78,29 @@ class ColumnStructure(Big):
 
 
 class FitTransformColumns(Big):
-    """RandomBinning._fit_transform_columns(X): Z and its column structure together, the
-    path RBRegressor/RBClassifier take (compare with fit_transform + column_structure)."""
+    """RandomBinning.fit_transform(X, return_columns=True): Z and its column structure
+    together, the path RBRegressor/RBClassifier take (compare with fit_transform +
+    column_structure). Older commits: the private ``_fit_transform_columns``."""
 
     params = ([N_LARGE], THREADS)
     param_names = ["n_samples", "n_jobs"]
 
     def setup(self, n_samples, n_jobs):
         RandomBinning = require("rbcd", "RandomBinning")
-        if not hasattr(RandomBinning, "_fit_transform_columns"):
-            raise NotImplementedError("RandomBinning._fit_transform_columns unavailable")
+        import inspect
+
         self.X = memo(("X", n_samples), lambda: make_X(n_samples, N_FEATURES))
         self.est = RandomBinning(n_grids=N_GRIDS, sigma=1.0, n_jobs=n_jobs,
                                  random_state=SEED_GRIDS)
+        if "return_columns" in inspect.signature(RandomBinning.fit_transform).parameters:
+            self.run = lambda X: self.est.fit_transform(X, return_columns=True)
+        elif hasattr(RandomBinning, "_fit_transform_columns"):
+            self.run = self.est._fit_transform_columns
+        else:
+            raise NotImplementedError("no fit_transform with its column structure")
 
     def time_fit_transform_columns(self, n_samples, n_jobs):
-        self.est._fit_transform_columns(self.X)
+        self.run(self.X)
 
     def peakmem_fit_transform_columns(self, n_samples, n_jobs):
-        self.est._fit_transform_columns(self.X)
+        self.run(self.X)

@@ -17,45 +17,24 @@ import rbcd_ref
 from rbcd.binning import _binning
 from rbcd.binning import random_binning as features
 from rbcd._random import make_generator
-from rbcd.binning.random_binning import RandomBinning, RBColumns, column_structure
+from rbcd.binning.random_binning import RandomBinning, RBColumns, _Paths, column_structure
 
 
-class bin_path_ctx:
-    """The fit paths inside a block: AVX-512 allowed (``"simd"``, ``"division"``) or
-    not (``"scalar"``, ``"division-scalar"``); keys from thresholds and direct tables
-    where they apply (``"simd"``, ``"scalar"``) or keys from the division in hash
-    tables only (``"division*"``).
+def bin_paths(path, threads=False):
+    """The fit and transform paths of a test (passed as ``_paths=``): AVX-512 allowed
+    (``"simd"``, ``"division"``) or not (``"scalar"``, ``"division-scalar"``); keys from
+    thresholds and direct tables / dense index where they apply (``"simd"``, ``"scalar"``)
+    or keys from the division in hash tables only (``"division*"``). ``threads``: run
+    the requested threads even on tiny inputs (otherwise one thread below SMALL_WORK).
 
     Without AVX-512 on the CPU the SIMD settings run the scalar code."""
-
-    def __init__(self, path):
-        self.simd = path in ("simd", "division")
-        self.shortcuts = not path.startswith("division")
-
-    def __enter__(self):
-        self.old = _binning.set_simd_allowed(self.simd)
-        self.old_thr, self.old_direct = features.USE_THRESHOLDS, features.USE_DIRECT
-        features.USE_THRESHOLDS = features.USE_DIRECT = self.shortcuts
-        return self
-
-    def __exit__(self, *exc):
-        _binning.set_simd_allowed(self.old)
-        features.USE_THRESHOLDS, features.USE_DIRECT = self.old_thr, self.old_direct
+    shortcuts = not path.startswith("division")
+    return _Paths(simd=path in ("simd", "division"), thresholds=shortcuts, direct=shortcuts,
+                  small_work=0 if threads else features.SMALL_WORK)
 
 
 PATHS = pytest.mark.parametrize("path", ["simd", "scalar", "division", "division-scalar"])
-
-
-class force_threads:
-    """Run the kernels with the requested threads even on tiny inputs (rbcd.binning.random_binning
-    otherwise uses one thread below SMALL_WORK)."""
-
-    def __enter__(self):
-        self.old = features.SMALL_WORK
-        features.SMALL_WORK = 0
-
-    def __exit__(self, *exc):
-        features.SMALL_WORK = self.old
+THREADS = _Paths(small_work=0)  # the default paths, threads even on tiny inputs
 
 
 def assert_same_csr(A, B):
@@ -122,16 +101,18 @@ def test_exact_mode_matches_ref(path, problem):
         Zr = ref.fit_transform(X)
         Tr = ref.transform(X2)
     except ValueError as exc:  # bins too large for int64: the same error, same message
-        with pytest.raises(ValueError) as info, bin_path_ctx(path):
-            RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit(X).transform(X2)
+        p = bin_paths(path)
+        with pytest.raises(ValueError) as info:
+            RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit(
+                X, _paths=p).transform(X2, _paths=p)
         assert str(info.value) == str(exc)
         return
     for n_jobs in (1, 2):
         rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=n_jobs)
-        with bin_path_ctx(path), force_threads():
-            Z = rb.fit_transform(X)
-            T = rb.transform(X2)
-            T_train = rb.transform(X)
+        p = bin_paths(path, threads=True)
+        Z = rb.fit_transform(X, _paths=p)
+        T = rb.transform(X2, _paths=p)
+        T_train = rb.transform(X, _paths=p)
         assert_same_fit(rb, ref)
         assert_same_csr(Z, Zr)
         assert Z.has_sorted_indices
@@ -150,16 +131,17 @@ def test_hashed_mode_matches_ref(path, problem, m):
         Zr = ref.fit_transform(X)
         Tr = ref.transform(X2)
     except ValueError as exc:
-        with pytest.raises(ValueError) as info, bin_path_ctx(path):
+        p = bin_paths(path)
+        with pytest.raises(ValueError) as info:
             RandomBinning(n_grids=R, sigma=sigma, random_state=seed,
-                          n_features=m).fit(X).transform(X2)
+                          n_features=m).fit(X, _paths=p).transform(X2, _paths=p)
         assert str(info.value) == str(exc)
         return
     for n_jobs in (1, 2):
         rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_features=m, n_jobs=n_jobs)
-        with bin_path_ctx(path), force_threads():
-            Z = rb.fit_transform(X)
-            T = rb.transform(X2)
+        p = bin_paths(path, threads=True)
+        Z = rb.fit_transform(X, _paths=p)
+        T = rb.transform(X2, _paths=p)
         assert_same_fit(rb, ref)
         assert_same_csr(Z, Zr)
         assert_same_csr(T, Tr)
@@ -175,9 +157,9 @@ def test_hashed_mode_many_grids(path, R, m):
     X2 = rng.normal(size=(15, 3)) * 3.0
     ref = rbcd_ref.RandomBinning(n_grids=R, sigma=1.5, random_state=1, n_features=m)
     rb = RandomBinning(n_grids=R, sigma=1.5, random_state=1, n_features=m, n_jobs=2)
-    with bin_path_ctx(path), force_threads():
-        Z = rb.fit_transform(X)
-        T = rb.transform(X2)
+    p = bin_paths(path, threads=True)
+    Z = rb.fit_transform(X, _paths=p)
+    T = rb.transform(X2, _paths=p)
     assert_same_csr(Z, ref.fit_transform(X))
     assert_same_csr(T, ref.transform(X2))
     if m < R:
@@ -215,8 +197,7 @@ def test_bins_on_integer_boundaries(path):
     X = np.vstack([X, X * 1e-300, X * 3e5])  # tiny and large quotients too
     rb = RandomBinning(n_grids=R, sigma=1.7, random_state=seed)
     ref = rbcd_ref.RandomBinning(n_grids=R, sigma=1.7, random_state=seed)
-    with bin_path_ctx(path):
-        Z = rb.fit_transform(X)
+    Z = rb.fit_transform(X, _paths=bin_paths(path))
     np.testing.assert_array_equal(rb.widths_, widths)
     Zr = ref.fit_transform(X)
     assert_same_fit(rb, ref)
@@ -234,7 +215,7 @@ def test_bins_on_integer_boundaries(path):
 
 def _fit_parts(rb, X):
     """The fit-time inputs of the kernels (as RandomBinning._fit computes them)."""
-    X, widths, offsets, _, _ = rb._draw(X)
+    X, widths, offsets, _, _ = rb._draw(X, _Paths())
     lo, hi, cmin, cmax = rb._bounds(X, widths, offsets, 1)
     word, shift, n_words = _binning.pack_layout(lo, hi)
     return X, widths, offsets, lo, hi, cmin, cmax, shift, n_words
@@ -305,9 +286,8 @@ def test_threshold_keys_on_bin_edges(path):
     X = np.vstack([base, rows])
     ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
     Zr = ref.fit_transform(X)
-    with bin_path_ctx(path):
-        Z = rb.fit_transform(X)
-        T = rb.transform(X[::-1])
+    Z = rb.fit_transform(X, _paths=bin_paths(path))
+    T = rb.transform(X[::-1], _paths=bin_paths(path))
     assert_same_fit(rb, ref)
     assert_same_csr(Z, Zr)
     assert_same_csr(T, ref.transform(X[::-1]))
@@ -327,10 +307,9 @@ def test_transform_range_edges(path):
     rng = np.random.default_rng(5)
     d, R, sigma, seed = 4, 12, 1.3, 3
     X = rng.uniform(-1.0, 1.0, size=(300, d))
-    with bin_path_ctx(path):
-        rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit(X)
+    rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit(X, _paths=bin_paths(path))
     ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit(X)
-    use, range_lo, range_hi = rb._thresholds[1], rb._thresholds[5], rb._thresholds[6]
+    use, range_lo, range_hi = rb._tables.use_thr, rb._tables.range_lo, rb._tables.range_hi
     if path in ("simd", "scalar"):
         assert use.all()
         assert np.all(np.isfinite(range_lo)) and np.all(np.isfinite(range_hi))
@@ -345,15 +324,15 @@ def test_transform_range_edges(path):
                     row[j] = x
                     rows.append(row)
     X2 = np.vstack(rows + [X[:20] * 1e6, -X[:20] * 1e15])
-    with bin_path_ctx(path):
-        T = rb.transform(X2)
+    T = rb.transform(X2, _paths=bin_paths(path))
     assert_same_csr(T, ref.transform(X2))
     assert T.nnz < X2.shape[0] * R  # some rows fall outside some grids' training bins
-    # a transformer fitted before the thresholds existed divides instead
     if path in ("simd", "scalar"):
-        assert all(a is not None for a in rb._index)  # dense lookups were used
+        assert all(a is not None for a in rb._tables.index)  # dense lookups were used
+    # the other paths on the same fitted tables, and after a pickle round trip
+    for other in ("simd", "scalar", "division", "division-scalar"):
+        assert_same_csr(rb.transform(X2, _paths=bin_paths(other)), T)
     old = pickle.loads(pickle.dumps(rb))
-    del old._thresholds, old._index
     assert_same_csr(old.transform(X2), T)
 
 
@@ -387,7 +366,7 @@ def test_multiword_keys_are_exact():
     Z = rb.fit_transform(X)
     ref = rbcd_ref.RandomBinning(n_grids=3, sigma=5.0, random_state=0)
     assert_same_csr(Z, ref.fit_transform(X))
-    assert int(rb._n_words.max()) == 3
+    assert int(rb._tables.n_words.max()) == 3
     # rows 0 and 3 are equal, all others distinct
     for r in range(3):
         cols = Z.indices[r::3]
@@ -450,9 +429,8 @@ def test_same_output_for_any_split_of_the_grids(monkeypatch):
     for split in splits:
         monkeypatch.setattr(features, "_grid_bounds",
                             lambda cost, n, s=split: np.array(s, dtype=np.int64))
-        with force_threads():
-            rb = RandomBinning(n_grids=9, sigma=1.5, random_state=3, n_jobs=len(split) - 1)
-            Z = rb.fit_transform(X)
+        rb = RandomBinning(n_grids=9, sigma=1.5, random_state=3, n_jobs=len(split) - 1)
+        Z = rb.fit_transform(X, _paths=THREADS)
         assert_same_csr(Z, Z0)
         assert_same_fit(rb, ref)
         assert_same_csr(rb.transform(X2), ref.transform(X2))
@@ -507,8 +485,7 @@ def test_columns_and_labels_of_wide_grids():
     X = rng.uniform(size=(70_000, 2))
     for n_jobs in (1, 2):
         rb = RandomBinning(n_grids=6, sigma=1e-3, random_state=1, n_jobs=n_jobs)
-        with force_threads():
-            Z, cols = rb._fit_transform_columns(X)
+        Z, cols = rb.fit_transform(X, return_columns=True, _paths=THREADS)
         assert rb.n_bins_.max() >= 65536 and rb.n_bins_.min() < 65536
         dtypes = {a.dtype for a in cols.grid_labels}
         assert dtypes == {np.dtype(np.uint16), np.dtype(np.int32)}
@@ -521,8 +498,7 @@ def test_columns_without_labels_fall_back_to_the_fill_from_z(monkeypatch):
     X = np.random.default_rng(4).normal(size=(2000, 3))
     monkeypatch.setattr(_binning, "training_labels", lambda *a: None)
     rb = RandomBinning(n_grids=7, sigma=1.0, random_state=3, n_jobs=2)
-    with force_threads():
-        Z, cols = rb._fit_transform_columns(X)
+    Z, cols = rb.fit_transform(X, return_columns=True, _paths=THREADS)
     assert cols.grid_labels is None
     _assert_columns_match(cols, Z, rb.grid_ptr_)
 
@@ -533,9 +509,8 @@ def test_columns_equal_tocsc(problem):
     X, X2, R, sigma, seed = problem
     rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=2)
     try:
-        with force_threads():
-            Z, cols = rb._fit_transform_columns(X)
-            T = rb.transform(X2)
+        Z, cols = rb.fit_transform(X, return_columns=True, _paths=THREADS)
+        T = rb.transform(X2, _paths=THREADS)
     except ValueError as exc:
         assert "too large to bin" in str(exc)
         return
@@ -547,8 +522,8 @@ def test_columns_equal_tocsc(problem):
     N = X.shape[0]
     np.testing.assert_array_equal(cols.indptr[rb.grid_ptr_], N * np.arange(R + 1))
     # the generic builder on the same Z and on a transform with unseen bins
-    with force_threads():
-        _assert_columns_match(column_structure(Z, rb.grid_ptr_, n_jobs=2), Z, rb.grid_ptr_)
+    _assert_columns_match(column_structure(Z, rb.grid_ptr_, n_jobs=2, _paths=THREADS), Z,
+                          rb.grid_ptr_)
     _assert_columns_match(column_structure(T, rb.grid_ptr_), T, rb.grid_ptr_)
     ptr, rows = rbcd_ref.binning.column_structure(T, rb.grid_ptr_)
     np.testing.assert_array_equal(column_structure(T, rb.grid_ptr_).indices, rows)

@@ -7,7 +7,9 @@ import pytest
 import scipy.sparse as sp
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from rbcd.binning.random_binning import RandomBinning
+import rbcd_ref
+from rbcd.binning import _binning
+from rbcd.binning.random_binning import RandomBinning, _restore_grid_tables
 
 
 def _data(n=120, d=4, seed=0):
@@ -124,18 +126,22 @@ def test_values_too_large_to_bin_name_row_and_column():
 
 
 @pytest.mark.parametrize("params, match", [
-    (dict(n_grids=0), "n_grids must be >= 1"),
-    (dict(n_grids=2.5), "n_grids must be an integer"),
+    (dict(n_grids=0), r"'n_grids' parameter of RandomBinning must be an int in the range \[1"),
+    (dict(n_grids=2.5), "'n_grids' parameter of RandomBinning must be an int"),
     (dict(n_grids=True), "n_grids must be an integer"),
-    (dict(sigma=0.0), "sigma must be positive"),
-    (dict(sigma=-1.0), "sigma must be positive"),
-    (dict(sigma=np.nan), "sigma must be positive"),
+    (dict(sigma=0.0), r"'sigma' parameter of RandomBinning must be a float in the range \(0.0"),
+    (dict(sigma=-1.0), "'sigma' parameter of RandomBinning"),
+    (dict(sigma=np.nan), "'sigma' parameter of RandomBinning"),
     (dict(sigma=[1.0, 2.0]), "length n_features_in_=3"),
     (dict(sigma=[1.0, -2.0, 1.0]), "positive and finite in every entry"),
-    (dict(sigma="wide"), "sigma must be a positive number"),
-    (dict(kernel="rbf"), "kernel must be 'laplacian'"),
-    (dict(n_features=0), "n_features must be >= 1"),
-    (dict(n_features=3.0), "n_features must be an integer"),
+    (dict(sigma="wide"), "'sigma' parameter of RandomBinning"),
+    (dict(sigma=np.inf), "'sigma' parameter of RandomBinning"),
+    (dict(sigma=[1.0, np.inf, 1.0]), "positive and finite in every entry"),
+    (dict(kernel="rbf"), "'kernel' parameter of RandomBinning must be a str among"),
+    (dict(n_features=0), "'n_features' parameter of RandomBinning must be an int"),
+    (dict(n_features=3.0), "'n_features' parameter of RandomBinning must be an int"),
+    (dict(n_features=2**63), "'n_features' parameter of RandomBinning"),
+    (dict(random_state="seed"), "'random_state' parameter of RandomBinning"),
     (dict(dtype=np.int32), "dtype must be numpy.float32 or numpy.float64"),
     (dict(dtype="not a dtype"), "dtype must be"),
     (dict(n_jobs=0), "n_jobs"),
@@ -177,12 +183,255 @@ def test_pickle_round_trip(n_features):
     np.testing.assert_array_equal(clone.n_bins_, rb.n_bins_)
 
 
+class _Damaged:
+    """Pickles as a GridTables whose state is ``state`` (a damaged one)."""
+
+    def __init__(self, state):
+        self.state = state
+
+    def __reduce__(self):
+        return (_restore_grid_tables, (self.state,))
+
+
+def _fitted_for_damage(kind="single"):
+    """single-word keys with thresholds and dense indexes, or multi-word keys (one
+    column of huge values)."""
+    if kind == "single":
+        X = _data(300, 3)
+        return RandomBinning(n_grids=6, sigma=0.7, random_state=2).fit(X), X
+    X = np.hstack([_data(300, 3), _data(300, 1, seed=3) * 1e17])
+    return RandomBinning(n_grids=6, sigma=[0.7, 0.7, 0.7, 5.0], random_state=2).fit(X), X
+
+
+def _damages():
+    """(name, function state -> damaged state): one or more per field."""
+    def put(key, value):
+        return lambda s: {**s, key: value(s)}
+
+    def per_grid(key, fn, r=0):
+        def damage(s):
+            arrays = list(s[key])
+            arrays[r] = fn(arrays[r])
+            return {**s, key: arrays}
+        return damage
+
+    def full_slots(a):  # no empty slot: a probe would never end
+        a = a.copy()
+        a[a == 0] = (np.uint64(0xABCDEF) << np.uint64(32)) | np.uint64(1)
+        return a
+
+    def swap_ids(a):
+        a = a.copy()
+        nz = np.flatnonzero(a)
+        low = np.uint64(0xFFFFFFFF)
+        a[nz[0]], a[nz[1]] = (a[nz[0]] & ~low) | (a[nz[1]] & low), (a[nz[1]] & ~low) | (a[nz[0]] & low)
+        return a
+
+    def repeat_id(a):
+        a = a.copy()
+        nz = np.flatnonzero(a)
+        low = np.uint64(0xFFFFFFFF)
+        a[nz[1]] = (a[nz[1]] & ~low) | (a[nz[0]] & low)
+        return a
+
+    def flip_key(a):
+        a = a.copy()
+        a[0] ^= np.uint64(1) << np.uint64(63)
+        return a
+
+    def move_key(a):  # a key not reached by its probe sequence (another valid key's value)
+        a = a.copy()
+        a[0], a[-1] = a[-1], a[0]
+        return a
+
+    return [
+        ("version", put("version", lambda s: 2)),
+        ("not a dict", lambda s: [s]),
+        ("missing slots", lambda s: {k: v for k, v in s.items() if k != "slots"}),
+        ("widths dtype", put("widths", lambda s: s["widths"].astype(np.float32))),
+        ("widths shape", put("widths", lambda s: s["widths"][:-1])),
+        ("widths negative", put("widths", lambda s: -s["widths"])),
+        ("widths nan", put("widths", lambda s: s["widths"] * np.nan)),
+        ("offsets shape", put("offsets", lambda s: s["offsets"].T.copy())),
+        ("offsets inf", put("offsets", lambda s: s["offsets"] + np.inf)),
+        ("cmin length", put("cmin", lambda s: s["cmin"][:-1])),
+        ("cmin above cmax", put("cmin", lambda s: s["cmax"] + 1.0)),
+        ("cmax type", put("cmax", lambda s: list(s["cmax"]))),
+        ("cmax huge bins", put("cmax", lambda s: s["cmax"] * 1e300)),
+        ("grid_ptr length", put("grid_ptr", lambda s: s["grid_ptr"][:-1])),
+        ("grid_ptr dtype", put("grid_ptr", lambda s: s["grid_ptr"].astype(np.int32))),
+        ("grid_ptr decreasing", put("grid_ptr", lambda s: s["grid_ptr"][::-1].copy())),
+        ("grid_ptr more bins", put("grid_ptr", lambda s: s["grid_ptr"] + np.arange(7))),
+        ("slots list length", put("slots", lambda s: s["slots"][:-1])),
+        ("slots truncated", per_grid("slots", lambda a: a[: a.shape[0] // 2])),
+        ("slots truncated odd", per_grid("slots", lambda a: a[:-1])),
+        ("slots dtype", per_grid("slots", lambda a: a.astype(np.int64))),
+        ("slots full", per_grid("slots", full_slots)),
+        ("slots empty", per_grid("slots", lambda a: a[:0])),
+        ("slots ids swapped", per_grid("slots", swap_ids)),
+        ("slots id repeated", per_grid("slots", repeat_id)),
+        ("slots cleared", per_grid("slots", lambda a: np.zeros_like(a))),
+        ("slots 2-D", per_grid("slots", lambda a: a.reshape(2, -1))),
+        ("keys truncated", per_grid("keys", lambda a: a[:-1])),
+        ("keys dtype", per_grid("keys", lambda a: a.view(np.float64))),
+        ("keys stray bit", per_grid("keys", flip_key)),
+        ("keys moved", per_grid("keys", move_key)),
+        ("last grid keys truncated", per_grid("keys", lambda a: a[:-1], r=-1)),
+        ("last grid keys stray bit", per_grid("keys", flip_key, r=-1)),
+    ]
+
+
+@pytest.mark.parametrize("name, damage", _damages(), ids=[n for n, _ in _damages()])
+def test_damaged_pickle_raises_value_error(name, damage):
+    """Every field of the pickled grid tables is checked on load: a damaged state
+    raises ValueError (never a hang, crash or wrong transform)."""
+    for kind in ("single", "multi"):
+        rb, X = _fitted_for_damage(kind)
+        state = rb._tables.state()
+        words = {k.shape[0] // n for k, n in zip(state["keys"], rb.n_bins_)}
+        assert words == {1} if kind == "single" else max(words) > 1
+        if kind == "single":
+            assert any(a is not None for a in rb._tables.index)
+            assert rb._tables.use_thr.any()
+        with pytest.raises(ValueError, match="damaged or foreign RandomBinning grid tables"):
+            _restore_grid_tables(damage(state))
+        # the same through pickle.loads of the whole estimator
+        rb.__dict__["_tables"] = _Damaged(damage(state))
+        blob = pickle.dumps(rb)
+        with pytest.raises(ValueError, match="damaged or foreign"):
+            pickle.loads(blob)
+
+
+def test_pickled_state_round_trips_exactly():
+    rb, X = _fitted_for_damage()
+    X2 = X[::-1] * 1.1
+    state = rb._tables.state()
+    assert set(state) == {"version", "widths", "offsets", "cmin", "cmax", "grid_ptr",
+                          "slots", "keys"}
+    grids = _restore_grid_tables(state)
+    for name in ("lo", "hi", "word", "shift", "n_words", "thr_ptr", "use_thr", "ent_j",
+                 "ent_t", "ent_add", "range_lo", "range_hi", "grid_ptr"):
+        np.testing.assert_array_equal(getattr(grids, name), getattr(rb._tables, name))
+    for a, b in zip(grids.index, rb._tables.index):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+    clone = pickle.loads(pickle.dumps(rb))
+    _same(clone.transform(X2), rb.transform(X2))
+    _same(clone.transform(X), rb.fit_transform(X))
+
+
+def test_probes_are_bounded_even_on_an_unchecked_full_table():
+    """Tables with no empty slot are rejected on load; should one reach the kernel
+    anyway (set_tables without checks), transform still ends."""
+    rb, X = _fitted_for_damage()
+    g = rb._tables
+    full = [np.where(s == 0, (np.uint64(0xABCDEF) << np.uint64(32)) | np.uint64(1), s)
+            for s in g.slots]
+    g.set_tables(g.grid_ptr, full, list(g.keys), [None] * len(full), False)
+    Z = rb.transform(X[:50] + 1e3)  # far away: every probe misses
+    assert Z.shape == (50, rb.n_features_out_)
+
+
+def test_transform_rejects_missing_or_mismatched_tables():
+    rb, X = _fitted_for_damage()
+    tables = rb._tables
+    rb._tables = None
+    with pytest.raises(ValueError, match="no fitted grid tables"):
+        rb.transform(X)
+    rb._tables = tables
+    rb.n_features_out_ += 1
+    with pytest.raises(ValueError, match="n_features_out_ does not match"):
+        rb.transform(X)
+
+
+def test_fit_transform_return_columns_is_the_public_hand_over():
+    X = _data(300, 3)
+    rb = RandomBinning(n_grids=5, sigma=0.8, random_state=3)
+    Z0 = RandomBinning(n_grids=5, sigma=0.8, random_state=3).fit_transform(X)
+    Z, cols = rb.fit_transform(X, return_columns=True)
+    _same(Z, Z0)
+    C = Z.tocsc()
+    C.sort_indices()
+    np.testing.assert_array_equal(cols.indptr, C.indptr)
+    np.testing.assert_array_equal(cols.indices, C.indices)
+    np.testing.assert_array_equal(cols.grid_ptr, rb.grid_ptr_)
+    Z2, cols2 = RandomBinning(n_grids=5, sigma=0.8, random_state=3)._fit_transform_columns(X)
+    _same(Z2, Z)
+    np.testing.assert_array_equal(cols2.indices, cols.indices)
+    with pytest.raises(ValueError, match="exact mode"):
+        RandomBinning(n_grids=5, n_features=40).fit_transform(X, return_columns=True)
+
+
+def test_check_matrix_accepts_its_matrix_and_rejects_others():
+    X = _data(400, 3)
+    rb = RandomBinning(n_grids=6, sigma=0.8, random_state=3)
+    Z, cols = rb.fit_transform(X, return_columns=True)
+    cols.check_matrix(Z)
+    cols.check_matrix(Z.tocsc())
+    cols.check_matrix(Z, n_samples=400)
+    # the same structure without labels (e.g. from column_structure)
+    from rbcd.binning.random_binning import column_structure
+    plain = column_structure(Z, rb.grid_ptr_)
+    assert plain.grid_labels is None
+    plain.check_matrix(Z)
+    with pytest.raises(ValueError, match="shape"):
+        cols.check_matrix(Z[:-1])
+    with pytest.raises(ValueError, match="scipy sparse"):
+        cols.check_matrix(Z.toarray())
+    # same shape and nnz, rows permuted: the sampled rows disagree
+    for check in (cols, plain):
+        with pytest.raises(ValueError, match="does not match"):
+            check.check_matrix(Z[np.roll(np.arange(400), 1)])
+    # one entry moved to another column of its grid, in a sampled row
+    bad = Z.copy()
+    start = bad.indptr[0]
+    other = rb.grid_ptr_[0] + (bad.indices[start] - rb.grid_ptr_[0] + 1) % rb.n_bins_[0]
+    bad.indices[start] = other
+    for check in (cols, plain):
+        with pytest.raises(ValueError, match="does not match"):
+            check.check_matrix(bad)
+    # an entry dropped
+    with pytest.raises(ValueError, match="stored entries"):
+        cols.check_matrix(sp.csr_matrix(Z[:, 1:].toarray()).__class__(
+            (Z.data[1:], Z.indices[1:], np.r_[0, Z.indptr[1:] - 1]), shape=Z.shape))
+    with pytest.raises(ValueError, match="values"):
+        cols.check_matrix(Z * 2.0)
+
+
+def test_sigma_scale_is_resolved_in_one_place():
+    rb = RandomBinning(sigma="scale")
+    with pytest.raises(NotImplementedError, match="scale"):
+        rb.fit(_data(10, 3))
+    assert RandomBinning(sigma=[1.0, 2.0, 3.0])._resolve_sigma(_data(10, 3)).shape == (3,)
+    assert RandomBinning(sigma=2)._resolve_sigma(_data(10, 3)) == 2.0
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(n_grids=0), "'n_grids' parameter of RandomBinning"),
+    (dict(sigma=[1.0, 2.0]), "length n_features_in_=3"),
+    (dict(kernel="rbf"), "'kernel' parameter of RandomBinning"),
+])
+def test_bad_parameters_in_fit_transform(params, match):
+    with pytest.raises(ValueError, match=match):
+        RandomBinning(**params).fit_transform(_data(10, 3))
+    with pytest.raises(ValueError, match=match):
+        RandomBinning(**params).fit_transform(_data(10, 3), return_columns=True)
+
+
 def _fitted_arrays(rb):
     for value in vars(rb).values():
         if isinstance(value, np.ndarray):
             yield value
         elif isinstance(value, (list, tuple)):
             yield from (a for a in value if isinstance(a, np.ndarray))
+        elif isinstance(value, _binning.GridTables):
+            for name in ("widths", "offsets", "cmin", "cmax", "lo", "hi", "inv", "word",
+                         "shift", "n_words", "thr_ptr", "use_thr", "ent_j", "ent_t", "ent_add",
+                         "range_lo", "range_hi", "grid_ptr"):
+                yield getattr(value, name)
+            for group in (value.slots, value.keys, value.index):
+                yield from (a for a in group if a is not None)
 
 
 def _fitted_bytes(rb):
@@ -201,7 +450,8 @@ def test_fitted_state_is_O_of_D_and_holds_no_training_rows():
         # 20 bytes) and range bounds
         assert _fitted_bytes(rb) <= 80 * D + 224 * R * d + 4096
         assert _fitted_bytes(rb) < X.nbytes
-        assert any(a is not None for a in rb._index)  # the dense index is counted
+        assert any(a is not None for a in rb._tables.index)  # the dense index is counted
+        assert rb._tables.nbytes() <= _fitted_bytes(rb)
         for value in _fitted_arrays(rb):
             assert value.dtype != X.dtype or value.size <= 6 * R * d + R + 1
 
@@ -247,14 +497,14 @@ def test_fit_keeps_no_reference_to_X():
 
 
 def test_simd_path_applies_only_to_normal_widths():
-    from rbcd.binning import _binning
-
-    assert not _binning.simd_for(np.array([[1.0, 1e-310]]))
-    assert not _binning.simd_for(np.array([[1.0, 1e305]]))
-    assert _binning.simd_for(np.array([[1.0, 3.0]])) == _binning.simd_available()
-    old = _binning.set_simd_allowed(False)
-    try:
-        assert not _binning.simd_available()
-        assert not _binning.simd_for(np.array([[1.0]]))
-    finally:
-        _binning.set_simd_allowed(old)
+    assert not _binning.normal_widths(np.array([[1.0, 1e-310]]))
+    assert not _binning.normal_widths(np.array([[1.0, 1e305]]))
+    assert _binning.normal_widths(np.array([[1.0, 3.0]]))
+    assert isinstance(_binning.avx512_cpu(), bool)
+    # tiny widths: the scalar division path, same Z as rbcd_ref
+    X = _data(200, 2) * 1e-300
+    rb = RandomBinning(n_grids=4, sigma=1e-303, random_state=0)
+    Z = rb.fit_transform(X)
+    assert not _binning.normal_widths(rb.widths_)
+    ref = rbcd_ref.RandomBinning(n_grids=4, sigma=1e-303, random_state=0)
+    _same(Z, ref.fit_transform(X))

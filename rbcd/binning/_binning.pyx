@@ -3,7 +3,7 @@ CSR / CSC construction. Typed buffers only; ``rbcd.binning.random_binning`` vali
 
 Design
 ------
-* Bins follow docs/internals.md to the bit: ``floor((x - u) / w)`` in float64
+* Bins follow DESIGN.md contract 3 to the bit: ``floor((x - u) / w)`` in float64
   with a true division. ``rbcd.binning.random_binning`` first runs :func:`scan_columns`
   (column min / max and the first non-finite entry, one pass over X). As
   ``x -> floor((x - u) / w)`` is monotone (IEEE subtraction, division by a
@@ -33,12 +33,12 @@ Design
   is built without any division. ``x -> floor((x - u) / w)`` is monotone,
   so each bin k in (lo, hi] of a column has a smallest float64 ``t_k``
   reaching it, found at fit by bisection with the very same formula
-  (``features._thresholds``); field j of the key is then the number of
+  (``random_binning._thresholds``); field j of the key is then the number of
   column-j thresholds x_j reaches, bit for bit the field of the division.
   With AVX-512, eight rows at a time (compare + masked add per threshold,
   over the row block transposed), with their hashes.
 * Direct tables: a single-word grid whose keys have at most a few tens of
-  thousands of values (``features._direct_bits``) is fitted in an array of
+  thousands of values (``random_binning._direct_bits``) is fitted in an array of
   one 8-byte slot per possible key (id + 1, count): no hash, no probe, no
   compare. At the end of fit its keys are exported in the hashed format.
 * Parallelism in fit: each thread owns a contiguous block of grids of about
@@ -57,7 +57,7 @@ Design
   makes the floor provably equal to the division's (see ``rbcd_floor8``).
 * Transform is parallel over row blocks (tables read-only): per block and
   grid, keys (thresholds with range bounds where the grid has them), then a
-  dense index lookup (``features._dense_index``) or slots prefetched,
+  dense index lookup (``random_binning._dense_index``) or slots prefetched,
   candidate slots found, their keys prefetched and verified. Hashed mode is
   parallel over rows; with AVX-512 a row's bins and hashes are computed for
   eight grids per vector (four independent multiply chains at a time) and its
@@ -66,6 +66,16 @@ Design
 * Large tables live in 2 MiB-aligned blocks advised as huge pages (random
   probes otherwise miss the TLB); fitted tables are handed to numpy without
   a copy.
+* State: :class:`GridTables` owns the fitted grids (a ``Layout`` for all grids
+  and a ``GridTable`` per grid, pointing into arrays it holds); fit_tables and
+  transform_exact take it instead of loose arrays. It pickles as its primary
+  arrays and is checked field by field on load; probe loops are bounded by the
+  capacity, so even an unchecked table cannot make a lookup cycle.
+* Paths: every kernel takes a ``paths`` object (``random_binning._Paths``): AVX-512
+  where the CPU has it, threshold keys, direct tables / dense index. All give the
+  same output bit for bit; tests force each one through it. C lives in
+  ``rbcd/src/binning_keys.h`` (keys, hashes, sort: each AVX-512 path beside its
+  scalar version) and ``rbcd/src/binning_alloc.h`` (table memory).
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
@@ -79,333 +89,46 @@ import numpy as np
 cdef extern from "math.h" nogil:
     double floor_double "floor"(double x)
 
-cdef extern from *:
-    """
-    #define RBCD_GOLDEN 0x9E3779B97F4A7C15ULL
-    #define RBCD_MUL1 0xBF58476D1CE4E5B9ULL
-    #define RBCD_MUL2 0x94D049BB133111EBULL
-    #if defined(__GNUC__) || defined(__clang__)
-    #define RBCD_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 1)
-    #else
-    #define RBCD_PREFETCH(p) ((void)0)
-    #endif
+cdef extern from "binning_alloc.h" nogil:
+    void *big_malloc "rbcd_big_malloc"(size_t nbytes) noexcept
+    void *big_calloc "rbcd_big_calloc"(size_t n, size_t size) noexcept
+    void *line_malloc "rbcd_line_malloc"(size_t nbytes) noexcept
+    void *big_realloc "rbcd_big_realloc"(void *p, size_t nbytes) noexcept
 
-    /* Table storage. Large tables are probed at random: on 4 KiB pages almost
-     * every probe is a TLB miss, so blocks of 2 MiB and more are aligned and
-     * advised as huge pages (Linux; a hint, ignored elsewhere). Freed with free(). */
-    #include <stdlib.h>
-    #include <string.h>
-    #if defined(__linux__)
-    #include <sys/mman.h>
-    #endif
-    #define RBCD_HUGE (((size_t)1) << 21)
-    static void *rbcd_big_malloc(size_t bytes)
-    {
-        void *p = NULL;
-        if (bytes == 0) bytes = 1;
-    #if defined(__linux__) && defined(MADV_HUGEPAGE)
-        if (bytes >= RBCD_HUGE) {
-            if (posix_memalign(&p, RBCD_HUGE, bytes) != 0) return NULL;
-            madvise(p, bytes, MADV_HUGEPAGE);
-            return p;
-        }
-    #endif
-        return malloc(bytes);
-    }
-    /* Grow a block (in place where the allocator can, e.g. mremap for large
-     * blocks: no copy, no transient double size); advise its 2 MiB-aligned
-     * interior as huge pages. */
-    static void *rbcd_big_realloc(void *p, size_t bytes)
-    {
-        void *q = realloc(p, bytes == 0 ? 1 : bytes);
-    #if defined(__linux__) && defined(MADV_HUGEPAGE)
-        if (q != NULL && bytes >= 2 * RBCD_HUGE) {
-            uintptr_t start = ((uintptr_t)q + RBCD_HUGE - 1) & ~(uintptr_t)(RBCD_HUGE - 1);
-            uintptr_t stop = ((uintptr_t)q + bytes) & ~(uintptr_t)(RBCD_HUGE - 1);
-            if (stop > start) madvise((void *)start, stop - start, MADV_HUGEPAGE);
-        }
-    #endif
-        return q;
-    }
-    /* A block aligned to a cache line (freed with free()): threads writing
-     * disjoint parts of an output array then never share a line at the seams. */
-    static void *rbcd_line_malloc(size_t bytes)
-    {
-    #if defined(_WIN32)
-        return malloc(bytes == 0 ? 1 : bytes);
-    #else
-        void *p = NULL;
-        if (posix_memalign(&p, 64, bytes == 0 ? 1 : bytes) != 0) return NULL;
-        return p;
-    #endif
-    }
-    static void *rbcd_big_calloc(size_t n, size_t size)
-    {
-        void *p;
-        if (n != 0 && size > ((size_t)-1) / n) return NULL;
-        p = rbcd_big_malloc(n * size);
-        if (p != NULL) memset(p, 0, n * size);
-        return p;
-    }
-
-    /* AVX-512 bins, dispatched at run time (the build itself targets the
-     * baseline ISA). Exact: the quotient is first taken as (x - u) * (1 / w);
-     * where that is farther than 2**-50 |q| from an integer the floor equals
-     * floor((x - u) / w) (the two differ by at most 3 * 2**-53 |q| when every
-     * value is a normal number, i.e. 2**-900 <= |q| < 2**50 and the caller
-     * guarantees 2**-1000 <= w <= 2**1000); the other lanes are redone with a
-     * true division. */
-    #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    #include <immintrin.h>
-    #define RBCD_FLOOR_MODE (_MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
-
-    __attribute__((target("avx512f,avx512dq")))
-    static inline __m512i rbcd_floor8_of(__m512d a, __m512d inv, const double *w, __mmask8 m)
-    {
-        /* floor(a / w) of the lanes in m, a = x - u: the product a * (1 / w)
-         * where it is far enough from an integer, else the true division */
-        const __m512d one = _mm512_set1_pd(1.0);
-        __m512d qp = _mm512_mul_pd(a, inv);
-        __m512d fl = _mm512_roundscale_pd(qp, RBCD_FLOOR_MODE);
-        __m512d aq = _mm512_abs_pd(qp);
-        __m512d mg = _mm512_mul_pd(aq, _mm512_set1_pd(0x1p-50));
-        __mmask8 ok = _mm512_cmp_pd_mask(_mm512_sub_pd(qp, fl), mg, _CMP_GT_OQ)
-                    & _mm512_cmp_pd_mask(_mm512_sub_pd(_mm512_add_pd(fl, one), qp), mg, _CMP_GT_OQ)
-                    & _mm512_cmp_pd_mask(aq, _mm512_set1_pd(0x1p-900), _CMP_GE_OQ)
-                    & _mm512_cmp_pd_mask(aq, _mm512_set1_pd(0x1p50), _CMP_LT_OQ);
-        __mmask8 redo = (__mmask8)(m & (__mmask8)~ok);
-        if (redo) {
-            __m512d qt = _mm512_div_pd(a, _mm512_mask_loadu_pd(one, m, w));
-            fl = _mm512_mask_roundscale_pd(fl, redo, qt, RBCD_FLOOR_MODE);
-        }
-        return _mm512_cvttpd_epi64(fl);  /* integral values within int64: exact */
-    }
-
-    __attribute__((target("avx512f,avx512dq")))
-    static inline __m512i rbcd_floor8(const double *x, const double *u, const double *w,
-                                      const double *inv, __mmask8 m)
-    {
-        __m512d a = _mm512_sub_pd(_mm512_maskz_loadu_pd(m, x), _mm512_maskz_loadu_pd(m, u));
-        return rbcd_floor8_of(a, _mm512_maskz_loadu_pd(m, inv), w, m);
-    }
-
-    /* Packed key of one (row, grid); 0 if a bin lies outside [lo, hi]. */
-    __attribute__((target("avx512f,avx512dq")))
-    static int rbcd_key_avx512(const double *x, const double *u, const double *w,
-                               const double *inv, const int64_t *lo, const int64_t *hi,
-                               const int32_t *word, const int64_t *shift, Py_ssize_t d,
-                               int n_words, uint64_t *key)
-    {
-        __m512i acc = _mm512_setzero_si512();
-        uint64_t lanes[8];
-        Py_ssize_t j, k;
-        if (n_words > 1) {
-            for (k = 0; k < n_words; k++) key[k] = 0;
-        }
-        for (j = 0; j < d; j += 8) {
-            __mmask8 m = (d - j >= 8) ? (__mmask8)0xFF : (__mmask8)((1u << (d - j)) - 1u);
-            __m512i b = rbcd_floor8(x + j, u + j, w + j, inv + j, m);
-            __m512i lov = _mm512_maskz_loadu_epi64(m, lo + j);
-            __m512i hiv = _mm512_maskz_loadu_epi64(m, hi + j);
-            if (_mm512_mask_cmplt_epi64_mask(m, b, lov) | _mm512_mask_cmpgt_epi64_mask(m, b, hiv))
-                return 0;
-            __m512i f = _mm512_maskz_sllv_epi64(m, _mm512_sub_epi64(b, lov),
-                                                _mm512_maskz_loadu_epi64(m, shift + j));
-            if (n_words == 1) {
-                acc = _mm512_or_si512(acc, f);
-            } else {
-                _mm512_storeu_si512((void *)lanes, f);
-                for (k = 0; k < 8 && j + k < d; k++) key[word[j + k]] |= lanes[k];
-            }
-        }
-        if (n_words == 1) key[0] = (uint64_t)_mm512_reduce_or_epi64(acc);
-        return 1;
-    }
-
-    /* SplitMix64's finalizer (mix64) on eight lanes. */
-    __attribute__((target("avx512f,avx512dq")))
-    static inline __m512i rbcd_mix64v(__m512i z)
-    {
-        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)),
-                               _mm512_set1_epi64((long long)RBCD_MUL1));
-        z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)),
-                               _mm512_set1_epi64((long long)RBCD_MUL2));
-        return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
-    }
-
-    /* Threshold keys (single-word grids): field j of the packed key is the
-     * number of grid-r thresholds of column j that x_j reaches, ent[e] being
-     * (column ej, threshold et, field unit ea = 1 << shift), sorted by column.
-     * Eight rows per vector: xt is the row block transposed (column j at
-     * xt + j * stride, lanes past n are computed and ignored). Also the key
-     * hashes (key_hash with one word: mix64((GOLDEN ^ key) + GOLDEN)).
-     * For new rows (transform) rlo / rhi are given and inside[k] = 1 iff every
-     * column of row k lies within the grid's training bins, i.e.
-     * rlo[j] <= x_j < rhi[j] (rlo: smallest value in bin lo, rhi: smallest
-     * value past bin hi); in fit they are NULL (training rows always are). */
-    __attribute__((target("avx512f,avx512dq")))
-    static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
-                                     Py_ssize_t d, const double *rlo, const double *rhi,
-                                     const int32_t *ej, const double *et, const uint64_t *ea,
-                                     Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes,
-                                     unsigned char *inside)
-    {
-        const __m512i golden = _mm512_set1_epi64((long long)RBCD_GOLDEN);
-        Py_ssize_t k, e, j, m;
-        for (k = 0; k < n; k += 8) {
-            __m512i acc = _mm512_setzero_si512();
-            __mmask8 in = 0xFF;
-            if (rlo == NULL) {
-                /* fit: only the columns with thresholds are read */
-                __m512d x = _mm512_setzero_pd();
-                int32_t cur = -1;
-                for (e = 0; e < n_ent; e++) {
-                    if (ej[e] != cur) {
-                        cur = ej[e];
-                        x = _mm512_loadu_pd(xt + (Py_ssize_t)cur * stride + k);
-                    }
-                    __mmask8 c = _mm512_cmp_pd_mask(x, _mm512_set1_pd(et[e]), _CMP_GE_OQ);
-                    acc = _mm512_mask_add_epi64(acc, c, acc, _mm512_set1_epi64((long long)ea[e]));
-                }
-            } else {
-                /* transform: every column is checked against the training range */
-                e = 0;
-                for (j = 0; j < d; j++) {
-                    __m512d x = _mm512_loadu_pd(xt + j * stride + k);
-                    in &= _mm512_cmp_pd_mask(x, _mm512_set1_pd(rlo[j]), _CMP_GE_OQ)
-                        & _mm512_cmp_pd_mask(x, _mm512_set1_pd(rhi[j]), _CMP_LT_OQ);
-                    for (; e < n_ent && ej[e] == j; e++) {
-                        __mmask8 c = _mm512_cmp_pd_mask(x, _mm512_set1_pd(et[e]), _CMP_GE_OQ);
-                        acc = _mm512_mask_add_epi64(acc, c, acc, _mm512_set1_epi64((long long)ea[e]));
-                    }
-                }
-            }
-            _mm512_storeu_si512((void *)(keys + k), acc);
-            _mm512_storeu_si512((void *)(hashes + k),
-                                rbcd_mix64v(_mm512_add_epi64(_mm512_xor_si512(golden, acc), golden)));
-            if (inside != NULL)
-                for (m = 0; m < 8; m++) inside[k + m] = (unsigned char)((in >> m) & 1);
-        }
-    }
-
-    /* floor((x - u) / w) of eight lanes as in rbcd_floor8, x broadcast. */
-    __attribute__((target("avx512f,avx512dq")))
-    static inline __m512i rbcd_floor8_x(__m512d xv, const double *u, const double *w,
-                                        const double *inv)
-    {
-        return rbcd_floor8_of(_mm512_sub_pd(xv, _mm512_loadu_pd(u)), _mm512_loadu_pd(inv), w,
-                              (__mmask8)0xFF);
-    }
-
-    /* Hashed mode, one row: h[r] = hash(r, bins of grid r) (contract 5) for
-     * eight grids per vector and four vectors at a time (independent
-     * multiply chains). uT, wT, invT: (d, R8) offsets, widths and reciprocals
-     * transposed, R8 = R rounded up to 32 (padding lanes: 0, 1, 1; their
-     * hashes are computed and ignored). */
-    __attribute__((target("avx512f,avx512dq")))
-    static void rbcd_hash_grids_avx512(const double *x, Py_ssize_t d, Py_ssize_t R8,
-                                       const double *uT, const double *wT, const double *invT,
-                                       uint64_t *h)
-    {
-        const __m512i golden = _mm512_set1_epi64((long long)RBCD_GOLDEN);
-        const __m512i lane = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
-        Py_ssize_t g, j, k;
-        for (g = 0; g < R8; g += 32) {
-            __m512i z[4];
-            for (k = 0; k < 4; k++)
-                z[k] = rbcd_mix64v(_mm512_add_epi64(
-                    _mm512_add_epi64(_mm512_set1_epi64((long long)(g + 8 * k)), lane), golden));
-            for (j = 0; j < d; j++) {
-                __m512d xv = _mm512_set1_pd(x[j]);
-                Py_ssize_t base = j * R8 + g;
-                for (k = 0; k < 4; k++) {
-                    __m512i b = rbcd_floor8_x(xv, uT + base + 8 * k, wT + base + 8 * k,
-                                              invT + base + 8 * k);
-                    z[k] = rbcd_mix64v(_mm512_add_epi64(_mm512_xor_si512(z[k], b), golden));
-                }
-            }
-            for (k = 0; k < 4; k++) _mm512_storeu_si512((void *)(h + g + 8 * k), z[k]);
-        }
-    }
-
-    /* Sort n <= 128 uint64 values (ascending) by rank: value i goes to
-     * #{j : v_j < v_i} + #{j < i : v_j == v_i}, counted eight at a time with
-     * vector compares (no data-dependent branch). tmp: n values of scratch. */
-    __attribute__((target("avx512f,avx512dq,popcnt")))
-    static void rbcd_rank_sort_avx512(uint64_t *v, Py_ssize_t n, uint64_t *tmp)
-    {
-        Py_ssize_t i, b, nb = (n + 7) / 8;
-        __m512i blocks[16];
-        __mmask8 valid[16];
-        for (b = 0; b < nb; b++) {
-            Py_ssize_t left = n - 8 * b;
-            valid[b] = left >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << left) - 1u);
-            blocks[b] = _mm512_maskz_loadu_epi64(valid[b], v + 8 * b);
-        }
-        for (i = 0; i < n; i++) {
-            /* rank = #{j < i : v_j <= v_i} + #{j >= i : v_j < v_i} */
-            __m512i vi = _mm512_set1_epi64((long long)v[i]);
-            Py_ssize_t bi = i / 8;
-            __mmask8 before = (__mmask8)((1u << (i - 8 * bi)) - 1u);
-            unsigned int rank = 0;
-            for (b = 0; b < bi; b++)
-                rank += (unsigned int)__builtin_popcount(
-                    (unsigned int)_mm512_cmple_epu64_mask(blocks[b], vi));
-            rank += (unsigned int)__builtin_popcount((unsigned int)(
-                _mm512_mask_cmple_epu64_mask(before, blocks[bi], vi)
-                | _mm512_mask_cmplt_epu64_mask((__mmask8)(valid[bi] & ~before), blocks[bi], vi)));
-            for (b = bi + 1; b < nb; b++)
-                rank += (unsigned int)__builtin_popcount(
-                    (unsigned int)_mm512_mask_cmplt_epu64_mask(valid[b], blocks[b], vi));
-            tmp[rank] = v[i];
-        }
-        for (i = 0; i < n; i++) v[i] = tmp[i];
-    }
-
-    static int rbcd_avx512_available(void)
-    {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-    }
-    #else
-    static int rbcd_key_avx512(const double *x, const double *u, const double *w,
-                               const double *inv, const int64_t *lo, const int64_t *hi,
-                               const int32_t *word, const int64_t *shift, Py_ssize_t d,
-                               int n_words, uint64_t *key) { return 0; }
-    static int rbcd_avx512_available(void) { return 0; }
-    static void rbcd_hash_grids_avx512(const double *x, Py_ssize_t d, Py_ssize_t R8,
-                                       const double *uT, const double *wT, const double *invT,
-                                       uint64_t *h) { }
-    static void rbcd_rank_sort_avx512(uint64_t *v, Py_ssize_t n, uint64_t *tmp) { }
-    static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t n,
-                                     Py_ssize_t d, const double *rlo, const double *rhi,
-                                     const int32_t *ej, const double *et, const uint64_t *ea,
-                                     Py_ssize_t n_ent, uint64_t *keys, uint64_t *hashes,
-                                     unsigned char *inside) { }
-    #endif
-    """
+cdef extern from "binning_keys.h" nogil:
+    ctypedef struct Thresholds "rbcd_thresholds":
+        const int32_t *ej
+        const double *et
+        const uint64_t *ea
+        Py_ssize_t n
     uint64_t GOLDEN "RBCD_GOLDEN"
-    uint64_t MUL1 "RBCD_MUL1"
-    uint64_t MUL2 "RBCD_MUL2"
-    void prefetch "RBCD_PREFETCH"(const void *p) noexcept nogil
+    void prefetch "RBCD_PREFETCH"(const void *p) noexcept
+    uint64_t mix64 "rbcd_mix64"(uint64_t z) noexcept
+    uint64_t key_hash "rbcd_key_hash"(const uint64_t *key, int n_words) noexcept
+    int64_t floor_to_int64 "rbcd_floor_to_int64"(double q) noexcept
+    bint key_scalar "rbcd_key_scalar"(
+        const double *x, const double *u, const double *w, const int64_t *lo,
+        const int64_t *hi, const int32_t *word, const int64_t *shift, Py_ssize_t d,
+        double *q, uint64_t *key) noexcept
+    uint64_t thr_key "rbcd_thr_key"(
+        const double *x, const int32_t *ej, const double *et, const uint64_t *ea,
+        Py_ssize_t n_ent) noexcept
+    void hash_grids "rbcd_hash_grids_scalar"(
+        const int64_t *bins, Py_ssize_t R, Py_ssize_t d, uint64_t m, uint64_t *cols) noexcept
+    void sort_u64 "rbcd_sort_u64"(uint64_t *v, Py_ssize_t n) noexcept
     bint key_avx512 "rbcd_key_avx512"(
         const double *x, const double *u, const double *w, const double *inv,
         const int64_t *lo, const int64_t *hi, const int32_t *word, const int64_t *shift,
-        Py_ssize_t d, int n_words, uint64_t *key) noexcept nogil
-    int avx512_available "rbcd_avx512_available"() noexcept nogil
+        Py_ssize_t d, int n_words, uint64_t *key) noexcept
+    int avx512_available "rbcd_avx512_available"() noexcept
     void hash_grids_avx512 "rbcd_hash_grids_avx512"(
         const double *x, Py_ssize_t d, Py_ssize_t R8, const double *uT, const double *wT,
-        const double *invT, uint64_t *h) noexcept nogil
-    void rank_sort_avx512 "rbcd_rank_sort_avx512"(uint64_t *v, Py_ssize_t n, uint64_t *tmp) noexcept nogil
+        const double *invT, uint64_t *h) noexcept
+    void rank_sort_avx512 "rbcd_rank_sort_avx512"(uint64_t *v, Py_ssize_t n, uint64_t *tmp) noexcept
     void thr_keys_avx512 "rbcd_thr_keys_avx512"(
         const double *xt, Py_ssize_t stride, Py_ssize_t n, Py_ssize_t d,
-        const double *rlo, const double *rhi, const int32_t *ej,
-        const double *et, const uint64_t *ea, Py_ssize_t n_ent,
-        uint64_t *keys, uint64_t *hashes, unsigned char *inside) noexcept nogil
-    void *big_malloc "rbcd_big_malloc"(size_t nbytes) noexcept nogil
-    void *big_calloc "rbcd_big_calloc"(size_t n, size_t size) noexcept nogil
-    void *line_malloc "rbcd_line_malloc"(size_t nbytes) noexcept nogil
-    void *big_realloc "rbcd_big_realloc"(void *p, size_t nbytes) noexcept nogil
+        const double *rlo, const double *rhi, Thresholds thr,
+        uint64_t *keys, uint64_t *hashes, unsigned char *inside) noexcept
 
 
 ctypedef fused idx_t:
@@ -422,7 +145,7 @@ ctypedef fused val_t:
 
 
 cdef enum:
-    ROW_BLOCK = 256        # rows per block in the fit loop (keys prefetched per block; 256 measured a little faster than 128)
+    ROW_BLOCK = 256        # rows per block of the fit and transform loops (keys prefetched per block)
     INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
     LABEL_BLOCK = 1024     # rows per block of training_labels (uint16 labels: 2 KiB, whole cache lines)
     MAX_GROUP = 256        # grids per sweep over the rows at most (their ids are staged per row block)
@@ -436,98 +159,6 @@ cdef uint64_t LOW32 = 0xFFFFFFFF
 # ----------------------------------------------------------------------------
 # Small inline helpers
 # ----------------------------------------------------------------------------
-
-cdef inline uint64_t mix64(uint64_t z) noexcept nogil:
-    """SplitMix64 finalizer (docs/internals.md, hashed mode)."""
-    z = (z ^ (z >> 30)) * MUL1
-    z = (z ^ (z >> 27)) * MUL2
-    return z ^ (z >> 31)
-
-
-cdef inline int64_t floor_to_int64(double q) noexcept nogil:
-    """int64(floor(q)) for q within [-2**63, 2**63) (checked by the caller)."""
-    cdef int64_t b = <int64_t> q          # truncation toward zero, exact here
-    if <double> b > q:                     # negative non-integer: one lower
-        b -= 1
-    return b
-
-
-cdef inline void quotients(
-    const double *x,   # IN  one row of X, length d
-    const double *u,   # IN  offsets[r], length d
-    const double *w,   # IN  widths[r], length d
-    double *q,         # OUT length d
-    Py_ssize_t d,
-) noexcept nogil:
-    cdef Py_ssize_t j
-    # q = (x - u) / w
-    for j in range(d):
-        q[j] = (x[j] - u[j]) / w[j]
-
-
-cdef inline bint packed_key(
-    const double *q,       # IN  quotients of one (row, grid), length d
-    const int64_t *lo,     # IN  lo[r], training bin minimum per column
-    const int64_t *hi,     # IN  hi[r], training bin maximum per column
-    const int32_t *word,   # IN  word[r], word of field j
-    const int64_t *shift,  # IN  shift[r], bit offset of field j
-    Py_ssize_t d,
-    int n_words,
-    uint64_t *key,         # OUT n_words words
-) noexcept nogil:
-    """Pack floor(q) - lo into key; False if some bin lies outside [lo, hi].
-
-    ``word`` is non-decreasing in j and every word holds a field, so the
-    current word is accumulated in a register and stored once.
-    """
-    cdef Py_ssize_t j
-    cdef int64_t b
-    cdef int cur = 0
-    cdef uint64_t acc = 0
-    # key[word[j]] |= (floor(q[j]) - lo[j]) << shift[j]
-    for j in range(d):
-        b = floor_to_int64(q[j])
-        if b < lo[j] or b > hi[j]:
-            return False
-        if word[j] != cur:
-            key[cur] = acc
-            cur = word[j]
-            acc = 0
-        acc = acc | ((<uint64_t> b - <uint64_t> lo[j]) << shift[j])
-    key[cur] = acc
-    return True
-
-
-cdef inline bint grid_key(
-    const double *x, const double *u, const double *w, const double *inv,
-    const int64_t *lo, const int64_t *hi, const int32_t *word, const int64_t *shift,
-    Py_ssize_t d, int n_words, bint simd,
-    double *q,             # scratch, length d
-    uint64_t *key,         # OUT n_words words
-) noexcept nogil:
-    """Packed key of one (row, grid) (see packed_key); AVX-512 when ``simd``."""
-    if simd:
-        return key_avx512(x, u, w, inv, lo, hi, word, shift, d, n_words, key)
-    quotients(x, u, w, q, d)
-    return packed_key(q, lo, hi, word, shift, d, n_words, key)
-
-
-cdef inline uint64_t thr_key(
-    const double *x,        # IN  one row of X
-    const int32_t *ej,      # IN  column of each threshold of the grid
-    const double *et,       # IN  the thresholds
-    const uint64_t *ea,     # IN  1 << shift of the threshold's field
-    Py_ssize_t n_ent,
-) noexcept nogil:
-    """Single-word packed key from thresholds: field j counts the thresholds of
-    column j that x_j reaches (equal to floor((x_j - u_j) / w_j) - lo_j)."""
-    cdef Py_ssize_t e
-    cdef uint64_t key = 0
-    # key = sum over e of (x[ej[e]] >= et[e]) << shift
-    for e in range(n_ent):
-        key += ea[e] & (<uint64_t> 0 - <uint64_t> (x[ej[e]] >= et[e]))
-    return key
-
 
 cdef inline bint thr_key_range(
     const double *x, Py_ssize_t d,
@@ -556,14 +187,6 @@ cdef inline void transpose_block(const double *X, Py_ssize_t d, Py_ssize_t i0, P
             xt[j * ROW_BLOCK + (i - i0)] = xrow[j]
 
 
-cdef inline uint64_t key_hash(const uint64_t *key, int n_words) noexcept nogil:
-    cdef uint64_t h = GOLDEN
-    cdef int k
-    for k in range(n_words):
-        h = mix64((h ^ key[k]) + GOLDEN)
-    return h
-
-
 cdef inline bint keys_equal(const uint64_t *a, const uint64_t *b, int n_words) noexcept nogil:
     cdef int k
     for k in range(n_words):
@@ -582,10 +205,13 @@ cdef inline int64_t table_find(
     uint64_t pos,           # IN  the slot to probe from: h & mask, or a later slot of
                             #     the key's probe sequence
 ) noexcept nogil:
-    """Local id of ``key`` in a table, or -1 if absent (verified, exact)."""
-    cdef uint64_t tag = h >> 32, s
+    """Local id of ``key`` in a table, or -1 if absent (verified, exact).
+
+    At most capacity probes: a table without an empty slot (never built by fit,
+    rejected by GridTables on load) ends the search instead of cycling."""
+    cdef uint64_t tag = h >> 32, s, step
     cdef int64_t local
-    while True:
+    for step in range(mask + 1):
         s = slots[pos]
         if s == 0:
             return -1
@@ -594,6 +220,77 @@ cdef inline int64_t table_find(
             if keys_equal(keys + local * n_words, key, n_words):
                 return local
         pos = (pos + 1) & mask
+    return -1
+
+
+ctypedef struct Layout:
+    # The fitted geometry of R grids over d columns, shared by fit and transform
+    # (pointers into the arrays of a GridTables; DESIGN.md contracts 2-4).
+    const double *widths        # (R, d) delta[r, j]
+    const double *offsets       # (R, d) u[r, j]
+    const double *inv           # (R, d) 1 / widths (AVX-512 bins only)
+    const int64_t *lo           # (R, d) smallest training bin of (r, j)
+    const int64_t *hi           # (R, d) largest training bin of (r, j)
+    const int32_t *word         # (R, d) key word of field j of grid r
+    const int64_t *shift        # (R, d) bit offset of that field
+    const int32_t *n_words      # (R,) 64-bit words of grid r's packed key
+    const int64_t *thr_ptr      # (R + 1,) grid r's thresholds: thr_ptr[r] .. thr_ptr[r + 1] - 1
+    const unsigned char *use_thr  # (R,) grid r's keys come from its thresholds
+    const int32_t *ent_j        # column of each threshold (sorted by grid, column, bin)
+    const double *ent_t         # the thresholds
+    const uint64_t *ent_add     # 1 << shift of the threshold's field
+    const double *range_lo      # (R, d) smallest value in bin lo (transform)
+    const double *range_hi      # (R, d) smallest value past bin hi (transform)
+    Py_ssize_t R
+    Py_ssize_t d
+    int max_words
+    bint normal_widths          # every width within [2**-1000, 2**1000] (AVX-512 bins exact)
+
+
+cdef inline Thresholds grid_thresholds(const Layout *L, Py_ssize_t r) noexcept nogil:
+    """Grid r's thresholds (entries thr_ptr[r] .. thr_ptr[r + 1] - 1 of the layout)."""
+    cdef Thresholds t
+    cdef int64_t e0 = L.thr_ptr[r]
+    t.ej = L.ent_j + e0
+    t.et = L.ent_t + e0
+    t.ea = L.ent_add + e0
+    t.n = L.thr_ptr[r + 1] - e0
+    return t
+
+
+cdef inline bint grid_key(
+    const Layout *L,
+    Py_ssize_t r,          # the grid
+    const double *x,       # IN  one row of X
+    bint simd,             # AVX-512 bins (rbcd_key_avx512)
+    double *q,             # scratch, length d
+    uint64_t *key,         # OUT n_words[r] words
+) noexcept nogil:
+    """Packed key of one (row, grid) by division (rbcd_key_scalar in binning_keys.h):
+    False if some bin lies outside the grid's training bins [lo, hi]."""
+    cdef Py_ssize_t d = L.d, o = r * L.d
+    if simd:
+        return key_avx512(x, L.offsets + o, L.widths + o, L.inv + o, L.lo + o, L.hi + o,
+                          L.word + o, L.shift + o, d, L.n_words[r], key)
+    return key_scalar(x, L.offsets + o, L.widths + o, L.lo + o, L.hi + o, L.word + o,
+                      L.shift + o, d, q, key)
+
+
+ctypedef struct GridTable:
+    # One fitted grid as transform reads it (DESIGN.md contract 4).
+    const uint64_t *slots       # capacity slots: 0 empty, else tag << 32 | (local id + 1)
+    uint64_t mask               # capacity - 1 (capacity a power of two, load <= 0.7)
+    const uint64_t *keys        # n_bins * n_words packed keys, in local id order
+    const uint32_t *index       # dense index (id + 1 per possible single-word key) or NULL
+    int64_t n_bins
+    int64_t col0                # grid_ptr[r], the grid's first column of Z
+
+
+ctypedef struct Paths:
+    # The code paths a kernel may take (all give the same output bit for bit).
+    bint simd                   # AVX-512 allowed (and present: checked by the caller)
+    bint thresholds             # threshold keys where the layout has them
+    bint index                  # dense transform index / direct fit tables where planned
 
 
 # ----------------------------------------------------------------------------
@@ -954,35 +651,34 @@ cdef inline void touch_rows(idx_t *ids, Py_ssize_t N, Py_ssize_t R, Py_ssize_t g
         i = i + step
 
 
+ctypedef struct FitJob:
+    # What every fit thread reads: the training rows and the layout.
+    const Layout *L
+    const double *X             # (N, d) C order
+    Py_ssize_t N
+    const int32_t *direct_bits  # (R,) key bits of a direct table, -1 for a hash table
+    bint simd                   # AVX-512 bins of division keys
+    bint vec                    # AVX-512 threshold keys (over a transposed row block)
+    bint thresholds             # threshold keys where the layout has them
+
+
 cdef void fit_grid_block(
-    const double *X,          # IN  (N, d) C order
-    const double *widths,     # IN  (R, d)
-    const double *offsets,    # IN  (R, d)
-    const double *inv,        # IN  (R, d) 1 / widths (SIMD path only)
-    bint simd,
-    const int64_t *lo,        # IN  (R, d)
-    const int64_t *hi,        # IN  (R, d)
-    const int32_t *word,      # IN  (R, d)
-    const int64_t *shift,     # IN  (R, d)
-    const int32_t *n_words,   # IN  (R,)
-    Py_ssize_t N,
-    Py_ssize_t d,
-    Py_ssize_t R,
-    Py_ssize_t g0,            # this thread's grids: g0 .. g1 - 1
-    Py_ssize_t g1,
-    int max_words,
-    const int64_t *thr_ptr,   # IN  (R + 1,) grid r's thresholds: thr_ptr[r] .. thr_ptr[r + 1] - 1
-    const unsigned char *use_thr,  # IN (R,) grid r's keys come from its thresholds
-    const int32_t *ent_j,     # IN  column of each threshold
-    const double *ent_t,      # IN  thresholds
-    const uint64_t *ent_add,  # IN  1 << shift of the threshold's field
-    bint vec,                 # AVX-512 threshold keys (over a transposed row block)
-    const int32_t *direct_bits,  # IN (R,) key bits of a direct table, -1 for a hash table
+    const FitJob *job,
     Table *tables,            # IN/OUT (R,) tables, only g0 .. g1 - 1 touched
     idx_t *ids,               # OUT (N * R) local id of (i, r) at i * R + r, or NULL
+    Py_ssize_t g0,            # this thread's grids: g0 .. g1 - 1
+    Py_ssize_t g1,
     Py_ssize_t toucher,       # this thread's number and the number of threads: the row
     Py_ssize_t n_touchers,    # blocks whose fresh ids pages this thread touches first
 ) noexcept nogil:
+    cdef const Layout *L = job.L
+    cdef const double *X = job.X
+    cdef Py_ssize_t N = job.N, d = L.d, R = L.R
+    cdef int max_words = L.max_words
+    cdef bint simd = job.simd, vec = job.vec, thresholds = job.thresholds
+    cdef const int32_t *n_words = L.n_words
+    cdef const unsigned char *use_thr = L.use_thr
+    cdef const int32_t *direct_bits = job.direct_bits
     cdef Py_ssize_t i0, i1, i, r, k, ga, gb, tb
     cdef int W
     cdef Table *t
@@ -994,7 +690,8 @@ cdef void fit_grid_block(
     # unused lanes of a short last block hold finite values
     cdef double *xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK, sizeof(double))
     cdef bint xt_ready
-    cdef Py_ssize_t e0, n_ent, kc, kk, g, n_g
+    cdef Py_ssize_t kc, kk, g, n_g
+    cdef Thresholds thr
     # local ids of a row block for the group's grids, grid-major
     # (stage[(r - ga) * ROW_BLOCK + k]); copied to ids row by row after the
     # block, so that each cache line of ids is written in one burst
@@ -1008,10 +705,8 @@ cdef void fit_grid_block(
         # One sweep over the rows for all of the thread's grids (in groups of
         # at most MAX_GROUP): X is read once, and each row block's ids are
         # written row by row from the stage, whole cache lines at a time.
-        # (Sweeping a few grids at a time so that their tables stay in L2
-        # measured no faster: the re-reads of X and the partial writes of ids
-        # cost what the cache hits save.) A group's tables are created at its
-        # start and finished (exported) at its end.
+        # A group's tables are created at its start and finished (exported)
+        # at its end.
         ga = g0
         while ga < g1:
             gb = ga + MAX_GROUP if ga + MAX_GROUP < g1 else g1
@@ -1030,30 +725,26 @@ cdef void fit_grid_block(
                     if t.failed:
                         continue
                     W = n_words[r]
-                    if use_thr[r]:
+                    if thresholds and use_thr[r]:
                         # single-word keys from the grid's thresholds (exact:
                         # bins are monotone in x)
-                        e0 = thr_ptr[r]
-                        n_ent = thr_ptr[r + 1] - e0
+                        thr = grid_thresholds(L, r)
                         if vec:
                             if not xt_ready:
                                 transpose_block(X, d, i0, i1, xt)
                                 xt_ready = True
-                            thr_keys_avx512(xt, ROW_BLOCK, i1 - i0, d, NULL, NULL, ent_j + e0,
-                                            ent_t + e0, ent_add + e0, n_ent, keys, hashes, NULL)
+                            thr_keys_avx512(xt, ROW_BLOCK, i1 - i0, d, NULL, NULL, thr,
+                                            keys, hashes, NULL)
                         else:
                             for i in range(i0, i1):
                                 k = i - i0
-                                keys[k] = thr_key(X + i * d, ent_j + e0, ent_t + e0,
-                                                  ent_add + e0, n_ent)
+                                keys[k] = thr_key(X + i * d, thr.ej, thr.et, thr.ea, thr.n)
                                 hashes[k] = key_hash(keys + k, 1)
                     else:
                         for i in range(i0, i1):
                             k = i - i0
                             key = keys + k * W
-                            if not grid_key(X + i * d, offsets + r * d, widths + r * d, inv + r * d,
-                                            lo + r * d, hi + r * d, word + r * d, shift + r * d,
-                                            d, W, simd, q, key):
+                            if not grid_key(L, r, X + i * d, simd, q, key):
                                 t.failed = 2  # cannot happen: [lo, hi] bounds the training bins
                                 break
                             hashes[k] = key_hash(key, W)
@@ -1108,28 +799,15 @@ cdef void fit_grid_block(
 # Python-facing kernels
 # ----------------------------------------------------------------------------
 
-cdef bint SIMD_ALLOWED = True
+def avx512_cpu():
+    """True if this CPU runs the AVX-512 paths (avx512f and avx512dq, checked at run time)."""
+    return bool(avx512_available())
 
 
-def simd_available():
-    """True if the AVX-512 binning path can run on this CPU (and is allowed)."""
-    return SIMD_ALLOWED and bool(avx512_available())
-
-
-def set_simd_allowed(bint allowed):
-    """Allow or forbid the AVX-512 path (tests compare both); returns the old value."""
-    global SIMD_ALLOWED
-    old = SIMD_ALLOWED
-    SIMD_ALLOWED = allowed
-    return old
-
-
-def simd_for(const double[:, ::1] widths):
-    """Whether the SIMD path applies to these widths: CPU support and every
-    width within [2**-1000, 2**1000] (so that 1 / w is a normal number)."""
+def normal_widths(const double[:, ::1] widths):
+    """True if every width lies within [2**-1000, 2**1000], so that 1 / w is a
+    normal number and the AVX-512 bins (rbcd_floor8 in binning_keys.h) are exact."""
     cdef Py_ssize_t r, j
-    if not simd_available():
-        return False
     for r in range(widths.shape[0]):
         for j in range(widths.shape[1]):
             if not (widths[r, j] >= 9.332636185032189e-302 and widths[r, j] <= 1.0715086071862673e+301):
@@ -1241,55 +919,38 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
     return word_arr, shift_arr, n_words_arr
 
 
-def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
-               const double[:, ::1] offsets, const double[:, ::1] inv, bint simd,
-               const int64_t[:, ::1] lo,
-               const int64_t[:, ::1] hi, const int32_t[:, ::1] word,
-               const int64_t[:, ::1] shift, const int32_t[::1] n_words,
-               const int64_t[::1] thr_ptr, const unsigned char[::1] use_thr,
-               const int32_t[::1] ent_j, const double[::1] ent_t, const uint64_t[::1] ent_add,
-               const int32_t[::1] direct_bits,
-               idx_t[::1] ids, bint want_counts, const int64_t[::1] bounds):
-    """Build the exact per-grid bin tables of the training rows.
+def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] direct_bits,
+               idx_t[::1] ids, bint want_counts, const int64_t[::1] bounds, paths):
+    """Build the exact per-grid bin tables of the training rows (DESIGN.md contract 4).
 
-    Grids with ``use_thr[r]`` compute their (single-word) keys from their
-    thresholds ``thr_ptr[r] .. thr_ptr[r + 1] - 1`` (see ``features._thresholds``).
-    Grids with ``direct_bits[r] >= 0`` (single-word keys below
-    ``2**direct_bits[r]``) are fitted in a direct table instead of a hash table.
-
+    grids : the layout of the grids (widths, offsets, training bounds, packed-key layout,
+        thresholds), its tables not yet set. Grids with thresholds compute their
+        (single-word) keys from them when ``paths.thresholds``.
+    direct_bits : (R,) grids with ``direct_bits[r] >= 0`` (single-word keys below
+        ``2**direct_bits[r]``) are fitted in a direct table instead of a hash table.
     ids : (N * R,) OUT, or length 0 for none: local id of row i in grid r
         at ``i * R + r`` (numbered by first appearance in row order).
-
     bounds : (n_threads + 1,) the grids of thread c are ``bounds[c] .. bounds[c + 1] - 1``
-        (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see ``features._grid_bounds``).
+        (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see ``random_binning._grid_bounds``).
+    paths : ``random_binning._Paths`` (its ``simd`` and ``thresholds``).
 
     Returns ``(n_bins, max_count, slots, keys, counts)``: int64 (R,) arrays,
     lists of per-grid uint64 arrays (slot table, packed keys), and the
     concatenated int64 bin counts in column order (None unless want_counts).
     Identical for every thread count: a grid's table is built by one thread.
     """
-    cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
+    cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = grids.L.R
     cdef Py_ssize_t r, c, n_chunks
-    cdef int max_words = 1
-    for r in range(R):
-        max_words = max(max_words, n_words[r])
+    cdef FitJob job
+    if d != grids.L.d:
+        raise ValueError(f"X has {d} columns, the grids {grids.L.d}")
     if ids.shape[0] != 0 and ids.shape[0] != N * R:
         raise ValueError("ids must have length N * R or 0")
     cdef idx_t *ids_ptr = &ids[0] if ids.shape[0] != 0 else NULL
-    if thr_ptr.shape[0] != R + 1 or use_thr.shape[0] != R:
-        raise ValueError("thr_ptr must have length R + 1 and use_thr length R")
-    if ent_j.shape[0] < thr_ptr[R] or ent_t.shape[0] < thr_ptr[R] or ent_add.shape[0] < thr_ptr[R]:
-        raise ValueError("fewer threshold entries than thr_ptr[R]")
-    cdef const int32_t *ent_j_ptr = &ent_j[0] if ent_j.shape[0] != 0 else NULL
-    cdef const double *ent_t_ptr = &ent_t[0] if ent_t.shape[0] != 0 else NULL
-    cdef const uint64_t *ent_add_ptr = &ent_add[0] if ent_add.shape[0] != 0 else NULL
-    cdef bint vec = simd_available()
     if direct_bits.shape[0] != R:
         raise ValueError("direct_bits must have length R")
     for r in range(R):
-        if use_thr[r] and n_words[r] != 1:
-            raise ValueError("threshold keys need single-word grids")
-        if direct_bits[r] >= 0 and (n_words[r] != 1 or direct_bits[r] > 30):
+        if direct_bits[r] >= 0 and (grids.L.n_words[r] != 1 or direct_bits[r] > 30):
             raise ValueError("direct tables need single-word grids of at most 30 bits")
     n_chunks = bounds.shape[0] - 1
     if n_chunks < 1 or bounds[0] != 0 or bounds[n_chunks] != R:
@@ -1297,18 +958,20 @@ def fit_tables(const double[:, ::1] X, const double[:, ::1] widths,
     for c in range(n_chunks):
         if bounds[c + 1] <= bounds[c]:
             raise ValueError("bounds must be strictly increasing")
+    job.L = &grids.L
+    job.X = &X[0, 0] if N > 0 else NULL
+    job.N = N
+    job.direct_bits = &direct_bits[0]
+    job.vec = bool(paths.simd) and avx512_available()
+    job.simd = job.vec and grids.L.normal_widths
+    job.thresholds = bool(paths.thresholds)
     cdef Table *tables = <Table *> PyMem_RawCalloc(R, sizeof(Table))
     if tables == NULL:
         raise MemoryError("cannot allocate the bin tables")
     try:
         for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
                         num_threads=n_chunks):
-            fit_grid_block(&X[0, 0], &widths[0, 0], &offsets[0, 0], &inv[0, 0], simd,
-                           &lo[0, 0], &hi[0, 0],
-                           &word[0, 0], &shift[0, 0], &n_words[0], N, d, R,
-                           bounds[c], bounds[c + 1], max_words,
-                           &thr_ptr[0], &use_thr[0], ent_j_ptr, ent_t_ptr, ent_add_ptr, vec,
-                           &direct_bits[0], tables, ids_ptr, c, n_chunks)
+            fit_grid_block(&job, tables, ids_ptr, bounds[c], bounds[c + 1], c, n_chunks)
         for r in range(R):
             if tables[r].failed == 2:
                 raise RuntimeError("internal error: a training bin fell outside its bounds")
@@ -1354,7 +1017,7 @@ def empty(Py_ssize_t n, dtype):
 
     Unlike ``numpy.empty`` the block is not advised as huge pages: for the big
     output arrays, written once in order, the synchronous huge-page compaction
-    on first touch costs far more (here ~4x) than the page faults it saves.
+    on first touch costs more than the page faults it saves.
     """
     dt = np.dtype(dtype)
     fmt = _FORMATS[dt]
@@ -1441,36 +1104,36 @@ def finish_training(idx_t[::1] ids, const int64_t[::1] grid_ptr, val_t[::1] data
             drow[r] = v
 
 
-def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
-                    const double[:, ::1] offsets, const double[:, ::1] inv, bint simd,
-                    const int64_t[:, ::1] lo,
-                    const int64_t[:, ::1] hi, const int32_t[:, ::1] word,
-                    const int64_t[:, ::1] shift, const int32_t[::1] n_words,
-                    const uintptr_t[::1] slot_ptrs, const int64_t[::1] capacities,
-                    const uintptr_t[::1] key_ptrs, const int64_t[::1] grid_ptr,
-                    const int64_t[::1] thr_ptr, const unsigned char[::1] use_thr,
-                    const int32_t[::1] ent_j, const double[::1] ent_t, const uint64_t[::1] ent_add,
-                    const double[:, ::1] range_lo, const double[:, ::1] range_hi,
-                    const uintptr_t[::1] index_ptrs,
-                    idx_t[::1] out, int64_t[::1] row_nnz, int n_threads):
+def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
+                    int64_t[::1] row_nnz, int n_threads, paths):
     """Columns of new rows through the fitted tables (bins unseen in fit: no entry).
 
-    Grids with ``use_thr[r]`` build single-word keys from their thresholds, with
-    ``range_lo[r, j] <= x_j < range_hi[r, j]`` deciding whether the row's bin lies
-    within the training bins (see ``features._range_bounds``); the others divide.
-    A grid with ``index_ptrs[r] != 0`` (single-word keys) looks its keys up in that
-    dense index (uint32, id + 1 per possible key, 0 for none) instead of its table.
+    Grids with thresholds (when ``paths.thresholds``) build single-word keys from
+    them, with ``range_lo[r, j] <= x_j < range_hi[r, j]`` deciding whether the row's
+    bin lies within the training bins (see ``random_binning._range_bounds``); the
+    others divide. A grid with a dense index (when ``paths.direct``) looks its keys
+    up there (uint32, id + 1 per possible key, 0 for none) instead of in its table.
     Parallel over blocks of ROW_BLOCK rows; per block, grid by grid: keys, slots
     prefetched, candidate slots found and their keys prefetched, keys verified.
 
     out : (N * R,) OUT, row i's columns left-packed, sorted, at i * R ...
     row_nnz : (N,) OUT, number of columns of row i.
     """
-    cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
+    if not grids.fitted:
+        raise ValueError("the grid tables are not fitted")
+    cdef const Layout *L = &grids.L
+    cdef const GridTable *G = grids.grids
+    cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = L.R
+    if d != L.d:
+        raise ValueError(f"X has {d} columns, the grids {L.d}")
+    if out.shape[0] < N * R or row_nnz.shape[0] < N:
+        raise ValueError("out must have length N * R and row_nnz length N")
     cdef Py_ssize_t b, n_blocks = (N + ROW_BLOCK - 1) // ROW_BLOCK
     cdef Py_ssize_t i0, i1, n, k, r, e0, cnt
-    cdef int max_words = 1, W
-    cdef bint xt_ready, vec = simd_available()
+    cdef int max_words = L.max_words, W
+    cdef bint xt_ready, vec = bool(paths.simd) and avx512_available()
+    cdef bint simd = vec and L.normal_widths
+    cdef bint use_thresholds = bool(paths.thresholds), use_index = bool(paths.direct)
     cdef double *q
     cdef double *xt
     cdef uint64_t *keys
@@ -1480,24 +1143,12 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
     cdef const uint64_t *slots
     cdef const uint64_t *tkeys
     cdef const uint32_t *index
-    cdef uint64_t mask, pos, s, tag
+    cdef const double *xrow
+    cdef uint64_t mask, pos, s, tag, step
     cdef int64_t local
     cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
-    for r in range(R):
-        max_words = max(max_words, n_words[r])
-        if use_thr[r] and n_words[r] != 1:
-            raise ValueError("threshold keys need single-word grids")
-        if index_ptrs[r] != 0 and n_words[r] != 1:
-            raise ValueError("a dense index needs single-word keys")
-    if index_ptrs.shape[0] != R:
-        raise ValueError("index_ptrs must have length R")
-    if thr_ptr.shape[0] != R + 1 or use_thr.shape[0] != R:
-        raise ValueError("thr_ptr must have length R + 1 and use_thr length R")
-    if ent_j.shape[0] < thr_ptr[R] or ent_t.shape[0] < thr_ptr[R] or ent_add.shape[0] < thr_ptr[R]:
-        raise ValueError("fewer threshold entries than thr_ptr[R]")
-    cdef const int32_t *ent_j_ptr = &ent_j[0] if ent_j.shape[0] != 0 else NULL
-    cdef const double *ent_t_ptr = &ent_t[0] if ent_t.shape[0] != 0 else NULL
-    cdef const uint64_t *ent_add_ptr = &ent_add[0] if ent_add.shape[0] != 0 else NULL
+    if N == 0:
+        return
     q = NULL
     xt = NULL
     keys = NULL
@@ -1521,33 +1172,30 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                 n = i1 - i0
                 xt_ready = False
                 for r in range(R):
-                    W = n_words[r]
-                    slots = <const uint64_t *> slot_ptrs[r]
-                    tkeys = <const uint64_t *> key_ptrs[r]
-                    mask = <uint64_t> (capacities[r] - 1)
-                    e0 = thr_ptr[r]
-                    if use_thr[r] and vec:
+                    W = L.n_words[r]
+                    slots = G[r].slots
+                    tkeys = G[r].keys
+                    mask = G[r].mask
+                    e0 = L.thr_ptr[r]
+                    if use_thresholds and L.use_thr[r] and vec:
                         if not xt_ready:
                             transpose_block(&X[0, 0], d, i0, i1, xt)
                             xt_ready = True
-                        thr_keys_avx512(xt, ROW_BLOCK, n, d, &range_lo[r, 0], &range_hi[r, 0],
-                                              ent_j_ptr + e0, ent_t_ptr + e0, ent_add_ptr + e0,
-                                              thr_ptr[r + 1] - e0, keys, hashes, inside)
-                    elif use_thr[r]:
+                        thr_keys_avx512(xt, ROW_BLOCK, n, d, L.range_lo + r * d, L.range_hi + r * d,
+                                        grid_thresholds(L, r), keys, hashes, inside)
+                    elif use_thresholds and L.use_thr[r]:
                         for k in range(n):
-                            inside[k] = thr_key_range(&X[i0 + k, 0], d, &range_lo[r, 0],
-                                                      &range_hi[r, 0], ent_j_ptr + e0,
-                                                      ent_t_ptr + e0, ent_add_ptr + e0,
-                                                      thr_ptr[r + 1] - e0, keys + k)
+                            inside[k] = thr_key_range(&X[i0 + k, 0], d, L.range_lo + r * d,
+                                                      L.range_hi + r * d, L.ent_j + e0,
+                                                      L.ent_t + e0, L.ent_add + e0,
+                                                      L.thr_ptr[r + 1] - e0, keys + k)
                             hashes[k] = key_hash(keys + k, 1)
                     else:
                         for k in range(n):
-                            inside[k] = grid_key(&X[i0 + k, 0], &offsets[r, 0], &widths[r, 0],
-                                                 &inv[r, 0], &lo[r, 0], &hi[r, 0], &word[r, 0],
-                                                 &shift[r, 0], d, W, simd, q, keys + k * W)
+                            inside[k] = grid_key(L, r, &X[i0 + k, 0], simd, q, keys + k * W)
                             if inside[k]:
                                 hashes[k] = key_hash(keys + k * W, W)
-                    index = <const uint32_t *> index_ptrs[r]
+                    index = G[r].index if use_index else NULL
                     if index != NULL:
                         for k in range(n):
                             if inside[k]:
@@ -1568,7 +1216,7 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                                 continue
                             pos = hashes[k] & mask
                             tag = hashes[k] >> 32
-                            while True:
+                            for step in range(mask + 1):  # bounded: see table_find
                                 s = slots[pos]
                                 if s == 0:
                                     break
@@ -1597,7 +1245,7 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
                     cnt = 0
                     for r in range(R):
                         local = stage[r * ROW_BLOCK + k]
-                        out[(i0 + k) * R + cnt] = <idx_t> (grid_ptr[r] + local)
+                        out[(i0 + k) * R + cnt] = <idx_t> (G[r].col0 + local)
                         cnt = cnt + (local >= 0)
                     row_nnz[i0 + k] = cnt
         PyMem_RawFree(q)
@@ -1610,88 +1258,16 @@ def transform_exact(const double[:, ::1] X, const double[:, ::1] widths,
         raise MemoryError("cannot allocate thread buffers")
 
 
-cdef int _cmp_u64(const void *a, const void *b) noexcept nogil:
-    cdef uint64_t x = (<const uint64_t *> a)[0], y = (<const uint64_t *> b)[0]
-    return (x > y) - (x < y)
-
-
-cdef int64_t *SHELL_GAPS = [132, 57, 23, 10, 4, 1]  # Ciura's gaps
-
-
-cdef inline void sort_u64(uint64_t *v, Py_ssize_t n) noexcept nogil:
-    """Sort v[:n] ascending: Shell sort (inline compares) up to 512 values, else qsort."""
-    cdef Py_ssize_t a, b, g, k
-    cdef uint64_t x
-    if n > 512:
-        qsort(v, n, sizeof(uint64_t), _cmp_u64)
-        return
-    for k in range(6):
-        g = SHELL_GAPS[k]
-        if g >= n:
-            continue
-        for a in range(g, n):
-            x = v[a]
-            b = a - g
-            while b >= 0 and v[b] > x:
-                v[b + g] = v[b]
-                b -= g
-            v[b + g] = x
-
-
-cdef inline void hash_grids(
-    const int64_t *bins,   # IN  (R, d) bins of one row
-    Py_ssize_t R,
-    Py_ssize_t d,
-    uint64_t m,
-    uint64_t *cols,        # OUT (R,) hashed columns
-) noexcept nogil:
-    """cols[r] = hash(r, bins[r]) % m (docs/internals.md), four grids at a time:
-    the hash of one grid is a chain of dependent mix64 steps, so four
-    independent chains keep the multiplier busy."""
-    cdef Py_ssize_t r = 0, j
-    cdef uint64_t h0, h1, h2, h3
-    cdef const int64_t *b0
-    cdef const int64_t *b1
-    cdef const int64_t *b2
-    cdef const int64_t *b3
-    while r + 4 <= R:
-        b0 = bins + r * d
-        b1 = b0 + d
-        b2 = b1 + d
-        b3 = b2 + d
-        h0 = mix64(<uint64_t> r + GOLDEN)
-        h1 = mix64(<uint64_t> (r + 1) + GOLDEN)
-        h2 = mix64(<uint64_t> (r + 2) + GOLDEN)
-        h3 = mix64(<uint64_t> (r + 3) + GOLDEN)
-        for j in range(d):
-            h0 = mix64((h0 ^ <uint64_t> b0[j]) + GOLDEN)
-            h1 = mix64((h1 ^ <uint64_t> b1[j]) + GOLDEN)
-            h2 = mix64((h2 ^ <uint64_t> b2[j]) + GOLDEN)
-            h3 = mix64((h3 ^ <uint64_t> b3[j]) + GOLDEN)
-        cols[r] = h0 % m
-        cols[r + 1] = h1 % m
-        cols[r + 2] = h2 % m
-        cols[r + 3] = h3 % m
-        r += 4
-    while r < R:
-        b0 = bins + r * d
-        h0 = mix64(<uint64_t> r + GOLDEN)
-        for j in range(d):
-            h0 = mix64((h0 ^ <uint64_t> b0[j]) + GOLDEN)
-        cols[r] = h0 % m
-        r += 1
-
-
 def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
-                     const double[:, ::1] offsets, const double[:, ::1] inv, bint simd,
-                     uint64_t n_features,
+                     const double[:, ::1] offsets, uint64_t n_features,
                      idx_t[::1] out, int32_t[::1] mult, int64_t[::1] row_nnz,
-                     int n_threads):
-    """Hashed-mode columns (docs/internals.md): per row sorted, duplicates merged.
+                     int n_threads, paths):
+    """Hashed-mode columns (DESIGN.md contract 5): per row sorted, duplicates merged.
 
     out : (N * R,) OUT columns of row i left-packed at i * R ...
     mult : (N * R,) OUT how many grids landed in that column.
     row_nnz : (N,) OUT distinct columns of row i.
+    paths : ``random_binning._Paths`` (its ``simd``).
     Bins must be known to fit in int64 (checked by the caller).
     """
     cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
@@ -1702,7 +1278,8 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
     cdef uint64_t *cols
     cdef uint64_t *tmp
     cdef int64_t *bins
-    cdef bint vec = simd_available()
+    cdef bint vec = bool(paths.simd) and avx512_available()
+    cdef bint simd = vec and normal_widths(widths)
     cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
     # the SIMD path hashes eight grids per vector from transposed, padded parameters
     cdef Py_ssize_t R8 = (R + 31) // 32 * 32
@@ -1712,7 +1289,7 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
     if simd:
         uT_arr[:, :R] = np.asarray(offsets).T
         wT_arr[:, :R] = np.asarray(widths).T
-        invT_arr[:, :R] = np.asarray(inv).T
+        invT_arr[:, :R] = 1.0 / np.asarray(widths).T
     cdef double[:, ::1] uT = uT_arr
     cdef double[:, ::1] wT = wT_arr
     cdef double[:, ::1] invT = invT_arr
@@ -1991,3 +1568,296 @@ def csc_fill_general(const idx_t[::1] indptr, const idx_t[::1] indices,
                 if col >= col_lo and col < col_hi:
                     rows[next_pos[col]] = <row_t> i
                     next_pos[col] += 1
+
+
+# ----------------------------------------------------------------------------
+# The fitted grids
+# ----------------------------------------------------------------------------
+
+cdef object _array(value, dtype, shape, name):
+    """``value`` as a C-contiguous array of exactly this dtype and shape, or ValueError."""
+    if not isinstance(value, np.ndarray) or value.dtype != np.dtype(dtype):
+        got = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
+        raise ValueError(f"grid tables: {name} must be a {np.dtype(dtype).name} array, got {got}")
+    if tuple(value.shape) != tuple(shape):
+        raise ValueError(f"grid tables: {name} must have shape {tuple(shape)}, got {value.shape}")
+    return np.ascontiguousarray(value)
+
+
+cdef class GridTables:
+    """The fitted grids of an exact-mode RandomBinning: one typed owner for the
+    layout (widths, offsets, training bin bounds, packed-key layout, thresholds)
+    and one table per grid (DESIGN.md contract 4).
+
+    Built in two steps by ``random_binning``: the layout (``__init__``), then, after
+    ``fit_tables``, the tables (``set_tables``). The C view (``Layout`` and one
+    ``GridTable`` per grid) points into the arrays this object holds, so it lives
+    exactly as long as they do.
+
+    Pickles as its primary arrays (``state``: widths, offsets, the training column
+    extremes, grid_ptr, slots and keys per grid); everything else is derived again
+    on load by ``random_binning._restore_grid_tables``, which checks every field:
+    a damaged or foreign state raises ValueError.
+    """
+    cdef Layout L
+    cdef GridTable *grids
+    cdef readonly bint fitted
+    cdef readonly object widths, offsets, cmin, cmax, lo, hi, inv
+    cdef readonly object word, shift, n_words
+    cdef readonly object thr_ptr, use_thr, ent_j, ent_t, ent_add, range_lo, range_hi
+    cdef readonly object grid_ptr, slots, keys, index
+
+    def __cinit__(self):
+        self.grids = NULL
+        self.fitted = False
+
+    def __dealloc__(self):
+        PyMem_RawFree(self.grids)
+
+    def __init__(self, widths, offsets, cmin, cmax, lo, hi, thresholds):
+        """Layout of R grids over d columns. ``thresholds`` is
+        ``(thr_ptr, use_thr, ent_j, ent_t, ent_add, range_lo, range_hi)`` as built by
+        ``random_binning._thresholds`` and ``_range_bounds``."""
+        cdef Py_ssize_t R, d, r, e, n_ent
+        if not isinstance(widths, np.ndarray) or widths.ndim != 2 or widths.shape[0] < 1:
+            raise ValueError("grid tables: widths must be a 2-D array with at least one grid")
+        R, d = widths.shape
+        self.widths = _array(widths, np.float64, (R, d), "widths")
+        self.offsets = _array(offsets, np.float64, (R, d), "offsets")
+        self.cmin = _array(cmin, np.float64, (d,), "cmin")
+        self.cmax = _array(cmax, np.float64, (d,), "cmax")
+        self.lo = _array(lo, np.int64, (R, d), "lo")
+        self.hi = _array(hi, np.int64, (R, d), "hi")
+        if not np.all(self.lo <= self.hi):
+            raise ValueError("grid tables: lo must not exceed hi")
+        if not (np.all(np.isfinite(self.widths)) and np.all(self.widths > 0)):
+            raise ValueError("grid tables: widths must be finite and positive")
+        self.word, self.shift, self.n_words = pack_layout(self.lo, self.hi)
+        self.inv = np.ascontiguousarray(1.0 / self.widths)
+        if len(thresholds) != 7:
+            raise ValueError("grid tables: thresholds must have 7 parts")
+        thr_ptr, use_thr, ent_j, ent_t, ent_add, range_lo, range_hi = thresholds
+        self.thr_ptr = _array(thr_ptr, np.int64, (R + 1,), "thr_ptr")
+        self.use_thr = _array(use_thr, np.uint8, (R,), "use_thr")
+        n_ent = int(self.thr_ptr[R])
+        if self.thr_ptr[0] != 0 or np.any(np.diff(self.thr_ptr) < 0):
+            raise ValueError("grid tables: thr_ptr must be non-decreasing from 0")
+        self.ent_j = _array(ent_j, np.int32, (n_ent,), "ent_j")
+        self.ent_t = _array(ent_t, np.float64, (n_ent,), "ent_t")
+        self.ent_add = _array(ent_add, np.uint64, (n_ent,), "ent_add")
+        self.range_lo = _array(range_lo, np.float64, (R, d), "range_lo")
+        self.range_hi = _array(range_hi, np.float64, (R, d), "range_hi")
+        if n_ent and (self.ent_j.min() < 0 or self.ent_j.max() >= d):
+            raise ValueError("grid tables: threshold columns must lie in [0, d)")
+        for r in range(R):
+            if self.use_thr[r] and self.n_words[r] != 1:
+                raise ValueError("grid tables: threshold keys need single-word grids")
+            # sorted by column within a grid (the vector path walks columns in order)
+            if np.any(np.diff(self.ent_j[self.thr_ptr[r]:self.thr_ptr[r + 1]]) < 0):
+                raise ValueError("grid tables: thresholds must be sorted by column")
+        self._fill_layout()
+
+    cdef void _fill_layout(self):
+        cdef const double[:, ::1] w = self.widths
+        cdef const double[:, ::1] u = self.offsets
+        cdef const double[:, ::1] inv = self.inv
+        cdef const int64_t[:, ::1] lo = self.lo
+        cdef const int64_t[:, ::1] hi = self.hi
+        cdef const int32_t[:, ::1] word = self.word
+        cdef const int64_t[:, ::1] shift = self.shift
+        cdef const int32_t[::1] n_words = self.n_words
+        cdef const int64_t[::1] thr_ptr = self.thr_ptr
+        cdef const unsigned char[::1] use_thr = self.use_thr
+        cdef const int32_t[::1] ent_j = self.ent_j
+        cdef const double[::1] ent_t = self.ent_t
+        cdef const uint64_t[::1] ent_add = self.ent_add
+        cdef const double[:, ::1] rlo = self.range_lo
+        cdef const double[:, ::1] rhi = self.range_hi
+        cdef Py_ssize_t r
+        self.L.R = w.shape[0]
+        self.L.d = w.shape[1]
+        self.L.widths = &w[0, 0]
+        self.L.offsets = &u[0, 0]
+        self.L.inv = &inv[0, 0]
+        self.L.lo = &lo[0, 0]
+        self.L.hi = &hi[0, 0]
+        self.L.word = &word[0, 0]
+        self.L.shift = &shift[0, 0]
+        self.L.n_words = &n_words[0]
+        self.L.thr_ptr = &thr_ptr[0]
+        self.L.use_thr = &use_thr[0]
+        self.L.ent_j = &ent_j[0] if ent_j.shape[0] else NULL
+        self.L.ent_t = &ent_t[0] if ent_t.shape[0] else NULL
+        self.L.ent_add = &ent_add[0] if ent_add.shape[0] else NULL
+        self.L.range_lo = &rlo[0, 0]
+        self.L.range_hi = &rhi[0, 0]
+        self.L.max_words = 1
+        for r in range(self.L.R):
+            if n_words[r] > self.L.max_words:
+                self.L.max_words = n_words[r]
+        self.L.normal_widths = normal_widths(self.widths)
+
+    def set_tables(self, grid_ptr, slots, keys, index, bint check):
+        """The fitted tables: ``grid_ptr`` (R + 1,) int64 column boundaries, per grid
+        ``slots[r]`` (capacity,) and ``keys[r]`` (n_bins * n_words,) uint64 arrays and
+        ``index[r]`` (a uint32 dense index of 2**key_bits entries, or None).
+
+        With ``check`` (a loaded state) every table is verified: capacity a power of
+        two with load <= 0.7 (so every probe sequence meets an empty slot), each id
+        in exactly one slot, each key's fields within its training bins and each key
+        found by its own probe sequence, and the dense index within its ids."""
+        cdef Py_ssize_t R = self.L.R, r
+        cdef GridTable *G
+        cdef const uint64_t[::1] sv
+        cdef const uint64_t[::1] kv
+        cdef const uint32_t[::1] iv
+        gp = _array(grid_ptr, np.int64, (R + 1,), "grid_ptr")
+        if gp[0] != 0 or np.any(np.diff(gp) < 0):
+            raise ValueError("grid tables: grid_ptr must be non-decreasing from 0")
+        if not (isinstance(slots, list) and isinstance(keys, list) and isinstance(index, list)
+                and len(slots) == R and len(keys) == R and len(index) == R):
+            raise ValueError(f"grid tables: slots, keys and index must be lists of {R} arrays")
+        n_bins = np.diff(gp)
+        slots = [_array(s, np.uint64, (s.shape[0] if isinstance(s, np.ndarray) and s.ndim == 1
+                                       else -1,), f"slots[{r}]") for r, s in enumerate(slots)]
+        keys = [_array(k, np.uint64, (int(n_bins[r]) * int(self.n_words[r]),), f"keys[{r}]")
+                for r, k in enumerate(keys)]
+        for r in range(R):
+            if index[r] is not None:
+                index[r] = _array(index[r], np.uint32, (index[r].shape[0] if isinstance(
+                    index[r], np.ndarray) and index[r].ndim == 1 else -1,), f"index[{r}]")
+        if check:
+            for r in range(R):
+                _check_table(self, r, slots[r], keys[r], int(n_bins[r]), index[r])
+        G = <GridTable *> PyMem_RawCalloc(max(R, 1), sizeof(GridTable))
+        if G == NULL:
+            raise MemoryError("cannot allocate the grid tables")
+        for r in range(R):
+            sv = slots[r]
+            kv = keys[r]
+            if sv.shape[0] == 0:
+                PyMem_RawFree(G)
+                raise ValueError(f"grid tables: slots[{r}] is empty")
+            G[r].slots = &sv[0]
+            G[r].mask = <uint64_t> sv.shape[0] - 1
+            G[r].keys = &kv[0] if kv.shape[0] else NULL
+            G[r].n_bins = n_bins[r]
+            G[r].col0 = gp[r]
+            G[r].index = NULL
+            if index[r] is not None:
+                iv = index[r]
+                G[r].index = &iv[0] if iv.shape[0] else NULL
+        PyMem_RawFree(self.grids)
+        self.grids = G
+        self.grid_ptr, self.slots, self.keys, self.index = gp, slots, keys, index
+        self.fitted = True
+
+    @property
+    def n_grids(self):
+        return self.L.R
+
+    @property
+    def n_features_in(self):
+        return self.L.d
+
+    def state(self):
+        """The primary arrays (everything else derives from them), as pickled."""
+        if not self.fitted:
+            raise ValueError("the grid tables are not fitted")
+        return {"version": 1, "widths": self.widths, "offsets": self.offsets,
+                "cmin": self.cmin, "cmax": self.cmax, "grid_ptr": self.grid_ptr,
+                "slots": list(self.slots), "keys": list(self.keys)}
+
+    def nbytes(self):
+        """Bytes of every array this object holds."""
+        total = 0
+        for a in (self.widths, self.offsets, self.cmin, self.cmax, self.lo, self.hi, self.inv,
+                  self.word, self.shift, self.n_words, self.thr_ptr, self.use_thr, self.ent_j,
+                  self.ent_t, self.ent_add, self.range_lo, self.range_hi, self.grid_ptr):
+            if a is not None:
+                total += a.nbytes
+        for group in (self.slots, self.keys, self.index):
+            for a in group or ():
+                if a is not None:
+                    total += a.nbytes
+        return total
+
+    def __reduce__(self):
+        from .random_binning import _restore_grid_tables
+        return (_restore_grid_tables, (self.state(),))
+
+
+cdef _check_table(GridTables gt, Py_ssize_t r, slots_arr, keys_arr, int64_t n_bins, index_arr):
+    """ValueError unless grid r's loaded table is one fit could have built."""
+    cdef const uint64_t[::1] slots = slots_arr
+    cdef const uint64_t[::1] keys = keys_arr
+    cdef const Layout *L = &gt.L
+    cdef Py_ssize_t d = L.d, j
+    cdef int W = L.n_words[r]
+    cdef int64_t cap = slots.shape[0], k, n_full = 0, local
+    cdef uint64_t s, h, span, field
+    cdef uint64_t rebuilt[64]
+    cdef const uint64_t *key
+    if cap < 1 or (cap & (cap - 1)) != 0:
+        raise ValueError(f"grid tables: slots[{r}] length {cap} is not a power of two")
+    if 10 * n_bins > 7 * cap:
+        raise ValueError(f"grid tables: slots[{r}] holds {cap} slots for {n_bins} bins "
+                         "(load above 0.7: no room for a probe to end)")
+    if n_bins >= <int64_t> LOW32:
+        raise ValueError(f"grid tables: grid {r} has too many bins")
+    if W > 64:
+        raise ValueError("grid tables: keys of more than 64 words")
+    seen = np.zeros(n_bins + 1, dtype=np.uint8)
+    cdef unsigned char[::1] seen_v = seen
+    for k in range(cap):
+        s = slots[k]
+        if s == 0:
+            continue
+        n_full += 1
+        local = <int64_t> (s & LOW32)
+        if local < 1 or local > n_bins or seen_v[local]:
+            raise ValueError(f"grid tables: slots[{r}] holds a bad or repeated id")
+        seen_v[local] = 1
+    if n_full != n_bins:
+        raise ValueError(f"grid tables: slots[{r}] holds {n_full} ids for {n_bins} bins")
+    for local in range(n_bins):
+        key = &keys[local * W]
+        # every field within the training bins of its column, no stray bits
+        for j in range(W):
+            rebuilt[j] = 0
+        for j in range(d):
+            span = <uint64_t> L.hi[r * d + j] - <uint64_t> L.lo[r * d + j]
+            if span == 0:
+                continue
+            field = key[L.word[r * d + j]] >> L.shift[r * d + j]
+            if L.shift[r * d + j] + _bit_length(span) < 64:
+                field &= ((<uint64_t> 1) << _bit_length(span)) - 1
+            if field > span:
+                raise ValueError(f"grid tables: keys[{r}] has a bin outside the training bins")
+            rebuilt[L.word[r * d + j]] |= field << L.shift[r * d + j]
+        for j in range(W):
+            if rebuilt[j] != key[j]:
+                raise ValueError(f"grid tables: keys[{r}] has bits outside its fields")
+        h = key_hash(key, W)
+        if table_find(&slots[0], <uint64_t> cap - 1, &keys[0], W, key, h,
+                      h & (<uint64_t> cap - 1)) != local:
+            raise ValueError(f"grid tables: slots[{r}] do not lead to key {local}")
+    if index_arr is not None:
+        if W != 1:
+            raise ValueError(f"grid tables: index[{r}] needs single-word keys")
+        if index_arr.shape[0] == 0 or np.any(index_arr > n_bins):
+            raise ValueError(f"grid tables: index[{r}] holds ids beyond the grid's bins")
+        if n_bins and int(np.asarray(keys_arr).max()) >= index_arr.shape[0]:
+            raise ValueError(f"grid tables: index[{r}] is shorter than the keys")
+        bits = sum(_bit_length(<uint64_t> L.hi[r * d + j] - <uint64_t> L.lo[r * d + j])
+                   for j in range(d))
+        if index_arr.shape[0] != (1 << bits):
+            raise ValueError(f"grid tables: index[{r}] must have 2**{bits} entries")
+
+
+cdef inline int _bit_length(uint64_t v) noexcept nogil:
+    cdef int bits = 0
+    while v:
+        bits += 1
+        v >>= 1
+    return bits

@@ -8,19 +8,28 @@ z(x) . z(y) = (number of grids where x and y share a bin) / R, an unbiased
 estimate of the Laplacian kernel exp(-||x - y||_1 / sigma).
 
 The work is done by the nogil kernels of ``rbcd.binning._binning``; this module
-validates, draws the grids (docs/internals.md, contract 2), and assembles
+validates, draws the grids (DESIGN.md contract 2), and assembles
 the sparse matrices. The column-major view the coordinate-descent solvers
 walk (:class:`RBColumns`) is built here too, in O(nnz), never by a sort.
 """
+from dataclasses import dataclass
+from numbers import Integral
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from . import _binning
 from .._random import make_generator
 from .._threads import effective_n_threads
 from .._validation import (
+    N_JOBS,
+    POSITIVE_INT,
+    RANDOM_STATE,
+    SIGMA,
+    fit_context,
     INT64_HIGH,
     INT64_LOW,
     check_dense_X,
@@ -37,10 +46,15 @@ __all__ = ["RandomBinning", "RBColumns", "column_structure"]
 
 
 class RBColumns:
-    """Column-major (CSC) structure of a random binning matrix.
+    """Column-major (CSC) structure of one random binning matrix Z (public).
 
-    All stored values of Z are the same constant ``value`` (1/sqrt(R)), so
-    only the structure is kept.
+    ``RandomBinning.fit_transform(X, return_columns=True)`` returns ``(Z, columns)``;
+    :func:`column_structure` builds one from any Z whose columns are grouped by
+    grid. An RBColumns describes exactly that Z (same shape, same entries); the
+    solvers take it as ``columns=`` instead of building it again, and
+    :meth:`check_matrix` verifies cheaply that a matrix is the one it describes.
+    All stored values of Z are the same constant ``value`` (1/sqrt(R), DESIGN.md
+    contract 6), so only the structure is kept.
 
     Attributes
     ----------
@@ -52,7 +66,8 @@ class RBColumns:
         Columns of grid r are ``grid_ptr[r]:grid_ptr[r + 1]``; their entries
         are the contiguous block ``indptr[grid_ptr[r]]:indptr[grid_ptr[r + 1]]``
         (for training data, ``r * n_rows:(r + 1) * n_rows``). A row has at most
-        one entry per grid, so a grid's columns touch disjoint rows.
+        one entry per grid, so a grid's columns touch disjoint rows (the paper's
+        block structure, section 4: the bins of one grid update in parallel).
     value : float
         The stored value of every entry.
     n_rows : int
@@ -61,6 +76,7 @@ class RBColumns:
         Entry i of array r: the bin (column - grid_ptr[r]) of row i in grid r,
         uint16 for grids under 65536 bins, else int32 (built with the training
         structure; the CD grid mode reads them instead of building its own).
+        The label layout is the one ``rbcd.solvers._cd.label_targets`` defines.
     """
 
     def __init__(self, indptr, indices, grid_ptr, value, n_rows, grid_labels=None):
@@ -79,6 +95,74 @@ class RBColumns:
     def n_grids(self):
         return self.grid_ptr.shape[0] - 1
 
+    def check_matrix(self, Z, n_samples=16):
+        """Raise ValueError unless Z is (very likely) the matrix this structure describes.
+
+        Checks Z's shape and nnz, then, for ``n_samples`` rows spread evenly over Z
+        (a deterministic sample), that every column of the row holds the row in this
+        structure (a binary search in the column's sorted row ids) with Z's value
+        ``value``, and, where ``grid_labels`` are present, that the row's column in
+        each grid is the labelled one. Cost O(n_samples * R * log N); Z is not copied
+        when it is CSR.
+        """
+        if not sp.issparse(Z):
+            raise ValueError(f"Z must be a scipy sparse matrix, got {type(Z).__name__}")
+        if Z.shape != (self.n_rows, self.n_columns):
+            raise ValueError(
+                f"Z has shape {Z.shape}, the column structure describes "
+                f"{(self.n_rows, self.n_columns)}"
+            )
+        if Z.format != "csr":
+            Z = Z.tocsr()
+        if Z.nnz != self.indices.shape[0]:
+            raise ValueError(
+                f"Z has {Z.nnz} stored entries, the column structure {self.indices.shape[0]}"
+            )
+        if self.n_rows == 0 or Z.nnz == 0:
+            return
+        rows = np.unique(np.linspace(0, self.n_rows - 1, min(int(n_samples), self.n_rows))
+                         .astype(np.int64))
+        starts, stops = Z.indptr[rows].astype(np.int64), Z.indptr[rows + 1].astype(np.int64)
+        lengths = stops - starts
+        pos = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        row_of = np.repeat(rows, lengths)
+        cols = Z.indices[pos].astype(np.int64)
+        if np.any(Z.data[pos] != self.value):
+            raise ValueError("Z's values differ from the column structure's value")
+        if np.any(cols < 0) or np.any(cols >= self.n_columns):
+            raise ValueError("Z has column ids outside the column structure")
+        # binary search of each sampled row in its columns' sorted row ids
+        lo = self.indptr[cols].copy()
+        hi = self.indptr[cols + 1].copy()
+        while True:
+            active = lo < hi
+            if not active.any():
+                break
+            mid = (lo + hi) // 2
+            mid_a = np.where(active, mid, 0)
+            less = active & (self.indices[np.minimum(mid_a, self.indices.shape[0] - 1)] < row_of)
+            lo = np.where(less, mid + 1, lo)
+            hi = np.where(active & ~less, mid, hi)
+        found = lo < self.indptr[cols + 1]
+        found[found] = self.indices[lo[found]] == row_of[found]
+        if not found.all():
+            k = int(np.flatnonzero(~found)[0])
+            raise ValueError(
+                f"Z does not match the column structure: row {int(row_of[k])} has column "
+                f"{int(cols[k])} in Z but not in the structure"
+            )
+        if self.grid_labels is not None:
+            grid = np.searchsorted(self.grid_ptr, cols, side="right") - 1
+            for r in range(self.n_grids):
+                want = self.grid_ptr[r] + np.asarray(self.grid_labels[r])[rows].astype(np.int64)
+                got = np.full(rows.shape[0], -1, dtype=np.int64)
+                sel = grid == r
+                got[np.searchsorted(rows, row_of[sel])] = cols[sel]
+                if np.any(got != want):
+                    raise ValueError(
+                        f"Z does not match the column structure's labels of grid {r}"
+                    )
+
     def __repr__(self):
         return (
             f"RBColumns(n_rows={self.n_rows}, n_columns={self.n_columns}, "
@@ -89,10 +173,31 @@ class RBColumns:
 SMALL_WORK = 1 << 17
 
 
-def _threads_for(n_threads, work):
-    """One thread for small inputs: starting a parallel region costs more than the
-    work (the output is the same for any thread count)."""
-    return 1 if work < SMALL_WORK else n_threads
+@dataclass(frozen=True)
+class _Paths:
+    """The code paths the binning kernels may take (private; tests force each one).
+
+    Every path gives the same Z bit for bit (DESIGN.md contracts 3-6); the defaults
+    let the data and the CPU choose. ``simd``: AVX-512 bins, threshold keys and rank
+    sort where the CPU has them; ``thresholds``: threshold keys for the grids the plan
+    gives them (``_thresholds``); ``direct``: direct fit tables and the dense transform
+    index where the plan gives them (``_direct_bits``, ``_dense_index``);
+    ``small_work``: below this much work (rows x grids x columns) one thread runs,
+    as starting a parallel region costs more than the work.
+    """
+
+    simd: bool = True
+    thresholds: bool = True
+    direct: bool = True
+    small_work: int = SMALL_WORK
+
+
+_DEFAULT_PATHS = _Paths()
+
+
+def _threads_for(n_threads, work, paths=_DEFAULT_PATHS):
+    """One thread for small inputs (the output is the same for any thread count)."""
+    return 1 if work < paths.small_work else n_threads
 
 
 def _constant_data(nnz, value, dtype, n_threads):
@@ -106,7 +211,6 @@ def _constant_data(nnz, value, dtype, n_threads):
 # on average: each costs a compare and an add, against about 13 vector
 # operations per column for the reciprocal-and-check path.
 THRESHOLDS_PER_COLUMN = 6
-USE_THRESHOLDS = True  # tests turn it off to compare both paths
 _SIGN_OFF = np.int64(0x7FFFFFFFFFFFFFFF)
 
 
@@ -151,7 +255,7 @@ def _bisect(a, b, reached, guess):
     return np.ascontiguousarray(_ordered(b).view(np.float64))
 
 
-def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words):
+def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words, enabled=True):
     """Per grid the exact thresholds of its bins over the training range.
 
     ``bin(x) = floor((x - u) / w)`` is monotone in x (IEEE subtraction,
@@ -161,15 +265,17 @@ def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words):
     float64 values between the column extremes finds each ``t_k`` with the very
     formula of the bins, so keys built by counting thresholds are the keys of
     the division, bit for bit. Used for single-word grids with few thresholds
-    (the common case: a few bins per column); fit_tables computes the other
-    grids' bins directly.
+    (the common case: a few bins per column) whose bins stay below 2**52 in
+    magnitude (``_range_bounds`` compares bins as float64), unless ``enabled`` is
+    False; the kernels compute the other grids' bins by division.
 
     Returns ``(thr_ptr, use_thr, ent_j, ent_t, ent_add)``: entries sorted by
     grid, column and bin; ``ent_add = 1 << shift`` of the entry's column.
     """
     R, d = widths.shape
     span = hi.astype(np.float64) - lo.astype(np.float64)  # no int64 overflow
-    use = (n_words == 1) & (span.sum(axis=1) <= THRESHOLDS_PER_COLUMN * d) & USE_THRESHOLDS
+    use = ((n_words == 1) & (span.sum(axis=1) <= THRESHOLDS_PER_COLUMN * d)
+           & np.all((np.abs(lo) < 2**52) & (np.abs(hi) < 2**52 - 1), axis=1) & bool(enabled))
     counts = np.where(use[:, None], hi - lo, 0).astype(np.int64).ravel()  # (R * d,)
     n_ent = int(counts.sum())
     thr_ptr = np.zeros(R + 1, dtype=np.int64)
@@ -265,15 +371,14 @@ def _dense_index(lo, hi, n_words, n_bins, keys, key_bits=None):
 DIRECT_MAX_BITS = 20
 DIRECT_PER_ROW = 2
 DIRECT_BYTES_PER_ENTRY = 2
-USE_DIRECT = True  # tests turn it off to compare both kinds of table
 
 
-def _direct_bits(lo, hi, n_words, n_samples, key_bits=None):
+def _direct_bits(lo, hi, n_words, n_samples, key_bits=None, enabled=True):
     """Key bits of the grids fitted in a direct table, -1 for the others (``key_bits``:
-    the grids' _key_bits, when already computed)."""
+    the grids' _key_bits, when already computed; none if not ``enabled``)."""
     R, d = lo.shape
     out = np.full(R, -1, dtype=np.int32)
-    if not USE_DIRECT:
+    if not enabled:
         return out
     if key_bits is None:
         key_bits = _key_bits(lo, hi, n_words)
@@ -292,11 +397,11 @@ def _direct_bits(lo, hi, n_words, n_samples, key_bits=None):
 
 
 # Relative fit cost of a grid per training row, in units of one threshold
-# compare (about 0.2 ns per row on the reference 2-core machine), used only to
-# split the grids among fit's threads into contiguous runs of equal cost (the
-# tables are the same for any split). Measured per grid at N = 10**6: a direct
-# table costs little while it stays in L2 and about 80 units from 2 MiB on; a
-# hash table about 200; keys by division about 8 units per column.
+# compare, used only to split the grids among fit's threads into contiguous runs
+# of equal cost (contract: the tables are the same for any split, so these
+# weights change speed, never output). A direct table is cheap while it fits in
+# L2 (COST_L2_BYTES) and costs more beyond; a hash table costs the most; keys by
+# division cost per column. The weights come from asv_benches/binning.py runs.
 COST_GRID = 3.0
 COST_DIRECT = 5.0
 COST_DIRECT_L2 = 75.0
@@ -342,16 +447,59 @@ def _grid_bounds(cost, n_chunks):
     return bounds
 
 
-def _reciprocals(widths):
-    """1 / widths for the SIMD binning path, and whether that path applies.
+def _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact, thresholds=True):
+    """The :class:`_binning.GridTables` layout of the grids (tables not yet set):
+    packed-key layout, thresholds (``_thresholds``) and, in exact mode, the range
+    bounds transform needs (``_range_bounds``)."""
+    word, shift, n_words = _binning.pack_layout(lo, hi)
+    thr = _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words, enabled=thresholds)
+    if exact:
+        use, range_lo, range_hi = _range_bounds(widths, offsets, lo, hi, cmin, cmax, thr[1])
+        assert np.array_equal(use, thr[1])  # _thresholds already left out the huge bins
+    else:
+        range_lo = range_hi = np.zeros(widths.shape)
+    return _binning.GridTables(widths, offsets, cmin, cmax, lo, hi, thr + (range_lo, range_hi))
 
-    The SIMD path is exact: it only uses the reciprocal where the product
-    provably has the same floor as the true division (see rbcd/_binning.pyx).
+
+def _restore_grid_tables(state):
+    """A pickled :class:`_binning.GridTables` (its ``state()``), every field checked.
+
+    The layout, thresholds, range bounds and dense index are derived again from the
+    primary arrays; a damaged or foreign state raises ValueError.
     """
-    widths = np.ascontiguousarray(widths, dtype=np.float64)
-    simd = _binning.simd_for(widths)
-    inv = 1.0 / widths if simd else widths
-    return np.ascontiguousarray(inv), simd
+    try:
+        if not isinstance(state, dict) or state.get("version") != 1:
+            raise ValueError("not a version-1 state")
+        widths, offsets = state["widths"], state["offsets"]
+        cmin, cmax = state["cmin"], state["cmax"]
+        for name, a, ndim in (("widths", widths, 2), ("offsets", offsets, 2),
+                              ("cmin", cmin, 1), ("cmax", cmax, 1)):
+            if not isinstance(a, np.ndarray) or a.dtype != np.float64 or a.ndim != ndim:
+                raise ValueError(f"{name} must be a {ndim}-D float64 array")
+            if not np.all(np.isfinite(a)):
+                raise ValueError(f"{name} must be finite")
+        if widths.shape != offsets.shape or widths.shape[0] < 1 or widths.shape[1] < 1:
+            raise ValueError("widths and offsets must have the same shape (n_grids, d)")
+        if cmin.shape != (widths.shape[1],) or cmax.shape != cmin.shape:
+            raise ValueError("cmin and cmax must have length d")
+        if not (np.all(widths > 0) and np.all(cmin <= cmax)):
+            raise ValueError("widths must be positive and cmin <= cmax")
+        with np.errstate(all="ignore"):
+            qlo = np.floor((cmin - offsets) / widths)
+            qhi = np.floor((cmax - offsets) / widths)
+        if not np.all((qlo >= INT64_LOW) & (qhi < INT64_HIGH)):
+            raise ValueError("training bins outside int64")
+        lo, hi = qlo.astype(np.int64), qhi.astype(np.int64)
+        grids = _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact=True)
+        R = widths.shape[0]
+        slots, keys = state["slots"], state["keys"]
+        grids.set_tables(state["grid_ptr"], list(slots), list(keys), [None] * R, True)
+        n_bins = np.diff(grids.grid_ptr)
+        index = _dense_index(lo, hi, grids.n_words, n_bins, grids.keys)
+        grids.set_tables(grids.grid_ptr, grids.slots, grids.keys, index, True)
+        return grids
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
+        raise ValueError(f"damaged or foreign RandomBinning grid tables: {exc}") from exc
 
 
 def _check_grid_ptr(grid_ptr, n_cols):
@@ -369,7 +517,7 @@ def _check_grid_ptr(grid_ptr, n_cols):
     return gp
 
 
-def column_structure(Z, grid_ptr, n_jobs=None):
+def column_structure(Z, grid_ptr, n_jobs=None, *, _paths=None):
     """The :class:`RBColumns` of a CSR matrix whose columns are grouped by grid.
 
     Count (bincount of the column indices), cumsum, fill (parallel over blocks
@@ -385,7 +533,8 @@ def column_structure(Z, grid_ptr, n_jobs=None):
     gp = _check_grid_ptr(grid_ptr, n_cols)
     if not Z.has_sorted_indices:
         Z = Z.sorted_indices()
-    n_threads = _threads_for(effective_n_threads(n_jobs), Z.nnz + n_rows)
+    n_threads = _threads_for(effective_n_threads(n_jobs), Z.nnz + n_rows,
+                             _DEFAULT_PATHS if _paths is None else _paths)
     idx = np.promote_types(Z.indptr.dtype, Z.indices.dtype)
     if idx not in (np.dtype(np.int32), np.dtype(np.int64)):
         idx = np.dtype(np.int64)
@@ -443,7 +592,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         data). The fitted tables hold only the bin vectors (packed), no
         training rows: O(D) memory.
         m: hashed mode. Column = a fixed 64-bit hash of (grid, bin vector)
-        modulo m (docs/internals.md); stateless, every row of any data gets
+        modulo m (DESIGN.md contract 5); stateless, every row of any data gets
         its R grids' columns, entries that collide within a row are summed
         (stored value k / sqrt(R)). For streaming and distributed use.
     dtype : numpy.float32 or numpy.float64, default=numpy.float64
@@ -514,8 +663,30 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
 
+    _parameter_constraints = {
+        "n_grids": POSITIVE_INT,
+        "sigma": SIGMA,
+        "kernel": [StrOptions({"laplacian"})],
+        "n_features": [Interval(Integral, 1, 2**63 - 1, closed="both"), None],
+        "dtype": "no_validation",  # check_output_dtype: float32 or float64
+        "n_jobs": N_JOBS,
+        # what rbcd._random.make_generator takes (DESIGN.md contract 2): the shared
+        # RANDOM_STATE plus any non-negative int (numpy seeds of any size), Generator
+        # and SeedSequence
+        "random_state": RANDOM_STATE + [Interval(Integral, 0, None, closed="left"),
+                                        np.random.Generator, np.random.SeedSequence],
+    }
+
     # ------------------------------------------------------------------ checks
-    def _check_params(self, n_features_in):
+    def _resolve_sigma(self, X):
+        """The numeric sigma of the kernel for training data X: a positive float, or a
+        positive float64 array of length d (DESIGN.md contract 1). The one place where a
+        data-dependent rule (``sigma="scale"``) is to be resolved."""
+        if isinstance(self.sigma, str):
+            raise NotImplementedError(f"sigma={self.sigma!r} is not implemented yet")
+        return check_sigma(self.sigma, X.shape[1])
+
+    def _check_params(self, X):
         n_grids = check_int(self.n_grids, "n_grids", low=1)
         check_kernel(self.kernel)
         if self.n_features is not None:
@@ -523,11 +694,12 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             if int(self.n_features) >= 2**63:
                 raise ValueError(f"n_features must be < 2**63, got {self.n_features}")
         dtype = check_output_dtype(self.dtype)
-        sigma = check_sigma(self.sigma, n_features_in)
+        sigma = self._resolve_sigma(X)
         n_threads = effective_n_threads(self.n_jobs)
         return n_grids, sigma, dtype, n_threads
 
-    def _bounds(self, X, widths, offsets, n_threads):
+    @staticmethod
+    def _bounds(X, widths, offsets, n_threads):
         """Training/transform bin bounds per (grid, column); raises the input errors.
 
         One pass over X (column extremes, first non-finite entry); the bins of
@@ -548,40 +720,39 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             raise_too_large(*found)
         return qlo.astype(np.int64), qhi.astype(np.int64), cmin, cmax
 
-    def _draw(self, X):
+    def _draw(self, X, paths):
         X = check_dense_X(self, X, reset=True)
         n_samples, d = X.shape
-        n_grids, sigma, dtype, n_threads = self._check_params(d)
-        n_threads = _threads_for(n_threads, n_samples * n_grids * d)
+        n_grids, sigma, dtype, n_threads = self._check_params(X)
+        n_threads = _threads_for(n_threads, n_samples * n_grids * d, paths)
         if n_samples >= 2**32 - 1:
             raise ValueError(f"at most 2**32 - 2 samples are supported, got {n_samples}")
         rng = make_generator(self.random_state)
+        # DESIGN.md contract 2: widths first, then offsets
         widths = rng.gamma(2.0, sigma, size=(n_grids, d))
         offsets = rng.uniform(0.0, 1.0, size=(n_grids, d)) * widths
         return X, widths, offsets, dtype, n_threads
 
     # ------------------------------------------------------------------ fit
-    def _fit(self, X, mode):
-        """Fit; ``mode`` is "fit", "Z" (also return training ids) or "columns"."""
-        X, widths, offsets, dtype, n_threads = self._draw(X)
+    def _fit(self, X, mode, paths=None):
+        """Fit; ``mode`` is "fit", "Z" (also return training ids) or "columns".
+        ``paths``: a :class:`_Paths` (tests force a code path; None: the default)."""
+        paths = _DEFAULT_PATHS if paths is None else paths
+        X, widths, offsets, dtype, n_threads = self._draw(X, paths)
         n_samples = X.shape[0]
         R = widths.shape[0]
         lo, hi, cmin, cmax = self._bounds(X, widths, offsets, n_threads)
-        word, shift, n_words = _binning.pack_layout(lo, hi)
         exact = self.n_features is None
+        grids = _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact, paths.thresholds)
         nnz = n_samples * R
         idx = index_dtype(0, nnz)  # D <= nnz for the training rows
         ids = _binning.empty(nnz if (exact and mode != "fit") else 0, idx)
-        inv, simd = _reciprocals(widths)
-        thr = _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words)
-        key_bits = _key_bits(lo, hi, n_words)
-        direct = _direct_bits(lo, hi, n_words, n_samples, key_bits)
-        bounds = _grid_bounds(_grid_costs(thr[0], thr[1], direct, n_words, X.shape[1]),
-                              n_threads)
+        key_bits = _key_bits(lo, hi, grids.n_words)
+        direct = _direct_bits(lo, hi, grids.n_words, n_samples, key_bits, paths.direct)
+        bounds = _grid_bounds(_grid_costs(grids.thr_ptr, grids.use_thr, direct, grids.n_words,
+                                          X.shape[1]), n_threads)
         n_bins, max_count, slots, keys, counts = _binning.fit_tables(
-            X, widths, offsets, inv, simd, lo, hi, word, shift, n_words, *thr, direct, ids,
-            mode == "columns", bounds,
-        )
+            X, grids, direct, ids, mode == "columns", bounds, paths)
         self.widths_ = widths
         self.offsets_ = offsets
         self.n_bins_ = n_bins
@@ -593,24 +764,18 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             self.grid_ptr_ = np.zeros(R + 1, dtype=np.int64)
             np.cumsum(n_bins, out=self.grid_ptr_[1:])
             self.n_features_out_ = int(self.grid_ptr_[-1])
-            self._lo, self._hi = lo, hi
-            self._word, self._shift, self._n_words = word, shift, n_words
-            self._slots, self._keys = slots, keys
-            # threshold keys for transform: the grids, their thresholds, the range
-            use_t, range_lo, range_hi = _range_bounds(widths, offsets, lo, hi, cmin, cmax, thr[1])
-            self._thresholds = (thr[0], use_t, thr[2], thr[3], thr[4], range_lo, range_hi)
-            self._index = _dense_index(lo, hi, n_words, n_bins, keys, key_bits)
+            index = _dense_index(lo, hi, grids.n_words, n_bins, keys, key_bits)
+            grids.set_tables(self.grid_ptr_, slots, keys, index, False)
+            self._tables = grids
         else:
             self.grid_ptr_ = None
             self.n_features_out_ = int(self.n_features)
-            self._lo = self._hi = self._word = self._shift = self._n_words = None
-            self._slots = self._keys = None
-            self._thresholds = None
-            self._index = None
+            self._tables = None
             del slots, keys
         return X, ids, counts, n_threads
 
-    def fit(self, X, y=None):
+    @fit_context
+    def fit(self, X, y=None, *, _paths=None):
         """Draw the grids and build the per-grid bin tables of X.
 
         Parameters
@@ -622,19 +787,37 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         -------
         self
         """
-        self._fit(X, "fit")
+        self._fit(X, "fit", _paths)
         return self
 
-    def fit_transform(self, X, y=None):
+    @fit_context
+    def fit_transform(self, X, y=None, return_columns=False, *, _paths=None):
         """Fit and return Z of the training rows (equal to ``fit(X).transform(X)``).
 
         In exact mode the CSR arrays are written directly: ``indptr = R * arange(N + 1)``
         and row i's columns at ``indices[i * R:(i + 1) * R]``.
+
+        Parameters
+        ----------
+        X : array-like (n_samples, n_features), dense, any real dtype
+        y : ignored
+        return_columns : bool, default=False
+            Also return the :class:`RBColumns` of Z (exact mode only), built in the
+            same pass: the column-major structure the solvers take (``columns=``).
+
+        Returns
+        -------
+        Z : scipy.sparse.csr_matrix (n_samples, n_features_out_)
+        columns : RBColumns
+            Only with ``return_columns=True``; describes exactly this Z.
         """
+        paths = _DEFAULT_PATHS if _paths is None else _paths
+        if return_columns:
+            return self._columns_of_training(X, paths)
         if self.n_features is not None:
-            X, _, _, n_threads = self._fit(X, "fit")
-            return self._transform_hashed(X, n_threads)
-        X, ids, _, n_threads = self._fit(X, "Z")
+            X, _, _, n_threads = self._fit(X, "fit", paths)
+            return self._transform_hashed(X, n_threads, paths)
+        X, ids, _, n_threads = self._fit(X, "Z", paths)
         return self._training_Z(X.shape[0], ids, n_threads)
 
     def _training_Z(self, n_samples, ids, n_threads):
@@ -646,7 +829,11 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         Z.has_sorted_indices = True
         return Z
 
-    def _fit_transform_columns(self, X):
+    def _fit_transform_columns(self, X, *, _paths=None):
+        """``fit_transform(X, return_columns=True)`` (kept for callers of the old name)."""
+        return self.fit_transform(X, return_columns=True, _paths=_paths)
+
+    def _columns_of_training(self, X, paths):
         """Fit and return ``(Z, RBColumns)`` built in one go (exact mode only).
 
         The CSC structure comes from the bin counts of fit (cumsum) and one
@@ -658,7 +845,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                 "the grid column structure needs exact mode (n_features=None); "
                 "hashed columns are shared between grids"
             )
-        X, ids, counts, n_threads = self._fit(X, "columns")
+        X, ids, counts, n_threads = self._fit(X, "columns", paths)
         n_samples = X.shape[0]
         R = self.widths_.shape[0]
         Z = self._training_Z(n_samples, ids, n_threads)
@@ -681,49 +868,35 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         return np.float64(1.0) / np.sqrt(np.float64(self.widths_.shape[0]))
 
     # ------------------------------------------------------------------ transform
-    def transform(self, X):
+    def transform(self, X, *, _paths=None):
         """Z, the CSR random binning features of X (sorted indices).
 
         Exact mode: a bin never seen in fit gives no entry. Hashed mode: the
         documented hash, duplicates within a row summed.
         """
         check_is_fitted(self, "widths_")
+        paths = _DEFAULT_PATHS if _paths is None else _paths
         X = check_dense_X(self, X, reset=False)
-        n_threads = _threads_for(effective_n_threads(self.n_jobs), X.size * self.widths_.shape[0])
+        n_threads = _threads_for(effective_n_threads(self.n_jobs),
+                                 X.size * self.widths_.shape[0], paths)
         if self.grid_ptr_ is not None:  # the mode of the fit, not of later set_params
-            return self._transform_exact(X, n_threads)
-        return self._transform_hashed(X, n_threads)
+            return self._transform_exact(X, n_threads, paths)
+        return self._transform_hashed(X, n_threads, paths)
 
-    def _transform_exact(self, X, n_threads):
+    def _transform_exact(self, X, n_threads, paths):
+        grids = getattr(self, "_tables", None)
+        if not isinstance(grids, _binning.GridTables):
+            raise ValueError("this RandomBinning has no fitted grid tables (damaged state?)")
         n_samples = X.shape[0]
-        R = self.widths_.shape[0]
+        R = grids.n_grids
         D = self.n_features_out_
-        self._bounds(X, self.widths_, self.offsets_, n_threads)
+        if D != int(grids.grid_ptr[-1]):
+            raise ValueError("n_features_out_ does not match the fitted grid tables")
+        self._bounds(X, grids.widths, grids.offsets, n_threads)
         tmp_idx = index_dtype(D, n_samples * R)
         out = _binning.empty(n_samples * R, tmp_idx)
         row_nnz = np.empty(n_samples, dtype=np.int64)
-        slots = [np.ascontiguousarray(a, dtype=np.uint64) for a in self._slots]
-        keys = [np.ascontiguousarray(a, dtype=np.uint64) for a in self._keys]
-        slot_ptrs = np.array([a.ctypes.data for a in slots], dtype=np.uintp)
-        key_ptrs = np.array([a.ctypes.data for a in keys], dtype=np.uintp)
-        capacities = np.array([a.shape[0] for a in slots], dtype=np.int64)
-        inv, simd = _reciprocals(self.widths_)
-        thr = getattr(self, "_thresholds", None)
-        if thr is None or not USE_THRESHOLDS:  # (a transformer pickled before they existed)
-            R_, d_ = self.widths_.shape
-            thr = (np.zeros(R_ + 1, dtype=np.int64), np.zeros(R_, dtype=np.uint8),
-                   np.zeros(0, dtype=np.int32), np.zeros(0), np.zeros(0, dtype=np.uint64),
-                   np.zeros((R_, d_)), np.zeros((R_, d_)))
-        index = getattr(self, "_index", None)
-        if index is None or not USE_DIRECT:
-            index = [None] * len(slots)
-        index_ptrs = np.array([0 if a is None else a.ctypes.data for a in index], dtype=np.uintp)
-        _binning.transform_exact(
-            X, self.widths_, self.offsets_, inv, simd, self._lo, self._hi, self._word, self._shift,
-            self._n_words, slot_ptrs, capacities, key_ptrs, self.grid_ptr_, *thr, index_ptrs,
-            out, row_nnz, n_threads,
-        )
-        del slots, keys  # the pointers were only used inside the kernel
+        _binning.transform_exact(grids, X, out, row_nnz, n_threads, paths)
         nnz = int(row_nnz.sum())
         idx = index_dtype(D, nnz)
         if nnz == n_samples * R and out.dtype == idx:
@@ -745,7 +918,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         Z.has_sorted_indices = True
         return Z
 
-    def _transform_hashed(self, X, n_threads):
+    def _transform_hashed(self, X, n_threads, paths):
         n_samples = X.shape[0]
         R = self.widths_.shape[0]
         m = int(self.n_features_out_)
@@ -753,9 +926,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         out = _binning.empty(n_samples * R, np.int32 if m <= 2**31 else np.int64)
         mult = _binning.empty(n_samples * R, np.int32)
         row_nnz = np.empty(n_samples, dtype=np.int64)
-        inv, simd = _reciprocals(self.widths_)
-        _binning.transform_hashed(X, self.widths_, self.offsets_, inv, simd, np.uint64(m), out,
-                                  mult, row_nnz, n_threads)
+        _binning.transform_hashed(X, self.widths_, self.offsets_, np.uint64(m), out,
+                                  mult, row_nnz, n_threads, paths)
         nnz = int(row_nnz.sum())
         idx = index_dtype(m, nnz)
         if nnz == n_samples * R and out.dtype == idx:
