@@ -31,92 +31,20 @@ from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
 from rbcd._openmp cimport atomic_add
 
-cdef extern from *:
-    """
-    /* old = *p; *p = v; atomically. Hogwild coordinate writes: the change added to the
-       predictions is measured against the value actually replaced, so p stays equal to
-       Z w + b even when two threads update the same coordinate at once. */
-    static inline double rbcd_cd_exchange(double *p, double v) {
-        double old;
-    #if RBCD_OPENMP
-        #pragma omp atomic capture
-        { old = *p; *p = v; }
-    #else
-        old = *p; *p = v;
-    #endif
-        return old;
-    }
-    /* old = *p; *p += v; atomically: threads claim chunks of an epoch's work. */
-    static inline long long rbcd_cd_fetch_add(long long *p, long long v) {
-        long long old;
-    #if RBCD_OPENMP
-        #pragma omp atomic capture
-        { old = *p; *p += v; }
-    #else
-        old = *p; *p += v;
-    #endif
-        return old;
-    }
-    """
-    double atomic_exchange "rbcd_cd_exchange"(double *p, double v) noexcept nogil
-    long long fetch_add "rbcd_cd_fetch_add"(long long *p, long long v) noexcept nogil
+from rbcd.binning._grid cimport (LABEL_MAX_BINS, label_is_wide, label_t, label2_t,
+                                label_typecode)
 
-cdef extern from *:
-    """
-    /* Hogwild adds in hardware transactions (Intel RTM), where the CPU has them.
-       A batch u[ind[k]] += dz, k0 <= k < k1 (up to TX_BATCH adds), runs as one transaction:
-       it commits as a whole or not at all (a conflicting access by another thread aborts it,
-       and the CPU rolls its writes back), so no add is lost or doubled; the caller redoes an
-       aborted batch with per-entry atomic adds. One transaction per batch replaces a locked
-       read-modify-write per entry, and lets the batch's cache misses overlap. Returns 1 if
-       the batch committed. (Measured at N = 10^6, R = 64: 3.6% of batches abort.) */
-    #if defined(__GNUC__) && defined(__x86_64__) && RBCD_OPENMP
-    #include <cpuid.h>
-    #include <immintrin.h>
-    static int rbcd_rtm_usable(void) {
-        unsigned a, b, c, d;
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-        if (!((b >> 11) & 1u)) return 0;   /* CPUID.7.0:EBX[11] RTM */
-        if ((d >> 11) & 1u) return 0;      /* CPUID.7.0:EDX[11] RTM_ALWAYS_ABORT */
-        return 1;
-    }
-    #define RBCD_TX_ADD(NAME, IDX)                                                        \
-    __attribute__((target("rtm"), noinline))                                          \
-    static int NAME(double *u, const IDX *ind, long long k0, long long k1, double dz,    \
-                    const double *z, double delta) {                                     \
-        long long k;                                                                     \
-        if (_xbegin() != _XBEGIN_STARTED) return 0;                                      \
-        if (z == NULL) { for (k = k0; k < k1; k++) u[ind[k]] += dz; }                     \
-        else { for (k = k0; k < k1; k++) u[ind[k]] += delta * z[k]; }                     \
-        _xend();                                                                         \
-        return 1;                                                                        \
-    }
-    RBCD_TX_ADD(rbcd_tx_add_i32, int32_t)
-    RBCD_TX_ADD(rbcd_tx_add_i64, int64_t)
-    #else
-    static int rbcd_rtm_usable(void) { return 0; }
-    static int rbcd_tx_add_i32(double *u, const int32_t *ind, long long k0, long long k1,
-                               double dz, const double *z, double delta) { return 0; }
-    static int rbcd_tx_add_i64(double *u, const int64_t *ind, long long k0, long long k1,
-                               double dz, const double *z, double delta) { return 0; }
-    #endif
-    """
-    int rtm_usable "rbcd_rtm_usable"() noexcept nogil
+cdef extern from "cd_atomics.h" nogil:
+    double atomic_exchange "rbcd_cd_exchange"(double *p, double v) noexcept
+    long long fetch_add "rbcd_cd_fetch_add"(long long *p, long long v) noexcept
+    void prefetch "rbcd_cd_prefetch"(const void *p) noexcept
+
+cdef extern from "cd_rtm.h" nogil:
+    int rtm_usable "rbcd_rtm_usable"() noexcept
     int tx_add_i32 "rbcd_tx_add_i32"(double* u, const int32_t* ind, long long k0, long long k1,
-                                     double dz, const double* z, double delta) noexcept nogil
+                                     double dz, const double* z, double delta) noexcept
     int tx_add_i64 "rbcd_tx_add_i64"(double* u, const int64_t* ind, long long k0, long long k1,
-                                     double dz, const double* z, double delta) noexcept nogil
-
-cdef extern from *:
-    """
-    /* A hint to load the cache line of p ahead of use (no effect on results). */
-    #if defined(__GNUC__) || defined(__clang__)
-    #define rbcd_cd_prefetch(p) __builtin_prefetch((const void *)(p))
-    #else
-    #define rbcd_cd_prefetch(p) ((void)0)
-    #endif
-    """
-    void prefetch "rbcd_cd_prefetch"(const void *p) noexcept nogil
+                                     double dz, const double* z, double delta) noexcept
 
 
 cpdef enum Loss:
@@ -161,22 +89,25 @@ ctypedef fused idx_t:
     int32_t
     int64_t
 
-# Grid mode, parallel grids (docs/internals.md, "Parallel modes"). A grid runs in parallel
-# when it has at least GRID_PAR_MIN_ENTRIES stored entries (and two or more bins). With
-# constant values (the RB fast path) and GRID_STREAM, an epoch streams over the rows with each
-# grid's bin-of-row labels (``grid_stream_epoch``); otherwise each thread updates the rows of
-# its own bins. Measured at N = 10^6, R = 64, sigma = 1 (16k bins per grid), squared loss:
-# 285 / 170 ms per epoch (1 / 2 threads) for the per-bin step, 145 / 71 ms streamed; a grid's
-# bins take block partial sums while n_blocks (n_bins + 1) <= GRID_STREAM_MAX_PARTIALS N,
-# else a per-column phase 1 (cap 0.5 / 2 / 4 / 8 measured 94 / 71-75 / 69 / 80 ms on 2
-# threads). Plain module attributes so that tests can force each path; read once per epoch.
-GRID_PAR_MIN_ENTRIES = PAR_MIN_ENTRIES
-GRID_STREAM = True
-# Hogwild's adds to u in hardware transactions where the CPU has them (Intel RTM; see
-# rbcd_tx_add above), else per-entry atomic adds. Both lose no update.
-HOGWILD_TRANSACTIONS = True
+# Hogwild's adds to u (CDProblem's ``tx`` argument; rbcd.solvers._paths.CDPaths.transactions):
+# TX_AUTO hardware transactions where the CPU has them (cd_rtm.h), else atomic adds;
+# TX_OFF atomic adds; TX_ABORT the transaction path with every transaction failing (tests its
+# fallback on any CPU). All three lose no update.
+TX_AUTO = 0
+TX_OFF = 1
+TX_ABORT = 2
 _RTM_USABLE = bool(rtm_usable())
-GRID_STREAM_MAX_PARTIALS = 2.0
+
+
+def rtm_available():
+    """True when Hogwild's TX_AUTO uses hardware transactions on this CPU and build."""
+    return _RTM_USABLE
+
+
+def label_dtype(Py_ssize_t n_bins):
+    """The numpy dtype of the grid labels of a grid of ``n_bins`` columns
+    (rbcd/binning/_grid.pxd: uint16 under 65536 bins, else int32)."""
+    return np.dtype(label_typecode(n_bins))
 
 
 # ---------------------------------------------------------------------------------------
@@ -315,6 +246,7 @@ cdef struct Tx:
 cdef enum:
     TX_CAS = 1
     TX_RTM = 2
+    TX_FAIL = 3                # TX_RTM's control flow with every transaction aborting
     # adds per transaction: short enough to rarely conflict or overflow, long enough to
     # spread the cost of starting and committing one. Measured 2-thread Hogwild speedup at
     # N = 10^6, R = 64 (columns of about 60 rows): 16: 1.61x, 32: 1.72x, 48: 1.76x,
@@ -375,8 +307,10 @@ cdef inline void _tx_adds(const Prob* P, const idx_t* ind, int64_t start, int64_
     k = start
     while k < end:
         kb = min(end, k + TX_BATCH)
-        if tx.mode == TX_RTM:
-            if idx_t is int32_t:
+        if tx.mode == TX_RTM or tx.mode == TX_FAIL:
+            if tx.mode == TX_FAIL:
+                ok = 0
+            elif idx_t is int32_t:
                 ok = tx_add_i32(u, ind, k, kb, dz, z, delta)
             else:
                 ok = tx_add_i64(u, ind, k, kb, dz, z, delta)
@@ -509,7 +443,7 @@ cdef void run_draws(const Prob* P, uint64_t* state, Py_ssize_t count, Tx* tx) no
 
 
 cdef void hogwild_worker(const Prob* P, uint64_t* state, const int64_t* order,
-                         long long* next_step, bint atomic, bint rtm,
+                         long long* next_step, bint atomic, int txmode,
                          long long* stats) noexcept nogil:
     """One Hogwild thread: claims chunks of the epoch's D steps until none are left.
 
@@ -519,7 +453,7 @@ cdef void hogwild_worker(const Prob* P, uint64_t* state, const int64_t* order,
     cdef long long lo, hi
     cdef uint64_t local = state[0] if state != NULL else 0  # private copy: the threads'
     cdef Tx tx                                              # states share a cache line
-    tx.mode = TX_RTM if rtm else TX_CAS
+    tx.mode = txmode
     tx.tries = 0
     tx.aborts = 0
     while True:
@@ -571,17 +505,8 @@ cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t
         delta[j - lo] = (new - wj) * scale
 
 
-ctypedef fused lab_t:
-    uint16_t
-    int32_t
-
-ctypedef fused lab2_t:
-    uint16_t
-    int32_t
-
-
-cdef void _stream_pass(const Prob* P, const lab_t* lab_prev, const double* dz_prev,
-                       const lab2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t a,
+cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const double* dz_prev,
+                       const label2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t a,
                        Py_ssize_t b) noexcept nogil:
     # rows a..b-1, in order: the pending grid's update u_i += dz_prev[lab_prev[i]] (and the
     # loss' refresh) if lab_prev is not NULL; then, if lab is not NULL, the next grid's partial
@@ -649,8 +574,8 @@ cdef void _weights_from_partials(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_s
         dz[j - lo] = (new - wj) * P.zval
 
 
-cdef void stream_rows(const Prob* P, const lab_t* lab_prev, const double* dz_prev,
-                      const lab2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t block,
+cdef void stream_rows(const Prob* P, const label_t* lab_prev, const double* dz_prev,
+                      const label2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t block,
                       int T) noexcept nogil:
     """_stream_pass over all rows in fixed blocks of ``block`` rows, block q writing the
     partial sums part[q nb : (q + 1) nb]; blocks independent of T (identical results)."""
@@ -691,7 +616,7 @@ cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const doub
                              P.zval)
 
 
-cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, lab_t* lab, Py_ssize_t N,
+cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, label_t* lab, Py_ssize_t N,
                        Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
     # lab[i] = j - lo for the rows i of the columns lo <= j < hi (one grid), hi - lo for rows
     # without an entry in the grid
@@ -699,10 +624,10 @@ cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, lab_t* lab, Py_s
     cdef int64_t k
     if indptr[hi] - indptr[lo] < N:  # else (at most one entry per row) every row is covered
         for i in range(N):
-            lab[i] = <lab_t>(hi - lo)
+            lab[i] = <label_t>(hi - lo)
     for j in range(lo, hi):
         for k in range(indptr[j], indptr[j + 1]):
-            lab[ind[k]] = <lab_t>(j - lo)
+            lab[ind[k]] = <label_t>(j - lo)
 
 
 def label_arrays(grid_ptr, Py_ssize_t n_rows):
@@ -712,14 +637,14 @@ def label_arrays(grid_ptr, Py_ssize_t n_rows):
     64-byte aligned. None when there are no rows or grids, or a grid has 2**31 - 1
     bins or more."""
     widths = np.diff(np.asarray(grid_ptr))
-    if widths.shape[0] == 0 or n_rows == 0 or int(widths.max()) >= 2**31 - 1:
+    if widths.shape[0] == 0 or n_rows == 0 or int(widths.max()) >= LABEL_MAX_BINS:
         return None
-    sizes = [(n_rows * (2 if w < 65536 else 4) + 63) // 64 * 64 for w in widths]
+    dts = [label_dtype(int(w)) for w in widths]
+    sizes = [(n_rows * dt.itemsize + 63) // 64 * 64 for dt in dts]
     buf = np.empty(sum(sizes) + 64, dtype=np.uint8)
     start = (-buf.ctypes.data) % 64
     out = []
-    for w, size in zip(widths, sizes):
-        dt = np.uint16 if w < 65536 else np.int32
+    for dt, size in zip(dts, sizes):
         out.append(buf[start:start + n_rows * np.dtype(dt).itemsize].view(dt))
         start += size
     return out
@@ -731,9 +656,15 @@ def label_targets(grid_ptr, Py_ssize_t n_rows):
     out = label_arrays(grid_ptr, n_rows)
     if out is None:
         return None
-    ptrs = np.array([a.ctypes.data for a in out], dtype=np.uint64)
-    wide = np.array([a.dtype == np.int32 for a in out], dtype=np.uint8)
-    return out, ptrs, wide
+    return (out,) + label_table(out)
+
+
+def label_table(labels):
+    """``(ptrs, wide)`` of a list of grid label arrays: their addresses (uint64) and, per
+    grid, 1 where the labels are int32 (uint8): what the label kernels read."""
+    ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uint64)
+    wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+    return ptrs, wide
 
 
 def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
@@ -801,6 +732,19 @@ cdef void _norm_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noe
     out[1] = l2
 
 
+cdef inline double gap_at(double c, double rn2, double ry, double l1, double l2, double lam1,
+                         double lam2) noexcept nogil:
+    """The duality gap of the squared loss at the dual point theta = c r (r = y - p; DESIGN.md
+    contract 8, the dual of paper eq. 23): with Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y,
+
+        gap(c) = 1/2 Rn2 (1 + c^2) + lam1 ||w||_1 - c ry + 1/2 lam2 (1 + c^2) ||w||^2,
+
+    a convex quadratic in c. The convergence test evaluates it at c = min(1, lam1 / dn),
+    dn = max_j |g_j| (``CDProblem._check_value``)."""
+    return (0.5 * rn2 * (1.0 + c * c) + lam1 * l1 - c * ry
+            + 0.5 * lam2 * (1.0 + c * c) * l2)
+
+
 # ---------------------------------------------------------------------------------------
 
 cdef class CDProblem:
@@ -832,10 +776,19 @@ cdef class CDProblem:
     cdef object grid_label_wide     # uint8 (R,) 1 where a grid's labels are int32
     cdef object grid_part           # float64 block partial sums of the streamed grid step
     cdef Py_ssize_t grid_block
+    cdef int64_t grid_par_min       # a grid runs on several threads from this many entries
+    cdef double max_partials        # streamed step: block partial sums while they need at
+                                    # most max_partials * N doubles, else per column
+    cdef int txmode                 # Hogwild adds: TX_RTM, TX_CAS or TX_FAIL
 
     def __init__(self, indptr, indices, data, double zval, y, s, double S, M, int loss,
                  double lam1, double lam2, bint fit_intercept, int selection,
-                 uint64_t seed, grid_ptr=None, grid_labels=None):
+                 uint64_t seed, grid_ptr=None, grid_labels=None, int64_t grid_par_min=32768,
+                 double max_partials=2.0, int tx=TX_AUTO):
+        """Arrays as validated by rbcd.solvers.cd. ``grid_labels`` None: no streamed grid
+        step (per-bin updates). The last three arguments are the path choices of
+        rbcd.solvers._paths.CDPaths; they never change the iterates (grid mode) or lose an
+        update (Hogwild)."""
         cdef const int64_t[::1] indptr_v = indptr
         cdef const double[::1] y_v = y
         cdef const double[::1] M_v = M
@@ -916,6 +869,14 @@ cdef class CDProblem:
         self.grid_labels = grid_labels
         self.grid_part = None
         self.grid_order = None
+        self.grid_par_min = grid_par_min
+        self.max_partials = max_partials
+        if tx == TX_ABORT:
+            self.txmode = TX_FAIL
+        elif tx == TX_AUTO and _RTM_USABLE:
+            self.txmode = TX_RTM
+        else:
+            self.txmode = TX_CAS
         # u = p - y at w = 0, b = 0 for the squared loss; p = 0 otherwise
         if self.P.loss == SQUARED:
             self.u_arr[:] = -np.asarray(y)
@@ -1004,18 +965,17 @@ cdef class CDProblem:
         cdef Py_ssize_t c, n_chunks
         cdef Selection sel = self.selection
         cdef bint atomic = False
-        cdef bint rtm = False
         cdef long long[:, ::1] txs
         cdef int64_t par_min
         if D == 0:
             return
         if mode == SERIAL:
-            if (sel == CYCLIC and GRID_STREAM and P.data == NULL and self.grid_ptr is not None
+            if (sel == CYCLIC and P.data == NULL and self.grid_ptr is not None
                     and self._grid_labels_ready()):
                 # cyclic order over RB columns = grid after grid, each grid's bins in order;
                 # a grid's bins touch disjoint rows, so updating them one after another or
                 # all from the same predictions is the same step: the streamed grid step
-                self._grid_stream_epoch(1, GRID_PAR_MIN_ENTRIES)
+                self._grid_stream_epoch(1, self.grid_par_min)
                 return
             with nogil:
                 if sel == RANDOM:
@@ -1028,7 +988,6 @@ cdef class CDProblem:
         elif mode == HOGWILD:
             T = max(1, n_threads)
             atomic = T > 1  # one thread: no concurrent writer, plain adds suffice
-            rtm = HOGWILD_TRANSACTIONS and _RTM_USABLE
             if sel == RANDOM and self.thread_states.shape[0] < T:
                 raise ValueError("Hogwild needs one seed per thread (set_thread_seeds)")
             ts = self.thread_states if sel == RANDOM else np.zeros(T, dtype=np.uint64)
@@ -1043,7 +1002,7 @@ cdef class CDProblem:
                 for t in prange(T, num_threads=T, schedule="static", chunksize=1):
                     hogwild_worker(P, &ts[t] if sel == RANDOM else NULL,
                                    &perm[0] if sel == PERMUTATION else NULL, &next_step, atomic,
-                                   rtm, &txs[t, 0])
+                                   self.txmode, &txs[t, 0])
                 if atomic and P.loss != SQUARED:
                     # a thread may have stored loss'(p_i) computed before another thread's
                     # add to p_i landed: recompute dv from the final p once per epoch
@@ -1055,8 +1014,8 @@ cdef class CDProblem:
             gp = self.grid_ptr
             n_grids = gp.shape[0] - 1
             T = max(1, n_threads)
-            par_min = GRID_PAR_MIN_ENTRIES
-            if GRID_STREAM and P.data == NULL and self._grid_labels_ready():
+            par_min = self.grid_par_min
+            if P.data == NULL and self._grid_labels_ready():
                 self._grid_stream_epoch(T, par_min)
                 return
             with nogil:
@@ -1158,9 +1117,7 @@ cdef class CDProblem:
             return False
         if self.grid_part is not None:
             return True
-        self.grid_label_ptr = np.array([a.ctypes.data for a in self.grid_labels], dtype=np.uint64)
-        self.grid_label_wide = np.array([a.dtype == np.int32 for a in self.grid_labels],
-                                        dtype=np.uint8)
+        self.grid_label_ptr, self.grid_label_wide = label_table(self.grid_labels)
         gp = np.asarray(self.grid_ptr)
         widths = np.diff(gp)
         max_bins = int(widths.max())
@@ -1173,7 +1130,7 @@ cdef class CDProblem:
             n_blocks *= 2
         self.grid_block = ((self.P.N + n_blocks - 1) // n_blocks + 7) // 8 * 8
         n_blocks = (self.P.N + self.grid_block - 1) // self.grid_block
-        cap = int(GRID_STREAM_MAX_PARTIALS * self.P.N)
+        cap = int(self.max_partials * self.P.N)
         need = [n_blocks * (int(w) + 1) for w in widths if n_blocks * (int(w) + 1) <= cap]
         self.grid_part = np.zeros(max(need, default=0), dtype=np.float64)
         self.grid_order = np.zeros(max(len(widths), 1), dtype=np.int64)
@@ -1250,6 +1207,56 @@ cdef class CDProblem:
         v = fabs(gj) - self.P.lam1
         return v if v > 0 else 0.0
 
+    cdef double _check_value(self, int check, const int64_t* cols, Py_ssize_t n, double* g,
+                             int T, bint lower) noexcept nogil:
+        """The one convergence routine: the duality gap or the largest minimum-norm
+        subgradient, from the columns cols[0..n-1] (cols NULL: all D columns, n = D).
+
+        g[k] receives the column's score (|g_j| for the gap, v_j for the subgradient).
+        ``lower`` False: the value itself (cols NULL). ``lower`` True: a certified lower
+        bound on the full value from the listed columns only. Subgradient: the max of v_j
+        over the listed columns (and |g_b|) is <= the full max. Gap: dn >= dn_s (the max
+        |XtA_j| over the listed columns), so the full check's dual scaling
+        c = min(1, lam1 / dn) lies in (0, c_s], c_s = min(1, lam1 / dn_s); the gap is a
+        convex quadratic in c (``gap_at``), and its minimum over [0, c_s] bounds it.
+        """
+        cdef Py_ssize_t k, j
+        cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
+        cdef double c, A
+        cdef int64_t entries = 0
+        cdef int TW = T
+        if cols != NULL:
+            for k in range(n):
+                entries += self.P.rec[cols[k]].end - self.P.rec[cols[k]].start
+            TW = T if entries >= PAR_MIN_ENTRIES else 1
+        # the columns' gradients in parallel (each summed alone: the same for any T)
+        for k in prange(n, num_threads=TW, schedule="guided"):
+            g[k] = col_grad(&self.P, cols[k] if cols != NULL else k)
+        for k in range(n):
+            j = cols[k] if cols != NULL else k
+            if check == DUALITY_GAP:
+                g[k] = fabs(g[k])  # |XtA_j|, XtA = -g
+                if g[k] > dn:
+                    dn = g[k]
+            else:
+                g[k] = self._violation(j, g[k])
+                if g[k] > vmax:
+                    vmax = g[k]
+        if check == DUALITY_GAP:
+            self._gap_terms(&rn2, &ry, &l1, &l2, T)
+            c = self.P.lam1 / dn if dn > self.P.lam1 else 1.0
+            if lower:
+                # argmin over [0, c] of gap_at: A (1 + c^2) - c ry + const
+                A = 0.5 * (rn2 + self.P.lam2 * l2)
+                v = ry / (2.0 * A) if A > 0 else c
+                c = c if v > c else (0.0 if v < 0 else v)
+            return gap_at(c, rn2, ry, l1, l2, self.P.lam1, self.P.lam2)
+        if self.fit_intercept:
+            v = fabs(self._intercept_grad())
+            if v > vmax:
+                vmax = v
+        return vmax
+
     def convergence(self, int check, int n_threads):
         """The raw convergence value: duality gap, or largest minimum-norm subgradient.
 
@@ -1257,92 +1264,32 @@ cdef class CDProblem:
         per-column score (|g_j| for the gap, the subgradient v_j otherwise) in ``scores()``.
         """
         cdef double[::1] g = self.scratch
-        cdef Py_ssize_t j
         cdef int T = self._pass_threads(n_threads)
-        cdef double lam1 = self.P.lam1, lam2 = self.P.lam2
-        cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0, c
+        cdef double out
+        if self.P.D == 0:
+            g = np.zeros(1)
         with nogil:
-            for j in prange(self.P.D, num_threads=T, schedule="guided"):
-                g[j] = col_grad(&self.P, j)
-            if check == DUALITY_GAP:
-                for j in range(self.P.D):
-                    g[j] = fabs(g[j])  # |XtA_j|, XtA = -g
-                    if g[j] > dn:
-                        dn = g[j]
-                self._gap_terms(&rn2, &ry, &l1, &l2, T)
-            else:
-                for j in range(self.P.D):
-                    g[j] = self._violation(j, g[j])
-                    if g[j] > vmax:
-                        vmax = g[j]
-        if check == DUALITY_GAP:
-            c = lam1 / dn if dn > lam1 else 1.0
-            return (0.5 * rn2 * (1.0 + c * c) + lam1 * l1 - c * ry
-                    + 0.5 * lam2 * (1.0 + c * c) * l2)
-        if self.fit_intercept:
-            v = fabs(self._intercept_grad())
-            if v > vmax:
-                vmax = v
-        return vmax
+            out = self._check_value(check, NULL, self.P.D, &g[0], T, False)
+        return out
 
     def scores(self):
         """Per-column scores of the last full ``convergence`` call (a view)."""
         return self.scratch
 
     def lower_bound(self, int check, cols, int n_threads=1):
-        """A certified lower bound on ``convergence(check)`` from the columns ``cols`` only.
-
-        Subgradient: the max of v_j over ``cols`` (and |g_b|), computed exactly as the full
-        check does, so it is <= the full value. Gap: dn >= dn_s (the max |XtA_j| over
-        ``cols``), so the full check's c = min(1, lam1 / dn) lies in (0, c_s] with
-        c_s = min(1, lam1 / dn_s); the gap is a convex quadratic in c, and its minimum over
-        [0, c_s] bounds it from below. Cost: the columns' entries plus O(N + D).
-        """
+        """A certified lower bound on ``convergence(check)`` from the columns ``cols`` only
+        (``_check_value``). Cost: the columns' entries plus O(N + D)."""
         cdef const int64_t[::1] cv = cols
-        cdef Py_ssize_t k, j
-        cdef double lam1 = self.P.lam1, lam2 = self.P.lam2
-        cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
-        cdef double cs, A, cmin
         cdef int T = self._pass_threads(n_threads)
         cdef Py_ssize_t n = cv.shape[0]
-        cdef int64_t entries = 0
-        for k in range(n):
-            entries += self.P.rec[cv[k]].end - self.P.rec[cv[k]].start
-        cdef int TW = T if entries >= PAR_MIN_ENTRIES else 1
-        gbuf = np.empty(n, dtype=np.float64)
+        gbuf = np.empty(max(n, 1), dtype=np.float64)
         cdef double[::1] g = gbuf
+        cdef double out
+        if n == 0:
+            cv = np.zeros(1, dtype=np.int64)
         with nogil:
-            # the columns' gradients in parallel (each summed alone: the same for any T)
-            for k in prange(n, num_threads=TW, schedule="guided"):
-                g[k] = col_grad(&self.P, cv[k])
-            for k in range(n):
-                j = cv[k]
-                v = g[k]
-                if check == DUALITY_GAP:
-                    v = fabs(v)
-                    if v > dn:
-                        dn = v
-                else:
-                    v = self._violation(j, v)
-                    if v > vmax:
-                        vmax = v
-            if check == DUALITY_GAP:
-                self._gap_terms(&rn2, &ry, &l1, &l2, T)
-        if check == DUALITY_GAP:
-            cs = lam1 / dn if dn > lam1 else 1.0
-            A = 0.5 * (rn2 + lam2 * l2)
-            # gap(c) = A (1 + c^2) + lam1 l1 - c ry, minimized over [0, cs]
-            cmin = ry / (2.0 * A) if A > 0 else cs
-            if cmin > cs:
-                cmin = cs
-            if cmin < 0:
-                cmin = 0.0
-            return A * (1.0 + cmin * cmin) + lam1 * l1 - cmin * ry
-        if self.fit_intercept:
-            v = fabs(self._intercept_grad())
-            if v > vmax:
-                vmax = v
-        return vmax
+            out = self._check_value(check, &cv[0], n, &g[0], T, True)
+        return out
 
     def predictions(self):
         """p = Z w + b on the training rows."""

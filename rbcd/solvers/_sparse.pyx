@@ -20,6 +20,9 @@ block order, so results do not depend on the thread count.
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint16_t, uintptr_t
 
+# the grid-label layout (label_t: uint16 / int32 per grid) and its owner's notes
+from rbcd.binning._grid cimport label_t
+
 
 
 ctypedef fused index_t:
@@ -185,11 +188,6 @@ def csc_weighted_col_stats(
 cdef enum:
     _LABEL_ROWS = 16384   # rows per block of labels_matmat
     _LABEL_GRIDS = 4     # grids summed in a register per pass of labels_matmat
-
-
-ctypedef fused label_t:
-    uint16_t
-    int32_t
 
 
 cdef void _gather_rows(const label_t *lab, Py_ssize_t nb, const double *vg, Py_ssize_t i0,
