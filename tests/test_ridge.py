@@ -634,3 +634,67 @@ def test_products_from_grid_labels_equal_csr_csc_bitwise(k, kind):
         out = np.empty((n, k))
         _sparse.labels_matmat(ptrs, wide, gp, plain.const_value, V, out, n_jobs)
         np.testing.assert_array_equal(out, want[0])
+
+
+def _rb_data(n=400, seed=0):
+    from rbcd import RandomBinning
+
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 3))
+    y = np.sin(5 * X[:, 0]) + X[:, 1]
+    return RandomBinning(n_grids=16, sigma=0.5, random_state=0).fit_transform(X), y
+
+
+@pytest.mark.parametrize("bad", [dict(alpha="1"), dict(fit_intercept="yes"), dict(tol=-1.0),
+                                 dict(max_iter=0), dict(preconditioner="ilu"),
+                                 dict(n_jobs=1.5)])
+def test_ridge_parameters_checked_like_the_other_estimators(bad):
+    # issue 15 item 8: one validation layer (scikit-learn's constraints, a ValueError)
+    Z, y = _rb_data(60)
+    for Est, t in ((RidgeCG, y), (RidgeCGClassifier, y > 1)):
+        with pytest.raises(ValueError, match=f"The '{next(iter(bad))}' parameter"):
+            Est(**bad).fit(Z, t)
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200])
+def test_ridge_extreme_targets_give_the_scaled_model(scale):
+    # issue 15 item 2: never a silent zero model; the quadratic problem scales with y
+    Z, y = _rb_data()
+    base = RidgeCG(alpha=0.1, tol=1e-12).fit(Z, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no overflow / underflow RuntimeWarning
+        big = RidgeCG(alpha=0.1, tol=1e-12).fit(Z, y * scale)
+    assert big.converged_ and np.all(np.isfinite(big.coef_)) and np.any(big.coef_ != 0)
+    np.testing.assert_allclose(big.coef_ / scale, base.coef_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(big.intercept_ / scale, base.intercept_, rtol=1e-8)
+
+
+def test_ridge_extreme_sample_weights():
+    # s -> c s with alpha -> c alpha is the same problem (objective times c)
+    Z, y = _rb_data()
+    s = np.random.default_rng(1).uniform(0.5, 2.0, size=y.shape[0])
+    base = RidgeCG(alpha=0.1, tol=1e-12).fit(Z, y, sample_weight=s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = RidgeCG(alpha=0.1 * 1e160, tol=1e-12).fit(Z, y, sample_weight=s * 1e160)
+    assert big.converged_
+    np.testing.assert_allclose(big.coef_, base.coef_, rtol=1e-7, atol=1e-9)
+
+
+def test_ridge_reports_convergence_and_the_true_stop_cause():
+    # issue 17: converged_ and residual_; issue 15: tol=0 names why CG stopped
+    Z, y = _rb_data()
+    est = RidgeCG(alpha=0.1, tol=1e-6).fit(Z, y)
+    assert est.converged_ is True and est.residual_.shape == (1,) and est.residual_[0] <= 1e-6
+    capped = RidgeCG(alpha=0.1, tol=1e-12, max_iter=3)
+    with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=3"):
+        capped.fit(Z, y)
+    assert capped.converged_ is False and capped.residual_[0] > 1e-12
+    assert capped.n_iter_[0] == 3
+    exact = RidgeCG(alpha=0.1, tol=0.0)
+    with pytest.warns(ConvergenceWarning) as rec:
+        exact.fit(Z, y)
+    msg = str(rec[0].message)
+    assert "max_iter" not in msg and "search direction vanished" in msg
+    assert f"after {int(exact.n_iter_[0])} iterations" in msg
+    assert exact.converged_ is False and exact.n_iter_[0] < 10 * Z.shape[1]

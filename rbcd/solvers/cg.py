@@ -415,10 +415,24 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
     coef : (k, D) float64
     intercept : (k,) float64
     n_iter : (k,) int, CG iterations per target (0 when its right-hand side is 0)
+    info : dict, with ``return_info``: ``converged`` (k,) bool, ``residual`` (k,) the final
+        relative residual ||r|| / ||b||, ``stop`` (k,) str, why each target stopped
+        ("tol"; "breakdown": the search direction vanished, p^T A p <= 0, so the residual
+        cannot decrease further in float64; or "max_iter")
     """
     n, D = Z.shape
     k = Y.shape[1]
     alpha = _check_alpha(alpha, k)
+    cy = pow2_scale(Y)
+    cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
+    if cy != 1.0 or cs != 1.0:
+        coef, intercept, n_iter, info = solve_ridge_cg(
+            Z, Y / cy, None if sample_weight is None else sample_weight / cs, alpha / cs,
+            fit_intercept, tol, max_iter, preconditioner, n_threads, columns, verbose,
+            return_info=True)
+        coef *= cy
+        intercept *= cy
+        return (coef, intercept, n_iter, info) if return_info else (coef, intercept, n_iter)
     op = _Products(Z, n_threads, columns=columns)
     s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     S = float(s.sum())
