@@ -402,7 +402,7 @@ def test_bad_targets_and_weights():
 
 def test_grid_mode_needs_grid_structure():
     X, Z, y, _, rb = _data(n=30, seed=23)
-    with pytest.raises(ValueError, match="needs the grid structure: pass columns="):
+    with pytest.raises(ValueError, match="needs the grid structure of an exact mode random binning"):
         CDRegressor(parallel="grid").fit(Z, y)
     hashed = RandomBinning(n_grids=4, n_features=64, random_state=0).fit(X)
     Zh = hashed.transform(X)

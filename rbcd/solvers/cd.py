@@ -226,9 +226,10 @@ def _resolve_mode(parallel, n_threads, cols, grid_min_entries):
     if parallel == "grid":
         if cols.grid_ptr is None:
             raise ValueError(
-                "parallel='grid' needs the grid structure: pass columns= (the RBColumns of Z "
-                "from RandomBinning.fit_transform(X, return_columns=True), or a fitted "
-                "exact-mode RandomBinning) to fit"
+                "parallel='grid' needs the grid structure of an exact mode random binning "
+                "(n_features=None): pass columns= (the RBColumns of Z from "
+                "RandomBinning.fit_transform(X, return_columns=True), or the fitted "
+                "RandomBinning) to fit"
             )
         return "grid", n_threads
     if parallel == "hogwild":

@@ -187,8 +187,9 @@ def _grid_ptr_from(columns, parallel, n_columns, Zc):
         return None
     if columns is None:
         raise ValueError(
-            "parallel='grid' needs the grid structure: pass columns= (the RBColumns of Z, or "
-            "a fitted exact-mode RandomBinning) to fit"
+            "parallel='grid' needs the grid structure of an exact mode random binning "
+            "(n_features=None): pass columns= (the RBColumns of Z, or the fitted RandomBinning) "
+            "to fit"
         )
     grid_ptr = getattr(columns, "grid_ptr_", getattr(columns, "grid_ptr", None))
     if grid_ptr is None:
