@@ -72,8 +72,8 @@ cpdef enum Check:
 cdef enum:
     PAR_MIN_ENTRIES = 32768
     # coordinate look-ahead: the record of the coordinate LOOK steps ahead is prefetched,
-    # its row indices LOOK / 2 steps ahead (prefetching its predictions as well measured no
-    # gain at N = 10^6: out-of-order execution already overlaps those misses)
+    # its row indices LOOK / 2 steps ahead (its predictions are not prefetched: out-of-order
+    # execution overlaps those misses)
     LOOK = 8
     GRID_CHUNK = 16
     # Hogwild threads claim the epoch's steps in chunks of this many from a shared counter,
@@ -247,10 +247,8 @@ cdef enum:
     TX_CAS = 1
     TX_RTM = 2
     TX_FAIL = 3                # TX_RTM's control flow with every transaction aborting
-    # adds per transaction: short enough to rarely conflict or overflow, long enough to
-    # spread the cost of starting and committing one. Measured 2-thread Hogwild speedup at
-    # N = 10^6, R = 64 (columns of about 60 rows): 16: 1.61x, 32: 1.72x, 48: 1.76x,
-    # 64: 1.76x, 96: 1.77x, 256: 1.41x
+    # adds per transaction: short enough to rarely conflict or overflow the transactional
+    # buffer, long enough to spread the cost of starting and committing one
     TX_BATCH = 64
 
 
@@ -705,6 +703,152 @@ def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
     return out
 
 
+# ---------------------------------------------------------------------------------------
+# Epoch functions, one per mode (DESIGN.md, "Parallel coordinate descent"; paper Algorithm 1
+# and 2). Each runs one epoch on the state P: D coordinate steps (eq. 24-27), or R grid
+# blocks in grid mode, in the order of the schedule S.
+
+cdef struct Sched:
+    # the order of an epoch's steps: selection rule, the problem's SplitMix64 stream, and a
+    # permutation buffer (D entries; R in grid mode) reshuffled per epoch for PERMUTATION
+    Selection sel
+    uint64_t* rng
+    int64_t* perm
+
+
+cdef struct Grids:
+    # the grid structure of a random binning Z (DESIGN.md, "Parallel coordinate descent"):
+    # grid r owns columns grid_ptr[r] .. grid_ptr[r + 1] - 1, which touch disjoint rows
+    Py_ssize_t n_grids
+    const int64_t* grid_ptr    # (n_grids + 1,)
+    int64_t par_min            # a grid runs on several threads from this many entries
+    # the streamed step's buffers (grid_stream_epoch; set when grid labels are given)
+    const uint64_t* label_ptr  # (n_grids,) addresses of the label arrays (_grid.pxd)
+    const unsigned char* label_wide  # (n_grids,) 1 where a grid's labels are int32
+    double* dz                 # (max bins + 1,) the visited grid's moves, [bins] = 0
+    double* part               # block partial sums, ``cap`` entries
+    Py_ssize_t cap
+    Py_ssize_t block           # rows per block (fixed by N: results for any thread count)
+    int64_t* order             # (n_grids,) the epoch's grid sequence
+
+
+cdef void serial_epoch(const Prob* P, Sched* S) noexcept nogil:
+    """D steps on one thread, in the order of S: the iterates of rbcd_ref (contract 10)."""
+    if S.sel == RANDOM:
+        run_draws(P, S.rng, P.D, NULL)
+    elif S.sel == PERMUTATION:
+        fisher_yates(S.perm, P.D, S.rng)
+        run_order(P, S.perm, 0, P.D, NULL)
+    else:
+        run_order(P, NULL, 0, P.D, NULL)
+
+
+cdef void hogwild_epoch(const Prob* P, Sched* S, uint64_t* thread_states, int T, int txmode,
+                        long long* stats) noexcept nogil:
+    """Paper Algorithm 2: T threads claim chunks of the epoch's D steps (draws from their own
+    streams thread_states[t] for RANDOM, else stretches of the permutation or of 0..D-1),
+    update w_j by atomic exchange and add to u atomically (txmode: hardware transactions
+    with an atomic-add fallback, or atomic adds). stats (T, 2): transactions started and
+    aborted per thread."""
+    cdef long long next_step = 0
+    cdef Py_ssize_t t
+    cdef bint atomic = T > 1   # one thread: no concurrent writer, plain adds suffice
+    if S.sel == PERMUTATION:
+        fisher_yates(S.perm, P.D, S.rng)
+    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+        hogwild_worker(P, &thread_states[t] if S.sel == RANDOM else NULL,
+                       S.perm if S.sel == PERMUTATION else NULL, &next_step, atomic, txmode,
+                       &stats[2 * t])
+    if atomic and P.loss != SQUARED:
+        # a thread may have stored loss'(p_i) computed before another thread's add to p_i
+        # landed: recompute dv from the final p once per epoch
+        for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+            refresh_derivs(P, (P.N * t) // T, (P.N * (t + 1)) // T)
+
+
+cdef inline Py_ssize_t next_grid(Sched* S, Py_ssize_t it, Py_ssize_t n_grids) noexcept nogil:
+    # the it-th grid of the epoch (S.perm reshuffled by the caller for PERMUTATION)
+    if S.sel == RANDOM:
+        return randbelow(S.rng, n_grids)
+    if S.sel == PERMUTATION:
+        return S.perm[it]
+    return it
+
+
+cdef void grid_epoch(const Prob* P, const Grids* G, Sched* S, int T) noexcept nogil:
+    """R grid blocks, each grid's bins updated from the same p (disjoint rows: exact block
+    coordinate descent), in parallel chunks of GRID_CHUNK bins for grids of at least
+    par_min entries. The same iterates for any T."""
+    cdef Py_ssize_t it, r, c, n_chunks
+    cdef int64_t lo, hi
+    if S.sel == PERMUTATION:
+        fisher_yates(S.perm, G.n_grids, S.rng)
+    for it in range(G.n_grids):
+        r = next_grid(S, it, G.n_grids)
+        lo = G.grid_ptr[r]
+        hi = G.grid_ptr[r + 1]
+        if T == 1 or hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < G.par_min:
+            run_order(P, NULL, lo, hi, NULL)
+        else:
+            n_chunks = (hi - lo + GRID_CHUNK - 1) // GRID_CHUNK
+            for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
+                run_order(P, NULL, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK),
+                          NULL)
+
+
+cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept nogil:
+    """grid_epoch as streams over the rows with the grid labels (constant stored values):
+    the update of a grid and the partial sums of the next one share one pass over u
+    (docs/internals.md, "Grid mode"). The same iterates as grid_epoch, for any T."""
+    cdef Py_ssize_t it, r, prev
+    cdef int64_t lo, hi
+    cdef double* part
+    cdef Py_ssize_t n_blocks = (P.N + G.block - 1) // G.block
+    if S.sel == PERMUTATION:
+        fisher_yates(S.perm, G.n_grids, S.rng)
+    for it in range(G.n_grids):
+        G.order[it] = next_grid(S, it, G.n_grids)
+    prev = -1  # a streamed grid whose dz is computed but not yet applied
+    for it in range(G.n_grids):
+        r = G.order[it]
+        lo = G.grid_ptr[r]
+        hi = G.grid_ptr[r + 1]
+        if hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < G.par_min:
+            if prev >= 0:
+                stream_pair(P, G, prev, -1, NULL, 0, T)
+                prev = -1
+            run_order(P, NULL, lo, hi, NULL)
+            continue
+        # block partial sums while they cost a fraction of a pass over the rows
+        part = G.part if n_blocks * (hi - lo + 1) <= G.cap else NULL
+        if part != NULL:
+            # apply the pending grid and sum this one in one pass
+            stream_pair(P, G, prev, r, part, hi - lo + 1, T)
+        elif prev >= 0:
+            stream_pair(P, G, prev, -1, NULL, 0, T)
+        stream_weights(P, lo, hi, part, n_blocks, G.dz, T)
+        prev = r
+    if prev >= 0:
+        stream_pair(P, G, prev, -1, NULL, 0, T)
+
+
+cdef inline void stream_pair(const Prob* P, const Grids* G, Py_ssize_t prev, Py_ssize_t r,
+                             double* part, Py_ssize_t nb, int T) noexcept nogil:
+    # stream_rows for the label widths of grids prev and r (-1: none)
+    cdef bint wp = prev >= 0 and G.label_wide[prev]
+    cdef bint wr = r >= 0 and G.label_wide[r]
+    cdef const void* a = <const void*>G.label_ptr[prev] if prev >= 0 else NULL
+    cdef const void* b = <const void*>G.label_ptr[r] if r >= 0 else NULL
+    if not wp and not wr:
+        stream_rows(P, <const uint16_t*>a, G.dz, <const uint16_t*>b, part, nb, G.block, T)
+    elif not wp:
+        stream_rows(P, <const uint16_t*>a, G.dz, <const int32_t*>b, part, nb, G.block, T)
+    elif not wr:
+        stream_rows(P, <const int32_t*>a, G.dz, <const uint16_t*>b, part, nb, G.block, T)
+    else:
+        stream_rows(P, <const int32_t*>a, G.dz, <const int32_t*>b, part, nb, G.block, T)
+
+
 cdef void _row_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noexcept nogil:
     # rows a..b-1, in order: out[0] = sum s_i loss(p_i, y_i); for the squared loss also
     # out[1] = sum s_i u_i^2 and out[2] = -sum s_i u_i y_i (u = p - y)
@@ -754,6 +898,7 @@ cdef class CDProblem:
     Parameters are validated by ``rbcd.solvers.cd``; this class trusts them.
     """
     cdef Prob P
+    cdef Grids G                    # grid structure and streamed-step buffers (grid modes)
     cdef object _keep               # the arrays behind the pointers
     cdef object rec_buf             # bytes behind P.rec (64-byte aligned records)
     cdef public object u_arr
@@ -871,6 +1016,21 @@ cdef class CDProblem:
         self.grid_order = None
         self.grid_par_min = grid_par_min
         self.max_partials = max_partials
+        cdef const int64_t[::1] gpv
+        self.G.n_grids = 0
+        self.G.grid_ptr = NULL
+        self.G.par_min = grid_par_min
+        self.G.label_ptr = NULL
+        self.G.label_wide = NULL
+        self.G.dz = NULL
+        self.G.part = NULL
+        self.G.cap = 0
+        self.G.block = 0
+        self.G.order = NULL
+        if grid_ptr is not None:
+            gpv = grid_ptr
+            self.G.n_grids = gpv.shape[0] - 1
+            self.G.grid_ptr = &gpv[0]
         if tx == TX_ABORT:
             self.txmode = TX_FAIL
         elif tx == TX_AUTO and _RTM_USABLE:
@@ -953,166 +1113,56 @@ cdef class CDProblem:
         self.b = b_new
 
     def epoch(self, int mode, int n_threads):
-        """D coordinate steps (R grid blocks in grid mode), drawn per ``selection``."""
+        """D coordinate steps (R grid blocks in grid mode), drawn per ``selection``: one
+        call of the mode's epoch function (``serial_epoch``, ``hogwild_epoch``,
+        ``grid_epoch`` or ``grid_stream_epoch``) on this problem's state."""
         cdef Prob* P = &self.P
-        cdef Py_ssize_t D = P.D
-        cdef Py_ssize_t it, j, t, r, n_grids, T
+        cdef Sched S
         cdef int64_t[::1] perm = self.perm_arr
-        cdef const int64_t[::1] gp
         cdef uint64_t[::1] ts
-        cdef long long next_step
-        cdef int64_t lo, hi
-        cdef Py_ssize_t c, n_chunks
-        cdef Selection sel = self.selection
-        cdef bint atomic = False
         cdef long long[:, ::1] txs
-        cdef int64_t par_min
-        if D == 0:
+        cdef int T = max(1, n_threads)
+        if P.D == 0:
             return
+        S.sel = self.selection
+        S.rng = &self.rng
+        S.perm = &perm[0]
         if mode == SERIAL:
-            if (sel == CYCLIC and P.data == NULL and self.grid_ptr is not None
+            if (S.sel == CYCLIC and P.data == NULL and self.grid_ptr is not None
                     and self._grid_labels_ready()):
                 # cyclic order over RB columns = grid after grid, each grid's bins in order;
                 # a grid's bins touch disjoint rows, so updating them one after another or
                 # all from the same predictions is the same step: the streamed grid step
-                self._grid_stream_epoch(1, self.grid_par_min)
+                with nogil:
+                    grid_stream_epoch(P, &self.G, &S, 1)
                 return
             with nogil:
-                if sel == RANDOM:
-                    run_draws(P, &self.rng, D, NULL)
-                elif sel == PERMUTATION:
-                    fisher_yates(&perm[0], D, &self.rng)
-                    run_order(P, &perm[0], 0, D, NULL)
-                else:
-                    run_order(P, NULL, 0, D, NULL)
+                serial_epoch(P, &S)
         elif mode == HOGWILD:
-            T = max(1, n_threads)
-            atomic = T > 1  # one thread: no concurrent writer, plain adds suffice
-            if sel == RANDOM and self.thread_states.shape[0] < T:
+            if S.sel == RANDOM and self.thread_states.shape[0] < T:
                 raise ValueError("Hogwild needs one seed per thread (set_thread_seeds)")
-            ts = self.thread_states if sel == RANDOM else np.zeros(T, dtype=np.uint64)
+            ts = self.thread_states if S.sel == RANDOM else np.zeros(T, dtype=np.uint64)
             self.tx_stats = np.zeros((T, 2), dtype=np.int64)
             txs = self.tx_stats
-            next_step = 0
             with nogil:
-                if sel == PERMUTATION:
-                    fisher_yates(&perm[0], D, &self.rng)
-                # thread t claims chunks of the D steps: draws from its own stream (random),
-                # or stretches of the permutation / of 0..D-1
-                for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-                    hogwild_worker(P, &ts[t] if sel == RANDOM else NULL,
-                                   &perm[0] if sel == PERMUTATION else NULL, &next_step, atomic,
-                                   self.txmode, &txs[t, 0])
-                if atomic and P.loss != SQUARED:
-                    # a thread may have stored loss'(p_i) computed before another thread's
-                    # add to p_i landed: recompute dv from the final p once per epoch
-                    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-                        refresh_derivs(P, (P.N * t) // T, (P.N * (t + 1)) // T)
+                hogwild_epoch(P, &S, &ts[0], T, self.txmode, &txs[0, 0])
         else:
             if self.grid_ptr is None:
                 raise ValueError("grid mode needs the grid structure (grid_ptr)")
-            gp = self.grid_ptr
-            n_grids = gp.shape[0] - 1
-            T = max(1, n_threads)
-            par_min = self.grid_par_min
             if P.data == NULL and self._grid_labels_ready():
-                self._grid_stream_epoch(T, par_min)
+                with nogil:
+                    grid_stream_epoch(P, &self.G, &S, T)
                 return
             with nogil:
-                if sel == PERMUTATION:
-                    fisher_yates(&perm[0], n_grids, &self.rng)
-                for it in range(n_grids):
-                    if sel == RANDOM:
-                        r = randbelow(&self.rng, n_grids)
-                    elif sel == PERMUTATION:
-                        r = perm[it]
-                    else:
-                        r = it
-                    lo = gp[r]
-                    hi = gp[r + 1]
-                    # all bins of grid r from the same p: disjoint rows, no conflicts
-                    if T == 1 or hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < par_min:
-                        run_order(P, NULL, lo, hi, NULL)
-                    else:
-                        # chunks of GRID_CHUNK consecutive bins, handed out dynamically
-                        n_chunks = (hi - lo + GRID_CHUNK - 1) // GRID_CHUNK
-                        for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
-                            run_order(P, NULL, lo + c * GRID_CHUNK,
-                                      min(hi, lo + (c + 1) * GRID_CHUNK), NULL)
-
-    cdef void _grid_stream_epoch(self, int T, int64_t par_min):
-        # grid mode as streams over the rows (docs/internals.md, "Grid mode"): the update of a
-        # grid and the partial sums of the next one share one pass over u
-        cdef Prob* P = &self.P
-        cdef const int64_t[::1] gp = self.grid_ptr
-        cdef int64_t[::1] perm = self.perm_arr
-        cdef Py_ssize_t n_grids = gp.shape[0] - 1
-        cdef Py_ssize_t it, r, prev, N = P.N
-        cdef int64_t lo, hi
-        cdef Selection sel = self.selection
-        cdef double[::1] gdv = self.grid_delta
-        cdef double* dz = &gdv[0]
-        cdef uint64_t[::1] lp = self.grid_label_ptr
-        cdef unsigned char[::1] lw = self.grid_label_wide
-        cdef double[::1] pv = self.grid_part
-        cdef double* part
-        cdef Py_ssize_t block = self.grid_block
-        cdef Py_ssize_t n_blocks = (N + block - 1) // block
-        cdef Py_ssize_t cap = self.grid_part.shape[0]
-        cdef int64_t[::1] order = self.grid_order
-        with nogil:
-            if sel == PERMUTATION:
-                fisher_yates(&perm[0], n_grids, &self.rng)
-            for it in range(n_grids):
-                if sel == RANDOM:
-                    order[it] = randbelow(&self.rng, n_grids)
-                elif sel == PERMUTATION:
-                    order[it] = perm[it]
-                else:
-                    order[it] = it
-            prev = -1  # a streamed grid whose dz is computed but not yet applied
-            for it in range(n_grids):
-                r = order[it]
-                lo = gp[r]
-                hi = gp[r + 1]
-                if hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < par_min:
-                    if prev >= 0:
-                        self._stream(prev, -1, NULL, 0, block, T, &lp[0], &lw[0], dz)
-                        prev = -1
-                    run_order(P, NULL, lo, hi, NULL)
-                    continue
-                # block partial sums while they cost a fraction of a pass over the rows
-                part = &pv[0] if n_blocks * (hi - lo + 1) <= cap else NULL
-                if part != NULL:
-                    # apply the pending grid and sum this one in one pass
-                    self._stream(prev, r, part, hi - lo + 1, block, T, &lp[0], &lw[0], dz)
-                elif prev >= 0:
-                    self._stream(prev, -1, NULL, 0, block, T, &lp[0], &lw[0], dz)
-                stream_weights(P, lo, hi, part, n_blocks, dz, T)
-                prev = r
-            if prev >= 0:
-                self._stream(prev, -1, NULL, 0, block, T, &lp[0], &lw[0], dz)
-
-    cdef inline void _stream(self, Py_ssize_t prev, Py_ssize_t r, double* part, Py_ssize_t nb,
-                             Py_ssize_t block, int T, const uint64_t* lp,
-                             const unsigned char* lw, double* dz) noexcept nogil:
-        # stream_rows for the label widths of grids prev and r (-1: none)
-        cdef bint wp = prev >= 0 and lw[prev]
-        cdef bint wr = r >= 0 and lw[r]
-        cdef const void* a = <const void*>lp[prev] if prev >= 0 else NULL
-        cdef const void* b = <const void*>lp[r] if r >= 0 else NULL
-        if not wp and not wr:
-            stream_rows(&self.P, <const uint16_t*>a, dz, <const uint16_t*>b, part, nb, block, T)
-        elif not wp:
-            stream_rows(&self.P, <const uint16_t*>a, dz, <const int32_t*>b, part, nb, block, T)
-        elif not wr:
-            stream_rows(&self.P, <const int32_t*>a, dz, <const uint16_t*>b, part, nb, block, T)
-        else:
-            stream_rows(&self.P, <const int32_t*>a, dz, <const int32_t*>b, part, nb, block, T)
+                grid_epoch(P, &self.G, &S, T)
 
     cdef bint _grid_labels_ready(self):
-        # the streamed grid step's buffers, sized on first use; False: no labels given
+        # the streamed grid step's buffers in G, sized on first use; False: no labels given
         cdef Py_ssize_t n_blocks
+        cdef uint64_t[::1] lp
+        cdef unsigned char[::1] lw
+        cdef double[::1] dz, part
+        cdef int64_t[::1] order
         if self.grid_labels is None or self.P.N == 0:
             return False
         if self.grid_part is not None:
@@ -1132,8 +1182,20 @@ cdef class CDProblem:
         n_blocks = (self.P.N + self.grid_block - 1) // self.grid_block
         cap = int(self.max_partials * self.P.N)
         need = [n_blocks * (int(w) + 1) for w in widths if n_blocks * (int(w) + 1) <= cap]
-        self.grid_part = np.zeros(max(need, default=0), dtype=np.float64)
+        self.grid_part = np.zeros(max(max(need, default=0), 1), dtype=np.float64)
         self.grid_order = np.zeros(max(len(widths), 1), dtype=np.int64)
+        lp = self.grid_label_ptr
+        lw = self.grid_label_wide
+        dz = self.grid_delta
+        part = self.grid_part
+        order = self.grid_order
+        self.G.label_ptr = &lp[0]
+        self.G.label_wide = &lw[0]
+        self.G.dz = &dz[0]
+        self.G.part = &part[0]
+        self.G.cap = max(need, default=0)
+        self.G.block = self.grid_block
+        self.G.order = &order[0]
         return True
 
     cdef void _sums(self, int T, double* out) noexcept nogil:

@@ -16,21 +16,15 @@ frozen as soon as ``||r_k|| <= tol * ||b_k||``.
 
 Products (rbcd.solvers._sparse): Z @ V is parallel over the rows of a CSR copy; Z^T @ U is
 parallel over the rows of a CSC copy built once per fit (the CSC arrays of Z are the
-CSR arrays of Z^T), or taken from the binning's RBColumns when given. Measured (thread
-CPU time, one thread, N=50k, R=64 random binning, D=11k / 2.8M columns): Z^T U by the
-CSC route 1.8 / 8.8 ms for one right-hand side against 3.8 / 19.9 ms with per-thread
-scatter buffers, and 3.6 / 14.5 ms against 5.7 / 117 ms for four; scipy's Z.T @ U took
-3.9 / 15.5 ms and 6.0 / 42 ms. The CSC route needs no n_threads * D * k scratch, and
-its summation order does not depend on the thread count, so results are identical for
-every ``n_jobs``. When every stored value is the same constant (random binning:
-1/sqrt(R)) the data array is not read. A whole fit (N=50k, R=64, tol=1e-4, one thread)
-took 0.6 s CPU against 3.3 s / 1.5 s for scikit-learn's Ridge(solver="sparse_cg").
+CSR arrays of Z^T), or taken from the RBColumns given as ``fit(..., columns=)``. The CSC
+route needs no n_threads * D * k scratch, and its summation order does not depend on the
+thread count, so results are identical for every ``n_jobs``. When every stored value is
+the same constant (random binning: 1/sqrt(R)) the data array is not read.
 Products smaller than _WORK_PER_THREAD multiply-adds per thread use fewer threads.
 With the grid structure of a random binning matrix (the columns carry grid labels:
 RBRegressor / RBClassifier, or ``fit(..., columns=)``), Z^T U and Z v are computed from
 the labels (rbcd.solvers._sparse.labels_tmatmat / labels_matmat), 2 bytes per entry with each
-grid's slice in cache, summed in the CSR / CSC order: the same bits (N = 10^6, R = 64,
-2 threads: Z^T u 134 -> 27 ms, Z v 62 -> 39 ms).
+grid's slice in cache, summed in the CSR / CSC order: the same bits.
 
 Jacobi preconditioner: the diagonal of the operator,
 ``sum_i s_i z_ij^2 - S zbar_j^2 + alpha`` (no centring term without intercept), in
@@ -54,27 +48,13 @@ intercept only the part of the grid means along span{e_g - e_h}; _GridProjection
 Proj M^-1 Proj is positive definite on the complement, where the iterates live, so the
 solution is the same. Otherwise (new data whose rows miss grids, non-constant values,
 dense Z, no structure) plain Jacobi is used. Cost per iteration: the grid sums of the
-active columns of P, a gather and a subtraction. Measured (one thread, the D = 2.2*10^5,
-N = 2*10^4 matrix below, where vector work weighs most): 4.7 ms per iteration with and
-without the projection for one target, 13.5-14 against 11.5-12 ms for three.
+active columns of P, a gather and a subtraction.
 
-Measured (one thread; iterations to tol 1e-2 / 1e-3 / 1e-4 / 1e-6 / 1e-8, one fit per
-tolerance): RBClassifier(solver="cg") on the demo checkerboard (N = 10^5, d = 8,
-R = 64, sigma = 0.7, alpha = 0.1, random_state = 0): plain CG 55 / 132 / 218 / 379 / 535,
-projected Jacobi 22 / 50 / 108 / 230 / 354, and Jacobi without the projection
-(RidgeCGClassifier on the same Z, no structure) 22 / 50 / 118 / 458 / 725; wall time to
-1e-8, two runs on a shared machine: 4.1-5.2 / 2.7-3.4 / 5.4-6.5 s. RidgeCG with an
-intercept on other RB matrices with R = 64, random_state = 0 (plain / unprojected /
-projected):
-scikit-learn's digits (N = 1797, D = 817, y = the digit, sigma = median pairwise L1
-distance, alpha = 0.0018) 37/18/18, 125/38/40, 260/187/139, 464/503/398, 677/800/565;
-uniform [0, 1)^4 (benchmarks/_common.py's make_X and make_regression_target, N = 2*10^4,
-D = 816, sigma = 1, alpha = 1) 11/8/8, 30/28/21, 48/53/39, 88/112/84, 127/167/127. When
-D > N (rank Z <= N: many more null directions) Jacobi, projected or not, does not help
-and costs iterations at tight tolerances: breast cancer (N = 569, D = 970, y = +-1,
-sigma = median L1 distance, alpha = 0.00057) 15/15/15, 71/89/89, 187/306/271,
-381/859/762, 596/1417/1250; uniform [0, 1)^16 (as above, D = 2.2*10^5) 13/11/11,
-21/22/22, 28/32/31, 42/54/47, 55/73/61. ``preconditioner="auto"`` of RBRegressor /
+Which preconditioner needs fewer iterations depends on the data: the projected Jacobi
+helps most on random binning training data with D < N; without the structure Jacobi
+helps at loose tolerances and can cost iterations at tight ones; when D > N (rank Z <= N,
+many more null directions) neither form of Jacobi helps. benchmarks/compare_ridge.py
+prints the iteration counts per tolerance. ``preconditioner="auto"`` of RBRegressor /
 RBClassifier is resolved in rbcd.models.
 """
 import numbers
@@ -286,7 +266,7 @@ class _Products:
         if not self.sparse:
             return self.Z @ V
         if self.labels is not None and V.shape[1] == 1:
-            # (for several right-hand sides the CSR kernel's register blocks measured faster)
+            # (for several right-hand sides the CSR kernel's register blocks are used)
             return self._run_labels(_sparse.labels_matmat, V, self.shape[0])
         return self._run(self.csr, V, self.shape[0])
 
@@ -326,11 +306,9 @@ class _GridProjection:
     Applied in place to the columns of a C-contiguous (D, m) float64 array.
 
     Grid sums by np.add.reduceat for m <= 2 and by the sparse product E^T V (E the
-    D x G grid indicator matrix) above: reduceat walks each of the m columns with stride
-    m, and was 4-7x slower at D = 10^6, m = 10 (26 against 6.6 ms; 1.1 against 2.4 ms at
-    m = 2). The shift is gathered into a reused buffer (np.take) and subtracted: a fresh
-    D x m temporary each iteration cost its page faults (np.repeat, D = 10^6, m = 10:
-    12 ms).
+    D x G grid indicator matrix) above (reduceat walks each of the m columns with stride
+    m). The shift is gathered into a reused buffer (np.take) and subtracted, so that no
+    D x m temporary is allocated per iteration.
     """
 
     def __init__(self, grid_ptr, fit_intercept):
@@ -458,8 +436,8 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
         # also returns the block sums of Pa * Q (for p^T A p)
         T = op.dot(Pa)
         if zbar is not None:
-            # zbar . Pa by einsum, not BLAS: a BLAS gemv here woke OpenBLAS' thread team
-            # every iteration (measured 8 ms CPU for D = 11k next to our OpenMP regions)
+            # zbar . Pa by einsum, not BLAS: a BLAS gemv here would wake the BLAS thread
+            # team every iteration next to our OpenMP regions
             T -= np.einsum("j,jk->k", zbar, Pa)
         if weighted:
             T *= s[:, None]
@@ -600,7 +578,7 @@ class _RidgeCGBase(BaseEstimator):
         if sp.issparse(Z) and n_threads > 1 and Z.nnz >= 2 * _WORK_PER_THREAD:
             # our products run a thread team: keep BLAS (zbar @ P) from adding its own
             # (below this size the products run on one thread, and threadpoolctl's
-            # ~30 ms of library inspection would dominate small fits)
+            # library inspection would dominate small fits)
             with limit_blas(1):
                 out = solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
                                      self.max_iter, self.preconditioner, n_threads, columns,
