@@ -876,6 +876,124 @@ cdef void _norm_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noe
     out[1] = l2
 
 
+# ---------------------------------------------------------------------------------------
+# Objective and convergence (DESIGN.md contract 8; paper eq. 23), free functions of the state
+
+cdef double intercept_grad(const Prob* P) noexcept nogil:
+    # numpy: (s * loss'(p, y)).sum() / S
+    cdef Py_ssize_t i
+    cdef double acc = 0.0
+    cdef const double* s = P.s
+    cdef const double* dv = P.dv
+    if s == NULL:
+        for i in range(P.N):
+            acc += dv[i]
+    else:
+        for i in range(P.N):
+            acc += s[i] * dv[i]
+    return acc / P.S
+
+
+cdef void objective_sums(const Prob* P, Py_ssize_t rb, int T, double* out) noexcept nogil:
+    # out = [sum s loss, sum s u^2, -sum s u y, ||w||_1, ||w||^2], each summed in fixed
+    # blocks (partial sums added in block order): the same for every thread count. The
+    # rows go in the streamed grid step's blocks when it has them, so that each thread
+    # reads the rows it owns there (rb: rows per block).
+    cdef Py_ssize_t q, k
+    cdef Py_ssize_t nbr = (P.N + rb - 1) // rb
+    cdef Py_ssize_t nbc = (P.D + OBJ_BLOCK - 1) // OBJ_BLOCK
+    cdef double* part = <double*>malloc((3 * nbr + 2 * nbc + 1) * sizeof(double))
+    for k in range(5):
+        out[k] = 0.0
+    if part == NULL:
+        return
+    for q in prange(nbr, num_threads=T, schedule="static"):
+        _row_sums(P, q * rb, min(P.N, (q + 1) * rb), &part[3 * q])
+    for q in prange(nbc, num_threads=T, schedule="static"):
+        _norm_sums(P, q * OBJ_BLOCK, min(P.D, (q + 1) * OBJ_BLOCK),
+                   &part[3 * nbr + 2 * q])
+    for q in range(nbr):
+        for k in range(3):
+            out[k] += part[3 * q + k]
+    for q in range(nbc):
+        out[3] += part[3 * nbr + 2 * q]
+        out[4] += part[3 * nbr + 2 * q + 1]
+    free(part)
+
+
+cdef void gap_terms(const Prob* P, Py_ssize_t rb, double* rn2, double* ry, double* l1,
+                    double* l2, int T) noexcept nogil:
+    # Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y (r = y - p = -u), ||w||_1, ||w||^2
+    cdef double out[5]
+    objective_sums(P, rb, T, out)
+    rn2[0] = out[1] / P.S
+    ry[0] = out[2] / P.S
+    l1[0] = out[3]
+    l2[0] = out[4]
+
+
+cdef inline double violation(const Prob* P, Py_ssize_t j, double gj) noexcept nogil:
+    # minimum-norm subgradient |g_j + lam1 sign(w_j)|, or max(|g_j| - lam1, 0) at w_j = 0
+    cdef double wj = P.rec[j].w, v
+    if wj > 0:
+        return fabs(gj + P.lam1)
+    if wj < 0:
+        return fabs(gj - P.lam1)
+    v = fabs(gj) - P.lam1
+    return v if v > 0 else 0.0
+
+
+cdef double check_value(const Prob* P, int check, bint fit_intercept, const int64_t* cols,
+                        Py_ssize_t n, double* g, Py_ssize_t rb, int T, bint lower) noexcept nogil:
+    """The one convergence routine: the duality gap or the largest minimum-norm
+    subgradient, from the columns cols[0..n-1] (cols NULL: all D columns, n = D).
+
+    g[k] receives the column's score (|g_j| for the gap, v_j for the subgradient).
+    ``lower`` False: the value itself (cols NULL). ``lower`` True: a certified lower
+    bound on the full value from the listed columns only. Subgradient: the max of v_j
+    over the listed columns (and |g_b|) is <= the full max. Gap: dn >= dn_s (the max
+    |XtA_j| over the listed columns), so the full check's dual scaling
+    c = min(1, lam1 / dn) lies in (0, c_s], c_s = min(1, lam1 / dn_s); the gap is a
+    convex quadratic in c (``gap_at``), and its minimum over [0, c_s] bounds it.
+    """
+    cdef Py_ssize_t k, j
+    cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
+    cdef double c, A
+    cdef int64_t entries = 0
+    cdef int TW = T
+    if cols != NULL:
+        for k in range(n):
+            entries += P.rec[cols[k]].end - P.rec[cols[k]].start
+        TW = T if entries >= PAR_MIN_ENTRIES else 1
+    # the columns' gradients in parallel (each summed alone: the same for any T)
+    for k in prange(n, num_threads=TW, schedule="guided"):
+        g[k] = col_grad(P, cols[k] if cols != NULL else k)
+    for k in range(n):
+        j = cols[k] if cols != NULL else k
+        if check == DUALITY_GAP:
+            g[k] = fabs(g[k])  # |XtA_j|, XtA = -g
+            if g[k] > dn:
+                dn = g[k]
+        else:
+            g[k] = violation(P, j, g[k])
+            if g[k] > vmax:
+                vmax = g[k]
+    if check == DUALITY_GAP:
+        gap_terms(P, rb, &rn2, &ry, &l1, &l2, T)
+        c = P.lam1 / dn if dn > P.lam1 else 1.0
+        if lower:
+            # argmin over [0, c] of gap_at: A (1 + c^2) - c ry + const
+            A = 0.5 * (rn2 + P.lam2 * l2)
+            v = ry / (2.0 * A) if A > 0 else c
+            c = c if v > c else (0.0 if v < 0 else v)
+        return gap_at(c, rn2, ry, l1, l2, P.lam1, P.lam2)
+    if fit_intercept:
+        v = fabs(intercept_grad(P))
+        if v > vmax:
+            vmax = v
+    return vmax
+
+
 cdef inline double gap_at(double c, double rn2, double ry, double l1, double l2, double lam1,
                          double lam2) noexcept nogil:
     """The duality gap of the squared loss at the dual point theta = c r (r = y - p; DESIGN.md
@@ -884,7 +1002,7 @@ cdef inline double gap_at(double c, double rn2, double ry, double l1, double l2,
         gap(c) = 1/2 Rn2 (1 + c^2) + lam1 ||w||_1 - c ry + 1/2 lam2 (1 + c^2) ||w||^2,
 
     a convex quadratic in c. The convergence test evaluates it at c = min(1, lam1 / dn),
-    dn = max_j |g_j| (``CDProblem._check_value``)."""
+    dn = max_j |g_j| (``check_value``)."""
     return (0.5 * rn2 * (1.0 + c * c) + lam1 * l1 - c * ry
             + 0.5 * lam2 * (1.0 + c * c) * l2)
 
@@ -1080,30 +1198,16 @@ cdef class CDProblem:
                     u[i] -= self.P.y[i]
             refresh_derivs(&self.P, 0, self.P.N)
 
-    cdef double _intercept_grad(self) noexcept nogil:
-        # numpy: (s * loss'(p, y)).sum() / S
-        cdef Py_ssize_t i
-        cdef double acc = 0.0
-        cdef const double* s = self.P.s
-        cdef const double* dv = self.P.dv
-        if s == NULL:
-            for i in range(self.P.N):
-                acc += dv[i]
-        else:
-            for i in range(self.P.N):
-                acc += s[i] * dv[i]
-        return acc / self.P.S
-
     def intercept_grad(self):
         """g_b = (1/S) sum_i s_i loss'(p_i, y_i) at the current point."""
-        return self._intercept_grad()
+        return intercept_grad(&self.P)
 
     def intercept_step(self):
         """b <- b - g_b / beta, p += delta_b (exact for the squared loss)."""
         cdef double g, delta, b_new
         cdef Py_ssize_t i
         with nogil:
-            g = self._intercept_grad()
+            g = intercept_grad(&self.P)
             b_new = self.b - g / self.beta
             delta = b_new - self.b
             if delta != 0.0:
@@ -1198,40 +1302,13 @@ cdef class CDProblem:
         self.G.order = &order[0]
         return True
 
-    cdef void _sums(self, int T, double* out) noexcept nogil:
-        # out = [sum s loss, sum s u^2, -sum s u y, ||w||_1, ||w||^2], each summed in fixed
-        # blocks (partial sums added in block order): the same for every thread count. The
-        # rows go in the streamed grid step's blocks when it has them, so that each thread
-        # reads the rows it owns there.
-        cdef Py_ssize_t q, k
-        cdef Py_ssize_t rb = self.grid_block if self.grid_block > 0 else OBJ_BLOCK
-        cdef Py_ssize_t nbr = (self.P.N + rb - 1) // rb
-        cdef Py_ssize_t nbc = (self.P.D + OBJ_BLOCK - 1) // OBJ_BLOCK
-        cdef double* part = <double*>malloc((3 * nbr + 2 * nbc + 1) * sizeof(double))
-        for k in range(5):
-            out[k] = 0.0
-        if part == NULL:
-            return
-        for q in prange(nbr, num_threads=T, schedule="static"):
-            _row_sums(&self.P, q * rb, min(self.P.N, (q + 1) * rb), &part[3 * q])
-        for q in prange(nbc, num_threads=T, schedule="static"):
-            _norm_sums(&self.P, q * OBJ_BLOCK, min(self.P.D, (q + 1) * OBJ_BLOCK),
-                       &part[3 * nbr + 2 * q])
-        for q in range(nbr):
-            for k in range(3):
-                out[k] += part[3 * q + k]
-        for q in range(nbc):
-            out[3] += part[3 * nbr + 2 * q]
-            out[4] += part[3 * nbr + 2 * q + 1]
-        free(part)
-
     def objective(self, int n_threads=1):
         """P(w, b) = (1/S) sum s_i loss(p_i, y_i) + lam1 ||w||_1 + lam2/2 ||w||^2 (its sums
         in fixed blocks, so the value does not depend on ``n_threads``)."""
         cdef double out[5]
         cdef int T = self._pass_threads(n_threads)
         with nogil:
-            self._sums(T, out)
+            objective_sums(&self.P, self._row_block(), T, out)
         return out[0] / self.P.S + self.P.lam1 * out[3] + 0.5 * self.P.lam2 * out[4]
 
     def gradients(self, int n_threads):
@@ -1244,80 +1321,15 @@ cdef class CDProblem:
                 g[j] = col_grad(&self.P, j)
         return np.asarray(g).copy()
 
+    cdef Py_ssize_t _row_block(self) noexcept nogil:
+        # rows per block of the objective's sums: the streamed grid step's blocks when it
+        # has them (each thread reads the rows it owns there), else OBJ_BLOCK
+        return self.grid_block if self.grid_block > 0 else OBJ_BLOCK
+
     cdef int _pass_threads(self, int n_threads):
         if self.P.D == 0 or self.P.indptr[self.P.D] < PAR_MIN_ENTRIES:
             return 1
         return max(1, n_threads)
-
-    cdef void _gap_terms(self, double* rn2, double* ry, double* l1, double* l2,
-                         int T) noexcept nogil:
-        # Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y (r = y - p = -u), ||w||_1, ||w||^2
-        cdef double out[5]
-        self._sums(T, out)
-        rn2[0] = out[1] / self.P.S
-        ry[0] = out[2] / self.P.S
-        l1[0] = out[3]
-        l2[0] = out[4]
-
-    cdef inline double _violation(self, Py_ssize_t j, double gj) noexcept nogil:
-        # minimum-norm subgradient |g_j + lam1 sign(w_j)|, or max(|g_j| - lam1, 0) at w_j = 0
-        cdef double wj = self.P.rec[j].w, v
-        if wj > 0:
-            return fabs(gj + self.P.lam1)
-        if wj < 0:
-            return fabs(gj - self.P.lam1)
-        v = fabs(gj) - self.P.lam1
-        return v if v > 0 else 0.0
-
-    cdef double _check_value(self, int check, const int64_t* cols, Py_ssize_t n, double* g,
-                             int T, bint lower) noexcept nogil:
-        """The one convergence routine: the duality gap or the largest minimum-norm
-        subgradient, from the columns cols[0..n-1] (cols NULL: all D columns, n = D).
-
-        g[k] receives the column's score (|g_j| for the gap, v_j for the subgradient).
-        ``lower`` False: the value itself (cols NULL). ``lower`` True: a certified lower
-        bound on the full value from the listed columns only. Subgradient: the max of v_j
-        over the listed columns (and |g_b|) is <= the full max. Gap: dn >= dn_s (the max
-        |XtA_j| over the listed columns), so the full check's dual scaling
-        c = min(1, lam1 / dn) lies in (0, c_s], c_s = min(1, lam1 / dn_s); the gap is a
-        convex quadratic in c (``gap_at``), and its minimum over [0, c_s] bounds it.
-        """
-        cdef Py_ssize_t k, j
-        cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
-        cdef double c, A
-        cdef int64_t entries = 0
-        cdef int TW = T
-        if cols != NULL:
-            for k in range(n):
-                entries += self.P.rec[cols[k]].end - self.P.rec[cols[k]].start
-            TW = T if entries >= PAR_MIN_ENTRIES else 1
-        # the columns' gradients in parallel (each summed alone: the same for any T)
-        for k in prange(n, num_threads=TW, schedule="guided"):
-            g[k] = col_grad(&self.P, cols[k] if cols != NULL else k)
-        for k in range(n):
-            j = cols[k] if cols != NULL else k
-            if check == DUALITY_GAP:
-                g[k] = fabs(g[k])  # |XtA_j|, XtA = -g
-                if g[k] > dn:
-                    dn = g[k]
-            else:
-                g[k] = self._violation(j, g[k])
-                if g[k] > vmax:
-                    vmax = g[k]
-        if check == DUALITY_GAP:
-            self._gap_terms(&rn2, &ry, &l1, &l2, T)
-            c = self.P.lam1 / dn if dn > self.P.lam1 else 1.0
-            if lower:
-                # argmin over [0, c] of gap_at: A (1 + c^2) - c ry + const
-                A = 0.5 * (rn2 + self.P.lam2 * l2)
-                v = ry / (2.0 * A) if A > 0 else c
-                c = c if v > c else (0.0 if v < 0 else v)
-            return gap_at(c, rn2, ry, l1, l2, self.P.lam1, self.P.lam2)
-        if self.fit_intercept:
-            v = fabs(self._intercept_grad())
-            if v > vmax:
-                vmax = v
-        return vmax
 
     def convergence(self, int check, int n_threads):
         """The raw convergence value: duality gap, or largest minimum-norm subgradient.
@@ -1331,7 +1343,8 @@ cdef class CDProblem:
         if self.P.D == 0:
             g = np.zeros(1)
         with nogil:
-            out = self._check_value(check, NULL, self.P.D, &g[0], T, False)
+            out = check_value(&self.P, check, self.fit_intercept, NULL, self.P.D, &g[0],
+                              self._row_block(), T, False)
         return out
 
     def scores(self):
@@ -1340,7 +1353,7 @@ cdef class CDProblem:
 
     def lower_bound(self, int check, cols, int n_threads=1):
         """A certified lower bound on ``convergence(check)`` from the columns ``cols`` only
-        (``_check_value``). Cost: the columns' entries plus O(N + D)."""
+        (``check_value``). Cost: the columns' entries plus O(N + D)."""
         cdef const int64_t[::1] cv = cols
         cdef int T = self._pass_threads(n_threads)
         cdef Py_ssize_t n = cv.shape[0]
@@ -1350,7 +1363,8 @@ cdef class CDProblem:
         if n == 0:
             cv = np.zeros(1, dtype=np.int64)
         with nogil:
-            out = self._check_value(check, &cv[0], n, &g[0], T, True)
+            out = check_value(&self.P, check, self.fit_intercept, &cv[0], n, &g[0],
+                              self._row_block(), T, True)
         return out
 
     def predictions(self):
