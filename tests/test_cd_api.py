@@ -357,3 +357,13 @@ def test_extreme_sample_weights():
     b = CDRegressor(tol=1e-8, max_epochs=500, random_state=0, n_jobs=1).fit(
         Z, y, sample_weight=s * 1e160)
     np.testing.assert_allclose(b.coef_, a.coef_, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_random_state_accepts_64_bit_seeds_and_generators():
+    Z, y = data()
+    for rs in (2**63 + 5, np.random.default_rng(0), np.random.RandomState(0),
+               np.random.SeedSequence(3), None, 0):
+        CDRegressor(max_epochs=1, random_state=rs).fit(Z, y)
+    with pytest.raises(ValueError, match="The 'random_state' parameter"):
+        CDRegressor(random_state=-1).fit(Z, y)

@@ -53,7 +53,7 @@ from ._columns import columns_from, plain_columns
 from ._paths import current_paths
 from .._random import solver_seed
 from .._threads import effective_n_threads
-from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE,
+from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, TOL, VERBOSE,
                            Interval, StrOptions, fit_context)
 
 __all__ = ["CDRegressor", "CDClassifier", "cd_path", "alpha_max"]
@@ -109,6 +109,12 @@ def _check_int(value, name, low=None):
     return value
 
 
+#: random_state as make_generator (rbcd._random) takes it: any non-negative int (64-bit seeds
+#: included), a Generator, RandomState or SeedSequence, or None. scikit-learn's
+#: "random_state" (the shared RANDOM_STATE) refuses seeds >= 2**32 and Generators.
+_RANDOM_STATE = [Interval(numbers.Integral, 0, None, closed="left"), np.random.RandomState,
+                 np.random.Generator, np.random.SeedSequence, None]
+
 _CD_CONSTRAINTS = {
     "alpha": NONNEG_REAL,
     "l1_ratio": [Interval(numbers.Real, 0, 1, closed="both")],
@@ -119,7 +125,7 @@ _CD_CONSTRAINTS = {
     "parallel": [StrOptions({"auto", "hogwild", "grid"}), None],
     "n_jobs": N_JOBS,
     "warm_start": ["boolean"],
-    "random_state": RANDOM_STATE,
+    "random_state": _RANDOM_STATE,
     "verbose": VERBOSE,
 }
 
