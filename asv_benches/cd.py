@@ -3,7 +3,7 @@
 One epoch = ``CDRegressor(max_epochs=1, tol=0)``: D coordinate steps (serial, Hogwild)
 or R grid blocks (grid), the intercept steps and one convergence check. The column
 structure (CSC view, grid check) is built once outside the measurement and passed as
-``binning=``; its cost is measured in ``binning.ColumnStructure``. The serial mode
+``columns=``; its cost is measured in ``binning.ColumnStructure``. The serial mode
 ignores ``n_jobs``, so its 2-thread case is skipped.
 """
 from .common import Big, CD_MODES, RBMatrixLarge, THREADS, columns, quiet_convergence, require
@@ -28,7 +28,7 @@ class Epoch(RBMatrixLarge, Big):
                                n_jobs=n_jobs, random_state=0)
 
     def time_epoch(self, cache, parallel, n_jobs):
-        self.est.fit(self.Z, self.y, binning=self.cols)
+        self.est.fit(self.Z, self.y, columns=self.cols)
 
     def peakmem_epoch(self, cache, parallel, n_jobs):
-        self.est.fit(self.Z, self.y, binning=self.cols)
+        self.est.fit(self.Z, self.y, columns=self.cols)

@@ -115,7 +115,7 @@ class SpeedupCD(RBMatrixLarge, Big):
 
     def track_speedup_2_threads(self, cache, parallel):
         def run(t):
-            return best_of(lambda: self.est[t].fit(self.Z, self.y, binning=self.cols), 3)
+            return best_of(lambda: self.est[t].fit(self.Z, self.y, columns=self.cols), 3)
 
         return run(1) / run(2)
 

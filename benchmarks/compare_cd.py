@@ -110,7 +110,7 @@ def main(argv=None):
         binning = rb
 
     def fit_rb(est):
-        return est.fit(Z, y, binning=binning)
+        return est.fit(Z, y, columns=binning)
 
     def fit_sk(est):
         return est.fit(Zc, y)

@@ -9,7 +9,7 @@ Both minimize ||y - Z w - b||^2 + alpha ||w||^2 with an intercept (scikit-learn'
 convention). Prints times, iterations, the final objective of each solution and how well
 the coefficients agree, and the iteration ratio with / without the Jacobi preconditioner
 (target: preconditioned <= half) at --tol and at each of --sweep-tols. RidgeCG is given
-the binning (``fit(Z, y, binning=rb)``, as RBRegressor does), so its Jacobi
+the binning (``fit(Z, y, columns=rb)``, as RBRegressor does), so its Jacobi
 preconditioner is projected off the grid null directions; the rows "without the grid
 structure" show plain Jacobi (``fit(Z, y)``) for comparison.
 """
@@ -99,7 +99,7 @@ def main(argv=None):
     def ours(pre, n_jobs, tol=args.tol, structure=True):
         est = rbcd.RidgeCG(alpha=args.alpha, fit_intercept=True, tol=tol,
                            preconditioner=pre, n_jobs=n_jobs)
-        return est.fit(Z, y, binning=rb if structure else None)
+        return est.fit(Z, y, columns=rb if structure else None)
 
     def theirs():
         # tol is scipy's relative residual tolerance for sparse_cg, as in RidgeCG.
@@ -172,7 +172,7 @@ def main(argv=None):
             rows.append([f"{tol:g}", str(n_plain), str(n_flat), str(n_proj),
                          f"{n_flat / max(n_plain, 1):.2f}", f"{ratio:.2f}",
                          f"<= {TARGET_ITER_RATIO}", check(ratio, TARGET_ITER_RATIO, False)])
-        print("CG iterations to each tolerance (Jacobi projected: fit(Z, y, binning=rb); "
+        print("CG iterations to each tolerance (Jacobi projected: fit(Z, y, columns=rb); "
               "Jacobi flat: fit(Z, y))")
         table(rows, ["tol", "plain", "Jacobi flat", "Jacobi projected", "ratio flat / plain",
                      "ratio projected / plain", "target", ""])

@@ -456,7 +456,7 @@ def _speed_data(cfg, args, datasets):
     return name, X, y, sigma
 
 
-def _time_cd(Z, y, mode, n_threads, epochs, seed, binning=None):
+def _time_cd(Z, y, mode, n_threads, epochs, seed, columns=None):
     """Seconds per epoch and the final objective of squared-loss ridge CD.
 
     Two fits, of 1 and of ``epochs`` epochs (tol = 0, so all epochs run); the difference
@@ -471,7 +471,7 @@ def _time_cd(Z, y, mode, n_threads, epochs, seed, binning=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             t0 = time.perf_counter()
-            est.fit(Z, y, binning=binning)
+            est.fit(Z, y, columns=columns)
             t = time.perf_counter() - t0
         return t, int(np.max(est.n_iter_)), float(np.ravel(est.objective_history_)[-1])
 
@@ -511,7 +511,7 @@ def panel_speedup(datasets, cfg, args, log):
         for tau in threads:
             times, objs = [], []
             for rep in range(cfg["speed_repeats"]):
-                t, obj = _time_cd(M, y, mode, tau, epochs, args.seed, binning=bn)
+                t, obj = _time_cd(M, y, mode, tau, epochs, args.seed, columns=bn)
                 times.append(t)
                 objs.append(obj)
             Rr, Dd = shape["R"], shape["D"]

@@ -153,11 +153,8 @@ class _RBBase(BaseEstimator):
             Z = binning.fit_transform(X)
         t1 = time.perf_counter()
         est = self._make_solver(Z.shape, cols is not None)
-        if solver == "cg":
-            est._fit(Z, y, sample_weight=sample_weight, columns=cols)
-        else:
-            grid = cols if cols is not None else (binning if self.n_features is None else None)
-            est.fit(Z, y, sample_weight=sample_weight, binning=grid)
+        grid = cols if cols is not None else (binning if self.n_features is None else None)
+        est.fit(Z, y, sample_weight=sample_weight, columns=grid)
         t2 = time.perf_counter()
         self.binning_ = binning
         self.solver_ = est

@@ -111,7 +111,7 @@ class _RBBase(BaseEstimator):
             est.fit(Z, y, sample_weight=sample_weight)
         else:
             grid = binning if self.n_features is None else None
-            est.fit(Z, y, sample_weight=sample_weight, binning=grid)
+            est.fit(Z, y, sample_weight=sample_weight, columns=grid)
         self.binning_ = binning
         self.solver_ = est
         if self._classifier:

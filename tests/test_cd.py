@@ -22,6 +22,7 @@ from sklearn.exceptions import ConvergenceWarning
 import rbcd_ref.solvers.cd as ref
 import rbcd.solvers.cd as fast_cd
 from rbcd.solvers import _cd
+from rbcd.solvers._paths import forced_paths
 from rbcd._openmp_info import openmp_is_enabled
 from rbcd._random import solver_seed
 from rbcd.solvers.cd import CDClassifier, CDRegressor, alpha_max, cd_path
@@ -211,9 +212,9 @@ def test_grid_mode_matches_ref_and_is_thread_invariant(seed, loss, selection, fi
               selection=selection, parallel="grid", random_state=seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        a1 = estimator(fast_cd, loss, n_jobs=1, **kw).fit(Z, y, binning=binning)
-        a2 = estimator(fast_cd, loss, n_jobs=2, **kw).fit(Z, y, binning=binning)
-        b = estimator(ref, loss, **kw).fit(Z, y, binning=binning)
+        a1 = estimator(fast_cd, loss, n_jobs=1, **kw).fit(Z, y, columns=binning)
+        a2 = estimator(fast_cd, loss, n_jobs=2, **kw).fit(Z, y, columns=binning)
+        b = estimator(ref, loss, **kw).fit(Z, y, columns=binning)
     assert a1.parallel_ == "grid" and a2.parallel_ == "grid"
     assert np.array_equal(a1.coef_, a2.coef_)
     assert np.array_equal(np.asarray(a1.intercept_), np.asarray(a2.intercept_))
@@ -230,8 +231,8 @@ def test_grid_mode_large_grids_bitwise_thread_invariant(selection):
               random_state=1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        a = CDRegressor(n_jobs=1, **kw).fit(Z, y, binning=binning)
-        b = CDRegressor(n_jobs=2, **kw).fit(Z, y, binning=binning)
+        a = CDRegressor(n_jobs=1, **kw).fit(Z, y, columns=binning)
+        b = CDRegressor(n_jobs=2, **kw).fit(Z, y, columns=binning)
         c = CDRegressor(n_jobs=1, **dict(kw, parallel=None)).fit(Z, y)
     assert b.n_threads_ == (2 if openmp_is_enabled() else 1)
     assert np.array_equal(a.coef_, b.coef_) and a.intercept_ == b.intercept_
@@ -252,8 +253,8 @@ def test_grid_mode_with_random_binning_and_rbcolumns():
     kw = dict(alpha=1e-3, max_epochs=3, tol=0.0, parallel="grid", random_state=4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        a = CDRegressor(n_jobs=2, **kw).fit(Z, y, binning=rb)
-        b = ref.CDRegressor(**kw).fit(Z, y, binning=rb)
+        a = CDRegressor(n_jobs=2, **kw).fit(Z, y, columns=rb)
+        b = ref.CDRegressor(**kw).fit(Z, y, columns=rb)
         fit_cols = getattr(rb, "_fit_transform_columns", None)
         if fit_cols is not None:
             Z2, cols = fit_cols(X)
@@ -261,7 +262,7 @@ def test_grid_mode_with_random_binning_and_rbcolumns():
             from rbcd.binning.random_binning import column_structure
 
             Z2, cols = Z, column_structure(Z, rb.grid_ptr_)
-        c = CDRegressor(n_jobs=1, **kw).fit(Z2, y, binning=cols)
+        c = CDRegressor(n_jobs=1, **kw).fit(Z2, y, columns=cols)
     assert np.allclose(a.coef_, b.coef_, **TIGHT)
     assert np.array_equal(a.coef_, c.coef_)
     assert c.parallel_ == "grid"
@@ -282,7 +283,6 @@ def test_streamed_grid_step_with_column_sums_is_bitwise_the_per_bin_step(monkeyp
     yn = np.cos(5 * Xn[:, 0]) + Xn[:, 2]
     Zn = rb.transform(Xn)
     assert np.any(np.asarray((Zn != 0).sum(axis=1)).ravel() < 6)  # rows missing a grid
-    monkeypatch.setattr(_cd, "GRID_PAR_MIN_ENTRIES", 0)
     Est = CDRegressor if loss == "squared" else CDClassifier
     for Z, t in ((rb.transform(X), y), (Zn, yn)):
         if loss != "squared":
@@ -293,14 +293,13 @@ def test_streamed_grid_step_with_column_sums_is_bitwise_the_per_bin_step(monkeyp
             fits = {}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)
-                monkeypatch.setattr(_cd, "GRID_STREAM", False)
-                for n_jobs in (1, 2):
-                    fits["per bin", n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, binning=rb)
-                monkeypatch.setattr(_cd, "GRID_STREAM", True)
-                monkeypatch.setattr(_cd, "GRID_STREAM_MAX_PARTIALS", 0.0)
-                for n_jobs in (1, 2, 3):
-                    fits["stream", n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, binning=rb)
-                b = estimator(ref, loss, **kw).fit(Z, t, binning=rb)
+                with forced_paths(grid_stream=False, grid_par_min=0):
+                    for n_jobs in (1, 2):
+                        fits["per bin", n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, columns=rb)
+                with forced_paths(grid_stream=True, grid_par_min=0, stream_max_partials=0.0):
+                    for n_jobs in (1, 2, 3):
+                        fits["stream", n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, columns=rb)
+                b = estimator(ref, loss, **kw).fit(Z, t, columns=rb)
             a = fits["per bin", 1]
             assert np.any(a.coef_ != 0)
             for f in fits.values():
@@ -313,16 +312,14 @@ def test_streamed_grid_step_with_column_sums_is_bitwise_the_per_bin_step(monkeyp
 
 def _streamed_fits(monkeypatch, Est, Z, t, binning, kw, caps=(0.0, 0.6, 1e9), jobs=(1, 2, 3),
                    sample_weight=None):
-    monkeypatch.setattr(_cd, "GRID_PAR_MIN_ENTRIES", 0)
-    monkeypatch.setattr(_cd, "GRID_STREAM", True)
     fits = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         for cap in caps:
-            monkeypatch.setattr(_cd, "GRID_STREAM_MAX_PARTIALS", cap)
-            for n_jobs in jobs:
-                fits[cap, n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, sample_weight=sample_weight,
-                                                                 binning=binning)
+            with forced_paths(grid_stream=True, grid_par_min=0, stream_max_partials=cap):
+                for n_jobs in jobs:
+                    fits[cap, n_jobs] = Est(n_jobs=n_jobs, **kw).fit(
+                        Z, t, sample_weight=sample_weight, columns=binning)
     return fits
 
 
@@ -351,7 +348,7 @@ def test_streamed_grid_step_is_identical_for_every_thread_count(monkeypatch, los
         fits = _streamed_fits(monkeypatch, Fit, Z, t, rb, kw, sample_weight=s)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            b = estimator(ref, loss, **kw).fit(Z, t, sample_weight=s, binning=rb)
+            b = estimator(ref, loss, **kw).fit(Z, t, sample_weight=s, columns=rb)
         for cap in (0.0, 0.6, 1e9):
             a = fits[cap, 1]
             assert np.any(a.coef_ != 0)
@@ -393,10 +390,9 @@ def test_streamed_grid_step_with_wide_bin_labels(monkeypatch):
                   selection=sel)
         fits = _streamed_fits(monkeypatch, CDRegressor, Z, y, cols, kw, caps=(0.0, 1e9),
                               jobs=(1, 2))
-        monkeypatch.setattr(_cd, "GRID_STREAM", False)
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), forced_paths(grid_stream=False, grid_par_min=0):
             warnings.simplefilter("ignore", ConvergenceWarning)
-            per_bin = CDRegressor(n_jobs=1, **kw).fit(Z, y, binning=cols)
+            per_bin = CDRegressor(n_jobs=1, **kw).fit(Z, y, columns=cols)
         for cap in (0.0, 1e9):
             assert np.array_equal(fits[cap, 1].coef_, fits[cap, 2].coef_)
         assert np.array_equal(fits[0.0, 1].coef_, per_bin.coef_)
@@ -448,7 +444,7 @@ def test_hogwild_and_grid_reach_the_serial_optimum_squared(selection):
     kw = dict(alpha=3e-3, tol=tol, max_epochs=3000, selection=selection, random_state=2)
     serial = CDRegressor(parallel=None, **kw).fit(Z, y)
     hog = CDRegressor(parallel="hogwild", n_jobs=2, **kw).fit(Z, y)
-    grid = CDRegressor(parallel="grid", n_jobs=2, **kw).fit(Z, y, binning=binning)
+    grid = CDRegressor(parallel="grid", n_jobs=2, **kw).fit(Z, y, columns=binning)
     assert hog.parallel_ == "hogwild" and grid.parallel_ == "grid"
     P0 = 0.5 * np.var(y)
     for est in (serial, hog, grid):
@@ -466,7 +462,7 @@ def test_hogwild_and_grid_reach_the_serial_optimum_classification(loss):
     kw = dict(loss=loss, alpha=alpha, l1_ratio=l1_ratio, tol=1e-5, max_epochs=3000, random_state=3)
     ests = [CDClassifier(parallel=None, **kw).fit(Z, y),
             CDClassifier(parallel="hogwild", n_jobs=2, **kw).fit(Z, y),
-            CDClassifier(parallel="grid", n_jobs=2, **kw).fit(Z, y, binning=binning)]
+            CDClassifier(parallel="grid", n_jobs=2, **kw).fit(Z, y, columns=binning)]
     objs, bounds = [], []
     for est in ests:
         assert est.dual_gap_ <= 1e-5
@@ -482,13 +478,12 @@ def test_hogwild_and_grid_reach_the_serial_optimum_classification(loss):
 @pytest.mark.parametrize("selection", SELECTIONS)
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 @pytest.mark.parametrize("values", ["normal", "constant", "constant-int64"])
-@pytest.mark.parametrize("transactions", [True, False])
+@pytest.mark.parametrize("transactions", ["auto", "off", "abort"])
 def test_hogwild_keeps_predictions_consistent_under_conflicts(monkeypatch, selection, loss,
                                                               values, transactions):
     # every column touches most rows: two threads add to the same p_i all the time; with
     # atomic adds or hardware transactions (and atomic coordinate swaps) p stays exactly
     # Z w + b. Values: stored ones, or one constant (the RB fast path), int32/int64 rows.
-    monkeypatch.setattr(_cd, "HOGWILD_TRANSACTIONS", transactions)
     rng = np.random.default_rng(0)
     N, D = 300, 8000  # D >> HOGWILD_CHUNK: both threads get steps
     if values == "normal":
@@ -504,7 +499,9 @@ def test_hogwild_keeps_predictions_consistent_under_conflicts(monkeypatch, selec
     M = beta * np.asarray(Zc.multiply(Zc).T @ s).ravel() / s.sum()
     prob = _cd.CDProblem(Zc.indptr.astype(np.int64), rows, data, zval, y, s, float(s.sum()), M,
                          _cd.Loss[loss.upper()], 1e-4, 0.0, True,
-                         _cd.Selection[selection.upper()], 123)
+                         _cd.Selection[selection.upper()], 123,
+                         tx={"auto": _cd.TX_AUTO, "off": _cd.TX_OFF,
+                             "abort": _cd.TX_ABORT}[transactions])
     prob.set_thread_seeds([5, 6])
     prob.intercept_step()
     started = committed = 0
@@ -513,8 +510,13 @@ def test_hogwild_keeps_predictions_consistent_under_conflicts(monkeypatch, selec
         prob.intercept_step()
         started += int(prob.tx_stats[:, 0].sum())
         committed += int(prob.tx_stats[:, 0].sum() - prob.tx_stats[:, 1].sum())
-    if transactions and _cd._RTM_USABLE and loss == "squared" and openmp_is_enabled():
+    if transactions == "auto" and _cd.rtm_available() and loss == "squared" \
+            and openmp_is_enabled():
         assert committed > 0  # the transactional path ran (aborts fall back to atomic adds)
+    elif transactions == "abort" and loss == "squared" and openmp_is_enabled():
+        # every transaction failed: each batch was redone by atomic adds, and after 256
+        # aborts the threads stayed on atomic adds (the fallback, on any CPU)
+        assert started > 0 and committed == 0
     else:
         assert started == 0
     p = Zc @ prob.w_arr + prob.b
@@ -526,15 +528,21 @@ def test_hogwild_keeps_predictions_consistent_under_conflicts(monkeypatch, selec
                       rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_auto_mode_choice():
+    # "auto" follows from the problem, never from the thread count: the same mode, and so
+    # the same coefficients, for every n_jobs
     Z, y, binning = rb_problem(1)
-    assert CDRegressor(n_jobs=1, max_epochs=2).fit(Z, y, binning=binning).parallel_ is None
-    est = CDRegressor(n_jobs=2, max_epochs=2).fit(Z, y, binning=binning)
-    if openmp_is_enabled():
-        assert est.parallel_ == "grid" and est.n_threads_ == 2
-    else:  # a serial build has one thread: "auto" is serial
-        assert est.parallel_ is None and est.n_threads_ == 1
-    # a tiny problem without grid structure gains nothing from Hogwild: serial
+    small = [CDRegressor(n_jobs=j, max_epochs=2, random_state=0).fit(Z, y, columns=binning)
+             for j in (1, 2, None)]
+    assert all(e.parallel_ is None for e in small)  # grids below grid_par_min entries
+    assert all(np.array_equal(e.coef_, small[0].coef_) for e in small)
+    with forced_paths(grid_par_min=Z.shape[0]):     # grids of exactly N entries: big enough
+        big = [CDRegressor(n_jobs=j, max_epochs=2, random_state=0).fit(Z, y, columns=binning)
+               for j in (1, 2, None)]
+    assert all(e.parallel_ == "grid" for e in big)
+    assert all(np.array_equal(e.coef_, big[0].coef_) for e in big)
+    # no grid structure: serial whatever the size or the thread count; Hogwild only on request
     assert CDRegressor(n_jobs=2, max_epochs=2).fit(Z, y).parallel_ is None
     assert CDRegressor(n_jobs=2, max_epochs=2, parallel="hogwild").fit(Z, y).parallel_ == "hogwild"
 
@@ -760,14 +768,13 @@ def test_serial_cyclic_on_rb_columns_takes_the_streamed_grid_step(monkeypatch, l
     Est = CDRegressor if loss == "squared" else partial(CDClassifier, loss=loss)
     kw = dict(alpha=1e-5, l1_ratio=0.5, max_epochs=3, tol=0.0, parallel=None,
               selection="cyclic", random_state=1)
-    monkeypatch.setattr(_cd, "GRID_PAR_MIN_ENTRIES", 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         plain = Est(**kw).fit(Z, t)                       # no grid structure: per coordinate
-        monkeypatch.setattr(_cd, "GRID_STREAM_MAX_PARTIALS", 0.0)
-        col_sums = Est(**kw).fit(Z, t, binning=rb)
-        monkeypatch.setattr(_cd, "GRID_STREAM_MAX_PARTIALS", 1e9)
-        blocks = Est(**kw).fit(Z, t, binning=rb)
+        with forced_paths(grid_par_min=0, stream_max_partials=0.0):
+            col_sums = Est(**kw).fit(Z, t, columns=rb)
+        with forced_paths(grid_par_min=0, stream_max_partials=1e9):
+            blocks = Est(**kw).fit(Z, t, columns=rb)
         b = estimator(ref, loss, **kw).fit(Z, t)
     assert plain.parallel_ is None and blocks.parallel_ is None
     assert np.array_equal(col_sums.coef_, plain.coef_)

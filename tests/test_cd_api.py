@@ -91,20 +91,21 @@ def test_params_untouched_and_clone_roundtrip():
 
 # ---------------------------------------------------------------------------- errors
 @pytest.mark.parametrize("params, match", [
-    (dict(alpha=-1.0), "alpha must be >= 0"),
-    (dict(alpha=np.nan), "alpha must be finite"),
-    (dict(alpha="big"), "alpha must be a real number"),
-    (dict(l1_ratio=1.5), "l1_ratio must be <= 1"),
-    (dict(l1_ratio=-0.1), "l1_ratio must be >= 0"),
-    (dict(loss="hinge"), "loss must be one of"),
-    (dict(loss="logistic"), "loss must be one of"),
-    (dict(selection="shuffle"), "selection must be one of"),
-    (dict(parallel="threads"), "parallel must be one of"),
-    (dict(max_epochs=0), "max_epochs must be >= 1"),
-    (dict(max_epochs=2.5), "max_epochs must be an integer"),
-    (dict(tol=-1e-3), "tol must be >= 0"),
+    (dict(alpha=-1.0), "The 'alpha' parameter"),
+    (dict(alpha=np.nan), "The 'alpha' parameter"),
+    (dict(alpha=np.inf), "The 'alpha' parameter"),
+    (dict(alpha="big"), "The 'alpha' parameter"),
+    (dict(l1_ratio=1.5), "The 'l1_ratio' parameter"),
+    (dict(l1_ratio=-0.1), "The 'l1_ratio' parameter"),
+    (dict(loss="hinge"), "The 'loss' parameter"),
+    (dict(loss="logistic"), "The 'loss' parameter"),
+    (dict(selection="shuffle"), "The 'selection' parameter"),
+    (dict(parallel="threads"), "The 'parallel' parameter"),
+    (dict(max_epochs=0), "The 'max_epochs' parameter"),
+    (dict(max_epochs=2.5), "The 'max_epochs' parameter"),
+    (dict(tol=-1e-3), "The 'tol' parameter"),
     (dict(n_jobs=0), "n_jobs"),
-    (dict(fit_intercept="yes"), "fit_intercept must be a bool"),
+    (dict(fit_intercept="yes"), "The 'fit_intercept' parameter"),
 ])
 def test_regressor_parameter_errors(params, match):
     Z, y = data()
@@ -114,9 +115,9 @@ def test_regressor_parameter_errors(params, match):
 
 def test_classifier_parameter_errors():
     Z, y = data()
-    with pytest.raises(ValueError, match="loss must be one of"):
+    with pytest.raises(ValueError, match="The 'loss' parameter"):
         CDClassifier(loss="squared").fit(Z, np.sign(y))
-    with pytest.raises(ValueError, match="class_weight must be None, 'balanced' or a dict"):
+    with pytest.raises(ValueError, match="The 'class_weight' parameter"):
         CDClassifier(class_weight="auto").fit(Z, np.sign(y))
     with pytest.raises(ValueError, match="class_weight has labels not in y"):
         CDClassifier(class_weight={7: 2.0}).fit(Z, np.sign(y))
@@ -180,15 +181,15 @@ def test_grid_structure_errors():
     Z, y = data()
     with pytest.raises(ValueError, match="parallel='grid' needs the grid structure"):
         CDRegressor(parallel="grid").fit(Z, y)
-    with pytest.raises(ValueError, match="no grid_ptr_"):
-        CDRegressor(parallel="grid").fit(Z, y, binning=types.SimpleNamespace(grid_ptr_=None))
+    with pytest.raises(ValueError, match="without grid_ptr_"):
+        CDRegressor(parallel="grid").fit(Z, y, columns=types.SimpleNamespace(grid_ptr_=None))
     # a row with two entries in one grid is not a random binning structure
     bad = types.SimpleNamespace(grid_ptr_=np.array([0, 7], dtype=np.int64))
     with pytest.raises(ValueError, match="more than one entry in grid 0"):
-        CDRegressor(parallel="grid").fit(Z, y, binning=bad)
+        CDRegressor(parallel="grid").fit(Z, y, columns=bad)
     wrong = types.SimpleNamespace(grid_ptr_=np.array([0, 3, 9], dtype=np.int64))
     with pytest.raises(ValueError, match="9 columns but Z has 7"):
-        CDRegressor(parallel="grid").fit(Z, y, binning=wrong)
+        CDRegressor(parallel="grid").fit(Z, y, columns=wrong)
 
 
 def test_hashed_random_binning_has_no_grid_structure():
@@ -199,7 +200,7 @@ def test_hashed_random_binning_has_no_grid_structure():
     rb = RandomBinning(n_grids=4, n_features=64, random_state=0)
     Z = rb.fit_transform(X)
     with pytest.raises(ValueError, match="exact mode"):
-        CDRegressor(parallel="grid").fit(Z, X[:, 0], binning=rb)
+        CDRegressor(parallel="grid").fit(Z, X[:, 0], columns=rb)
 
 
 def test_function_errors():
@@ -243,10 +244,126 @@ def test_invalid_column_structures_are_errors_not_crashes():
     bad = types.SimpleNamespace(indptr=np.array([0, 2, 4], dtype=np.int64),
                                 indices=np.array([0, 1, 9, 2], dtype=np.int32),
                                 grid_ptr=np.array([0, 1, 2]), value=0.7, n_rows=3)
-    with pytest.raises(ValueError, match="row indices must lie"):
-        CDRegressor().fit(sp.csr_matrix(np.ones((3, 2))), np.arange(3.0), binning=bad)
+    with pytest.raises(ValueError, match="columns are not the grid structure of this Z"):
+        CDRegressor().fit(sp.csr_matrix(np.ones((3, 2))), np.arange(3.0), columns=bad)
     shape = types.SimpleNamespace(indptr=np.array([0, 2], dtype=np.int64),
                                   indices=np.array([0, 1], dtype=np.int32),
                                   grid_ptr=np.array([0, 1]), value=0.7, n_rows=3)
-    with pytest.raises(ValueError, match="binning columns describe a 3 x 1 matrix but Z is 3 x 2"):
-        CDRegressor().fit(sp.csr_matrix(np.ones((3, 2))), np.arange(3.0), binning=shape)
+    with pytest.raises(ValueError, match="describe a 3 x 1 matrix but Z is 3 x 2"):
+        CDRegressor().fit(sp.csr_matrix(np.ones((3, 2))), np.arange(3.0), columns=shape)
+
+
+def _rb_pair(X, **kw):
+    from rbcd.binning.random_binning import RandomBinning
+
+    return RandomBinning(n_grids=6, sigma=0.5, **kw)._fit_transform_columns(X)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_columns_hand_over_is_checked():
+    # issue 15 item 4: columns of another Z (same shape and nnz) are refused, cheaply
+    from rbcd.solvers.cg import RidgeCG
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(300, 2))
+    y = np.sin(4 * X[:, 0])
+    Z, cols = _rb_pair(X, random_state=0)
+    a = CDRegressor(max_epochs=3, random_state=0).fit(Z, y, columns=cols)
+    b = CDRegressor(max_epochs=3, random_state=0).fit(Z, y)
+    np.testing.assert_array_equal(a.coef_, b.coef_)  # serial either way: the same iterates
+    # the same binning of the rows in another order: same shape, nnz, grid sizes
+    perm = rng.permutation(300)
+    Zp, colsp = _rb_pair(X[perm], random_state=0)
+    assert Zp.shape == Z.shape and Zp.nnz == Z.nnz
+    for est in (CDRegressor(max_epochs=2), CDClassifier(max_epochs=2), RidgeCG()):
+        t = y if not isinstance(est, CDClassifier) else (y > 0)
+        with pytest.raises(ValueError, match="columns are not the grid structure of this Z"):
+            est.fit(Z, t, columns=colsp)
+        with pytest.raises(ValueError, match="columns are not the grid structure of this Z"):
+            est.fit(Z[:-1], t[:-1], columns=cols)
+    # stored values other than the structure's value
+    with pytest.raises(ValueError, match="stores values other than"):
+        RidgeCG().fit(Z * 2.0, y, columns=cols)
+
+
+def test_corrupt_grid_labels_are_refused():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(size=(200, 2))
+    y = X[:, 0]
+    Z, cols = _rb_pair(X, random_state=3)
+    assert cols.grid_labels is not None
+    good = [a.copy() for a in cols.grid_labels]
+    n_bins = int(cols.grid_ptr[1] - cols.grid_ptr[0])
+    cols.grid_labels[0][5] = n_bins + 1                      # past the sentinel
+    with pytest.raises(ValueError, match="grid labels of grid 0 are corrupt"):
+        CDRegressor(parallel="grid", max_epochs=1).fit(Z, y, columns=cols)
+    cols.grid_labels = [good[0].astype(np.int64)] + good[1:]  # wrong layout
+    with pytest.raises(ValueError, match="labels of grid 0 must be uint16"):
+        CDRegressor(parallel="grid", max_epochs=1).fit(Z, y, columns=cols)
+    bad = good[0].copy()
+    bad[0] = (bad[0] + 1) % n_bins                           # in range, but not Z's bin
+    cols.grid_labels = [bad] + good[1:]
+    with pytest.raises(ValueError, match="row 0 is labelled"):
+        CDRegressor(parallel="grid", max_epochs=1).fit(Z, y, columns=cols)
+
+
+def test_n_jobs_none_gives_the_same_coefficients_as_any_count():
+    # issue 15 item 7: parallel="auto" does not depend on the core count
+    rng = np.random.default_rng(2)
+    X = rng.uniform(size=(400, 2))
+    Z, cols = _rb_pair(X, random_state=0)
+    y = X[:, 0] - X[:, 1]
+    fits = [CDRegressor(tol=1e-6, max_epochs=200, n_jobs=j, random_state=0).fit(
+        Z, y, columns=cols) for j in (None, 1, 2, 3)]
+    for f in fits[1:]:
+        assert f.parallel_ == fits[0].parallel_
+        np.testing.assert_array_equal(f.coef_, fits[0].coef_)
+
+
+def test_multiclass_warns_once_with_a_summary():
+    rng = np.random.default_rng(3)
+    Z = sp.csr_matrix(rng.random((60, 10)))
+    y = np.arange(60) % 4
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        CDClassifier(max_epochs=1, tol=0.0).fit(Z, y)
+    msgs = [str(w.message) for w in rec if issubclass(w.category, ConvergenceWarning)]
+    assert len(msgs) == 1 and "for 4 of 4 problems" in msgs[0] and "after 1 epochs" in msgs[0]
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e200])
+def test_extreme_target_scales_give_the_scaled_model(scale):
+    # issue 15 item 2: the squared-loss problem is solved in power-of-two units (exact)
+    rng = np.random.default_rng(4)
+    Z = sp.csr_matrix(rng.random((50, 6)))
+    y = rng.normal(size=50)
+    kw = dict(alpha=1e-3, l1_ratio=1.0, tol=1e-8, max_epochs=2000, random_state=0)
+    base = CDRegressor(**kw, n_jobs=1).fit(Z, y)
+    c = float(np.ldexp(1.0, int(np.frexp(scale)[1]) - 1))   # the power of two used
+    big = CDRegressor(**{**kw, "alpha": kw["alpha"] * scale}, n_jobs=1).fit(Z, y * scale)
+    assert np.all(np.isfinite(big.coef_)) and np.any(big.coef_ != 0)
+    np.testing.assert_allclose(big.coef_ / scale, base.coef_, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(big.intercept_ / scale, base.intercept_, rtol=1e-6)
+    assert np.isfinite(big.dual_gap_) and big.dual_gap_ <= 1e-8
+    assert c > 0
+
+
+def test_extreme_sample_weights():
+    rng = np.random.default_rng(5)
+    Z = sp.csr_matrix(rng.random((40, 5)))
+    y = rng.normal(size=40)
+    s = rng.uniform(0.5, 2, size=40)
+    a = CDRegressor(tol=1e-8, max_epochs=500, random_state=0, n_jobs=1).fit(Z, y, sample_weight=s)
+    b = CDRegressor(tol=1e-8, max_epochs=500, random_state=0, n_jobs=1).fit(
+        Z, y, sample_weight=s * 1e160)
+    np.testing.assert_allclose(b.coef_, a.coef_, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_random_state_accepts_64_bit_seeds_and_generators():
+    Z, y = data()
+    for rs in (2**63 + 5, np.random.default_rng(0), np.random.RandomState(0),
+               np.random.SeedSequence(3), None, 0):
+        CDRegressor(max_epochs=1, random_state=rs).fit(Z, y)
+    with pytest.raises(ValueError, match="The 'random_state' parameter"):
+        CDRegressor(random_state=-1).fit(Z, y)

@@ -169,7 +169,7 @@ def test_grid_mode_and_selections_reach_same_optimum():
     for sel in ["random", "permutation", "cyclic"]:
         for par in [None, "grid"]:
             m = CDRegressor(alpha=alpha, tol=tol, max_epochs=3000, selection=sel,
-                            parallel=par, random_state=0).fit(Z, y, binning=rb)
+                            parallel=par, random_state=0).fit(Z, y, columns=rb)
             assert m.dual_gap_ <= tol
             objs.append(_objective(Z, y, m.coef_, m.intercept_, alpha, 1.0))
     # each gap certifies P - P* <= tol * P0
@@ -182,7 +182,7 @@ def test_grid_mode_differs_from_serial_after_one_epoch():
         warnings.simplefilter("ignore", ConvergenceWarning)
         a = CDRegressor(alpha=1e-3, max_epochs=1, tol=0.0, selection="cyclic").fit(Z, y)
         b = CDRegressor(alpha=1e-3, max_epochs=1, tol=0.0, selection="cyclic",
-                        parallel="grid").fit(Z, y, binning=rb)
+                        parallel="grid").fit(Z, y, columns=rb)
     # with cyclic order the grid blocks visit the same columns in the same order: the
     # disjoint-rows property makes the block update equal to the sequential one
     np.testing.assert_array_equal(a.coef_, b.coef_)
@@ -402,22 +402,22 @@ def test_bad_targets_and_weights():
 
 def test_grid_mode_needs_grid_structure():
     X, Z, y, _, rb = _data(n=30, seed=23)
-    with pytest.raises(ValueError, match="binning"):
+    with pytest.raises(ValueError, match="needs the grid structure of an exact mode random binning"):
         CDRegressor(parallel="grid").fit(Z, y)
     hashed = RandomBinning(n_grids=4, n_features=64, random_state=0).fit(X)
     Zh = hashed.transform(X)
     with pytest.raises(ValueError, match="exact mode"):
-        CDRegressor(parallel="grid").fit(Zh, y, binning=hashed)
+        CDRegressor(parallel="grid").fit(Zh, y, columns=hashed)
     other = RandomBinning(n_grids=3, random_state=1).fit(X)
     with pytest.raises(ValueError, match="columns"):
-        CDRegressor(parallel="grid").fit(Z, y, binning=other)
+        CDRegressor(parallel="grid").fit(Z, y, columns=other)
     # same column count but a row with two entries in one grid (row 0 is in column 0,
     # the first bin of grid 0; put it into the second bin of grid 0 as well)
     assert rb.n_bins_[0] >= 2 and Z[0, 0] != 0
     Zbad = Z.tolil()
     Zbad[0, 1] = Z[0, 0]
     with pytest.raises(ValueError, match="row 0 has more than one entry in grid 0"):
-        CDRegressor(parallel="grid").fit(Zbad.tocsr(), y, binning=rb)
+        CDRegressor(parallel="grid").fit(Zbad.tocsr(), y, columns=rb)
 
 
 def test_alpha_max_and_path_errors():

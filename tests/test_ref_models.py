@@ -72,7 +72,7 @@ def test_pipeline_equals_manual_composition():
                          random_state=5).fit(X, y)
     with pytest.warns(ConvergenceWarning):
         c = CDRegressor(alpha=1e-4, tol=1e-4, parallel="grid", max_epochs=5, random_state=5).fit(
-            Z, y, binning=rb)
+            Z, y, columns=rb)
     np.testing.assert_array_equal(m2.coef_, c.coef_)
 
 

@@ -436,10 +436,10 @@ def test_projected_jacobi_gives_the_ridge_solution(fit_intercept, weighted, proj
     Y = np.column_stack([y, np.cos(3 * y), -y])
     alphas = [0.01, 0.3, 2.0]
     kw = dict(alpha=alphas, fit_intercept=fit_intercept, tol=1e-12)
-    proj = RidgeCG(**kw).fit(Z, Y, sample_weight=sw, binning=rb)
+    proj = RidgeCG(**kw).fit(Z, Y, sample_weight=sw, columns=rb)
     assert len(projections) > 0                                  # the projected path ran
     n_calls = len(projections)
-    plain = RidgeCG(preconditioner=None, **kw).fit(Z, Y, sample_weight=sw, binning=rb)
+    plain = RidgeCG(preconditioner=None, **kw).fit(Z, Y, sample_weight=sw, columns=rb)
     assert len(projections) == n_calls                           # only with Jacobi
     ref = Ridge(alpha=alphas, fit_intercept=fit_intercept, solver="cholesky").fit(
         Z.toarray(), Y, sample_weight=sw)
@@ -458,7 +458,7 @@ def test_projected_jacobi_needs_fewer_iterations_at_tight_tol(fit_intercept, pro
     kw = dict(alpha=0.01, fit_intercept=fit_intercept, tol=1e-8, n_jobs=1)
     jac = RidgeCG(**kw).fit(Z, y)
     assert projections == []                                     # no structure: plain Jacobi
-    proj = RidgeCG(**kw).fit(Z, y, binning=rb)
+    proj = RidgeCG(**kw).fit(Z, y, columns=rb)
     assert len(projections) == proj.n_iter_[0] + 1               # initial z, then every step
     assert proj.n_iter_[0] <= 0.85 * jac.n_iter_[0], (proj.n_iter_, jac.n_iter_)
     # both stop at a 1e-8 relative residual of a system with condition number ~1e4
@@ -474,7 +474,7 @@ def test_projection_only_when_every_row_has_every_grid(projections):
     Zn = sp.csr_matrix(rb.transform(Xn))
     assert Zn.nnz < Zn.shape[0] * rb.n_grids
     kw = dict(alpha=0.05, tol=1e-12)
-    with_b = RidgeCG(**kw).fit(Zn, y, binning=rb)
+    with_b = RidgeCG(**kw).fit(Zn, y, columns=rb)
     without = RidgeCG(**kw).fit(Zn, y)
     assert projections == []
     np.testing.assert_array_equal(with_b.n_iter_, without.n_iter_)
@@ -483,12 +483,12 @@ def test_projection_only_when_every_row_has_every_grid(projections):
     np.testing.assert_allclose(with_b.coef_, ref.coef_, rtol=1e-7, atol=1e-8)
     # not all stored values equal (each row scaled): the grid sums are no longer constant
     Zs = sp.diags(np.random.default_rng(4).uniform(0.5, 2.0, Z.shape[0])) @ Z
-    m = RidgeCG(**kw).fit(Zs, y, binning=rb)
+    m = RidgeCG(**kw).fit(Zs, y, columns=rb)
     assert projections == []
     ref = Ridge(alpha=0.05, solver="cholesky").fit(Zs.toarray(), y)
     np.testing.assert_allclose(m.coef_, ref.coef_, rtol=1e-7, atol=1e-8)
     # dense input: the products do not use the column structure, plain Jacobi
-    RidgeCG(**kw).fit(Z.toarray(), y, binning=rb)
+    RidgeCG(**kw).fit(Z.toarray(), y, columns=rb)
     assert projections == []
 
 
@@ -497,21 +497,21 @@ def test_binning_accepts_rb_columns_and_rejects_mismatches(projections):
 
     rb, Z, X, y = _rb_fitted(5)
     Zc, cols = RandomBinning(n_grids=8, sigma=0.6, random_state=5)._fit_transform_columns(X)
-    a = RidgeCG(alpha=0.1, tol=1e-10).fit(Zc, y, binning=cols)
+    a = RidgeCG(alpha=0.1, tol=1e-10).fit(Zc, y, columns=cols)
     assert len(projections) > 0
-    b = RidgeCG(alpha=0.1, tol=1e-10).fit(Z, y, binning=rb)
+    b = RidgeCG(alpha=0.1, tol=1e-10).fit(Z, y, columns=rb)
     np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-8, atol=1e-10)
     other = RandomBinning(n_grids=8, sigma=0.6, random_state=6).fit(X)
     assert other.grid_ptr_[-1] != Z.shape[1]
     for est in (RidgeCG(), RidgeCGClassifier()):
         with pytest.raises(ValueError, match="columns"):
-            est.fit(Z, y > 0, binning=other)
+            est.fit(Z, y > 0, columns=other)
         with pytest.raises(ValueError, match="grid_ptr_"):
-            est.fit(Z, y > 0, binning=RandomBinning(n_grids=8, n_features=64).fit(X))
+            est.fit(Z, y > 0, columns=RandomBinning(n_grids=8, n_features=64).fit(X))
         with pytest.raises(ValueError, match="grid_ptr_"):
-            est.fit(Z, y > 0, binning=RandomBinning(n_grids=8))           # not fitted
+            est.fit(Z, y > 0, columns=RandomBinning(n_grids=8))           # not fitted
         with pytest.raises(ValueError, match="matrix"):
-            est.fit(Z[:-1], (y > 0)[:-1], binning=cols)                    # RBColumns of another Z
+            est.fit(Z[:-1], (y > 0)[:-1], columns=cols)                    # RBColumns of another Z
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])
@@ -520,7 +520,7 @@ def test_classifier_with_binning(n_classes, projections):
     labels = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
     sw = np.random.default_rng(7).uniform(0.5, 2.0, Z.shape[0])
     ours = RidgeCGClassifier(alpha=0.2, tol=1e-12, class_weight="balanced").fit(
-        Z, labels, sample_weight=sw, binning=rb)
+        Z, labels, sample_weight=sw, columns=rb)
     assert len(projections) > 0
     ref = RidgeClassifier(alpha=0.2, solver="cholesky", class_weight="balanced").fit(
         Z.toarray(), labels, sample_weight=sw)
@@ -575,18 +575,18 @@ def test_matches_twin(fit_intercept, preconditioner):
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
 def test_matches_twin_with_binning(fit_intercept):
-    # the twin accepts binning= and ignores it: the projection changes the path, not the answer
+    # the twin accepts columns= and ignores it: the projection changes the path, not the answer
     ref_mod = _ref_ridge()
     rb, Z, _, y = _rb_fitted(9, n=200)
     sw = np.random.default_rng(9).uniform(0.5, 2.0, Z.shape[0])
     kw = dict(alpha=0.05, fit_intercept=fit_intercept, tol=1e-11)
-    a = RidgeCG(**kw).fit(Z, y, sample_weight=sw, binning=rb)
-    b = ref_mod.RidgeCG(**kw).fit(Z, y, sample_weight=sw, binning=rb)
+    a = RidgeCG(**kw).fit(Z, y, sample_weight=sw, columns=rb)
+    b = ref_mod.RidgeCG(**kw).fit(Z, y, sample_weight=sw, columns=rb)
     np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-7, atol=1e-8)
     assert a.intercept_ == pytest.approx(b.intercept_, abs=1e-8)
     labels = (y > np.median(y)).astype(int)
-    c = RidgeCGClassifier(**kw).fit(Z, labels, binning=rb)
-    d = ref_mod.RidgeCGClassifier(**kw).fit(Z, labels, binning=rb)
+    c = RidgeCGClassifier(**kw).fit(Z, labels, columns=rb)
+    d = ref_mod.RidgeCGClassifier(**kw).fit(Z, labels, columns=rb)
     np.testing.assert_allclose(c.decision_function(Z), d.decision_function(Z), rtol=1e-7, atol=1e-8)
 
 
@@ -605,7 +605,7 @@ def test_products_from_grid_labels_equal_csr_csc_bitwise(k, kind):
     the same bits, for training rows (one entry per grid), rows that miss grids (the
     label sentinel) and a grid of 65536 bins or more (int32 labels), any n_jobs."""
     from rbcd import RandomBinning
-    from rbcd.solvers.cd import _columns_from
+    from rbcd.solvers._columns import columns_from as _columns_from
     rng = np.random.default_rng(k)
     n = 70_000 if kind == "wide grid" else 3000
     X = rng.uniform(size=(n, 2 if kind == "wide grid" else 4))
@@ -634,3 +634,67 @@ def test_products_from_grid_labels_equal_csr_csc_bitwise(k, kind):
         out = np.empty((n, k))
         _sparse.labels_matmat(ptrs, wide, gp, plain.const_value, V, out, n_jobs)
         np.testing.assert_array_equal(out, want[0])
+
+
+def _rb_data(n=400, seed=0):
+    from rbcd import RandomBinning
+
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 3))
+    y = np.sin(5 * X[:, 0]) + X[:, 1]
+    return RandomBinning(n_grids=16, sigma=0.5, random_state=0).fit_transform(X), y
+
+
+@pytest.mark.parametrize("bad", [dict(alpha="1"), dict(fit_intercept="yes"), dict(tol=-1.0),
+                                 dict(max_iter=0), dict(preconditioner="ilu"),
+                                 dict(n_jobs=1.5)])
+def test_ridge_parameters_checked_like_the_other_estimators(bad):
+    # issue 15 item 8: one validation layer (scikit-learn's constraints, a ValueError)
+    Z, y = _rb_data(60)
+    for Est, t in ((RidgeCG, y), (RidgeCGClassifier, y > 1)):
+        with pytest.raises(ValueError, match=f"The '{next(iter(bad))}' parameter"):
+            Est(**bad).fit(Z, t)
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200])
+def test_ridge_extreme_targets_give_the_scaled_model(scale):
+    # issue 15 item 2: never a silent zero model; the quadratic problem scales with y
+    Z, y = _rb_data()
+    base = RidgeCG(alpha=0.1, tol=1e-12).fit(Z, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no overflow / underflow RuntimeWarning
+        big = RidgeCG(alpha=0.1, tol=1e-12).fit(Z, y * scale)
+    assert big.converged_ and np.all(np.isfinite(big.coef_)) and np.any(big.coef_ != 0)
+    np.testing.assert_allclose(big.coef_ / scale, base.coef_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(big.intercept_ / scale, base.intercept_, rtol=1e-8)
+
+
+def test_ridge_extreme_sample_weights():
+    # s -> c s with alpha -> c alpha is the same problem (objective times c)
+    Z, y = _rb_data()
+    s = np.random.default_rng(1).uniform(0.5, 2.0, size=y.shape[0])
+    base = RidgeCG(alpha=0.1, tol=1e-12).fit(Z, y, sample_weight=s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = RidgeCG(alpha=0.1 * 1e160, tol=1e-12).fit(Z, y, sample_weight=s * 1e160)
+    assert big.converged_
+    np.testing.assert_allclose(big.coef_, base.coef_, rtol=1e-7, atol=1e-9)
+
+
+def test_ridge_reports_convergence_and_the_true_stop_cause():
+    # issue 17: converged_ and residual_; issue 15: tol=0 names why CG stopped
+    Z, y = _rb_data()
+    est = RidgeCG(alpha=0.1, tol=1e-6).fit(Z, y)
+    assert est.converged_ is True and est.residual_.shape == (1,) and est.residual_[0] <= 1e-6
+    capped = RidgeCG(alpha=0.1, tol=1e-12, max_iter=3)
+    with pytest.warns(ConvergenceWarning, match="did not converge in max_iter=3"):
+        capped.fit(Z, y)
+    assert capped.converged_ is False and capped.residual_[0] > 1e-12
+    assert capped.n_iter_[0] == 3
+    exact = RidgeCG(alpha=0.1, tol=0.0)
+    with pytest.warns(ConvergenceWarning) as rec:
+        exact.fit(Z, y)
+    msg = str(rec[0].message)
+    assert "max_iter" not in msg and "search direction vanished" in msg
+    assert f"after {int(exact.n_iter_[0])} iterations" in msg
+    assert exact.converged_ is False and exact.n_iter_[0] < 10 * Z.shape[1]

@@ -31,92 +31,20 @@ from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
 from rbcd._openmp cimport atomic_add
 
-cdef extern from *:
-    """
-    /* old = *p; *p = v; atomically. Hogwild coordinate writes: the change added to the
-       predictions is measured against the value actually replaced, so p stays equal to
-       Z w + b even when two threads update the same coordinate at once. */
-    static inline double rbcd_cd_exchange(double *p, double v) {
-        double old;
-    #if RBCD_OPENMP
-        #pragma omp atomic capture
-        { old = *p; *p = v; }
-    #else
-        old = *p; *p = v;
-    #endif
-        return old;
-    }
-    /* old = *p; *p += v; atomically: threads claim chunks of an epoch's work. */
-    static inline long long rbcd_cd_fetch_add(long long *p, long long v) {
-        long long old;
-    #if RBCD_OPENMP
-        #pragma omp atomic capture
-        { old = *p; *p += v; }
-    #else
-        old = *p; *p += v;
-    #endif
-        return old;
-    }
-    """
-    double atomic_exchange "rbcd_cd_exchange"(double *p, double v) noexcept nogil
-    long long fetch_add "rbcd_cd_fetch_add"(long long *p, long long v) noexcept nogil
+from rbcd.binning._grid cimport (LABEL_MAX_BINS, label_is_wide, label_t, label2_t,
+                                label_typecode)
 
-cdef extern from *:
-    """
-    /* Hogwild adds in hardware transactions (Intel RTM), where the CPU has them.
-       A batch u[ind[k]] += dz, k0 <= k < k1 (up to TX_BATCH adds), runs as one transaction:
-       it commits as a whole or not at all (a conflicting access by another thread aborts it,
-       and the CPU rolls its writes back), so no add is lost or doubled; the caller redoes an
-       aborted batch with per-entry atomic adds. One transaction per batch replaces a locked
-       read-modify-write per entry, and lets the batch's cache misses overlap. Returns 1 if
-       the batch committed. (Measured at N = 10^6, R = 64: 3.6% of batches abort.) */
-    #if defined(__GNUC__) && defined(__x86_64__) && RBCD_OPENMP
-    #include <cpuid.h>
-    #include <immintrin.h>
-    static int rbcd_rtm_usable(void) {
-        unsigned a, b, c, d;
-        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-        if (!((b >> 11) & 1u)) return 0;   /* CPUID.7.0:EBX[11] RTM */
-        if ((d >> 11) & 1u) return 0;      /* CPUID.7.0:EDX[11] RTM_ALWAYS_ABORT */
-        return 1;
-    }
-    #define RBCD_TX_ADD(NAME, IDX)                                                        \
-    __attribute__((target("rtm"), noinline))                                          \
-    static int NAME(double *u, const IDX *ind, long long k0, long long k1, double dz,    \
-                    const double *z, double delta) {                                     \
-        long long k;                                                                     \
-        if (_xbegin() != _XBEGIN_STARTED) return 0;                                      \
-        if (z == NULL) { for (k = k0; k < k1; k++) u[ind[k]] += dz; }                     \
-        else { for (k = k0; k < k1; k++) u[ind[k]] += delta * z[k]; }                     \
-        _xend();                                                                         \
-        return 1;                                                                        \
-    }
-    RBCD_TX_ADD(rbcd_tx_add_i32, int32_t)
-    RBCD_TX_ADD(rbcd_tx_add_i64, int64_t)
-    #else
-    static int rbcd_rtm_usable(void) { return 0; }
-    static int rbcd_tx_add_i32(double *u, const int32_t *ind, long long k0, long long k1,
-                               double dz, const double *z, double delta) { return 0; }
-    static int rbcd_tx_add_i64(double *u, const int64_t *ind, long long k0, long long k1,
-                               double dz, const double *z, double delta) { return 0; }
-    #endif
-    """
-    int rtm_usable "rbcd_rtm_usable"() noexcept nogil
+cdef extern from "cd_atomics.h" nogil:
+    double atomic_exchange "rbcd_cd_exchange"(double *p, double v) noexcept
+    long long fetch_add "rbcd_cd_fetch_add"(long long *p, long long v) noexcept
+    void prefetch "rbcd_cd_prefetch"(const void *p) noexcept
+
+cdef extern from "cd_rtm.h" nogil:
+    int rtm_usable "rbcd_rtm_usable"() noexcept
     int tx_add_i32 "rbcd_tx_add_i32"(double* u, const int32_t* ind, long long k0, long long k1,
-                                     double dz, const double* z, double delta) noexcept nogil
+                                     double dz, const double* z, double delta) noexcept
     int tx_add_i64 "rbcd_tx_add_i64"(double* u, const int64_t* ind, long long k0, long long k1,
-                                     double dz, const double* z, double delta) noexcept nogil
-
-cdef extern from *:
-    """
-    /* A hint to load the cache line of p ahead of use (no effect on results). */
-    #if defined(__GNUC__) || defined(__clang__)
-    #define rbcd_cd_prefetch(p) __builtin_prefetch((const void *)(p))
-    #else
-    #define rbcd_cd_prefetch(p) ((void)0)
-    #endif
-    """
-    void prefetch "rbcd_cd_prefetch"(const void *p) noexcept nogil
+                                     double dz, const double* z, double delta) noexcept
 
 
 cpdef enum Loss:
@@ -144,8 +72,8 @@ cpdef enum Check:
 cdef enum:
     PAR_MIN_ENTRIES = 32768
     # coordinate look-ahead: the record of the coordinate LOOK steps ahead is prefetched,
-    # its row indices LOOK / 2 steps ahead (prefetching its predictions as well measured no
-    # gain at N = 10^6: out-of-order execution already overlaps those misses)
+    # its row indices LOOK / 2 steps ahead (its predictions are not prefetched: out-of-order
+    # execution overlaps those misses)
     LOOK = 8
     GRID_CHUNK = 16
     # Hogwild threads claim the epoch's steps in chunks of this many from a shared counter,
@@ -161,22 +89,25 @@ ctypedef fused idx_t:
     int32_t
     int64_t
 
-# Grid mode, parallel grids (docs/internals.md, "Parallel modes"). A grid runs in parallel
-# when it has at least GRID_PAR_MIN_ENTRIES stored entries (and two or more bins). With
-# constant values (the RB fast path) and GRID_STREAM, an epoch streams over the rows with each
-# grid's bin-of-row labels (``grid_stream_epoch``); otherwise each thread updates the rows of
-# its own bins. Measured at N = 10^6, R = 64, sigma = 1 (16k bins per grid), squared loss:
-# 285 / 170 ms per epoch (1 / 2 threads) for the per-bin step, 145 / 71 ms streamed; a grid's
-# bins take block partial sums while n_blocks (n_bins + 1) <= GRID_STREAM_MAX_PARTIALS N,
-# else a per-column phase 1 (cap 0.5 / 2 / 4 / 8 measured 94 / 71-75 / 69 / 80 ms on 2
-# threads). Plain module attributes so that tests can force each path; read once per epoch.
-GRID_PAR_MIN_ENTRIES = PAR_MIN_ENTRIES
-GRID_STREAM = True
-# Hogwild's adds to u in hardware transactions where the CPU has them (Intel RTM; see
-# rbcd_tx_add above), else per-entry atomic adds. Both lose no update.
-HOGWILD_TRANSACTIONS = True
+# Hogwild's adds to u (CDProblem's ``tx`` argument; rbcd.solvers._paths.CDPaths.transactions):
+# TX_AUTO hardware transactions where the CPU has them (cd_rtm.h), else atomic adds;
+# TX_OFF atomic adds; TX_ABORT the transaction path with every transaction failing (tests its
+# fallback on any CPU). All three lose no update.
+TX_AUTO = 0
+TX_OFF = 1
+TX_ABORT = 2
 _RTM_USABLE = bool(rtm_usable())
-GRID_STREAM_MAX_PARTIALS = 2.0
+
+
+def rtm_available():
+    """True when Hogwild's TX_AUTO uses hardware transactions on this CPU and build."""
+    return _RTM_USABLE
+
+
+def label_dtype(Py_ssize_t n_bins):
+    """The numpy dtype of the grid labels of a grid of ``n_bins`` columns
+    (rbcd/binning/_grid.pxd: uint16 under 65536 bins, else int32)."""
+    return np.dtype(label_typecode(n_bins))
 
 
 # ---------------------------------------------------------------------------------------
@@ -315,10 +246,9 @@ cdef struct Tx:
 cdef enum:
     TX_CAS = 1
     TX_RTM = 2
-    # adds per transaction: short enough to rarely conflict or overflow, long enough to
-    # spread the cost of starting and committing one. Measured 2-thread Hogwild speedup at
-    # N = 10^6, R = 64 (columns of about 60 rows): 16: 1.61x, 32: 1.72x, 48: 1.76x,
-    # 64: 1.76x, 96: 1.77x, 256: 1.41x
+    TX_FAIL = 3                # TX_RTM's control flow with every transaction aborting
+    # adds per transaction: short enough to rarely conflict or overflow the transactional
+    # buffer, long enough to spread the cost of starting and committing one
     TX_BATCH = 64
 
 
@@ -375,8 +305,10 @@ cdef inline void _tx_adds(const Prob* P, const idx_t* ind, int64_t start, int64_
     k = start
     while k < end:
         kb = min(end, k + TX_BATCH)
-        if tx.mode == TX_RTM:
-            if idx_t is int32_t:
+        if tx.mode == TX_RTM or tx.mode == TX_FAIL:
+            if tx.mode == TX_FAIL:
+                ok = 0
+            elif idx_t is int32_t:
                 ok = tx_add_i32(u, ind, k, kb, dz, z, delta)
             else:
                 ok = tx_add_i64(u, ind, k, kb, dz, z, delta)
@@ -509,7 +441,7 @@ cdef void run_draws(const Prob* P, uint64_t* state, Py_ssize_t count, Tx* tx) no
 
 
 cdef void hogwild_worker(const Prob* P, uint64_t* state, const int64_t* order,
-                         long long* next_step, bint atomic, bint rtm,
+                         long long* next_step, bint atomic, int txmode,
                          long long* stats) noexcept nogil:
     """One Hogwild thread: claims chunks of the epoch's D steps until none are left.
 
@@ -519,7 +451,7 @@ cdef void hogwild_worker(const Prob* P, uint64_t* state, const int64_t* order,
     cdef long long lo, hi
     cdef uint64_t local = state[0] if state != NULL else 0  # private copy: the threads'
     cdef Tx tx                                              # states share a cache line
-    tx.mode = TX_RTM if rtm else TX_CAS
+    tx.mode = txmode
     tx.tries = 0
     tx.aborts = 0
     while True:
@@ -571,17 +503,8 @@ cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t
         delta[j - lo] = (new - wj) * scale
 
 
-ctypedef fused lab_t:
-    uint16_t
-    int32_t
-
-ctypedef fused lab2_t:
-    uint16_t
-    int32_t
-
-
-cdef void _stream_pass(const Prob* P, const lab_t* lab_prev, const double* dz_prev,
-                       const lab2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t a,
+cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const double* dz_prev,
+                       const label2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t a,
                        Py_ssize_t b) noexcept nogil:
     # rows a..b-1, in order: the pending grid's update u_i += dz_prev[lab_prev[i]] (and the
     # loss' refresh) if lab_prev is not NULL; then, if lab is not NULL, the next grid's partial
@@ -649,8 +572,8 @@ cdef void _weights_from_partials(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_s
         dz[j - lo] = (new - wj) * P.zval
 
 
-cdef void stream_rows(const Prob* P, const lab_t* lab_prev, const double* dz_prev,
-                      const lab2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t block,
+cdef void stream_rows(const Prob* P, const label_t* lab_prev, const double* dz_prev,
+                      const label2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t block,
                       int T) noexcept nogil:
     """_stream_pass over all rows in fixed blocks of ``block`` rows, block q writing the
     partial sums part[q nb : (q + 1) nb]; blocks independent of T (identical results)."""
@@ -691,7 +614,7 @@ cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const doub
                              P.zval)
 
 
-cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, lab_t* lab, Py_ssize_t N,
+cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, label_t* lab, Py_ssize_t N,
                        Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
     # lab[i] = j - lo for the rows i of the columns lo <= j < hi (one grid), hi - lo for rows
     # without an entry in the grid
@@ -699,10 +622,10 @@ cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, lab_t* lab, Py_s
     cdef int64_t k
     if indptr[hi] - indptr[lo] < N:  # else (at most one entry per row) every row is covered
         for i in range(N):
-            lab[i] = <lab_t>(hi - lo)
+            lab[i] = <label_t>(hi - lo)
     for j in range(lo, hi):
         for k in range(indptr[j], indptr[j + 1]):
-            lab[ind[k]] = <lab_t>(j - lo)
+            lab[ind[k]] = <label_t>(j - lo)
 
 
 def label_arrays(grid_ptr, Py_ssize_t n_rows):
@@ -712,14 +635,14 @@ def label_arrays(grid_ptr, Py_ssize_t n_rows):
     64-byte aligned. None when there are no rows or grids, or a grid has 2**31 - 1
     bins or more."""
     widths = np.diff(np.asarray(grid_ptr))
-    if widths.shape[0] == 0 or n_rows == 0 or int(widths.max()) >= 2**31 - 1:
+    if widths.shape[0] == 0 or n_rows == 0 or int(widths.max()) >= LABEL_MAX_BINS:
         return None
-    sizes = [(n_rows * (2 if w < 65536 else 4) + 63) // 64 * 64 for w in widths]
+    dts = [label_dtype(int(w)) for w in widths]
+    sizes = [(n_rows * dt.itemsize + 63) // 64 * 64 for dt in dts]
     buf = np.empty(sum(sizes) + 64, dtype=np.uint8)
     start = (-buf.ctypes.data) % 64
     out = []
-    for w, size in zip(widths, sizes):
-        dt = np.uint16 if w < 65536 else np.int32
+    for dt, size in zip(dts, sizes):
         out.append(buf[start:start + n_rows * np.dtype(dt).itemsize].view(dt))
         start += size
     return out
@@ -731,9 +654,15 @@ def label_targets(grid_ptr, Py_ssize_t n_rows):
     out = label_arrays(grid_ptr, n_rows)
     if out is None:
         return None
-    ptrs = np.array([a.ctypes.data for a in out], dtype=np.uint64)
-    wide = np.array([a.dtype == np.int32 for a in out], dtype=np.uint8)
-    return out, ptrs, wide
+    return (out,) + label_table(out)
+
+
+def label_table(labels):
+    """``(ptrs, wide)`` of a list of grid label arrays: their addresses (uint64) and, per
+    grid, 1 where the labels are int32 (uint8): what the label kernels read."""
+    ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uint64)
+    wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+    return ptrs, wide
 
 
 def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
@@ -774,6 +703,152 @@ def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
     return out
 
 
+# ---------------------------------------------------------------------------------------
+# Epoch functions, one per mode (DESIGN.md, "Parallel coordinate descent"; paper Algorithm 1
+# and 2). Each runs one epoch on the state P: D coordinate steps (eq. 24-27), or R grid
+# blocks in grid mode, in the order of the schedule S.
+
+cdef struct Sched:
+    # the order of an epoch's steps: selection rule, the problem's SplitMix64 stream, and a
+    # permutation buffer (D entries; R in grid mode) reshuffled per epoch for PERMUTATION
+    Selection sel
+    uint64_t* rng
+    int64_t* perm
+
+
+cdef struct Grids:
+    # the grid structure of a random binning Z (DESIGN.md, "Parallel coordinate descent"):
+    # grid r owns columns grid_ptr[r] .. grid_ptr[r + 1] - 1, which touch disjoint rows
+    Py_ssize_t n_grids
+    const int64_t* grid_ptr    # (n_grids + 1,)
+    int64_t par_min            # a grid runs on several threads from this many entries
+    # the streamed step's buffers (grid_stream_epoch; set when grid labels are given)
+    const uint64_t* label_ptr  # (n_grids,) addresses of the label arrays (_grid.pxd)
+    const unsigned char* label_wide  # (n_grids,) 1 where a grid's labels are int32
+    double* dz                 # (max bins + 1,) the visited grid's moves, [bins] = 0
+    double* part               # block partial sums, ``cap`` entries
+    Py_ssize_t cap
+    Py_ssize_t block           # rows per block (fixed by N: results for any thread count)
+    int64_t* order             # (n_grids,) the epoch's grid sequence
+
+
+cdef void serial_epoch(const Prob* P, Sched* S) noexcept nogil:
+    """D steps on one thread, in the order of S: the iterates of rbcd_ref (contract 10)."""
+    if S.sel == RANDOM:
+        run_draws(P, S.rng, P.D, NULL)
+    elif S.sel == PERMUTATION:
+        fisher_yates(S.perm, P.D, S.rng)
+        run_order(P, S.perm, 0, P.D, NULL)
+    else:
+        run_order(P, NULL, 0, P.D, NULL)
+
+
+cdef void hogwild_epoch(const Prob* P, Sched* S, uint64_t* thread_states, int T, int txmode,
+                        long long* stats) noexcept nogil:
+    """Paper Algorithm 2: T threads claim chunks of the epoch's D steps (draws from their own
+    streams thread_states[t] for RANDOM, else stretches of the permutation or of 0..D-1),
+    update w_j by atomic exchange and add to u atomically (txmode: hardware transactions
+    with an atomic-add fallback, or atomic adds). stats (T, 2): transactions started and
+    aborted per thread."""
+    cdef long long next_step = 0
+    cdef Py_ssize_t t
+    cdef bint atomic = T > 1   # one thread: no concurrent writer, plain adds suffice
+    if S.sel == PERMUTATION:
+        fisher_yates(S.perm, P.D, S.rng)
+    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+        hogwild_worker(P, &thread_states[t] if S.sel == RANDOM else NULL,
+                       S.perm if S.sel == PERMUTATION else NULL, &next_step, atomic, txmode,
+                       &stats[2 * t])
+    if atomic and P.loss != SQUARED:
+        # a thread may have stored loss'(p_i) computed before another thread's add to p_i
+        # landed: recompute dv from the final p once per epoch
+        for t in prange(T, num_threads=T, schedule="static", chunksize=1):
+            refresh_derivs(P, (P.N * t) // T, (P.N * (t + 1)) // T)
+
+
+cdef inline Py_ssize_t next_grid(Sched* S, Py_ssize_t it, Py_ssize_t n_grids) noexcept nogil:
+    # the it-th grid of the epoch (S.perm reshuffled by the caller for PERMUTATION)
+    if S.sel == RANDOM:
+        return randbelow(S.rng, n_grids)
+    if S.sel == PERMUTATION:
+        return S.perm[it]
+    return it
+
+
+cdef void grid_epoch(const Prob* P, const Grids* G, Sched* S, int T) noexcept nogil:
+    """R grid blocks, each grid's bins updated from the same p (disjoint rows: exact block
+    coordinate descent), in parallel chunks of GRID_CHUNK bins for grids of at least
+    par_min entries. The same iterates for any T."""
+    cdef Py_ssize_t it, r, c, n_chunks
+    cdef int64_t lo, hi
+    if S.sel == PERMUTATION:
+        fisher_yates(S.perm, G.n_grids, S.rng)
+    for it in range(G.n_grids):
+        r = next_grid(S, it, G.n_grids)
+        lo = G.grid_ptr[r]
+        hi = G.grid_ptr[r + 1]
+        if T == 1 or hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < G.par_min:
+            run_order(P, NULL, lo, hi, NULL)
+        else:
+            n_chunks = (hi - lo + GRID_CHUNK - 1) // GRID_CHUNK
+            for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
+                run_order(P, NULL, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK),
+                          NULL)
+
+
+cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept nogil:
+    """grid_epoch as streams over the rows with the grid labels (constant stored values):
+    the update of a grid and the partial sums of the next one share one pass over u
+    (docs/internals.md, "Grid mode"). The same iterates as grid_epoch, for any T."""
+    cdef Py_ssize_t it, r, prev
+    cdef int64_t lo, hi
+    cdef double* part
+    cdef Py_ssize_t n_blocks = (P.N + G.block - 1) // G.block
+    if S.sel == PERMUTATION:
+        fisher_yates(S.perm, G.n_grids, S.rng)
+    for it in range(G.n_grids):
+        G.order[it] = next_grid(S, it, G.n_grids)
+    prev = -1  # a streamed grid whose dz is computed but not yet applied
+    for it in range(G.n_grids):
+        r = G.order[it]
+        lo = G.grid_ptr[r]
+        hi = G.grid_ptr[r + 1]
+        if hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < G.par_min:
+            if prev >= 0:
+                stream_pair(P, G, prev, -1, NULL, 0, T)
+                prev = -1
+            run_order(P, NULL, lo, hi, NULL)
+            continue
+        # block partial sums while they cost a fraction of a pass over the rows
+        part = G.part if n_blocks * (hi - lo + 1) <= G.cap else NULL
+        if part != NULL:
+            # apply the pending grid and sum this one in one pass
+            stream_pair(P, G, prev, r, part, hi - lo + 1, T)
+        elif prev >= 0:
+            stream_pair(P, G, prev, -1, NULL, 0, T)
+        stream_weights(P, lo, hi, part, n_blocks, G.dz, T)
+        prev = r
+    if prev >= 0:
+        stream_pair(P, G, prev, -1, NULL, 0, T)
+
+
+cdef inline void stream_pair(const Prob* P, const Grids* G, Py_ssize_t prev, Py_ssize_t r,
+                             double* part, Py_ssize_t nb, int T) noexcept nogil:
+    # stream_rows for the label widths of grids prev and r (-1: none)
+    cdef bint wp = prev >= 0 and G.label_wide[prev]
+    cdef bint wr = r >= 0 and G.label_wide[r]
+    cdef const void* a = <const void*>G.label_ptr[prev] if prev >= 0 else NULL
+    cdef const void* b = <const void*>G.label_ptr[r] if r >= 0 else NULL
+    if not wp and not wr:
+        stream_rows(P, <const uint16_t*>a, G.dz, <const uint16_t*>b, part, nb, G.block, T)
+    elif not wp:
+        stream_rows(P, <const uint16_t*>a, G.dz, <const int32_t*>b, part, nb, G.block, T)
+    elif not wr:
+        stream_rows(P, <const int32_t*>a, G.dz, <const uint16_t*>b, part, nb, G.block, T)
+    else:
+        stream_rows(P, <const int32_t*>a, G.dz, <const int32_t*>b, part, nb, G.block, T)
+
+
 cdef void _row_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noexcept nogil:
     # rows a..b-1, in order: out[0] = sum s_i loss(p_i, y_i); for the squared loss also
     # out[1] = sum s_i u_i^2 and out[2] = -sum s_i u_i y_i (u = p - y)
@@ -802,6 +877,137 @@ cdef void _norm_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noe
 
 
 # ---------------------------------------------------------------------------------------
+# Objective and convergence (DESIGN.md contract 8; paper eq. 23), free functions of the state
+
+cdef double intercept_grad(const Prob* P) noexcept nogil:
+    # numpy: (s * loss'(p, y)).sum() / S
+    cdef Py_ssize_t i
+    cdef double acc = 0.0
+    cdef const double* s = P.s
+    cdef const double* dv = P.dv
+    if s == NULL:
+        for i in range(P.N):
+            acc += dv[i]
+    else:
+        for i in range(P.N):
+            acc += s[i] * dv[i]
+    return acc / P.S
+
+
+cdef void objective_sums(const Prob* P, Py_ssize_t rb, int T, double* out) noexcept nogil:
+    # out = [sum s loss, sum s u^2, -sum s u y, ||w||_1, ||w||^2], each summed in fixed
+    # blocks (partial sums added in block order): the same for every thread count. The
+    # rows go in the streamed grid step's blocks when it has them, so that each thread
+    # reads the rows it owns there (rb: rows per block).
+    cdef Py_ssize_t q, k
+    cdef Py_ssize_t nbr = (P.N + rb - 1) // rb
+    cdef Py_ssize_t nbc = (P.D + OBJ_BLOCK - 1) // OBJ_BLOCK
+    cdef double* part = <double*>malloc((3 * nbr + 2 * nbc + 1) * sizeof(double))
+    for k in range(5):
+        out[k] = 0.0
+    if part == NULL:
+        return
+    for q in prange(nbr, num_threads=T, schedule="static"):
+        _row_sums(P, q * rb, min(P.N, (q + 1) * rb), &part[3 * q])
+    for q in prange(nbc, num_threads=T, schedule="static"):
+        _norm_sums(P, q * OBJ_BLOCK, min(P.D, (q + 1) * OBJ_BLOCK),
+                   &part[3 * nbr + 2 * q])
+    for q in range(nbr):
+        for k in range(3):
+            out[k] += part[3 * q + k]
+    for q in range(nbc):
+        out[3] += part[3 * nbr + 2 * q]
+        out[4] += part[3 * nbr + 2 * q + 1]
+    free(part)
+
+
+cdef void gap_terms(const Prob* P, Py_ssize_t rb, double* rn2, double* ry, double* l1,
+                    double* l2, int T) noexcept nogil:
+    # Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y (r = y - p = -u), ||w||_1, ||w||^2
+    cdef double out[5]
+    objective_sums(P, rb, T, out)
+    rn2[0] = out[1] / P.S
+    ry[0] = out[2] / P.S
+    l1[0] = out[3]
+    l2[0] = out[4]
+
+
+cdef inline double violation(const Prob* P, Py_ssize_t j, double gj) noexcept nogil:
+    # minimum-norm subgradient |g_j + lam1 sign(w_j)|, or max(|g_j| - lam1, 0) at w_j = 0
+    cdef double wj = P.rec[j].w, v
+    if wj > 0:
+        return fabs(gj + P.lam1)
+    if wj < 0:
+        return fabs(gj - P.lam1)
+    v = fabs(gj) - P.lam1
+    return v if v > 0 else 0.0
+
+
+cdef double check_value(const Prob* P, int check, bint fit_intercept, const int64_t* cols,
+                        Py_ssize_t n, double* g, Py_ssize_t rb, int T, bint lower) noexcept nogil:
+    """The one convergence routine: the duality gap or the largest minimum-norm
+    subgradient, from the columns cols[0..n-1] (cols NULL: all D columns, n = D).
+
+    g[k] receives the column's score (|g_j| for the gap, v_j for the subgradient).
+    ``lower`` False: the value itself (cols NULL). ``lower`` True: a certified lower
+    bound on the full value from the listed columns only. Subgradient: the max of v_j
+    over the listed columns (and |g_b|) is <= the full max. Gap: dn >= dn_s (the max
+    |XtA_j| over the listed columns), so the full check's dual scaling
+    c = min(1, lam1 / dn) lies in (0, c_s], c_s = min(1, lam1 / dn_s); the gap is a
+    convex quadratic in c (``gap_at``), and its minimum over [0, c_s] bounds it.
+    """
+    cdef Py_ssize_t k, j
+    cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
+    cdef double c, A
+    cdef int64_t entries = 0
+    cdef int TW = T
+    if cols != NULL:
+        for k in range(n):
+            entries += P.rec[cols[k]].end - P.rec[cols[k]].start
+        TW = T if entries >= PAR_MIN_ENTRIES else 1
+    # the columns' gradients in parallel (each summed alone: the same for any T)
+    for k in prange(n, num_threads=TW, schedule="guided"):
+        g[k] = col_grad(P, cols[k] if cols != NULL else k)
+    for k in range(n):
+        j = cols[k] if cols != NULL else k
+        if check == DUALITY_GAP:
+            g[k] = fabs(g[k])  # |XtA_j|, XtA = -g
+            if g[k] > dn:
+                dn = g[k]
+        else:
+            g[k] = violation(P, j, g[k])
+            if g[k] > vmax:
+                vmax = g[k]
+    if check == DUALITY_GAP:
+        gap_terms(P, rb, &rn2, &ry, &l1, &l2, T)
+        c = P.lam1 / dn if dn > P.lam1 else 1.0
+        if lower:
+            # argmin over [0, c] of gap_at: A (1 + c^2) - c ry + const
+            A = 0.5 * (rn2 + P.lam2 * l2)
+            v = ry / (2.0 * A) if A > 0 else c
+            c = c if v > c else (0.0 if v < 0 else v)
+        return gap_at(c, rn2, ry, l1, l2, P.lam1, P.lam2)
+    if fit_intercept:
+        v = fabs(intercept_grad(P))
+        if v > vmax:
+            vmax = v
+    return vmax
+
+
+cdef inline double gap_at(double c, double rn2, double ry, double l1, double l2, double lam1,
+                         double lam2) noexcept nogil:
+    """The duality gap of the squared loss at the dual point theta = c r (r = y - p; DESIGN.md
+    contract 8, the dual of paper eq. 23): with Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y,
+
+        gap(c) = 1/2 Rn2 (1 + c^2) + lam1 ||w||_1 - c ry + 1/2 lam2 (1 + c^2) ||w||^2,
+
+    a convex quadratic in c. The convergence test evaluates it at c = min(1, lam1 / dn),
+    dn = max_j |g_j| (``check_value``)."""
+    return (0.5 * rn2 * (1.0 + c * c) + lam1 * l1 - c * ry
+            + 0.5 * lam2 * (1.0 + c * c) * l2)
+
+
+# ---------------------------------------------------------------------------------------
 
 cdef class CDProblem:
     """One coordinate descent problem (one target / one one-vs-rest class).
@@ -810,6 +1016,7 @@ cdef class CDProblem:
     Parameters are validated by ``rbcd.solvers.cd``; this class trusts them.
     """
     cdef Prob P
+    cdef Grids G                    # grid structure and streamed-step buffers (grid modes)
     cdef object _keep               # the arrays behind the pointers
     cdef object rec_buf             # bytes behind P.rec (64-byte aligned records)
     cdef public object u_arr
@@ -832,10 +1039,19 @@ cdef class CDProblem:
     cdef object grid_label_wide     # uint8 (R,) 1 where a grid's labels are int32
     cdef object grid_part           # float64 block partial sums of the streamed grid step
     cdef Py_ssize_t grid_block
+    cdef int64_t grid_par_min       # a grid runs on several threads from this many entries
+    cdef double max_partials        # streamed step: block partial sums while they need at
+                                    # most max_partials * N doubles, else per column
+    cdef int txmode                 # Hogwild adds: TX_RTM, TX_CAS or TX_FAIL
 
     def __init__(self, indptr, indices, data, double zval, y, s, double S, M, int loss,
                  double lam1, double lam2, bint fit_intercept, int selection,
-                 uint64_t seed, grid_ptr=None, grid_labels=None):
+                 uint64_t seed, grid_ptr=None, grid_labels=None, int64_t grid_par_min=32768,
+                 double max_partials=2.0, int tx=TX_AUTO):
+        """Arrays as validated by rbcd.solvers.cd. ``grid_labels`` None: no streamed grid
+        step (per-bin updates). The last three arguments are the path choices of
+        rbcd.solvers._paths.CDPaths; they never change the iterates (grid mode) or lose an
+        update (Hogwild)."""
         cdef const int64_t[::1] indptr_v = indptr
         cdef const double[::1] y_v = y
         cdef const double[::1] M_v = M
@@ -916,6 +1132,29 @@ cdef class CDProblem:
         self.grid_labels = grid_labels
         self.grid_part = None
         self.grid_order = None
+        self.grid_par_min = grid_par_min
+        self.max_partials = max_partials
+        cdef const int64_t[::1] gpv
+        self.G.n_grids = 0
+        self.G.grid_ptr = NULL
+        self.G.par_min = grid_par_min
+        self.G.label_ptr = NULL
+        self.G.label_wide = NULL
+        self.G.dz = NULL
+        self.G.part = NULL
+        self.G.cap = 0
+        self.G.block = 0
+        self.G.order = NULL
+        if grid_ptr is not None:
+            gpv = grid_ptr
+            self.G.n_grids = gpv.shape[0] - 1
+            self.G.grid_ptr = &gpv[0]
+        if tx == TX_ABORT:
+            self.txmode = TX_FAIL
+        elif tx == TX_AUTO and _RTM_USABLE:
+            self.txmode = TX_RTM
+        else:
+            self.txmode = TX_CAS
         # u = p - y at w = 0, b = 0 for the squared loss; p = 0 otherwise
         if self.P.loss == SQUARED:
             self.u_arr[:] = -np.asarray(y)
@@ -959,30 +1198,16 @@ cdef class CDProblem:
                     u[i] -= self.P.y[i]
             refresh_derivs(&self.P, 0, self.P.N)
 
-    cdef double _intercept_grad(self) noexcept nogil:
-        # numpy: (s * loss'(p, y)).sum() / S
-        cdef Py_ssize_t i
-        cdef double acc = 0.0
-        cdef const double* s = self.P.s
-        cdef const double* dv = self.P.dv
-        if s == NULL:
-            for i in range(self.P.N):
-                acc += dv[i]
-        else:
-            for i in range(self.P.N):
-                acc += s[i] * dv[i]
-        return acc / self.P.S
-
     def intercept_grad(self):
         """g_b = (1/S) sum_i s_i loss'(p_i, y_i) at the current point."""
-        return self._intercept_grad()
+        return intercept_grad(&self.P)
 
     def intercept_step(self):
         """b <- b - g_b / beta, p += delta_b (exact for the squared loss)."""
         cdef double g, delta, b_new
         cdef Py_ssize_t i
         with nogil:
-            g = self._intercept_grad()
+            g = intercept_grad(&self.P)
             b_new = self.b - g / self.beta
             delta = b_new - self.b
             if delta != 0.0:
@@ -992,175 +1217,61 @@ cdef class CDProblem:
         self.b = b_new
 
     def epoch(self, int mode, int n_threads):
-        """D coordinate steps (R grid blocks in grid mode), drawn per ``selection``."""
+        """D coordinate steps (R grid blocks in grid mode), drawn per ``selection``: one
+        call of the mode's epoch function (``serial_epoch``, ``hogwild_epoch``,
+        ``grid_epoch`` or ``grid_stream_epoch``) on this problem's state."""
         cdef Prob* P = &self.P
-        cdef Py_ssize_t D = P.D
-        cdef Py_ssize_t it, j, t, r, n_grids, T
+        cdef Sched S
         cdef int64_t[::1] perm = self.perm_arr
-        cdef const int64_t[::1] gp
         cdef uint64_t[::1] ts
-        cdef long long next_step
-        cdef int64_t lo, hi
-        cdef Py_ssize_t c, n_chunks
-        cdef Selection sel = self.selection
-        cdef bint atomic = False
-        cdef bint rtm = False
         cdef long long[:, ::1] txs
-        cdef int64_t par_min
-        if D == 0:
+        cdef int T = max(1, n_threads)
+        if P.D == 0:
             return
+        S.sel = self.selection
+        S.rng = &self.rng
+        S.perm = &perm[0]
         if mode == SERIAL:
-            if (sel == CYCLIC and GRID_STREAM and P.data == NULL and self.grid_ptr is not None
+            if (S.sel == CYCLIC and P.data == NULL and self.grid_ptr is not None
                     and self._grid_labels_ready()):
                 # cyclic order over RB columns = grid after grid, each grid's bins in order;
                 # a grid's bins touch disjoint rows, so updating them one after another or
                 # all from the same predictions is the same step: the streamed grid step
-                self._grid_stream_epoch(1, GRID_PAR_MIN_ENTRIES)
+                with nogil:
+                    grid_stream_epoch(P, &self.G, &S, 1)
                 return
             with nogil:
-                if sel == RANDOM:
-                    run_draws(P, &self.rng, D, NULL)
-                elif sel == PERMUTATION:
-                    fisher_yates(&perm[0], D, &self.rng)
-                    run_order(P, &perm[0], 0, D, NULL)
-                else:
-                    run_order(P, NULL, 0, D, NULL)
+                serial_epoch(P, &S)
         elif mode == HOGWILD:
-            T = max(1, n_threads)
-            atomic = T > 1  # one thread: no concurrent writer, plain adds suffice
-            rtm = HOGWILD_TRANSACTIONS and _RTM_USABLE
-            if sel == RANDOM and self.thread_states.shape[0] < T:
+            if S.sel == RANDOM and self.thread_states.shape[0] < T:
                 raise ValueError("Hogwild needs one seed per thread (set_thread_seeds)")
-            ts = self.thread_states if sel == RANDOM else np.zeros(T, dtype=np.uint64)
+            ts = self.thread_states if S.sel == RANDOM else np.zeros(T, dtype=np.uint64)
             self.tx_stats = np.zeros((T, 2), dtype=np.int64)
             txs = self.tx_stats
-            next_step = 0
             with nogil:
-                if sel == PERMUTATION:
-                    fisher_yates(&perm[0], D, &self.rng)
-                # thread t claims chunks of the D steps: draws from its own stream (random),
-                # or stretches of the permutation / of 0..D-1
-                for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-                    hogwild_worker(P, &ts[t] if sel == RANDOM else NULL,
-                                   &perm[0] if sel == PERMUTATION else NULL, &next_step, atomic,
-                                   rtm, &txs[t, 0])
-                if atomic and P.loss != SQUARED:
-                    # a thread may have stored loss'(p_i) computed before another thread's
-                    # add to p_i landed: recompute dv from the final p once per epoch
-                    for t in prange(T, num_threads=T, schedule="static", chunksize=1):
-                        refresh_derivs(P, (P.N * t) // T, (P.N * (t + 1)) // T)
+                hogwild_epoch(P, &S, &ts[0], T, self.txmode, &txs[0, 0])
         else:
             if self.grid_ptr is None:
                 raise ValueError("grid mode needs the grid structure (grid_ptr)")
-            gp = self.grid_ptr
-            n_grids = gp.shape[0] - 1
-            T = max(1, n_threads)
-            par_min = GRID_PAR_MIN_ENTRIES
-            if GRID_STREAM and P.data == NULL and self._grid_labels_ready():
-                self._grid_stream_epoch(T, par_min)
+            if P.data == NULL and self._grid_labels_ready():
+                with nogil:
+                    grid_stream_epoch(P, &self.G, &S, T)
                 return
             with nogil:
-                if sel == PERMUTATION:
-                    fisher_yates(&perm[0], n_grids, &self.rng)
-                for it in range(n_grids):
-                    if sel == RANDOM:
-                        r = randbelow(&self.rng, n_grids)
-                    elif sel == PERMUTATION:
-                        r = perm[it]
-                    else:
-                        r = it
-                    lo = gp[r]
-                    hi = gp[r + 1]
-                    # all bins of grid r from the same p: disjoint rows, no conflicts
-                    if T == 1 or hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < par_min:
-                        run_order(P, NULL, lo, hi, NULL)
-                    else:
-                        # chunks of GRID_CHUNK consecutive bins, handed out dynamically
-                        n_chunks = (hi - lo + GRID_CHUNK - 1) // GRID_CHUNK
-                        for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
-                            run_order(P, NULL, lo + c * GRID_CHUNK,
-                                      min(hi, lo + (c + 1) * GRID_CHUNK), NULL)
-
-    cdef void _grid_stream_epoch(self, int T, int64_t par_min):
-        # grid mode as streams over the rows (docs/internals.md, "Grid mode"): the update of a
-        # grid and the partial sums of the next one share one pass over u
-        cdef Prob* P = &self.P
-        cdef const int64_t[::1] gp = self.grid_ptr
-        cdef int64_t[::1] perm = self.perm_arr
-        cdef Py_ssize_t n_grids = gp.shape[0] - 1
-        cdef Py_ssize_t it, r, prev, N = P.N
-        cdef int64_t lo, hi
-        cdef Selection sel = self.selection
-        cdef double[::1] gdv = self.grid_delta
-        cdef double* dz = &gdv[0]
-        cdef uint64_t[::1] lp = self.grid_label_ptr
-        cdef unsigned char[::1] lw = self.grid_label_wide
-        cdef double[::1] pv = self.grid_part
-        cdef double* part
-        cdef Py_ssize_t block = self.grid_block
-        cdef Py_ssize_t n_blocks = (N + block - 1) // block
-        cdef Py_ssize_t cap = self.grid_part.shape[0]
-        cdef int64_t[::1] order = self.grid_order
-        with nogil:
-            if sel == PERMUTATION:
-                fisher_yates(&perm[0], n_grids, &self.rng)
-            for it in range(n_grids):
-                if sel == RANDOM:
-                    order[it] = randbelow(&self.rng, n_grids)
-                elif sel == PERMUTATION:
-                    order[it] = perm[it]
-                else:
-                    order[it] = it
-            prev = -1  # a streamed grid whose dz is computed but not yet applied
-            for it in range(n_grids):
-                r = order[it]
-                lo = gp[r]
-                hi = gp[r + 1]
-                if hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < par_min:
-                    if prev >= 0:
-                        self._stream(prev, -1, NULL, 0, block, T, &lp[0], &lw[0], dz)
-                        prev = -1
-                    run_order(P, NULL, lo, hi, NULL)
-                    continue
-                # block partial sums while they cost a fraction of a pass over the rows
-                part = &pv[0] if n_blocks * (hi - lo + 1) <= cap else NULL
-                if part != NULL:
-                    # apply the pending grid and sum this one in one pass
-                    self._stream(prev, r, part, hi - lo + 1, block, T, &lp[0], &lw[0], dz)
-                elif prev >= 0:
-                    self._stream(prev, -1, NULL, 0, block, T, &lp[0], &lw[0], dz)
-                stream_weights(P, lo, hi, part, n_blocks, dz, T)
-                prev = r
-            if prev >= 0:
-                self._stream(prev, -1, NULL, 0, block, T, &lp[0], &lw[0], dz)
-
-    cdef inline void _stream(self, Py_ssize_t prev, Py_ssize_t r, double* part, Py_ssize_t nb,
-                             Py_ssize_t block, int T, const uint64_t* lp,
-                             const unsigned char* lw, double* dz) noexcept nogil:
-        # stream_rows for the label widths of grids prev and r (-1: none)
-        cdef bint wp = prev >= 0 and lw[prev]
-        cdef bint wr = r >= 0 and lw[r]
-        cdef const void* a = <const void*>lp[prev] if prev >= 0 else NULL
-        cdef const void* b = <const void*>lp[r] if r >= 0 else NULL
-        if not wp and not wr:
-            stream_rows(&self.P, <const uint16_t*>a, dz, <const uint16_t*>b, part, nb, block, T)
-        elif not wp:
-            stream_rows(&self.P, <const uint16_t*>a, dz, <const int32_t*>b, part, nb, block, T)
-        elif not wr:
-            stream_rows(&self.P, <const int32_t*>a, dz, <const uint16_t*>b, part, nb, block, T)
-        else:
-            stream_rows(&self.P, <const int32_t*>a, dz, <const int32_t*>b, part, nb, block, T)
+                grid_epoch(P, &self.G, &S, T)
 
     cdef bint _grid_labels_ready(self):
-        # the streamed grid step's buffers, sized on first use; False: no labels given
+        # the streamed grid step's buffers in G, sized on first use; False: no labels given
         cdef Py_ssize_t n_blocks
+        cdef uint64_t[::1] lp
+        cdef unsigned char[::1] lw
+        cdef double[::1] dz, part
+        cdef int64_t[::1] order
         if self.grid_labels is None or self.P.N == 0:
             return False
         if self.grid_part is not None:
             return True
-        self.grid_label_ptr = np.array([a.ctypes.data for a in self.grid_labels], dtype=np.uint64)
-        self.grid_label_wide = np.array([a.dtype == np.int32 for a in self.grid_labels],
-                                        dtype=np.uint8)
+        self.grid_label_ptr, self.grid_label_wide = label_table(self.grid_labels)
         gp = np.asarray(self.grid_ptr)
         widths = np.diff(gp)
         max_bins = int(widths.max())
@@ -1173,38 +1284,23 @@ cdef class CDProblem:
             n_blocks *= 2
         self.grid_block = ((self.P.N + n_blocks - 1) // n_blocks + 7) // 8 * 8
         n_blocks = (self.P.N + self.grid_block - 1) // self.grid_block
-        cap = int(GRID_STREAM_MAX_PARTIALS * self.P.N)
+        cap = int(self.max_partials * self.P.N)
         need = [n_blocks * (int(w) + 1) for w in widths if n_blocks * (int(w) + 1) <= cap]
-        self.grid_part = np.zeros(max(need, default=0), dtype=np.float64)
+        self.grid_part = np.zeros(max(max(need, default=0), 1), dtype=np.float64)
         self.grid_order = np.zeros(max(len(widths), 1), dtype=np.int64)
+        lp = self.grid_label_ptr
+        lw = self.grid_label_wide
+        dz = self.grid_delta
+        part = self.grid_part
+        order = self.grid_order
+        self.G.label_ptr = &lp[0]
+        self.G.label_wide = &lw[0]
+        self.G.dz = &dz[0]
+        self.G.part = &part[0]
+        self.G.cap = max(need, default=0)
+        self.G.block = self.grid_block
+        self.G.order = &order[0]
         return True
-
-    cdef void _sums(self, int T, double* out) noexcept nogil:
-        # out = [sum s loss, sum s u^2, -sum s u y, ||w||_1, ||w||^2], each summed in fixed
-        # blocks (partial sums added in block order): the same for every thread count. The
-        # rows go in the streamed grid step's blocks when it has them, so that each thread
-        # reads the rows it owns there.
-        cdef Py_ssize_t q, k
-        cdef Py_ssize_t rb = self.grid_block if self.grid_block > 0 else OBJ_BLOCK
-        cdef Py_ssize_t nbr = (self.P.N + rb - 1) // rb
-        cdef Py_ssize_t nbc = (self.P.D + OBJ_BLOCK - 1) // OBJ_BLOCK
-        cdef double* part = <double*>malloc((3 * nbr + 2 * nbc + 1) * sizeof(double))
-        for k in range(5):
-            out[k] = 0.0
-        if part == NULL:
-            return
-        for q in prange(nbr, num_threads=T, schedule="static"):
-            _row_sums(&self.P, q * rb, min(self.P.N, (q + 1) * rb), &part[3 * q])
-        for q in prange(nbc, num_threads=T, schedule="static"):
-            _norm_sums(&self.P, q * OBJ_BLOCK, min(self.P.D, (q + 1) * OBJ_BLOCK),
-                       &part[3 * nbr + 2 * q])
-        for q in range(nbr):
-            for k in range(3):
-                out[k] += part[3 * q + k]
-        for q in range(nbc):
-            out[3] += part[3 * nbr + 2 * q]
-            out[4] += part[3 * nbr + 2 * q + 1]
-        free(part)
 
     def objective(self, int n_threads=1):
         """P(w, b) = (1/S) sum s_i loss(p_i, y_i) + lam1 ||w||_1 + lam2/2 ||w||^2 (its sums
@@ -1212,7 +1308,7 @@ cdef class CDProblem:
         cdef double out[5]
         cdef int T = self._pass_threads(n_threads)
         with nogil:
-            self._sums(T, out)
+            objective_sums(&self.P, self._row_block(), T, out)
         return out[0] / self.P.S + self.P.lam1 * out[3] + 0.5 * self.P.lam2 * out[4]
 
     def gradients(self, int n_threads):
@@ -1225,30 +1321,15 @@ cdef class CDProblem:
                 g[j] = col_grad(&self.P, j)
         return np.asarray(g).copy()
 
+    cdef Py_ssize_t _row_block(self) noexcept nogil:
+        # rows per block of the objective's sums: the streamed grid step's blocks when it
+        # has them (each thread reads the rows it owns there), else OBJ_BLOCK
+        return self.grid_block if self.grid_block > 0 else OBJ_BLOCK
+
     cdef int _pass_threads(self, int n_threads):
         if self.P.D == 0 or self.P.indptr[self.P.D] < PAR_MIN_ENTRIES:
             return 1
         return max(1, n_threads)
-
-    cdef void _gap_terms(self, double* rn2, double* ry, double* l1, double* l2,
-                         int T) noexcept nogil:
-        # Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y (r = y - p = -u), ||w||_1, ||w||^2
-        cdef double out[5]
-        self._sums(T, out)
-        rn2[0] = out[1] / self.P.S
-        ry[0] = out[2] / self.P.S
-        l1[0] = out[3]
-        l2[0] = out[4]
-
-    cdef inline double _violation(self, Py_ssize_t j, double gj) noexcept nogil:
-        # minimum-norm subgradient |g_j + lam1 sign(w_j)|, or max(|g_j| - lam1, 0) at w_j = 0
-        cdef double wj = self.P.rec[j].w, v
-        if wj > 0:
-            return fabs(gj + self.P.lam1)
-        if wj < 0:
-            return fabs(gj - self.P.lam1)
-        v = fabs(gj) - self.P.lam1
-        return v if v > 0 else 0.0
 
     def convergence(self, int check, int n_threads):
         """The raw convergence value: duality gap, or largest minimum-norm subgradient.
@@ -1257,92 +1338,34 @@ cdef class CDProblem:
         per-column score (|g_j| for the gap, the subgradient v_j otherwise) in ``scores()``.
         """
         cdef double[::1] g = self.scratch
-        cdef Py_ssize_t j
         cdef int T = self._pass_threads(n_threads)
-        cdef double lam1 = self.P.lam1, lam2 = self.P.lam2
-        cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0, c
+        cdef double out
+        if self.P.D == 0:
+            g = np.zeros(1)
         with nogil:
-            for j in prange(self.P.D, num_threads=T, schedule="guided"):
-                g[j] = col_grad(&self.P, j)
-            if check == DUALITY_GAP:
-                for j in range(self.P.D):
-                    g[j] = fabs(g[j])  # |XtA_j|, XtA = -g
-                    if g[j] > dn:
-                        dn = g[j]
-                self._gap_terms(&rn2, &ry, &l1, &l2, T)
-            else:
-                for j in range(self.P.D):
-                    g[j] = self._violation(j, g[j])
-                    if g[j] > vmax:
-                        vmax = g[j]
-        if check == DUALITY_GAP:
-            c = lam1 / dn if dn > lam1 else 1.0
-            return (0.5 * rn2 * (1.0 + c * c) + lam1 * l1 - c * ry
-                    + 0.5 * lam2 * (1.0 + c * c) * l2)
-        if self.fit_intercept:
-            v = fabs(self._intercept_grad())
-            if v > vmax:
-                vmax = v
-        return vmax
+            out = check_value(&self.P, check, self.fit_intercept, NULL, self.P.D, &g[0],
+                              self._row_block(), T, False)
+        return out
 
     def scores(self):
         """Per-column scores of the last full ``convergence`` call (a view)."""
         return self.scratch
 
     def lower_bound(self, int check, cols, int n_threads=1):
-        """A certified lower bound on ``convergence(check)`` from the columns ``cols`` only.
-
-        Subgradient: the max of v_j over ``cols`` (and |g_b|), computed exactly as the full
-        check does, so it is <= the full value. Gap: dn >= dn_s (the max |XtA_j| over
-        ``cols``), so the full check's c = min(1, lam1 / dn) lies in (0, c_s] with
-        c_s = min(1, lam1 / dn_s); the gap is a convex quadratic in c, and its minimum over
-        [0, c_s] bounds it from below. Cost: the columns' entries plus O(N + D).
-        """
+        """A certified lower bound on ``convergence(check)`` from the columns ``cols`` only
+        (``check_value``). Cost: the columns' entries plus O(N + D)."""
         cdef const int64_t[::1] cv = cols
-        cdef Py_ssize_t k, j
-        cdef double lam1 = self.P.lam1, lam2 = self.P.lam2
-        cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
-        cdef double cs, A, cmin
         cdef int T = self._pass_threads(n_threads)
         cdef Py_ssize_t n = cv.shape[0]
-        cdef int64_t entries = 0
-        for k in range(n):
-            entries += self.P.rec[cv[k]].end - self.P.rec[cv[k]].start
-        cdef int TW = T if entries >= PAR_MIN_ENTRIES else 1
-        gbuf = np.empty(n, dtype=np.float64)
+        gbuf = np.empty(max(n, 1), dtype=np.float64)
         cdef double[::1] g = gbuf
+        cdef double out
+        if n == 0:
+            cv = np.zeros(1, dtype=np.int64)
         with nogil:
-            # the columns' gradients in parallel (each summed alone: the same for any T)
-            for k in prange(n, num_threads=TW, schedule="guided"):
-                g[k] = col_grad(&self.P, cv[k])
-            for k in range(n):
-                j = cv[k]
-                v = g[k]
-                if check == DUALITY_GAP:
-                    v = fabs(v)
-                    if v > dn:
-                        dn = v
-                else:
-                    v = self._violation(j, v)
-                    if v > vmax:
-                        vmax = v
-            if check == DUALITY_GAP:
-                self._gap_terms(&rn2, &ry, &l1, &l2, T)
-        if check == DUALITY_GAP:
-            cs = lam1 / dn if dn > lam1 else 1.0
-            A = 0.5 * (rn2 + lam2 * l2)
-            # gap(c) = A (1 + c^2) + lam1 l1 - c ry, minimized over [0, cs]
-            cmin = ry / (2.0 * A) if A > 0 else cs
-            if cmin > cs:
-                cmin = cs
-            if cmin < 0:
-                cmin = 0.0
-            return A * (1.0 + cmin * cmin) + lam1 * l1 - cmin * ry
-        if self.fit_intercept:
-            v = fabs(self._intercept_grad())
-            if v > vmax:
-                vmax = v
-        return vmax
+            out = check_value(&self.P, check, self.fit_intercept, &cv[0], n, &g[0],
+                              self._row_block(), T, True)
+        return out
 
     def predictions(self):
         """p = Z w + b on the training rows."""

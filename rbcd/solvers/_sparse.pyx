@@ -5,8 +5,8 @@ format conversions (one CSR and one CSC copy per fit, see ``rbcd.solvers.cg``).
 
 Z^T U is computed as a row loop over the CSC copy of Z (the CSC arrays of Z are
 the CSR arrays of Z^T), which is parallel over columns with no reduction.
-(Per-thread D x k accumulation buffers over the CSR arrays, the alternative
-without a transposed copy, measured about 2x slower here.)
+(The alternative without a transposed copy, per-thread D x k accumulation buffers
+over the CSR arrays, needs n_threads * D * k scratch and a reduction.)
 
 Every product kernel has a fast path for matrices whose stored values all equal
 one constant (random binning: 1/sqrt(R)): the data array is not read and the
@@ -19,6 +19,9 @@ block order, so results do not depend on the thread count.
 """
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint16_t, uintptr_t
+
+# the grid-label layout (label_t: uint16 / int32 per grid) and its owner's notes
+from rbcd.binning._grid cimport label_t
 
 
 
@@ -185,11 +188,6 @@ def csc_weighted_col_stats(
 cdef enum:
     _LABEL_ROWS = 16384   # rows per block of labels_matmat
     _LABEL_GRIDS = 4     # grids summed in a register per pass of labels_matmat
-
-
-ctypedef fused label_t:
-    uint16_t
-    int32_t
 
 
 cdef void _gather_rows(const label_t *lab, Py_ssize_t nb, const double *vg, Py_ssize_t i0,

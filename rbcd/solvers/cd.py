@@ -10,8 +10,11 @@ The kernels live in ``_cd.pyx``; this module validates input, converts Z once to
 form the kernels walk), picks the parallel mode, and runs the epoch loop with its
 convergence check (relative duality gap or largest minimum-norm subgradient).
 
-Scalings done at the boundary: none of the kernels' quantities are rescaled; the sample
-weights enter unnormalized with their sum S, exactly as docs/internals.md writes P.
+Scalings done at the boundary: the sample weights enter unnormalized with their sum S,
+exactly as docs/internals.md writes P; weights (any loss) and squared-loss targets whose
+magnitude would overflow or underflow the squares in P are divided by a power of two
+first (exact; ``pow2_scale`` and ``_solve`` give the rescaling) and the solution scaled
+back.
 
 Parallel modes (``parallel=``):
 
@@ -21,11 +24,11 @@ Parallel modes (``parallel=``):
   to the same optimum.
 * "grid": random binning's own structure: the bins of one grid touch disjoint rows, so all
   bins of a visited grid are updated at once in parallel. Deterministic, identical for any
-  number of threads. Needs ``fit(..., binning=<fitted exact-mode RandomBinning>)``.
-* "auto": one thread -> None; grid structure available -> "grid"; otherwise "hogwild" when
-  it pays (at least ``_HOGWILD_MIN_NNZ`` stored entries and a predicted speedup, paper
-  eq. 29, of at least 1.5), else None: tiny or dense problems gain nothing from threads and
-  keep their reproducibility.
+  number of threads. Needs the grid structure: ``fit(Z, y, columns=...)``.
+* "auto" (default): chosen from the problem, never from the thread count, so that
+  ``n_jobs=None`` gives the same coefficients on every machine: "grid" when the grid
+  structure is given and its grids hold at least 32768 stored entries on average (the size
+  from which one grid's update is split across threads), else None.
 
 Convergence is decided once per epoch, after the intercept step (docs/internals.md). The
 full check is an O(nnz) pass; when a certified lower bound computed from the few columns
@@ -46,8 +49,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _cd
+from ._columns import columns_from, plain_columns
+from ._paths import current_paths
 from .._random import solver_seed
 from .._threads import effective_n_threads
+from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, TOL, VERBOSE,
+                           Interval, StrOptions, fit_context)
 
 __all__ = ["CDRegressor", "CDClassifier", "cd_path", "alpha_max"]
 
@@ -66,10 +73,10 @@ SELECTIONS = {
 PARALLEL_MODES = (None, "auto", "hogwild", "grid")
 _MODE_CODES = {None: _cd.Mode.SERIAL, "hogwild": _cd.Mode.HOGWILD, "grid": _cd.Mode.GRID}
 
+_TRANSACTIONS = {"auto": _cd.TX_AUTO, "off": _cd.TX_OFF, "abort": _cd.TX_ABORT}
 _MASK64 = (1 << 64) - 1
 # Hogwild thread t of problem k: SplitMix64(seed + k + _HOGWILD_STRIDE * (t + 1))
 _HOGWILD_STRIDE = 0x632BE59BD9B4E019
-_HOGWILD_MIN_NNZ = 100_000
 
 
 # ---------------------------------------------------------------------------- checks
@@ -102,23 +109,44 @@ def _check_int(value, name, low=None):
     return value
 
 
-def _check_params(est, loss_choices):
-    """Validated solver parameters of an estimator, as a dict (the estimator is untouched)."""
-    if not isinstance(est.fit_intercept, (bool, np.bool_)):
-        raise ValueError(f"fit_intercept must be a bool, got {est.fit_intercept!r}")
-    verbose = est.verbose
-    verbose = int(verbose) if isinstance(verbose, (bool, np.bool_)) else _check_int(verbose, "verbose", 0)
+#: random_state as make_generator (rbcd._random) takes it: any non-negative int (64-bit seeds
+#: included), a Generator, RandomState or SeedSequence, or None. scikit-learn's
+#: "random_state" (the shared RANDOM_STATE) refuses seeds >= 2**32 and Generators.
+_RANDOM_STATE = [Interval(numbers.Integral, 0, None, closed="left"), np.random.RandomState,
+                 np.random.Generator, np.random.SeedSequence, None]
+
+_CD_CONSTRAINTS = {
+    "alpha": NONNEG_REAL,
+    "l1_ratio": [Interval(numbers.Real, 0, 1, closed="both")],
+    "fit_intercept": ["boolean"],
+    "max_epochs": POSITIVE_INT,
+    "tol": TOL,
+    "selection": [StrOptions(set(SELECTIONS))],
+    "parallel": [StrOptions({"auto", "hogwild", "grid"}), None],
+    "n_jobs": N_JOBS,
+    "warm_start": ["boolean"],
+    "random_state": _RANDOM_STATE,
+    "verbose": VERBOSE,
+}
+
+
+def _params_of(est):
+    """The solver parameters of an estimator whose ``_parameter_constraints`` have been
+    validated (``fit_context``), as a dict (the estimator is untouched)."""
+    for name in ("alpha", "tol"):
+        if not np.isfinite(float(getattr(est, name))):
+            raise ValueError(f"{name} must be finite, got {getattr(est, name)!r}")
     return dict(
-        loss=_check_choice(est.loss, "loss", loss_choices),
-        alpha=_check_real(est.alpha, "alpha", low=0.0),
-        l1_ratio=_check_real(est.l1_ratio, "l1_ratio", low=0.0, high=1.0),
-        max_epochs=_check_int(est.max_epochs, "max_epochs", low=1),
-        tol=_check_real(est.tol, "tol", low=0.0),
-        selection=_check_choice(est.selection, "selection", tuple(SELECTIONS)),
-        parallel=_check_choice(est.parallel, "parallel", PARALLEL_MODES),
+        loss=est.loss,
+        alpha=float(est.alpha),
+        l1_ratio=float(est.l1_ratio),
+        max_epochs=int(est.max_epochs),
+        tol=float(est.tol),
+        selection=est.selection,
+        parallel=est.parallel,
         n_threads=effective_n_threads(est.n_jobs),
         fit_intercept=bool(est.fit_intercept),
-        verbose=verbose,
+        verbose=int(est.verbose),
     )
 
 
@@ -191,193 +219,33 @@ def _binary_pm1(y, n_samples):
     return np.where(idx == 1, 1.0, -1.0)
 
 
-# ---------------------------------------------------------------------------- columns
-class _Columns:
-    """Z in the form the kernels walk: CSC (int64 indptr, int32/int64 sorted row indices),
-    values as float64, or ``data=None`` with the constant ``zval`` when every stored value is
-    equal (random binning: 1/sqrt(R), the RB fast path), and ``grid_ptr`` when known."""
+def _resolve_mode(parallel, n_threads, cols, grid_min_entries):
+    """The mode actually used (None, "hogwild" or "grid") and its thread count.
 
-    def __init__(self, indptr, indices, data, zval, n_rows, grid_ptr=None):
-        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        if indices.dtype not in (np.int32, np.int64):
-            indices = indices.astype(np.int64)
-        self.indices = np.ascontiguousarray(indices)
-        self.data = data
-        self.zval = float(zval)
-        self.n_rows = int(n_rows)
-        self.n_cols = self.indptr.shape[0] - 1
-        self.grid_ptr = grid_ptr
-
-    @property
-    def nnz(self):
-        return int(self.indptr[-1])
-
-    @property
-    def value(self):
-        """The constant stored value (None when values are stored): what
-        rbcd.solvers.cg's products read from a column structure."""
-        return self.zval if self.data is None else None
-
-    def grid_labels(self, n_threads):
-        """The bin of each row in each grid, (R, n_rows), for grid mode's streamed step
-        (built once and shared by the problems of a fit); None where it does not apply
-        (stored values not constant, or no grid structure)."""
-        if self.data is not None or self.grid_ptr is None or not _cd.GRID_STREAM:
-            return None
-        if not hasattr(self, "_grid_labels"):
-            self._grid_labels = _cd.grid_labels(self.indptr, self.indices, self.grid_ptr,
-                                                self.n_rows, n_threads)
-        return self._grid_labels
-
-    def check(self):
-        """ValueError unless the structure is valid (the kernels index without checks)."""
-        ip = self.indptr
-        if ip.shape[0] < 1 or ip[0] != 0 or np.any(ip[1:] < ip[:-1]) or ip[-1] > self.indices.shape[0]:
-            raise ValueError("the column structure of Z is invalid: indptr must rise from 0 to at "
-                             "most the number of stored entries")
-        if self.data is not None and self.data.shape[0] < ip[-1]:
-            raise ValueError("the column structure of Z is invalid: fewer values than entries")
-        if ip[-1] > 0:
-            rows = self.indices[: ip[-1]]
-            if rows.min() < 0 or rows.max() >= self.n_rows:
-                raise ValueError(f"the column structure of Z is invalid: row indices must lie in "
-                                 f"[0, {self.n_rows})")
-        return self
-
-    def column_sums(self, v, n_threads):
-        """Z^T v (v float64 of length n_rows)."""
-        return _cd.column_sums(self.indptr, self.indices, self.data, self.zval,
-                               np.ascontiguousarray(v, dtype=np.float64), n_threads)
-
-
-def _constant_values(data):
-    """(None, value) when all stored values are equal, else (float64 data, 1.0)."""
-    if data.shape[0] > 0 and np.all(data == data[0]):
-        return None, float(data[0])
-    if data.shape[0] == 0:
-        return None, 1.0
-    return np.ascontiguousarray(data, dtype=np.float64), 1.0
-
-
-def _plain_columns(Z):
-    """CSC view of any scipy sparse matrix or dense array (converted once)."""
-    if sp.issparse(Z):
-        C = Z.tocsc()
-        if not C.has_canonical_format:
-            C = C.copy()
-            C.sum_duplicates()
-    else:
-        C = sp.csc_matrix(np.asarray(Z))
-    data, zval = _constant_values(C.data)
-    return _Columns(C.indptr, C.indices, data, zval, C.shape[0])
-
-
-def _check_grid_structure(cols, grid_ptr):
-    """grid_ptr as int64, checked: 0 .. D non-decreasing, at most one entry per row per grid."""
-    gp = np.asarray(grid_ptr)
-    if gp.ndim != 1 or gp.shape[0] < 2 or gp.dtype.kind not in "iu":
-        raise ValueError(f"grid_ptr must be a 1-D integer array of length R + 1 >= 2, got shape {gp.shape}")
-    gp = np.ascontiguousarray(gp, dtype=np.int64)
-    if gp[0] != 0 or gp[-1] != cols.n_cols or np.any(np.diff(gp) < 0):
-        raise ValueError(
-            f"grid_ptr must be non-decreasing from 0 to the number of columns {cols.n_cols}, "
-            f"got first {int(gp[0])} and last {int(gp[-1])}"
-        )
-    # grid of every stored entry; (grid, row) pairs must be distinct
-    grid_of_col = np.repeat(np.arange(gp.shape[0] - 1, dtype=np.int64), np.diff(gp))
-    grid_of_entry = np.repeat(grid_of_col, np.diff(cols.indptr))
-    key = grid_of_entry * cols.n_rows + cols.indices.astype(np.int64)
-    key.sort()
-    dup = np.flatnonzero(key[1:] == key[:-1])
-    if dup.shape[0]:
-        r, i = divmod(int(key[dup[0]]), cols.n_rows)
-        raise ValueError(
-            f"row {i} has more than one entry in grid {r}: not a random binning grid structure "
-            f"(parallel='grid' needs at most one entry per row per grid)"
-        )
-    return gp
-
-
-def _is_rb_columns(obj):
-    return all(hasattr(obj, a) for a in ("indptr", "indices", "grid_ptr", "value", "n_rows"))
-
-
-def _columns_from(Z, binning, n_jobs):
-    """The solver's columns of Z; with ``binning`` also the grid structure.
-
-    ``binning`` may be a fitted exact-mode RandomBinning (its ``grid_ptr_`` is checked
-    against Z) or an ``rbcd.binning.random_binning.RBColumns`` already built from Z (used as is, no
-    rebuild: the fast path of RBRegressor/RBClassifier).
+    "auto" follows from the problem alone, never from the thread count, so that the
+    coefficients under ``n_jobs=None`` are the same on every machine: "grid" when the grid
+    structure was given and its grids hold at least ``grid_min_entries`` stored entries on
+    average (the size from which one grid's update is split across threads), else None
+    (serial). Both are deterministic for any number of threads; Hogwild is never chosen
+    automatically (its result varies from run to run).
     """
-    if binning is None:
-        return _plain_columns(Z)
-    if _is_rb_columns(binning):
-        n_rows = int(binning.n_rows)
-        indptr = np.asarray(binning.indptr)
-        if n_rows != Z.shape[0] or indptr.shape[0] != Z.shape[1] + 1:
-            raise ValueError(
-                f"binning columns describe a {n_rows} x {indptr.shape[0] - 1} matrix but Z is "
-                f"{Z.shape[0]} x {Z.shape[1]}"
-            )
-        gp = np.ascontiguousarray(binning.grid_ptr, dtype=np.int64)
-        if gp.ndim != 1 or gp.shape[0] < 2 or gp[0] != 0 or gp[-1] != Z.shape[1] or np.any(np.diff(gp) < 0):
-            raise ValueError("binning.grid_ptr must rise from 0 to the number of columns of Z")
-        cols = _Columns(indptr, np.asarray(binning.indices), None, float(binning.value), n_rows, gp)
-        labels = getattr(binning, "grid_labels", None)
-        if labels is not None and len(labels) == gp.shape[0] - 1 and all(
-                a.shape == (n_rows,) and a.dtype == (np.uint16 if w < 65536 else np.int32)
-                for a, w in zip(labels, np.diff(gp))):
-            cols._grid_labels = labels  # built with the structure (RandomBinning)
-        return cols
-    grid_ptr = getattr(binning, "grid_ptr_", None)
-    if grid_ptr is None:
-        raise ValueError(
-            "binning must be a fitted RandomBinning in exact mode (n_features=None) or the "
-            "RBColumns of Z; the given binning has no grid_ptr_ (hashed mode or not fitted)"
-        )
-    grid_ptr = np.asarray(grid_ptr)
-    if int(grid_ptr[-1]) != Z.shape[1]:
-        raise ValueError(
-            f"the binning has {int(grid_ptr[-1])} columns but Z has {Z.shape[1]}"
-        )
-    try:
-        from ..binning.random_binning import column_structure
-    except ImportError:
-        column_structure = None
-    if column_structure is not None and sp.issparse(Z):
-        Zr = Z.tocsr()
-        if Zr.data.shape[0] and np.all(Zr.data == Zr.data[0]):
-            # a plain RB matrix: the shared builder (parallel, checks the grid structure)
-            rbc = column_structure(Zr, grid_ptr, n_jobs=n_jobs)
-            return _Columns(rbc.indptr, np.asarray(rbc.indices), None, float(rbc.value),
-                            rbc.n_rows, np.ascontiguousarray(rbc.grid_ptr, dtype=np.int64))
-    cols = _plain_columns(Z)
-    cols.grid_ptr = _check_grid_structure(cols, grid_ptr)
-    return cols
-
-
-def _resolve_mode(parallel, n_threads, cols):
-    """The mode actually used (None, "hogwild" or "grid") and its thread count."""
     if parallel == "grid":
         if cols.grid_ptr is None:
             raise ValueError(
-                "parallel='grid' needs the grid structure: pass binning= a fitted RandomBinning "
-                "(exact mode, n_features=None) to fit"
+                "parallel='grid' needs the grid structure of an exact mode random binning "
+                "(n_features=None): pass columns= (the RBColumns of Z from "
+                "RandomBinning.fit_transform(X, return_columns=True), or the fitted "
+                "RandomBinning) to fit"
             )
         return "grid", n_threads
     if parallel == "hogwild":
         return "hogwild", n_threads
-    if parallel is None or n_threads == 1:
+    if parallel is None:
         return None, n_threads
     if cols.grid_ptr is not None:
-        return "grid", n_threads
-    nnz = cols.nnz
-    if nnz >= _HOGWILD_MIN_NNZ and cols.n_cols > 1:
-        per_row = nnz / max(cols.n_rows, 1)
-        t = n_threads
-        speedup = t / (1.0 + max(per_row - 1.0, 0.0) * (t - 1) / (cols.n_cols - 1))
-        if speedup >= 1.5:
-            return "hogwild", n_threads
+        n_grids = max(cols.grid_ptr.shape[0] - 1, 1)
+        if cols.nnz >= grid_min_entries * n_grids:
+            return "grid", n_threads
     return None, n_threads
 
 
@@ -417,12 +285,36 @@ def _gradient_at_constant(cols, loss, y, s, S, b0, n_threads):
 
 
 # ---------------------------------------------------------------------------- solver
+def pow2_scale(v):
+    """A power of two c with max|v| / c in [1, 2) when max|v| lies outside
+    [2**-SAFE_EXP, 2**SAFE_EXP] (and is not 0), else 1.0.
+
+    Dividing by a power of two is exact (no rounding, short of subnormals), so a problem
+    solved on v / c takes the same steps as on v, scaled: this keeps squares and sums of
+    squares of huge or tiny targets and weights finite and non-zero.
+    """
+    m = float(np.max(np.abs(v))) if np.size(v) else 0.0
+    if m == 0.0 or 2.0 ** -SAFE_EXP <= m <= 2.0 ** SAFE_EXP:
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(m)[1]) - 1))
+
+
+SAFE_EXP = 100
+
+
 def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol, selection,
-           mode, n_threads, seed, M, w_init=None, b_init=0.0, verbose=0, label=""):
+           mode, n_threads, seed, M, paths, w_init=None, b_init=0.0, verbose=0, label="",
+           _lams=None):
     """Coordinate descent on one problem (one target / one one-vs-rest class).
 
     ``s`` None means unit weights. ``M`` = beta h + lam2 (shared by the problems of a fit).
     Returns dict(w, b, n_iter, history, gap, converged).
+
+    Scaling (squared loss): with y' = y / c, w' = w / c, b' = b / c and lam1' = lam1 / c
+    (lam2 unchanged), P'(w', b') = P(w, b) / c^2, so the minimizer of P' is the minimizer of
+    P divided by c. For a target whose magnitude would overflow or underflow the squares
+    in P (|y| beyond 2**+-SAFE_EXP) the problem is solved in those units with c a power of
+    two (``pow2_scale``: exact), and w, b, the objective history are scaled back.
     """
     N = cols.n_rows
     lam1 = alpha * l1_ratio
@@ -430,6 +322,24 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
     s_full = np.ones(N) if s is None else s
     S = float(np.sum(s_full))
     y = np.ascontiguousarray(y, dtype=np.float64)
+    if _lams is not None:
+        lam1, lam2 = _lams
+    c = pow2_scale(y) if loss == "squared" and _lams is None else 1.0
+    if c != 1.0:
+        y = y / c
+        lam1 = lam1 / c
+        if w_init is not None:
+            w_init = np.asarray(w_init, dtype=np.float64) / c
+            b_init = b_init / c
+        out = _solve(cols, y, s, loss=loss, alpha=1.0, l1_ratio=1.0, fit_intercept=fit_intercept,
+                     max_epochs=max_epochs, tol=tol, selection=selection, mode=mode,
+                     n_threads=n_threads, seed=seed, M=M, paths=paths, w_init=w_init,
+                     b_init=b_init, verbose=verbose, label=label, _lams=(lam1, lam2))
+        out["w"] = out["w"] * c
+        out["b"] = out["b"] * c
+        with np.errstate(over="ignore"):
+            out["history"] = [h * c * c for h in out["history"]]
+        return out
     # grid mode, and serial cyclic CD on RB columns (grid after grid), take the streamed step
     stream = mode == "grid" or (mode is None and selection == "cyclic"
                                 and cols.grid_ptr is not None)
@@ -437,7 +347,9 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         cols.indptr, cols.indices, cols.data, cols.zval, y, s, S, M, LOSSES[loss], lam1, lam2,
         fit_intercept, SELECTIONS[selection], seed & _MASK64,
         cols.grid_ptr if stream else None,
-        cols.grid_labels(n_threads) if stream else None,
+        cols.grid_labels(n_threads) if stream and paths.grid_stream else None,
+        paths.grid_par_min, paths.stream_max_partials,
+        _TRANSACTIONS[paths.transactions],
     )
     if mode == "hogwild":
         prob.set_thread_seeds([(seed + _HOGWILD_STRIDE * (t + 1)) & _MASK64 for t in range(n_threads)])
@@ -509,13 +421,6 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         if raw <= tol * scale:
             converged = True
             break
-    if not converged:
-        kind = "duality gap" if use_gap else "largest minimum-norm subgradient"
-        warnings.warn(
-            f"Coordinate descent did not converge{label} after {max_epochs} epochs: relative "
-            f"{kind} {value:.3e} > tol {tol:.3e}. Increase max_epochs, or alpha.",
-            ConvergenceWarning,
-        )
     return dict(w=prob.w_arr, b=prob.b, n_iter=n_iter, history=history, gap=float(value),
                 converged=converged)
 
@@ -530,14 +435,20 @@ class _CDBase(BaseEstimator):
         return validate_data(self, Z, reset=reset, accept_sparse=True,
                              dtype=[np.float64, np.float32])
 
-    def _solve_all(self, Z, targets, s, params, binning):
+    def _solve_all(self, Z, targets, s, params, columns):
         """Solve every problem k (column k of ``targets``); sets the shared attributes."""
-        cols = _columns_from(Z, binning, self.n_jobs).check()
-        mode, n_threads = _resolve_mode(params["parallel"], params["n_threads"], cols)
+        cols = columns_from(Z, columns, self.n_jobs).check()
+        paths = current_paths()
+        mode, n_threads = _resolve_mode(params["parallel"], params["n_threads"], cols,
+                                        paths.grid_par_min)
         loss = params["loss"]
         n_problems = targets.shape[1]
         D = cols.n_cols
         N = cols.n_rows
+        if s is not None:
+            # P divides the weighted loss by S = sum s: invariant under s -> s / c; a power
+            # of two (exact) keeps S and the weighted sums finite for huge or tiny weights
+            s = s / pow2_scale(s)
         s_full = np.ones(N) if s is None else s
         S = float(np.sum(s_full))
         beta = _cd.beta_of(LOSSES[loss])
@@ -568,10 +479,23 @@ class _CDBase(BaseEstimator):
                 l1_ratio=params["l1_ratio"], fit_intercept=params["fit_intercept"],
                 max_epochs=params["max_epochs"], tol=params["tol"],
                 selection=params["selection"], mode=mode, n_threads=n_threads,
-                seed=seed + k, M=M,
+                seed=seed + k, M=M, paths=paths,
                 w_init=W0[k] if warm else None, b_init=float(B0[k]) if warm else 0.0,
                 verbose=params["verbose"], label=f" (problem {k})" if n_problems > 1 else "",
             ))
+        failed = [k for k, r in enumerate(results) if not r["converged"]]
+        if failed:
+            kind = ("duality gap" if loss == "squared" and params["l1_ratio"] > 0
+                    else "largest minimum-norm subgradient")
+            worst = max(failed, key=lambda k: results[k]["gap"])
+            which = (f" for {len(failed)} of {n_problems} problems" if n_problems > 1 else "")
+            warnings.warn(
+                f"Coordinate descent did not converge{which} after {params['max_epochs']} "
+                f"epochs: relative {kind} {results[worst]['gap']:.3e}"
+                f"{f' (problem {worst}, the worst)' if n_problems > 1 else ''} > tol "
+                f"{params['tol']:.3e}. Increase max_epochs, or alpha.",
+                ConvergenceWarning, stacklevel=3,
+            )
         self.parallel_ = mode
         self.n_threads_ = int(n_threads)
         W = np.vstack([r["w"] for r in results]).astype(Z.dtype, copy=False)
@@ -646,6 +570,7 @@ class CDRegressor(RegressorMixin, _CDBase):
     """
 
     _loss_choices = REGRESSION_LOSSES
+    _parameter_constraints = {**_CD_CONSTRAINTS, "loss": [StrOptions(set(REGRESSION_LOSSES))]}
 
     def __init__(self, loss="squared", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
                  max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
@@ -663,13 +588,24 @@ class CDRegressor(RegressorMixin, _CDBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, Z, y, sample_weight=None, binning=None):
+    @fit_context
+    def fit(self, Z, y, sample_weight=None, columns=None):
         """Fit by coordinate descent.
 
-        ``binning``: a fitted exact-mode RandomBinning (or the RBColumns of Z) giving the
-        grid structure for parallel="grid" (and "auto").
+        Parameters
+        ----------
+        Z : (N, D) sparse matrix or array, the features (e.g. random binning features).
+        y : (N,) or (N, n_targets) targets.
+        sample_weight : (N,) non-negative weights, optional.
+        columns : RBColumns or fitted RandomBinning, optional
+            The grid structure of Z: the RBColumns returned with Z by
+            ``RandomBinning.fit_transform(X, return_columns=True)``, or the fitted
+            exact-mode RandomBinning that produced Z (the structure is then rebuilt from
+            Z). It enables the grid-block mode (``parallel="grid"``, and "auto" on large
+            problems) and saves the transposed copy of Z. Checked against Z: a structure
+            that is not Z's is a ValueError. Optional; the optimum does not depend on it.
         """
-        params = _check_params(self, self._loss_choices)
+        params = _params_of(self)
         _check_y_given(self, y)
         Z = self._validate_Z(Z, reset=True)
         y = _check_regression_target(y, Z.shape[0])
@@ -678,7 +614,7 @@ class CDRegressor(RegressorMixin, _CDBase):
             s = None
         single = y.ndim == 1
         targets = y[:, None] if single else y
-        W, B = self._solve_all(Z, targets, s, params, binning)
+        W, B = self._solve_all(Z, targets, s, params, columns)
         if single:
             self.coef_ = W[0]
             self.intercept_ = float(B[0])
@@ -717,6 +653,11 @@ class CDClassifier(ClassifierMixin, _CDBase):
     """
 
     _loss_choices = CLASSIFICATION_LOSSES
+    _parameter_constraints = {
+        **_CD_CONSTRAINTS,
+        "loss": [StrOptions(set(CLASSIFICATION_LOSSES))],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
 
     def __init__(self, loss="logistic", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
                  max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
@@ -735,9 +676,13 @@ class CDClassifier(ClassifierMixin, _CDBase):
         self.verbose = verbose
         self.class_weight = class_weight
 
-    def fit(self, Z, y, sample_weight=None, binning=None):
-        """Fit one problem (two classes) or one per class (one-vs-rest)."""
-        params = _check_params(self, self._loss_choices)
+    @fit_context
+    def fit(self, Z, y, sample_weight=None, columns=None):
+        """Fit one problem (two classes) or one per class (one-vs-rest).
+
+        ``columns``: the grid structure of Z, optional, as in ``CDRegressor.fit``.
+        """
+        params = _params_of(self)
         _check_y_given(self, y)
         Z = self._validate_Z(Z, reset=True)
         y = np.asarray(y)
@@ -760,8 +705,6 @@ class CDClassifier(ClassifierMixin, _CDBase):
         s = _check_sample_weight(sample_weight, Z.shape[0])
         if self.class_weight is not None:
             cw = self.class_weight
-            if not (isinstance(cw, dict) or (isinstance(cw, str) and cw == "balanced")):
-                raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {cw!r}")
             if isinstance(cw, dict):
                 known = set(classes.tolist())
                 unknown = [c for c in cw if c not in known]
@@ -779,7 +722,7 @@ class CDClassifier(ClassifierMixin, _CDBase):
             targets = np.column_stack(
                 [np.where(y_idx == k, 1.0, -1.0) for k in range(classes.shape[0])]
             )
-        W, B = self._solve_all(Z, targets, s, params, binning)
+        W, B = self._solve_all(Z, targets, s, params, columns)
         self.coef_ = W
         self.intercept_ = B
         return self
@@ -870,7 +813,7 @@ def alpha_max(Z, y, l1_ratio=1.0, fit_intercept=True, sample_weight=None, loss="
         targets = yv[:, None] if yv.ndim == 1 else yv
     else:
         targets = _binary_pm1(y, N)[:, None]
-    cols = _plain_columns(Z)
+    cols = plain_columns(Z)
     n_threads = effective_n_threads(None)
     best = 0.0
     for k in range(targets.shape[1]):
@@ -880,7 +823,7 @@ def alpha_max(Z, y, l1_ratio=1.0, fit_intercept=True, sample_weight=None, loss="
     return best / l1_ratio
 
 
-def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, binning=None,
+def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, columns=None,
             **params):
     """Coordinate descent along a decreasing sequence of alphas, warm-starting each fit.
 
@@ -921,7 +864,7 @@ def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, binni
     coefs, gaps = [], []
     for a in alphas:
         est.set_params(alpha=float(a))
-        est.fit(Z, y, sample_weight=sample_weight, binning=binning)
+        est.fit(Z, y, sample_weight=sample_weight, columns=columns)
         coef = np.asarray(est.coef_)
         if loss != "squared" and coef.shape[0] == 1:
             coef = coef[0]

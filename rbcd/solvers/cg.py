@@ -16,21 +16,15 @@ frozen as soon as ``||r_k|| <= tol * ||b_k||``.
 
 Products (rbcd.solvers._sparse): Z @ V is parallel over the rows of a CSR copy; Z^T @ U is
 parallel over the rows of a CSC copy built once per fit (the CSC arrays of Z are the
-CSR arrays of Z^T), or taken from the binning's RBColumns when given. Measured (thread
-CPU time, one thread, N=50k, R=64 random binning, D=11k / 2.8M columns): Z^T U by the
-CSC route 1.8 / 8.8 ms for one right-hand side against 3.8 / 19.9 ms with per-thread
-scatter buffers, and 3.6 / 14.5 ms against 5.7 / 117 ms for four; scipy's Z.T @ U took
-3.9 / 15.5 ms and 6.0 / 42 ms. The CSC route needs no n_threads * D * k scratch, and
-its summation order does not depend on the thread count, so results are identical for
-every ``n_jobs``. When every stored value is the same constant (random binning:
-1/sqrt(R)) the data array is not read. A whole fit (N=50k, R=64, tol=1e-4, one thread)
-took 0.6 s CPU against 3.3 s / 1.5 s for scikit-learn's Ridge(solver="sparse_cg").
+CSR arrays of Z^T), or taken from the RBColumns given as ``fit(..., columns=)``. The CSC
+route needs no n_threads * D * k scratch, and its summation order does not depend on the
+thread count, so results are identical for every ``n_jobs``. When every stored value is
+the same constant (random binning: 1/sqrt(R)) the data array is not read.
 Products smaller than _WORK_PER_THREAD multiply-adds per thread use fewer threads.
 With the grid structure of a random binning matrix (the columns carry grid labels:
-RBRegressor / RBClassifier, or ``fit(..., binning=)``), Z^T U and Z v are computed from
+RBRegressor / RBClassifier, or ``fit(..., columns=)``), Z^T U and Z v are computed from
 the labels (rbcd.solvers._sparse.labels_tmatmat / labels_matmat), 2 bytes per entry with each
-grid's slice in cache, summed in the CSR / CSC order: the same bits (N = 10^6, R = 64,
-2 threads: Z^T u 134 -> 27 ms, Z v 62 -> 39 ms).
+grid's slice in cache, summed in the CSR / CSC order: the same bits.
 
 Jacobi preconditioner: the diagonal of the operator,
 ``sum_i s_i z_ij^2 - S zbar_j^2 + alpha`` (no centring term without intercept), in
@@ -47,34 +41,20 @@ leaves that complement, but M^-1 (not a multiple of I) mixes them in, where they
 as eigenvalues alpha / M_jj of the preconditioned operator: Jacobi then speeds up the
 coarse residual reduction and slows the tail. When the grid structure is known (the
 ``columns`` carry a ``grid_ptr``: RBRegressor / RBClassifier pass the binning's
-RBColumns, or ``fit(..., binning=rb)``), every stored value is the same and every grid
+RBColumns, or ``fit(..., columns=)``), every stored value is the same and every grid
 holds n_rows entries, the preconditioner is z = Proj M^-1 r with Proj the orthogonal
 projection off those directions (subtract each grid's mean over its columns; without
 intercept only the part of the grid means along span{e_g - e_h}; _GridProjection).
 Proj M^-1 Proj is positive definite on the complement, where the iterates live, so the
 solution is the same. Otherwise (new data whose rows miss grids, non-constant values,
 dense Z, no structure) plain Jacobi is used. Cost per iteration: the grid sums of the
-active columns of P, a gather and a subtraction. Measured (one thread, the D = 2.2*10^5,
-N = 2*10^4 matrix below, where vector work weighs most): 4.7 ms per iteration with and
-without the projection for one target, 13.5-14 against 11.5-12 ms for three.
+active columns of P, a gather and a subtraction.
 
-Measured (one thread; iterations to tol 1e-2 / 1e-3 / 1e-4 / 1e-6 / 1e-8, one fit per
-tolerance): RBClassifier(solver="cg") on the demo checkerboard (N = 10^5, d = 8,
-R = 64, sigma = 0.7, alpha = 0.1, random_state = 0): plain CG 55 / 132 / 218 / 379 / 535,
-projected Jacobi 22 / 50 / 108 / 230 / 354, and Jacobi without the projection
-(RidgeCGClassifier on the same Z, no structure) 22 / 50 / 118 / 458 / 725; wall time to
-1e-8, two runs on a shared machine: 4.1-5.2 / 2.7-3.4 / 5.4-6.5 s. RidgeCG with an
-intercept on other RB matrices with R = 64, random_state = 0 (plain / unprojected /
-projected):
-scikit-learn's digits (N = 1797, D = 817, y = the digit, sigma = median pairwise L1
-distance, alpha = 0.0018) 37/18/18, 125/38/40, 260/187/139, 464/503/398, 677/800/565;
-uniform [0, 1)^4 (benchmarks/_common.py's make_X and make_regression_target, N = 2*10^4,
-D = 816, sigma = 1, alpha = 1) 11/8/8, 30/28/21, 48/53/39, 88/112/84, 127/167/127. When
-D > N (rank Z <= N: many more null directions) Jacobi, projected or not, does not help
-and costs iterations at tight tolerances: breast cancer (N = 569, D = 970, y = +-1,
-sigma = median L1 distance, alpha = 0.00057) 15/15/15, 71/89/89, 187/306/271,
-381/859/762, 596/1417/1250; uniform [0, 1)^16 (as above, D = 2.2*10^5) 13/11/11,
-21/22/22, 28/32/31, 42/54/47, 55/73/61. ``preconditioner="auto"`` of RBRegressor /
+Which preconditioner needs fewer iterations depends on the data: the projected Jacobi
+helps most on random binning training data with D < N; without the structure Jacobi
+helps at loose tolerances and can cost iterations at tight ones; when D > N (rank Z <= N,
+many more null directions) neither form of Jacobi helps. benchmarks/compare_ridge.py
+prints the iteration counts per tolerance. ``preconditioner="auto"`` of RBRegressor /
 RBClassifier is resolved in rbcd.models.
 """
 import numbers
@@ -90,7 +70,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _sparse
+from ._columns import columns_from
+from .cd import pow2_scale
 from .._threads import effective_n_threads, limit_blas
+from .._validation import N_JOBS, TOL, Interval, StrOptions, fit_context
 
 _PRECONDITIONERS = ("jacobi", None)
 # multiply-adds per thread below which a product runs on fewer threads
@@ -133,17 +116,6 @@ def _check_alpha(alpha, n_targets):
     if np.any(a < 0):
         raise ValueError(f"alpha must be >= 0, got {alpha!r}")
     return a
-
-
-def _check_params(tol, max_iter, preconditioner):
-    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) or not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
-    if max_iter is not None:
-        if isinstance(max_iter, (bool, np.bool_)) or not isinstance(max_iter, numbers.Integral) or max_iter < 1:
-            raise ValueError(f"max_iter must be None or an integer >= 1, got {max_iter!r}")
-    if not any(preconditioner is p or (isinstance(preconditioner, str) and preconditioner == p)
-               for p in _PRECONDITIONERS):
-        raise ValueError(f"preconditioner must be 'jacobi' or None, got {preconditioner!r}")
 
 
 def _check_sample_weight(sample_weight, n_samples):
@@ -294,7 +266,7 @@ class _Products:
         if not self.sparse:
             return self.Z @ V
         if self.labels is not None and V.shape[1] == 1:
-            # (for several right-hand sides the CSR kernel's register blocks measured faster)
+            # (for several right-hand sides the CSR kernel's register blocks are used)
             return self._run_labels(_sparse.labels_matmat, V, self.shape[0])
         return self._run(self.csr, V, self.shape[0])
 
@@ -334,11 +306,9 @@ class _GridProjection:
     Applied in place to the columns of a C-contiguous (D, m) float64 array.
 
     Grid sums by np.add.reduceat for m <= 2 and by the sparse product E^T V (E the
-    D x G grid indicator matrix) above: reduceat walks each of the m columns with stride
-    m, and was 4-7x slower at D = 10^6, m = 10 (26 against 6.6 ms; 1.1 against 2.4 ms at
-    m = 2). The shift is gathered into a reused buffer (np.take) and subtracted: a fresh
-    D x m temporary each iteration cost its page faults (np.repeat, D = 10^6, m = 10:
-    12 ms).
+    D x G grid indicator matrix) above (reduceat walks each of the m columns with stride
+    m). The shift is gathered into a reused buffer (np.take) and subtracted, so that no
+    D x m temporary is allocated per iteration.
     """
 
     def __init__(self, grid_ptr, fit_intercept):
@@ -381,7 +351,7 @@ def _grid_projection(op, columns, fit_intercept):
 
     Exact when ``columns`` (used by ``op`` as Z's column structure, hence describing Z)
     carries a ``grid_ptr`` (whose grids hold at most one entry per row: true of an
-    RBColumns by construction and checked by ``fit(..., binning=...)``), every stored
+    RBColumns by construction and checked by ``fit(..., columns=...)``), every stored
     value of Z is the same, and every grid holds n_rows entries, so that every row has
     exactly one entry in every grid (training data; rows of new data may miss grids).
     """
@@ -403,8 +373,14 @@ def _grid_projection(op, columns, fit_intercept):
 
 def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
                    max_iter=None, preconditioner="jacobi", n_threads=1, columns=None,
-                   verbose=0):
+                   verbose=0, return_info=False):
     """Block preconditioned CG for ridge; validated inputs, Y of shape (n, k).
+
+    Scaling: the objective sum_i s_i (y_i - z_i w - b)^2 + alpha ||w||^2 is quadratic, so
+    with Y' = Y / cy the solution is (w, b) / cy; and with s' = s / cs, alpha' = alpha / cs
+    the objective is divided by cs, the same minimizer. Targets or weights whose magnitude
+    would overflow or underflow the squared norms (beyond 2**+-100) are solved in those
+    units, cy and cs powers of two (exact), and the solution scaled back.
 
     ``columns``: optional column structure of Z (see _Products), e.g. an
     ``rbcd.binning.random_binning.RBColumns``. If it also has a ``grid_ptr`` -- a promise that each
@@ -417,10 +393,24 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
     coef : (k, D) float64
     intercept : (k,) float64
     n_iter : (k,) int, CG iterations per target (0 when its right-hand side is 0)
+    info : dict, with ``return_info``: ``converged`` (k,) bool, ``residual`` (k,) the final
+        relative residual ||r|| / ||b||, ``stop`` (k,) str, why each target stopped
+        ("tol"; "breakdown": the search direction vanished, p^T A p <= 0, so the residual
+        cannot decrease further in float64; or "max_iter")
     """
     n, D = Z.shape
     k = Y.shape[1]
     alpha = _check_alpha(alpha, k)
+    cy = pow2_scale(Y)
+    cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
+    if cy != 1.0 or cs != 1.0:
+        coef, intercept, n_iter, info = solve_ridge_cg(
+            Z, Y / cy, None if sample_weight is None else sample_weight / cs, alpha / cs,
+            fit_intercept, tol, max_iter, preconditioner, n_threads, columns, verbose,
+            return_info=True)
+        coef *= cy
+        intercept *= cy
+        return (coef, intercept, n_iter, info) if return_info else (coef, intercept, n_iter)
     op = _Products(Z, n_threads, columns=columns)
     s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     S = float(s.sum())
@@ -446,8 +436,8 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
         # also returns the block sums of Pa * Q (for p^T A p)
         T = op.dot(Pa)
         if zbar is not None:
-            # zbar . Pa by einsum, not BLAS: a BLAS gemv here woke OpenBLAS' thread team
-            # every iteration (measured 8 ms CPU for D = 11k next to our OpenMP regions)
+            # zbar . Pa by einsum, not BLAS: a BLAS gemv here would wake the BLAS thread
+            # team every iteration next to our OpenMP regions
             T -= np.einsum("j,jk->k", zbar, Pa)
         if weighted:
             T *= s[:, None]
@@ -486,6 +476,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
     n_iter = np.zeros(k, dtype=np.int64)
     done = bnorm <= thresh                              # b = 0: the solution is w = 0
     rnorm = bnorm.copy()
+    breakdown = np.zeros(k, dtype=bool)
     for it in range(1, max_iter + 1):
         act = np.flatnonzero(~done).astype(np.int64)
         if act.size == 0:
@@ -520,16 +511,26 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
                 P[:, act] = proj(np.ascontiguousarray(P[:, act]))
         rz[act] = rz_new
         done[act[stop]] = True
+        breakdown[act[~ok]] = True
         if verbose:
             print(f"[RidgeCG] iteration {it}: max relative residual "
                   f"{np.max(rn / np.where(bnorm[act] > 0, bnorm[act], 1.0)):.3e}")
     unconverged = rnorm > thresh
+    relres = np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)
+    stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))
     if np.any(unconverged):
-        worst = int(np.argmax(np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)))
+        worst = int(np.argmax(np.where(unconverged, relres, -1.0)))
+        n_bad = int(unconverged.sum())
+        if stop_reason[worst] == "breakdown":
+            why = (f"stopped after {int(n_iter[worst])} iterations because the search "
+                   f"direction vanished (p^T A p <= 0): the relative residual "
+                   f"{relres[worst]:.3e} cannot decrease further in float64, and tol={tol:g} "
+                   f"asks for less. Use a tol above the attainable residual")
+        else:
+            why = (f"did not converge in max_iter={max_iter} iterations: relative residual "
+                   f"{relres[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha")
         warnings.warn(
-            f"RidgeCG did not converge in max_iter={max_iter} iterations for "
-            f"{int(unconverged.sum())} of {k} targets: relative residual "
-            f"{rnorm[worst] / bnorm[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha.",
+            f"RidgeCG {why} ({n_bad} of {k} targets not converged).",
             ConvergenceWarning,
             stacklevel=3,
         )
@@ -538,6 +539,9 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
         intercept = ybar - coef @ zbar
     else:
         intercept = np.zeros(k)
+    if return_info:
+        return coef, intercept, n_iter, dict(converged=~unconverged, residual=relres,
+                                             stop=stop_reason)
     return coef, intercept, n_iter
 
 
@@ -545,13 +549,14 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
 # estimators
 
 
-def _columns_of(Z, binning, n_jobs):
-    """``fit(..., binning=...)``: the column structure and grid_ptr of Z, validated as in
-    CDRegressor.fit (ValueError for a hashed-mode or unfitted binning, a column count or
-    shape that does not match Z, or a row with two entries in one grid)."""
-    from .cd import _columns_from   # the CD estimators' check, shared
-
-    return _columns_from(Z, binning, n_jobs)
+_CG_CONSTRAINTS = {
+    "alpha": [Interval(numbers.Real, 0, None, closed="left"), "array-like"],
+    "fit_intercept": ["boolean"],
+    "tol": TOL,
+    "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
+    "preconditioner": [StrOptions({"jacobi"}), None],
+    "n_jobs": N_JOBS,
+}
 
 
 class _RidgeCGBase(BaseEstimator):
@@ -562,19 +567,31 @@ class _RidgeCGBase(BaseEstimator):
         )
 
     def _solve(self, Z, Y, sample_weight, columns=None):
-        _check_params(self.tol, self.max_iter, self.preconditioner)
+        """Solve and set n_iter_, converged_ and residual_; returns (coef, intercept)."""
+        if not np.isfinite(float(self.tol)):
+            raise ValueError(f"tol must be finite, got {self.tol!r}")
         _check_alpha(self.alpha, Y.shape[1])
+        if columns is not None:
+            columns = columns_from(Z, columns, self.n_jobs)
         n_threads = effective_n_threads(self.n_jobs)
         s = _check_sample_weight(sample_weight, Z.shape[0])
         if sp.issparse(Z) and n_threads > 1 and Z.nnz >= 2 * _WORK_PER_THREAD:
             # our products run a thread team: keep BLAS (zbar @ P) from adding its own
             # (below this size the products run on one thread, and threadpoolctl's
-            # ~30 ms of library inspection would dominate small fits)
+            # library inspection would dominate small fits)
             with limit_blas(1):
-                return solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
-                                      self.max_iter, self.preconditioner, n_threads, columns)
-        return solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
-                              self.max_iter, self.preconditioner, n_threads, columns)
+                out = solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
+                                     self.max_iter, self.preconditioner, n_threads, columns,
+                                     return_info=True)
+        else:
+            out = solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
+                                 self.max_iter, self.preconditioner, n_threads, columns,
+                                 return_info=True)
+        coef, intercept, n_iter, info = out
+        self.n_iter_ = n_iter
+        self.converged_ = bool(np.all(info["converged"]))
+        self.residual_ = info["residual"]
+        return coef, intercept
 
     def _decision(self, X):
         check_is_fitted(self)
@@ -608,7 +625,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     preconditioner : "jacobi" or None. Jacobi is the diagonal of the centred,
         weighted operator (for random binning features: bin counts / R + alpha). It
         removes bad column scaling. On random binning training data given with its grid
-        structure (``fit(..., binning=rb)``; RBRegressor / RBClassifier do this) it is
+        structure (``fit(..., columns=)``; RBRegressor / RBClassifier do this) it is
         projected off the grid indicator null directions, and then needed fewer
         iterations than plain CG at every tolerance when D < N (demo: 22 vs 55 at
         tol 1e-2, 354 vs 535 at 1e-8); without the structure it helps to loose
@@ -621,8 +638,12 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     coef_ : (D,) for 1-D y, (n_targets, D) for 2-D y; float32 for float32 input
     intercept_ : float or (n_targets,)
     n_iter_ : (n_targets,) CG iterations per target
+    converged_ : bool, every target reached ``tol``
+    residual_ : (n_targets,) final relative residual ||r|| / ||b|| per target
     n_features_in_ : int
     """
+
+    _parameter_constraints = dict(_CG_CONSTRAINTS)
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
                  preconditioner="jacobi", n_jobs=None):
@@ -633,27 +654,24 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         self.preconditioner = preconditioner
         self.n_jobs = n_jobs
 
-    def fit(self, X, y, sample_weight=None, binning=None):
+    @fit_context
+    def fit(self, X, y, sample_weight=None, columns=None):
         """Fit on X (n, D) dense or sparse, y (n,) or (n, n_targets).
 
-        ``binning``: optional, a fitted exact-mode ``rbcd.RandomBinning`` that produced X
-        (or the ``rbcd.binning.random_binning.RBColumns`` of X), as in ``CDRegressor.fit``. It gives
-        the grid structure, which lets the Jacobi preconditioner project out the known
-        null directions of random binning training data (module docstring); the
-        solution does not change. ValueError if it does not match X.
+        ``columns``: optional, the grid structure of X: the RBColumns returned with X by
+        ``RandomBinning.fit_transform(X0, return_columns=True)``, or the fitted exact-mode
+        ``rbcd.RandomBinning`` that produced X (the structure is rebuilt from X). It lets
+        the Jacobi preconditioner project out the known null directions of random
+        binning training data (module docstring) and saves the transposed copy of X; the
+        solution does not change. A structure that is not X's is a ValueError.
         """
-        return self._fit(X, y, sample_weight, binning=binning)
-
-    def _fit(self, X, y, sample_weight=None, columns=None, binning=None):
         X, y = validate_data(
             self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32],
             multi_output=True, y_numeric=True,
         )
-        if binning is not None:
-            columns = _columns_of(X, binning, self.n_jobs)
         y = np.asarray(y, dtype=np.float64)
         Y = y.reshape(y.shape[0], -1)
-        coef, intercept, n_iter = self._solve(X, Y, sample_weight, columns)
+        coef, intercept = self._solve(X, Y, sample_weight, columns)
         out_dtype = X.dtype
         if y.ndim == 1:
             self.coef_ = coef[0].astype(out_dtype)
@@ -661,7 +679,6 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         else:
             self.coef_ = coef.astype(out_dtype)
             self.intercept_ = intercept.astype(out_dtype) if self.fit_intercept else np.zeros(Y.shape[1], dtype=out_dtype)
-        self.n_iter_ = n_iter
         return self
 
     def predict(self, X):
@@ -682,8 +699,13 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     ``class_weight`` (None, "balanced" or a dict), which multiplies sample_weight.
 
     Attributes: ``classes_``, ``coef_`` (1, D) for two classes else (n_classes, D),
-    ``intercept_``, ``n_iter_``, ``n_features_in_``.
+    ``intercept_``, ``n_iter_``, ``converged_``, ``residual_``, ``n_features_in_``.
     """
+
+    _parameter_constraints = {
+        **_CG_CONSTRAINTS,
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
                  preconditioner="jacobi", class_weight=None, n_jobs=None):
@@ -695,21 +717,17 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         self.class_weight = class_weight
         self.n_jobs = n_jobs
 
-    def fit(self, X, y, sample_weight=None, binning=None):
+    @fit_context
+    def fit(self, X, y, sample_weight=None, columns=None):
         """Fit on X (n, D) dense or sparse and class labels y (n,).
 
-        ``binning``: optional fitted exact-mode ``rbcd.RandomBinning`` (or RBColumns)
-        of X, as in ``RidgeCG.fit``; speeds up the Jacobi preconditioner, same solution.
+        ``columns``: optional grid structure of X, as in ``RidgeCG.fit``; it speeds up the
+        Jacobi preconditioner, same solution.
         """
-        return self._fit(X, y, sample_weight, binning=binning)
-
-    def _fit(self, X, y, sample_weight=None, columns=None, binning=None):
         X, y = validate_data(
             self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32],
             multi_output=False,
         )
-        if binning is not None:
-            columns = _columns_of(X, binning, self.n_jobs)
         check_classification_targets(y)
         binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
         Y = binarizer.fit_transform(y).astype(np.float64)
@@ -722,10 +740,9 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         if self.class_weight is not None:
             cw = compute_sample_weight(self.class_weight, y)
             s = cw if s is None else s * cw
-        coef, intercept, n_iter = self._solve(X, Y, s, columns)
+        coef, intercept = self._solve(X, Y, s, columns)
         self.coef_ = coef.astype(X.dtype)
         self.intercept_ = intercept.astype(X.dtype) if self.fit_intercept else np.zeros(Y.shape[1], dtype=X.dtype)
-        self.n_iter_ = n_iter
         return self
 
     def decision_function(self, X):

@@ -180,20 +180,23 @@ def _check_common_params(est_or_params, loss_choices):
                 fit_intercept=bool(g["fit_intercept"]))
 
 
-def _grid_ptr_from(binning, parallel, n_columns, Zc):
-    """grid_ptr for parallel='grid' from a fitted exact-mode RandomBinning, checked against Z."""
+def _grid_ptr_from(columns, parallel, n_columns, Zc):
+    """grid_ptr for parallel='grid' from the grid structure of Z (its RBColumns, or a fitted
+    exact-mode RandomBinning), checked against Z."""
     if parallel != "grid":
         return None
-    if binning is None:
+    if columns is None:
         raise ValueError(
-            "parallel='grid' needs the grid structure: pass binning= a fitted RandomBinning "
-            "(exact mode, n_features=None) to fit"
+            "parallel='grid' needs the grid structure of an exact mode random binning "
+            "(n_features=None): pass columns= (the RBColumns of Z, or the fitted RandomBinning) "
+            "to fit"
         )
-    grid_ptr = getattr(binning, "grid_ptr_", None)
+    grid_ptr = getattr(columns, "grid_ptr_", getattr(columns, "grid_ptr", None))
     if grid_ptr is None:
         raise ValueError(
-            "parallel='grid' needs binning= a fitted RandomBinning in exact mode "
-            "(n_features=None); the given binning has no grid_ptr_ (hashed mode or not fitted)"
+            "parallel='grid' needs columns= the RBColumns of Z or a fitted RandomBinning in "
+            "exact mode (n_features=None); the given object has no grid structure (hashed "
+            "mode or not fitted)"
         )
     grid_ptr = np.asarray(grid_ptr)
     if grid_ptr[-1] != n_columns:
@@ -440,10 +443,10 @@ class _CDBase(BaseEstimator):
                           ensure_all_finite=True)
         return check_feature_matrix(Z)
 
-    def _solve_all(self, Zc, targets, s_list, params, binning):
+    def _solve_all(self, Zc, targets, s_list, params, columns):
         """Run cd_solve for every problem k (column k of ``targets``, weights s_list[k])."""
         cols = _Columns(Zc)
-        grid_ptr = _grid_ptr_from(binning, params["parallel"], Zc.shape[1], Zc)
+        grid_ptr = _grid_ptr_from(columns, params["parallel"], Zc.shape[1], Zc)
         n_problems = targets.shape[1]
         D = Zc.shape[1]
         warm = False
@@ -498,7 +501,7 @@ class CDRegressor(RegressorMixin, _CDBase):
 
     ``parallel``: None, "auto" and "hogwild" all run the serial schedule here (the twin is
     single-threaded; Hogwild's expected result is the serial optimum); "grid" runs the
-    grid-block schedule and needs ``fit(..., binning=<fitted exact-mode RandomBinning>)``.
+    grid-block schedule and needs ``fit(..., columns=<the RBColumns of Z>)``.
     ``n_jobs`` is accepted and ignored.
 
     Attributes: ``coef_`` (D,) or (n_targets, D), ``intercept_`` float or (n_targets,),
@@ -523,8 +526,8 @@ class CDRegressor(RegressorMixin, _CDBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, Z, y, sample_weight=None, binning=None):
-        """Fit by coordinate descent; ``binning`` gives the grid structure for parallel='grid'."""
+    def fit(self, Z, y, sample_weight=None, columns=None):
+        """Fit by coordinate descent; ``columns`` gives the grid structure for parallel='grid'."""
         params = self._solver_params()
         check_y_given(y, type(self).__name__)
         Zc = self._validate_Z(Z, reset=True)
@@ -532,7 +535,7 @@ class CDRegressor(RegressorMixin, _CDBase):
         s = check_sample_weight(sample_weight, Zc.shape[0])
         single = y.ndim == 1
         targets = y[:, None] if single else y
-        W, B, results = self._solve_all(Zc, targets, [s] * targets.shape[1], params, binning)
+        W, B, results = self._solve_all(Zc, targets, [s] * targets.shape[1], params, columns)
         if single:
             self.coef_ = W[0]
             self.intercept_ = float(B[0])
@@ -585,7 +588,7 @@ class CDClassifier(ClassifierMixin, _CDBase):
         self.verbose = verbose
         self.class_weight = class_weight
 
-    def fit(self, Z, y, sample_weight=None, binning=None):
+    def fit(self, Z, y, sample_weight=None, columns=None):
         """Fit one problem (binary) or one per class (one-vs-rest)."""
         params = self._solver_params()
         Zc = self._validate_Z(Z, reset=True)
@@ -600,7 +603,7 @@ class CDClassifier(ClassifierMixin, _CDBase):
                 [np.where(y_idx == k, 1.0, -1.0) for k in range(classes.shape[0])]
             )
         n_problems = targets.shape[1]
-        W, B, results = self._solve_all(Zc, targets, [s] * n_problems, params, binning)
+        W, B, results = self._solve_all(Zc, targets, [s] * n_problems, params, columns)
         self.coef_ = W
         self.intercept_ = B
         self._store_diagnostics(results, n_problems == 1)
@@ -681,7 +684,7 @@ def alpha_max(Z, y, l1_ratio=1.0, fit_intercept=True, sample_weight=None, loss="
     return best / l1_ratio
 
 
-def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, binning=None,
+def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, columns=None,
             **params):
     """Coordinate descent along a decreasing sequence of alphas, warm-starting each fit.
 
@@ -725,7 +728,7 @@ def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, binni
     coefs, gaps = [], []
     for a in alphas:
         est.set_params(alpha=float(a))
-        est.fit(Z, y, sample_weight=sample_weight, binning=binning)
+        est.fit(Z, y, sample_weight=sample_weight, columns=columns)
         coef = np.asarray(est.coef_)
         if loss != "squared":
             coef = coef[0] if coef.shape[0] == 1 else coef

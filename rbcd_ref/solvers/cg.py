@@ -189,8 +189,8 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         self.preconditioner = preconditioner
         self.n_jobs = n_jobs
 
-    def fit(self, Z, y, sample_weight=None, binning=None):
-        """``binning`` (a fitted exact-mode RandomBinning or its column structure) is accepted
+    def fit(self, Z, y, sample_weight=None, columns=None):
+        """``columns`` (the RBColumns of Z or a fitted exact-mode RandomBinning) is accepted
         for parity with rbcd.RidgeCG, where it only speeds up the Jacobi preconditioner;
         the solution does not depend on it, and it is ignored here."""
         self._check_params()
@@ -231,8 +231,8 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         self.n_jobs = n_jobs
         self.class_weight = class_weight
 
-    def fit(self, Z, y, sample_weight=None, binning=None):
-        """``binning`` is accepted and ignored, as in RidgeCG.fit."""
+    def fit(self, Z, y, sample_weight=None, columns=None):
+        """``columns`` is accepted and ignored, as in RidgeCG.fit."""
         self._check_params()
         Z = self._validate_Z(Z, reset=True)
         y, classes, idx = check_class_labels(y, Z.shape[0], type(self).__name__)

@@ -1,0 +1,290 @@
+"""The column form of Z that both solver families read, and the checked hand-over of the
+grid structure (``fit(Z, y, columns=...)``).
+
+``columns`` is optional. It is the grid structure of a random binning matrix Z: the
+:class:`rbcd.binning.RBColumns` returned with Z by
+``RandomBinning.fit_transform(X, return_columns=True)``, or a fitted exact-mode
+``RandomBinning`` (the structure is then rebuilt from Z). The coordinate descent solvers
+use it for the grid-block mode (DESIGN.md, "Parallel coordinate descent"), the CG solver
+for its grid-projected Jacobi preconditioner (DESIGN.md, "Ridge by conjugate gradient").
+Neither changes the solution it converges to.
+
+The hand-over is checked, cheaply (:func:`check_columns_of`): shape and stored-entry count,
+then for a deterministic sample of rows every stored entry of Z is looked up in the
+structure by binary search in its column's row indices, O(R log N) for R grids, and the
+grid labels it carries are checked for layout and range. A structure that is not Z's is a
+ValueError.
+"""
+import numpy as np
+import scipy.sparse as sp
+
+from . import _cd
+
+__all__ = ["check_columns_of", "columns_from", "plain_columns"]
+
+#: rows of Z looked up in the structure by :func:`check_columns_of`
+N_CHECK_ROWS = 16
+
+
+class _Columns:
+    """Z in the form the kernels walk: CSC (int64 indptr, int32/int64 sorted row indices),
+    values as float64, or ``data=None`` with the constant ``zval`` when every stored value is
+    equal (random binning: 1/sqrt(R), the RB fast path), and ``grid_ptr`` when known."""
+
+    def __init__(self, indptr, indices, data, zval, n_rows, grid_ptr=None):
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        if indices.dtype not in (np.int32, np.int64):
+            indices = indices.astype(np.int64)
+        self.indices = np.ascontiguousarray(indices)
+        self.data = data
+        self.zval = float(zval)
+        self.n_rows = int(n_rows)
+        self.n_cols = self.indptr.shape[0] - 1
+        self.grid_ptr = grid_ptr
+
+    @property
+    def nnz(self):
+        return int(self.indptr[-1])
+
+    @property
+    def value(self):
+        """The constant stored value (None when values are stored): what
+        rbcd.solvers.cg's products read from a column structure."""
+        return self.zval if self.data is None else None
+
+    def grid_labels(self, n_threads):
+        """The bin of each row in each grid (R arrays of n_rows, layout of
+        ``rbcd/binning/_grid.pxd``), built once and shared by the problems of a fit; None
+        where they do not apply (stored values not constant, or no grid structure)."""
+        if self.data is not None or self.grid_ptr is None:
+            return None
+        if not hasattr(self, "_grid_labels"):
+            self._grid_labels = _cd.grid_labels(self.indptr, self.indices, self.grid_ptr,
+                                                self.n_rows, n_threads)
+        return self._grid_labels
+
+    def check(self):
+        """ValueError unless the structure is valid (the kernels index without checks)."""
+        ip = self.indptr
+        if ip.shape[0] < 1 or ip[0] != 0 or np.any(ip[1:] < ip[:-1]) or ip[-1] > self.indices.shape[0]:
+            raise ValueError("the column structure of Z is invalid: indptr must rise from 0 to at "
+                             "most the number of stored entries")
+        if self.data is not None and self.data.shape[0] < ip[-1]:
+            raise ValueError("the column structure of Z is invalid: fewer values than entries")
+        if ip[-1] > 0:
+            rows = self.indices[: ip[-1]]
+            if rows.min() < 0 or rows.max() >= self.n_rows:
+                raise ValueError(f"the column structure of Z is invalid: row indices must lie in "
+                                 f"[0, {self.n_rows})")
+        return self
+
+    def column_sums(self, v, n_threads):
+        """Z^T v (v float64 of length n_rows)."""
+        return _cd.column_sums(self.indptr, self.indices, self.data, self.zval,
+                               np.ascontiguousarray(v, dtype=np.float64), n_threads)
+
+
+def _constant_values(data):
+    """(None, value) when all stored values are equal, else (float64 data, 1.0)."""
+    if data.shape[0] > 0 and np.all(data == data[0]):
+        return None, float(data[0])
+    if data.shape[0] == 0:
+        return None, 1.0
+    return np.ascontiguousarray(data, dtype=np.float64), 1.0
+
+
+def plain_columns(Z):
+    """CSC view of any scipy sparse matrix or dense array (converted once)."""
+    if sp.issparse(Z):
+        C = Z.tocsc()
+        if not C.has_canonical_format:
+            C = C.copy()
+            C.sum_duplicates()
+    else:
+        C = sp.csc_matrix(np.asarray(Z))
+    data, zval = _constant_values(C.data)
+    return _Columns(C.indptr, C.indices, data, zval, C.shape[0])
+
+
+def check_grid_structure(cols, grid_ptr):
+    """grid_ptr as int64, checked: 0 .. D non-decreasing, at most one entry per row per grid."""
+    gp = _check_grid_ptr(grid_ptr, cols.n_cols)
+    # grid of every stored entry; (grid, row) pairs must be distinct
+    grid_of_col = np.repeat(np.arange(gp.shape[0] - 1, dtype=np.int64), np.diff(gp))
+    grid_of_entry = np.repeat(grid_of_col, np.diff(cols.indptr))
+    key = grid_of_entry * cols.n_rows + cols.indices.astype(np.int64)
+    key.sort()
+    dup = np.flatnonzero(key[1:] == key[:-1])
+    if dup.shape[0]:
+        r, i = divmod(int(key[dup[0]]), cols.n_rows)
+        raise ValueError(
+            f"row {i} has more than one entry in grid {r}: not a random binning grid structure "
+            f"(parallel='grid' needs at most one entry per row per grid)"
+        )
+    return gp
+
+
+def _check_grid_ptr(grid_ptr, n_cols):
+    gp = np.asarray(grid_ptr)
+    if gp.ndim != 1 or gp.shape[0] < 2 or gp.dtype.kind not in "iu":
+        raise ValueError(f"grid_ptr must be a 1-D integer array of length R + 1 >= 2, got shape {gp.shape}")
+    gp = np.ascontiguousarray(gp, dtype=np.int64)
+    if gp[0] != 0 or gp[-1] != n_cols or np.any(np.diff(gp) < 0):
+        raise ValueError(
+            f"grid_ptr must be non-decreasing from 0 to the number of columns {n_cols}, "
+            f"got first {int(gp[0])} and last {int(gp[-1])}"
+        )
+    return gp
+
+
+def _is_rb_columns(obj):
+    return all(hasattr(obj, a) for a in ("indptr", "indices", "grid_ptr", "value", "n_rows"))
+
+
+def _not_z(detail):
+    return ValueError(f"columns are not the grid structure of this Z: {detail} (pass the "
+                      "RBColumns returned with this Z by RandomBinning.fit_transform(X, "
+                      "return_columns=True))")
+
+
+def _find_rows(indptr, indices, cols, rows):
+    """For each pair (cols[t], rows[t]): True where rows[t] is among the row indices of
+    column cols[t] (sorted within a column); a vectorised binary search, O(log N) steps."""
+    lo = indptr[cols].astype(np.int64)
+    hi = indptr[cols + 1].astype(np.int64)
+    while True:
+        live = lo < hi
+        if not live.any():
+            break
+        mid = (lo + hi) // 2
+        midc = np.where(live, mid, 0)
+        val = indices[midc] if indices.shape[0] else np.zeros_like(midc)
+        go_right = live & (val < rows)
+        lo = np.where(go_right, mid + 1, lo)
+        hi = np.where(live & ~go_right, mid, hi)
+    found = lo < indptr[cols + 1]
+    pos = np.where(found, lo, 0)
+    return found & ((indices[pos] == rows) if indices.shape[0] else found)
+
+
+def check_columns_of(Z, columns):
+    """ValueError unless the RBColumns ``columns`` describe Z; returns grid_ptr (int64).
+
+    Checks, in O(R log N + R) besides a label range pass: the shape and the number of
+    stored entries; ``grid_ptr``; that Z's stored values equal ``columns.value`` and that
+    each stored entry (i, j) of the sampled rows (``N_CHECK_ROWS`` rows spread evenly, a
+    deterministic choice) is in column j's row indices; and the grid labels, when present:
+    one array per grid of n_rows entries, uint16 for a grid under 65536 bins else int32
+    (``rbcd/binning/_grid.pxd``), every label at most the grid's bin count (the bin count
+    itself marks a row without an entry), equal to the sampled rows' bins in Z.
+    """
+    n_rows = int(columns.n_rows)
+    indptr = np.asarray(columns.indptr)
+    indices = np.asarray(columns.indices)
+    if indptr.ndim != 1 or indices.ndim != 1:
+        raise _not_z("indptr and indices must be 1-D")
+    n_cols = indptr.shape[0] - 1
+    if n_rows != Z.shape[0] or n_cols != Z.shape[1]:
+        raise _not_z(f"they describe a {n_rows} x {n_cols} matrix but Z is "
+                     f"{Z.shape[0]} x {Z.shape[1]}")
+    nnz_z = int(Z.nnz) if sp.issparse(Z) else int(np.count_nonzero(Z))
+    if n_cols < 0 or int(indptr[0]) != 0 or int(indptr[-1]) != indices.shape[0] \
+            or int(indptr[-1]) != nnz_z:
+        raise _not_z(f"they hold {int(indptr[-1]) if indptr.shape[0] else 0} entries but Z "
+                     f"stores {nnz_z}")
+    try:
+        gp = _check_grid_ptr(columns.grid_ptr, n_cols)
+    except ValueError as exc:
+        raise _not_z(str(exc)) from None
+    Zr = Z.tocsr() if sp.issparse(Z) else sp.csr_matrix(np.asarray(Z))
+    N = Z.shape[0]
+    k = min(N, N_CHECK_ROWS)
+    rows = (np.arange(k, dtype=np.int64) * N) // max(k, 1)
+    if k:
+        rows[-1] = N - 1
+    counts = np.diff(Zr.indptr)[rows]
+    row_of = np.repeat(rows, counts)
+    ent = np.concatenate([np.arange(Zr.indptr[i], Zr.indptr[i + 1]) for i in rows]) \
+        if k else np.zeros(0, dtype=np.int64)
+    cols_z = Zr.indices[ent].astype(np.int64)
+    vals = Zr.data[ent]
+    if vals.shape[0] and not np.all(vals == float(columns.value)):
+        raise _not_z(f"Z stores values other than columns.value={float(columns.value)!r}")
+    if cols_z.shape[0]:
+        ok = _find_rows(indptr.astype(np.int64, copy=False), indices, cols_z, row_of)
+        if not ok.all():
+            t = int(np.flatnonzero(~ok)[0])
+            raise _not_z(f"Z has an entry at row {int(row_of[t])}, column {int(cols_z[t])} "
+                         "that the structure does not")
+    labels = getattr(columns, "grid_labels", None)
+    if labels is not None and not callable(labels):
+        _check_labels(labels, gp, n_rows, row_of, cols_z)
+    return gp
+
+
+def _check_labels(labels, gp, n_rows, row_of, cols_z):
+    """Layout and range of the grid labels (``rbcd/binning/_grid.pxd``), and their
+    agreement with the sampled entries of Z."""
+    widths = np.diff(gp)
+    if len(labels) != widths.shape[0]:
+        raise _not_z(f"{len(labels)} label arrays for {widths.shape[0]} grids")
+    for r, (a, w) in enumerate(zip(labels, widths)):
+        want = _cd.label_dtype(int(w))
+        if not isinstance(a, np.ndarray) or a.shape != (n_rows,) or a.dtype != want:
+            raise _not_z(f"the labels of grid {r} must be {np.dtype(want).name} of shape "
+                         f"({n_rows},)")
+        if n_rows and int(a.max()) > int(w):
+            raise ValueError(f"grid labels of grid {r} are corrupt: label {int(a.max())} "
+                             f"exceeds the grid's {int(w)} bins")
+    if cols_z.shape[0]:
+        grid = np.searchsorted(gp, cols_z, side="right") - 1
+        for t in range(cols_z.shape[0]):
+            r = int(grid[t])
+            if int(labels[r][row_of[t]]) != int(cols_z[t] - gp[r]):
+                raise ValueError(f"grid labels of grid {r} are corrupt: row {int(row_of[t])} "
+                                 f"is labelled {int(labels[r][row_of[t]])}, Z has bin "
+                                 f"{int(cols_z[t] - gp[r])}")
+
+
+def columns_from(Z, columns, n_jobs):
+    """The solvers' column form of Z; with ``columns`` also the grid structure.
+
+    ``columns`` may be the RBColumns of Z (checked by :func:`check_columns_of` and used as
+    is, no rebuild) or a fitted exact-mode RandomBinning (its ``grid_ptr_`` is checked
+    against Z and the structure is rebuilt from Z, which checks that every row has at most
+    one entry per grid).
+    """
+    if columns is None:
+        return plain_columns(Z)
+    if _is_rb_columns(columns):
+        gp = check_columns_of(Z, columns)
+        cols = _Columns(np.asarray(columns.indptr), np.asarray(columns.indices), None,
+                        float(columns.value), int(columns.n_rows), gp)
+        labels = getattr(columns, "grid_labels", None)
+        if labels is not None and not callable(labels):
+            cols._grid_labels = labels  # built with the structure (RandomBinning)
+        return cols
+    grid_ptr = getattr(columns, "grid_ptr_", None)
+    if grid_ptr is None:
+        raise ValueError(
+            "columns must be the RBColumns of Z (RandomBinning.fit_transform(X, "
+            "return_columns=True)) or a fitted RandomBinning in exact mode (n_features=None); "
+            f"got {type(columns).__name__} without grid_ptr_ (hashed mode or not fitted)"
+        )
+    grid_ptr = np.asarray(grid_ptr)
+    if int(grid_ptr[-1]) != Z.shape[1]:
+        raise _not_z(f"the binning has {int(grid_ptr[-1])} columns but Z has {Z.shape[1]}")
+    try:
+        from ..binning.random_binning import column_structure
+    except ImportError:
+        column_structure = None
+    if column_structure is not None and sp.issparse(Z):
+        Zr = Z.tocsr()
+        if Zr.data.shape[0] and np.all(Zr.data == Zr.data[0]):
+            # a plain RB matrix: the shared builder (parallel, checks the grid structure)
+            rbc = column_structure(Zr, grid_ptr, n_jobs=n_jobs)
+            return _Columns(rbc.indptr, np.asarray(rbc.indices), None, float(rbc.value),
+                            rbc.n_rows, np.ascontiguousarray(rbc.grid_ptr, dtype=np.int64))
+    cols = plain_columns(Z)
+    cols.grid_ptr = check_grid_structure(cols, grid_ptr)
+    return cols

@@ -1,0 +1,70 @@
+"""Which kernel path the coordinate descent solver takes, and how tests force one.
+
+Paths follow from the data and the CPU: the streamed grid step where the stored values are
+constant and grid labels exist; per-grid parallel updates from ``grid_par_min`` stored
+entries per grid; block partial sums while they need at most ``stream_max_partials * N``
+doubles; Hogwild adds in hardware transactions (Intel RTM) where the CPU has them, else
+per-entry atomic adds. Every alternative gives the same iterates (grid mode) or loses no
+update (Hogwild).
+
+Tests (and benchmarks) force a path for the fits inside a ``with forced_paths(...)``
+block; the choice is read once per fit and handed to the kernels as arguments. Nothing
+here is a module-level switch: the default is the immutable ``CDPaths()``.
+"""
+import contextlib
+import contextvars
+import dataclasses
+
+__all__ = ["CDPaths", "current_paths", "forced_paths"]
+
+
+@dataclasses.dataclass(frozen=True)
+class CDPaths:
+    """The path choices of one fit.
+
+    grid_stream : bool
+        Grid mode (and serial cyclic CD on RB columns) streams over the rows with the grid
+        labels when the stored values are constant; False: per-bin column updates.
+    grid_par_min : int
+        A grid is updated on several threads when it holds at least this many stored
+        entries (and two or more bins); also the size rule of ``parallel="auto"``.
+    stream_max_partials : float
+        The streamed step sums a grid's bins in row-block partial sums while
+        n_blocks (n_bins + 1) <= stream_max_partials * N, else per column.
+    transactions : {"auto", "off", "abort"}
+        Hogwild's adds to the shared state: "auto" uses hardware transactions where the
+        CPU has them (else atomic adds); "off" always atomic adds; "abort" runs the
+        transaction path with every transaction failing, so that its fallback (redo the
+        batch with atomic adds, then stay on them) is exercised on every machine.
+    """
+
+    grid_stream: bool = True
+    grid_par_min: int = 32768
+    stream_max_partials: float = 2.0
+    transactions: str = "auto"
+
+    def __post_init__(self):
+        if self.transactions not in ("auto", "off", "abort"):
+            raise ValueError(f"transactions must be 'auto', 'off' or 'abort', got "
+                             f"{self.transactions!r}")
+        if self.grid_par_min < 0 or not self.stream_max_partials >= 0:
+            raise ValueError("grid_par_min and stream_max_partials must be >= 0")
+
+
+_CURRENT = contextvars.ContextVar("rbcd_cd_paths", default=CDPaths())
+
+
+def current_paths():
+    """The CDPaths in force (the defaults outside ``forced_paths``)."""
+    return _CURRENT.get()
+
+
+@contextlib.contextmanager
+def forced_paths(**changes):
+    """``with forced_paths(grid_stream=False): est.fit(...)``: fits inside the block take
+    the given paths (fields of :class:`CDPaths`); for tests and benchmarks."""
+    token = _CURRENT.set(dataclasses.replace(_CURRENT.get(), **changes))
+    try:
+        yield _CURRENT.get()
+    finally:
+        _CURRENT.reset(token)
