@@ -450,8 +450,6 @@ def test_cd_regressor_scales_with_y(k, seed, l1_ratio):
 
 
 # Known bugs found by this suite (outside the files it owns), pinned until fixed.
-@pytest.mark.xfail(strict=True, reason="issue 15 item 2: RidgeCG returns coef_ == 0 for y "
-                                       "scaled by 2^+-700 (overflow / underflow of r.r)")
 @pytest.mark.parametrize("k", [-700, 700])
 def test_known_ridge_cg_extreme_y_scale(k):
     s = 2.0**k
@@ -463,8 +461,6 @@ def test_known_ridge_cg_extreme_y_scale(k):
     np.testing.assert_allclose(b.coef_ / s, a.coef_, rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 item 2: CDRegressor returns coef_ == 0 for "
-                                       "y and alpha scaled by 2^-700")
 def test_known_cd_regressor_tiny_y_scale():
     s = 2.0**-700
     X, y = _problem(0)
@@ -513,8 +509,6 @@ def test_known_cd_classifier_tiny_x_warning():
     np.testing.assert_array_equal(m.coef_, 0.0)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 item 8: RidgeCG accepts alpha='1' and "
-                                       "fit_intercept='yes'; the other estimators reject them")
 @pytest.mark.parametrize("param, value", [("alpha", "1"), ("fit_intercept", "yes")])
 def test_known_ridge_cg_loose_parameters(param, value):
     X, y = _problem(3)
@@ -522,18 +516,12 @@ def test_known_ridge_cg_loose_parameters(param, value):
         rbcd.RidgeCG(**{param: value}).fit(X, y)
 
 
-@pytest.mark.xfail(strict=True, reason="RandomBinning passes random_state to numpy unchecked: "
-                                       "'x' and -1 fail with numpy's messages, which do not "
-                                       "name random_state")
 @pytest.mark.parametrize("value", ["x", -1])
 def test_known_random_state_error_is_unnamed(value):
     with pytest.raises((ValueError, TypeError), match="random_state"):
         rbcd.RandomBinning(random_state=value).fit(_base(0, 5, 2))
 
 
-@pytest.mark.xfail(strict=True, reason="a Python int tol beyond float64's exact integers "
-                                       "(10**30) makes RidgeCG's check raise numpy's "
-                                       "'ufunc isfinite not supported', which does not name tol")
 @pytest.mark.parametrize("make", [lambda: rbcd.RidgeCG(tol=10**30),
                                   lambda: rbcd.RBRegressor(n_grids=4, tol=-10**30)],
                          ids=["RidgeCG", "RBRegressor"])
@@ -555,9 +543,6 @@ def test_known_tiny_sigma_error_is_unnamed():
         rbcd.RandomBinning(sigma=1e-300, random_state=0).fit(_base(0, 5, 2))
 
 
-@pytest.mark.xfail(strict=True, reason="RBClassifier(class_weight=[1.0]) raises IndexError "
-                                       "(from scikit-learn's compute_sample_weight), not a "
-                                       "ValueError naming class_weight")
 def test_known_class_weight_list():
     X, _ = _problem(5)
     y = (X[:, 0] > 0).astype(int)
