@@ -169,7 +169,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         "max_epochs": POSITIVE_INT,
         "tol": TOL,
         "n_jobs": N_JOBS,
-        "random_state": RANDOM_STATE,
+        "random_state": RANDOM_STATE + [np.random.Generator, np.random.SeedSequence],
         "verbose": VERBOSE,
     }
 

@@ -29,16 +29,18 @@ The scikit-learn tags follow the loss.
 
 Random draws, from ``rng = make_generator(random_state)``, per outer iteration:
 Fourier: W (d, R) then b (R,) as in rbcd.related.fourier (``draw_fourier``); binning: the seed
-``int(rng.integers(0, 2**63 - 1))`` of the iteration's RandomBinning; then, for both, the
-seed ``int(rng.integers(0, 2**63 - 1))`` given as ``random_state`` to the CD solver.
+``int(rng.integers(0, 2**32))`` of the iteration's RandomBinning; then, for both, the
+seed ``int(rng.integers(0, 2**32))`` given as ``random_state`` to the CD solver (seeds below
+2**32, the range scikit-learn's ``random_state`` constraint accepts).
 
 Defaults (chosen so that the estimator matches an exact-kernel SVM on the DSEKL paper's XOR
 problems and plain random features on digits without tuning, docs/benchmarks/related.md):
 
 * ``alpha=None`` is 1 / N, the paper's lambda N = 1 (Section 4), stored as ``alpha_``;
-* ``sigma="scale"`` is the shared data-derived bandwidth of rbcd._scale, stored as ``sigma_``:
-  0.5 times the median L2 distance for the Gaussian kernel (scikit-learn's ``gamma="scale"``
-  on standardized data), the median L1 distance (RandomBinning's rule) for the Laplacian;
+* ``sigma="scale"`` is the shared data-derived bandwidth of rbcd._scale, as in
+  rbcd.RandomFourier, stored as ``sigma_``: 0.5 times the median L2 distance for the Gaussian
+  kernel (scikit-learn's ``gamma="scale"`` on standardized data), the median L1 distance
+  (RandomBinning's rule) for the Laplacian;
 * each working-set solve (step 3) is warm-started and gets ``max_epochs=10`` CD epochs at
   ``tol=1e-3``: the paper's analysis needs the working set problem solved before the next
   block is drawn, but warm starts make a few epochs enough, and the accuracy reached does not
@@ -64,12 +66,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from sklearn.utils._param_validation import StrOptions
 
 from .._random import make_generator
-from .._scale import scale_sigma, scale_sigma_l2
 from .._threads import effective_n_threads
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, RANDOM_STATE, SIGMA, TOL, VERBOSE,
                            fit_context)
 from ..binning.random_binning import RandomBinning
-from .fourier import KERNELS, check_sigma, draw_fourier, fourier_map
+from .fourier import KERNELS, draw_fourier, fourier_map, resolve_sigma
 from ..solvers.cd import CDClassifier, CDRegressor
 
 LOSSES = ("squared", "logistic", "squared_hinge")
@@ -81,18 +82,6 @@ ZERO_RTOL = 1e-12
 MIN_BINNING_WORK = 200_000
 MIN_SOLVER_WORK = 200_000
 FEATURES = ("fourier", "binning")
-
-
-#: sigma="scale" with the Gaussian kernel: this factor times the median L2 distance.
-GAUSSIAN_FACTOR = 0.5
-
-
-def resolve_sigma(sigma, X, kernel):
-    """sigma_ as a float64 array (n_features,): "scale" is the shared rule (module docstring)."""
-    if isinstance(sigma, str):
-        value = scale_sigma_l2(X, GAUSSIAN_FACTOR) if kernel == "gaussian" else scale_sigma(X)
-        return np.full(X.shape[1], value)
-    return check_sigma(sigma, X.shape[1])
 
 
 def pointwise_loss(loss, p, y):
@@ -143,7 +132,7 @@ class SparseRandomFeatures(BaseEstimator):
         "tol": TOL,
         "parallel": [StrOptions({"auto", "hogwild"}), None],
         "n_jobs": N_JOBS,
-        "random_state": RANDOM_STATE,
+        "random_state": RANDOM_STATE + [np.random.Generator, np.random.SeedSequence],
         "verbose": VERBOSE,
     }
 
@@ -232,10 +221,10 @@ class SparseRandomFeatures(BaseEstimator):
                 # than the work (the result is the same for any thread count)
                 rb_jobs = self.n_jobs if N * R * X.shape[1] >= MIN_BINNING_WORK else 1
                 rb = RandomBinning(n_grids=R, sigma=sigma, n_jobs=rb_jobs,
-                                   random_state=int(rng.integers(0, 2**63 - 1)))
+                                   random_state=int(rng.integers(0, 2**32)))
                 Z_new = rb.fit_transform(X).tocsr()
                 Z = sp.hstack([Z_ws, Z_new], format="csr")
-            cd_seed = int(rng.integers(0, 2**63 - 1))
+            cd_seed = int(rng.integers(0, 2**32))
             # 3: solve the L1 problem on the working set, warm-started
             nnz = Z.nnz if sp.issparse(Z) else Z.size
             est = Solver(loss=loss, alpha=alpha, l1_ratio=1.0, fit_intercept=self.fit_intercept,

@@ -31,8 +31,9 @@ The scikit-learn tags follow the loss.
 
 Random draws, from ``rng = make_generator(random_state)``, per outer iteration:
 Fourier: W (d, R) then b (R,) as in rbcd.related.fourier (``draw_fourier``); binning: the seed
-``int(rng.integers(0, 2**63 - 1))`` of the iteration's RandomBinning; then, for both, the
-seed ``int(rng.integers(0, 2**63 - 1))`` given as ``random_state`` to the CD solver.
+``int(rng.integers(0, 2**32))`` of the iteration's RandomBinning; then, for both, the
+seed ``int(rng.integers(0, 2**32))`` given as ``random_state`` to the CD solver (seeds below
+2**32, the range scikit-learn's ``random_state`` constraint accepts).
 
 Attributes: ``n_features_history_`` (working-set size after each iteration's drop step),
 ``objective_history_`` (objective after each solve), ``n_features_`` (kept features),
@@ -50,9 +51,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._random import make_generator
-from .._scale import median_l1_distance, median_l2_distance
 from ..binning import RandomBinning
-from .fourier import check_n_jobs, check_sigma, draw_fourier, fourier_map
+from .fourier import check_n_jobs, draw_fourier, fourier_map, resolve_sigma
 from ..solvers.cd import CDClassifier, CDRegressor
 
 KERNELS = ("gaussian", "laplacian")
@@ -174,13 +174,7 @@ class SparseRandomFeatures(BaseEstimator):
         classify = self._is_classifier()
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc") if feature == "fourier" else False,
                              dtype=np.float64, y_numeric=not classify)
-        if isinstance(self.sigma, str) and self.sigma == "scale":
-            if kernel == "gaussian":
-                sigma = np.full(X.shape[1], 0.5 * median_l2_distance(X))
-            else:
-                sigma = np.full(X.shape[1], 1.0 * median_l1_distance(X))
-        else:
-            sigma = check_sigma(self.sigma, X.shape[1])
+        sigma = resolve_sigma(self.sigma, X, kernel)
         N = X.shape[0]
         if alpha is None:
             alpha = 1.0 / N
@@ -214,10 +208,10 @@ class SparseRandomFeatures(BaseEstimator):
                 Z = np.hstack([Z_ws, Z_new])
             else:
                 rb = RandomBinning(n_grids=R, sigma=sigma, n_jobs=self.n_jobs,
-                                   random_state=int(rng.integers(0, 2**63 - 1)))
+                                   random_state=int(rng.integers(0, 2**32)))
                 Z_new = rb.fit_transform(X).tocsr()
                 Z = sp.hstack([Z_ws, Z_new], format="csr")
-            cd_seed = int(rng.integers(0, 2**63 - 1))
+            cd_seed = int(rng.integers(0, 2**32))
             # 3: solve the L1 problem on the working set, warm-started
             est = Solver(loss=loss, alpha=alpha, l1_ratio=1.0, fit_intercept=self.fit_intercept,
                          max_epochs=self.max_epochs, tol=self.tol, parallel=self.parallel,
