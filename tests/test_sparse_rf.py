@@ -203,3 +203,26 @@ def test_check_estimator_twin():
         warnings.simplefilter("ignore", ConvergenceWarning)
         check_estimator(rbcd_ref.SparseRandomFeatures(n_components_per_iter=8, n_iter=2, sigma=3.0,
                                                       max_epochs=10, random_state=0))
+
+
+def test_compare_related_script_runs(tmp_path):
+    """benchmarks/compare_related.py (which writes docs/benchmarks/related.md) does not rot:
+    a --quick run writes its three outputs with the measured claim in them."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.run([sys.executable, os.path.join(root, "benchmarks", "compare_related.py"),
+                           "--quick", "--out", str(tmp_path)], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = json.loads((tmp_path / "related.json").read_text())
+    assert {r["data"] for r in out["dsekl"]["results"]} >= {"breast cancer", "digits 3 vs 8"}
+    for r in out["srf"]["results"]:
+        assert set(r["claim"]) >= {"rf_best", "rf_features", "srf_features", "ratio"}
+        assert all(0.0 <= p["score"] <= 1.0 for p in r["srf"] + r["rf_l2"] + r["rf_l1"])
+    assert (tmp_path / "related_features.png").stat().st_size > 1000
+    assert "DSEKL against an exact-kernel SVM" in (tmp_path / "related.md").read_text()

@@ -203,7 +203,10 @@ class SparseRandomFeatures(BaseEstimator):
         rng = make_generator(self.random_state)
         self._scale = np.sqrt(2.0 / R)
         n_out = targets.shape[0]
-        Z_ws = np.empty((N, 0)) if feature == "fourier" else sp.csr_matrix((N, 0))
+        # the working set's columns, kept in CSC (the solver's layout, so that it is not
+        # converted again for every solve; appending a block and dropping columns are copies
+        # of whole columns)
+        Z_ws = sp.csc_matrix((N, 0))
         W_ws = np.empty((n_out, 0))
         B_ws = np.zeros(n_out)
         fourier_W = np.empty((X.shape[1], 0))
@@ -215,15 +218,15 @@ class SparseRandomFeatures(BaseEstimator):
             if feature == "fourier":
                 W_new, b_new = draw_fourier(rng, X.shape[1], R, kernel, sigma)
                 Z_new = fourier_map(X, W_new, b_new, self._scale, n_threads)
-                Z = np.hstack([Z_ws, Z_new])
+                Z = sp.hstack([Z_ws, sp.csc_matrix(Z_new)], format="csc")
             else:
                 # small blocks run on one thread: OpenMP start-up and barriers cost more
                 # than the work (the result is the same for any thread count)
                 rb_jobs = self.n_jobs if N * R * X.shape[1] >= MIN_BINNING_WORK else 1
                 rb = RandomBinning(n_grids=R, sigma=sigma, n_jobs=rb_jobs,
                                    random_state=int(rng.integers(0, 2**32)))
-                Z_new = rb.fit_transform(X).tocsr()
-                Z = sp.hstack([Z_ws, Z_new], format="csr")
+                Z_new = rb.fit_transform(X).tocsc()
+                Z = sp.hstack([Z_ws, Z_new], format="csc")
             cd_seed = int(rng.integers(0, 2**32))
             # 3: solve the L1 problem on the working set, warm-started
             nnz = Z.nnz if sp.issparse(Z) else Z.size
@@ -251,7 +254,7 @@ class SparseRandomFeatures(BaseEstimator):
                 binnings = self._drop_binning(binnings, rb, keep, old)
                 Z_ws = Z[:, np.flatnonzero(keep)]
             W_ws, B_ws = W[:, keep], B
-            P = Z_ws @ W_ws.T + B_ws[None, :]
+            P = np.asarray(Z_ws @ W_ws.T) + B_ws[None, :]
             obj = float(np.sum(np.mean(pointwise_loss(loss, P, targets.T), axis=0))
                         + alpha * np.abs(W_ws).sum())
             n_hist.append(int(keep.sum()))
