@@ -65,10 +65,9 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
-from numbers import Integral, Real
 
 from ._dsekl import KERNEL_CODES, LOSS_CODES, STEP_CODES, dsekl_decision, dsekl_epoch
 from .._random import make_generator
