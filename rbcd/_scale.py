@@ -22,6 +22,13 @@ Contract (rbcd_ref/_scale.py computes the same value with the same pairs):
 * A median of 0 (more than half the sampled pairs are duplicates) falls back to the mean of
   the non-zero sampled distances; if every sampled distance is 0 (constant data), or N < 2,
   the distance scale is 1.0.
+
+The Gaussian kernel exp(-||x - y||_2^2 / (2 sigma^2)) measures distance in L2; its rule is the
+same with the L2 distance (:func:`median_l2_distance`, :func:`scale_sigma_l2`): the same pairs,
+each squared difference added in increasing column order by a running sum, then one square
+root. Its default factor, 0.35, is below scikit-learn's ``gamma="scale"`` (which corresponds to
+about 0.5 times the median L2 distance of standardized data); it is the value used by
+DoublyStochasticKernelClassifier (docs/benchmarks/related.md shows the measurements).
 """
 import numpy as np
 import scipy.sparse as sp
@@ -64,6 +71,59 @@ def median_l1_distance(X, n_pairs=N_PAIRS):
     if nz.shape[0] and np.isfinite(nz.mean()):
         return float(nz.mean())
     return 1.0
+
+
+def _sampled_pairs(n, n_pairs):
+    rng = np.random.default_rng(PAIR_SEED)
+    i = rng.integers(0, n, size=n_pairs)
+    j = (i + rng.integers(1, n, size=n_pairs)) % n
+    return i, j
+
+
+def _robust_median(dist):
+    med = float(np.median(dist))
+    if med > 0 and np.isfinite(med):
+        return med
+    nz = dist[dist > 0]
+    if nz.shape[0] and np.isfinite(nz.mean()):
+        return float(nz.mean())
+    return 1.0
+
+
+def median_l2_distance(X, n_pairs=N_PAIRS):
+    """Median L2 distance of the same ``n_pairs`` sampled pairs as :func:`median_l1_distance`.
+
+    Each squared distance is a running sum over the features in increasing column order
+    (an implicit zero of sparse X adds nothing), then one square root; the same fallbacks.
+    """
+    n = X.shape[0]
+    if n < 2:
+        return 1.0
+    i, j = _sampled_pairs(n, n_pairs)
+    dist = np.zeros(n_pairs)
+    if sp.issparse(X):
+        diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]
+        diff.sort_indices()
+        for p in range(n_pairs):
+            terms = diff.data[diff.indptr[p]:diff.indptr[p + 1]]
+            if terms.shape[0]:
+                dist[p] = np.cumsum(terms * terms)[-1]  # a running sum in column order
+    else:
+        Xd = np.asarray(X, dtype=np.float64)
+        step = max(1, (1 << 20) // max(1, Xd.shape[1]))  # bounded scratch: step x d doubles
+        for s in range(0, n_pairs, step):
+            terms = Xd[i[s:s + step]] - Xd[j[s:s + step]]
+            dist[s:s + step] = np.cumsum(terms * terms, axis=1)[:, -1]  # running sum
+    return _robust_median(np.sqrt(dist))
+
+
+#: sigma = L2_FACTOR * median L2 distance (the Gaussian kernel's sigma="scale").
+L2_FACTOR = 0.35
+
+
+def scale_sigma_l2(X, factor=L2_FACTOR):
+    """sigma for ``sigma="scale"`` with a Gaussian kernel: ``factor`` times :func:`median_l2_distance`."""
+    return float(factor) * median_l2_distance(X)
 
 
 def scale_sigma(X, factor=DEFAULT_FACTOR):

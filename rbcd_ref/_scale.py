@@ -5,6 +5,9 @@
 The pairs come from numpy.random.default_rng(PAIR_SEED), independent of random_state:
 i = integers(0, N, n_pairs), then j = (i + integers(1, N, n_pairs)) % N. A zero median falls
 back to the mean of the non-zero distances, and to 1.0 when there are none or N < 2.
+
+The Gaussian kernel's rule uses the L2 distance of the same pairs: the squared differences
+added in column order, one square root, factor L2_FACTOR.
 """
 import numpy as np
 import scipy.sparse as sp
@@ -36,6 +39,38 @@ def median_l1_distance(X, n_pairs=N_PAIRS):
     if len(nonzero):
         return float(nonzero.mean())
     return 1.0
+
+
+L2_FACTOR = 0.35
+
+
+def median_l2_distance(X, n_pairs=N_PAIRS):
+    n = X.shape[0]
+    if n < 2:
+        return 1.0
+    rng = np.random.default_rng(PAIR_SEED)
+    first = rng.integers(0, n, size=n_pairs)
+    second = (first + rng.integers(1, n, size=n_pairs)) % n
+    dense = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    distances = []
+    for i, j in zip(first, second):
+        total = 0.0
+        for k in range(dense.shape[1]):
+            diff = float(dense[i, k]) - float(dense[j, k])
+            total += diff * diff
+        distances.append(np.sqrt(total))
+    distances = np.array(distances)
+    median = float(np.median(distances))
+    if median > 0:
+        return median
+    nonzero = distances[distances > 0]
+    if len(nonzero):
+        return float(nonzero.mean())
+    return 1.0
+
+
+def scale_sigma_l2(X, factor=L2_FACTOR):
+    return float(factor) * median_l2_distance(X)
 
 
 def scale_sigma(X, factor=DEFAULT_FACTOR):

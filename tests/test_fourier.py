@@ -184,3 +184,20 @@ def test_bad_input():
 @pytest.mark.parametrize("Est", [rbcd.RandomFourier, rbcd_ref.RandomFourier])
 def test_check_estimator(Est):
     check_estimator(Est(n_components=16, random_state=0))
+
+
+@pytest.mark.parametrize("kernel, factor", [("gaussian", 0.5), ("laplacian", 1.0)])
+def test_scale_default_is_the_shared_rule(kernel, factor):
+    from rbcd._scale import median_l1_distance, median_l2_distance
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 4)) * np.array([1.0, 2.0, 5.0, 0.1])
+    dist = median_l2_distance(X) if kernel == "gaussian" else median_l1_distance(X)
+    a = rbcd.RandomFourier(32, kernel=kernel, random_state=0).fit(X)
+    b = rbcd_ref.RandomFourier(32, kernel=kernel, random_state=0).fit(X)
+    np.testing.assert_array_equal(a.sigma_, np.full(4, factor * dist))
+    np.testing.assert_array_equal(a.sigma_, b.sigma_)
+    np.testing.assert_array_equal(a.random_weights_, b.random_weights_)
+    # the same rule on sparse input
+    c = rbcd.RandomFourier(32, kernel=kernel, random_state=0).fit(sp.csr_matrix(X))
+    np.testing.assert_array_equal(c.sigma_, a.sigma_)

@@ -4,8 +4,9 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rbcd._scale import median_l1_distance, scale_sigma
+from rbcd._scale import median_l1_distance, median_l2_distance, scale_sigma, scale_sigma_l2
 from rbcd_ref._scale import median_l1_distance as ref_median
+from rbcd_ref._scale import median_l2_distance as ref_median_l2
 
 
 @settings(max_examples=40)
@@ -37,3 +38,29 @@ def test_degenerate_data_falls_back():
     X = np.zeros((100, 2))
     X[:10, 0] = 4.0  # most pairs are duplicates: the mean of the non-zero distances
     assert median_l1_distance(X) == 4.0
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60), d=st.integers(1, 40),
+       density=st.sampled_from([1.0, 0.3, 0.0]), scale=st.sampled_from([1e-3, 1.0, 1e4]))
+def test_l2_matches_twin_dense_and_sparse(seed, n, d, density, scale):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(scale=scale, size=(n, d)) * (rng.random((n, d)) < density)
+    expect = ref_median_l2(X, n_pairs=200)
+    assert median_l2_distance(X, n_pairs=200) == expect
+    assert median_l2_distance(sp.csr_matrix(X), n_pairs=200) == expect
+    assert expect > 0 and np.isfinite(expect)
+
+
+def test_l2_value_is_the_median_distance():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 8))
+    # ||x - y||^2 / 2 is chi-square with 8 degrees of freedom: median 7.344, so the median
+    # distance is sqrt(2 * 7.344) = 3.83
+    assert abs(median_l2_distance(X) - 3.83) < 0.15
+    assert scale_sigma_l2(X, factor=0.5) == 0.5 * median_l2_distance(X)
+    assert scale_sigma_l2(X) == 0.35 * median_l2_distance(X)
+    assert median_l2_distance(np.ones((10, 3))) == 1.0
+    X = np.zeros((100, 2))
+    X[:10, 1] = 3.0  # most pairs are duplicates: the mean of the non-zero distances
+    assert median_l2_distance(X) == 3.0

@@ -6,16 +6,17 @@ Python beforehand, so the kernels hold no random state. Inputs X are already
 divided by sigma, so the kernels are exp(-0.5 ||x - z||^2) and exp(-||x - z||_1).
 
 Per step, with B = perm[s:s + nI] (the gradient sample I) and the K disjoint
-expansion blocks J_0..J_{K-1} of J rows each, for every output c:
+expansion blocks J_0..J_{K-1} of J rows each, for every output c (the paper's
+Algorithm 1, line "compute gradient", with eq. 4's hinge gradient; no intercept):
 
-    Kb[k, i, j] = k(x_{B[i]}, x_{J_k[j]})
-    f[c, k, i]  = (1/J) sum_j A[c, J_k[j]] Kb[k, i, j] + b[c]      # empirical kernel map on J_k
+    Kb[k, i, j] = k(x_{B[i]}, x_{J_k[j]})                           # the submatrix K_{I, J_k}
+    f[c, k, i]  = sum_j A[c, J_k[j]] Kb[k, i, j]                    # empirical kernel map on J_k
     r[c, k, i]  = loss'(y f) y                                      # y = Y[c, B[i]]
-    g[c, k, j]  = (1/nI) sum_i r[c, k, i] Kb[k, i, j] + lam A[c, J_k[j]]
+    g[c, k, j]  = sum_i r[c, k, i] Kb[k, i, j] + lam A[c, J_k[j]]   # summed over I, as the paper
     A[c, J_k[j]] -= step * g                                        # blocks disjoint: no conflict
 
-step: AdaGrad eta g / sqrt(G) (G = 1 + sum of past g^2), eta / t (t = step count) or
-eta / epoch.
+step: AdaGrad eta g / sqrt(G) (G = 1 + sum of past g^2, Algorithm 2 lines 4, 11, 14),
+eta / t (t = step count, Algorithm 1) or eta / epoch (Section 4.2).
 
 Phase 1 (kernel rows, f, r) is a prange over the K * nI sample rows, phase 2
 (gradients and updates) a prange over the K * J expansion columns. Both read the
@@ -68,7 +69,7 @@ cdef inline double loss_derivative(double margin, int loss) noexcept nogil:
 
 
 cdef void sample_row(const double[:, ::1] X, const double[:, ::1] Y, const double[:, ::1] A,
-                     const double[::1] b, const long long[:, ::1] Jidx, Py_ssize_t it,
+                     const long long[:, ::1] Jidx, Py_ssize_t it,
                      Py_ssize_t k, Py_ssize_t i, Py_ssize_t row, Py_ssize_t J, int kernel,
                      int loss, double[:, :, ::1] Kb, double[:, :, ::1] Rb) noexcept nogil:
     """Phase 1 for sample row i of block k: its kernel row, f and r for every output."""
@@ -81,8 +82,7 @@ cdef void sample_row(const double[:, ::1] X, const double[:, ::1] Y, const doubl
         acc = 0.0
         for j in range(J):
             acc = acc + A[c, Jidx[it, k * J + j]] * Kb[k, i, j]
-        # f = A[c, J_k] @ Kb[k, i] / J + b[c];  r = loss'(y f) y
-        acc = acc / J + b[c]
+        # f = A[c, J_k] @ Kb[k, i];  r = loss'(y f) y
         Rb[c, k, i] = loss_derivative(Y[c, row] * acc, loss) * Y[c, row]
 
 
@@ -97,8 +97,8 @@ cdef void expansion_column(double[:, ::1] A, double[:, ::1] G, const long long[:
         acc = 0.0
         for i in range(nI):
             acc = acc + Rb[c, k, i] * Kb[k, i, j]
-        # g = r[c, k] @ Kb[k, :, j] / nI + lam A[c, col]
-        g = acc / nI + lam * A[c, col]
+        # g = r[c, k] @ Kb[k, :, j] + lam A[c, col]
+        g = acc + lam * A[c, col]
         if step_rule == ADAGRAD:
             G[c, col] += g * g
             A[c, col] -= eta * g / sqrt(G[c, col])
@@ -110,15 +110,13 @@ def dsekl_epoch(const double[:, ::1] X,        # IN (N, d): training rows / sigm
                 const double[:, ::1] Y,        # IN (n_out, N): targets in {-1, +1}
                 double[:, ::1] A,              # IN/OUT (n_out, N): expansion coefficients
                 double[:, ::1] G,              # IN/OUT (n_out, N): AdaGrad sums (start at 1)
-                double[::1] b,                 # IN/OUT (n_out,): intercepts
-                double[::1] Gb,                # IN/OUT (n_out,): AdaGrad sums of the intercepts
                 const long long[::1] perm,     # IN (N,): this epoch's row permutation
                 const long long[:, ::1] Jidx,  # IN (n_steps, K * J): expansion blocks per step
                 Py_ssize_t n_gradient,         # IN: I, rows per gradient sample
                 Py_ssize_t n_expansion,        # IN: J, rows per expansion block
                 Py_ssize_t n_blocks,           # IN: K, expansion blocks per step
                 int kernel, int loss, int step_rule,
-                double eta, double lam, bint fit_intercept,
+                double eta, double lam,
                 long long t,                   # IN: steps taken before this epoch
                 long long epoch,               # IN: 1-based epoch number (inverse_epoch rate)
                 int n_threads,
@@ -136,7 +134,6 @@ def dsekl_epoch(const double[:, ::1] X,        # IN (N, d): training rows / sigm
     cdef Py_ssize_t n_steps = Jidx.shape[0]
     cdef Py_ssize_t I = n_gradient, J = n_expansion, K = n_blocks
     cdef Py_ssize_t it, start, nI, idx, k, i, j, c
-    cdef double gb
     cdef double rate = eta / epoch     # inverse_epoch: eta / epoch (the paper's Section 4.2)
     cdef bint by_block
     if Jidx.shape[1] != K * J or perm.shape[0] != N:
@@ -161,41 +158,27 @@ def dsekl_epoch(const double[:, ::1] X,        # IN (N, d): training rows / sigm
                 # block k reads and writes only the coefficients of J_k: independent workers
                 for k in prange(K, schedule="static", num_threads=n_threads):
                     for i in range(nI):
-                        sample_row(X, Y, A, b, Jidx, it, k, i, perm[start + i], J, kernel, loss, Kb, Rb)
+                        sample_row(X, Y, A, Jidx, it, k, i, perm[start + i], J, kernel, loss, Kb, Rb)
                     for j in range(J):
                         expansion_column(A, G, Jidx, it, k, j, J, nI, step_rule, eta, rate, lam, Kb, Rb)
             else:
                 # phase 1: kernel rows of the gradient sample, f and r, per (block, sample row)
                 for idx in prange(K * nI, schedule="static", num_threads=n_threads):
-                    sample_row(X, Y, A, b, Jidx, it, idx // nI, idx % nI, perm[start + idx % nI],
+                    sample_row(X, Y, A, Jidx, it, idx // nI, idx % nI, perm[start + idx % nI],
                                J, kernel, loss, Kb, Rb)
                 # phase 2: gradient on every expansion coefficient, and its update
                 for idx in prange(K * J, schedule="static", num_threads=n_threads):
                     expansion_column(A, G, Jidx, it, idx // J, idx % J, J, nI, step_rule, eta,
                                      rate, lam, Kb, Rb)
-            # intercept: g_b = mean over blocks and sample rows of r
-            if fit_intercept:
-                for c in range(n_out):
-                    gb = 0.0
-                    for k in range(K):
-                        for i in range(nI):
-                            gb = gb + Rb[c, k, i]
-                    gb = gb / (K * nI)
-                    if step_rule == ADAGRAD:
-                        Gb[c] += gb * gb
-                        b[c] -= eta * gb / sqrt(Gb[c])
-                    else:
-                        b[c] -= rate * gb
     return t
 
 
 def dsekl_decision(const double[:, ::1] X,      # IN (n, d): rows / sigma
                    const double[:, ::1] S,      # IN (n_sv, d): support rows / sigma
                    const double[:, ::1] coef,   # IN (n_out, n_sv)
-                   const double[::1] intercept, # IN (n_out,)
                    int kernel, int n_threads,
                    double[:, ::1] out):         # OUT (n, n_out)
-    """out[i, c] = sum_s coef[c, s] k(x_i, S_s) + intercept[c], parallel over rows."""
+    """out[i, c] = sum_s coef[c, s] k(x_i, S_s), parallel over rows."""
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], n_sv = S.shape[0], n_out = coef.shape[0]
     cdef Py_ssize_t i, s, c
     cdef double kv
@@ -210,5 +193,3 @@ def dsekl_decision(const double[:, ::1] X,      # IN (n, d): rows / sigma
                 for c in range(n_out):
                     # out[i] += coef[:, s] * k(x_i, S_s)
                     out[i, c] += coef[c, s] * kv
-            for c in range(n_out):
-                out[i, c] += intercept[c]

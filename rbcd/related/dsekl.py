@@ -1,25 +1,26 @@
-"""Doubly stochastic empirical kernel learning (Steenbergen, Schelter & Biessmann).
+"""Doubly stochastic empirical kernel learning (Steenbergen, Schelter & Biessmann, DSEKL).
 
-The model is a kernel expansion over all N training points,
+The model is the kernel expansion of the paper's eq. 1 over all N training points, without an
+intercept (the paper has none; an unregularised intercept with its own AdaGrad step cost 2-3
+points of test accuracy on breast cancer and digits 3-vs-8, docs/benchmarks/related.md):
 
-    f_c(x) = (1/N) sum_j A[c, j] k(x, x_j) + b_c,
+    f_c(x) = sum_j A[c, j] k(x, x_j)
 
-(one output for two classes, one per class, one-vs-rest, for more), fitted to
+(one output for two classes, one per class, one-vs-rest, for more), trained on eq. 4, the
+kernel SVM objective with a penalty on the coefficients,
 
-    E(A, b) = (1/N) sum_i loss(y_i f(x_i)) + (lam / 2) (1/N) sum_j A_j^2,
+    E(A) = sum_i loss(y_i f(x_i)) + (lam / 2) ||A||^2,
 
 loss = hinge max(0, 1 - m) or squared hinge max(0, 1 - m)^2, y in {-1, +1}.
-As in the paper's eq. 4 the penalty is on the coefficients (||A||^2), not on the RKHS norm
-A^T K A of a kernel SVM.
 Kernels on x / sigma (sigma a positive scalar or one value per feature):
 gaussian exp(-||x - z||_2^2 / (2 sigma^2)), laplacian exp(-||x - z||_1 / sigma).
 
-Each step (the paper's Algorithm 1) samples I rows for the gradient and J rows for the
-empirical kernel map, evaluates f on the I rows from the J-row expansion
-f_J(x) = (1/J) sum_{j in J} A_j k(x, x_j) + b (unbiased for f), and moves the J sampled
-coefficients along N times their partial derivative, estimated on the I rows:
+Each step (Algorithm 1) samples I rows for the gradient and J rows for the empirical kernel
+map, evaluates f on the I rows from the J sampled terms, f_J(x_i) = sum_{j in J} A_j k(x_i, x_j)
+(the sampled submatrix K_{I,J} times A_J), and moves the J sampled coefficients along the
+gradient summed over the I rows (Algorithm 1's g_j = sum_{i in I} dE(x_i)/dA_j):
 
-    g_j = (1/I) sum_{i in I} loss'(y_i f_J(x_i)) y_i k(x_i, x_j) + lam A_j.
+    g_j = sum_{i in I} loss'(y_i f_J(x_i)) y_i k(x_i, x_j) + lam A_j.
 
 Algorithm 2 (shared memory): each step uses K = ``n_blocks`` disjoint expansion blocks
 (sampled without replacement, as the paper does for its workers); block k evaluates f and
@@ -28,19 +29,29 @@ the updates (disjoint coordinates) are applied together. The work of a step runs
 parallel (OpenMP, ``n_jobs`` threads) over the K * I kernel rows and the K * J coefficients;
 the result does not depend on the number of threads.
 
-Steps: ``step="adagrad"`` (Algorithm 2): G_j = 1 + sum of past g_j^2, A_j -= eta g_j / sqrt(G_j);
-``step="inverse_t"`` (Algorithm 1): A_j -= (eta / t) g_j, t = steps so far (from 1);
-``step="inverse_epoch"`` (the 1/i rate of the paper's Section 4.2): A_j -= (eta / e) g_j,
-e = the epoch number (from 1). Both need a larger eta than AdaGrad (on the paper's XOR
-problem: about 100 for 1/t, 10 to 30 for 1/epoch).
-The intercept (``fit_intercept``) moves the same way with g_b = mean over blocks and rows of
-loss'(y f_J) y, unregularized.
+Steps: ``step="adagrad"`` (Algorithm 2, lines 4, 11 and 14): G_j = 1 + sum of past g_j^2,
+A_j -= eta g_j / sqrt(G_j); ``step="inverse_t"`` (Algorithm 1): A_j -= (eta / t) g_j,
+t = steps so far (from 1); ``step="inverse_epoch"`` (the 1/i rate of the paper's Section 4.2):
+A_j -= (eta / e) g_j, e = the epoch number (from 1). The paper's rates have eta = 1.
+
+Prediction. Training sees f through J sampled terms of the N; the expansion used at
+prediction is the expectation of f_J over the draw of J, the full expansion scaled by J / N:
+
+    f(x) = (J / N) sum_{j=1}^N A_j k(x, x_j),
+
+so ``decision_function`` is on the scale of the margins seen in training (the sign, and so
+``predict``, does not depend on the factor). ``dual_coef_`` holds (J / N) A on the support.
 
 An epoch is one pass over a random permutation of the rows in batches of I (the last one
 may be smaller). Stop (the paper's rule, made relative so that it does not depend on N or
 on the scale of the coefficients): after an epoch when
 ||A_after - A_before||_F <= tol ||A_after||_F; ``ConvergenceWarning`` after ``max_epochs``
 epochs otherwise.
+
+Defaults: ``sigma="scale"`` is the shared data-derived bandwidth of rbcd._scale (the L2 rule,
+0.35 times the median L2 distance of sampled pairs, for the Gaussian kernel; the L1 rule with
+factor LAPLACIAN_FACTOR for the Laplacian), stored as ``sigma_``; ``lam=None`` is 1 / N, the
+paper's choice (Section 4.2), stored as ``lam_``.
 
 Random draws, from ``rng = make_generator(random_state)``, per epoch:
 
@@ -49,47 +60,28 @@ Random draws, from ``rng = make_generator(random_state)``, per epoch:
 
 with J clipped to N // K and K to N. The rbcd_ref twin makes the same draws.
 """
-import numbers
 import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._dsekl import KERNEL_CODES, LOSS_CODES, STEP_CODES, dsekl_decision, dsekl_epoch
 from .._random import make_generator
+from .._scale import median_l1_distance, scale_sigma_l2
 from .._threads import effective_n_threads
-from .fourier import check_sigma
+from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, POSITIVE_REAL, RANDOM_STATE,
+                           SIGMA, TOL, VERBOSE, check_sigma, fit_context)
 
-
-def _check_int(value, name, low):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return int(value)
-
-
-def _check_real(value, name, low, low_open=False):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not np.isfinite(value) or value < low or (low_open and value == low):
-        raise ValueError(f"{name} must be finite and {'>' if low_open else '>='} {low}, got {value}")
-    return value
-
-
-def _check_choice(value, name, choices):
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
-    return value
-
+#: sigma="scale" with the Laplacian kernel: this factor times the median L1 distance.
+LAPLACIAN_FACTOR = 0.35
 
 # Below this many kernel-entry operations per parallel region, extra threads cost more in
-# start-up and barriers than they save (badly so on a loaded machine); results do not
-# depend on the thread count, so this only affects speed.
+# start-up and barriers than they save; results do not depend on the thread count, so this
+# only affects speed.
 MIN_WORK_PER_THREAD = 250_000
 # Each step keeps its K x I x J kernel block in memory (8 bytes an entry).
 MAX_STEP_ENTRIES = 2**27
@@ -117,15 +109,25 @@ def draw_epoch(rng, N, I, J, K):
     return perm, Jidx
 
 
+def resolve_sigma(sigma, X, kernel):
+    """sigma_ from the parameter: "scale" is the shared data-derived rule, else checked."""
+    if isinstance(sigma, str):
+        if kernel == "gaussian":
+            return scale_sigma_l2(X)
+        return LAPLACIAN_FACTOR * median_l1_distance(X)
+    return check_sigma(sigma, X.shape[1])
+
+
 class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
     """Kernel SVM trained by doubly stochastic gradients on the empirical kernel map.
 
     Parameters
     ----------
     kernel : {"gaussian", "laplacian"}, default="gaussian"
-    sigma : float or array (n_features,), default=1.0
-    lam : float >= 0, default=1e-3
-        Regularization lambda (see the module docstring for the objective).
+    sigma : "scale", float or array (n_features,), default="scale"
+        Kernel width; "scale" derives it from the training rows (module docstring).
+    lam : float >= 0 or None, default=None
+        Regularization lambda of eq. 4; None is 1 / N.
     loss : {"hinge", "squared_hinge"}, default="hinge"
     n_gradient : int, default=100
         I, rows sampled for each gradient.
@@ -136,8 +138,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         K x I x J kernel block in memory (at most 2**27 entries, 1 GiB).
     step : {"adagrad", "inverse_t", "inverse_epoch"}, default="adagrad"
     eta : float > 0, default=1.0
-        Learning rate.
-    fit_intercept : bool, default=True
+        Multiplier of the step rule (the paper's rates are eta = 1).
     max_epochs : int, default=100
     tol : float >= 0, default=1e-2
         Stop when the change of the coefficients over an epoch, relative to their norm, is <= tol.
@@ -149,14 +150,31 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
     Attributes
     ----------
     classes_, coef_full_ (n_out, N) the coefficients A, support_ (rows with a non-zero
-    coefficient), support_vectors_, dual_coef_ (n_out, n_sv) = A[:, support_] / N,
-    intercept_ (n_out,), n_iter_ (epochs), t_ (steps), weight_change_history_ (per epoch),
-    n_features_in_.
+    coefficient), support_vectors_, dual_coef_ (n_out, n_sv) = (J / N) A[:, support_],
+    sigma_, lam_, n_expansion_ (J after clipping), n_iter_ (epochs), t_ (steps),
+    weight_change_history_ (per epoch), n_features_in_.
     """
 
-    def __init__(self, kernel="gaussian", sigma=1.0, lam=1e-3, loss="hinge", n_gradient=100,
-                 n_expansion=100, n_blocks=1, step="adagrad", eta=1.0, fit_intercept=True,
-                 max_epochs=100, tol=1e-2, n_jobs=None, random_state=None, verbose=0):
+    _parameter_constraints = {
+        "kernel": [StrOptions(set(KERNEL_CODES))],
+        "sigma": SIGMA,
+        "lam": NONNEG_REAL + [None],
+        "loss": [StrOptions(set(LOSS_CODES))],
+        "n_gradient": POSITIVE_INT,
+        "n_expansion": POSITIVE_INT,
+        "n_blocks": POSITIVE_INT,
+        "step": [StrOptions(set(STEP_CODES))],
+        "eta": POSITIVE_REAL,
+        "max_epochs": POSITIVE_INT,
+        "tol": TOL,
+        "n_jobs": N_JOBS,
+        "random_state": RANDOM_STATE + [np.random.Generator, np.random.SeedSequence],
+        "verbose": VERBOSE,
+    }
+
+    def __init__(self, kernel="gaussian", sigma="scale", lam=None, loss="hinge", n_gradient=100,
+                 n_expansion=100, n_blocks=1, step="adagrad", eta=1.0, max_epochs=100, tol=1e-2,
+                 n_jobs=None, random_state=None, verbose=0):
         self.kernel = kernel
         self.sigma = sigma
         self.lam = lam
@@ -166,34 +184,19 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         self.n_blocks = n_blocks
         self.step = step
         self.eta = eta
-        self.fit_intercept = fit_intercept
         self.max_epochs = max_epochs
         self.tol = tol
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
 
-    def _validate_params_(self):
-        return dict(
-            kernel=_check_choice(self.kernel, "kernel", KERNEL_CODES),
-            loss=_check_choice(self.loss, "loss", LOSS_CODES),
-            step=_check_choice(self.step, "step", STEP_CODES),
-            lam=_check_real(self.lam, "lam", 0.0),
-            eta=_check_real(self.eta, "eta", 0.0, low_open=True),
-            tol=_check_real(self.tol, "tol", 0.0),
-            I=_check_int(self.n_gradient, "n_gradient", 1),
-            J=_check_int(self.n_expansion, "n_expansion", 1),
-            K=_check_int(self.n_blocks, "n_blocks", 1),
-            max_epochs=_check_int(self.max_epochs, "max_epochs", 1),
-        )
-
+    @fit_context
     def fit(self, X, y):
         """Fit on dense X (n_samples, n_features) and class labels y."""
-        p = self._validate_params_()
         n_threads = effective_n_threads(self.n_jobs)
         X, y = validate_data(self, X, y, dtype=np.float64, order="C")
         check_classification_targets(y)
-        sigma = check_sigma(self.sigma, X.shape[1])
+        sigma = resolve_sigma(self.sigma, X, self.kernel)
         self.classes_, y_idx = np.unique(y, return_inverse=True)
         n_classes = len(self.classes_)
         if n_classes < 2:
@@ -206,9 +209,10 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         Y = np.ascontiguousarray(Y)
         n_out = Y.shape[0]
         Xs = np.ascontiguousarray(X / sigma)
-        I = min(p["I"], N)
-        K = min(p["K"], N)
-        J = min(p["J"], N // K)
+        lam = 1.0 / N if self.lam is None else float(self.lam)
+        I = min(self.n_gradient, N)
+        K = min(self.n_blocks, N)
+        J = min(self.n_expansion, N // K)
         if K * I * J > MAX_STEP_ENTRIES:
             raise ValueError(
                 f"n_blocks * n_gradient * n_expansion = {K * I * J} kernel entries per step "
@@ -217,33 +221,32 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
             )
         A = np.zeros((n_out, N))
         G = np.ones((n_out, N))
-        b = np.zeros(n_out)
-        Gb = np.ones(n_out)
         Kb = np.empty((K, I, J))
         Rb = np.empty((n_out, K, I))
         rng = make_generator(self.random_state)
         n_threads = threads_for(K * I * J * (X.shape[1] + n_out), n_threads)
         t = 0
         history = []
-        kernel, loss, step = KERNEL_CODES[p["kernel"]], LOSS_CODES[p["loss"]], STEP_CODES[p["step"]]
-        for epoch in range(p["max_epochs"]):
+        kernel, loss, step = KERNEL_CODES[self.kernel], LOSS_CODES[self.loss], STEP_CODES[self.step]
+        eta, tol, max_epochs = float(self.eta), float(self.tol), int(self.max_epochs)
+        for epoch in range(max_epochs):
             perm, Jidx = draw_epoch(rng, N, I, J, K)
             A_before = A.copy()
-            t = dsekl_epoch(Xs, Y, A, G, b, Gb, perm, Jidx, I, J, K, kernel, loss, step,
-                            p["eta"], p["lam"], bool(self.fit_intercept), t, epoch + 1, n_threads, Kb, Rb)
-            if not (np.all(np.isfinite(A)) and np.all(np.isfinite(b))):
+            t = dsekl_epoch(Xs, Y, A, G, perm, Jidx, I, J, K, kernel, loss, step,
+                            eta, lam, t, epoch + 1, n_threads, Kb, Rb)
+            if not np.all(np.isfinite(A)):
                 raise ValueError("the coefficients diverged (non-finite); lower eta")
             change = relative_change(A, A_before)
 
             history.append(change)
             if self.verbose:
-                print(f"DSEKL epoch {epoch + 1}: weight change {change:.3e} (tol {p['tol']:.1e})")
-            if change <= p["tol"]:
+                print(f"DSEKL epoch {epoch + 1}: weight change {change:.3e} (tol {tol:.1e})")
+            if change <= tol:
                 break
         else:
             warnings.warn(
-                f"DoublyStochasticKernelClassifier did not converge in {p['max_epochs']} epochs: "
-                f"weight change {history[-1]:.3e} > tol {p['tol']:.3e}",
+                f"DoublyStochasticKernelClassifier did not converge in {max_epochs} epochs: "
+                f"weight change {history[-1]:.3e} > tol {tol:.3e}",
                 ConvergenceWarning,
             )
         self.n_iter_ = len(history)
@@ -252,25 +255,28 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         self.coef_full_ = A
         self.support_ = np.flatnonzero(np.any(A != 0.0, axis=0))
         self.support_vectors_ = X[self.support_]
-        self.dual_coef_ = np.ascontiguousarray(A[:, self.support_] / N)
-        self.intercept_ = b
+        # the expansion used at prediction: E_J[f_J] = (J / N) sum_j A_j k(x, x_j)
+        self.dual_coef_ = np.ascontiguousarray(A[:, self.support_] * (J / N))
         self.sigma_ = sigma
+        self.lam_ = lam
+        self.n_expansion_ = J
         self._kernel_code = kernel
         self._support_scaled = np.ascontiguousarray(Xs[self.support_])
         return self
 
     def decision_function(self, X):
-        """f(X): (n_samples,) for two classes (positive: classes_[1]), else (n_samples, n_classes)."""
+        """f(X) = (J / N) sum_j A_j k(X, x_j): (n_samples,) for two classes (positive:
+        classes_[1]), else (n_samples, n_classes)."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, order="C", reset=False)
         Xs = np.ascontiguousarray(X / self.sigma_)
         out = np.empty((X.shape[0], self.dual_coef_.shape[0]))
         work = X.shape[0] * self.dual_coef_.shape[1] * (X.shape[1] + self.dual_coef_.shape[0])
-        dsekl_decision(Xs, self._support_scaled, self.dual_coef_, self.intercept_,
-                       self._kernel_code, threads_for(work, effective_n_threads(self.n_jobs)), out)
+        dsekl_decision(Xs, self._support_scaled, self.dual_coef_, self._kernel_code, threads_for(work, effective_n_threads(self.n_jobs)), out)
         return out[:, 0] if out.shape[1] == 1 else out
 
     def predict(self, X):
+        """The class of the largest f (the sign of f for two classes)."""
         f = self.decision_function(X)
         if f.ndim == 1:
             return self.classes_[(f > 0).astype(np.intp)]

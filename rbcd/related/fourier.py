@@ -11,7 +11,11 @@ transform is the density of the columns of W:
   W[j, k] ~ Cauchy(0, 1 / sigma_j), i.i.d. per coordinate (the 1-D Laplacian
   exp(-|t| / s) has Fourier transform (s / pi) / (1 + s^2 w^2)).
 
-``sigma`` is a positive scalar or one positive value per input feature (sigma_j).
+``sigma`` is a positive scalar, one positive value per input feature (sigma_j), or "scale"
+(the default): the shared data-derived bandwidth of rbcd._scale, computed on the rows given to
+fit, 0.5 times the median L2 distance for the Gaussian kernel (scikit-learn's
+``gamma="scale"`` on standardized data: 1 / (2 sigma^2) = 1 / (d Var X) when the median squared
+distance is 2 d Var X) and the median L1 distance for the Laplacian (RandomBinning's rule).
 
 Draw order (the rbcd_ref twin repeats it), from ``rng = make_generator(random_state)``:
 
@@ -24,32 +28,30 @@ parallel Cython pass ``P = sqrt(2/D) cos(float64(P) + b)`` over rows. float32 in
 gives float32 output (the product in float32, the cosine in float64); anything
 else is computed in float64.
 """
-import numbers
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from sklearn.utils._param_validation import StrOptions
+
 from ._fourier import cos_features
 from .._random import make_generator
+from .._scale import scale_sigma, scale_sigma_l2
 from .._threads import effective_n_threads
+from .._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, SIGMA, fit_context
 
 KERNELS = ("gaussian", "laplacian")
+#: sigma="scale" with the Gaussian kernel: this factor times the median L2 distance.
+GAUSSIAN_FACTOR = 0.5
 
 
-def check_positive_int(value, name, low=1):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return int(value)
-
-
-def check_kernel(kernel, allowed=KERNELS):
-    if not isinstance(kernel, str) or kernel not in allowed:
-        raise ValueError(f"kernel must be one of {list(allowed)}, got {kernel!r}")
-    return kernel
+def resolve_sigma(sigma, X, kernel):
+    """sigma_ as a float64 array (n_features,): "scale" is the shared rule (module docstring)."""
+    if isinstance(sigma, str):
+        value = scale_sigma_l2(X, GAUSSIAN_FACTOR) if kernel == "gaussian" else scale_sigma(X)
+        return np.full(X.shape[1], value)
+    return check_sigma(sigma, X.shape[1])
 
 
 def check_sigma(sigma, n_features):
@@ -109,8 +111,9 @@ class RandomFourier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Number of features D.
     kernel : {"gaussian", "laplacian"}, default="gaussian"
         ``gaussian``: exp(-||x - y||^2 / (2 sigma^2)); ``laplacian``: exp(-||x - y||_1 / sigma).
-    sigma : float or array of shape (n_features,), default=1.0
-        Kernel width, positive (per input feature when an array).
+    sigma : "scale", float or array of shape (n_features,), default="scale"
+        Kernel width, positive (per input feature when an array); "scale" derives it from
+        the rows given to fit (module docstring).
     n_jobs : int or None
         Threads of the cosine pass (None: OpenMP default, honours threadpoolctl).
     random_state : None, int, SeedSequence, Generator or RandomState
@@ -124,20 +127,28 @@ class RandomFourier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     n_features_in_ : int
     """
 
-    def __init__(self, n_components=256, kernel="gaussian", sigma=1.0, n_jobs=None, random_state=None):
+    _parameter_constraints = {
+        "n_components": POSITIVE_INT,
+        "kernel": [StrOptions(set(KERNELS))],
+        "sigma": SIGMA,
+        "n_jobs": N_JOBS,
+        "random_state": RANDOM_STATE + [np.random.Generator, np.random.SeedSequence],
+    }
+
+    def __init__(self, n_components=256, kernel="gaussian", sigma="scale", n_jobs=None, random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.sigma = sigma
         self.n_jobs = n_jobs
         self.random_state = random_state
 
+    @fit_context
     def fit(self, X, y=None):
-        """Draw W and b for the number of columns of X (X itself is only validated)."""
-        D = check_positive_int(self.n_components, "n_components")
-        kernel = check_kernel(self.kernel)
+        """Draw W and b for the number of columns of X (X sets sigma_ when sigma="scale")."""
+        D, kernel = self.n_components, self.kernel
         effective_n_threads(self.n_jobs)
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32))
-        sigma = check_sigma(self.sigma, X.shape[1])
+        sigma = resolve_sigma(self.sigma, X, kernel)
         rng = make_generator(self.random_state)
         self.random_weights_, self.random_offset_ = draw_fourier(rng, X.shape[1], D, kernel, sigma)
         self.sigma_ = sigma

@@ -29,14 +29,30 @@ The scikit-learn tags follow the loss.
 
 Random draws, from ``rng = make_generator(random_state)``, per outer iteration:
 Fourier: W (d, R) then b (R,) as in rbcd.related.fourier (``draw_fourier``); binning: the seed
-``int(rng.integers(0, 2**63 - 1))`` of the iteration's RandomBinning; then, for both, the
-seed ``int(rng.integers(0, 2**63 - 1))`` given as ``random_state`` to the CD solver.
+``int(rng.integers(0, 2**32))`` of the iteration's RandomBinning; then, for both, the
+seed ``int(rng.integers(0, 2**32))`` given as ``random_state`` to the CD solver (seeds below
+2**32, the range scikit-learn's ``random_state`` constraint accepts).
+
+Defaults (chosen so that the estimator matches an exact-kernel SVM on the DSEKL paper's XOR
+problems and plain random features on digits without tuning, docs/benchmarks/related.md):
+
+* ``alpha=None`` is 1 / N, the paper's lambda N = 1 (Section 4), stored as ``alpha_``;
+* ``sigma="scale"`` is the shared data-derived bandwidth of rbcd._scale, as in
+  rbcd.RandomFourier, stored as ``sigma_``: 0.5 times the median L2 distance for the Gaussian
+  kernel (scikit-learn's ``gamma="scale"`` on standardized data), the median L1 distance
+  (RandomBinning's rule) for the Laplacian;
+* each working-set solve (step 3) is warm-started and gets ``max_epochs=10`` CD epochs at
+  ``tol=1e-3``: the paper's analysis needs the working set problem solved before the next
+  block is drawn, but warm starts make a few epochs enough, and the accuracy reached does not
+  improve with tighter inner solves while their cost grows with the epoch budget (every
+  inner solve of the previous defaults, 100 epochs at 1e-4, ran to its budget).
 
 Attributes: ``n_features_history_`` (working-set size after each iteration's drop step),
-``objective_history_`` (objective after each solve), ``n_features_`` (kept features),
-``coef_``, ``intercept_`` (the CD solver's shapes), ``classes_`` (classification).
+``objective_history_`` (objective after each solve), ``solver_epochs_history_`` (CD epochs of
+each solve, summed over the one-vs-rest problems: the work of a solve is these epochs times N
+times the working-set size), ``n_features_`` (kept features), ``coef_``, ``intercept_`` (the CD
+solver's shapes), ``classes_`` (classification).
 """
-import numbers
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,39 +63,25 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from sklearn.utils._param_validation import StrOptions
+
 from .._random import make_generator
 from .._threads import effective_n_threads
+from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, RANDOM_STATE, SIGMA, TOL, VERBOSE,
+                           fit_context)
 from ..binning.random_binning import RandomBinning
-from .fourier import KERNELS, check_sigma, draw_fourier, fourier_map
+from .fourier import KERNELS, draw_fourier, fourier_map, resolve_sigma
 from ..solvers.cd import CDClassifier, CDRegressor
 
 LOSSES = ("squared", "logistic", "squared_hinge")
 ZERO_RTOL = 1e-12
+# Below this much work (rows x grids x d for a binning block, stored entries of the working
+# set for a solve) extra threads cost more in start-up and barriers than they save: the step
+# runs on one thread (the result of a binning block is the same for any thread count; a solve
+# on one thread is the serial, reproducible mode).
 MIN_BINNING_WORK = 200_000
+MIN_SOLVER_WORK = 200_000
 FEATURES = ("fourier", "binning")
-
-
-def _check_int(value, name, low):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-    return int(value)
-
-
-def _check_real(value, name, low):
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not np.isfinite(value) or value < low:
-        raise ValueError(f"{name} must be finite and >= {low}, got {value}")
-    return value
-
-
-def _check_choice(value, name, choices):
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {list(choices)}, got {value!r}")
-    return value
 
 
 def pointwise_loss(loss, p, y):
@@ -102,14 +104,14 @@ class SparseRandomFeatures(BaseEstimator):
         T, outer iterations.
     feature : {"fourier", "binning"}, default="fourier"
     kernel : {"gaussian", "laplacian"} or None, default=None
-    sigma : float or array (n_features,), default=1.0
+    sigma : "scale", float or array (n_features,), default="scale"
     loss : {"squared", "logistic", "squared_hinge"}, default="squared"
-    alpha : float >= 0, default=1e-3
-        L1 penalty of the working-set problems (units of the mean loss).
+    alpha : float >= 0 or None, default=None
+        L1 penalty of the working-set problems (units of the mean loss); None is 1 / N.
     fit_intercept : bool, default=True
-    max_epochs : int, default=100
-        Epoch budget of each inner CD solve.
-    tol : float, default=1e-4
+    max_epochs : int, default=10
+        Epoch budget of each inner CD solve (warm-started).
+    tol : float, default=1e-3
         Tolerance of each inner CD solve.
     parallel : {None, "auto", "hogwild"}, default="auto"
         Parallel mode of the inner CD solver ("auto": serial with one thread or small
@@ -117,9 +119,26 @@ class SparseRandomFeatures(BaseEstimator):
     n_jobs, random_state, verbose : as usual.
     """
 
+    _parameter_constraints = {
+        "n_components_per_iter": POSITIVE_INT,
+        "n_iter": POSITIVE_INT,
+        "feature": [StrOptions(set(FEATURES))],
+        "kernel": [StrOptions(set(KERNELS)), None],
+        "sigma": SIGMA,
+        "loss": [StrOptions(set(LOSSES))],
+        "alpha": NONNEG_REAL + [None],
+        "fit_intercept": ["boolean"],
+        "max_epochs": POSITIVE_INT,
+        "tol": TOL,
+        "parallel": [StrOptions({"auto", "hogwild"}), None],
+        "n_jobs": N_JOBS,
+        "random_state": RANDOM_STATE + [np.random.Generator, np.random.SeedSequence],
+        "verbose": VERBOSE,
+    }
+
     def __init__(self, n_components_per_iter=64, n_iter=10, feature="fourier", kernel=None,
-                 sigma=1.0, loss="squared", alpha=1e-3, fit_intercept=True, max_epochs=100,
-                 tol=1e-4, parallel="auto", n_jobs=None, random_state=None, verbose=0):
+                 sigma="scale", loss="squared", alpha=None, fit_intercept=True, max_epochs=10,
+                 tol=1e-3, parallel="auto", n_jobs=None, random_state=None, verbose=0):
         self.n_components_per_iter = n_components_per_iter
         self.n_iter = n_iter
         self.feature = feature
@@ -142,7 +161,7 @@ class SparseRandomFeatures(BaseEstimator):
     def _resolved_kernel(self, feature):
         if self.kernel is None:
             return "gaussian" if feature == "fourier" else "laplacian"
-        kernel = _check_choice(self.kernel, "kernel", KERNELS)
+        kernel = self.kernel
         if feature == "binning" and kernel != "laplacian":
             raise ValueError(f"kernel={kernel!r} is not available with feature='binning' "
                              "(random binning approximates the Laplacian kernel only)")
@@ -157,20 +176,18 @@ class SparseRandomFeatures(BaseEstimator):
         return sp.hstack(blocks, format="csr")
 
     # ------------------------------------------------------------------ fit
+    @fit_context
     def fit(self, X, y):
         """Run the T outer iterations of Algorithm 1 on X (n_samples, n_features) and y."""
-        R = _check_int(self.n_components_per_iter, "n_components_per_iter", 1)
-        T = _check_int(self.n_iter, "n_iter", 1)
-        feature = _check_choice(self.feature, "feature", FEATURES)
+        R, T, feature, loss = self.n_components_per_iter, self.n_iter, self.feature, self.loss
         kernel = self._resolved_kernel(feature)
-        loss = _check_choice(self.loss, "loss", LOSSES)
-        alpha = _check_real(self.alpha, "alpha", 0.0)
         n_threads = effective_n_threads(self.n_jobs)
         classify = self._is_classifier()
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc") if feature == "fourier" else False,
                              dtype=np.float64, y_numeric=not classify)
-        sigma = check_sigma(self.sigma, X.shape[1])
+        sigma = resolve_sigma(self.sigma, X, kernel)
         N = X.shape[0]
+        alpha = 1.0 / N if self.alpha is None else float(self.alpha)
         if classify:
             check_classification_targets(y)
             self.classes_, y_idx = np.unique(y, return_inverse=True)
@@ -186,32 +203,36 @@ class SparseRandomFeatures(BaseEstimator):
         rng = make_generator(self.random_state)
         self._scale = np.sqrt(2.0 / R)
         n_out = targets.shape[0]
-        Z_ws = np.empty((N, 0)) if feature == "fourier" else sp.csr_matrix((N, 0))
+        # the working set's columns, kept in CSC (the solver's layout, so that it is not
+        # converted again for every solve; appending a block and dropping columns are copies
+        # of whole columns)
+        Z_ws = sp.csc_matrix((N, 0))
         W_ws = np.empty((n_out, 0))
         B_ws = np.zeros(n_out)
         fourier_W = np.empty((X.shape[1], 0))
         fourier_b = np.empty(0)
         binnings = []  # (RandomBinning, kept local columns) per iteration
-        n_hist, obj_hist = [], []
+        n_hist, obj_hist, epoch_hist = [], [], []
         for t in range(T):
             # 1-2: draw a block of features and add it to the working set
             if feature == "fourier":
                 W_new, b_new = draw_fourier(rng, X.shape[1], R, kernel, sigma)
                 Z_new = fourier_map(X, W_new, b_new, self._scale, n_threads)
-                Z = np.hstack([Z_ws, Z_new])
+                Z = sp.hstack([Z_ws, sp.csc_matrix(Z_new)], format="csc")
             else:
                 # small blocks run on one thread: OpenMP start-up and barriers cost more
                 # than the work (the result is the same for any thread count)
                 rb_jobs = self.n_jobs if N * R * X.shape[1] >= MIN_BINNING_WORK else 1
                 rb = RandomBinning(n_grids=R, sigma=sigma, n_jobs=rb_jobs,
-                                   random_state=int(rng.integers(0, 2**63 - 1)))
-                Z_new = rb.fit_transform(X).tocsr()
-                Z = sp.hstack([Z_ws, Z_new], format="csr")
-            cd_seed = int(rng.integers(0, 2**63 - 1))
+                                   random_state=int(rng.integers(0, 2**32)))
+                Z_new = rb.fit_transform(X).tocsc()
+                Z = sp.hstack([Z_ws, Z_new], format="csc")
+            cd_seed = int(rng.integers(0, 2**32))
             # 3: solve the L1 problem on the working set, warm-started
+            nnz = Z.nnz if sp.issparse(Z) else Z.size
             est = Solver(loss=loss, alpha=alpha, l1_ratio=1.0, fit_intercept=self.fit_intercept,
                          max_epochs=self.max_epochs, tol=self.tol, parallel=self.parallel,
-                         n_jobs=self.n_jobs, warm_start=True, random_state=cd_seed,
+                         n_jobs=self.n_jobs if nnz >= MIN_SOLVER_WORK else 1, warm_start=True, random_state=cd_seed,
                          verbose=max(0, int(self.verbose) - 1))
             if t > 0:  # warm start: the kept weights, the new features at 0
                 W0 = np.hstack([W_ws, np.zeros((n_out, Z.shape[1] - W_ws.shape[1]))])
@@ -233,16 +254,18 @@ class SparseRandomFeatures(BaseEstimator):
                 binnings = self._drop_binning(binnings, rb, keep, old)
                 Z_ws = Z[:, np.flatnonzero(keep)]
             W_ws, B_ws = W[:, keep], B
-            P = Z_ws @ W_ws.T + B_ws[None, :]
+            P = np.asarray(Z_ws @ W_ws.T) + B_ws[None, :]
             obj = float(np.sum(np.mean(pointwise_loss(loss, P, targets.T), axis=0))
                         + alpha * np.abs(W_ws).sum())
             n_hist.append(int(keep.sum()))
+            epoch_hist.append(int(np.sum(est.n_iter_)))
             obj_hist.append(obj)
             if self.verbose:
                 print(f"SparseRandomFeatures iteration {t + 1}: {n_hist[-1]} features, objective {obj:.6g}")
         self.feature_ = feature
         self.kernel_ = kernel
         self.sigma_ = sigma
+        self.alpha_ = alpha
         if feature == "fourier":
             self.random_weights_ = fourier_W
             self.random_offset_ = fourier_b
@@ -253,6 +276,7 @@ class SparseRandomFeatures(BaseEstimator):
         self.n_features_ = int(W_ws.shape[1])
         self.n_features_history_ = np.array(n_hist)
         self.objective_history_ = np.array(obj_hist)
+        self.solver_epochs_history_ = np.array(epoch_hist)
         self.n_iter_ = T
         return self
 

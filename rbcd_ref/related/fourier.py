@@ -19,6 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._checks import check_choice, check_int
 from .._random import make_generator
+from .._scale import median_l1_distance, median_l2_distance
 
 
 def check_n_jobs(n_jobs):
@@ -47,6 +48,16 @@ def check_sigma(sigma, n_features):
     return s
 
 
+def resolve_sigma(sigma, X, kernel):
+    """"scale": 0.5 times the median L2 distance (gaussian) or the median L1 distance
+    (laplacian) of rbcd_ref._scale's pairs, one value per feature; else check_sigma."""
+    if isinstance(sigma, str) and sigma == "scale":
+        if kernel == "gaussian":
+            return np.full(X.shape[1], 0.5 * median_l2_distance(X))
+        return np.full(X.shape[1], median_l1_distance(X))
+    return check_sigma(sigma, X.shape[1])
+
+
 def draw_fourier(rng, n_features, n_components, kernel, sigma):
     """W (d, D) then b (D,), in this order."""
     if kernel == "gaussian":
@@ -72,7 +83,7 @@ def fourier_map(X, W, b, scale):
 class RandomFourier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Random Fourier features (see the module docstring); same API as rbcd.RandomFourier."""
 
-    def __init__(self, n_components=256, kernel="gaussian", sigma=1.0, n_jobs=None, random_state=None):
+    def __init__(self, n_components=256, kernel="gaussian", sigma="scale", n_jobs=None, random_state=None):
         self.n_components = n_components
         self.kernel = kernel
         self.sigma = sigma
@@ -84,7 +95,7 @@ class RandomFourier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         kernel = check_choice(self.kernel, "kernel", ("gaussian", "laplacian"))
         check_n_jobs(self.n_jobs)
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32))
-        sigma = check_sigma(self.sigma, X.shape[1])
+        sigma = resolve_sigma(self.sigma, X, kernel)
         rng = make_generator(self.random_state)
         self.random_weights_, self.random_offset_ = draw_fourier(rng, X.shape[1], D, kernel, sigma)
         self.sigma_ = sigma

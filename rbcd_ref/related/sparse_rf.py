@@ -31,8 +31,9 @@ The scikit-learn tags follow the loss.
 
 Random draws, from ``rng = make_generator(random_state)``, per outer iteration:
 Fourier: W (d, R) then b (R,) as in rbcd.related.fourier (``draw_fourier``); binning: the seed
-``int(rng.integers(0, 2**63 - 1))`` of the iteration's RandomBinning; then, for both, the
-seed ``int(rng.integers(0, 2**63 - 1))`` given as ``random_state`` to the CD solver.
+``int(rng.integers(0, 2**32))`` of the iteration's RandomBinning; then, for both, the
+seed ``int(rng.integers(0, 2**32))`` given as ``random_state`` to the CD solver (seeds below
+2**32, the range scikit-learn's ``random_state`` constraint accepts).
 
 Attributes: ``n_features_history_`` (working-set size after each iteration's drop step),
 ``objective_history_`` (objective after each solve), ``n_features_`` (kept features),
@@ -51,7 +52,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._random import make_generator
 from ..binning import RandomBinning
-from .fourier import check_n_jobs, check_sigma, draw_fourier, fourier_map
+from .fourier import check_n_jobs, draw_fourier, fourier_map, resolve_sigma
 from ..solvers.cd import CDClassifier, CDRegressor
 
 KERNELS = ("gaussian", "laplacian")
@@ -104,14 +105,16 @@ class SparseRandomFeatures(BaseEstimator):
         T, outer iterations.
     feature : {"fourier", "binning"}, default="fourier"
     kernel : {"gaussian", "laplacian"} or None, default=None
-    sigma : float or array (n_features,), default=1.0
+    sigma : "scale", float or array (n_features,), default="scale"
+        "scale": 0.5 times the median L2 distance (gaussian) or the median L1 distance
+        (laplacian) of rbcd_ref._scale's pairs.
     loss : {"squared", "logistic", "squared_hinge"}, default="squared"
-    alpha : float >= 0, default=1e-3
+    alpha : float >= 0 or None, default=None (1 / N)
         L1 penalty of the working-set problems (units of the mean loss).
     fit_intercept : bool, default=True
-    max_epochs : int, default=100
+    max_epochs : int, default=10
         Epoch budget of each inner CD solve.
-    tol : float, default=1e-4
+    tol : float, default=1e-3
         Tolerance of each inner CD solve.
     parallel : {None, "auto", "hogwild"}, default="auto"
         Parallel mode of the inner CD solver ("auto": serial with one thread or small
@@ -120,8 +123,8 @@ class SparseRandomFeatures(BaseEstimator):
     """
 
     def __init__(self, n_components_per_iter=64, n_iter=10, feature="fourier", kernel=None,
-                 sigma=1.0, loss="squared", alpha=1e-3, fit_intercept=True, max_epochs=100,
-                 tol=1e-4, parallel="auto", n_jobs=None, random_state=None, verbose=0):
+                 sigma="scale", loss="squared", alpha=None, fit_intercept=True, max_epochs=10,
+                 tol=1e-3, parallel="auto", n_jobs=None, random_state=None, verbose=0):
         self.n_components_per_iter = n_components_per_iter
         self.n_iter = n_iter
         self.feature = feature
@@ -166,13 +169,15 @@ class SparseRandomFeatures(BaseEstimator):
         feature = _check_choice(self.feature, "feature", FEATURES)
         kernel = self._resolved_kernel(feature)
         loss = _check_choice(self.loss, "loss", LOSSES)
-        alpha = _check_real(self.alpha, "alpha", 0.0)
+        alpha = None if self.alpha is None else _check_real(self.alpha, "alpha", 0.0)
         check_n_jobs(self.n_jobs)
         classify = self._is_classifier()
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc") if feature == "fourier" else False,
                              dtype=np.float64, y_numeric=not classify)
-        sigma = check_sigma(self.sigma, X.shape[1])
+        sigma = resolve_sigma(self.sigma, X, kernel)
         N = X.shape[0]
+        if alpha is None:
+            alpha = 1.0 / N
         if classify:
             check_classification_targets(y)
             self.classes_, y_idx = np.unique(y, return_inverse=True)
@@ -194,7 +199,7 @@ class SparseRandomFeatures(BaseEstimator):
         fourier_W = np.empty((X.shape[1], 0))
         fourier_b = np.empty(0)
         binnings = []  # (RandomBinning, kept local columns) per iteration
-        n_hist, obj_hist = [], []
+        n_hist, obj_hist, epoch_hist = [], [], []
         for t in range(T):
             # 1-2: draw a block of features and add it to the working set
             if feature == "fourier":
@@ -203,10 +208,10 @@ class SparseRandomFeatures(BaseEstimator):
                 Z = np.hstack([Z_ws, Z_new])
             else:
                 rb = RandomBinning(n_grids=R, sigma=sigma, n_jobs=self.n_jobs,
-                                   random_state=int(rng.integers(0, 2**63 - 1)))
+                                   random_state=int(rng.integers(0, 2**32)))
                 Z_new = rb.fit_transform(X).tocsr()
                 Z = sp.hstack([Z_ws, Z_new], format="csr")
-            cd_seed = int(rng.integers(0, 2**63 - 1))
+            cd_seed = int(rng.integers(0, 2**32))
             # 3: solve the L1 problem on the working set, warm-started
             est = Solver(loss=loss, alpha=alpha, l1_ratio=1.0, fit_intercept=self.fit_intercept,
                          max_epochs=self.max_epochs, tol=self.tol, parallel=self.parallel,
@@ -236,12 +241,14 @@ class SparseRandomFeatures(BaseEstimator):
             obj = float(np.sum(np.mean(pointwise_loss(loss, P, targets.T), axis=0))
                         + alpha * np.abs(W_ws).sum())
             n_hist.append(int(keep.sum()))
+            epoch_hist.append(int(np.sum(est.n_iter_)))
             obj_hist.append(obj)
             if self.verbose:
                 print(f"SparseRandomFeatures iteration {t + 1}: {n_hist[-1]} features, objective {obj:.6g}")
         self.feature_ = feature
         self.kernel_ = kernel
         self.sigma_ = sigma
+        self.alpha_ = alpha
         if feature == "fourier":
             self.random_weights_ = fourier_W
             self.random_offset_ = fourier_b
@@ -251,6 +258,7 @@ class SparseRandomFeatures(BaseEstimator):
         self.intercept_ = float(B_ws[0]) if not classify else B_ws
         self.n_features_ = int(W_ws.shape[1])
         self.n_features_history_ = np.array(n_hist)
+        self.solver_epochs_history_ = np.array(epoch_hist)
         self.objective_history_ = np.array(obj_hist)
         self.n_iter_ = T
         return self
