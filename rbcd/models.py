@@ -16,8 +16,18 @@ solver: ``alpha=None`` -> 1.0 (cg) / 1e-4 (cd); ``tol=None`` -> 1e-6 (cg) / 1e-4
 classification) / "logistic" (cd classification).
 
 The binning hands its column structure (the CSC view of Z with the grid boundaries,
-``RandomBinning._fit_transform_columns``) to the solver, so neither the CD grid mode
-nor CG's Z^T products rebuild it.
+``RandomBinning.fit_transform(X, return_columns=True)``) to the solver through the
+solvers' public ``columns=`` keyword, so neither the CD grid mode nor CG's Z^T products
+rebuild it.
+
+Probabilities: with ``solver="cd"`` and the logistic loss, ``predict_proba`` is the
+model's own. With ``solver="cg"`` (ridge classification, which gives scores, not
+probabilities) and ``calibration="sigmoid"`` (the default), ``predict_proba`` maps the
+decision values through a softmax with one fitted scale (temperature scaling; Platt's
+sigmoid through the origin for two classes; ``rbcd._calibration``), fitted on the training
+rows, so that ``predict_proba`` agrees with ``predict``. Scores of
+training rows are more confident than those of new rows, so these probabilities lean
+towards 0 and 1; ``calibration=None`` switches this off (no ``predict_proba``).
 
 Parameters that only one solver uses are ignored by the other: ``max_iter`` and
 ``preconditioner`` (cg); ``l1_ratio``, ``max_epochs``, ``selection``, ``parallel``,
@@ -29,10 +39,23 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
+from numbers import Integral, Real
+
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._calibration import fit_softmax_calibration, softmax_probabilities
+from ._validation import (
+    N_JOBS,
+    POSITIVE_INT,
+    SIGMA,
+    TOL,
+    VERBOSE,
+    Interval,
+    StrOptions,
+    fit_context,
+)
 from .solvers.cd import CDClassifier, CDRegressor
 from .solvers.cg import RidgeCG, RidgeCGClassifier
 
@@ -75,8 +98,33 @@ def _preconditioner(preconditioner, tol, shape=None, structured=False):
         return "jacobi" if tol >= AUTO_JACOBI_TOL else None
     return preconditioner
 
+_RB_CONSTRAINTS = {
+    "n_grids": POSITIVE_INT,
+    "sigma": SIGMA,
+    "kernel": [StrOptions({"laplacian"})],
+    "n_features": [Interval(Integral, 1, None, closed="left"), None],
+    "solver": [StrOptions(set(_SOLVERS))],
+    "alpha": [Interval(Real, 0, None, closed="left"), None],
+    "l1_ratio": [Interval(Real, 0, 1, closed="both")],
+    "loss": [StrOptions({"squared", "logistic", "squared_hinge"}), None],
+    "fit_intercept": ["boolean"],
+    "tol": TOL + [None],
+    "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+    "max_epochs": POSITIVE_INT,
+    "selection": [StrOptions({"random", "permutation", "cyclic"})],
+    "parallel": [StrOptions({"auto", "hogwild", "grid"}), None],
+    "preconditioner": [StrOptions({"auto", "jacobi"}), None],
+    "warm_start": ["boolean"],
+    "dtype": "no_validation",  # checked by RandomBinning (float32 or float64)
+    "n_jobs": N_JOBS,
+    "random_state": "no_validation",  # checked by RandomBinning and the CD solvers
+    "verbose": VERBOSE,
+}
+
+
 class _RBBase(BaseEstimator):
     _classifier = False
+    _parameter_constraints = dict(_RB_CONSTRAINTS)
 
     # ------------------------------------------------------------------ parameters
     def _solver_name(self):
@@ -130,6 +178,7 @@ class _RBBase(BaseEstimator):
         return cls(**params)
 
     # ------------------------------------------------------------------ fit
+    @fit_context
     def fit(self, X, y, sample_weight=None):
         """Draw the grids, bin X, and fit the linear solver on the features.
 
@@ -145,21 +194,20 @@ class _RBBase(BaseEstimator):
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         t0 = time.perf_counter()
         binning = self._make_binning()
-        fit_cols = getattr(binning, "_fit_transform_columns", None)
         cols = None
-        if fit_cols is not None and self.n_features is None:
-            Z, cols = fit_cols(X)
-        else:
+        if self.n_features is None:  # exact mode: Z and its grid structure, built together
+            Z, cols = binning.fit_transform(X, return_columns=True)
+        else:  # hashed mode: no grid structure
             Z = binning.fit_transform(X)
         t1 = time.perf_counter()
         est = self._make_solver(Z.shape, cols is not None)
-        grid = cols if cols is not None else (binning if self.n_features is None else None)
-        est.fit(Z, y, sample_weight=sample_weight, columns=grid)
+        est.fit(Z, y, sample_weight=sample_weight, columns=cols)
         t2 = time.perf_counter()
         self.binning_ = binning
         self.solver_ = est
         if self._classifier:
             self.classes_ = est.classes_
+            self._fit_calibration(est, Z, y, sample_weight)
         self.fit_time_ = {"binning": t1 - t0, "solver": t2 - t1}
         if self.verbose:
             print(f"[{type(self).__name__}] {binning.n_features_out_} features from "
@@ -298,21 +346,33 @@ class RBClassifier(ClassifierMixin, _RBBase):
     by coordinate descent, one-vs-rest for more than two classes.
     """ + _PARAMS_DOC + """
     class_weight : None, "balanced" or dict
+    calibration : "sigmoid" or None, default "sigmoid"
+        How ``predict_proba`` turns the decision values of a model without probabilities
+        of its own (``solver="cg"``, or cd with the squared hinge loss) into
+        probabilities: "sigmoid" fits the scale of a softmax of the scores on the
+        training rows (Platt's sigmoid through the origin for two classes), so the
+        probabilities agree with ``predict``; None: no ``predict_proba``.
 
     Attributes
     ----------
     classes_, binning_, solver_ (RidgeCGClassifier or CDClassifier), coef_,
     intercept_, n_iter_, n_features_in_, fit_time_
+    calibration_ : float or None, the fitted scale of the softmax
     """
 
     _classifier = True
+    _parameter_constraints = {
+        **_RB_CONSTRAINTS,
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "calibration": [StrOptions({"sigmoid"}), None],
+    }
 
     def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
-                 class_weight=None, dtype=np.float64, n_jobs=None, random_state=None,
-                 verbose=0):
+                 class_weight=None, calibration="sigmoid", dtype=np.float64, n_jobs=None,
+                 random_state=None, verbose=0):
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -330,6 +390,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
         self.preconditioner = preconditioner
         self.warm_start = warm_start
         self.class_weight = class_weight
+        self.calibration = calibration
         self.dtype = dtype
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -345,21 +406,45 @@ class RBClassifier(ClassifierMixin, _RBBase):
         Z = self._features(X)
         return self.solver_.predict(Z)
 
+    def _native_proba(self):
+        solver, _, _, loss = self._effective()
+        return solver == "cd" and loss == "logistic"
+
     def _has_proba(self):
         try:
-            solver, _, _, loss = self._effective()
+            if self._native_proba():
+                return True
         except ValueError:
             return False
-        return solver == "cd" and loss == "logistic"
+        return self.calibration == "sigmoid"
+
+    def _fit_calibration(self, est, Z, y, sample_weight):
+        """Fit the softmax scale of ``rbcd._calibration`` on the training rows' scores (only
+        where the solver has no probabilities of its own and calibration is on)."""
+        self.calibration_ = None
+        if self.calibration != "sigmoid" or self._native_proba():
+            return
+        scores = est.decision_function(Z)
+        y_index = np.searchsorted(est.classes_, np.asarray(y).reshape(-1))
+        weight = None if sample_weight is None else np.broadcast_to(
+            np.asarray(sample_weight, dtype=np.float64), y_index.shape)
+        if weight is not None and not weight.sum() > 0:
+            weight = None
+        self.calibration_ = fit_softmax_calibration(scores, y_index, len(est.classes_), weight)
 
     @available_if(_has_proba)
     def predict_proba(self, X):
-        """Class probabilities (cd solver with the logistic loss only)."""
+        """Class probabilities, (n, n_classes) in the order of ``classes_``.
+
+        ``solver="cd"`` with the logistic loss: the logistic model's own. Otherwise the
+        calibrated softmax of the decision values (see ``calibration``).
+        """
         Z = self._features(X)
-        return self.solver_.predict_proba(Z)
+        if self._native_proba():
+            return self.solver_.predict_proba(Z)
+        return softmax_probabilities(self.solver_.decision_function(Z), self.calibration_)
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):
         """log of predict_proba."""
-        Z = self._features(X)
-        return self.solver_.predict_log_proba(Z)
+        return np.log(self.predict_proba(X))

@@ -134,7 +134,7 @@ def test_float32_features_with_cg(board):
     np.testing.assert_allclose(a.decision_function(Xv), b.decision_function(Xv), rtol=1e-4, atol=1e-4)
 
 
-def test_predict_proba_only_for_logistic_cd(board):
+def test_predict_proba_native_for_logistic_cd(board):
     Xt, yt, Xv, _ = board
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -143,8 +143,33 @@ def test_predict_proba_only_for_logistic_cd(board):
     assert P.shape == (Xv.shape[0], 2)
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
     np.testing.assert_array_equal(cd.classes_[P.argmax(axis=1)], cd.predict(Xv))
-    assert not hasattr(RBClassifier(solver="cg"), "predict_proba")
-    assert not hasattr(RBClassifier(solver="cd", loss="squared_hinge"), "predict_proba")
+    assert cd.calibration_ is None  # the logistic model's own probabilities
+    assert not hasattr(RBClassifier(solver="cg", calibration=None), "predict_proba")
+    assert not hasattr(RBClassifier(solver="cd", loss="squared_hinge", calibration=None),
+                       "predict_proba")
+
+
+@pytest.mark.parametrize("three_classes", [False, True])
+def test_predict_proba_calibrated_for_cg(board, three_classes):
+    """Ridge classification: probabilities from the temperature-scaled softmax of the scores,
+    consistent with predict, and better in log loss than the raw softmax of the scores."""
+    from sklearn.metrics import log_loss
+
+    Xt, yt, Xv, yv = board
+    if three_classes:
+        yt = yt + (Xt[:, 0] > np.median(Xt[:, 0]))
+        yv = yv + (Xv[:, 0] > np.median(Xt[:, 0]))
+    clf = RBClassifier(n_grids=16, sigma=0.3, n_jobs=1, random_state=0).fit(Xt, yt)
+    P = clf.predict_proba(Xv)
+    assert P.shape == (Xv.shape[0], len(clf.classes_))
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(Xv))
+    assert clf.calibration_ > 0
+    F = clf.decision_function(Xv)
+    F = np.column_stack([-F, F]) / 2 if F.ndim == 1 else F
+    raw = np.exp(F) / np.exp(F).sum(axis=1, keepdims=True)
+    assert log_loss(yv, P, labels=clf.classes_) < log_loss(yv, raw, labels=clf.classes_)
+    np.testing.assert_allclose(np.log(P), clf.predict_log_proba(Xv))
 
 
 def test_grid_search_tunes_binning_and_solver(board):
