@@ -94,6 +94,12 @@ class Block:
     def n(self):
         return self.Z.shape[0]
 
+    def __sizeof__(self):
+        # what dask's memory manager counts (and spills) for this partition
+        z = self.Z
+        size = (z.data.nbytes + z.indices.nbytes + z.indptr.nbytes) if sp.issparse(z) else z.nbytes
+        return int(size + self.Y.nbytes + (0 if self.s is None else self.s.nbytes) + 64)
+
     def tdot(self, U):
         """Z_b^T U, (D, k) float64."""
         if self.n == 0:
@@ -440,3 +446,47 @@ def decision_dask(X, coef, intercept):
                             chunks=(X.chunks[0],), meta=np.zeros(0))
     return X.map_blocks(block_decision, c, b, dtype=np.float64, chunks=(X.chunks[0], (k,)),
                         meta=np.zeros((0, 0)))
+
+
+class RidgeCGClassifier(BaseEstimator):
+    """Ridge classification (one-vs-rest -1/+1 targets, all classes in one block CG) on
+    row-partitioned Z, as :class:`rbcd.RidgeCGClassifier`. Used by rbcd.dask.RBClassifier."""
+
+    def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
+                 preconditioner="jacobi", class_weight=None, n_jobs=None):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.preconditioner = preconditioner
+        self.class_weight = class_weight
+        self.n_jobs = n_jobs
+
+    def fit(self, X, y, sample_weight=None, binning=None, verbose=0):
+        from .cd import class_setup
+
+        client = client_or_error()
+        check_cg_params(self.tol, self.max_iter, self.preconditioner)
+        check_n_jobs(self.n_jobs)
+        classes, targets, sw = class_setup(client, X, y, sample_weight, self.class_weight)
+        cluster, N, D, Xd = build_blocks(client, X, y, sw, targets)
+        k = 1 if classes.shape[0] == 2 else classes.shape[0]
+        coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
+                                           self.tol, self.max_iter, self.preconditioner,
+                                           grid_ptr_of(binning, D), verbose)
+        self.classes_ = classes
+        self.coef_ = coef
+        self.intercept_ = intercept if self.fit_intercept else np.zeros(k)
+        self.n_iter_ = n_iter
+        self.n_features_in_ = D
+        return self
+
+    def decision_function(self, X):
+        check_is_fitted(self, "coef_")
+        client = client_or_error()
+        return decision_dask(as_rows(X, "X", client), self.coef_, self.intercept_)
+
+    def predict(self, X):
+        from .cd import predict_from_scores
+
+        return predict_from_scores(self.decision_function(X), self.classes_)
