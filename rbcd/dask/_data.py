@@ -70,6 +70,8 @@ def as_rows(X, name, client, ndim=(2,), chunks=None):
         if X.ndim not in ndim:
             raise ValueError(f"{name} must be {' or '.join(f'{k}-D' for k in ndim)}, got shape {X.shape}")
         n = X.shape[0]
+        if chunks is not None and int(np.sum(chunks)) != n:
+            chunks = None   # not X's rows: align_rows names the mismatch
         if chunks is None:
             step = max(1, -(-n // n_workers(client)))
             chunks = (step,) + X.shape[1:]
@@ -168,6 +170,22 @@ def tree_reduce(parts, combine, arity=2, **kwargs):
             nxt.append(group[0] if len(group) == 1 else dask.delayed(combine)(*group, **kwargs))
         parts = nxt
     return parts[0]
+
+
+def array_of_parts(parts, key, chunks, ncols, dtype, meta, prefix):
+    """A dask array whose row block i is ``parts[i][key]`` (persisted delayed dicts), keeping
+    empty partitions (``da.concatenate`` drops them, and the blocks must stay aligned with
+    the partitions of X, y and the weights)."""
+    import operator
+
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
+    name = f"{prefix}-{tokenize(*[p.key for p in parts], key)}"
+    dsk = {(name, i, 0): (operator.getitem, p.key, key) for i, p in enumerate(parts)}
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=list(parts))
+    return da.Array(graph, name, chunks=(tuple(int(c) for c in chunks), (int(ncols),)),
+                    dtype=dtype, meta=meta)
 
 
 def ordered_sum(arrays):

@@ -37,6 +37,7 @@ from .. import _scale
 from .._random import make_generator
 from ..binning import RandomBinning as LocalRandomBinning
 from ._data import (
+    array_of_parts,
     as_rows,
     check_finite_block,
     check_n_jobs,
@@ -259,6 +260,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         per_worker = -(-n_parts // max(1, len(client.scheduler_info(n_workers=-1)["workers"])))
         if self.n_features is not None:
             # hashed: the grids are all there is to fit (drawn from the first row)
+            probe = LocalRandomBinning(**{**params, "n_jobs": None})
             probe.fit(np.asarray(X[:1].compute(), dtype=np.float64))
             self._set_fitted(probe, sigma, d)
             Z = self._transform_dask(X, probe)
@@ -268,7 +270,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         p1 = dask.persist(*p1)
         firsts = [dask.delayed(_first_of)(p) for p in p1]
         F = np.asarray(_compute(tree_reduce(firsts, _merge_first, params=params)))
-        rb = _local(params, None)
+        # the driver's fit draws from the resolved state itself (a user's Generator advances
+        # as in a local fit); the tasks above drew from copies of it
+        rb = LocalRandomBinning(**{**params, "n_jobs": None})
         rb.fit(F)
         rb_d = dask.delayed(rb, pure=True)
         D = int(rb.n_features_out_)
@@ -277,16 +281,14 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         p2 = dask.persist(*p2)
         del p1
         counts = _compute(tree_reduce([dask.delayed(_get)(p, "counts") for p in p2], _sum_counts))
-        parts = [da.from_delayed(dask.delayed(_get)(p, "Z"), shape=(int(n), D), dtype=dtype,
-                                 meta=sp.csr_matrix((0, 0), dtype=dtype))
-                 for p, n in zip(p2, np.diff(offsets))]
-        Z = da.concatenate(parts, axis=0).persist()
+        Z = array_of_parts(p2, "Z", np.diff(offsets), D, dtype,
+                           sp.csr_matrix((0, 0), dtype=dtype), "rbcd-Z").persist()
         self._set_fitted(rb, sigma, d)
         gp = rb.grid_ptr_
         max_count = np.array([counts[gp[r]:gp[r + 1]].max() if gp[r + 1] > gp[r] else 0
                               for r in range(gp.shape[0] - 1)], dtype=np.float64)
         self.n_bins_ = np.asarray(rb.n_bins_).copy()
-        self.kappa_per_grid_ = N / max_count
+        self.kappa_per_grid_ = 1.0 / (max_count / N)   # as the local fit rounds it
         self.kappa_ = float(np.mean(self.kappa_per_grid_))
         return Z
 
