@@ -196,15 +196,15 @@ def test_cd_regressor_reaches_the_local_optimum(client):
     Zd = drb.fit_transform(Xd)
     lrb = rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
     Z = lrb.fit_transform(X)
-    kw = dict(alpha=3e-3, l1_ratio=0.7, tol=1e-7, max_epochs=1000, random_state=0)
+    kw = dict(alpha=1e-2, l1_ratio=0.7, tol=1e-6, max_epochs=1000, random_state=0)
     m = rd.CDRegressor(**kw).fit(Zd, y, binning=drb)
     local = rbcd.CDRegressor(parallel="grid", **kw).fit(Z, y, binning=lrb)
-    assert m.dual_gap_ <= 1e-7 and local.dual_gap_ <= 1e-7
+    assert m.dual_gap_ <= 1e-6 and local.dual_gap_ <= 1e-6
     # both within the gap of the same optimum: equal objectives, close coefficients
-    assert abs(m.objective_history_[-1] - local.objective_history_[-1]) <= 1e-6 * local.objective_history_[-1]
-    np.testing.assert_allclose(m.coef_, local.coef_, atol=2e-3 * np.max(np.abs(local.coef_)))
+    assert abs(m.objective_history_[-1] - local.objective_history_[-1]) <= 2e-6 * local.objective_history_[-1]
+    np.testing.assert_allclose(m.coef_, local.coef_, atol=1e-2 * np.max(np.abs(local.coef_)))
     assert np.all(np.diff(m.objective_history_) <= 1e-12)   # block CD: monotone
-    np.testing.assert_allclose(m.predict(Zd).compute(), local.predict(Z), atol=1e-3)
+    np.testing.assert_allclose(m.predict(Zd).compute(), local.predict(Z), atol=1e-2)
     # warm start from the optimum: converged after one epoch, same coefficients
     m.set_params(warm_start=True).fit(Zd, y, binning=drb)
     assert m.n_iter_ == 1
@@ -369,9 +369,9 @@ def test_memory_limit_below_Z_spills_and_gives_the_same_fit():
             Zd = drb.fit_transform(da.from_array(X, chunks=1000))
             spilled = sum(c.run(lambda dask_worker: len(dask_worker.data.slow)).values())
             assert spilled > 0
-            m = rd.RidgeCG(alpha=10.0, tol=1e-11).fit(Zd, y, binning=drb)
+            m = rd.RidgeCG(alpha=10.0, tol=1e-12).fit(Zd, y, binning=drb)
     Z = rbcd.RandomBinning(n_grids=R, sigma=1.0, random_state=0).fit_transform(X)
-    local = rbcd.RidgeCG(alpha=10.0, tol=1e-11).fit(Z, y)
+    local = rbcd.RidgeCG(alpha=10.0, tol=1e-12).fit(Z, y)
     assert _rel(m.coef_, local.coef_) <= 1e-10
 
 
