@@ -69,7 +69,9 @@ def loss_value(loss, p, y):
 
 # ---------------------------------------------------------------------------- worker side
 class _Part:
-    """One partition inside a worker's actor: labels (R arrays of n_b), Y, s, p."""
+    """One partition inside a worker's actor: labels (R arrays of n_b), Y, s (None: unit
+    weights), and the predictions. For the squared loss the actor keeps ``p - y`` (the
+    loss derivative itself) instead of p, one pass fewer per grid step."""
 
     def __init__(self, block, grid_ptr):
         Z = block.Z
@@ -93,17 +95,31 @@ class _Part:
             self.labels.append(lab.astype(np.uint16 if width < 65536 else np.int32))
         self.width = np.diff(grid_ptr)
         self.Y = block.Y
-        self.s = np.ones(n) if block.s is None else block.s
+        self.s = block.s
         self.n = n
         self.y = None
         self.p = None
+        self._cached = (-1, None)   # (grid, its labels as intp): numpy indexes with intp
+
+    def lab(self, r):
+        """Labels of grid r as intp, converted once per grid step (the call that returns a
+        grid's sums converts them; the next call, which applies its update, reuses them)."""
+        if self._cached[0] != r:
+            self._cached = (r, self.labels[r].astype(np.intp))
+        return self._cached[1]
+
+    def weighted(self, v):
+        return v if self.s is None else self.s * v
+
+    def wsum(self, v):
+        return float(v.sum()) if self.s is None else float(self.s @ v)
 
     def grid_sums(self, r, v):
-        return np.bincount(self.labels[r], weights=v, minlength=int(self.width[r]))
+        return np.bincount(self.lab(r), weights=v, minlength=int(self.width[r]))
 
     def all_sums(self, v):
-        return np.concatenate([self.grid_sums(r, v) for r in range(len(self.labels))]) \
-            if self.labels else np.zeros(0)
+        return np.concatenate([np.bincount(self.labels[r], weights=v, minlength=int(self.width[r]))
+                               for r in range(len(self.labels))]) if self.labels else np.zeros(0)
 
 
 class CDWorker:
@@ -116,16 +132,26 @@ class CDWorker:
         self.zval = float(zval)
         self.loss = None
 
+    def _p(self, q):
+        """The predictions p (the actor keeps p - y for the squared loss)."""
+        return q.p + q.y if self.loss == "squared" else q.p
+
+    def _deriv(self, q):
+        """s_i loss'(p_i, y_i) of the partition's rows."""
+        d = q.p if self.loss == "squared" else loss_deriv(self.loss, q.p, q.y)
+        return q.weighted(d)
+
     def sums(self, k, loss):
-        """Select problem k; per partition (sum s, sum s y, sum s [y > 0], sum s [y < 0],
-        weighted bin counts sum_{i in j} s_i)."""
+        """Select problem k (p = 0); per partition (sum s, sum s y, sum s [y > 0],
+        sum s [y < 0], weighted bin counts sum_{i in j} s_i)."""
         self.loss = loss
         out = []
         for q in self.parts:
             q.y = np.ascontiguousarray(q.Y[:, k])
-            q.p = np.zeros(q.n)
-            out.append((float(q.s.sum()), float(q.s @ q.y), float(q.s[q.y > 0].sum()),
-                        float(q.s[q.y < 0].sum()), q.all_sums(q.s)))
+            q.p = -q.y if loss == "squared" else np.zeros(q.n)
+            s = np.ones(q.n) if q.s is None else q.s
+            out.append((float(s.sum()), float(s @ q.y), float(s[q.y > 0].sum()),
+                        float(s[q.y < 0].sum()), q.all_sums(s)))
         return self.index, out
 
     def scale(self, b0, use_gap):
@@ -133,17 +159,18 @@ class CDWorker:
         out = []
         for q in self.parts:
             if use_gap:
-                out.append(float(q.s @ (0.5 * (q.y - b0) ** 2)))
+                out.append(q.wsum(0.5 * (q.y - b0) ** 2))
             else:
-                out.append(q.all_sums(q.s * loss_deriv(self.loss, np.full(q.n, b0), q.y)))
+                out.append(q.all_sums(q.weighted(loss_deriv(self.loss, np.full(q.n, b0), q.y))))
         return self.index, out
 
     def start(self, w, b):
         """p = Z w + b (warm start)."""
         for q in self.parts:
-            q.p = np.full(q.n, float(b))
+            p = np.full(q.n, float(b))
             for r, lab in enumerate(q.labels):
-                q.p += self.zval * w[self.grid_ptr[r]:self.grid_ptr[r + 1]][lab]
+                p += self.zval * w[self.grid_ptr[r]:self.grid_ptr[r + 1]][lab]
+            q.p = p - q.y if self.loss == "squared" else p
 
     def advance(self, grid, delta, shift, want_grid, want):
         """Apply grid ``grid``'s weight change ``delta`` (and the intercept change ``shift``)
@@ -152,20 +179,22 @@ class CDWorker:
         every column, sum s loss, sum s (y - p)^2, sum s (y - p) y, sum s loss', and the
         sums of ``want_grid`` if >= 0)."""
         out = []
+        step = None if grid < 0 else self.zval * delta
         for q in self.parts:
-            if grid >= 0:
-                q.p += self.zval * delta[q.labels[grid]]
+            if step is not None:
+                q.p += np.take(step, q.lab(grid))
             if shift != 0.0:
                 q.p += shift
-            d = q.s * loss_deriv(self.loss, q.p, q.y)
+            d = self._deriv(q)
             if want == "grid":
                 out.append(q.grid_sums(want_grid, d))
             elif want == "intercept":
                 out.append(float(d.sum()))
             else:
-                r = q.y - q.p
-                out.append((q.all_sums(d), float(q.s @ loss_value(self.loss, q.p, q.y)),
-                            float(q.s @ (r * r)), float(q.s @ (r * q.y)), float(d.sum()),
+                p = self._p(q)
+                r = q.y - p
+                out.append((q.all_sums(d), q.wsum(loss_value(self.loss, p, q.y)),
+                            q.wsum(r * r), q.wsum(r * q.y), float(d.sum()),
                             q.grid_sums(want_grid, d) if want_grid >= 0 else None))
         return self.index, out
 
