@@ -149,6 +149,11 @@ def resolve_task_jobs(n_jobs, tasks_per_worker):
     return max(1, worker_threads() // max(1, int(tasks_per_worker)))
 
 
+def tasks_per_worker(X):
+    """Partitions of X per worker (rounded up): how many tasks a worker runs at once."""
+    return -(-X.numblocks[0] // n_workers(client_or_error()))
+
+
 def check_n_jobs(n_jobs):
     if n_jobs is None:
         return None

@@ -46,6 +46,7 @@ from ._data import (
     dask,
     resolve_task_jobs,
     row_offsets,
+    tasks_per_worker,
     tree_reduce,
 )
 
@@ -148,14 +149,21 @@ def _sum_counts(*counts):
     return total
 
 
-def _transform_block(block, rb, block_info=None):
+def with_task_threads(rb, n_jobs, per_worker):
+    """A shallow copy of a fitted local RandomBinning whose kernels use this task's threads
+    (the worker's, see _data.resolve_task_jobs); the fitted arrays are shared."""
+    rb = copy.copy(rb)
+    rb.n_jobs = resolve_task_jobs(n_jobs, per_worker)
+    return rb
+
+
+def _transform_block(block, rb, dtype, n_jobs, per_worker, block_info=None):
     offset = block_info[0]["array-location"][0][0] if block_info else 0
     X = np.ascontiguousarray(block, dtype=np.float64)
     check_finite_block(X, offset)
-    D = rb.n_features_out_
     if X.shape[0] == 0:
-        return sp.csr_matrix((0, D), dtype=rb._dtype_ if hasattr(rb, "_dtype_") else np.float64)
-    return rb.transform(X)
+        return sp.csr_matrix((0, int(rb.n_features_out_)), dtype=dtype)
+    return with_task_threads(rb, n_jobs, per_worker).transform(X)
 
 
 # ---------------------------------------------------------------------------- sigma="scale"
@@ -256,8 +264,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             probe.fit(np.zeros((0, d)))   # raises the local error
         blocks = X.to_delayed().ravel()
         offsets = row_offsets(X)
-        n_parts = len(blocks)
-        per_worker = -(-n_parts // max(1, len(client.scheduler_info(n_workers=-1)["workers"])))
+        per_worker = tasks_per_worker(X)
         if self.n_features is not None:
             # hashed: the grids are all there is to fit (drawn from the first row)
             probe = LocalRandomBinning(**{**params, "n_jobs": None})
@@ -307,8 +314,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     def _transform_dask(self, X, rb):
         D = int(rb.n_features_out_)
         dtype = np.dtype(self.dtype)
-        return X.map_blocks(_transform_block, dask.delayed(rb, pure=True), dtype=dtype,
-                            chunks=(X.chunks[0], (D,)),
+        return X.map_blocks(_transform_block, dask.delayed(rb, pure=True), dtype, self.n_jobs,
+                            tasks_per_worker(X), dtype=dtype, chunks=(X.chunks[0], (D,)),
                             meta=sp.csr_matrix((0, 0), dtype=dtype))
 
     def transform(self, X):

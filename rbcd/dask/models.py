@@ -15,15 +15,15 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ..models import AUTO_JACOBI_TOL
-from ._data import as_rows, check_finite_block, client_or_error, dask
-from .binning import RandomBinning
+from ._data import as_rows, check_finite_block, client_or_error, dask, tasks_per_worker
+from .binning import RandomBinning, with_task_threads
 from .cd import CDClassifier, CDRegressor, predict_from_scores, proba_from_scores
 from .cg import RidgeCG, RidgeCGClassifier, block_decision
 
 __all__ = ["RBRegressor", "RBClassifier"]
 
 
-def _predict_block(block, rb, coef, intercept, block_info=None):
+def _predict_block(block, rb, coef, intercept, n_jobs, per_worker, block_info=None):
     """Bin one partition of new rows and return its decision values (Z never leaves the task)."""
     offset = block_info[0]["array-location"][0][0] if block_info else 0
     X = np.ascontiguousarray(block, dtype=np.float64)
@@ -31,7 +31,7 @@ def _predict_block(block, rb, coef, intercept, block_info=None):
     if X.shape[0] == 0:
         out = np.zeros((0, coef.shape[0]))
         return out[:, 0] if coef.shape[0] == 1 else out
-    return block_decision(rb.transform(X), coef, intercept)
+    return block_decision(with_task_threads(rb, n_jobs, per_worker).transform(X), coef, intercept)
 
 
 class _RBBase(BaseEstimator):
@@ -123,10 +123,11 @@ class _RBBase(BaseEstimator):
         rb = dask.delayed(self.binning_.local_, pure=True)
         c = dask.delayed(coef, pure=True)
         b = dask.delayed(intercept, pure=True)
+        jobs = (self.n_jobs, tasks_per_worker(X))
         if coef.shape[0] == 1:
-            return X.map_blocks(_predict_block, rb, c, b, dtype=np.float64, drop_axis=1,
+            return X.map_blocks(_predict_block, rb, c, b, *jobs, dtype=np.float64, drop_axis=1,
                                 chunks=(X.chunks[0],), meta=np.zeros(0))
-        return X.map_blocks(_predict_block, rb, c, b, dtype=np.float64,
+        return X.map_blocks(_predict_block, rb, c, b, *jobs, dtype=np.float64,
                             chunks=(X.chunks[0], (coef.shape[0],)), meta=np.zeros((0, 0)))
 
 
