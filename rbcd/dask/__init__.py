@@ -15,6 +15,7 @@ import importlib
 _PUBLIC = {
     "RandomBinning": "binning",
     "RidgeCG": "cg",
+    "RidgeCGClassifier": "cg",
     "CDRegressor": "cd",
     "CDClassifier": "cd",
     "RBRegressor": "models",

@@ -257,7 +257,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         state = rs if (rs is None or isinstance(rs, (int, np.integer))) else make_generator(rs)
         if rs is None:
             state = np.random.default_rng()
-        params = self._params(sigma, state)
+        # the tasks get their own copy of the state: a partition recomputed after the
+        # driver's fit below (which advances ``state``) still draws the same grids
+        params = self._params(sigma, copy.deepcopy(state))
         # parameter errors (and N = 0) on the driver, before any task runs
         probe = _local(params, 1)
         if N == 0:
@@ -267,7 +269,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         per_worker = tasks_per_worker(X)
         if self.n_features is not None:
             # hashed: the grids are all there is to fit (drawn from the first row)
-            probe = LocalRandomBinning(**{**params, "n_jobs": None})
+            probe = LocalRandomBinning(**{**params, "random_state": state, "n_jobs": None})
             probe.fit(np.asarray(X[:1].compute(), dtype=np.float64))
             self._set_fitted(probe, sigma, d)
             Z = self._transform_dask(X, probe)
@@ -279,7 +281,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         F = np.asarray(_compute(tree_reduce(firsts, _merge_first, params=params)))
         # the driver's fit draws from the resolved state itself (a user's Generator advances
         # as in a local fit); the tasks above drew from copies of it
-        rb = LocalRandomBinning(**{**params, "n_jobs": None})
+        rb = LocalRandomBinning(**{**params, "random_state": state, "n_jobs": None})
         rb.fit(F)
         rb_d = dask.delayed(rb, pure=True)
         D = int(rb.n_features_out_)

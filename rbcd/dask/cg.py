@@ -39,7 +39,7 @@ from ._data import (
     ordered_sum,
 )
 
-__all__ = ["RidgeCG"]
+__all__ = ["RidgeCG", "RidgeCGClassifier"]
 
 
 # ---------------------------------------------------------------------------- checks
