@@ -356,7 +356,7 @@ def test_lost_worker_cg_same_result_cd_clear_error(monkeypatch):
 
 
 def test_memory_limit_below_Z_spills_and_gives_the_same_fit():
-    X, y = data(12000, d=2)
+    X, y = data(6000, d=2)
     R = 16
     z_bytes = X.shape[0] * R * 12                       # float64 values, int32 indices
     limit = z_bytes // 3                                # per worker: below its half of Z
@@ -366,12 +366,12 @@ def test_memory_limit_below_Z_spills_and_gives_the_same_fit():
         warnings.simplefilter("ignore")
         with _cluster(memory_limit=limit) as cluster, Client(cluster) as c:
             drb = rd.RandomBinning(n_grids=R, sigma=1.0, random_state=0)
-            Zd = drb.fit_transform(da.from_array(X, chunks=1000))
+            Zd = drb.fit_transform(da.from_array(X, chunks=500))
             spilled = sum(c.run(lambda dask_worker: len(dask_worker.data.slow)).values())
             assert spilled > 0
-            m = rd.RidgeCG(alpha=10.0, tol=1e-12).fit(Zd, y, binning=drb)
+            m = rd.RidgeCG(alpha=30.0, tol=1e-12).fit(Zd, y, binning=drb)
     Z = rbcd.RandomBinning(n_grids=R, sigma=1.0, random_state=0).fit_transform(X)
-    local = rbcd.RidgeCG(alpha=10.0, tol=1e-12).fit(Z, y)
+    local = rbcd.RidgeCG(alpha=30.0, tol=1e-12).fit(Z, y)
     assert _rel(m.coef_, local.coef_) <= 1e-10
 
 
@@ -385,9 +385,9 @@ def test_worker_processes_pickle_everything():
             drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
             assert_same_Z(drb.fit_transform(Xd),
                           rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0).fit_transform(X))
-            m = rd.RBRegressor(n_grids=8, sigma=2.0, random_state=0, alpha=3.0, tol=1e-10).fit(Xd, y)
-            local = rbcd.RBRegressor(n_grids=8, sigma=2.0, random_state=0, alpha=3.0, tol=1e-10).fit(X, y)
+            m = rd.RBRegressor(n_grids=8, sigma=2.0, random_state=0, alpha=10.0, tol=1e-10).fit(Xd, y)
+            local = rbcd.RBRegressor(n_grids=8, sigma=2.0, random_state=0, alpha=10.0, tol=1e-10).fit(X, y)
             np.testing.assert_allclose(m.predict(Xd).compute(), local.predict(X), atol=1e-8)
             c = rd.RBClassifier(n_grids=8, sigma=2.0, solver="cd", alpha=1e-2, tol=1e-2,
-                                max_epochs=20, random_state=0).fit(Xd, yc)
+                                max_epochs=5, random_state=0).fit(Xd, yc)
             assert c.predict_proba(Xd).compute().shape == (800, 2)
