@@ -205,6 +205,10 @@ def grid_projection(grid_ptr, fit_intercept):
     return proj
 
 
+# bytes (array size x partitions) above which Cluster.map scatters an argument
+SCATTER_BYTES = 64 << 20
+
+
 class Cluster:
     """The partitions of one fit on the workers and the round trips to them."""
 
@@ -213,11 +217,15 @@ class Cluster:
         self.blocks = block_futures
 
     def map(self, func, *args):
-        """``func(block, *args)`` on every partition; results in partition order."""
+        """``func(block, *args)`` on every partition; results in partition order.
+
+        Arrays are sent inside the tasks (one message through the scheduler) unless the
+        copies would exceed SCATTER_BYTES; then they are scattered to every worker once
+        (one more round trip, but each worker receives them once)."""
         shared = []
         send = []
         for a in args:
-            if isinstance(a, np.ndarray) and a.size > 1024:
+            if isinstance(a, np.ndarray) and a.nbytes * len(self.blocks) > SCATTER_BYTES:
                 f = self.client.scatter(a, broadcast=True, hash=False)
                 shared.append(f)
                 send.append(f)
@@ -405,8 +413,9 @@ class RidgeCG(RegressorMixin, BaseEstimator):
         if y is None:
             raise ValueError("RidgeCG requires y to be passed, but the target y is None")
         cluster, N, D, Xd = build_blocks(client, X, y, sample_weight, regression_targets)
-        y_ndim = len(as_rows(y, "y", client, ndim=(1, 2)).shape)
-        k = 1 if y_ndim == 1 else int(as_rows(y, "y", client, ndim=(1, 2)).shape[1])
+        y_shape = as_rows(y, "y", client, ndim=(1, 2)).shape
+        y_ndim = len(y_shape)
+        k = 1 if y_ndim == 1 else int(y_shape[1])
         check_alpha(self.alpha, k)
         gp = grid_ptr_of(binning, D)
         coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
