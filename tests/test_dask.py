@@ -395,3 +395,15 @@ def test_worker_processes_pickle_everything():
             c = rd.RBClassifier(n_grids=8, sigma=2.0, solver="cd", alpha=1e-2, tol=1e-2,
                                 max_epochs=5, random_state=0).fit(Xd, yc)
             assert c.predict_proba(Xd).compute().shape == (800, 2)
+
+
+def test_estimators_store_parameters_unchanged():
+    from sklearn.base import clone
+
+    for cls in (rd.RandomBinning, rd.RidgeCG, rd.RidgeCGClassifier, rd.CDRegressor,
+                rd.CDClassifier, rd.RBRegressor, rd.RBClassifier):
+        est = cls()
+        params = est.get_params()
+        assert clone(est).get_params() == params
+        # the same parameter names as the single-machine estimator of the same name
+        assert set(params) == set(getattr(rbcd, cls.__name__)().get_params())

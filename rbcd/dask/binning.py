@@ -42,7 +42,6 @@ from ._data import (
     check_finite_block,
     check_n_jobs,
     client_or_error,
-    da,
     dask,
     resolve_task_jobs,
     row_offsets,
