@@ -74,7 +74,7 @@ t0 = time.perf_counter(); m.fit(X, y); t1 = time.perf_counter()
 pred = m.predict(X); t2 = time.perf_counter()
 np.save({out!r}, pred)
 extra = {{"fit": t1 - t0, "predict": t2 - t1, "n_iter": np.asarray(m.n_iter_).tolist(),
-          "D": int(m.binning_.n_features_out_)}}
+          "D": int(m.binning_.n_features_out_), "split": m.fit_time_}}
 """
 
 
@@ -142,7 +142,7 @@ def run_cluster(args, solver, client, Xd, y):
     peaks = {w: after[w]["VmHWM"] for w in after}
     base = {w: before[w]["VmRSS"] for w in before}
     return dict(fit=t1 - t0, predict=t2 - t1, n_iter=np.asarray(m.n_iter_).tolist(),
-                D=int(m.binning_.n_features_out_)), peaks, base, pred
+                D=int(m.binning_.n_features_out_), split=m.fit_time_), peaks, base, pred
 
 
 def main():
@@ -201,6 +201,9 @@ def main():
         r_fit = dist["fit"] / single["fit"]
         rows.append([solver, "fit", fmt_time(single["fit"]), fmt_time(dist["fit"]),
                      fmt_ratio(r_fit), f"<= {target}x {check(r_fit, target, False)}"])
+        for part in ("binning", "solver"):
+            a, b = single["split"][part], dist["split"][part]
+            rows.append([solver, f"  fit: {part}", fmt_time(a), fmt_time(b), fmt_ratio(b / a), ""])
         rows.append([solver, "predict", fmt_time(single["predict"]), fmt_time(dist["predict"]),
                      fmt_ratio(dist["predict"] / single["predict"]), ""])
         single_mem = peak - base

@@ -190,6 +190,9 @@ def test_ridge_cg_multi_target_and_same_result_twice(client, monkeypatch):
     monkeypatch.setattr(dcg, "SCATTER_BYTES", 0)
     m2 = rd.RidgeCG(alpha=alpha, tol=1e-12, max_iter=3000).fit(Zd, Y)
     assert np.array_equal(m.coef_, m2.coef_) and np.array_equal(m.n_iter_, m2.n_iter_)
+    # a scipy matrix on the driver is cut into one partition per worker
+    m3 = rd.RidgeCG(alpha=alpha, tol=1e-12, max_iter=3000).fit(Z, Y)
+    assert _rel(m3.coef_, local.coef_) <= 1e-10
 
 
 # ---------------------------------------------------------------------------- CD

@@ -9,6 +9,8 @@ grid-block :class:`rbcd.dask.CDRegressor` / :class:`rbcd.dask.CDClassifier`
 ``predict_proba`` bin and predict each partition of the new X in one task on its worker and
 return dask arrays.
 """
+import time
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
@@ -68,7 +70,9 @@ class _RBBase(BaseEstimator):
         binning = RandomBinning(n_grids=self.n_grids, sigma=self.sigma, kernel=self.kernel,
                                 n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                                 random_state=self.random_state)
+        t0 = time.perf_counter()
         Z = binning.fit_transform(X)
+        t1 = time.perf_counter()
         structure = binning if exact else None
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
@@ -92,6 +96,7 @@ class _RBBase(BaseEstimator):
             est = prev.set_params(**params) if self.warm_start and isinstance(prev, cls) else cls(**params)
         est.fit(Z, y, sample_weight=sample_weight, binning=structure)
         del Z
+        self.fit_time_ = {"binning": t1 - t0, "solver": time.perf_counter() - t1}
         self.binning_ = binning
         self.solver_ = est
         self.n_features_in_ = int(X.shape[1])
