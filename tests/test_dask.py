@@ -268,9 +268,11 @@ def test_rbregressor_equals_local(client, kw):
 def test_rbclassifier_cg_equals_local(client):
     X, _ = data(1500)
     yc = np.where(X[:, 0] * X[:, 1] > 0, "a", "b")
-    m = rd.RBClassifier(n_grids=8, sigma=2.0, random_state=0, alpha=3.0, tol=1e-12).fit(
-        da.from_array(X, chunks=700), yc)
-    local = rbcd.RBClassifier(n_grids=8, sigma=2.0, random_state=0, alpha=3.0, tol=1e-12).fit(X, yc)
+    m = rd.RBClassifier(n_grids=8, sigma="scale", random_state=0, alpha=3.0, tol=1e-12,
+                        n_jobs=2).fit(da.from_array(X, chunks=700), yc)
+    local = rbcd.RBClassifier(n_grids=8, sigma=_scale.scale_sigma(X), random_state=0, alpha=3.0,
+                              tol=1e-12).fit(X, yc)
+    assert m.binning_.sigma_ == _scale.scale_sigma(X)
     np.testing.assert_allclose(m.decision_function(X).compute(), local.decision_function(X),
                                atol=1e-8)
     assert np.array_equal(m.predict(X).compute(), local.predict(X))
