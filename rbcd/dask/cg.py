@@ -29,7 +29,6 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from ..solvers.cg import default_max_iter
 from ._data import (
     align_rows,
     as_rows,
@@ -43,6 +42,12 @@ __all__ = ["RidgeCG", "RidgeCGClassifier"]
 
 
 # ---------------------------------------------------------------------------- checks
+def default_max_iter(n_features):
+    """``max_iter=None``: ``min(10 * D, 10_000)``, the cap of the local RidgeCG
+    (rbcd.solvers.cg.default_max_iter; kept here so that rbcd.dask uses public names only)."""
+    return int(max(1, min(10 * int(n_features), 10_000)))
+
+
 def check_alpha(alpha, k):
     if isinstance(alpha, (bool, np.bool_)):
         raise ValueError(f"alpha must be a non-negative number, got {alpha!r}")

@@ -16,13 +16,16 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ..models import AUTO_JACOBI_TOL
 from ._data import as_rows, check_finite_block, client_or_error, dask, tasks_per_worker
 from .binning import RandomBinning, with_task_threads
 from .cd import CDClassifier, CDRegressor, predict_from_scores, proba_from_scores
 from .cg import RidgeCG, RidgeCGClassifier, block_decision
 
 __all__ = ["RBRegressor", "RBClassifier"]
+
+# preconditioner="auto" in hashed mode: Jacobi for tol >= this (rbcd.models.AUTO_JACOBI_TOL,
+# whose comment gives the measurements)
+AUTO_JACOBI_TOL = 1e-4
 
 
 def _predict_block(block, rb, coef, intercept, n_jobs, per_worker, block_info=None):
