@@ -1,0 +1,230 @@
+"""rbcd.dask on a 2-worker LocalCluster against the single-process estimators.
+
+    python benchmarks/compare_dask.py                  # N = 4 x 10^6, d = 8, R = 64
+    python benchmarks/compare_dask.py --quick          # N = 10^5: a smoke run
+    python benchmarks/compare_dask.py --n 1000000 --solvers cg --workers 2 --threads 1
+
+Same data on both sides (make_X / make_regression_target of _common.py; the workers generate
+their own rows of X from the same stream, so X never passes through the driver). Prints,
+each beside its target:
+  - fit and predict wall time of RBRegressor(solver="cg") and (solver="cd", a fixed number
+    of epochs) in one process with --workers x --threads threads, and on the cluster;
+    the ratio cluster / single process (targets: cg <= 1.5x, cd <= 2.5x)
+  - peak resident memory of the single process (a child interpreter, less a child that
+    only builds X), and of each worker during the fit (its high-water mark reset after X
+    is loaded); target: each worker <= single / n_workers + a constant
+  - the largest difference of the predictions (equal up to the solvers' rounding)
+  - round-trip latency of a task (submit + gather, one per worker) and of an actor call,
+    the constants of the cost model in docs/dask.md
+
+Run it on a quiet machine: the cluster and the single process are timed one after the other.
+"""
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+from _common import (
+    check,
+    child_maxrss,
+    fmt_bytes,
+    fmt_ratio,
+    fmt_time,
+    make_regression_target,
+    make_X,
+    note,
+    parser,
+    print_header,
+    resolve_n,
+    table,
+)
+
+TARGET_CG = 1.5
+TARGET_CD = 2.5
+
+
+def x_rows(n, d, seed, lo, hi):
+    """Rows lo:hi of make_X(n, d, seed): the same stream, advanced (random() takes one
+    64-bit draw per double)."""
+    bg = np.random.PCG64(np.random.SeedSequence([seed, n, d]))
+    bg.advance(lo * d)
+    return np.random.Generator(bg).random((hi - lo, d))
+
+
+def model_params(solver, args):
+    p = dict(n_grids=args.grids, sigma=args.sigma, solver=solver, random_state=args.seed)
+    if solver == "cd":
+        # cyclic: grids in the order 0 .. R-1 on both sides, so the iterates are the same
+        # up to rounding after a fixed number of epochs
+        p.update(alpha=args.cd_alpha, max_epochs=args.epochs, tol=0.0, selection="cyclic",
+                 parallel="grid")
+    return p
+
+
+SINGLE = r"""
+import time, warnings
+import numpy as np
+import rbcd
+warnings.simplefilter("ignore")
+y = _common.make_regression_target(X, {seed})
+m = rbcd.RBRegressor(n_jobs={threads}, **{params!r})
+t0 = time.perf_counter(); m.fit(X, y); t1 = time.perf_counter()
+pred = m.predict(X); t2 = time.perf_counter()
+np.save({out!r}, pred)
+extra = {{"fit": t1 - t0, "predict": t2 - t1, "n_iter": np.asarray(m.n_iter_).tolist(),
+          "D": int(m.binning_.n_features_out_), "split": m.fit_time_}}
+"""
+
+
+def run_single(args, solver, out):
+    code = SINGLE.format(seed=args.seed, threads=args.workers * args.threads,
+                         params=model_params(solver, args), out=out)
+    peak, extra = child_maxrss(args.n, args.d, args.seed, code)
+    base, _ = child_maxrss(args.n, args.d, args.seed, "y = _common.make_regression_target(X, %d)" % args.seed)
+    return extra, peak, base
+
+
+def _rss(dask_worker=None):
+    with open("/proc/self/status") as f:
+        vals = dict(line.split(":", 1) for line in f if line.startswith(("VmHWM", "VmRSS")))
+    return {k: int(v.split()[0]) * 1024 for k, v in vals.items()}
+
+
+def _reset_peak(dask_worker=None):
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")   # resets VmHWM to the current RSS (Linux >= 4.0)
+        return True
+    except OSError:
+        return False
+
+
+class _Echo:
+    def ping(self, x):
+        return x
+
+
+def latencies(client, reps):
+    """Median seconds of a round trip: one trivial task per worker (submit + gather), and
+    one actor call per worker (all at once, then all results)."""
+    workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+    payload = np.zeros(8)
+    task = []
+    for i in range(reps):
+        t0 = time.perf_counter()
+        futs = [client.submit(np.add, payload, i, workers=[w], pure=False) for w in workers]
+        client.gather(futs)
+        task.append(time.perf_counter() - t0)
+    actors = [client.submit(_Echo, workers=[w], actor=True).result() for w in workers]
+    act = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        for f in [a.ping(payload) for a in actors]:
+            f.result()
+        act.append(time.perf_counter() - t0)
+    return float(np.median(task)), float(np.median(act))
+
+
+def run_cluster(args, solver, client, Xd, y):
+    import rbcd.dask as rd
+
+    client.run(_reset_peak)
+    before = client.run(_rss)
+    m = rd.RBRegressor(n_jobs=None, **model_params(solver, args))
+    t0 = time.perf_counter()
+    m.fit(Xd, y)
+    t1 = time.perf_counter()
+    pred = m.predict(Xd).compute()
+    t2 = time.perf_counter()
+    after = client.run(_rss)
+    peaks = {w: after[w]["VmHWM"] for w in after}
+    base = {w: before[w]["VmRSS"] for w in before}
+    return dict(fit=t1 - t0, predict=t2 - t1, n_iter=np.asarray(m.n_iter_).tolist(),
+                D=int(m.binning_.n_features_out_), split=m.fit_time_), peaks, base, pred
+
+
+def main():
+    p = parser(__doc__, n=4 * 10**6, quick_n=10**5, d=8, grids=64, repeat=1)
+    p.add_argument("--sigma", type=float, default=1.0)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
+    p.add_argument("--partitions", type=int, default=None,
+                   help="row partitions of X (default: one per worker)")
+    p.add_argument("--solvers", default="cg,cd")
+    p.add_argument("--epochs", type=int, default=10, help="CD epochs (tol=0)")
+    p.add_argument("--cd-alpha", type=float, default=1e-4)
+    p.add_argument("--latency-reps", type=int, default=200)
+    args = p.parse_args()
+    n = resolve_n(args)
+    print_header("rbcd.dask vs one process", args)
+
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    X_check = x_rows(min(n, 1000), args.d, args.seed, 0, min(n, 1000))
+    assert np.array_equal(X_check, make_X(min(n, 1000), args.d, args.seed)), "stream mismatch"
+    y = make_regression_target(make_X(n, args.d, args.seed), args.seed)
+
+    parts = args.partitions or args.workers
+    step = -(-n // parts)
+    bounds = [(lo, min(lo + step, n)) for lo in range(0, n, step)]
+    import rbcd
+
+    # worker processes and the single-process child import the rbcd this script imported
+    root = os.path.dirname(os.path.dirname(os.path.abspath(rbcd.__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+    rows = []
+    results = {}
+    with LocalCluster(n_workers=args.workers, threads_per_worker=args.threads, processes=True,
+                      memory_limit=0, dashboard_address=None) as cluster, Client(cluster) as client:
+        import dask
+
+        blocks = [da.from_delayed(dask.delayed(x_rows)(n, args.d, args.seed, lo, hi),
+                                  shape=(hi - lo, args.d), dtype=np.float64) for lo, hi in bounds]
+        Xd = da.concatenate(blocks).persist()
+        from distributed import wait
+
+        wait(Xd)
+        client.run(lambda: __import__("rbcd.dask.models"))   # imports are not the fit's cost
+        t_task, t_actor = latencies(client, args.latency_reps)
+        for solver in args.solvers.split(","):
+            results[solver] = run_cluster(args, solver, client, Xd, y)
+    for solver in args.solvers.split(","):
+        out = os.path.join("/tmp", f"rbcd_compare_dask_{os.getpid()}_{solver}.npy")
+        single, peak, base = run_single(args, solver, out)
+        local_pred = np.load(out)
+        os.remove(out)
+        dist, peaks, wbase, pred = results[solver]
+        target = TARGET_CG if solver == "cg" else TARGET_CD
+        r_fit = dist["fit"] / single["fit"]
+        rows.append([solver, "fit", fmt_time(single["fit"]), fmt_time(dist["fit"]),
+                     fmt_ratio(r_fit), f"<= {target}x {check(r_fit, target, False)}"])
+        for part in ("binning", "solver"):
+            a, b = single["split"][part], dist["split"][part]
+            rows.append([solver, f"  fit: {part}", fmt_time(a), fmt_time(b), fmt_ratio(b / a), ""])
+        rows.append([solver, "predict", fmt_time(single["predict"]), fmt_time(dist["predict"]),
+                     fmt_ratio(dist["predict"] / single["predict"]), ""])
+        single_mem = peak - base
+        for w in sorted(peaks):
+            extra = peaks[w] - wbase[w]
+            bound = single_mem / args.workers
+            rows.append([solver, f"peak +RSS {w[-12:]}", fmt_bytes(single_mem), fmt_bytes(extra),
+                         fmt_ratio(extra / max(bound, 1)), "<= 1/n_workers of single + const"])
+        diff = float(np.max(np.abs(pred - local_pred)))
+        rows.append([solver, "max |pred diff|", "", f"{diff:.3g}", "", ""])
+        rows.append([solver, "iterations / D", f"{single['n_iter']} / {single['D']}",
+                     f"{dist['n_iter']} / {dist['D']}", "", ""])
+    table(rows, ["solver", "what", "1 process", "cluster", "ratio", "target"])
+    print(f"round trip: task (submit + gather, one per worker) {t_task * 1e3:.2f} ms, "
+          f"actor call {t_actor * 1e3:.2f} ms (median of {args.latency_reps})")
+    note("peak +RSS: the high-water mark of resident memory less the resident memory before "
+         "the fit (workers: reset after X was loaded; single process: a child that only "
+         "builds X and y is subtracted). The single process runs "
+         f"{args.workers * args.threads} threads; each worker {args.threads}.")
+    print(json.dumps({"task_rtt": t_task, "actor_rtt": t_actor}))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

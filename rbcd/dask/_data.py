@@ -1,0 +1,202 @@
+"""Row-partitioned input for rbcd.dask: coercion, checks, and the worker-side helpers.
+
+Every estimator of ``rbcd.dask`` works on data partitioned by rows. This module turns what a
+user passes (numpy arrays, dask arrays, dask DataFrames or Series) into dask arrays with
+known row chunks and a single column chunk, lines up X with y and the sample weights, and
+finds the distributed ``Client`` the fits talk to.
+
+Partition order is the row order: partition b holds rows ``offsets[b]:offsets[b + 1]`` of
+the concatenated data. Every reduction in rbcd.dask adds per-partition results in this
+order, never in the order workers answer, so results do not depend on timing or placement.
+"""
+import numbers
+
+import numpy as np
+
+try:
+    import dask
+    import dask.array as da
+    from distributed import get_client
+except ImportError as exc:  # pragma: no cover - the extra is missing
+    raise ImportError(
+        "rbcd.dask needs dask and distributed: pip install 'rbcd[dask]'"
+    ) from exc
+
+
+def client_or_error():
+    """The distributed Client of the current context (ValueError if there is none)."""
+    try:
+        return get_client()
+    except ValueError:
+        raise ValueError(
+            "rbcd.dask needs a running distributed Client: start one with "
+            "distributed.Client() (a LocalCluster) or Client('tcp://scheduler:8786')"
+        ) from None
+
+
+def n_workers(client):
+    return max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+
+
+def _is_dask_frame(obj):
+    mod = type(obj).__module__ or ""
+    return mod.startswith("dask") and hasattr(obj, "to_dask_array") and hasattr(obj, "npartitions")
+
+
+def as_rows(X, name, client, ndim=(2,), chunks=None):
+    """X as a dask array partitioned by rows only, with known row chunks.
+
+    numpy (or anything ``np.asarray`` takes) is cut into one partition per worker (or the
+    given row ``chunks``). A DataFrame or Series is converted with its partition lengths
+    computed. ValueError for unknown chunk sizes or a wrong number of dimensions.
+    """
+    if _is_dask_frame(X):
+        X = X.to_dask_array(lengths=True)
+    elif not isinstance(X, da.Array):
+        if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy sparse: keep sparse chunks
+            import scipy.sparse as sp
+
+            Xs = sp.csr_matrix(X)
+            n = Xs.shape[0]
+            if chunks is None:
+                step = max(1, -(-n // n_workers(client)))
+                chunks = tuple(min(step, n - s) for s in range(0, n, step)) or (0,)
+            bounds = np.concatenate([[0], np.cumsum(chunks)]).astype(np.int64)
+            parts = [da.from_delayed(dask.delayed(Xs[int(a):int(b)]), shape=(int(b - a), Xs.shape[1]),
+                                     dtype=Xs.dtype, meta=sp.csr_matrix((0, 0), dtype=Xs.dtype))
+                     for a, b in zip(bounds[:-1], bounds[1:])]
+            return da.concatenate(parts, axis=0)
+        X = np.asarray(X)
+        if X.ndim not in ndim:
+            raise ValueError(f"{name} must be {' or '.join(f'{k}-D' for k in ndim)}, got shape {X.shape}")
+        n = X.shape[0]
+        if chunks is not None and int(np.sum(chunks)) != n:
+            chunks = None   # not X's rows: align_rows names the mismatch
+        if chunks is None:
+            step = max(1, -(-n // n_workers(client)))
+            chunks = (step,) + X.shape[1:]
+        else:
+            chunks = (tuple(chunks),) + X.shape[1:]
+        return da.from_array(X, chunks=chunks)
+    if X.ndim not in ndim:
+        raise ValueError(f"{name} must be {' or '.join(f'{k}-D' for k in ndim)}, got shape {X.shape}")
+    if any(not np.isfinite(c) for c in X.chunks[0]):
+        raise ValueError(
+            f"{name} has unknown chunk sizes (rows per partition): call "
+            f"{name}.compute_chunk_sizes() first, or pass a DataFrame (rbcd.dask computes its "
+            "partition lengths)"
+        )
+    if X.ndim == 2 and len(X.chunks[1]) > 1:
+        X = X.rechunk({1: -1})  # rows only: every partition holds whole rows
+    return X
+
+
+def align_rows(X, other, name):
+    """``other`` (y or sample weights) with X's row chunks.
+
+    ValueError when the numbers of rows differ (the local estimators' error); different
+    partition boundaries over the same rows are rechunked to X's (data moves once)."""
+    if other.shape[0] != X.shape[0]:
+        raise ValueError(
+            f"Found input variables with inconsistent numbers of samples: X has {X.shape[0]} "
+            f"rows and {name} has {other.shape[0]}"
+        )
+    if other.chunks[0] != X.chunks[0]:
+        other = other.rechunk({0: X.chunks[0]})
+    if other.ndim == 2 and len(other.chunks[1]) > 1:
+        other = other.rechunk({1: -1})
+    return other
+
+
+def row_offsets(X):
+    """Start row of every partition, and the total: (n_partitions + 1,) int64."""
+    return np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
+
+
+def check_finite_block(block, offset, name="X"):
+    """ValueError naming the GLOBAL row and column of the first non-finite entry, as the
+    local estimators name it in the concatenated data."""
+    block = np.asarray(block)
+    if block.dtype.kind == "f" and block.size and not np.isfinite(block).all():
+        i, j = np.argwhere(~np.isfinite(block))[0]
+        raise ValueError(
+            f"{name} contains NaN or infinity ({block[i, j]!r}) at row {offset + int(i)}, "
+            f"column {int(j)}"
+        )
+
+
+def worker_threads():
+    """Threads of the worker running the current task (1 outside a worker).
+
+    Dask workers start with OMP_NUM_THREADS=1, so ``n_jobs=None`` on a worker would run the
+    kernels on one thread; tasks pass this count instead (as ``xgboost.dask`` does)."""
+    try:
+        from distributed import get_worker
+
+        return max(1, int(get_worker().state.nthreads))
+    except (ValueError, AttributeError, ImportError):
+        return 1
+
+
+def resolve_task_jobs(n_jobs, tasks_per_worker):
+    """n_jobs of the kernels inside one task (see docs/dask.md, "Threads").
+
+    None: the worker's threads divided among the partitions it runs at once (at least 1),
+    so that a worker with t threads running t partitions does not start t * t threads. An
+    explicit n_jobs is used as given in every task."""
+    if n_jobs is not None:
+        return n_jobs
+    return max(1, worker_threads() // max(1, int(tasks_per_worker)))
+
+
+def tasks_per_worker(X):
+    """Partitions of X per worker (rounded up): how many tasks a worker runs at once."""
+    return -(-X.numblocks[0] // n_workers(client_or_error()))
+
+
+def check_n_jobs(n_jobs):
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, (bool, np.bool_)) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0:
+        raise ValueError(f"n_jobs must be None or a non-zero integer, got {n_jobs!r}")
+    return int(n_jobs)
+
+
+def tree_reduce(parts, combine, arity=2, **kwargs):
+    """Combine delayed ``parts`` with ``combine(*group, **kwargs)`` in a fixed tree over the
+    partition order (the result does not depend on where or when the tasks run)."""
+    parts = list(parts)
+    if not parts:
+        raise ValueError("nothing to reduce")
+    while len(parts) > 1:
+        nxt = []
+        for i in range(0, len(parts), arity):
+            group = parts[i:i + arity]
+            nxt.append(group[0] if len(group) == 1 else dask.delayed(combine)(*group, **kwargs))
+        parts = nxt
+    return parts[0]
+
+
+def array_of_parts(parts, key, chunks, ncols, dtype, meta, prefix):
+    """A dask array whose row block i is ``parts[i][key]`` (persisted delayed dicts), keeping
+    empty partitions (``da.concatenate`` drops them, and the blocks must stay aligned with
+    the partitions of X, y and the weights)."""
+    import operator
+
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
+    name = f"{prefix}-{tokenize(*[p.key for p in parts], key)}"
+    dsk = {(name, i, 0): (operator.getitem, p.key, key) for i, p in enumerate(parts)}
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=list(parts))
+    return da.Array(graph, name, chunks=(tuple(int(c) for c in chunks), (int(ncols),)),
+                    dtype=dtype, meta=meta)
+
+
+def ordered_sum(arrays):
+    """Sum in list order (the partition order): a fixed order of float additions."""
+    it = iter(arrays)
+    total = np.array(next(it), dtype=np.float64, copy=True)
+    for a in it:
+        total += a
+    return total

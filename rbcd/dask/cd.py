@@ -1,0 +1,634 @@
+"""Grid-block coordinate descent over row partitions (issue 13, item 3).
+
+The objective, steps, intercept step and stopping rules are those of
+:class:`rbcd.CDRegressor` / :class:`rbcd.CDClassifier` (docs/internals.md, "Solver
+objective and steps" and "Convergence"). The mode is the local ``parallel="grid"``: exact
+block coordinate descent over grids. Inside one grid every training row lies in exactly one
+bin, so the objective restricted to a grid's columns separates by bin and all its bins take
+their prox-Newton step (paper eq. 24-27) at once from the same predictions. Block CD with
+exact per-block minimisation of this separable surrogate (the curvature bound beta makes it
+a majorizer) decreases the objective at every step, so it converges as the local grid mode
+does; no step-size damping is needed, unlike updating all grids at once (a 1/R step, which
+stalls).
+
+Communication: the driver holds w and b; each worker holds, in one Dask actor, its
+partitions' grid labels (the bin of each row in each grid, 2 bytes per entry), targets,
+weights and predictions p. Visiting grid r costs one round trip, pipelined: one call
+applies the previous grid's update to p and returns, per partition, the sums
+``sum_{i in bin j} s_i loss'(p_i, y_i)`` for grid r (``n_bins_r`` floats). The driver adds them in
+partition order and computes the new weights of grid r. An epoch is R round trips, one for
+the intercept step and one for the convergence check (which also returns the first grid's
+sums of the next epoch). Actors were chosen over plain tasks because a task round trip
+costs several times an actor call, and the per-grid work is small (docs/dask.md gives the
+measurements).
+
+Faults: actors are not recomputed by dask. If a worker holding one is lost, the fit raises
+a RuntimeError saying so (no model is set); it never continues with partial state.
+"""
+import numbers
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
+
+from distributed import wait
+
+from .._random import solver_seed
+from ._data import align_rows, as_rows, check_n_jobs, client_or_error, da, dask, ordered_sum
+from .cg import build_blocks, decision_dask, grid_ptr_of, regression_targets
+
+__all__ = ["CDRegressor", "CDClassifier"]
+
+BETA = {"squared": 1.0, "logistic": 0.25, "squared_hinge": 2.0}
+REGRESSION_LOSSES = ("squared",)
+CLASSIFICATION_LOSSES = ("logistic", "squared_hinge")
+SELECTIONS = ("random", "permutation", "cyclic")
+
+
+# ---------------------------------------------------------------------------- losses
+def loss_deriv(loss, p, y):
+    if loss == "squared":
+        return p - y
+    if loss == "logistic":
+        with np.errstate(over="ignore"):
+            return -y / (1.0 + np.exp(y * p))
+    return -2.0 * y * np.maximum(0.0, 1.0 - y * p)
+
+
+def loss_value(loss, p, y):
+    if loss == "squared":
+        return 0.5 * (p - y) ** 2
+    if loss == "logistic":
+        return np.logaddexp(0.0, -y * p)
+    return np.maximum(0.0, 1.0 - y * p) ** 2
+
+
+# ---------------------------------------------------------------------------- worker side
+class _Part:
+    """One partition inside a worker's actor: labels (R arrays of n_b), Y, s (None: unit
+    weights), and the predictions. For the squared loss the actor keeps ``p - y`` (the
+    loss derivative itself) instead of p, one pass fewer per grid step."""
+
+    def __init__(self, block, grid_ptr):
+        Z = block.Z
+        R = grid_ptr.shape[0] - 1
+        n = Z.shape[0]
+        if not sp.issparse(Z) or not np.array_equal(Z.indptr, R * np.arange(n + 1)):
+            raise ValueError(
+                "coordinate descent on rbcd.dask needs the training Z of an exact-mode "
+                "RandomBinning (exactly one entry per row in every grid)")
+        data = Z.data
+        if data.size and not np.all(data == data[0]):
+            raise ValueError("Z's stored values are not all equal: not a random binning matrix")
+        idx = Z.indices.reshape(n, R)
+        self.labels = []
+        for r in range(R):
+            width = int(grid_ptr[r + 1] - grid_ptr[r])
+            lab = idx[:, r].astype(np.int64) - grid_ptr[r]
+            if n and (lab.min() < 0 or lab.max() >= width):
+                raise ValueError(f"row entries of grid {r} fall outside its columns: Z does not "
+                                 "match the binning's grid structure")
+            self.labels.append(lab.astype(np.uint16 if width < 65536 else np.int32))
+        self.width = np.diff(grid_ptr)
+        self.Y = block.Y
+        self.s = block.s
+        self.n = n
+        self.y = None
+        self.p = None
+        self._cached = (-1, None)   # (grid, its labels as intp): numpy indexes with intp
+
+    def lab(self, r):
+        """Labels of grid r as intp, converted once per grid step (the call that returns a
+        grid's sums converts them; the next call, which applies its update, reuses them)."""
+        if self._cached[0] != r:
+            self._cached = (r, self.labels[r].astype(np.intp))
+        return self._cached[1]
+
+    def weighted(self, v):
+        return v if self.s is None else self.s * v
+
+    def wsum(self, v):
+        return float(v.sum()) if self.s is None else float(self.s @ v)
+
+    def grid_sums(self, r, v):
+        return np.bincount(self.lab(r), weights=v, minlength=int(self.width[r]))
+
+    def all_sums(self, v):
+        return np.concatenate([np.bincount(self.labels[r], weights=v, minlength=int(self.width[r]))
+                               for r in range(len(self.labels))]) if self.labels else np.zeros(0)
+
+
+class CDWorker:
+    """The Dask actor of one worker: its partitions (in partition order) and their state."""
+
+    def __init__(self, blocks, index, grid_ptr, zval):
+        self.grid_ptr = np.asarray(grid_ptr, dtype=np.int64)
+        self.parts = [_Part(b, self.grid_ptr) for b in blocks]
+        self.index = list(index)
+        self.zval = float(zval)
+        self.loss = None
+
+    def _p(self, q):
+        """The predictions p (the actor keeps p - y for the squared loss)."""
+        return q.p + q.y if self.loss == "squared" else q.p
+
+    def _deriv(self, q):
+        """s_i loss'(p_i, y_i) of the partition's rows."""
+        d = q.p if self.loss == "squared" else loss_deriv(self.loss, q.p, q.y)
+        return q.weighted(d)
+
+    def sums(self, k, loss):
+        """Select problem k (p = 0); per partition (sum s, sum s y, sum s [y > 0],
+        sum s [y < 0], weighted bin counts sum_{i in j} s_i)."""
+        self.loss = loss
+        out = []
+        for q in self.parts:
+            q.y = np.ascontiguousarray(q.Y[:, k])
+            q.p = -q.y if loss == "squared" else np.zeros(q.n)
+            s = np.ones(q.n) if q.s is None else q.s
+            out.append((float(s.sum()), float(s @ q.y), float(s[q.y > 0].sum()),
+                        float(s[q.y < 0].sum()), q.all_sums(s)))
+        return self.index, out
+
+    def scale(self, b0, use_gap):
+        """Per partition: sum s 0.5 (y - b0)^2 (gap) or sum_{i in j} s loss'(b0, y) (else)."""
+        out = []
+        for q in self.parts:
+            if use_gap:
+                out.append(q.wsum(0.5 * (q.y - b0) ** 2))
+            else:
+                out.append(q.all_sums(q.weighted(loss_deriv(self.loss, np.full(q.n, b0), q.y))))
+        return self.index, out
+
+    def start(self, w, b):
+        """p = Z w + b (warm start)."""
+        for q in self.parts:
+            p = np.full(q.n, float(b))
+            for r, lab in enumerate(q.labels):
+                p += self.zval * w[self.grid_ptr[r]:self.grid_ptr[r + 1]][lab]
+            q.p = p - q.y if self.loss == "squared" else p
+
+    def advance(self, grid, delta, shift, want_grid, want):
+        """Apply grid ``grid``'s weight change ``delta`` (and the intercept change ``shift``)
+        to p, then return per partition what ``want`` asks: "grid" -> the sums of s loss'
+        over the bins of ``want_grid``; "intercept" -> sum s loss'; "check" -> (the sums of
+        every column, sum s loss, sum s (y - p)^2, sum s (y - p) y, sum s loss', and the
+        sums of ``want_grid`` if >= 0)."""
+        out = []
+        step = None if grid < 0 else self.zval * delta
+        for q in self.parts:
+            if step is not None:
+                q.p += np.take(step, q.lab(grid))
+            if shift != 0.0:
+                q.p += shift
+            d = self._deriv(q)
+            if want == "grid":
+                out.append(q.grid_sums(want_grid, d))
+            elif want == "intercept":
+                out.append(float(d.sum()))
+            else:
+                p = self._p(q)
+                r = q.y - p
+                out.append((q.all_sums(d), q.wsum(loss_value(self.loss, p, q.y)),
+                            q.wsum(r * r), q.wsum(r * q.y), float(d.sum()),
+                            q.grid_sums(want_grid, d) if want_grid >= 0 else None))
+        return self.index, out
+
+
+# ---------------------------------------------------------------------------- driver side
+class _Actors:
+    """The fit's actors, one per worker holding partitions, and ordered round trips."""
+
+    def __init__(self, client, cluster, grid_ptr, zval):
+        futures = cluster.blocks
+        wait(futures)
+        for f in futures:
+            if f.status == "error":
+                f.result()   # raises the partition's error (bad y, bad weights)
+        who = client.who_has(futures)
+        by_worker = {}
+        for i, f in enumerate(futures):
+            addrs = sorted(who.get(f.key, ()))
+            if not addrs:
+                raise RuntimeError("a partition of Z is not held by any worker")
+            by_worker.setdefault(addrs[0], []).append(i)
+        self.n_parts = len(futures)
+        self.actors = []
+        for addr, idx in by_worker.items():
+            fut = client.submit(CDWorker, [futures[i] for i in idx], idx, grid_ptr, zval,
+                                workers=[addr], allow_other_workers=False, actor=True,
+                                pure=False)
+            self.actors.append(fut)
+        self.actors = [f.result() for f in self.actors]
+
+    def call(self, method, *args):
+        """``method(*args)`` on every actor at once; the per-partition results in
+        partition order."""
+        try:
+            futs = [getattr(a, method)(*args) for a in self.actors]
+            results = [f.result() for f in futs]
+        except ValueError:
+            raise
+        except Exception as exc:   # a lost worker, a closed connection
+            raise RuntimeError(
+                "rbcd.dask coordinate descent: a worker holding the fit's state was lost or "
+                f"failed during the fit ({type(exc).__name__}: {exc}); the fit was abandoned "
+                "and no model was set. Refit (the partitions are recomputed by dask)."
+            ) from exc
+        out = [None] * self.n_parts
+        for index, values in results:
+            if index is None:
+                continue
+            for i, v in zip(index, values):
+                out[i] = v
+        return out
+
+    def call_all(self, method, *args):
+        try:
+            for f in [getattr(a, method)(*args) for a in self.actors]:
+                f.result()
+        except ValueError:
+            raise
+        except Exception as exc:
+            raise RuntimeError(
+                "rbcd.dask coordinate descent: a worker holding the fit's state was lost "
+                f"({type(exc).__name__}: {exc}); the fit was abandoned. Refit.") from exc
+
+
+def _soft(v, t):
+    return np.sign(v) * np.maximum(np.abs(v) - t, 0.0)
+
+
+def _optimal_intercept(loss, S, Sy, Spos, Sneg):
+    if loss == "squared":
+        return Sy / S
+    if Spos == 0.0 or Sneg == 0.0:
+        raise ValueError("the sample weights of one class sum to zero: the intercept-only model "
+                         "is degenerate (give both classes positive weight)")
+    if loss == "logistic":
+        return float(np.log(Spos / Sneg))
+    return (Spos - Sneg) / (Spos + Sneg)
+
+
+def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercept, max_epochs,
+                  tol, selection, seed, w_init=None, b_init=0.0, verbose=0, label=""):
+    """Grid-block CD on problem k (column k of the partitions' targets)."""
+    R = grid_ptr.shape[0] - 1
+    D = int(grid_ptr[-1])
+    beta = BETA[loss]
+    lam1 = alpha * l1_ratio
+    lam2 = alpha * (1.0 - l1_ratio)
+    sums = act.call("sums", k, loss)
+    S = float(sum(x[0] for x in sums))
+    Sy = float(sum(x[1] for x in sums))
+    Spos = float(sum(x[2] for x in sums))
+    Sneg = float(sum(x[3] for x in sums))
+    if not S > 0:
+        raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
+    h = zval * zval * ordered_sum([x[4] for x in sums]) / S
+    M = beta * h + lam2
+    invM = np.where(M > 0, 1.0 / np.where(M > 0, M, 1.0), 0.0)
+
+    use_gap = loss == "squared" and l1_ratio > 0
+    b0 = _optimal_intercept(loss, S, Sy, Spos, Sneg) if fit_intercept else 0.0
+    sc = act.call("scale", b0, use_gap)
+    if use_gap:
+        scale = float(sum(sc)) / S
+    else:
+        scale = float(np.max(np.abs(zval * ordered_sum(sc) / S))) if D else 0.0
+
+    w = np.zeros(D)
+    b = 0.0
+    history = []
+    if w_init is not None:
+        w = np.array(w_init, dtype=np.float64)
+        b = float(b_init) if fit_intercept else 0.0
+        act.call_all("start", w, b)
+    elif fit_intercept:
+        gb = float(sum(act.call("advance", -1, None, 0.0, -1, "intercept"))) / S
+        b = -gb / beta
+    if scale == 0.0:
+        return dict(w=w, b=b, n_iter=0, history=history, gap=0.0, converged=True)
+
+    rng = np.random.default_rng(seed & ((1 << 64) - 1))
+
+    def order():
+        if selection == "random":
+            return rng.integers(0, R, size=R)
+        if selection == "permutation":
+            return rng.permutation(R)
+        return np.arange(R)
+
+    # pending update to apply on the workers with the next call
+    grid, delta, shift = -1, None, (b if (w_init is None and fit_intercept) else 0.0)
+    value = np.inf
+    converged = False
+    n_iter = 0
+    nxt = order()
+    first = None   # sums of the epoch's first grid, returned by the previous check
+    for epoch in range(max_epochs):
+        seq = nxt
+        for t, r in enumerate(seq):
+            if t == 0 and first is not None:
+                G = first
+            else:
+                G = ordered_sum(act.call("advance", grid, delta, shift, int(r), "grid"))
+                shift = 0.0
+            lo, hi = grid_ptr[r], grid_ptr[r + 1]
+            g = zval * G / S + lam2 * w[lo:hi]
+            wn = np.where(M[lo:hi] > 0, _soft(w[lo:hi] - g * invM[lo:hi], lam1 * invM[lo:hi]), 0.0)
+            grid, delta = int(r), wn - w[lo:hi]
+            w[lo:hi] = wn
+        if fit_intercept:
+            gb = float(sum(act.call("advance", grid, delta, shift, -1, "intercept"))) / S
+            grid, delta = -1, None
+            shift = -gb / beta
+            b += shift
+        n_iter = epoch + 1
+        nxt = order()
+        last = epoch == max_epochs - 1
+        parts = act.call("advance", grid, delta, shift, -1 if last else int(nxt[0]), "check")
+        grid, delta, shift = -1, None, 0.0
+        gl = zval * ordered_sum([x[0] for x in parts]) / S
+        loss_sum = float(sum(x[1] for x in parts)) / S
+        pen = alpha * (l1_ratio * np.abs(w).sum() + 0.5 * (1.0 - l1_ratio) * (w @ w))
+        history.append(loss_sum + pen)
+        first = None if last else ordered_sum([x[5] for x in parts])
+        if use_gap:
+            Rn2 = float(sum(x[2] for x in parts)) / S
+            ry = float(sum(x[3] for x in parts)) / S
+            dn = float(np.max(np.abs(-gl - lam2 * w))) if D else 0.0
+            const = lam1 / dn if dn > lam1 else 1.0
+            raw = (0.5 * Rn2 * (1 + const * const) + lam1 * np.abs(w).sum() - const * ry
+                   + 0.5 * lam2 * (1 + const * const) * (w @ w))
+        else:
+            g = gl + lam2 * w
+            v = np.where(w != 0, np.abs(g + lam1 * np.sign(w)), np.maximum(np.abs(g) - lam1, 0.0))
+            raw = float(v.max()) if D else 0.0
+            if fit_intercept:
+                raw = max(raw, abs(float(sum(x[4] for x in parts)) / S))
+        value = raw / scale
+        if verbose:
+            print(f"[rbcd.dask CD{label}] epoch {n_iter}: objective {history[-1]:.10g}, "
+                  f"relative {'gap' if use_gap else 'subgradient'} {value:.3e} (tol {tol:.1e})")
+        if raw <= tol * scale:
+            converged = True
+            break
+    if not converged:
+        kind = "duality gap" if use_gap else "largest minimum-norm subgradient"
+        warnings.warn(
+            f"Coordinate descent did not converge{label} after {max_epochs} epochs: relative "
+            f"{kind} {value:.3e} > tol {tol:.3e}. Increase max_epochs, or alpha.",
+            ConvergenceWarning)
+    return dict(w=w, b=b, n_iter=n_iter, history=history, gap=float(value), converged=converged)
+
+
+# ---------------------------------------------------------------------------- estimators
+def _check_real(value, name, low=None, high=None):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
+    return float(value)
+
+
+class _CDBase(BaseEstimator):
+    _losses = REGRESSION_LOSSES + CLASSIFICATION_LOSSES
+
+    def _params(self):
+        if not (isinstance(self.loss, str) and self.loss in self._losses):
+            raise ValueError(f"loss must be one of {list(self._losses)!r}, got {self.loss!r}")
+        if not (isinstance(self.selection, str) and self.selection in SELECTIONS):
+            raise ValueError(f"selection must be one of {list(SELECTIONS)!r}, got {self.selection!r}")
+        if not (self.parallel is None or self.parallel in ("auto", "grid")):
+            raise ValueError(
+                f"rbcd.dask coordinate descent is the grid-block mode: parallel must be 'auto' "
+                f"or 'grid' (None accepted, the same), got {self.parallel!r}")
+        if isinstance(self.max_epochs, (bool, np.bool_)) or not isinstance(self.max_epochs, numbers.Integral) \
+                or self.max_epochs < 1:
+            raise ValueError(f"max_epochs must be an integer >= 1, got {self.max_epochs!r}")
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
+        check_n_jobs(self.n_jobs)
+        return dict(loss=self.loss, alpha=_check_real(self.alpha, "alpha", 0.0),
+                    l1_ratio=_check_real(self.l1_ratio, "l1_ratio", 0.0, 1.0),
+                    fit_intercept=bool(self.fit_intercept), max_epochs=int(self.max_epochs),
+                    tol=_check_real(self.tol, "tol", 0.0), selection=self.selection)
+
+    def _solve_all(self, client, cluster, D, n_problems, binning, params):
+        grid_ptr = grid_ptr_of(binning, D)
+        if grid_ptr is None:
+            raise ValueError("rbcd.dask coordinate descent needs the grid structure: pass "
+                             "binning= the fitted exact-mode RandomBinning that produced Z")
+        zval = float(1.0 / np.sqrt(np.float64(grid_ptr.shape[0] - 1)))
+        act = _Actors(client, cluster, grid_ptr, zval)
+        warm = False
+        if self.warm_start and hasattr(self, "coef_"):
+            W0 = np.asarray(self.coef_, dtype=np.float64)
+            B0 = np.asarray(self.intercept_, dtype=np.float64)
+            if W0.size == n_problems * D and B0.size == n_problems:
+                W0, B0, warm = W0.reshape(n_problems, D), B0.reshape(n_problems), True
+        seed = solver_seed(self.random_state)
+        results = []
+        for k in range(n_problems):
+            results.append(solve_problem(
+                act, k, grid_ptr, zval, seed=seed + k, verbose=self.verbose,
+                w_init=W0[k] if warm else None, b_init=float(B0[k]) if warm else 0.0,
+                label=f" (problem {k})" if n_problems > 1 else "", **params))
+        del act
+        self.parallel_ = "grid"
+        W = np.vstack([r["w"] for r in results])
+        B = np.array([r["b"] for r in results])
+        if n_problems == 1:
+            r = results[0]
+            self.n_iter_, self.objective_history_, self.dual_gap_ = int(r["n_iter"]), list(r["history"]), r["gap"]
+        else:
+            self.n_iter_ = np.array([r["n_iter"] for r in results])
+            self.objective_history_ = [list(r["history"]) for r in results]
+            self.dual_gap_ = np.array([r["gap"] for r in results])
+        self.n_features_in_ = D
+        return W, B
+
+    def _decision(self, X):
+        check_is_fitted(self, "coef_")
+        client = client_or_error()
+        X = as_rows(X, "X", client)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
+                             f"expecting {self.n_features_in_} features as input.")
+        return decision_dask(X, np.atleast_2d(np.asarray(self.coef_, dtype=np.float64)),
+                             np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)))
+
+
+class CDRegressor(RegressorMixin, _CDBase):
+    """Least squares with an l1 / l2 / elastic-net penalty by grid-block CD on row-partitioned
+    random binning features (dask). Same parameters and objective as :class:`rbcd.CDRegressor`;
+    ``parallel`` is the grid mode. ``fit(Z, y, sample_weight=None, binning=...)``: ``binning``
+    (the fitted exact-mode RandomBinning of Z) is required.
+    """
+
+    _losses = REGRESSION_LOSSES
+
+    def __init__(self, loss="squared", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
+                 max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
+                 warm_start=False, random_state=None, verbose=0):
+        self.loss = loss
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.fit_intercept = fit_intercept
+        self.max_epochs = max_epochs
+        self.tol = tol
+        self.selection = selection
+        self.parallel = parallel
+        self.n_jobs = n_jobs
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def fit(self, X, y, sample_weight=None, binning=None):
+        params = self._params()
+        client = client_or_error()
+        if y is None:
+            raise ValueError("CDRegressor requires y to be passed, but the target y is None")
+        cluster, N, D, _ = build_blocks(client, X, y, sample_weight, regression_targets)
+        yd = as_rows(y, "y", client, ndim=(1, 2))
+        k = 1 if yd.ndim == 1 else int(yd.shape[1])
+        W, B = self._solve_all(client, cluster, D, k, binning, params)
+        if yd.ndim == 1:
+            self.coef_, self.intercept_ = W[0], float(B[0])
+        else:
+            self.coef_, self.intercept_ = W, B
+        return self
+
+    def predict(self, X):
+        return self._decision(X)
+
+
+class _ClassTargets:
+    """Worker-side -1/+1 targets of the classes (one column for two classes)."""
+
+    def __init__(self, classes):
+        self.classes = classes
+
+    def __call__(self, y):
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise ValueError(f"y must be 1-D for a classifier, got shape {y.shape}")
+        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+            raise ValueError("y contains NaN or inf")
+        idx = np.searchsorted(self.classes, y)
+        if self.classes.shape[0] == 2:
+            return np.where(idx == 1, 1.0, -1.0)
+        return np.column_stack([np.where(idx == c, 1.0, -1.0) for c in range(self.classes.shape[0])])
+
+
+def class_setup(client, X, y, sample_weight, class_weight):
+    """(classes, target function, sample weights with class_weight applied) of a
+    classification fit, from the global class counts."""
+    yd = as_rows(y, "y", client, ndim=(1,), chunks=as_rows(X, "X", client).chunks[0])
+    if yd.dtype.kind == "f":
+        if not bool(da.isfinite(yd).all().compute()):
+            raise ValueError("y contains NaN or inf")
+    classes, counts = (np.asarray(a) for a in dask.compute(*da.unique(yd, return_counts=True)))
+    if classes.shape[0] < 2:
+        raise ValueError(f"a classifier needs samples of at least 2 classes in y, got only one "
+                         f"class: {classes[0]!r}")
+    sw = sample_weight
+    if class_weight is not None:
+        if isinstance(class_weight, str) and class_weight == "balanced":
+            cw = yd.shape[0] / (classes.shape[0] * counts.astype(np.float64))
+        elif isinstance(class_weight, dict):
+            unknown = [c for c in class_weight if c not in set(classes.tolist())]
+            if unknown:
+                raise ValueError(f"class_weight has labels not in y: {unknown!r}")
+            cw = np.array([float(class_weight.get(c, 1.0)) for c in classes.tolist()])
+        else:
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
+        cwy = yd.map_blocks(lambda b, c=classes, w=cw: w[np.searchsorted(c, b)], dtype=np.float64)
+        if sw is None:
+            sw = cwy
+        else:
+            Xd = as_rows(X, "X", client)
+            sw = align_rows(Xd, as_rows(sw, "sample_weight", client, ndim=(1,), chunks=Xd.chunks[0]),
+                            "sample_weight") * cwy
+    return classes, _ClassTargets(classes), sw
+
+
+class CDClassifier(ClassifierMixin, _CDBase):
+    """Logistic / squared-hinge classification by grid-block CD on row-partitioned random
+    binning features (dask); one-vs-rest for more than two classes. Same parameters as
+    :class:`rbcd.CDClassifier`; ``binning=`` is required in ``fit``."""
+
+    _losses = CLASSIFICATION_LOSSES
+
+    def __init__(self, loss="logistic", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
+                 max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
+                 warm_start=False, random_state=None, verbose=0, class_weight=None):
+        self.loss = loss
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.fit_intercept = fit_intercept
+        self.max_epochs = max_epochs
+        self.tol = tol
+        self.selection = selection
+        self.parallel = parallel
+        self.n_jobs = n_jobs
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
+        self.class_weight = class_weight
+
+    def fit(self, X, y, sample_weight=None, binning=None):
+        params = self._params()
+        client = client_or_error()
+        if y is None:
+            raise ValueError("CDClassifier requires y to be passed, but the target y is None")
+        classes, targets, sw = class_setup(client, X, y, sample_weight, self.class_weight)
+        cluster, N, D, _ = build_blocks(client, X, y, sw, targets)
+        k = 1 if classes.shape[0] == 2 else classes.shape[0]
+        W, B = self._solve_all(client, cluster, D, k, binning, params)
+        self.classes_ = classes
+        self.coef_, self.intercept_ = W, B
+        return self
+
+    def decision_function(self, X):
+        return self._decision(X)
+
+    def predict(self, X):
+        scores = self.decision_function(X)
+        return predict_from_scores(scores, self.classes_)
+
+    def _has_proba(self):
+        return self.loss == "logistic"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        return proba_from_scores(self.decision_function(X))
+
+
+def predict_from_scores(scores, classes):
+    if scores.ndim == 1:
+        return scores.map_blocks(lambda s, c=classes: c[(s > 0).astype(int)], dtype=classes.dtype,
+                                 meta=np.zeros(0, dtype=classes.dtype))
+    return scores.map_blocks(lambda s, c=classes: c[np.argmax(s, axis=1)], dtype=classes.dtype,
+                             drop_axis=1, meta=np.zeros(0, dtype=classes.dtype))
+
+
+def _proba_block(s):
+    with np.errstate(over="ignore"):
+        P = 1.0 / (1.0 + np.exp(-s))
+    if s.ndim == 1:
+        return np.column_stack([1.0 - P, P])
+    return P / P.sum(axis=1, keepdims=True)
+
+
+def proba_from_scores(scores):
+    """Logistic probabilities, as the local CDClassifier.predict_proba computes them."""
+    if scores.ndim == 1:
+        return scores.map_blocks(_proba_block, dtype=np.float64, new_axis=1,
+                                 chunks=(scores.chunks[0], (2,)), meta=np.zeros((0, 0)))
+    return scores.map_blocks(_proba_block, dtype=np.float64, meta=np.zeros((0, 0)))

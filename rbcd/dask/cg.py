@@ -1,0 +1,506 @@
+"""Ridge by (block, Jacobi-preconditioned) conjugate gradient over row partitions (issue 13, item 2).
+
+The driver runs the CG of :func:`rbcd.solvers.cg.solve_ridge_cg` step for step (the same
+preconditioner, centring, sample weights, grid projection and stopping rule; its module
+docstring is the reference). Only the operator is distributed. With Zc = Z - 1 zbar^T,
+
+    Zc^T S Zc P = sum_b [ Z_b^T T_b ] - zbar (sum_b 1^T T_b)^T,   T_b = S_b (Z_b P - 1 (zbar . P)),
+
+so each partition's task computes ``(Z_b^T T_b, 1^T T_b)`` from its own Z block, targets
+and weights (held on its worker since the binning, never gathered), and the driver adds the
+per-partition results in partition order: one round trip per iteration, D x k floats each
+way per partition, and a result that does not depend on which worker answers first.
+
+A lost worker's partitions are recomputed by dask from the graph (the binning is
+deterministic), and every task is a pure function of its inputs, so the fit returns the
+same coefficients.
+
+Worker kernels are scipy's sparse products on one thread per task (parallelism comes from
+the partitions: a worker with t threads runs t partition tasks at once). The local solver's
+grid-label kernels (rbcd.solvers._sparse.labels_matmat / labels_tmatmat, 2 bytes per entry)
+are faster but private; see docs/dask.md.
+"""
+import numbers
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
+
+from ._data import (
+    align_rows,
+    as_rows,
+    check_n_jobs,
+    client_or_error,
+    dask,
+    ordered_sum,
+)
+
+__all__ = ["RidgeCG", "RidgeCGClassifier"]
+
+
+# ---------------------------------------------------------------------------- checks
+def default_max_iter(n_features):
+    """``max_iter=None``: ``min(10 * D, 10_000)``, the cap of the local RidgeCG
+    (rbcd.solvers.cg.default_max_iter; kept here so that rbcd.dask uses public names only)."""
+    return int(max(1, min(10 * int(n_features), 10_000)))
+
+
+def check_alpha(alpha, k):
+    if isinstance(alpha, (bool, np.bool_)):
+        raise ValueError(f"alpha must be a non-negative number, got {alpha!r}")
+    if isinstance(alpha, numbers.Real):
+        a = np.full(k, float(alpha))
+    else:
+        try:
+            a = np.asarray(alpha, dtype=np.float64).ravel()
+        except (TypeError, ValueError):
+            raise ValueError(f"alpha must be a non-negative number, got {alpha!r}") from None
+        if a.size == 1:
+            a = np.full(k, a[0])
+        elif a.size != k:
+            raise ValueError(f"alpha has {a.size} values but there are {k} targets; "
+                             "give one value or one per target")
+    if not np.all(np.isfinite(a)) or np.any(a < 0):
+        raise ValueError(f"alpha must be finite and >= 0, got {alpha!r}")
+    return a
+
+
+def check_cg_params(tol, max_iter, preconditioner):
+    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, numbers.Real) or not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    if max_iter is not None and (isinstance(max_iter, (bool, np.bool_))
+                                 or not isinstance(max_iter, numbers.Integral) or max_iter < 1):
+        raise ValueError(f"max_iter must be None or an integer >= 1, got {max_iter!r}")
+    if not (preconditioner is None or (isinstance(preconditioner, str) and preconditioner == "jacobi")):
+        raise ValueError(f"preconditioner must be 'jacobi' or None, got {preconditioner!r}")
+
+
+# ---------------------------------------------------------------------------- worker side
+class Block:
+    """One partition's share of a fit, built and kept on its worker: Z_b (CSR or dense), the
+    targets Y_b (n_b, k) and the weights s_b (None: all ones)."""
+
+    def __init__(self, Z, Y, s):
+        if sp.issparse(Z):
+            Z = sp.csr_matrix(Z)
+            if not Z.has_canonical_format:
+                Z = Z.copy()
+                Z.sum_duplicates()
+        else:
+            Z = np.asarray(Z, dtype=np.float64)
+        self.Z = Z
+        self.Y = Y
+        self.s = s
+
+    @property
+    def n(self):
+        return self.Z.shape[0]
+
+    def __sizeof__(self):
+        # what dask's memory manager counts (and spills) for this partition
+        z = self.Z
+        size = (z.data.nbytes + z.indices.nbytes + z.indptr.nbytes) if sp.issparse(z) else z.nbytes
+        return int(size + self.Y.nbytes + (0 if self.s is None else self.s.nbytes) + 64)
+
+    def tdot(self, U):
+        """Z_b^T U, (D, k) float64."""
+        if self.n == 0:
+            return np.zeros((self.Z.shape[1], U.shape[1]))
+        return np.asarray(self.Z.T @ U, dtype=np.float64)
+
+    def dot(self, V):
+        if self.n == 0:
+            return np.zeros((0, V.shape[1]))
+        return np.asarray(self.Z @ V, dtype=np.float64)
+
+
+def make_block(Z, y, s, target_fn):
+    Y = target_fn(np.asarray(y))
+    if Y.ndim == 1:
+        Y = Y[:, None]
+    s = None if s is None else np.asarray(s, dtype=np.float64)
+    return Block(Z, np.ascontiguousarray(Y, dtype=np.float64), s)
+
+
+def regression_targets(y):
+    y = np.asarray(y, dtype=np.float64)
+    if not np.all(np.isfinite(y)):
+        raise ValueError("y contains NaN or inf")
+    return y
+
+
+def block_stats(b, grid_ptr):
+    """(S_b, s.Y, Z^T s, (Z.^2)^T s, value, entries per grid, n_b) of one partition; ``value``
+    is the common stored value (NaN: not all equal, None: no entries)."""
+    n, D = b.Z.shape
+    s = np.ones(n) if b.s is None else b.s
+    if b.s is not None:
+        if not np.all(np.isfinite(s)) or np.any(s < 0):
+            raise ValueError("sample_weight must be finite and non-negative")
+    colsum = b.tdot(s[:, None])[:, 0]
+    if sp.issparse(b.Z):
+        colsq = np.asarray(b.Z.multiply(b.Z).T @ s, dtype=np.float64) if n else np.zeros(D)
+        data = b.Z.data
+        value = None if data.size == 0 else (float(data[0]) if np.all(data == data[0]) else np.nan)
+        entries = None
+        if grid_ptr is not None:
+            cols = b.Z.indices
+            entries = np.bincount(np.searchsorted(grid_ptr, cols, side="right") - 1,
+                                  minlength=grid_ptr.shape[0] - 1) if cols.size else \
+                np.zeros(grid_ptr.shape[0] - 1, np.int64)
+    else:
+        colsq = (b.Z * b.Z).T @ s if n else np.zeros(D)
+        value, entries = np.nan, None
+    return float(s.sum()), s @ b.Y, colsum, colsq, value, entries, n
+
+
+def block_rhs(b, ybar):
+    """(Z_b^T S_b (Y_b - ybar), column sums of S_b (Y_b - ybar))."""
+    sY = b.Y - ybar
+    if b.s is not None:
+        sY = sY * b.s[:, None]
+    return b.tdot(sY), sY.sum(axis=0)
+
+
+def block_operator(b, P, zP):
+    """(Z_b^T T_b, 1^T T_b) with T_b = S_b (Z_b P - 1 zP), zP = zbar . P (None: uncentred)."""
+    T = b.dot(P)
+    if zP is not None:
+        T -= zP
+    if b.s is not None:
+        T *= b.s[:, None]
+    return b.tdot(T), T.sum(axis=0)
+
+
+def block_decision(Z, coef, intercept):
+    """Z @ coef.T + intercept for one partition ((n,) for one target)."""
+    if Z.shape[0] == 0:
+        out = np.zeros((0, coef.shape[0]))
+    else:
+        out = np.asarray(Z @ coef.T, dtype=np.float64) + intercept
+    return out[:, 0] if out.shape[1] == 1 else out
+
+
+# ---------------------------------------------------------------------------- driver side
+def grid_projection(grid_ptr, fit_intercept):
+    """The orthogonal projection off the grid-indicator null directions (the local
+    solver's _GridProjection, rbcd/solvers/cg.py: with an intercept subtract each grid's
+    mean over its columns; without, only the part of the grid means along e_g - e_h)."""
+    sizes = np.diff(grid_ptr)
+    keep = sizes > 0
+    sizes = sizes[keep]
+    grid_of_col = np.repeat(np.arange(sizes.shape[0]), sizes)
+    starts = grid_ptr[:-1][keep]
+    inv = 1.0 / sizes
+    inv_total = 1.0 / float(inv.sum()) if sizes.shape[0] else 0.0
+
+    def proj(V):
+        if V.shape[0] == 0 or V.shape[1] == 0:
+            return V
+        means = np.add.reduceat(V, starts, axis=0) * inv[:, None]
+        if not fit_intercept:
+            c = means.sum(axis=0) * inv_total
+            means -= inv[:, None] * c[None, :]
+        V -= means[grid_of_col]
+        return V
+
+    return proj
+
+
+# bytes (array size x partitions) above which Cluster.map scatters an argument
+SCATTER_BYTES = 64 << 20
+
+
+class Cluster:
+    """The partitions of one fit on the workers and the round trips to them."""
+
+    def __init__(self, client, block_futures):
+        self.client = client
+        self.blocks = block_futures
+
+    def map(self, func, *args):
+        """``func(block, *args)`` on every partition; results in partition order.
+
+        Arrays are sent inside the tasks (one message through the scheduler) unless the
+        copies would exceed SCATTER_BYTES; then they are scattered to every worker once
+        (one more round trip, but each worker receives them once)."""
+        shared = []
+        send = []
+        for a in args:
+            if isinstance(a, np.ndarray) and a.nbytes * len(self.blocks) > SCATTER_BYTES:
+                f = self.client.scatter(a, broadcast=True, hash=False)
+                shared.append(f)
+                send.append(f)
+            else:
+                send.append(a)
+        futs = [self.client.submit(func, b, *send, pure=False) for b in self.blocks]
+        try:
+            return self.client.gather(futs)
+        finally:
+            del futs
+            for f in shared:
+                f.release()
+
+
+def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, grid_ptr,
+             verbose=0):
+    """The CG of rbcd.solvers.cg.solve_ridge_cg with the operator on the partitions.
+
+    Returns (coef (k, D), intercept (k,), n_iter (k,), weighted)."""
+    alpha = check_alpha(alpha, k)
+    stats = cluster.map(block_stats, grid_ptr)
+    S = float(sum(st[0] for st in stats))
+    if not S > 0:
+        raise ValueError("sample_weight must contain at least one non-zero weight (all are zero)")
+    sYsum = ordered_sum([st[1] for st in stats])
+    colsum = ordered_sum([st[2] for st in stats])
+    colsq = ordered_sum([st[3] for st in stats])
+    D = colsum.shape[0]
+    if fit_intercept:
+        zbar = colsum / S
+        ybar = sYsum / S
+        diag = colsq - S * zbar * zbar
+    else:
+        zbar = None
+        ybar = np.zeros(k)
+        diag = colsq
+    diag = np.maximum(diag, 0.0)
+    rhs = cluster.map(block_rhs, ybar)
+    B = ordered_sum([r[0] for r in rhs])
+    if zbar is not None:
+        B -= np.outer(zbar, ordered_sum([r[1] for r in rhs]))
+
+    # the grid projection applies when the structure is known, every stored value is the
+    # same and every grid holds one entry per row (training data)
+    proj = None
+    use_diag = preconditioner == "jacobi"
+    if use_diag and grid_ptr is not None:
+        values = [st[4] for st in stats if st[4] is not None]
+        n = sum(st[6] for st in stats)
+        entries = ordered_sum([st[5] for st in stats])
+        same = len(values) > 0 and all(v == values[0] for v in values) and np.isfinite(values[0])
+        if same and np.all(entries == entries.max()) and entries.max() == n and n > 0:
+            proj = grid_projection(np.asarray(grid_ptr, dtype=np.int64), fit_intercept)
+
+    if max_iter is None:
+        max_iter = default_max_iter(D)
+    X = np.zeros((D, k))
+    R = np.ascontiguousarray(B)
+    bnorm = np.linalg.norm(B, axis=0)
+    thresh = tol * bnorm
+
+    def inv_m(V, act):
+        if not use_diag:
+            return V.copy()
+        d = diag[:, None] + alpha[None, act]
+        return V * np.where(d > 0, 1.0 / np.where(d > 0, d, 1.0), 1.0)
+
+    P = inv_m(R, np.arange(k))
+    if proj is not None:
+        proj(P)
+    rz = np.einsum("ij,ij->j", R, P)
+    n_iter = np.zeros(k, dtype=np.int64)
+    done = bnorm <= thresh
+    rnorm = bnorm.copy()
+    for it in range(1, max_iter + 1):
+        act = np.flatnonzero(~done)
+        if act.size == 0:
+            break
+        Pa = np.ascontiguousarray(P[:, act])
+        zP = None if zbar is None else zbar @ Pa
+        parts = cluster.map(block_operator, Pa, zP)
+        Q = ordered_sum([p[0] for p in parts])
+        Q += alpha[act] * Pa
+        if zbar is not None:
+            Q -= np.outer(zbar, ordered_sum([p[1] for p in parts]))
+        pq = np.einsum("ij,ij->j", Pa, Q)
+        ok = pq > 0
+        step = np.where(ok, rz[act] / np.where(ok, pq, 1.0), 0.0)
+        X[:, act] += step * Pa
+        R[:, act] -= step * Q
+        Ra = R[:, act]
+        rn = np.sqrt(np.einsum("ij,ij->j", Ra, Ra))
+        Z_ = inv_m(Ra, act)
+        rz_new = np.einsum("ij,ij->j", Ra, Z_)
+        n_iter[act] = it
+        rnorm[act] = rn
+        stop = (rn <= thresh[act]) | ~ok
+        beta = np.where(rz[act] > 0, rz_new / np.where(rz[act] > 0, rz[act], 1.0), 0.0)
+        Pn = Z_ + beta * Pa
+        if proj is not None:
+            proj(Pn)
+        P[:, act] = Pn
+        rz[act] = rz_new
+        done[act[stop]] = True
+        if verbose:
+            print(f"[rbcd.dask RidgeCG] iteration {it}: max relative residual "
+                  f"{np.max(rn / np.where(bnorm[act] > 0, bnorm[act], 1.0)):.3e}")
+    unconverged = rnorm > thresh
+    if np.any(unconverged):
+        worst = int(np.argmax(np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)))
+        warnings.warn(
+            f"RidgeCG did not converge in max_iter={max_iter} iterations for "
+            f"{int(unconverged.sum())} of {k} targets: relative residual "
+            f"{rnorm[worst] / bnorm[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha.",
+            ConvergenceWarning, stacklevel=3,
+        )
+    coef = X.T.copy()
+    intercept = ybar - coef @ zbar if zbar is not None else np.zeros(k)
+    return coef, intercept, n_iter
+
+
+def grid_ptr_of(binning, D):
+    """The grid structure of ``binning`` (a fitted exact-mode rbcd.dask.RandomBinning or
+    rbcd.RandomBinning), checked against Z's D columns; None for None."""
+    if binning is None:
+        return None
+    gp = getattr(binning, "grid_ptr_", None)
+    if gp is None:
+        raise ValueError("binning must be a fitted RandomBinning in exact mode (n_features=None); "
+                         "the given binning has no grid_ptr_ (hashed mode or not fitted)")
+    gp = np.ascontiguousarray(gp, dtype=np.int64)
+    if int(gp[-1]) != D:
+        raise ValueError(f"the binning has {int(gp[-1])} columns but Z has {D}")
+    return gp
+
+
+def build_blocks(client, X, y, sample_weight, target_fn):
+    """Persist one Block per partition of X (with its rows of y and weights) on the
+    workers; returns (Cluster, n_rows, D)."""
+    X = as_rows(X, "X", client)
+    y = align_rows(X, as_rows(y, "y", client, ndim=(1, 2), chunks=X.chunks[0]), "y")
+    if sample_weight is not None:
+        if isinstance(sample_weight, numbers.Real):
+            sample_weight = np.full(X.shape[0], float(sample_weight))
+        sample_weight = align_rows(
+            X, as_rows(sample_weight, "sample_weight", client, ndim=(1,), chunks=X.chunks[0]),
+            "sample_weight")
+        sw = sample_weight.to_delayed().ravel()
+    else:
+        sw = [None] * X.numblocks[0]
+    zs = X.to_delayed().ravel()
+    ys = y.to_delayed().ravel()
+    parts = [dask.delayed(make_block)(z, yy, s, target_fn) for z, yy, s in zip(zs, ys, sw)]
+    futures = client.compute(parts)
+    return Cluster(client, futures), int(X.shape[0]), int(X.shape[1]), X
+
+
+class RidgeCG(RegressorMixin, BaseEstimator):
+    """Ridge regression by block preconditioned CG on row-partitioned Z (dask).
+
+    Same parameters, objective and solution as :class:`rbcd.RidgeCG` (equal to 1e-10
+    relative at a tight ``tol``; the sums are added in a different order). X is a dask
+    array of sparse (or dense) chunks, e.g. ``rbcd.dask.RandomBinning().fit_transform(X)``;
+    y and sample_weight are dask or numpy arrays with the same rows. ``n_jobs`` is accepted
+    for symmetry; the worker products run one thread per partition task.
+
+    ``fit(X, y, sample_weight=None, binning=None)``: ``binning``, the fitted exact-mode
+    RandomBinning that produced X, gives the grid structure (the projected Jacobi
+    preconditioner of the local solver; the same solution).
+    """
+
+    def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
+                 preconditioner="jacobi", n_jobs=None):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.preconditioner = preconditioner
+        self.n_jobs = n_jobs
+
+    def fit(self, X, y, sample_weight=None, binning=None, verbose=0):
+        client = client_or_error()
+        check_cg_params(self.tol, self.max_iter, self.preconditioner)
+        check_n_jobs(self.n_jobs)
+        if y is None:
+            raise ValueError("RidgeCG requires y to be passed, but the target y is None")
+        cluster, N, D, Xd = build_blocks(client, X, y, sample_weight, regression_targets)
+        y_shape = as_rows(y, "y", client, ndim=(1, 2)).shape
+        y_ndim = len(y_shape)
+        k = 1 if y_ndim == 1 else int(y_shape[1])
+        check_alpha(self.alpha, k)
+        gp = grid_ptr_of(binning, D)
+        coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
+                                           self.tol, self.max_iter, self.preconditioner, gp,
+                                           verbose)
+        out = np.dtype(Xd.dtype) if np.dtype(Xd.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
+        if y_ndim == 1:
+            self.coef_ = coef[0].astype(out)
+            self.intercept_ = out.type(intercept[0]) if self.fit_intercept else 0.0
+        else:
+            self.coef_ = coef.astype(out)
+            self.intercept_ = intercept.astype(out) if self.fit_intercept else np.zeros(k, out)
+        self.n_iter_ = n_iter
+        self.n_features_in_ = D
+        return self
+
+    def predict(self, X):
+        """Z @ coef_.T + intercept_, blockwise on the workers: a dask array."""
+        check_is_fitted(self, "coef_")
+        client = client_or_error()
+        X = as_rows(X, "X", client)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but RidgeCG is expecting "
+                             f"{self.n_features_in_} features as input.")
+        coef = np.atleast_2d(np.asarray(self.coef_, dtype=np.float64))
+        intercept = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
+        return decision_dask(X, coef, intercept)
+
+
+def decision_dask(X, coef, intercept):
+    """Z @ coef.T + intercept per partition of X (a dask array; (n,) for one target)."""
+    k = coef.shape[0]
+    c = dask.delayed(coef, pure=True)
+    b = dask.delayed(intercept, pure=True)
+    if k == 1:
+        return X.map_blocks(block_decision, c, b, dtype=np.float64, drop_axis=1,
+                            chunks=(X.chunks[0],), meta=np.zeros(0))
+    return X.map_blocks(block_decision, c, b, dtype=np.float64, chunks=(X.chunks[0], (k,)),
+                        meta=np.zeros((0, 0)))
+
+
+class RidgeCGClassifier(BaseEstimator):
+    """Ridge classification (one-vs-rest -1/+1 targets, all classes in one block CG) on
+    row-partitioned Z, as :class:`rbcd.RidgeCGClassifier`. Used by rbcd.dask.RBClassifier."""
+
+    def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
+                 preconditioner="jacobi", class_weight=None, n_jobs=None):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.preconditioner = preconditioner
+        self.class_weight = class_weight
+        self.n_jobs = n_jobs
+
+    def fit(self, X, y, sample_weight=None, binning=None, verbose=0):
+        from .cd import class_setup
+
+        client = client_or_error()
+        check_cg_params(self.tol, self.max_iter, self.preconditioner)
+        check_n_jobs(self.n_jobs)
+        classes, targets, sw = class_setup(client, X, y, sample_weight, self.class_weight)
+        cluster, N, D, Xd = build_blocks(client, X, y, sw, targets)
+        k = 1 if classes.shape[0] == 2 else classes.shape[0]
+        coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
+                                           self.tol, self.max_iter, self.preconditioner,
+                                           grid_ptr_of(binning, D), verbose)
+        self.classes_ = classes
+        self.coef_ = coef
+        self.intercept_ = intercept if self.fit_intercept else np.zeros(k)
+        self.n_iter_ = n_iter
+        self.n_features_in_ = D
+        return self
+
+    def decision_function(self, X):
+        check_is_fitted(self, "coef_")
+        client = client_or_error()
+        return decision_dask(as_rows(X, "X", client), self.coef_, self.intercept_)
+
+    def predict(self, X):
+        from .cd import predict_from_scores
+
+        return predict_from_scores(self.decision_function(X), self.classes_)

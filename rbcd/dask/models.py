@@ -1,0 +1,226 @@
+"""RBRegressor / RBClassifier on Dask: distributed binning + a distributed solver.
+
+The parameters, defaults and their resolution are those of :mod:`rbcd.models` (``alpha``,
+``tol`` and ``loss`` by solver; ``preconditioner="auto"``). ``fit`` bins X with
+:class:`rbcd.dask.RandomBinning` (Z stays on the workers, one CSR block per partition) and
+hands Z and the grid structure to :class:`rbcd.dask.RidgeCG` (``solver="cg"``) or the
+grid-block :class:`rbcd.dask.CDRegressor` / :class:`rbcd.dask.CDClassifier`
+(``solver="cd"``, exact mode only). ``predict``, ``decision_function`` and
+``predict_proba`` bin and predict each partition of the new X in one task on its worker and
+return dask arrays.
+"""
+import time
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.validation import check_is_fitted
+
+from ._data import as_rows, check_finite_block, client_or_error, dask, tasks_per_worker
+from .binning import RandomBinning, with_task_threads
+from .cd import CDClassifier, CDRegressor, predict_from_scores, proba_from_scores
+from .cg import RidgeCG, RidgeCGClassifier, block_decision
+
+__all__ = ["RBRegressor", "RBClassifier"]
+
+# preconditioner="auto" in hashed mode: Jacobi for tol >= this (rbcd.models.AUTO_JACOBI_TOL,
+# whose comment gives the measurements)
+AUTO_JACOBI_TOL = 1e-4
+
+
+def _predict_block(block, rb, coef, intercept, n_jobs, per_worker, block_info=None):
+    """Bin one partition of new rows and return its decision values (Z never leaves the task)."""
+    offset = block_info[0]["array-location"][0][0] if block_info else 0
+    X = np.ascontiguousarray(block, dtype=np.float64)
+    check_finite_block(X, offset)
+    if X.shape[0] == 0:
+        out = np.zeros((0, coef.shape[0]))
+        return out[:, 0] if coef.shape[0] == 1 else out
+    return block_decision(with_task_threads(rb, n_jobs, per_worker).transform(X), coef, intercept)
+
+
+class _RBBase(BaseEstimator):
+    _classifier = False
+
+    def _effective(self):
+        if not (isinstance(self.solver, str) and self.solver in ("cg", "cd")):
+            raise ValueError(f"solver must be 'cg' or 'cd', got {self.solver!r}")
+        solver = self.solver
+        alpha = self.alpha if self.alpha is not None else (1.0 if solver == "cg" else 1e-4)
+        tol = self.tol if self.tol is not None else (1e-6 if solver == "cg" else 1e-4)
+        if solver == "cg":
+            if self.loss is not None and self.loss != "squared":
+                raise ValueError(f"solver='cg' solves ridge (squared loss); loss must be None or "
+                                 f"'squared', got {self.loss!r}")
+            loss = "squared"
+        elif self.loss is None:
+            loss = "logistic" if self._classifier else "squared"
+        else:
+            loss = self.loss
+        return solver, alpha, tol, loss
+
+    def fit(self, X, y, sample_weight=None):
+        """Bin X on the workers and fit the solver there (see the module docstring)."""
+        solver, alpha, tol, loss = self._effective()
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        exact = self.n_features is None
+        if solver == "cd" and not exact:
+            raise ValueError("solver='cd' on rbcd.dask is the grid-block mode and needs exact "
+                             "binning (n_features=None)")
+        client = client_or_error()
+        X = as_rows(X, "X", client)
+        binning = RandomBinning(n_grids=self.n_grids, sigma=self.sigma, kernel=self.kernel,
+                                n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
+                                random_state=self.random_state)
+        t0 = time.perf_counter()
+        Z = binning.fit_transform(X)
+        t1 = time.perf_counter()
+        structure = binning if exact else None
+        extra = {"class_weight": self.class_weight} if self._classifier else {}
+        if solver == "cg":
+            pre = self.preconditioner
+            if isinstance(pre, str) and pre == "auto":
+                if exact:
+                    pre = "jacobi" if binning.n_features_out_ < X.shape[0] else None
+                else:
+                    pre = "jacobi" if tol >= AUTO_JACOBI_TOL else None
+            cls = RidgeCGClassifier if self._classifier else RidgeCG
+            est = cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
+                      max_iter=self.max_iter, preconditioner=pre, n_jobs=self.n_jobs, **extra)
+        else:
+            cls = CDClassifier if self._classifier else CDRegressor
+            params = dict(loss=loss, alpha=alpha, l1_ratio=self.l1_ratio,
+                          fit_intercept=self.fit_intercept, max_epochs=self.max_epochs, tol=tol,
+                          selection=self.selection, parallel=self.parallel, n_jobs=self.n_jobs,
+                          warm_start=self.warm_start, random_state=self.random_state,
+                          verbose=self.verbose, **extra)
+            prev = getattr(self, "solver_", None)
+            est = prev.set_params(**params) if self.warm_start and isinstance(prev, cls) else cls(**params)
+        est.fit(Z, y, sample_weight=sample_weight, binning=structure)
+        del Z
+        self.fit_time_ = {"binning": t1 - t0, "solver": time.perf_counter() - t1}
+        self.binning_ = binning
+        self.solver_ = est
+        self.n_features_in_ = int(X.shape[1])
+        if self._classifier:
+            self.classes_ = est.classes_
+        return self
+
+    @property
+    def coef_(self):
+        return self.solver_.coef_
+
+    @property
+    def intercept_(self):
+        return self.solver_.intercept_
+
+    @property
+    def n_iter_(self):
+        return self.solver_.n_iter_
+
+    def _scores(self, X):
+        check_is_fitted(self, "solver_")
+        client = client_or_error()
+        X = as_rows(X, "X", client)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
+                             f"expecting {self.n_features_in_} features as input.")
+        coef = np.atleast_2d(np.asarray(self.solver_.coef_, dtype=np.float64))
+        intercept = np.atleast_1d(np.asarray(self.solver_.intercept_, dtype=np.float64))
+        rb = dask.delayed(self.binning_.local_, pure=True)
+        c = dask.delayed(coef, pure=True)
+        b = dask.delayed(intercept, pure=True)
+        jobs = (self.n_jobs, tasks_per_worker(X))
+        if coef.shape[0] == 1:
+            return X.map_blocks(_predict_block, rb, c, b, *jobs, dtype=np.float64, drop_axis=1,
+                                chunks=(X.chunks[0],), meta=np.zeros(0))
+        return X.map_blocks(_predict_block, rb, c, b, *jobs, dtype=np.float64,
+                            chunks=(X.chunks[0], (coef.shape[0],)), meta=np.zeros((0, 0)))
+
+
+class RBRegressor(RegressorMixin, _RBBase):
+    """Random binning kernel regression on row-partitioned data (dask): the parameters of
+    :class:`rbcd.RBRegressor` (plus ``sigma="scale"``); ``binning_`` is an
+    rbcd.dask.RandomBinning, ``solver_`` an rbcd.dask RidgeCG or CDRegressor."""
+
+    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 tol=None, max_iter=None, max_epochs=100, selection="random",
+                 parallel="auto", preconditioner="auto", warm_start=False,
+                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
+        self.n_grids = n_grids
+        self.sigma = sigma
+        self.kernel = kernel
+        self.n_features = n_features
+        self.solver = solver
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.loss = loss
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.max_epochs = max_epochs
+        self.selection = selection
+        self.parallel = parallel
+        self.preconditioner = preconditioner
+        self.warm_start = warm_start
+        self.dtype = dtype
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def predict(self, X):
+        """Predictions for each partition of X, computed on the workers: a dask array."""
+        return self._scores(X)
+
+
+class RBClassifier(ClassifierMixin, _RBBase):
+    """Random binning kernel classification on row-partitioned data (dask): the parameters
+    of :class:`rbcd.RBClassifier`; ``solver="cg"`` is ridge classification (one-vs-rest
+    -1/+1), ``solver="cd"`` logistic or squared hinge by grid-block CD."""
+
+    _classifier = True
+
+    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 tol=None, max_iter=None, max_epochs=100, selection="random",
+                 parallel="auto", preconditioner="auto", warm_start=False,
+                 class_weight=None, dtype=np.float64, n_jobs=None, random_state=None,
+                 verbose=0):
+        self.n_grids = n_grids
+        self.sigma = sigma
+        self.kernel = kernel
+        self.n_features = n_features
+        self.solver = solver
+        self.alpha = alpha
+        self.l1_ratio = l1_ratio
+        self.loss = loss
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.max_epochs = max_epochs
+        self.selection = selection
+        self.parallel = parallel
+        self.preconditioner = preconditioner
+        self.warm_start = warm_start
+        self.class_weight = class_weight
+        self.dtype = dtype
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def decision_function(self, X):
+        """Scores per partition of X on the workers ((n,) for two classes): a dask array."""
+        return self._scores(X)
+
+    def predict(self, X):
+        return predict_from_scores(self._scores(X), self.classes_)
+
+    def _has_proba(self):
+        return self.solver == "cd" and self._effective()[3] == "logistic"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """Logistic probabilities (solver="cd", loss="logistic"), as rbcd.RBClassifier."""
+        return proba_from_scores(self._scores(X))

@@ -1,0 +1,414 @@
+"""rbcd.dask against the single-machine estimators on a LocalCluster started here.
+
+distributed == local: Z bit for bit (exact and hashed, any chunking, uneven and empty
+partitions), sigma="scale", RidgeCG to 1e-10 relative, CD to the same optimum, the models'
+predictions; bad input errors; a lost worker; a worker memory limit below the size of Z.
+"""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+pytest.importorskip("distributed")
+import dask  # noqa: E402
+import dask.array as da  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+
+import rbcd  # noqa: E402
+import rbcd.dask as rd  # noqa: E402
+from rbcd import _scale  # noqa: E402
+from rbcd.dask import _data  # noqa: E402
+from rbcd.dask.binning import scale_sigma  # noqa: E402
+
+
+def _cluster(**kw):
+    opts = dict(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None)
+    opts.update(kw)
+    return LocalCluster(**opts)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = _cluster()
+        c = Client(cluster)
+    yield c
+    c.close()
+    cluster.close()
+
+
+def gather_Z(Zd):
+    """The CSR blocks of a dask Z, stacked (as the single machine would hold Z)."""
+    blocks = dask.compute(*Zd.to_delayed().ravel())
+    for b in blocks:
+        assert sp.isspmatrix_csr(b)
+    return sp.vstack(blocks, format="csr") if blocks else None
+
+
+def assert_same_Z(Zd, Z):
+    G = gather_Z(Zd)
+    assert G.shape == Z.shape
+    assert np.array_equal(G.indptr, Z.indptr)
+    assert np.array_equal(G.indices, Z.indices)
+    assert np.array_equal(G.data, Z.data)
+    assert G.data.dtype == Z.data.dtype
+
+
+def data(n=3000, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+CHUNKINGS = [
+    (3000,),                              # one partition
+    (1500, 1500),
+    (700, 0, 1300, 1, 999, 0),            # uneven, empty and one-row partitions
+    (375,) * 8,                           # a deeper reduction tree
+]
+
+
+# ---------------------------------------------------------------------------- binning
+@pytest.mark.parametrize("chunks", CHUNKINGS)
+def test_exact_binning_equals_local_for_any_chunking(client, chunks):
+    X, _ = data()
+    Xd = da.from_array(X, chunks=(chunks, 3))
+    drb = rd.RandomBinning(n_grids=16, sigma=1.5, random_state=3)
+    Zd = drb.fit_transform(Xd)
+    assert Zd.chunks[0] == tuple(chunks)
+    assert sp.isspmatrix_csr(Zd._meta)
+    lrb = rbcd.RandomBinning(n_grids=16, sigma=1.5, random_state=3)
+    Z = lrb.fit_transform(X)
+    assert_same_Z(Zd, Z)
+    assert np.array_equal(drb.grid_ptr_, lrb.grid_ptr_)
+    assert np.array_equal(drb.n_bins_, lrb.n_bins_)
+    assert np.array_equal(drb.widths_, lrb.widths_) and np.array_equal(drb.offsets_, lrb.offsets_)
+    assert drb.kappa_ == lrb.kappa_
+    assert np.array_equal(drb.kappa_per_grid_, lrb.kappa_per_grid_)
+    # new rows (some far from the training data: bins never seen give no entry)
+    Xn = np.vstack([data(500, seed=1)[0], 10 * data(50, seed=2)[0]])
+    assert_same_Z(drb.transform(da.from_array(Xn, chunks=((200, 0, 350), 3))), lrb.transform(Xn))
+
+
+def test_exact_binning_random_state_generator_and_float32(client):
+    X, _ = data(1200)
+    Xd = da.from_array(X.astype(np.float32), chunks=((400, 800), 3))
+    g1, g2 = np.random.default_rng(7), np.random.default_rng(7)
+    drb = rd.RandomBinning(n_grids=8, sigma=1.0, random_state=g1, dtype=np.float32)
+    lrb = rbcd.RandomBinning(n_grids=8, sigma=1.0, random_state=g2, dtype=np.float32)
+    assert_same_Z(drb.fit_transform(Xd), lrb.fit_transform(X.astype(np.float32)))
+    # the user's generator advanced as by the local fit
+    assert g1.integers(1 << 30) == g2.integers(1 << 30)
+
+
+@pytest.mark.parametrize("chunks", [(3000,), (700, 0, 1300, 1, 999, 0)])
+def test_hashed_binning_equals_local(client, chunks):
+    X, _ = data()
+    Xd = da.from_array(X, chunks=(chunks, 3))
+    drb = rd.RandomBinning(n_grids=16, sigma=0.5, n_features=97, random_state=0)
+    lrb = rbcd.RandomBinning(n_grids=16, sigma=0.5, n_features=97, random_state=0)
+    assert_same_Z(drb.fit_transform(Xd), lrb.fit_transform(X))
+    assert drb.grid_ptr_ is None and drb.n_features_out_ == 97
+    Xn = data(300, seed=5)[0]
+    assert_same_Z(drb.transform(Xn), lrb.transform(Xn))
+
+
+def test_scale_sigma_equals_local_rule(client):
+    X, _ = data(5000, d=4)
+    for chunks in [(5000,), (1000, 0, 2500, 1500)]:
+        assert scale_sigma(da.from_array(X, chunks=(chunks, 4))) == _scale.scale_sigma(X)
+    # fallbacks: mostly duplicates (median 0 -> mean of non-zero), constant data (-> 1.0)
+    Xdup = np.zeros((400, 2))
+    Xdup[:5] = np.arange(10).reshape(5, 2)
+    assert scale_sigma(da.from_array(Xdup, chunks=150)) == _scale.scale_sigma(Xdup)
+    assert scale_sigma(da.from_array(np.ones((50, 3)), chunks=20)) == 1.0
+    drb = rd.RandomBinning(n_grids=8, sigma="scale", random_state=0).fit(da.from_array(X, chunks=(700, 4)))
+    assert drb.sigma_ == _scale.scale_sigma(X)
+    lrb = rbcd.RandomBinning(n_grids=8, sigma=_scale.scale_sigma(X), random_state=0).fit(X)
+    assert np.array_equal(drb.widths_, lrb.widths_)
+
+
+def test_dataframe_and_numpy_input(client):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y = data(900)
+    df = dd.from_pandas(pd.DataFrame(X, columns=list("abc")), npartitions=3)
+    drb = rd.RandomBinning(n_grids=8, random_state=0)
+    Z = rbcd.RandomBinning(n_grids=8, random_state=0).fit_transform(X)
+    assert_same_Z(drb.fit_transform(df), Z)            # lengths computed from the frame
+    assert_same_Z(rd.RandomBinning(n_grids=8, random_state=0).fit_transform(X), Z)  # numpy
+    m = rd.RBRegressor(n_grids=8, random_state=0, tol=1e-10).fit(df, dd.from_pandas(pd.Series(y), npartitions=2))
+    local = rbcd.RBRegressor(n_grids=8, random_state=0, tol=1e-10).fit(X, y)
+    np.testing.assert_allclose(m.predict(df).compute(), local.predict(X), rtol=1e-8, atol=1e-9)
+
+
+# ---------------------------------------------------------------------------- ridge CG
+def _rel(a, b):
+    return np.max(np.abs(np.asarray(a) - np.asarray(b))) / max(np.max(np.abs(b)), 1e-300)
+
+
+@pytest.mark.parametrize("fit_intercept, weighted, structure",
+                         [(True, False, True), (True, True, False), (False, True, True),
+                          (False, False, False)])
+def test_ridge_cg_equals_local(client, fit_intercept, weighted, structure):
+    X, y = data(2000)
+    rng = np.random.default_rng(1)
+    s = rng.uniform(0.2, 3.0, size=2000) if weighted else None
+    Xd = da.from_array(X, chunks=((600, 0, 1100, 300), 3))
+    drb = rd.RandomBinning(n_grids=16, sigma=2.0, random_state=0)
+    Zd = drb.fit_transform(Xd)
+    Z = rbcd.RandomBinning(n_grids=16, sigma=2.0, random_state=0).fit_transform(X)
+    m = rd.RidgeCG(alpha=3.0, fit_intercept=fit_intercept, tol=1e-12, max_iter=3000).fit(
+        Zd, y, sample_weight=s, binning=drb if structure else None)
+    local = rbcd.RidgeCG(alpha=3.0, fit_intercept=fit_intercept, tol=1e-12, max_iter=3000).fit(
+        Z, y, sample_weight=s)
+    assert _rel(m.coef_, local.coef_) <= 1e-10
+    assert abs(m.intercept_ - local.intercept_) <= 1e-10 * max(1.0, abs(local.intercept_))
+    pred = m.predict(Zd)
+    assert isinstance(pred, da.Array)
+    assert _rel(pred.compute(), local.predict(Z)) <= 1e-10
+
+
+def test_ridge_cg_multi_target_and_same_result_twice(client, monkeypatch):
+    X, y = data(1500)
+    Y = np.column_stack([y, X[:, 2], -y])
+    Zd = rd.RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit_transform(
+        da.from_array(X, chunks=(500, 3)))
+    Z = rbcd.RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit_transform(X)
+    alpha = [1.0, 3.0, 10.0]
+    m = rd.RidgeCG(alpha=alpha, tol=1e-12, max_iter=3000).fit(Zd, da.from_array(Y, chunks=(300, 3)))
+    local = rbcd.RidgeCG(alpha=alpha, tol=1e-12, max_iter=3000).fit(Z, Y)
+    assert m.coef_.shape == local.coef_.shape == (3, Z.shape[1])
+    assert _rel(m.coef_, local.coef_) <= 1e-10
+    # the reduction order is the partition order: a second fit gives the same bits, also
+    # when the search directions are scattered to the workers instead of sent in the tasks
+    from rbcd.dask import cg as dcg
+
+    monkeypatch.setattr(dcg, "SCATTER_BYTES", 0)
+    m2 = rd.RidgeCG(alpha=alpha, tol=1e-12, max_iter=3000).fit(Zd, Y)
+    assert np.array_equal(m.coef_, m2.coef_) and np.array_equal(m.n_iter_, m2.n_iter_)
+    # a scipy matrix on the driver is cut into one partition per worker
+    m3 = rd.RidgeCG(alpha=alpha, tol=1e-12, max_iter=3000).fit(Z, Y)
+    assert _rel(m3.coef_, local.coef_) <= 1e-10
+
+
+# ---------------------------------------------------------------------------- CD
+def test_cd_regressor_reaches_the_local_optimum(client):
+    X, y = data(2000)
+    Xd = da.from_array(X, chunks=((900, 0, 1100), 3))
+    drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+    Zd = drb.fit_transform(Xd)
+    lrb = rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+    Z = lrb.fit_transform(X)
+    kw = dict(alpha=1e-2, l1_ratio=0.7, tol=1e-6, max_epochs=1000, random_state=0)
+    m = rd.CDRegressor(**kw).fit(Zd, y, binning=drb)
+    local = rbcd.CDRegressor(parallel="grid", **kw).fit(Z, y, binning=lrb)
+    assert m.dual_gap_ <= 1e-6 and local.dual_gap_ <= 1e-6
+    # both within the gap of the same optimum: equal objectives, close coefficients
+    assert abs(m.objective_history_[-1] - local.objective_history_[-1]) <= 2e-6 * local.objective_history_[-1]
+    np.testing.assert_allclose(m.coef_, local.coef_, atol=1e-2 * np.max(np.abs(local.coef_)))
+    assert np.all(np.diff(m.objective_history_) <= 1e-12)   # block CD: monotone
+    np.testing.assert_allclose(m.predict(Zd).compute(), local.predict(Z), atol=1e-2)
+    # warm start from the optimum: converged after one epoch, same coefficients
+    m.set_params(warm_start=True).fit(Zd, y, binning=drb)
+    assert m.n_iter_ == 1
+
+
+def test_cd_classifier_logistic(client):
+    X, _ = data(1500)
+    yc = np.digitize(X[:, 0], [-0.4, 0.4])            # three classes: one-vs-rest
+    drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+    Zd = drb.fit_transform(da.from_array(X, chunks=(600, 3)))
+    lrb = rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+    Z = lrb.fit_transform(X)
+    kw = dict(alpha=1e-2, tol=1e-5, max_epochs=1000, random_state=0)
+    m = rd.CDClassifier(**kw).fit(Zd, yc, binning=drb)
+    local = rbcd.CDClassifier(parallel="grid", **kw).fit(Z, yc, binning=lrb)
+    assert np.array_equal(m.classes_, local.classes_)
+    np.testing.assert_allclose([h[-1] for h in m.objective_history_],
+                               [h[-1] for h in local.objective_history_], rtol=1e-5)
+    np.testing.assert_allclose(m.predict_proba(Zd).compute(), local.predict_proba(Z), atol=1e-3)
+    assert np.mean(m.predict(Zd).compute() == local.predict(Z)) > 0.99
+
+
+def test_cd_needs_the_grid_structure(client):
+    X, y = data(300)
+    Zd = rd.RandomBinning(n_grids=4, n_features=64, random_state=0).fit_transform(X)
+    with pytest.raises(ValueError, match="grid structure"):
+        rd.CDRegressor().fit(Zd, y)
+    with pytest.raises(ValueError, match="parallel"):
+        rd.CDRegressor(parallel="hogwild").fit(Zd, y)
+
+
+# ---------------------------------------------------------------------------- models
+@pytest.mark.parametrize("kw", [dict(solver="cg"), dict(solver="cg", n_features=300),
+                                dict(solver="cd", alpha=1e-2, max_epochs=300, tol=1e-5)])
+def test_rbregressor_equals_local(client, kw):
+    X, y = data(1500)
+    Xd = da.from_array(X, chunks=((500, 0, 1000), 3))
+    params = dict(n_grids=8, sigma=2.0, random_state=0, **kw)
+    if kw["solver"] == "cg":
+        params.update(tol=1e-12, alpha=3.0)
+    m = rd.RBRegressor(**params).fit(Xd, y)
+    local = rbcd.RBRegressor(**params).fit(X, y)
+    Xn = data(400, seed=9)[0]
+    pred = m.predict(da.from_array(Xn, chunks=150))
+    assert isinstance(pred, da.Array) and pred.chunks == ((150, 150, 100),)
+    if kw["solver"] == "cg":
+        np.testing.assert_allclose(pred.compute(), local.predict(Xn), atol=1e-8)
+    else:   # both within a relative duality gap of 1e-5 of the same optimum
+        ours, theirs = m.solver_.objective_history_[-1], local.solver_.objective_history_[-1]
+        assert abs(ours - theirs) <= 2e-5 * theirs
+        np.testing.assert_allclose(pred.compute(), local.predict(Xn), atol=5e-2)
+
+
+def test_rbclassifier_cg_equals_local(client):
+    X, _ = data(1500)
+    yc = np.where(X[:, 0] * X[:, 1] > 0, "a", "b")
+    m = rd.RBClassifier(n_grids=8, sigma="scale", random_state=0, alpha=3.0, tol=1e-12,
+                        n_jobs=2).fit(da.from_array(X, chunks=700), yc)
+    local = rbcd.RBClassifier(n_grids=8, sigma=_scale.scale_sigma(X), random_state=0, alpha=3.0,
+                              tol=1e-12).fit(X, yc)
+    assert m.binning_.sigma_ == _scale.scale_sigma(X)
+    np.testing.assert_allclose(m.decision_function(X).compute(), local.decision_function(X),
+                               atol=1e-8)
+    assert np.array_equal(m.predict(X).compute(), local.predict(X))
+
+
+# ---------------------------------------------------------------------------- bad input
+def test_bad_input_errors(client):
+    X, y = data(600)
+    Xbad = X.copy()
+    Xbad[437, 2] = np.nan
+    with pytest.raises(ValueError, match="row 437, column 2"):
+        rd.RandomBinning(n_grids=4).fit(da.from_array(Xbad, chunks=200))
+    with pytest.raises(ValueError, match="row 437, column 2"):
+        rd.RandomBinning(n_grids=4, n_features=32).fit_transform(da.from_array(Xbad, chunks=200)).compute()
+    with pytest.raises(ValueError, match="row 437, column 2"):
+        rd.RBRegressor(n_grids=4).fit(da.from_array(X, chunks=200), y).predict(
+            da.from_array(Xbad, chunks=200)).compute()
+    unknown = da.from_array(X, chunks=200)[da.from_array(y, chunks=200) > 0]
+    with pytest.raises(ValueError, match="unknown chunk sizes"):
+        rd.RandomBinning(n_grids=4).fit(unknown)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        rd.RBRegressor(n_grids=4).fit(da.from_array(X, chunks=200), y[:500])
+    ybad = y.copy()
+    ybad[5] = np.inf
+    with pytest.raises(ValueError, match="NaN or inf"):
+        rd.RBRegressor(n_grids=4).fit(X, ybad)
+    with pytest.raises(ValueError, match="n_grids"):
+        rd.RandomBinning(n_grids=0).fit(X)
+    with pytest.raises(ValueError, match="sigma"):
+        rd.RandomBinning(sigma=-1.0).fit(X)
+    with pytest.raises(ValueError, match="2 classes"):
+        rd.RBClassifier(n_grids=4).fit(X, np.zeros(600))
+    # y partitioned differently from X but with the same rows is lined up, not an error
+    Zd = rd.RandomBinning(n_grids=4, random_state=0).fit_transform(da.from_array(X, chunks=200))
+    a = rd.RidgeCG(tol=1e-12).fit(Zd, da.from_array(y, chunks=250)).coef_
+    b = rd.RidgeCG(tol=1e-12).fit(Zd, y).coef_
+    assert np.array_equal(a, b)
+
+
+def test_worker_threads_reach_the_kernels(client):
+    # a task on a 1-thread worker: None -> that worker's thread count divided by its tasks
+    assert client.submit(_data.resolve_task_jobs, None, 1).result() == 1
+    assert client.submit(_data.resolve_task_jobs, 3, 1).result() == 3
+    assert client.submit(_data.worker_threads).result() == 1
+    assert _data.resolve_task_jobs(None, 4) == 1
+
+
+# ---------------------------------------------------------------------------- faults, memory
+def _close_worker_after(monkeypatch, cls, method, calls, cluster, client):
+    """After ``calls`` calls of cls.method, close one worker abruptly (its data is lost)."""
+    orig = getattr(cls, method)
+    state = {"n": 0}
+
+    def wrapped(self, *a, **k):
+        state["n"] += 1
+        if state["n"] == calls:
+            name = sorted(cluster.workers)[0]
+            client.sync(cluster.workers[name].close)
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(cls, method, wrapped)
+    return state
+
+
+def test_lost_worker_cg_same_result_cd_clear_error(monkeypatch):
+    from rbcd.dask import cd as dcd
+    from rbcd.dask import cg as dcg
+
+    X, y = data(1200)
+    Z = rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0).fit_transform(X)
+    local = rbcd.RidgeCG(alpha=3.0, tol=1e-12, max_iter=2000).fit(Z, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with _cluster() as cluster, Client(cluster) as c:
+            Xd = da.from_array(X, chunks=300)
+            drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+            Zd = drb.fit_transform(Xd)
+            state = _close_worker_after(monkeypatch, dcg.Cluster, "map", 5, cluster, c)
+            m = rd.RidgeCG(alpha=3.0, tol=1e-12, max_iter=2000).fit(Zd, y, binning=drb)
+            assert state["n"] > 5 and len(c.scheduler_info()["workers"]) == 1
+            assert _rel(m.coef_, local.coef_) <= 1e-10   # lost partitions were recomputed
+        with _cluster() as cluster, Client(cluster) as c:
+            drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+            Zd = drb.fit_transform(da.from_array(X, chunks=300))
+            _close_worker_after(monkeypatch, dcd._Actors, "call", 20, cluster, c)
+            est = rd.CDRegressor(alpha=1e-3, tol=1e-10, max_epochs=200)
+            with pytest.raises(RuntimeError, match="lost"):
+                est.fit(Zd, y, binning=drb)
+            assert not hasattr(est, "coef_")
+
+
+def test_memory_limit_below_Z_spills_and_gives_the_same_fit():
+    X, y = data(6000, d=2)
+    R = 16
+    z_bytes = X.shape[0] * R * 12                       # float64 values, int32 indices
+    limit = z_bytes // 3                                # per worker: below its half of Z
+    cfg = {"distributed.worker.memory.target": 0.4, "distributed.worker.memory.spill": False,
+           "distributed.worker.memory.pause": False, "distributed.worker.memory.terminate": False}
+    with warnings.catch_warnings(), dask.config.set(cfg):
+        warnings.simplefilter("ignore")
+        with _cluster(memory_limit=limit) as cluster, Client(cluster) as c:
+            drb = rd.RandomBinning(n_grids=R, sigma=1.0, random_state=0)
+            Zd = drb.fit_transform(da.from_array(X, chunks=500))
+            spilled = sum(c.run(lambda dask_worker: len(dask_worker.data.slow)).values())
+            assert spilled > 0
+            m = rd.RidgeCG(alpha=30.0, tol=1e-12).fit(Zd, y, binning=drb)
+    Z = rbcd.RandomBinning(n_grids=R, sigma=1.0, random_state=0).fit_transform(X)
+    local = rbcd.RidgeCG(alpha=30.0, tol=1e-12).fit(Z, y)
+    assert _rel(m.coef_, local.coef_) <= 1e-10
+
+
+def test_worker_processes_pickle_everything():
+    X, y = data(800)
+    yc = (y > np.median(y)).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with _cluster(processes=True) as cluster, Client(cluster):
+            Xd = da.from_array(X, chunks=((300, 0, 500), 3))
+            drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+            assert_same_Z(drb.fit_transform(Xd),
+                          rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0).fit_transform(X))
+            m = rd.RBRegressor(n_grids=8, sigma=2.0, random_state=0, alpha=10.0, tol=1e-10).fit(Xd, y)
+            local = rbcd.RBRegressor(n_grids=8, sigma=2.0, random_state=0, alpha=10.0, tol=1e-10).fit(X, y)
+            np.testing.assert_allclose(m.predict(Xd).compute(), local.predict(X), atol=1e-8)
+            c = rd.RBClassifier(n_grids=8, sigma=2.0, solver="cd", alpha=1e-2, tol=1e-2,
+                                max_epochs=5, random_state=0).fit(Xd, yc)
+            assert c.predict_proba(Xd).compute().shape == (800, 2)
+
+
+def test_estimators_store_parameters_unchanged():
+    from sklearn.base import clone
+
+    for cls in (rd.RandomBinning, rd.RidgeCG, rd.RidgeCGClassifier, rd.CDRegressor,
+                rd.CDClassifier, rd.RBRegressor, rd.RBClassifier):
+        est = cls()
+        params = est.get_params()
+        assert clone(est).get_params() == params
+        # the same parameter names as the single-machine estimator of the same name
+        assert set(params) == set(getattr(rbcd, cls.__name__)().get_params())
