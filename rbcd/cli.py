@@ -203,7 +203,9 @@ def _default_text(param, params, resolved, demo=None):
     if value is None and resolved and param in resolved["cg"]:
         if param == "loss":
             return "None: squared for regression and cg, logistic for cd classification"
-        return "None: " + ", ".join(f"{resolved[s][param]:g} for {s}" for s in resolved)
+        return "None: " + ", ".join(
+            (f"{resolved[s][param]:g}" if isinstance(resolved[s][param], (int, float))
+             else str(resolved[s][param])) + f" for {s}" for s in resolved)
     if value is None:
         return "None, the estimator's rule"
     return f"{value}"
@@ -461,8 +463,12 @@ def model_input(estimator, X, what, fitting=False):
     matrix itself when the estimator accepts sparse input, else :func:`to_dense`."""
     if accepts_sparse(estimator):
         return X
-    n_grids = int(estimator.get_params().get("n_grids", 0) or 0) if fitting else 0
-    return to_dense(X, what, n_grids)
+    n_grids = estimator.get_params().get("n_grids", 0) if fitting else 0
+    if isinstance(n_grids, str):  # "auto"
+        from .models import auto_n_grids
+
+        n_grids = auto_n_grids(X.shape[1])
+    return to_dense(X, what, int(n_grids or 0))
 
 
 def detect_task(y):
@@ -587,7 +593,7 @@ def fit_model(model, X, y, progress):
     solver_params = model.solver_.get_params()
     info = {"binning_time": t_bin, "solve_time": t_solve, "total_time": total,
             "D": int(binning.n_features_out_), "kappa": float(binning.kappa_),
-            "nnz": int(X.shape[0]) * int(model.get_params()["n_grids"]),
+            "nnz": int(X.shape[0]) * int(binning.n_grids),
             "n_iter": int(np.max(model.n_iter_)), "solver": type(model.solver_).__name__,
             "unit": "iterations" if model.get_params()["solver"] == "cg" else "epochs",
             "alpha": solver_params.get("alpha"), "tol": solver_params.get("tol"),

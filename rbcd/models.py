@@ -10,10 +10,15 @@ kernel, ``n_grids`` grids) with either
   :class:`rbcd.CDClassifier`; mean loss + elastic net, DESIGN.md contract 8).
 
 Every parameter of both stages is a parameter of the model, so a GridSearchCV can
-tune ``sigma``, ``n_grids`` and ``alpha`` together. Defaults that depend on the
-solver: ``alpha=None`` -> 1.0 (cg) / 1e-4 (cd); ``tol=None`` -> 1e-6 (cg) / 1e-4
-(cd); ``loss=None`` -> "squared" (regression, and cg classification, which is ridge
-classification) / "logistic" (cd classification).
+tune ``sigma``, ``n_grids`` and ``alpha`` together (``RBClassifierCV`` / ``RBRegressorCV``
+do it faster, binning once per sigma and fold). Defaults, one set for Python and the
+command line, chosen on a suite of real data sets (docs/benchmarks/realdata.md):
+``sigma="scale"`` (a multiple of the median L1 distance between training rows);
+``n_grids="auto"`` -> 256 grids, 512 above 64 features; ``alpha=None`` -> a penalty of 1e-4
+per training row (cg: 1e-4 * n_samples in Ridge's sum-of-squares units; cd: 1e-4 in
+mean-loss units); ``tol=None`` -> 1e-3 (cg) / 1e-4 (cd); ``loss=None`` -> "squared"
+(regression, and cg classification, which is ridge classification) / "logistic" (cd
+classification).
 
 The binning hands its column structure (the CSC view of Z with the grid boundaries,
 ``RandomBinning.fit_transform(X, return_columns=True)``) to the solver through the
@@ -21,13 +26,16 @@ solvers' public ``columns=`` keyword, so neither the CD grid mode nor CG's Z^T p
 rebuild it.
 
 Probabilities: with ``solver="cd"`` and the logistic loss, ``predict_proba`` is the
-model's own. With ``solver="cg"`` (ridge classification, which gives scores, not
-probabilities) and ``calibration="sigmoid"`` (the default), ``predict_proba`` maps the
-decision values through a softmax with one fitted scale (temperature scaling; Platt's
-sigmoid through the origin for two classes; ``rbcd._calibration``), fitted on the training
-rows, so that ``predict_proba`` agrees with ``predict``. Scores of
-training rows are more confident than those of new rows, so these probabilities lean
-towards 0 and 1; ``calibration=None`` switches this off (no ``predict_proba``).
+model's own. Otherwise (ridge classification gives scores, not probabilities)
+``predict_proba`` maps the decision values through a softmax with one fitted scale
+(temperature scaling; Platt's sigmoid through the origin for two classes;
+``rbcd._calibration``), so that it always agrees with ``predict``. The scale is fitted on
+the training rows (``calibration="train"``, the default, free) or on a held-out fifth of
+them scored by a second model fitted on the other four fifths (``calibration="holdout"``,
+about 1.8x the fit time). Training rows' scores are more confident than new rows' when the
+model fits its training set closely (small sigma, small alpha), so "train" probabilities
+then lean towards 0 and 1; "holdout" is honest. ``calibration=None``: no
+``predict_proba``.
 
 Parameters that only one solver uses are ignored by the other: ``max_iter`` and
 ``preconditioner`` (cg); ``l1_ratio``, ``max_epochs``, ``selection``, ``parallel``,
@@ -98,8 +106,28 @@ def _preconditioner(preconditioner, tol, shape=None, structured=False):
         return "jacobi" if tol >= AUTO_JACOBI_TOL else None
     return preconditioner
 
+# One set of defaults, shared by the estimators and the command line (which reads them from
+# here), chosen on the real-data suite (docs/benchmarks/realdata.md):
+#: alpha=None: a penalty of ALPHA_PER_ROW per unit of training weight in both solvers' units
+#: (cd: mean loss, so alpha itself; cg: sum of squares, so ALPHA_PER_ROW * sum of weights).
+ALPHA_PER_ROW = 1e-4
+#: tol=None: the relative residual of CG (test scores equal those at 1e-6 on the suite) and the
+#: relative duality gap / subgradient of CD.
+CG_TOL = 1e-3
+CD_TOL = 1e-4
+#: n_grids="auto": more grids estimate the kernel better at a linear cost; wide data, where a
+#: grid cuts only a few of the dimensions near any point, gets more.
+AUTO_GRIDS = 256
+AUTO_GRIDS_WIDE = 512
+WIDE_D = 64
+
+def auto_n_grids(n_features_in):
+    """The grids of ``n_grids="auto"``: AUTO_GRIDS, or AUTO_GRIDS_WIDE above WIDE_D features."""
+    return AUTO_GRIDS if n_features_in <= WIDE_D else AUTO_GRIDS_WIDE
+
+
 _RB_CONSTRAINTS = {
-    "n_grids": POSITIVE_INT,
+    "n_grids": POSITIVE_INT + [StrOptions({"auto"})],
     "sigma": SIGMA,
     "kernel": [StrOptions({"laplacian"})],
     "n_features": [Interval(Integral, 1, None, closed="left"), None],
@@ -132,11 +160,22 @@ class _RBBase(BaseEstimator):
             raise ValueError(f"solver must be 'cg' or 'cd', got {self.solver!r}")
         return self.solver
 
-    def _effective(self):
-        """(solver, alpha, tol, loss) with the solver-dependent defaults filled in."""
+    def _effective(self, n_weight=None):
+        """(solver, alpha, tol, loss) with the solver-dependent defaults filled in.
+
+        ``n_weight``: the training rows' total weight (N without weights), which the cg
+        default alpha scales with; None gives that default as a description.
+        """
         solver = self._solver_name()
-        alpha = self.alpha if self.alpha is not None else (1.0 if solver == "cg" else 1e-4)
-        tol = self.tol if self.tol is not None else (1e-6 if solver == "cg" else 1e-4)
+        if self.alpha is not None:
+            alpha = self.alpha
+        elif solver == "cd":
+            alpha = ALPHA_PER_ROW
+        elif n_weight is None:
+            alpha = f"{ALPHA_PER_ROW:g} * n_samples"
+        else:
+            alpha = ALPHA_PER_ROW * float(n_weight)
+        tol = self.tol if self.tol is not None else (CG_TOL if solver == "cg" else CD_TOL)
         if solver == "cg":
             if self.loss is not None and not (isinstance(self.loss, str) and self.loss == "squared"):
                 raise ValueError(
@@ -150,15 +189,20 @@ class _RBBase(BaseEstimator):
             loss = self.loss
         return solver, alpha, tol, loss
 
+    def _n_grids(self, n_features_in):
+        if isinstance(self.n_grids, str):  # "auto"
+            return auto_n_grids(n_features_in)
+        return self.n_grids
+
     def _make_binning(self):
         return _random_binning_class()(
-            n_grids=self.n_grids, sigma=self.sigma, kernel=self.kernel,
+            n_grids=self._n_grids(self.n_features_in_), sigma=self.sigma, kernel=self.kernel,
             n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
             random_state=self.random_state,
         )
 
-    def _make_solver(self, shape=None, structured=False):
-        solver, alpha, tol, loss = self._effective()
+    def _make_solver(self, shape=None, structured=False, n_weight=None):
+        solver, alpha, tol, loss = self._effective(n_weight)
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
             cls = RidgeCGClassifier if self._classifier else RidgeCG
@@ -200,14 +244,16 @@ class _RBBase(BaseEstimator):
         else:  # hashed mode: no grid structure
             Z = binning.fit_transform(X)
         t1 = time.perf_counter()
-        est = self._make_solver(Z.shape, cols is not None)
+        n_weight = Z.shape[0] if sample_weight is None else float(
+            np.sum(np.broadcast_to(np.asarray(sample_weight, dtype=np.float64), (Z.shape[0],))))
+        est = self._make_solver(Z.shape, cols is not None, n_weight)
         est.fit(Z, y, sample_weight=sample_weight, columns=cols)
         t2 = time.perf_counter()
         self.binning_ = binning
         self.solver_ = est
         if self._classifier:
             self.classes_ = est.classes_
-            self._fit_calibration(est, Z, y, sample_weight)
+            self._fit_calibration(est, Z, y, sample_weight, n_weight)
         self.fit_time_ = {"binning": t1 - t0, "solver": t2 - t1}
         if self.verbose:
             print(f"[{type(self).__name__}] {binning.n_features_out_} features from "
@@ -248,8 +294,9 @@ class _RBBase(BaseEstimator):
 _PARAMS_DOC = """
     Parameters
     ----------
-    n_grids : int, default 64
-        Random grids R (non-zeros per feature row).
+    n_grids : int or "auto", default "auto"
+        Random grids R (non-zeros per feature row). "auto": 256, or 512 with more than 64
+        features. More grids estimate the kernel better; time and memory grow linearly.
     sigma : float or array (n_features,), default 1.0
         Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma).
     kernel : "laplacian"
@@ -258,14 +305,15 @@ _PARAMS_DOC = """
         columns (stateless, m columns).
     solver : "cg" or "cd", default "cg"
     alpha : float or None
-        Penalty; None -> 1.0 for cg (sum-of-squares units, like Ridge), 1e-4 for cd
-        (mean-loss units).
+        Penalty. cg: Ridge's units (sum of squares + alpha ||w||^2); cd: mean-loss units
+        (DESIGN contract 8). None: 1e-4 per training row in both, i.e. 1e-4 * n_samples
+        (the sum of sample_weight) for cg and 1e-4 for cd.
     l1_ratio : float in [0, 1], default 1.0 (cd only)
     loss : None or str
         None -> squared (regression / cg) or logistic (cd classification); cd also
         accepts "squared_hinge" for classification.
     fit_intercept : bool, default True
-    tol : float or None; None -> 1e-6 (cg) or 1e-4 (cd)
+    tol : float or None; None -> 1e-3 (cg: relative residual) or 1e-4 (cd: relative gap)
     max_iter : int or None (cg only), see RidgeCG
     max_epochs : int, default 100 (cd only)
     selection : "random", "permutation" or "cyclic" (cd only)
@@ -301,7 +349,7 @@ class RBRegressor(RegressorMixin, _RBBase):
     fit_time_ : dict with the seconds spent in "binning" and "solver"
     """
 
-    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids="auto", sigma=1.0, kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
@@ -346,12 +394,14 @@ class RBClassifier(ClassifierMixin, _RBBase):
     by coordinate descent, one-vs-rest for more than two classes.
     """ + _PARAMS_DOC + """
     class_weight : None, "balanced" or dict
-    calibration : "sigmoid" or None, default "sigmoid"
+    calibration : "train", "holdout" or None, default "train"
         How ``predict_proba`` turns the decision values of a model without probabilities
         of its own (``solver="cg"``, or cd with the squared hinge loss) into
-        probabilities: "sigmoid" fits the scale of a softmax of the scores on the
-        training rows (Platt's sigmoid through the origin for two classes), so the
-        probabilities agree with ``predict``; None: no ``predict_proba``.
+        probabilities: the scale of a softmax of the scores (Platt's sigmoid through the
+        origin for two classes; the probabilities agree with ``predict``), fitted on the
+        training rows ("train", free, over-confident when the model fits its training
+        rows closely) or on a held-out fifth of them scored by a model fitted on the rest
+        ("holdout", about 1.8x the fit time). None: no ``predict_proba``.
 
     Attributes
     ----------
@@ -364,14 +414,14 @@ class RBClassifier(ClassifierMixin, _RBBase):
     _parameter_constraints = {
         **_RB_CONSTRAINTS,
         "class_weight": [dict, StrOptions({"balanced"}), None],
-        "calibration": [StrOptions({"sigmoid"}), None],
+        "calibration": [StrOptions({"train", "holdout"}), None],
     }
 
-    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids="auto", sigma=1.0, kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
-                 class_weight=None, calibration="sigmoid", dtype=np.float64, n_jobs=None,
+                 class_weight=None, calibration="train", dtype=np.float64, n_jobs=None,
                  random_state=None, verbose=0):
         self.n_grids = n_grids
         self.sigma = sigma
@@ -416,21 +466,36 @@ class RBClassifier(ClassifierMixin, _RBBase):
                 return True
         except ValueError:
             return False
-        return self.calibration == "sigmoid"
+        return self.calibration is not None
 
-    def _fit_calibration(self, est, Z, y, sample_weight):
-        """Fit the softmax scale of ``rbcd._calibration`` on the training rows' scores (only
-        where the solver has no probabilities of its own and calibration is on)."""
+    def _fit_calibration(self, est, Z, y, sample_weight, n_weight):
+        """Fit the softmax scale of ``rbcd._calibration`` (only where the solver has no
+        probabilities of its own and calibration is on): on the training rows' scores, or on
+        a held-out fifth scored by a model fitted on the rest (same parameters)."""
         self.calibration_ = None
-        if self.calibration != "sigmoid" or self._native_proba():
+        if self.calibration is None or self._native_proba():
             return
-        scores = est.decision_function(Z)
-        y_index = np.searchsorted(est.classes_, np.asarray(y).reshape(-1))
-        weight = None if sample_weight is None else np.broadcast_to(
-            np.asarray(sample_weight, dtype=np.float64), y_index.shape)
-        if weight is not None and not weight.sum() > 0:
-            weight = None
-        self.calibration_ = fit_softmax_calibration(scores, y_index, len(est.classes_), weight)
+        y = np.asarray(y).reshape(-1)
+        weight = None if sample_weight is None else np.array(np.broadcast_to(
+            np.asarray(sample_weight, dtype=np.float64), y.shape))
+        rows = np.arange(y.shape[0])
+        if self.calibration == "holdout":
+            held = np.zeros(y.shape[0], dtype=bool)
+            held[np.random.default_rng(0).permutation(y.shape[0])[: max(1, y.shape[0] // 5)]] = True
+            fit_rows, rows = np.flatnonzero(~held), np.flatnonzero(held)
+            if np.unique(y[fit_rows]).shape[0] == est.classes_.shape[0]:
+                aux = self._make_solver(Z.shape, False, n_weight)
+                aux.fit(Z[fit_rows], y[fit_rows],
+                        sample_weight=None if weight is None else weight[fit_rows])
+                est = aux
+            else:  # too few rows to hold out every class: calibrate on the training rows
+                rows = np.arange(y.shape[0])
+        scores = est.decision_function(Z[rows])
+        y_index = np.searchsorted(self.classes_, y[rows])
+        w = None if weight is None else weight[rows]
+        if w is not None and not w.sum() > 0:
+            w = None
+        self.calibration_ = fit_softmax_calibration(scores, y_index, len(self.classes_), w)
 
     @available_if(_has_proba)
     def predict_proba(self, X):

@@ -10,8 +10,9 @@ linear solver on the features Z:
   receives the fitted binning so that ``parallel="grid"`` (block coordinate descent over
   the grids, the paper's RBCD view) works.
 
-Defaults that depend on the solver: ``alpha=None`` -> 1.0 (cg) / 1e-4 (cd); ``tol=None`` ->
-1e-6 (cg) / 1e-4 (cd); ``loss=None`` -> "squared" (regression, cg) / "logistic" (cd
+Defaults (the same as rbcd's): ``n_grids="auto"`` -> 256, or 512 above 64 features;
+``alpha=None`` -> 1e-4 per unit of training weight (cg: 1e-4 * sum of weights, cd: 1e-4);
+``tol=None`` -> 1e-3 (cg) / 1e-4 (cd); ``loss=None`` -> "squared" (regression, cg) / "logistic" (cd
 classification). Parameters one solver does not use are ignored by it.
 
 Random streams: the binning and the CD solver both receive ``random_state``; the binning
@@ -52,13 +53,19 @@ def _preconditioner(preconditioner, tol, shape=None, structured=False):
 class _RBBase(BaseEstimator):
     _classifier = False
 
-    def _resolved(self):
-        """(solver, alpha, tol, loss) with the solver-dependent defaults filled in."""
+    def _resolved(self, total_weight=1.0):
+        """(solver, alpha, tol, loss) with the defaults filled in; the cg default alpha is
+        1e-4 times the total training weight."""
         if not (isinstance(self.solver, str) and self.solver in SOLVERS):
             raise ValueError(f"solver must be 'cg' or 'cd', got {self.solver!r}")
         solver = self.solver
-        alpha = self.alpha if self.alpha is not None else (1.0 if solver == "cg" else 1e-4)
-        tol = self.tol if self.tol is not None else (1e-6 if solver == "cg" else 1e-4)
+        if self.alpha is not None:
+            alpha = self.alpha
+        elif solver == "cg":
+            alpha = 1e-4 * total_weight
+        else:
+            alpha = 1e-4
+        tol = self.tol if self.tol is not None else (1e-3 if solver == "cg" else 1e-4)
         if solver == "cg":
             if self.loss is not None and not (isinstance(self.loss, str) and self.loss == "squared"):
                 raise ValueError(
@@ -72,13 +79,16 @@ class _RBBase(BaseEstimator):
             loss = self.loss
         return solver, alpha, tol, loss
 
-    def _binning(self):
-        return RandomBinning(n_grids=self.n_grids, sigma=self.sigma, kernel=self.kernel,
+    def _binning(self, n_features_in):
+        n_grids = self.n_grids
+        if n_grids == "auto":
+            n_grids = 256 if n_features_in <= 64 else 512
+        return RandomBinning(n_grids=n_grids, sigma=self.sigma, kernel=self.kernel,
                              n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                              random_state=self.random_state)
 
-    def _solver(self, shape=None, structured=False):
-        solver, alpha, tol, loss = self._resolved()
+    def _solver(self, shape=None, structured=False, total_weight=1.0):
+        solver, alpha, tol, loss = self._resolved(total_weight)
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
             cls = RidgeCGClassifier if self._classifier else RidgeCG
@@ -104,9 +114,14 @@ class _RBBase(BaseEstimator):
                           ensure_all_finite=False)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        binning = self._binning()
+        binning = self._binning(X.shape[1])
         Z = binning.fit_transform(X)
-        est = self._solver(Z.shape, self.n_features is None)
+        if sample_weight is None:
+            total_weight = float(Z.shape[0])
+        else:
+            weights = np.asarray(sample_weight, dtype=np.float64)
+            total_weight = float(weights.sum() if weights.ndim else weights * Z.shape[0])
+        est = self._solver(Z.shape, self.n_features is None, total_weight)
         if solver == "cg":
             est.fit(Z, y, sample_weight=sample_weight)
         else:
@@ -155,7 +170,7 @@ class RBRegressor(RegressorMixin, _RBBase):
     n_features_in_.
     """
 
-    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids="auto", sigma=1.0, kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
@@ -201,7 +216,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
 
     _classifier = True
 
-    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids="auto", sigma=1.0, kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,

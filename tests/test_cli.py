@@ -208,7 +208,9 @@ def test_demo_runs_and_reports(capsys):
     acc = float(_value(result, "test accuracy"))
     assert 0.8 < acc <= 1.0  # XOR of 2 of 8 coordinates: a linear model scores ~0.5
     assert re.search(r"fit [\d.]+ s", result) and _value(result, "threads") == "1"
-    assert _value(_line(out, "binning"), "nnz") == "192000"
+    from rbcd.models import auto_n_grids
+
+    assert _value(_line(out, "binning"), "nnz") == str(3000 * auto_n_grids(8))
     assert re.search(r"time [\d.]+ s", _line(out, "solver"))
     data = _line(out, "data")
     assert "train 3000 rows" in data and "test 1000 rows" in data

@@ -86,7 +86,11 @@ def test_defaults_depend_on_solver(board):
     Xt, yt, _, _ = board
     cg = RBClassifier(n_grids=8, random_state=0).fit(Xt, yt)
     assert isinstance(cg.solver_, RidgeCGClassifier)
-    assert cg.solver_.alpha == 1.0 and cg.solver_.tol == 1e-6
+    # cg: 1e-4 per training row in Ridge's sum-of-squares units
+    assert cg.solver_.alpha == 1e-4 * Xt.shape[0] and cg.solver_.tol == 1e-3
+    w = np.full(Xt.shape[0], 3.0)
+    assert RBClassifier(n_grids=8, random_state=0).fit(Xt, yt, sample_weight=w).solver_.alpha \
+        == 1e-4 * 3.0 * Xt.shape[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         cd = RBClassifier(n_grids=8, solver="cd", n_jobs=1, random_state=0).fit(Xt, yt)
@@ -98,6 +102,10 @@ def test_defaults_depend_on_solver(board):
     assert isinstance(cg.binning_, RandomBinning)
     assert cg.binning_.widths_.shape == (8, 2)
     assert cg.n_features_in_ == 2
+    # n_grids="auto": 256 grids up to 64 features, 512 above
+    assert RBRegressor(random_state=0).fit(Xt[:50], yt[:50]).binning_.n_grids == 256
+    wide = np.tile(Xt[:50], 33)
+    assert RBRegressor(random_state=0).fit(wide, yt[:50]).binning_.n_grids == 512
     np.testing.assert_array_equal(cg.coef_, cg.solver_.coef_)
     np.testing.assert_array_equal(cg.intercept_, cg.solver_.intercept_)
     assert set(cg.fit_time_) == {"binning", "solver"}
@@ -152,24 +160,37 @@ def test_predict_proba_native_for_logistic_cd(board):
 @pytest.mark.parametrize("three_classes", [False, True])
 def test_predict_proba_calibrated_for_cg(board, three_classes):
     """Ridge classification: probabilities from the temperature-scaled softmax of the scores,
-    consistent with predict, and better in log loss than the raw softmax of the scores."""
+    consistent with predict; "train" minimises the training rows' log loss over the scale,
+    "holdout" beats the raw softmax of the scores on new rows."""
     from sklearn.metrics import log_loss
 
     Xt, yt, Xv, yv = board
     if three_classes:
         yt = yt + (Xt[:, 0] > np.median(Xt[:, 0]))
         yv = yv + (Xv[:, 0] > np.median(Xt[:, 0]))
-    clf = RBClassifier(n_grids=16, sigma=0.3, n_jobs=1, random_state=0).fit(Xt, yt)
-    P = clf.predict_proba(Xv)
-    assert P.shape == (Xv.shape[0], len(clf.classes_))
-    np.testing.assert_allclose(P.sum(axis=1), 1.0)
-    np.testing.assert_array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(Xv))
-    assert clf.calibration_ > 0
-    F = clf.decision_function(Xv)
+    kw = dict(n_grids=16, sigma=0.3, n_jobs=1, random_state=0)
+    train = RBClassifier(**kw).fit(Xt, yt)
+    hold = RBClassifier(calibration="holdout", **kw).fit(Xt, yt)
+    np.testing.assert_array_equal(train.coef_, hold.coef_)  # the model itself is the same
+    for clf in (train, hold):
+        P = clf.predict_proba(Xv)
+        assert P.shape == (Xv.shape[0], len(clf.classes_))
+        np.testing.assert_allclose(P.sum(axis=1), 1.0)
+        np.testing.assert_array_equal(clf.classes_[P.argmax(axis=1)], clf.predict(Xv))
+        np.testing.assert_allclose(np.log(P), clf.predict_log_proba(Xv))
+        assert clf.calibration_ > 0
+    assert hold.calibration_ < train.calibration_  # training scores are over-confident
+    # "train": the scale is the best one on the training rows
+    from rbcd._calibration import softmax_probabilities
+    F = train.decision_function(Xt)
+    best = log_loss(yt, train.predict_proba(Xt), labels=train.classes_)
+    for a in (train.calibration_ * 0.5, train.calibration_ * 2.0):
+        assert best < log_loss(yt, softmax_probabilities(F, a), labels=train.classes_)
+    F = hold.decision_function(Xv)
     F = np.column_stack([-F, F]) / 2 if F.ndim == 1 else F
     raw = np.exp(F) / np.exp(F).sum(axis=1, keepdims=True)
-    assert log_loss(yv, P, labels=clf.classes_) < log_loss(yv, raw, labels=clf.classes_)
-    np.testing.assert_allclose(np.log(P), clf.predict_log_proba(Xv))
+    assert log_loss(yv, hold.predict_proba(Xv), labels=hold.classes_) < log_loss(
+        yv, raw, labels=hold.classes_)
 
 
 def test_grid_search_tunes_binning_and_solver(board):
@@ -377,8 +398,8 @@ def test_auto_preconditioner_follows_bins_per_row_and_tolerance(module, tol):
     assert fine.solver_.preconditioner is None
     hashed = Reg(n_grids=4, sigma=3.0, n_features=64, solver="cg", tol=tol,
                  random_state=0).fit(X, y)
-    assert hashed.solver_.preconditioner == ("jacobi" if tol is not None and tol >= 1e-4
-                                             else None)
+    effective_tol = 1e-3 if tol is None else tol  # the cg default
+    assert hashed.solver_.preconditioner == ("jacobi" if effective_tol >= 1e-4 else None)
     explicit = Reg(n_grids=4, sigma=0.01, solver="cg", tol=tol, preconditioner="jacobi",
                    random_state=0).fit(X, y)
     assert explicit.solver_.preconditioner == "jacobi"

@@ -81,7 +81,7 @@ def test_defaults_depend_on_solver():
     X, y = _xor(60, 5)
     cg = RBClassifier(n_grids=4, solver="cg", random_state=0).fit(X, y)
     assert isinstance(cg.solver_, RidgeCGClassifier)
-    assert cg.solver_.alpha == 1.0 and cg.solver_.tol == 1e-6
+    assert cg.solver_.alpha == 1e-4 * X.shape[0] and cg.solver_.tol == 1e-3
     assert not hasattr(cg, "predict_proba")
     cd = RBClassifier(n_grids=4, solver="cd", max_epochs=20, tol=1e-2, random_state=0).fit(X, y)
     assert isinstance(cd.solver_, CDClassifier)
