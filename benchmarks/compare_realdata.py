@@ -170,9 +170,10 @@ def run_peers(ds, args, emit):
         if family not in args.methods:
             continue
         for g in args.gammas:
-            for m in args.components:
-                if family == "nystroem" and m > ds.X_train.shape[0]:
-                    continue
+            # Nystroem cannot have more components than rows
+            comps = sorted({min(m, ds.X_train.shape[0]) if family == "nystroem" else m
+                            for m in args.components})
+            for m in comps:
                 tr = Transformer(gamma=g / sq, n_components=m, random_state=args.seed)
                 (F, Ft), t_tr = _timed(lambda: (tr.fit_transform(ds.X_train), tr.transform(ds.X_test)))
                 for a in args.peer_alphas:

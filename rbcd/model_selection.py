@@ -123,7 +123,8 @@ class _RBSearchBase(BaseEstimator):
         """Search the (sigma, alpha) grid by cross-validation, then refit the best on X.
 
         X : dense (n_samples, n_features); y : labels (RBClassifierCV) or targets;
-        sample_weight : optional, used in every fold's fit (not in the validation scores).
+        sample_weight : optional, used in every fold's fit and validation score (as
+        GridSearchCV does).
         """
         from .binning import RandomBinning
 
@@ -171,7 +172,11 @@ class _RBSearchBase(BaseEstimator):
                 for ai, shell, t_fit, it in self._solve_alphas(Z, y[train], s, rb, alphas, tol,
                                                                seed):
                     t1 = time.perf_counter()
-                    scores[ai, si, fi] = scorer(shell, Zv, y[test])
+                    if sample_weight is None:
+                        scores[ai, si, fi] = scorer(shell, Zv, y[test])
+                    else:
+                        scores[ai, si, fi] = scorer(shell, Zv, y[test],
+                                                    sample_weight=sample_weight[test])
                     score_time[ai, si, fi] = time.perf_counter() - t1
                     fit_time[ai, si, fi] = t_fit + t_bin / n_a  # the binning, shared by the alphas
                     n_iter[ai, si, fi] = it
