@@ -30,8 +30,11 @@ from compare_realdata import load_sets, score_of  # noqa: E402
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dir")
-    p.add_argument("out")
+    p.add_argument("dir", nargs="?")
+    p.add_argument("out", nargs="?")
+    p.add_argument("--plot", nargs=2, metavar=("JSONL", "PNG"),
+                   help="only plot the --tol-curve records of JSONL (test score against CG "
+                        "iterations, one panel per set, the tolerances marked) into PNG")
     p.add_argument("--sets", default=None, help="comma-separated names (default: all)")
     p.add_argument("--factors", default="0.125,0.25,0.5,1,2")
     p.add_argument("--grids", default="64,128,256")
@@ -41,6 +44,10 @@ def main(argv=None):
     p.add_argument("--tol-curve", action="store_true",
                    help="tolerance and iteration curves at --factors[0], --grids[0], --alphas[0]")
     args = p.parse_args(argv)
+    if args.plot:
+        return plot_curves(*args.plot)
+    if not (args.dir and args.out):
+        p.error("DIR and OUT are required (unless --plot)")
     from rbcd import RandomBinning, RidgeCG, RidgeCGClassifier
     from rbcd._scale import median_l1_distance
 
@@ -106,6 +113,51 @@ def main(argv=None):
                                       kappa=float(rb.kappa_), n_iter=int(np.max(est.n_iter_)),
                                       score=score_of(ds.task, ds.y_test, est.predict(Zt)),
                                       seconds=time.perf_counter() - t0))
+
+
+def plot_curves(jsonl, png):
+    """Test score against CG iterations (the ``max_iter=k`` iterates), with the iteration
+    count and score each ``tol`` stops at marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from compare_realdata import write_atomic
+
+    recs = [json.loads(line) for line in open(jsonl)]
+    sets = list(dict.fromkeys(r["set"] for r in recs if r["kind"] in ("iter", "tol")))
+    cols = min(5, len(sets))
+    rows = -(-len(sets) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.4 * cols, 2.9 * rows), squeeze=False)
+    for ax, name in zip(axes.ravel(), sets):
+        rs = [r for r in recs if r["set"] == name]
+        clf = rs[0]["task"] == "classification"
+        k = 100 if clf else 1
+        it = sorted((r for r in rs if r["kind"] == "iter"), key=lambda r: r["n_iter"])
+        ax.plot([r["n_iter"] for r in it], [k * r["score"] for r in it], "o-", ms=3, color="C3",
+                label="k-th CG iterate")
+        for r in (r for r in rs if r["kind"] == "tol"):
+            ax.plot(r["n_iter"], k * r["score"], "x", color="k", ms=6)
+            ax.annotate(f"{r['tol']:g}", (r["n_iter"], k * r["score"]), fontsize=6,
+                        textcoords="offset points", xytext=(2, 4))
+        ax.set_xscale("log")
+        r0 = rs[0]
+        ax.set_title(f"{name} (N={r0['n']}, R={r0['n_grids']}, alpha={r0['alpha']:g})",
+                     fontsize=8)
+        ax.set_xlabel("CG iterations", fontsize=8)
+        ax.set_ylabel("test accuracy (%)" if clf else "test RMSE", fontsize=8)
+        last = k * it[-1]["score"] if it else None
+        if last is not None:
+            ax.set_ylim(last - 6, last + 3) if clf else ax.set_ylim(last * 0.97, last * 1.15)
+        ax.tick_params(labelsize=7)
+    for ax in axes.ravel()[len(sets):]:
+        ax.axis("off")
+    axes.ravel()[0].legend(fontsize=7)
+    fig.suptitle("Test score against CG iterations; x: where tol (annotated) stops", fontsize=9)
+    fig.tight_layout()
+    write_atomic(png, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
 
 
 if __name__ == "__main__":
