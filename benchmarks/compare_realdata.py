@@ -144,6 +144,9 @@ def write_atomic(path, data, mode="w"):
         else:
             with os.fdopen(fd, mode) as f:
                 f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)   # mkstemp makes it 0600; give it a normal file's mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -324,8 +327,8 @@ def markdown(rows, header):
     sec = lambda v: "never" if v is None else f"{v:.3g} s"  # noqa: E731
     lines = [header, "",
              "| set | task | N | d | best peer | target | rbcd default | rbcd-cv | "
-             "rbcd time | fastest peer time | speedup |",
-             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+             "rbcd time | rbcd-cv time | fastest peer time | speedup |",
+             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         t = r["task"]
         peer_t = [(r["time"][f], f) for f in PEERS if r["time"].get(f) is not None]
@@ -334,8 +337,15 @@ def markdown(rows, header):
             f"| {r['set']} | {'acc' if t == 'classification' else 'RMSE'} | {r['n']} | {r['d']} | "
             f"{fmt(r['best_peer'], t)} ({r['best_peer_method']}) | {fmt(r['target'], t)} | "
             f"{fmt(r['rbcd_default'], t)} | {fmt(r['best'].get('rbcd-cv'), t)} | "
-            f"{sec(r['time'].get('rbcd'))} | {sec(fastest[0])} {fastest[1]} | "
+            f"{sec(r['time'].get('rbcd'))} | {sec(r['time'].get('rbcd-cv'))} | "
+            f"{sec(fastest[0])} {fastest[1]} | "
             f"{'-' if r['speedup'] is None else format(r['speedup'], '.2g') + 'x'} |")
+    lines += ["", "best peer: the best test score over the peers' grids (rff, nystroem, "
+              "exact-laplacian, exact-rbf); target: that minus 0.5 points (accuracy) or plus 1% "
+              "(RMSE); rbcd default: the default model (mean over --rbcd-seeds); times: fit + "
+              "predict of each family's fastest configuration that reaches the target (rbcd: "
+              "the default model at any n_grids of --rbcd-grids); speedup: fastest peer time / "
+              "rbcd time."]
     sp_ = [r["speedup"] for r in rows if r["speedup"]]
     if sp_:
         lines += ["", f"Geometric mean speedup to the target over {len(sp_)} sets: "
@@ -427,6 +437,10 @@ def parse_args(argv=None):
     p.add_argument("--scale", choices=("auto", "yes", "no"), default="auto",
                    help='pass sigma="scale" (yes), the number it computes (no), or "scale" '
                         "when the estimators accept it (auto, default)")
+    p.add_argument("--reuse", default=None, metavar="JSON",
+                   help="a realdata.json of an earlier run: its records of the sets run now, "
+                        "for the methods not in --methods, join the table (e.g. re-run rbcd "
+                        "only, keeping the peers)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     args.methods = [m for m in args.methods.split(",") if m]
@@ -454,6 +468,11 @@ def main(argv=None):
               f"{'' if args.scale else ' (sigma = rbcd._scale.scale_sigma(X_train), a number)'}.")
     print(header, flush=True)
     records = []
+    if args.reuse:
+        with open(args.reuse) as f:
+            names = {ds.name for ds in sets}
+            records = [r for r in json.load(f)["records"]
+                       if r["set"] in names and r["method"] not in args.methods]
     json_path = os.path.join(args.out, "realdata.json")
     for ds in sets:
         print(f"{ds.name}: {ds.task}, {ds.X_train.shape[0]} x {ds.X_train.shape[1]}, "
