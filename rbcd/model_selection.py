@@ -48,9 +48,10 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._scale import scale_sigma
 from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, fit_context
 
-#: Default sigma multipliers: an octave either side of the scale rule, and two octaves below
-#: (on the real-data suite the best multiplier ranged over 1/4 .. 2 of the default).
-DEFAULT_SIGMA_FACTORS = (0.25, 0.5, 1.0, 2.0)
+#: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
+#: real-data suite single sets preferred 0.25 .. 3 median distances, i.e. 0.5 .. 6 times
+#: the default (docs/benchmarks/realdata.md).
+DEFAULT_SIGMA_FACTORS = (0.5, 1.0, 2.0, 4.0)
 #: Default alphas of the ridge/CG solver (sum-of-squares units, like Ridge / KernelRidge).
 DEFAULT_ALPHAS_CG = (0.01, 0.1, 1.0, 10.0)
 #: Default alphas of the coordinate descent solver (mean-loss units).
@@ -342,7 +343,7 @@ _CV_PARAMS_DOC = """
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
         value on all training rows (rbcd._scale.scale_sigma), stored as ``sigma_base_``.
-    sigma_factors : sequence of float > 0, default (0.25, 0.5, 1.0, 2.0)
+    sigma_factors : sequence of float > 0, default (0.5, 1.0, 2.0, 4.0)
         Candidate sigmas are ``factor * sigma_base_``.
     alphas : sequence of float >= 0 or None
         Candidate penalties; None -> (0.01, 0.1, 1, 10) for cg (sum-of-squares units, like
