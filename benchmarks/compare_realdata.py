@@ -272,7 +272,10 @@ def run_rbcd(ds, args, emit):
             print("  (rbcd.model_selection not available: rbcd-cv skipped)", flush=True)
             return
         CV = RBClassifierCV if clf else RBRegressorCV
-        est = CV(random_state=args.seed)
+        # the model parameters the CV estimator shares (n_grids, tol, ...) follow --rbcd-params
+        shared = {k: v for k, v in params.items()
+                  if k in CV().get_params() and k not in ("sigma", "random_state")}
+        est = CV(random_state=args.seed, **shared)
 
         def fit_predict():
             est.fit(ds.X_train, ds.y_train)
