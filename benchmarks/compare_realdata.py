@@ -440,13 +440,13 @@ def parse_args(argv=None):
     p.add_argument("--scale", choices=("auto", "yes", "no"), default="auto",
                    help='pass sigma="scale" (yes), the number it computes (no), or "scale" '
                         "when the estimators accept it (auto, default)")
-    p.add_argument("--reuse", default=None, metavar="JSON",
-                   help="a realdata.json of an earlier run: its records of the sets run now, "
-                        "for the methods not in --methods, join the table (e.g. re-run rbcd "
-                        "only, keeping the peers)")
+    p.add_argument("--reuse", action="append", default=[], metavar="JSON",
+                   help="a realdata.json of an earlier run (repeatable): its records of the "
+                        "sets run now, for the methods not in --methods, join the table (e.g. "
+                        "re-run rbcd only, keeping the peers; --methods none only merges)")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    args.methods = [m for m in args.methods.split(",") if m]
+    args.methods = [m for m in args.methods.split(",") if m and m != "none"]
     unknown = set(args.methods) - set(RBCD + PEERS)
     if unknown:
         p.error(f"unknown methods {sorted(unknown)}; choose from {RBCD + PEERS}")
@@ -471,11 +471,11 @@ def main(argv=None):
               f"{'' if args.scale else ' (sigma = rbcd._scale.scale_sigma(X_train), a number)'}.")
     print(header, flush=True)
     records = []
-    if args.reuse:
-        with open(args.reuse) as f:
-            names = {ds.name for ds in sets}
-            records = [r for r in json.load(f)["records"]
-                       if r["set"] in names and r["method"] not in args.methods]
+    names = {ds.name for ds in sets}
+    for path in args.reuse:
+        with open(path) as f:
+            records += [r for r in json.load(f)["records"]
+                        if r["set"] in names and r["method"] not in args.methods]
     json_path = os.path.join(args.out, "realdata.json")
     for ds in sets:
         print(f"{ds.name}: {ds.task}, {ds.X_train.shape[0]} x {ds.X_train.shape[1]}, "
