@@ -381,8 +381,11 @@ def plot(records, rows, path):
             t = np.array([r["seconds"] for r in rs])
             s = np.array([r["score"] for r in rs]) * (100 if clf else 1)
             front = np.maximum.accumulate(s) if clf else np.minimum.accumulate(s)
+            if fam == "rbcd-cv":
+                ax.scatter(t, s, s=60, marker="*", color=c, zorder=3)
+                continue
             ax.scatter(t, s, s=6, color=c, alpha=0.35)
-            ax.step(t, front, where="post", color=c, label=fam)
+            ax.step(t, front, where="post", color=c)
         ax.axhline(row["target"] * (100 if clf else 1), color="k", lw=0.8, ls="--")
         ax.set_xscale("log")
         ax.set_title(f"{row['set']} (N={row['n']}, d={row['d']})", fontsize=9)
@@ -396,8 +399,17 @@ def plot(records, rows, path):
         ax.tick_params(labelsize=7)
     for ax in axes.ravel()[n:]:
         ax.axis("off")
-    axes.ravel()[0].legend(fontsize=7)
-    fig.tight_layout()
+    from matplotlib.lines import Line2D
+
+    present = {r["method"] for r in records}
+    handles = [Line2D([], [], color=c, marker="*" if fam == "rbcd-cv" else None,
+                      ls="" if fam == "rbcd-cv" else "-", label=fam)
+               for fam, c in colours.items() if fam in present]
+    handles.append(Line2D([], [], color="k", ls="--", lw=0.8, label="target"))
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8)
+    fig.suptitle("Test score against fit + predict time; lines: each family's best score "
+                 "within a time", fontsize=9)
+    fig.tight_layout(rect=(0, 0.05, 1, 0.97))
     write_atomic(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
     plt.close(fig)
 
