@@ -247,6 +247,8 @@ def run_rbcd(ds, args, emit):
     if "sigma" not in params and not args.scale:
         # sigma as the number sigma="scale" computes (its time is part of the fit's)
         params["sigma"] = None
+    if args.alpha_per_row is not None:
+        params["alpha"] = args.alpha_per_row * ds.X_train.shape[0]
     default_grids = params.get("n_grids", Est().n_grids)
     if "rbcd" in args.methods:
         for R in sorted(set(args.rbcd_grids) | {default_grids}):
@@ -274,7 +276,7 @@ def run_rbcd(ds, args, emit):
         CV = RBClassifierCV if clf else RBRegressorCV
         # the model parameters the CV estimator shares (n_grids, tol, ...) follow --rbcd-params
         shared = {k: v for k, v in params.items()
-                  if k in CV().get_params() and k not in ("sigma", "random_state")}
+                  if k in CV().get_params() and k not in ("sigma", "random_state", "alpha")}
         est = CV(random_state=args.seed, **shared)
 
         def fit_predict():
@@ -449,6 +451,9 @@ def parse_args(argv=None):
     p.add_argument("--rbcd-seeds", type=int, default=1, help="grid seeds per rbcd point")
     p.add_argument("--rbcd-params", type=json.loads, default={},
                    help='extra RBClassifier/RBRegressor parameters as JSON, e.g. \'{"tol": 1e-3}\'')
+    p.add_argument("--alpha-per-row", type=float, default=None, metavar="C",
+                   help="rbcd's alpha = C * training rows (the recommended default rule, "
+                        "until the models have it)")
     p.add_argument("--scale", choices=("auto", "yes", "no"), default="auto",
                    help='pass sigma="scale" (yes), the number it computes (no), or "scale" '
                         "when the estimators accept it (auto, default)")

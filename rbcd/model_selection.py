@@ -52,8 +52,11 @@ from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, fit_c
 #: real-data suite single sets preferred 0.25 .. 3 median distances, i.e. 0.5 .. 6 times
 #: the default (docs/benchmarks/realdata.md).
 DEFAULT_SIGMA_FACTORS = (0.5, 1.0, 2.0, 4.0)
-#: Default alphas of the ridge/CG solver (sum-of-squares units, like Ridge / KernelRidge).
-DEFAULT_ALPHAS_CG = (0.01, 0.1, 1.0, 10.0)
+#: Default alphas of the ridge/CG solver, per training row: alpha = c * n_samples (the ridge
+#: objective sums the squared errors, so a penalty that keeps its weight against the data
+#: term grows with N; on the real-data suite the best alpha went from 0.03-0.1 at a few
+#: hundred rows to about 10 at 20,000-50,000 rows, about 1e-4 * N throughout).
+DEFAULT_ALPHAS_CG_PER_ROW = (1e-5, 1e-4, 1e-3, 1e-2)
 #: Default alphas of the coordinate descent solver (mean-loss units).
 DEFAULT_ALPHAS_CD = (1e-5, 1e-4, 1e-3, 1e-2)
 
@@ -113,9 +116,11 @@ class _RBSearchBase(BaseEstimator):
             return float(effective()[2])
         return 1e-6 if self.solver == "cg" else 1e-4
 
-    def _alpha_grid(self):
+    def _alpha_grid(self, n_samples):
         if self.alphas is None:
-            return np.array(DEFAULT_ALPHAS_CG if self.solver == "cg" else DEFAULT_ALPHAS_CD)
+            if self.solver == "cg":
+                return np.array(DEFAULT_ALPHAS_CG_PER_ROW) * n_samples
+            return np.array(DEFAULT_ALPHAS_CD)
         return _positive_grid(self.alphas, "alphas")
 
     # ------------------------------------------------------------------ fit
@@ -130,9 +135,11 @@ class _RBSearchBase(BaseEstimator):
         from .binning import RandomBinning
 
         factors = _positive_grid(self.sigma_factors, "sigma_factors")
-        alphas = self._alpha_grid()
+        if self.alphas is not None:
+            _positive_grid(self.alphas, "alphas")     # parameter errors before the data's
         X, y = validate_data(self, X, y, accept_sparse=False, dtype=np.float64,
                              multi_output=not self._classifier, y_numeric=not self._classifier)
+        alphas = self._alpha_grid(X.shape[0])
         if self._classifier:
             check_classification_targets(y)
             self.classes_ = np.unique(y)
@@ -346,8 +353,9 @@ _CV_PARAMS_DOC = """
     sigma_factors : sequence of float > 0, default (0.5, 1.0, 2.0, 4.0)
         Candidate sigmas are ``factor * sigma_base_``.
     alphas : sequence of float >= 0 or None
-        Candidate penalties; None -> (0.01, 0.1, 1, 10) for cg (sum-of-squares units, like
-        Ridge), (1e-5, 1e-4, 1e-3, 1e-2) for cd (mean-loss units).
+        Candidate penalties; None -> n_samples * (1e-5, 1e-4, 1e-3, 1e-2) for cg (its alpha
+        is in sum-of-squares units, like Ridge, so the same relative penalty grows with the
+        rows), (1e-5, 1e-4, 1e-3, 1e-2) for cd (mean-loss units).
     cv : int, cross-validation generator or iterable, default 5
         As in GridSearchCV (stratified K-fold for classifiers given an int).
     scoring : str, callable or None

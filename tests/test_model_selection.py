@@ -157,6 +157,9 @@ def test_results_layout_and_refit(three_class):
                 "split0_test_score", "split2_test_score", "param_sigma_factor", "mean_n_iter"):
         assert res[key].shape == (n_cand,), key
     assert res["rank_test_score"].min() == 1
+    # default cg alphas are per training row: n_samples * (1e-5, 1e-4, 1e-3, 1e-2)
+    np.testing.assert_allclose(np.unique(res["param_alpha"]),
+                               X.shape[0] * np.array([1e-5, 1e-4, 1e-3, 1e-2]))
     assert est.best_score_ == res["mean_test_score"].max()
     assert est.sigma_base_ == scale_sigma(X)
     np.testing.assert_allclose(res["param_sigma"], res["param_sigma_factor"] * est.sigma_base_)
