@@ -485,6 +485,7 @@ def main(argv=None):
     header = (f"Real-data comparison on {_cpu()} ({os.cpu_count()} logical CPUs), "
               f"rbcd {getattr(rbcd, '__version__', '?')}, Python {platform.python_version()}; "
               f"rbcd parameters {json.dumps(args.rbcd_params) or '{}'}"
+              f"{'' if args.alpha_per_row is None else f', alpha = {args.alpha_per_row:g} * N'}"
               f"{'' if args.scale else ' (sigma = rbcd._scale.scale_sigma(X_train), a number)'}.")
     print(header, flush=True)
     records = []
