@@ -4,7 +4,13 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rbcd._scale import median_l1_distance, median_l2_distance, scale_sigma, scale_sigma_l2
+from rbcd._scale import (
+    DEFAULT_FACTOR,
+    median_l1_distance,
+    median_l2_distance,
+    scale_sigma,
+    scale_sigma_l2,
+)
 from rbcd_ref._scale import median_l1_distance as ref_median
 from rbcd_ref._scale import median_l2_distance as ref_median_l2
 
@@ -27,7 +33,7 @@ def test_value_is_the_median_distance_and_scales_with_the_data():
     m = median_l1_distance(X)
     # the L1 distance of two uniform points in [0,1)^6 has mean 6/3 = 2
     assert 1.7 < m < 2.3
-    assert median_l1_distance(X * 1000.0) == scale_sigma(X * 1000.0)
+    assert DEFAULT_FACTOR * median_l1_distance(X * 1000.0) == scale_sigma(X * 1000.0)
     np.testing.assert_allclose(median_l1_distance(X * 1000.0), 1000.0 * m, rtol=1e-12)
     assert scale_sigma(X, factor=0.5) == 0.5 * m
 

@@ -1,0 +1,484 @@
+"""Cross-validated random binning models that reuse the binning: RBClassifierCV, RBRegressorCV.
+
+They are to :class:`rbcd.RBClassifier` / :class:`rbcd.RBRegressor` what scikit-learn's
+``RidgeCV`` / ``LogisticRegressionCV`` are to their estimators: they search a grid of
+
+* sigma multipliers: ``sigma = factor * base``, where ``base`` is the ``sigma="scale"`` value of
+  the training rows (:func:`rbcd._scale.scale_sigma`, computed once on all of X) or a number
+  given as ``sigma``; and
+* penalties ``alpha``,
+
+score each candidate by K-fold cross-validation, and refit the best one on all rows as
+``best_estimator_`` (an RBClassifier / RBRegressor with ``sigma`` set to the chosen number).
+
+Why it is faster than ``GridSearchCV(RBClassifier(), {"sigma": ..., "alpha": ...})``, which
+bins and solves every (sigma, alpha, fold) from scratch:
+
+* The binning depends on sigma and the fold only, not on alpha: each fold's training rows
+  are binned once per sigma (``RandomBinning.fit_transform``) and its validation rows
+  transformed once (``RandomBinning.transform``).
+* ``solver="cg"``: ridge has one right-hand side per (alpha, target), and RidgeCG accepts one
+  alpha per target, so every alpha of the grid (and, for classification, every class's -1/+1
+  one-vs-rest target, exactly as RidgeCGClassifier builds them) is solved in ONE block CG: each
+  iteration makes one pass over Z for all of them, and each column keeps its own step sizes and
+  stopping test, so each alpha's solution is the one a separate fit gives.
+* ``solver="cd"``: the alphas are visited from the largest down, each fit warm-started from the
+  previous coefficients (the regularization path of :func:`rbcd.cd_path`).
+
+With the same folds, ``random_state`` and grid, the candidates' scores are GridSearchCV's up to
+the solver tolerance (the grids drawn for a given sigma are the same in every fold, as they
+are in RBClassifier for an int ``random_state``).
+"""
+import copy
+import time
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.metrics import check_scoring
+from sklearn.model_selection import check_cv
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ._scale import scale_sigma
+from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, fit_context
+
+#: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
+#: real-data suite single sets preferred 0.25 .. 3 median distances, i.e. 0.5 .. 6 times
+#: the default (docs/benchmarks/realdata.md).
+DEFAULT_SIGMA_FACTORS = (0.5, 1.0, 2.0, 4.0)
+#: Default alphas of the ridge/CG solver, per training row: alpha = c * n_samples (the ridge
+#: objective sums the squared errors, so a penalty that keeps its weight against the data
+#: term grows with N; on the real-data suite the best alpha went from 0.03-0.1 at a few
+#: hundred rows to about 10 at 20,000-50,000 rows, about 1e-4 * N throughout).
+DEFAULT_ALPHAS_CG_PER_ROW = (1e-5, 1e-4, 1e-3, 1e-2)
+#: Default alphas of the coordinate descent solver (mean-loss units).
+DEFAULT_ALPHAS_CD = (1e-5, 1e-4, 1e-3, 1e-2)
+
+
+def _positive_grid(values, name):
+    """A non-empty 1-D float64 array of positive (or, for alphas, non-negative) numbers."""
+    arr = np.asarray(values, dtype=np.float64).ravel() if not isinstance(values, str) else None
+    if arr is None or arr.shape[0] == 0 or not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} must be a non-empty sequence of finite numbers, got {values!r}")
+    low_ok = np.all(arr >= 0) if name == "alphas" else np.all(arr > 0)
+    if not low_ok:
+        raise ValueError(f"{name} must be {'>= 0' if name == 'alphas' else '> 0'}, got {values!r}")
+    return arr
+
+
+class _RBSearchBase(BaseEstimator):
+    _classifier = False
+
+    _parameter_constraints = {
+        "n_grids": POSITIVE_INT,
+        "sigma": [Interval(Real, 0, None, closed="neither"), StrOptions({"scale"})],
+        "sigma_factors": ["array-like"],
+        "alphas": ["array-like", None],
+        "cv": ["cv_object"],
+        "scoring": [str, callable, None],
+        "solver": [StrOptions({"cg", "cd"})],
+        "fit_intercept": ["boolean"],
+        "tol": TOL + [None],
+        "max_iter": POSITIVE_INT + [None],
+        "n_jobs": N_JOBS,
+        "random_state": RANDOM_STATE,
+        "verbose": VERBOSE,
+    }
+
+    # ------------------------------------------------------------------ the model class
+    def _model_class(self):
+        from .models import RBClassifier, RBRegressor
+
+        return RBClassifier if self._classifier else RBRegressor
+
+    def _model(self, sigma, alpha, seed=None):
+        """The RBClassifier / RBRegressor of one candidate."""
+        extra = {"class_weight": self.class_weight} if self._classifier else {}
+        return self._model_class()(
+            n_grids=self.n_grids, sigma=float(sigma), solver=self.solver, alpha=float(alpha),
+            fit_intercept=self.fit_intercept, tol=self.tol, max_iter=self.max_iter,
+            n_jobs=self.n_jobs, random_state=self.random_state if seed is None else seed, **extra)
+
+    def _effective_tol(self):
+        """tol, or the model's own default for the solver when None (so that the search
+        solves to the tolerance the refit uses)."""
+        if self.tol is not None:
+            return float(self.tol)
+        model = self._model(1.0, 1.0)
+        effective = getattr(model, "_effective", None)
+        if effective is not None:
+            return float(effective()[2])
+        return 1e-6 if self.solver == "cg" else 1e-4
+
+    def _alpha_grid(self, n_samples):
+        if self.alphas is None:
+            if self.solver == "cg":
+                return np.array(DEFAULT_ALPHAS_CG_PER_ROW) * n_samples
+            return np.array(DEFAULT_ALPHAS_CD)
+        return _positive_grid(self.alphas, "alphas")
+
+    # ------------------------------------------------------------------ fit
+    @fit_context
+    def fit(self, X, y, sample_weight=None):
+        """Search the (sigma, alpha) grid by cross-validation, then refit the best on X.
+
+        X : dense (n_samples, n_features); y : labels (RBClassifierCV) or targets;
+        sample_weight : optional, used in every fold's fit and validation score (as
+        GridSearchCV does).
+        """
+        from .binning import RandomBinning
+
+        factors = _positive_grid(self.sigma_factors, "sigma_factors")
+        if self.alphas is not None:
+            _positive_grid(self.alphas, "alphas")     # parameter errors before the data's
+        X, y = validate_data(self, X, y, accept_sparse=False, dtype=np.float64,
+                             multi_output=not self._classifier, y_numeric=not self._classifier)
+        alphas = self._alpha_grid(X.shape[0])
+        if self._classifier:
+            check_classification_targets(y)
+            self.classes_ = np.unique(y)
+            if self.classes_.shape[0] < 2:
+                raise ValueError(f"{type(self).__name__} needs at least 2 classes in y, got 1 "
+                                 f"class: {self.classes_[0]!r}")
+        if sample_weight is not None:
+            sample_weight = np.asarray(sample_weight, dtype=np.float64)
+            if sample_weight.shape != (X.shape[0],):
+                raise ValueError(f"sample_weight must have shape ({X.shape[0]},), got "
+                                 f"{sample_weight.shape}")
+        # one int seed for every fold, sigma and the refit: the same grids for a given sigma
+        # in every fold (what GridSearchCV's clones of an RBClassifier with an int seed do)
+        seed = self.random_state
+        if not isinstance(seed, Integral):
+            seed = int(check_random_state(seed).randint(np.iinfo(np.int32).max))
+        base = scale_sigma(X) if isinstance(self.sigma, str) else float(self.sigma)
+        self.sigma_base_ = base
+        sigmas = factors * base
+        cv = check_cv(self.cv, y, classifier=self._classifier)
+        folds = list(cv.split(X, y))
+        scorer = check_scoring(self._solver_template(alphas[0]), scoring=self.scoring)
+        tol = self._effective_tol()
+        n_s, n_a, n_f = sigmas.shape[0], alphas.shape[0], len(folds)
+        scores = np.empty((n_a, n_s, n_f))
+        fit_time = np.zeros((n_a, n_s, n_f))
+        score_time = np.zeros((n_a, n_s, n_f))
+        n_iter = np.zeros((n_a, n_s, n_f), dtype=np.int64)
+        for si, sigma in enumerate(sigmas):
+            for fi, (train, test) in enumerate(folds):
+                t0 = time.perf_counter()
+                rb = RandomBinning(n_grids=self.n_grids, sigma=float(sigma), n_jobs=self.n_jobs,
+                                   random_state=seed)
+                Z = rb.fit_transform(X[train])
+                Zv = rb.transform(X[test])
+                s = None if sample_weight is None else sample_weight[train]
+                t_bin = time.perf_counter() - t0
+                for ai, shell, t_fit, it in self._solve_alphas(Z, y[train], s, rb, alphas, tol,
+                                                               seed):
+                    t1 = time.perf_counter()
+                    if sample_weight is None:
+                        scores[ai, si, fi] = scorer(shell, Zv, y[test])
+                    else:
+                        scores[ai, si, fi] = scorer(shell, Zv, y[test],
+                                                    sample_weight=sample_weight[test])
+                    score_time[ai, si, fi] = time.perf_counter() - t1
+                    fit_time[ai, si, fi] = t_fit + t_bin / n_a  # the binning, shared by the alphas
+                    n_iter[ai, si, fi] = it
+                if self.verbose:
+                    best = scores[:, si, fi].max()
+                    print(f"[{type(self).__name__}] sigma={sigma:.4g} fold {fi + 1}/{n_f}: "
+                          f"{Z.shape[1]} features, best score {best:.4f} over {n_a} alphas "
+                          f"in {time.perf_counter() - t0:.3f}s", flush=True)
+        self._store_results(sigmas, factors, alphas, scores, fit_time, score_time, n_iter)
+        best = self.cv_results_["params"][self.best_index_]
+        self.best_estimator_ = self._model(best["sigma"], best["alpha"], seed)
+        t0 = time.perf_counter()
+        self.best_estimator_.fit(X, y, sample_weight=sample_weight)
+        self.refit_time_ = time.perf_counter() - t0
+        self.sigma_ = best["sigma"]
+        self.alpha_ = best["alpha"]
+        return self
+
+    def _store_results(self, sigmas, factors, alphas, scores, fit_time, score_time, n_iter):
+        """cv_results_ in GridSearchCV's layout and candidate order: ParameterGrid over the
+        sorted keys ("alpha", "sigma"), the last key varying fastest."""
+        n_a, n_s, n_f = scores.shape
+        flat = scores.reshape(n_a * n_s, n_f)
+        params = [{"alpha": float(a), "sigma": float(s)} for a in alphas for s in sigmas]
+        mean = flat.mean(axis=1)
+        # ranks as GridSearchCV's: equal means share the smallest rank
+        order = np.argsort(-mean, kind="stable")
+        rank = np.empty(mean.shape[0], dtype=np.int32)
+        for pos, idx in enumerate(order):
+            rank[idx] = pos + 1 if pos == 0 or mean[idx] != mean[order[pos - 1]] else rank[order[pos - 1]]
+        results = {
+            "params": params,
+            "param_alpha": np.ma.MaskedArray([p["alpha"] for p in params]),
+            "param_sigma": np.ma.MaskedArray([p["sigma"] for p in params]),
+            "param_sigma_factor": np.ma.MaskedArray(np.tile(factors, n_a)),
+            "mean_test_score": mean,
+            "std_test_score": flat.std(axis=1),
+            "rank_test_score": rank,
+            "mean_fit_time": fit_time.reshape(n_a * n_s, n_f).mean(axis=1),
+            "std_fit_time": fit_time.reshape(n_a * n_s, n_f).std(axis=1),
+            "mean_score_time": score_time.reshape(n_a * n_s, n_f).mean(axis=1),
+            "std_score_time": score_time.reshape(n_a * n_s, n_f).std(axis=1),
+            "mean_n_iter": n_iter.reshape(n_a * n_s, n_f).mean(axis=1),
+        }
+        for k in range(n_f):
+            results[f"split{k}_test_score"] = flat[:, k]
+        self.cv_results_ = results
+        self.n_splits_ = n_f
+        self.best_index_ = int(np.flatnonzero(rank == 1)[0])
+        self.best_score_ = float(mean[self.best_index_])
+        self.best_params_ = dict(params[self.best_index_])
+
+    # ------------------------------------------------------------------ one fold, all alphas
+    def _solver_template(self, alpha):
+        """An unfitted solver estimator (for check_scoring: its type decides the response)."""
+        from .solvers.cd import CDClassifier, CDRegressor
+        from .solvers.cg import RidgeCG, RidgeCGClassifier
+
+        if self.solver == "cg":
+            return (RidgeCGClassifier if self._classifier else RidgeCG)(alpha=float(alpha))
+        return (CDClassifier if self._classifier else CDRegressor)(alpha=float(alpha))
+
+    def _preconditioner(self, Z):
+        # RBClassifier's preconditioner="auto" with the grid structure: projected Jacobi when
+        # there are fewer bins than rows, plain CG otherwise (rbcd.models)
+        return "jacobi" if Z.shape[1] < Z.shape[0] else None
+
+    def _solve_alphas(self, Z, y, sample_weight, binning, alphas, tol, seed):
+        """Yield (alpha index, fitted solver, seconds, iterations) for every alpha."""
+        if self.solver == "cg":
+            yield from self._solve_cg(Z, y, sample_weight, binning, alphas, tol)
+        else:
+            yield from self._solve_cd(Z, y, sample_weight, binning, alphas, tol, seed)
+
+    def _solve_cg(self, Z, y, sample_weight, binning, alphas, tol):
+        from .solvers.cg import RidgeCG, RidgeCGClassifier
+
+        t0 = time.perf_counter()
+        s = sample_weight
+        if self._classifier:
+            # RidgeCGClassifier's targets: -1/+1 one-vs-rest columns (one for two classes),
+            # class_weight folded into the sample weights
+            binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
+            T = binarizer.fit_transform(y).astype(np.float64)
+            classes = binarizer.classes_
+            if self.class_weight is not None:
+                cw = compute_sample_weight(self.class_weight, y)
+                s = cw if s is None else s * cw
+        else:
+            T = np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
+        k = T.shape[1]
+        n_a = alphas.shape[0]
+        solver = RidgeCG(alpha=np.repeat(alphas, k), fit_intercept=self.fit_intercept, tol=tol,
+                         max_iter=self.max_iter, preconditioner=self._preconditioner(Z),
+                         n_jobs=self.n_jobs)
+        solver.fit(Z, np.tile(T, (1, n_a)), sample_weight=s, binning=binning)
+        seconds = (time.perf_counter() - t0) / n_a
+        coef = np.asarray(solver.coef_).reshape(n_a * k, -1)
+        intercept = np.asarray(solver.intercept_, dtype=np.float64).reshape(n_a * k)
+        for ai, a in enumerate(alphas):
+            block = slice(ai * k, (ai + 1) * k)
+            if self._classifier:
+                shell = RidgeCGClassifier(alpha=float(a), fit_intercept=self.fit_intercept,
+                                          tol=tol, max_iter=self.max_iter,
+                                          class_weight=self.class_weight, n_jobs=self.n_jobs)
+                shell.classes_ = classes
+                shell.coef_ = coef[block].copy()
+                shell.intercept_ = intercept[block].copy()
+            else:
+                shell = RidgeCG(alpha=float(a), fit_intercept=self.fit_intercept, tol=tol,
+                                max_iter=self.max_iter, n_jobs=self.n_jobs)
+                if y.ndim == 1:
+                    shell.coef_ = coef[ai].copy()
+                    shell.intercept_ = float(intercept[ai])
+                else:
+                    shell.coef_ = coef[block].copy()
+                    shell.intercept_ = intercept[block].copy()
+            shell.n_features_in_ = Z.shape[1]
+            shell.n_iter_ = np.asarray(solver.n_iter_)[block]
+            yield ai, shell, seconds, int(np.max(shell.n_iter_))
+
+    def _solve_cd(self, Z, y, sample_weight, binning, alphas, tol, seed):
+        from .solvers.cd import CDClassifier, CDRegressor
+
+        extra = {"class_weight": self.class_weight} if self._classifier else {}
+        cls = CDClassifier if self._classifier else CDRegressor
+        est = cls(alpha=float(alphas.max()), fit_intercept=self.fit_intercept, tol=tol,
+                  warm_start=True, n_jobs=self.n_jobs, random_state=seed, **extra)
+        # the regularization path: largest alpha first, each fit warm-started from the last
+        for ai in np.argsort(-alphas, kind="stable"):
+            t0 = time.perf_counter()
+            est.set_params(alpha=float(alphas[ai]))
+            est.fit(Z, y, sample_weight=sample_weight, binning=binning)
+            seconds = time.perf_counter() - t0
+            yield int(ai), copy.deepcopy(est), seconds, int(np.max(est.n_iter_))
+
+    # ------------------------------------------------------------------ delegation
+    def _check_fitted(self):
+        check_is_fitted(self, "best_estimator_")
+
+    def predict(self, X):
+        """The refitted best model's predictions."""
+        self._check_fitted()
+        return self.best_estimator_.predict(X)
+
+    @property
+    def n_iter_(self):
+        """The refitted best model's iterations (CG) or epochs (CD)."""
+        self._check_fitted()
+        return self.best_estimator_.n_iter_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False
+        return tags
+
+
+_CV_PARAMS_DOC = """
+    Parameters
+    ----------
+    n_grids : int, default 64
+        Random grids R, as in the model.
+    sigma : "scale" or float, default "scale"
+        The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
+        value on all training rows (rbcd._scale.scale_sigma), stored as ``sigma_base_``.
+    sigma_factors : sequence of float > 0, default (0.5, 1.0, 2.0, 4.0)
+        Candidate sigmas are ``factor * sigma_base_``.
+    alphas : sequence of float >= 0 or None
+        Candidate penalties; None -> n_samples * (1e-5, 1e-4, 1e-3, 1e-2) for cg (its alpha
+        is in sum-of-squares units, like Ridge, so the same relative penalty grows with the
+        rows), (1e-5, 1e-4, 1e-3, 1e-2) for cd (mean-loss units).
+    cv : int, cross-validation generator or iterable, default 5
+        As in GridSearchCV (stratified K-fold for classifiers given an int).
+    scoring : str, callable or None
+        None: the model's ``score`` (accuracy, or R^2 for regression). Scorers are applied to
+        the fold's solver on the fold's validation features.
+    solver : "cg" or "cd", default "cg"
+    fit_intercept : bool, default True
+    tol : float >= 0 or None
+        Solver tolerance in the search and the refit; None: the model's default.
+    max_iter : int or None (cg)
+    n_jobs : int or None
+        Threads of the binning and the solvers (the folds run one after another).
+    random_state : int, Generator, RandomState or None
+        Seeds the grids (the same grids for a given sigma in every fold when an int) and the
+        CD coordinate stream.
+    verbose : int
+        1: one line per (sigma, fold).
+"""
+
+_CV_ATTRS_DOC = """
+    Attributes
+    ----------
+    cv_results_ : dict of arrays
+        GridSearchCV's layout: ``params``, ``param_alpha``, ``param_sigma``,
+        ``param_sigma_factor``, ``split{k}_test_score``, ``mean_test_score``,
+        ``std_test_score``, ``rank_test_score``, ``mean_fit_time`` (the fold's binning is
+        shared equally by its alphas), ``mean_score_time``, ``mean_n_iter``.
+    best_index_, best_score_, best_params_ : as in GridSearchCV (``{"alpha", "sigma"}``)
+    best_estimator_ : the model refitted on all rows with best_params_
+    sigma_base_ : float, the base sigma the factors multiply
+    sigma_, alpha_ : the chosen sigma and alpha
+    n_splits_, refit_time_, n_features_in_ ; classes_ (classifier)
+"""
+
+
+class RBClassifierCV(ClassifierMixin, _RBSearchBase):
+    __doc__ = """RBClassifier with sigma and alpha chosen by cross-validation, binning once per
+    (sigma, fold) and solving all alphas together (module docstring).
+    """ + _CV_PARAMS_DOC + """    class_weight : None, "balanced" or dict
+    """ + _CV_ATTRS_DOC + """
+    Examples
+    --------
+    >>> from sklearn.datasets import make_moons
+    >>> from rbcd.model_selection import RBClassifierCV
+    >>> X, y = make_moons(300, noise=0.2, random_state=0)
+    >>> clf = RBClassifierCV(n_grids=32, cv=3, random_state=0).fit(X, y)
+    >>> sorted(clf.best_params_)
+    ['alpha', 'sigma']
+    """
+
+    _classifier = True
+    _parameter_constraints = {
+        **_RBSearchBase._parameter_constraints,
+        "class_weight": [StrOptions({"balanced"}), dict, None],
+    }
+
+    def __init__(self, n_grids=64, sigma="scale", sigma_factors=DEFAULT_SIGMA_FACTORS,
+                 alphas=None, cv=5, scoring=None, solver="cg", fit_intercept=True, tol=None,
+                 max_iter=None, class_weight=None, n_jobs=None, random_state=None, verbose=0):
+        self.n_grids = n_grids
+        self.sigma = sigma
+        self.sigma_factors = sigma_factors
+        self.alphas = alphas
+        self.cv = cv
+        self.scoring = scoring
+        self.solver = solver
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.class_weight = class_weight
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def decision_function(self, X):
+        """The refitted best model's decision function."""
+        self._check_fitted()
+        return self.best_estimator_.decision_function(X)
+
+    def _has_proba(self):
+        return hasattr(self.best_estimator_, "predict_proba") if hasattr(
+            self, "best_estimator_") else self.solver == "cd"
+
+    @available_if(_has_proba)
+    def predict_proba(self, X):
+        """The refitted best model's class probabilities (when it has them)."""
+        self._check_fitted()
+        return self.best_estimator_.predict_proba(X)
+
+
+class RBRegressorCV(RegressorMixin, _RBSearchBase):
+    __doc__ = """RBRegressor with sigma and alpha chosen by cross-validation, binning once per
+    (sigma, fold) and solving all alphas together (module docstring).
+    """ + _CV_PARAMS_DOC + _CV_ATTRS_DOC + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rbcd.model_selection import RBRegressorCV
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.uniform(size=(300, 3)); y = np.sin(6 * X[:, 0]) + X[:, 1]
+    >>> reg = RBRegressorCV(n_grids=32, cv=3, random_state=0).fit(X, y)
+    >>> reg.best_score_ > 0.5
+    True
+    """
+
+    def __init__(self, n_grids=64, sigma="scale", sigma_factors=DEFAULT_SIGMA_FACTORS,
+                 alphas=None, cv=5, scoring=None, solver="cg", fit_intercept=True, tol=None,
+                 max_iter=None, n_jobs=None, random_state=None, verbose=0):
+        self.n_grids = n_grids
+        self.sigma = sigma
+        self.sigma_factors = sigma_factors
+        self.alphas = alphas
+        self.cv = cv
+        self.scoring = scoring
+        self.solver = solver
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.max_iter = max_iter
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags

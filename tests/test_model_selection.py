@@ -1,0 +1,252 @@
+"""RBClassifierCV / RBRegressorCV: the search reuses the binning, and chooses what
+GridSearchCV over RBClassifier / RBRegressor chooses with the same folds and grid."""
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import GridSearchCV, KFold, StratifiedKFold
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from rbcd._scale import scale_sigma
+from rbcd.models import RBClassifier, RBRegressor
+from rbcd.model_selection import RBClassifierCV, RBRegressorCV
+
+FACTORS = (0.5, 1.0, 2.0)
+ALPHAS = (0.1, 1.0, 10.0)
+
+
+@pytest.fixture(scope="module")
+def three_class():
+    X, y = make_classification(n_samples=240, n_features=5, n_informative=3, n_redundant=0,
+                               n_classes=3, n_clusters_per_class=1, random_state=0)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def smooth():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(size=(240, 3))
+    y = np.sin(5 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.standard_normal(240)
+    return X, y
+
+
+def _grid_search(model, X, y, cv, scoring=None):
+    sigmas = [float(f * scale_sigma(X)) for f in FACTORS]
+    return GridSearchCV(model, {"sigma": sigmas, "alpha": list(ALPHAS)}, cv=cv,
+                        scoring=scoring).fit(X, y)
+
+
+# ------------------------------------------------------------------ agrees with GridSearchCV
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_classifier_matches_grid_search(n_classes):
+    # tol far below the score's resolution: each candidate's fold predictions are those of
+    # a separate RBClassifier fit, so every score, the ranks and the choice are GridSearchCV's
+    X, y = make_classification(n_samples=240, n_features=5, n_informative=3, n_redundant=0,
+                               n_classes=n_classes, n_clusters_per_class=1, random_state=3)
+    folds = StratifiedKFold(3, shuffle=True, random_state=0)
+    ours = RBClassifierCV(n_grids=16, sigma_factors=FACTORS, alphas=ALPHAS, cv=folds,
+                          tol=1e-10, random_state=0, n_jobs=1).fit(X, y)
+    gs = _grid_search(RBClassifier(n_grids=16, tol=1e-10, random_state=0, n_jobs=1), X, y, folds)
+    res, ref = ours.cv_results_, gs.cv_results_
+    assert [p["alpha"] for p in res["params"]] == [p["alpha"] for p in ref["params"]]
+    np.testing.assert_allclose([p["sigma"] for p in res["params"]],
+                               [p["sigma"] for p in ref["params"]], rtol=1e-15)
+    for k in range(3):
+        np.testing.assert_allclose(res[f"split{k}_test_score"], ref[f"split{k}_test_score"],
+                                   atol=1e-12)
+    np.testing.assert_array_equal(res["rank_test_score"], ref["rank_test_score"])
+    assert ours.best_index_ == gs.best_index_
+    assert ours.best_params_["alpha"] == gs.best_params_["alpha"]
+    assert ours.best_params_["sigma"] == pytest.approx(gs.best_params_["sigma"], rel=1e-15)
+    assert ours.best_score_ == pytest.approx(gs.best_score_, abs=1e-12)
+    # the refit is the same model
+    np.testing.assert_array_equal(ours.predict(X), gs.predict(X))
+    np.testing.assert_allclose(ours.decision_function(X), gs.decision_function(X),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_regressor_matches_grid_search(smooth):
+    X, y = smooth
+    folds = KFold(4, shuffle=True, random_state=0)
+    ours = RBRegressorCV(n_grids=16, sigma_factors=FACTORS, alphas=ALPHAS, cv=folds,
+                         tol=1e-10, random_state=0, n_jobs=1).fit(X, y)
+    gs = _grid_search(RBRegressor(n_grids=16, tol=1e-10, random_state=0, n_jobs=1), X, y, folds)
+    np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
+                               gs.cv_results_["mean_test_score"], rtol=1e-7, atol=1e-9)
+    assert ours.best_index_ == gs.best_index_
+    np.testing.assert_allclose(ours.predict(X), gs.predict(X), rtol=1e-7, atol=1e-9)
+    assert ours.score(X, y) == pytest.approx(gs.score(X, y), rel=1e-9)
+
+
+def test_scoring_string_matches_grid_search(smooth):
+    X, y = smooth
+    folds = KFold(3, shuffle=True, random_state=1)
+    ours = RBRegressorCV(n_grids=16, sigma_factors=FACTORS, alphas=ALPHAS, cv=folds,
+                         scoring="neg_mean_absolute_error", tol=1e-10, random_state=0,
+                         n_jobs=1).fit(X, y)
+    gs = _grid_search(RBRegressor(n_grids=16, tol=1e-10, random_state=0, n_jobs=1), X, y, folds,
+                      scoring="neg_mean_absolute_error")
+    np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
+                               gs.cv_results_["mean_test_score"], rtol=1e-7, atol=1e-9)
+    assert np.all(ours.cv_results_["mean_test_score"] < 0)
+    assert ours.best_index_ == gs.best_index_
+
+
+def test_multi_output_regression(smooth):
+    X, y = smooth
+    Y = np.column_stack([y, X[:, 2] - X[:, 0]])
+    folds = KFold(3, shuffle=True, random_state=0)
+    ours = RBRegressorCV(n_grids=16, sigma_factors=FACTORS, alphas=ALPHAS, cv=folds,
+                         tol=1e-10, random_state=0, n_jobs=1).fit(X, Y)
+    gs = _grid_search(RBRegressor(n_grids=16, tol=1e-10, random_state=0, n_jobs=1), X, Y, folds)
+    np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
+                               gs.cv_results_["mean_test_score"], rtol=1e-7, atol=1e-9)
+    assert ours.predict(X).shape == Y.shape
+
+
+def test_class_weight_and_sample_weight_reach_every_fold(three_class):
+    X, y = three_class
+    w = np.random.default_rng(0).uniform(0.5, 2.0, size=y.shape[0])
+    folds = StratifiedKFold(3)
+    ours = RBClassifierCV(n_grids=16, sigma_factors=FACTORS, alphas=ALPHAS, cv=folds, tol=1e-10,
+                          class_weight="balanced", random_state=0, n_jobs=1)
+    ours.fit(X, y, sample_weight=w)
+    gs = GridSearchCV(RBClassifier(n_grids=16, tol=1e-10, class_weight="balanced",
+                                   random_state=0, n_jobs=1),
+                      {"sigma": [float(f * scale_sigma(X)) for f in FACTORS],
+                       "alpha": list(ALPHAS)}, cv=folds)
+    gs.fit(X, y, sample_weight=w)
+    np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
+                               gs.cv_results_["mean_test_score"], atol=1e-12)
+
+
+def test_cd_solver_warm_path_scores_like_separate_fits(three_class):
+    # the warm-started path converges to each alpha's optimum: the validation scores are
+    # those of separate cold fits up to the solver tolerance
+    X, y = three_class
+    folds = StratifiedKFold(3)
+    alphas = (1e-3, 1e-2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ours = RBClassifierCV(n_grids=16, sigma_factors=(1.0,), alphas=alphas, cv=folds,
+                              solver="cd", tol=1e-8, random_state=0, n_jobs=1).fit(X, y)
+        gs = GridSearchCV(RBClassifier(n_grids=16, solver="cd", tol=1e-8, max_epochs=1000,
+                                       random_state=0, n_jobs=1),
+                          {"sigma": [scale_sigma(X)], "alpha": list(alphas)}, cv=folds).fit(X, y)
+    np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
+                               gs.cv_results_["mean_test_score"], atol=1.0 / 80 + 1e-12)
+    assert hasattr(ours, "predict_proba")
+    proba = ours.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-12)
+
+
+# ------------------------------------------------------------------ results
+
+
+def test_results_layout_and_refit(three_class):
+    X, y = three_class
+    est = RBClassifierCV(n_grids=16, cv=3, random_state=0, n_jobs=1).fit(X, y)
+    n_cand = len(est.sigma_factors) * 4      # the default cg alphas: four
+    res = est.cv_results_
+    assert len(res["params"]) == n_cand
+    for key in ("mean_test_score", "std_test_score", "rank_test_score", "mean_fit_time",
+                "split0_test_score", "split2_test_score", "param_sigma_factor", "mean_n_iter"):
+        assert res[key].shape == (n_cand,), key
+    assert res["rank_test_score"].min() == 1
+    # default cg alphas are per training row: n_samples * (1e-5, 1e-4, 1e-3, 1e-2)
+    np.testing.assert_allclose(np.unique(res["param_alpha"]),
+                               X.shape[0] * np.array([1e-5, 1e-4, 1e-3, 1e-2]))
+    assert est.best_score_ == res["mean_test_score"].max()
+    assert est.sigma_base_ == scale_sigma(X)
+    np.testing.assert_allclose(res["param_sigma"], res["param_sigma_factor"] * est.sigma_base_)
+    best = est.best_estimator_
+    assert isinstance(best, RBClassifier)
+    assert best.sigma == est.best_params_["sigma"] == est.sigma_
+    assert best.alpha == est.best_params_["alpha"] == est.alpha_
+    np.testing.assert_array_equal(est.predict(X), best.predict(X))
+    assert est.score(X, y) == best.score(X, y)
+    np.testing.assert_array_equal(est.classes_, np.unique(y))
+    assert est.n_splits_ == 3
+
+
+def test_numeric_base_sigma(smooth):
+    X, y = smooth
+    est = RBRegressorCV(n_grids=8, sigma=2.0, sigma_factors=(0.5, 1.0), alphas=(1.0,), cv=2,
+                        random_state=0, n_jobs=1).fit(X, y)
+    assert est.sigma_base_ == 2.0
+    assert sorted(p["sigma"] for p in est.cv_results_["params"]) == [1.0, 2.0]
+
+
+def test_same_seed_same_result(three_class):
+    X, y = three_class
+    a = RBClassifierCV(n_grids=8, cv=3, random_state=5, n_jobs=1).fit(X, y)
+    b = RBClassifierCV(n_grids=8, cv=3, random_state=5, n_jobs=1).fit(X, y)
+    np.testing.assert_array_equal(a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"])
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
+# ------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(sigma_factors=()), "sigma_factors"),
+    (dict(sigma_factors=(1.0, -1.0)), "sigma_factors"),
+    (dict(sigma_factors=(np.nan,)), "sigma_factors"),
+    (dict(alphas=(-1.0,)), "alphas"),
+    (dict(alphas=()), "alphas"),
+    (dict(n_grids=0), "n_grids"),
+    (dict(sigma=-1.0), "sigma"),
+    (dict(sigma="median"), "sigma"),
+    (dict(solver="lbfgs"), "solver"),
+    (dict(tol=-1.0), "tol"),
+    (dict(cv="five"), "cv"),
+    (dict(class_weight="weighted"), "class_weight"),
+])
+def test_bad_parameters_rejected(three_class, params, match):
+    X, y = three_class
+    with pytest.raises(ValueError, match=match):
+        RBClassifierCV(**params).fit(X, y)
+
+
+def test_bad_data_rejected(three_class):
+    X, y = three_class
+    with pytest.raises(ValueError, match="2 classes"):
+        RBClassifierCV(cv=2).fit(X, np.zeros_like(y))
+    with pytest.raises(ValueError, match="sample_weight"):
+        RBClassifierCV(cv=2).fit(X, y, sample_weight=np.ones(3))
+    with pytest.raises(ValueError):
+        RBRegressorCV(cv=2).fit(X[:, :0], y)
+
+
+def test_unfitted_raises():
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        RBClassifierCV().predict(np.zeros((2, 2)))
+
+
+# ------------------------------------------------------------------ scikit-learn conventions
+
+
+def _expected_failures(estimator):
+    # as for scikit-learn's own LogisticRegressionCV / RidgeCV: repeating a row is not the
+    # same as weighting it by 2 when the folds (and here the scale rule's sampled pairs)
+    # depend on the rows themselves
+    return {"check_sample_weight_equivalence_on_dense_data":
+            "the CV folds and sigma='scale' depend on the rows, not only on their weights"}
+
+
+@parametrize_with_checks([
+    RBClassifierCV(n_grids=4, sigma_factors=(1.0,), alphas=(1.0,), cv=2, n_jobs=1,
+                   random_state=0),
+    RBRegressorCV(n_grids=4, sigma_factors=(1.0,), alphas=(1.0,), cv=2, n_jobs=1,
+                  random_state=0),
+], expected_failed_checks=_expected_failures)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
