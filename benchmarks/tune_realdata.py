@@ -74,7 +74,7 @@ def main(argv=None):
                     Z = rb.fit_transform(ds.X_train)
                     Zt = rb.transform(ds.X_test)
                     for tol in (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 1e-4, 1e-6):
-                        est = cls(alpha=a, tol=tol, n_jobs=1).fit(Z, ds.y_train, binning=rb)
+                        est = cls(alpha=a, tol=tol, n_jobs=1).fit(Z, ds.y_train, columns=rb)
                         emit(dict(base, kind="tol", factor=f, n_grids=R, alpha=a, seed=seed,
                                   tol=tol, n_iter=int(np.max(est.n_iter_)),
                                   score=score_of(ds.task, ds.y_test, est.predict(Zt)),
@@ -84,7 +84,7 @@ def main(argv=None):
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")
                             est = cls(alpha=a, tol=1e-10, max_iter=k, n_jobs=1).fit(
-                                Z, ds.y_train, binning=rb)
+                                Z, ds.y_train, columns=rb)
                         ptr = est.predict(Z)
                         changed = None if prev is None else float(np.mean(ptr != prev)) \
                             if ds.task == "classification" else None
@@ -107,7 +107,7 @@ def main(argv=None):
                             with warnings.catch_warnings():
                                 warnings.simplefilter("ignore")
                                 est = cls(alpha=a, tol=args.tol, n_jobs=1).fit(
-                                    Z, ds.y_train, binning=rb)
+                                    Z, ds.y_train, columns=rb)
                             emit(dict(base, kind="grid", factor=f, n_grids=R, alpha=a,
                                       seed=seed, tol=args.tol, D=int(Z.shape[1]),
                                       kappa=float(rb.kappa_), n_iter=int(np.max(est.n_iter_)),

@@ -279,6 +279,10 @@ def build_parser():
                        help="where to save the model (joblib; written atomically)")
     train.add_argument("--test", metavar="TEST", default=None,
                        help="optional test data, scored at the end")
+    train.add_argument("--cv", action="store_true",
+                       help="choose sigma (multipliers of the scale rule) and alpha by 5-fold "
+                            "cross-validation (rbcd.model_selection.RBClassifierCV / "
+                            "RBRegressorCV), then fit the best model on all rows")
     train.add_argument("--task", choices=("auto", "classification", "regression"),
                        default="auto",
                        help=f"auto: classification when the labels are integers with at most "
@@ -783,6 +787,32 @@ def _check_writable(path, what):
         raise CLIError(f"cannot write {what} {path}: permission denied")
 
 
+def _cross_validate(model, task, X, y, args, report, progress):
+    """``train --cv``: the CV estimator over sigma multipliers and alphas, with the options
+    that it shares with ``model``; returns ``model`` with the chosen sigma and alpha."""
+    from .model_selection import RBClassifierCV, RBRegressorCV
+
+    cls = RBClassifierCV if task == "classification" else RBRegressorCV
+    given = _given(args)
+    shared = {k: v for k, v in model.get_params().items()
+              if k in cls().get_params() and k in given}
+    for fixed in ("sigma", "alpha"):
+        if fixed in given:
+            raise UsageError(f"--cv chooses {fixed}; leave out --{fixed}")
+    cv = cls(**shared, n_jobs=args.n_jobs, random_state=args.seed,
+             verbose=max(0, progress.level - 1))
+    progress("cross-validating sigma and alpha")
+    t0 = time.perf_counter()
+    cv.fit(model_input(cv, X, args.data, fitting=True), y)
+    best = cv.best_params_
+    report("cv", *(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
+                   for k, v in sorted(best.items())),
+           f"score {cv.best_score_:.4f}", f"candidates {len(cv.cv_results_['params'])}",
+           f"time {time.perf_counter() - t0:.2f} s")
+    chosen = cv.best_estimator_.get_params()
+    return model.set_params(sigma=chosen["sigma"], alpha=chosen["alpha"])
+
+
 def cmd_train(args, out):
     report, progress = _Report(out), _Progress(args.verbose)
     _check_writable(args.model, "model file")
@@ -812,6 +842,8 @@ def cmd_train(args, out):
     n_threads, omp = _threads(args.n_jobs)
     model = make_model(task, _given(args), n_jobs=args.n_jobs, random_state=args.seed,
                        verbose=progress.level)
+    if args.cv:
+        model = _cross_validate(model, task, X, y, args, report, progress)
     report("model", _model_repr(model))
     Xfit = model_input(model, X, args.data, fitting=True)
     info = fit_model(model, Xfit, y, progress)

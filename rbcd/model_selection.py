@@ -280,7 +280,7 @@ class _RBSearchBase(BaseEstimator):
         solver = RidgeCG(alpha=np.repeat(alphas, k), fit_intercept=self.fit_intercept, tol=tol,
                          max_iter=self.max_iter, preconditioner=self._preconditioner(Z),
                          n_jobs=self.n_jobs)
-        solver.fit(Z, np.tile(T, (1, n_a)), sample_weight=s, binning=binning)
+        solver.fit(Z, np.tile(T, (1, n_a)), sample_weight=s, columns=binning)
         seconds = (time.perf_counter() - t0) / n_a
         coef = np.asarray(solver.coef_).reshape(n_a * k, -1)
         intercept = np.asarray(solver.intercept_, dtype=np.float64).reshape(n_a * k)
@@ -317,7 +317,7 @@ class _RBSearchBase(BaseEstimator):
         for ai in np.argsort(-alphas, kind="stable"):
             t0 = time.perf_counter()
             est.set_params(alpha=float(alphas[ai]))
-            est.fit(Z, y, sample_weight=sample_weight, binning=binning)
+            est.fit(Z, y, sample_weight=sample_weight, columns=binning)
             seconds = time.perf_counter() - t0
             yield int(ai), copy.deepcopy(est), seconds, int(np.max(est.n_iter_))
 

@@ -730,3 +730,22 @@ def test_reproduce_script_smoke(tmp_path, monkeypatch):
     md = (out / "results.md").read_text()
     assert "## (a)" in md and "## (d)" in md and "exact test RMSE" in md
     assert sorted(os.listdir(tmp_path)) == ["repro"]
+
+
+def test_train_cv_chooses_sigma_and_alpha(classification_files, tmp_path, capsys):
+    """--cv runs the CV estimator and fits the chosen sigma and alpha on all rows."""
+    from rbcd.model_selection import RBClassifierCV
+
+    train, test, _, _ = classification_files
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(train), "-m", str(model), "--cv", "--n-grids", "8",
+                 "--n-jobs", "1", "--test", str(test)]) == 0
+    out = capsys.readouterr().out
+    cv_line = _line(out, "cv")
+    est = load_model(str(model))["estimator"]
+    X, y, _ = load_svmlight(str(train))
+    cv = RBClassifierCV(n_grids=8, n_jobs=1, random_state=0).fit(X.toarray(), y)
+    assert est.get_params()["sigma"] == cv.best_estimator_.get_params()["sigma"]
+    assert est.get_params()["alpha"] == cv.best_estimator_.get_params()["alpha"]
+    assert f"score {cv.best_score_:.4f}" in cv_line
+    assert main(["train", str(train), "-m", str(model), "--cv", "--sigma", "1"]) == 2
