@@ -74,9 +74,11 @@ class _RBBase(BaseEstimator):
                                 n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                                 random_state=self.random_state)
         t0 = time.perf_counter()
-        Z = binning.fit_transform(X)
+        if exact:
+            Z, columns = binning.fit_transform(X, return_columns=True)
+        else:
+            Z, columns = binning.fit_transform(X), None
         t1 = time.perf_counter()
-        structure = binning if exact else None
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
             pre = self.preconditioner
@@ -97,7 +99,7 @@ class _RBBase(BaseEstimator):
                           verbose=self.verbose, **extra)
             prev = getattr(self, "solver_", None)
             est = prev.set_params(**params) if self.warm_start and isinstance(prev, cls) else cls(**params)
-        est.fit(Z, y, sample_weight=sample_weight, binning=structure)
+        est.fit(Z, y, sample_weight=sample_weight, columns=columns)
         del Z
         self.fit_time_ = {"binning": t1 - t0, "solver": time.perf_counter() - t1}
         self.binning_ = binning
