@@ -363,6 +363,21 @@ def test_rbclassifier_cg_equals_local(client):
     np.testing.assert_allclose(m.decision_function(X).compute(), local.decision_function(X),
                                atol=1e-8)
     assert np.array_equal(m.predict(X).compute(), local.predict(X))
+    # calibrated probabilities (temperature-scaled softmax fitted on the training scores)
+    assert abs(m.calibration_ - local.calibration_) <= 1e-6 * local.calibration_
+    proba = m.predict_proba(X)
+    assert isinstance(proba, da.Array)
+    np.testing.assert_allclose(proba.compute(), local.predict_proba(X), atol=1e-7)
+    # three classes, sample weights; calibration=None has no predict_proba
+    y3 = np.digitize(X[:, 0], [-0.4, 0.4])
+    s = np.linspace(0.5, 2.0, X.shape[0])
+    kw = dict(n_grids=8, sigma=2.0, random_state=0, alpha=3.0, tol=1e-12)
+    m3 = rd.RBClassifier(**kw).fit(X, y3, sample_weight=s)
+    l3 = rbcd.RBClassifier(**kw).fit(X, y3, sample_weight=s)
+    np.testing.assert_allclose(m3.predict_proba(X).compute(), l3.predict_proba(X), atol=1e-7)
+    assert not hasattr(rd.RBClassifier(calibration=None, **kw).fit(X, y3), "predict_proba")
+    with pytest.raises(ValueError, match="calibration"):
+        rd.RBClassifier(calibration="isotonic", **kw).fit(X, y3)
 
 
 # ---------------------------------------------------------------------------- bad input
