@@ -194,6 +194,14 @@ def test_grid_block_products_equal_the_local_operator(n_grids, k):
     T = s[:, None] * (Z @ V - zP)
     np.testing.assert_allclose(Q, Z.T @ T, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(t, T.sum(axis=0), rtol=1e-12, atol=1e-12)
+    # int64 indices take the general builder: the same labels
+    Z64 = sp.csr_matrix(Z, copy=True)
+    Z64.indices = Z64.indices.astype(np.int64)
+    Z64.indptr = Z64.indptr.astype(np.int64)
+    gb64 = grid_block(Z64, rb.grid_ptr_)
+    assert gb64.indices.dtype == np.int64
+    assert all(np.array_equal(a, b) for a, b in zip(gb64.labels, gb.labels))
+    assert np.array_equal(gb64.dot(V, 2), op.dot(V))
     # not training rows (a row misses a grid), non-constant values, dense: no GridBlock
     Zt = rb.transform(X + 50.0)
     assert grid_block(Zt, rb.grid_ptr_) is None

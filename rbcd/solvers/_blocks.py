@@ -30,7 +30,7 @@ __all__ = ["GridBlock", "grid_block"]
 # multiply-adds per thread below which a product runs on fewer threads (as rbcd.solvers.cg)
 WORK_PER_THREAD = 50_000
 # rows converted per step by grid_block (bounds its temporaries to ROWS_PER_STEP * R)
-ROWS_PER_STEP = 8192
+ROWS_PER_STEP = 4096
 
 
 class GridBlock:
@@ -138,18 +138,30 @@ def grid_block(Z, grid_ptr):
     if not np.array_equal(Z.indptr, R * np.arange(n + 1, dtype=np.int64)):
         return None
     idx = Z.indices[: n * R].reshape(n, R)
-    lo = gp[:-1]
-    hi = gp[1:]
     widths = np.diff(gp)
-    labels = [np.empty(n, dtype=label_dtype(int(w))) for w in widths]
-    for i0 in range(0, n, ROWS_PER_STEP):
-        i1 = min(n, i0 + ROWS_PER_STEP)
-        part = idx[i0:i1].astype(np.int64) - lo           # (rows, R): bin of each entry
-        if np.any(part < 0) or np.any(part >= widths):
-            return None                                   # an entry outside its grid
-        part = part.T.copy()
-        for r in range(R):
-            labels[r][i0:i1] = part[r]
+    if idx.dtype == np.int32 and all(label_dtype(int(w)) == np.uint16 for w in widths):
+        # every grid under 65536 bins: the labels are the rows of one (R, n) uint16 array
+        lo = gp[:-1].astype(np.int32)
+        wu = widths.astype(np.uint32)
+        L = np.empty((R, n), dtype=np.uint16)
+        for i0 in range(0, n, ROWS_PER_STEP):
+            i1 = min(n, i0 + ROWS_PER_STEP)
+            part = idx[i0:i1] - lo                        # (rows, R): bin of each entry
+            if np.any(part.view(np.uint32) >= wu):        # negative bins wrap to >= 2**31
+                return None                               # an entry outside its grid
+            L[:, i0:i1] = part.T
+        labels = list(L)
+    else:
+        labels = [np.empty(n, dtype=label_dtype(int(w))) for w in widths]
+        lo = gp[:-1]
+        for i0 in range(0, n, ROWS_PER_STEP):
+            i1 = min(n, i0 + ROWS_PER_STEP)
+            part = idx[i0:i1].astype(np.int64) - lo
+            if np.any(part < 0) or np.any(part >= widths):
+                return None
+            part = part.T.copy()
+            for r in range(R):
+                labels[r][i0:i1] = part[r]
     small = Z.indices.dtype != np.int64 and int(Z.indptr[-1]) < 2**31
     itype = np.int32 if small else np.int64
     return GridBlock(labels, gp, float(data[0]),
