@@ -38,6 +38,7 @@ from sklearn.utils.validation import check_is_fitted
 from distributed import wait
 
 from .._random import solver_seed
+from ..solvers import _sparse
 from ._data import align_rows, as_rows, check_n_jobs, client_or_error, da, dask, ordered_sum
 from .cg import build_blocks, decision_dask, regression_targets
 
@@ -86,7 +87,6 @@ class _Part:
         self.n = n
         self.y = None
         self.p = None
-        self._cached = (-1, None)   # (grid, its labels as intp): numpy indexes with intp
 
     @staticmethod
     def _labels_of(Z, grid_ptr, R, n):
@@ -109,11 +109,8 @@ class _Part:
         return labels
 
     def lab(self, r):
-        """Labels of grid r as intp, converted once per grid step (the call that returns a
-        grid's sums converts them; the next call, which applies its update, reuses them)."""
-        if self._cached[0] != r:
-            self._cached = (r, self.labels[r].astype(np.intp))
-        return self._cached[1]
+        """Labels of grid r (numpy's take reads them as they are)."""
+        return self.labels[r]
 
     def weighted(self, v):
         return v if self.s is None else self.s * v
@@ -121,12 +118,27 @@ class _Part:
     def wsum(self, v):
         return float(v.sum()) if self.s is None else float(self.s @ v)
 
+    def _bin_sums(self, grids, v):
+        """The sums of v over the bins of ``grids`` (consecutive), as Z^T v with unit values:
+        rbcd.solvers._sparse.labels_tmatmat on the 2-byte labels (rows in order, the
+        bits of np.bincount), one thread (the actor's)."""
+        labels = [self.labels[r] for r in grids]
+        gp = np.concatenate([[0], np.cumsum(self.width[list(grids)])]).astype(np.int64)
+        out = np.empty((int(gp[-1]), 1))
+        if self.n == 0:
+            out[:] = 0.0
+            return out[:, 0]
+        ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
+        wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+        v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1, 1)
+        _sparse.labels_tmatmat(ptrs, wide, gp, 1.0, v, out, 1)
+        return out[:, 0]
+
     def grid_sums(self, r, v):
-        return np.bincount(self.lab(r), weights=v, minlength=int(self.width[r]))
+        return self._bin_sums(range(r, r + 1), v)
 
     def all_sums(self, v):
-        return np.concatenate([np.bincount(self.labels[r], weights=v, minlength=int(self.width[r]))
-                               for r in range(len(self.labels))]) if self.labels else np.zeros(0)
+        return self._bin_sums(range(len(self.labels)), v) if self.labels else np.zeros(0)
 
 
 class CDWorker:
