@@ -16,6 +16,8 @@ each beside its target:
   - the largest difference of the predictions (equal up to the solvers' rounding)
   - round-trip latency of a task (submit + gather, one per worker) and of an actor call,
     the constants of the cost model in docs/dask.md
+  - the thread CPU time per stored entry of Z of the CG operator on the workers (with the
+    grid labels and with scipy) and of the local RidgeCG operator (c_cg of docs/dask.md)
 
 Run it on a quiet machine: the cluster and the single process are timed one after the other.
 """
@@ -127,6 +129,67 @@ def latencies(client, reps):
     return float(np.median(task)), float(np.median(act))
 
 
+def _operator_cpu(block, P, zP, reps):
+    """Thread CPU seconds per stored entry of one partition's share of the CG operator
+    (median of ``reps``), measured in the task on its worker: load-independent enough
+    to compare kernels on a busy machine (it still shares caches and memory bandwidth)."""
+    from rbcd.dask.cg import block_operator
+
+    if block.n == 0:
+        return None
+    block_operator(block, P, zP)
+    times = []
+    for _ in range(reps):
+        t0 = time.thread_time()
+        block_operator(block, P, zP)
+        times.append(time.thread_time() - t0)
+    entries = block.grid.indices.shape[0] if block.grid is not None else block.Z.nnz
+    return float(np.median(times)) / entries
+
+
+def operator_cpu_cluster(args, client, Xd, y):
+    """Per-entry thread CPU time of the CG operator on the workers, with the grid labels
+    (``columns=``, the local kernels) and without (scipy): the constant c_cg of docs/dask.md."""
+    import rbcd.dask as rd
+    from rbcd.dask.cg import build_blocks, regression_targets
+
+    Zd, cols = rd.RandomBinning(n_grids=args.grids, sigma=args.sigma,
+                                random_state=args.seed).fit_transform(Xd, return_columns=True)
+    D = int(cols.n_columns)
+    P = np.random.default_rng(1).normal(size=(D, 1))
+    zP = np.array([0.25])
+    out = {}
+    for name, c in (("labels", cols), ("scipy", None)):
+        cluster = build_blocks(client, Zd, y, None, regression_targets, c)[0]
+        per = client.gather([client.submit(_operator_cpu, b, P, zP, args.cpu_reps, pure=False)
+                             for b in cluster.blocks])
+        out[name] = float(np.median([v for v in per if v is not None]))
+        del cluster
+    return out
+
+
+def operator_cpu_local(args, n_rows):
+    """The same for the local RidgeCG operator (rbcd.solvers.cg._Products with the RBColumns,
+    one thread) on the first ``n_rows`` rows: T = Z P - zP; Z^T T; 1^T T."""
+    import rbcd
+    from rbcd.solvers.cg import _Products
+
+    X = x_rows(args.n, args.d, args.seed, 0, n_rows)
+    Z, cols = rbcd.RandomBinning(n_grids=args.grids, sigma=args.sigma,
+                                 random_state=args.seed).fit_transform(X, return_columns=True)
+    op = _Products(Z, 1, columns=cols)
+    P = np.random.default_rng(1).normal(size=(Z.shape[1], 1))
+    times = []
+    for _ in range(args.cpu_reps + 1):
+        t0 = time.thread_time()
+        T = op.dot(P)
+        T -= 0.25
+        op.tdot(T)
+        T.sum(axis=0)
+        times.append(time.thread_time() - t0)
+    return float(np.median(times[1:])) / Z.nnz
+
+
 def run_cluster(args, solver, client, Xd, y):
     import rbcd.dask as rd
 
@@ -156,6 +219,8 @@ def main():
     p.add_argument("--epochs", type=int, default=10, help="CD epochs (tol=0)")
     p.add_argument("--cd-alpha", type=float, default=1e-4)
     p.add_argument("--latency-reps", type=int, default=200)
+    p.add_argument("--cpu-reps", type=int, default=5,
+                   help="repetitions of the per-entry CPU time of the CG operator (0: skip)")
     args = p.parse_args()
     n = resolve_n(args)
     print_header("rbcd.dask vs one process", args)
@@ -191,6 +256,7 @@ def main():
         t_task, t_actor = latencies(client, args.latency_reps)
         for solver in args.solvers.split(","):
             results[solver] = run_cluster(args, solver, client, Xd, y)
+        cpu = operator_cpu_cluster(args, client, Xd, y) if args.cpu_reps > 0 else None
     for solver in args.solvers.split(","):
         out = os.path.join("/tmp", f"rbcd_compare_dask_{os.getpid()}_{solver}.npy")
         single, peak, base = run_single(args, solver, out)
@@ -223,7 +289,15 @@ def main():
          "the fit (workers: reset after X was loaded; single process: a child that only "
          "builds X and y is subtracted). The single process runs "
          f"{args.workers * args.threads} threads; each worker {args.threads}.")
-    print(json.dumps({"task_rtt": t_task, "actor_rtt": t_actor}))
+    summary = {"task_rtt": t_task, "actor_rtt": t_actor}
+    if cpu is not None:
+        cpu["local"] = operator_cpu_local(args, bounds[0][1] - bounds[0][0])
+        print(f"CG operator, thread CPU time per stored entry of Z (median of {args.cpu_reps}; "
+              f"one partition per task): workers with columns= {cpu['labels'] * 1e9:.2f} ns, "
+              f"workers without (scipy) {cpu['scipy'] * 1e9:.2f} ns, local RidgeCG operator "
+              f"(one thread, first partition's rows) {cpu['local'] * 1e9:.2f} ns")
+        summary["cg_operator_cpu_per_entry"] = cpu
+    print(json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 These check that benchmarks/ and asv_benches/ do not rot as the API moves; they measure
 nothing. Each runs in a subprocess (fresh module state, the size switch read at import).
 """
+import importlib.util
 import os
 import subprocess
 import sys
@@ -69,6 +70,10 @@ TINY = ["--n", "1500", "--d", "4", "--grids", "8", "--repeat", "1"]
     ("compare_binning.py", ["--ref-n", "200"]),
     ("compare_cd.py", ["--epochs", "2"]),
     ("compare_ridge.py", []),
+    # a 2-worker LocalCluster of processes: the optional dask extra
+    pytest.param("compare_dask.py", ["--epochs", "2", "--latency-reps", "3"],
+                 marks=pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
+                                          reason="needs rbcd[dask] (distributed)")),
 ])
 def test_comparison_scripts_run(script, extra, tmp_path):
     out = _run([sys.executable, os.path.join(ROOT, "benchmarks", script)] + TINY + extra,

@@ -20,6 +20,7 @@ import rbcd.dask as rd  # noqa: E402
 from rbcd import _scale  # noqa: E402
 from rbcd.dask import _data  # noqa: E402
 from rbcd.dask.binning import scale_sigma  # noqa: E402
+from rbcd.solvers._blocks import GridBlock, grid_block  # noqa: E402
 
 
 def _cluster(**kw):
@@ -150,19 +151,113 @@ def _rel(a, b):
     return np.max(np.abs(np.asarray(a) - np.asarray(b))) / max(np.max(np.abs(b)), 1e-300)
 
 
+def _count_calls(monkeypatch, cls, name):
+    """Count calls of cls.name (in-process workers share this module's classes)."""
+    calls = {"n": 0}
+    orig = getattr(cls, name)
+
+    def counted(self, *a, **k):
+        calls["n"] += 1
+        return orig(self, *a, **k)
+
+    monkeypatch.setattr(cls, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("n_grids, k", [(8, 1), (8, 3), (3, 2)])
+def test_grid_block_products_equal_the_local_operator(n_grids, k):
+    """A block's label products are bitwise the local RidgeCG operator's on the same rows,
+    for any thread count; and the centred, weighted share of the operator is right."""
+    from rbcd.solvers.cg import _Products
+
+    X, _ = data(700, d=2)
+    rb = rbcd.RandomBinning(n_grids=n_grids, sigma=0.7, random_state=0)
+    Z, cols = rb.fit_transform(X, return_columns=True)
+    gb = grid_block(Z, rb.grid_ptr_)
+    assert gb is not None and gb.n_rows == 700 and gb.n_cols == Z.shape[1]
+    for a, b in zip(gb.labels, cols.grid_labels):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    op = _Products(Z, 2, columns=cols)
+    rng = np.random.default_rng(3)
+    V = rng.normal(size=(Z.shape[1], k))
+    U = rng.normal(size=(700, k))
+    s = rng.uniform(0.5, 2.0, size=700)
+    for nt in (1, 2, 3):
+        assert np.array_equal(gb.dot(V, nt), op.dot(V))
+        assert np.array_equal(gb.tdot(U, nt), op.tdot(U))
+        cs, cq = gb.col_stats(s, nt)
+        ls, lq = op.col_stats(s)
+        assert np.array_equal(cs, ls) and np.array_equal(cq, lq)
+    zbar = rng.normal(size=Z.shape[1])
+    zP = zbar @ V
+    Q, t = gb.gram_apply(V, zP, s, 2)
+    T = s[:, None] * (Z @ V - zP)
+    np.testing.assert_allclose(Q, Z.T @ T, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(t, T.sum(axis=0), rtol=1e-12, atol=1e-12)
+    # int64 indices take the general builder: the same labels
+    Z64 = sp.csr_matrix(Z, copy=True)
+    Z64.indices = Z64.indices.astype(np.int64)
+    Z64.indptr = Z64.indptr.astype(np.int64)
+    gb64 = grid_block(Z64, rb.grid_ptr_)
+    assert gb64.indices.dtype == np.int64
+    assert all(np.array_equal(a, b) for a, b in zip(gb64.labels, gb.labels))
+    assert np.array_equal(gb64.dot(V, 2), op.dot(V))
+    # not training rows (a row misses a grid), non-constant values, dense: no GridBlock
+    Zt = rb.transform(X + 50.0)
+    assert grid_block(Zt, rb.grid_ptr_) is None
+    assert grid_block(Z * sp.diags(np.arange(1.0, Z.shape[1] + 1)), rb.grid_ptr_) is None
+    assert grid_block(Z.toarray(), rb.grid_ptr_) is None
+    # a grid structure that is not Z's
+    gp = rb.grid_ptr_.copy()
+    gp[1] -= 1
+    assert grid_block(Z, gp) is None
+    # pickling (spilled, moved between workers) keeps the products
+    import pickle
+
+    gb2 = pickle.loads(pickle.dumps(gb))
+    assert np.array_equal(gb2.tdot(U, 2), op.tdot(U))
+
+
+def test_return_columns_and_columns_checks(client):
+    X, y = data(900)
+    drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+    Zd, cols = drb.fit_transform(da.from_array(X, chunks=((400, 0, 500), 3)), return_columns=True)
+    lrb = rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+    Z, lcols = lrb.fit_transform(X, return_columns=True)
+    assert isinstance(cols, rd.PartitionedColumns)
+    assert np.array_equal(cols.grid_ptr, lcols.grid_ptr) and cols.value == lcols.value
+    assert cols.n_rows == 900 and cols.chunks == (400, 0, 500) and cols.n_grids == 8
+    assert cols.n_columns == Z.shape[1]
+    with pytest.raises(ValueError, match="exact mode"):
+        rd.RandomBinning(n_grids=4, n_features=64).fit_transform(X, return_columns=True)
+    # the local RBColumns and a fitted binning give the same structure, hence the same fit
+    m1 = rd.RidgeCG(alpha=3.0, tol=1e-12).fit(Zd, y, columns=cols)
+    m2 = rd.RidgeCG(alpha=3.0, tol=1e-12).fit(Zd, y, columns=lcols)
+    m3 = rd.RidgeCG(alpha=3.0, tol=1e-12).fit(Zd, y, columns=drb)
+    assert np.array_equal(m1.coef_, m2.coef_) and np.array_equal(m1.coef_, m3.coef_)
+    with pytest.raises(ValueError, match="grid structure"):
+        rd.RidgeCG().fit(Zd, y, columns=rd.RandomBinning(n_features=64))
+    other = rbcd.RandomBinning(n_grids=8, sigma=0.5, random_state=1).fit(X)
+    with pytest.raises(ValueError, match="columns are not the grid structure"):
+        rd.RidgeCG().fit(Zd, y, columns=other)
+
+
 @pytest.mark.parametrize("fit_intercept, weighted, structure",
                          [(True, False, True), (True, True, False), (False, True, True),
                           (False, False, False)])
-def test_ridge_cg_equals_local(client, fit_intercept, weighted, structure):
+def test_ridge_cg_equals_local(client, monkeypatch, fit_intercept, weighted, structure):
     X, y = data(2000)
     rng = np.random.default_rng(1)
     s = rng.uniform(0.2, 3.0, size=2000) if weighted else None
     Xd = da.from_array(X, chunks=((600, 0, 1100, 300), 3))
     drb = rd.RandomBinning(n_grids=16, sigma=2.0, random_state=0)
-    Zd = drb.fit_transform(Xd)
+    Zd, cols = drb.fit_transform(Xd, return_columns=True)
     Z = rbcd.RandomBinning(n_grids=16, sigma=2.0, random_state=0).fit_transform(X)
+    calls = _count_calls(monkeypatch, GridBlock, "gram_apply")
     m = rd.RidgeCG(alpha=3.0, fit_intercept=fit_intercept, tol=1e-12, max_iter=3000).fit(
-        Zd, y, sample_weight=s, binning=drb if structure else None)
+        Zd, y, sample_weight=s, columns=cols if structure else None)
+    # with the structure every non-empty partition runs the grid-label kernels
+    assert (calls["n"] >= 3 * m.n_iter_[0]) if structure else calls["n"] == 0
     local = rbcd.RidgeCG(alpha=3.0, fit_intercept=fit_intercept, tol=1e-12, max_iter=3000).fit(
         Z, y, sample_weight=s)
     assert _rel(m.coef_, local.coef_) <= 1e-10
@@ -204,8 +299,8 @@ def test_cd_regressor_reaches_the_local_optimum(client):
     lrb = rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
     Z = lrb.fit_transform(X)
     kw = dict(alpha=1e-2, l1_ratio=0.7, tol=1e-6, max_epochs=1000, random_state=0)
-    m = rd.CDRegressor(**kw).fit(Zd, y, binning=drb)
-    local = rbcd.CDRegressor(parallel="grid", **kw).fit(Z, y, binning=lrb)
+    m = rd.CDRegressor(**kw).fit(Zd, y, columns=drb)
+    local = rbcd.CDRegressor(parallel="grid", **kw).fit(Z, y, columns=lrb)
     assert m.dual_gap_ <= 1e-6 and local.dual_gap_ <= 1e-6
     # both within the gap of the same optimum: equal objectives, close coefficients
     assert abs(m.objective_history_[-1] - local.objective_history_[-1]) <= 2e-6 * local.objective_history_[-1]
@@ -213,7 +308,7 @@ def test_cd_regressor_reaches_the_local_optimum(client):
     assert np.all(np.diff(m.objective_history_) <= 1e-12)   # block CD: monotone
     np.testing.assert_allclose(m.predict(Zd).compute(), local.predict(Z), atol=1e-2)
     # warm start from the optimum: converged after one epoch, same coefficients
-    m.set_params(warm_start=True).fit(Zd, y, binning=drb)
+    m.set_params(warm_start=True).fit(Zd, y, columns=drb)
     assert m.n_iter_ == 1
 
 
@@ -225,8 +320,8 @@ def test_cd_classifier_logistic(client):
     lrb = rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
     Z = lrb.fit_transform(X)
     kw = dict(alpha=1e-2, tol=1e-5, max_epochs=1000, random_state=0)
-    m = rd.CDClassifier(**kw).fit(Zd, yc, binning=drb)
-    local = rbcd.CDClassifier(parallel="grid", **kw).fit(Z, yc, binning=lrb)
+    m = rd.CDClassifier(**kw).fit(Zd, yc, columns=drb)
+    local = rbcd.CDClassifier(parallel="grid", **kw).fit(Z, yc, columns=lrb)
     assert np.array_equal(m.classes_, local.classes_)
     np.testing.assert_allclose([h[-1] for h in m.objective_history_],
                                [h[-1] for h in local.objective_history_], rtol=1e-5)
@@ -276,6 +371,21 @@ def test_rbclassifier_cg_equals_local(client):
     np.testing.assert_allclose(m.decision_function(X).compute(), local.decision_function(X),
                                atol=1e-8)
     assert np.array_equal(m.predict(X).compute(), local.predict(X))
+    # calibrated probabilities (temperature-scaled softmax fitted on the training scores)
+    assert abs(m.calibration_ - local.calibration_) <= 1e-6 * local.calibration_
+    proba = m.predict_proba(X)
+    assert isinstance(proba, da.Array)
+    np.testing.assert_allclose(proba.compute(), local.predict_proba(X), atol=1e-7)
+    # three classes, sample weights; calibration=None has no predict_proba
+    y3 = np.digitize(X[:, 0], [-0.4, 0.4])
+    s = np.linspace(0.5, 2.0, X.shape[0])
+    kw = dict(n_grids=8, sigma=2.0, random_state=0, alpha=3.0, tol=1e-12)
+    m3 = rd.RBClassifier(**kw).fit(X, y3, sample_weight=s)
+    l3 = rbcd.RBClassifier(**kw).fit(X, y3, sample_weight=s)
+    np.testing.assert_allclose(m3.predict_proba(X).compute(), l3.predict_proba(X), atol=1e-7)
+    assert not hasattr(rd.RBClassifier(calibration=None, **kw).fit(X, y3), "predict_proba")
+    with pytest.raises(ValueError, match="calibration"):
+        rd.RBClassifier(calibration="isotonic", **kw).fit(X, y3)
 
 
 # ---------------------------------------------------------------------------- bad input
@@ -351,7 +461,7 @@ def test_lost_worker_cg_same_result_cd_clear_error(monkeypatch):
             drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
             Zd = drb.fit_transform(Xd)
             state = _close_worker_after(monkeypatch, dcg.Cluster, "map", 5, cluster, c)
-            m = rd.RidgeCG(alpha=3.0, tol=1e-12, max_iter=2000).fit(Zd, y, binning=drb)
+            m = rd.RidgeCG(alpha=3.0, tol=1e-12, max_iter=2000).fit(Zd, y, columns=drb)
             assert state["n"] > 5 and len(c.scheduler_info()["workers"]) == 1
             assert _rel(m.coef_, local.coef_) <= 1e-10   # lost partitions were recomputed
         with _cluster() as cluster, Client(cluster) as c:
@@ -360,7 +470,7 @@ def test_lost_worker_cg_same_result_cd_clear_error(monkeypatch):
             _close_worker_after(monkeypatch, dcd._Actors, "call", 20, cluster, c)
             est = rd.CDRegressor(alpha=1e-3, tol=1e-10, max_epochs=200)
             with pytest.raises(RuntimeError, match="lost"):
-                est.fit(Zd, y, binning=drb)
+                est.fit(Zd, y, columns=drb)
             assert not hasattr(est, "coef_")
 
 
@@ -378,7 +488,7 @@ def test_memory_limit_below_Z_spills_and_gives_the_same_fit():
             Zd = drb.fit_transform(da.from_array(X, chunks=500))
             spilled = sum(c.run(lambda dask_worker: len(dask_worker.data.slow)).values())
             assert spilled > 0
-            m = rd.RidgeCG(alpha=30.0, tol=1e-12).fit(Zd, y, binning=drb)
+            m = rd.RidgeCG(alpha=30.0, tol=1e-12).fit(Zd, y, columns=drb)
     Z = rbcd.RandomBinning(n_grids=R, sigma=1.0, random_state=0).fit_transform(X)
     local = rbcd.RidgeCG(alpha=30.0, tol=1e-12).fit(Z, y)
     assert _rel(m.coef_, local.coef_) <= 1e-10

@@ -14,6 +14,7 @@ import importlib
 
 _PUBLIC = {
     "RandomBinning": "binning",
+    "PartitionedColumns": "binning",
     "RidgeCG": "cg",
     "RidgeCGClassifier": "cg",
     "CDRegressor": "cd",

@@ -49,7 +49,7 @@ from ._data import (
     tree_reduce,
 )
 
-__all__ = ["RandomBinning"]
+__all__ = ["PartitionedColumns", "RandomBinning"]
 
 
 # ---------------------------------------------------------------------------- worker side
@@ -190,6 +190,35 @@ def scale_sigma(X, factor=_scale.DEFAULT_FACTOR, n_pairs=_scale.N_PAIRS):
     return float(factor) * 1.0
 
 
+# ---------------------------------------------------------------------------- columns
+class PartitionedColumns:
+    """The grid structure of a row-partitioned random binning Z (exact mode), returned with
+    Z by ``RandomBinning.fit_transform(X, return_columns=True)``; the rbcd.dask analogue of
+    ``rbcd.binning.RBColumns`` for ``fit(Z, y, columns=)``.
+
+    Attributes
+    ----------
+    grid_ptr : int64 (R + 1,), columns of grid r are ``grid_ptr[r]:grid_ptr[r + 1]``
+    value : float, the stored value of every entry (1/sqrt(R) in Z's dtype)
+    n_rows : int, N
+    chunks : tuple, the rows of each partition of Z
+    """
+
+    def __init__(self, grid_ptr, value, n_rows, chunks, dtype=np.float64):
+        self.grid_ptr = np.ascontiguousarray(grid_ptr, dtype=np.int64).copy()
+        self.value = float(np.asarray(value, dtype=dtype))
+        self.n_rows = int(n_rows)
+        self.chunks = tuple(int(c) for c in chunks)
+
+    @property
+    def n_columns(self):
+        return int(self.grid_ptr[-1])
+
+    @property
+    def n_grids(self):
+        return self.grid_ptr.shape[0] - 1
+
+
 # ---------------------------------------------------------------------------- estimator
 class RandomBinning(TransformerMixin, BaseEstimator):
     """Random binning features of row-partitioned data (dask), equal to :class:`rbcd.RandomBinning`.
@@ -232,9 +261,25 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         self._fit(X)
         return self
 
-    def fit_transform(self, X, y=None):
-        """Fit and return the training Z (a persisted dask array of CSR chunks)."""
-        return self._fit(X)
+    def fit_transform(self, X, y=None, return_columns=False):
+        """Fit and return the training Z (a persisted dask array of CSR chunks).
+
+        ``return_columns=True`` (exact mode only, as the local RandomBinning) also returns
+        the :class:`PartitionedColumns` of Z, the grid structure the rbcd.dask solvers take
+        as ``fit(Z, y, columns=)``. It holds the grid boundaries, not the per-partition
+        column arrays: each solver builds its partitions' grid labels on their workers,
+        next to the Z blocks, once per fit (rbcd.solvers._blocks.grid_block, one pass over
+        the block), so that nothing the size of Z is kept twice between fits or passes
+        through the driver."""
+        if return_columns and self.n_features is not None:
+            raise ValueError("the grid column structure needs exact mode (n_features=None); "
+                             "hashed columns are shared between grids")
+        Z = self._fit(X)
+        if not return_columns:
+            return Z
+        return Z, PartitionedColumns(self.grid_ptr_, np.float64(1.0) / np.sqrt(np.float64(self.n_grids)),
+                                     int(Z.shape[0]),
+                                     Z.chunks[0], self.dtype)
 
     def _params(self, sigma, state):
         return dict(n_grids=self.n_grids, sigma=sigma, kernel=self.kernel,

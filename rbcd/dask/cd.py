@@ -38,8 +38,9 @@ from sklearn.utils.validation import check_is_fitted
 from distributed import wait
 
 from .._random import solver_seed
+from ..solvers import _sparse
 from ._data import align_rows, as_rows, check_n_jobs, client_or_error, da, dask, ordered_sum
-from .cg import build_blocks, decision_dask, grid_ptr_of, regression_targets
+from .cg import build_blocks, decision_dask, regression_targets
 
 __all__ = ["CDRegressor", "CDClassifier"]
 
@@ -74,10 +75,22 @@ class _Part:
     loss derivative itself) instead of p, one pass fewer per grid step."""
 
     def __init__(self, block, grid_ptr):
-        Z = block.Z
         R = grid_ptr.shape[0] - 1
-        n = Z.shape[0]
-        if not sp.issparse(Z) or not np.array_equal(Z.indptr, R * np.arange(n + 1)):
+        n = block.n
+        if block.grid is not None and np.array_equal(block.grid.grid_ptr, grid_ptr):
+            self.labels = block.grid.labels      # built once with the block (cg.Block)
+        else:
+            self.labels = self._labels_of(block.Z, grid_ptr, R, n)
+        self.width = np.diff(grid_ptr)
+        self.Y = block.Y
+        self.s = block.s
+        self.n = n
+        self.y = None
+        self.p = None
+
+    @staticmethod
+    def _labels_of(Z, grid_ptr, R, n):
+        if Z is None or not sp.issparse(Z) or not np.array_equal(Z.indptr, R * np.arange(n + 1)):
             raise ValueError(
                 "coordinate descent on rbcd.dask needs the training Z of an exact-mode "
                 "RandomBinning (exactly one entry per row in every grid)")
@@ -85,28 +98,19 @@ class _Part:
         if data.size and not np.all(data == data[0]):
             raise ValueError("Z's stored values are not all equal: not a random binning matrix")
         idx = Z.indices.reshape(n, R)
-        self.labels = []
+        labels = []
         for r in range(R):
             width = int(grid_ptr[r + 1] - grid_ptr[r])
             lab = idx[:, r].astype(np.int64) - grid_ptr[r]
             if n and (lab.min() < 0 or lab.max() >= width):
                 raise ValueError(f"row entries of grid {r} fall outside its columns: Z does not "
                                  "match the binning's grid structure")
-            self.labels.append(lab.astype(np.uint16 if width < 65536 else np.int32))
-        self.width = np.diff(grid_ptr)
-        self.Y = block.Y
-        self.s = block.s
-        self.n = n
-        self.y = None
-        self.p = None
-        self._cached = (-1, None)   # (grid, its labels as intp): numpy indexes with intp
+            labels.append(lab.astype(np.uint16 if width < 65536 else np.int32))
+        return labels
 
     def lab(self, r):
-        """Labels of grid r as intp, converted once per grid step (the call that returns a
-        grid's sums converts them; the next call, which applies its update, reuses them)."""
-        if self._cached[0] != r:
-            self._cached = (r, self.labels[r].astype(np.intp))
-        return self._cached[1]
+        """Labels of grid r (numpy's take reads them as they are)."""
+        return self.labels[r]
 
     def weighted(self, v):
         return v if self.s is None else self.s * v
@@ -114,12 +118,27 @@ class _Part:
     def wsum(self, v):
         return float(v.sum()) if self.s is None else float(self.s @ v)
 
+    def _bin_sums(self, grids, v):
+        """The sums of v over the bins of ``grids`` (consecutive), as Z^T v with unit values:
+        rbcd.solvers._sparse.labels_tmatmat on the 2-byte labels (rows in order, the
+        bits of np.bincount), one thread (the actor's)."""
+        labels = [self.labels[r] for r in grids]
+        gp = np.concatenate([[0], np.cumsum(self.width[list(grids)])]).astype(np.int64)
+        out = np.empty((int(gp[-1]), 1))
+        if self.n == 0:
+            out[:] = 0.0
+            return out[:, 0]
+        ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
+        wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+        v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1, 1)
+        _sparse.labels_tmatmat(ptrs, wide, gp, 1.0, v, out, 1)
+        return out[:, 0]
+
     def grid_sums(self, r, v):
-        return np.bincount(self.lab(r), weights=v, minlength=int(self.width[r]))
+        return self._bin_sums(range(r, r + 1), v)
 
     def all_sums(self, v):
-        return np.concatenate([np.bincount(self.labels[r], weights=v, minlength=int(self.width[r]))
-                               for r in range(len(self.labels))]) if self.labels else np.zeros(0)
+        return self._bin_sums(range(len(self.labels)), v) if self.labels else np.zeros(0)
 
 
 class CDWorker:
@@ -200,6 +219,14 @@ class CDWorker:
 
 
 # ---------------------------------------------------------------------------- driver side
+def _require_columns(columns):
+    if columns is None:
+        raise ValueError("rbcd.dask coordinate descent needs the grid structure: pass "
+                         "columns= (from rbcd.dask.RandomBinning().fit_transform(X, "
+                         "return_columns=True), or the fitted exact-mode RandomBinning that "
+                         "produced Z)")
+
+
 class _Actors:
     """The fit's actors, one per worker holding partitions, and ordered round trips."""
 
@@ -419,11 +446,8 @@ class _CDBase(BaseEstimator):
                     fit_intercept=bool(self.fit_intercept), max_epochs=int(self.max_epochs),
                     tol=_check_real(self.tol, "tol", 0.0), selection=self.selection)
 
-    def _solve_all(self, client, cluster, D, n_problems, binning, params):
-        grid_ptr = grid_ptr_of(binning, D)
-        if grid_ptr is None:
-            raise ValueError("rbcd.dask coordinate descent needs the grid structure: pass "
-                             "binning= the fitted exact-mode RandomBinning that produced Z")
+    def _solve_all(self, client, cluster, D, n_problems, params):
+        grid_ptr = cluster.grid_ptr
         zval = float(1.0 / np.sqrt(np.float64(grid_ptr.shape[0] - 1)))
         act = _Actors(client, cluster, grid_ptr, zval)
         warm = False
@@ -467,7 +491,7 @@ class _CDBase(BaseEstimator):
 class CDRegressor(RegressorMixin, _CDBase):
     """Least squares with an l1 / l2 / elastic-net penalty by grid-block CD on row-partitioned
     random binning features (dask). Same parameters and objective as :class:`rbcd.CDRegressor`;
-    ``parallel`` is the grid mode. ``fit(Z, y, sample_weight=None, binning=...)``: ``binning``
+    ``parallel`` is the grid mode. ``fit(Z, y, sample_weight=None, columns=...)``: ``columns``
     (the fitted exact-mode RandomBinning of Z) is required.
     """
 
@@ -489,15 +513,17 @@ class CDRegressor(RegressorMixin, _CDBase):
         self.random_state = random_state
         self.verbose = verbose
 
-    def fit(self, X, y, sample_weight=None, binning=None):
+    def fit(self, X, y, sample_weight=None, columns=None):
         params = self._params()
         client = client_or_error()
         if y is None:
             raise ValueError("CDRegressor requires y to be passed, but the target y is None")
-        cluster, N, D, _ = build_blocks(client, X, y, sample_weight, regression_targets)
+        _require_columns(columns)
+        cluster, N, D, _ = build_blocks(client, X, y, sample_weight, regression_targets, columns,
+                                        self.n_jobs)
         yd = as_rows(y, "y", client, ndim=(1, 2))
         k = 1 if yd.ndim == 1 else int(yd.shape[1])
-        W, B = self._solve_all(client, cluster, D, k, binning, params)
+        W, B = self._solve_all(client, cluster, D, k, params)
         if yd.ndim == 1:
             self.coef_, self.intercept_ = W[0], float(B[0])
         else:
@@ -561,7 +587,7 @@ def class_setup(client, X, y, sample_weight, class_weight):
 class CDClassifier(ClassifierMixin, _CDBase):
     """Logistic / squared-hinge classification by grid-block CD on row-partitioned random
     binning features (dask); one-vs-rest for more than two classes. Same parameters as
-    :class:`rbcd.CDClassifier`; ``binning=`` is required in ``fit``."""
+    :class:`rbcd.CDClassifier`; ``columns=`` is required in ``fit``."""
 
     _losses = CLASSIFICATION_LOSSES
 
@@ -582,15 +608,16 @@ class CDClassifier(ClassifierMixin, _CDBase):
         self.verbose = verbose
         self.class_weight = class_weight
 
-    def fit(self, X, y, sample_weight=None, binning=None):
+    def fit(self, X, y, sample_weight=None, columns=None):
         params = self._params()
         client = client_or_error()
         if y is None:
             raise ValueError("CDClassifier requires y to be passed, but the target y is None")
         classes, targets, sw = class_setup(client, X, y, sample_weight, self.class_weight)
-        cluster, N, D, _ = build_blocks(client, X, y, sw, targets)
+        _require_columns(columns)
+        cluster, N, D, _ = build_blocks(client, X, y, sw, targets, columns, self.n_jobs)
         k = 1 if classes.shape[0] == 2 else classes.shape[0]
-        W, B = self._solve_all(client, cluster, D, k, binning, params)
+        W, B = self._solve_all(client, cluster, D, k, params)
         self.classes_ = classes
         self.coef_, self.intercept_ = W, B
         return self

@@ -15,10 +15,12 @@ A lost worker's partitions are recomputed by dask from the graph (the binning is
 deterministic), and every task is a pure function of its inputs, so the fit returns the
 same coefficients.
 
-Worker kernels are scipy's sparse products on one thread per task (parallelism comes from
-the partitions: a worker with t threads runs t partition tasks at once). The local solver's
-grid-label kernels (rbcd.solvers._sparse.labels_matmat / labels_tmatmat, 2 bytes per entry)
-are faster but private; see docs/dask.md.
+Worker kernels: with the grid structure (``fit(..., columns=)``) each partition's block is
+held on its worker as its grid labels, built once per fit (rbcd.solvers._blocks.GridBlock),
+and its products run the local RidgeCG's kernels (rbcd.solvers._sparse.labels_matmat /
+labels_tmatmat, 2 bytes per entry; csr_matmat for several right-hand sides) on the
+worker's threads divided among the partitions it runs at once (or ``n_jobs``). Without it
+(hashed mode, dense or general Z) scipy's sparse products on one thread per task.
 """
 import numbers
 import warnings
@@ -29,6 +31,8 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
+from .._threads import effective_n_threads
+from ..solvers._blocks import grid_block
 from ._data import (
     align_rows,
     as_rows,
@@ -36,6 +40,8 @@ from ._data import (
     client_or_error,
     dask,
     ordered_sum,
+    resolve_task_jobs,
+    tasks_per_worker,
 )
 
 __all__ = ["RidgeCG", "RidgeCGClassifier"]
@@ -81,48 +87,69 @@ def check_cg_params(tol, max_iter, preconditioner):
 # ---------------------------------------------------------------------------- worker side
 class Block:
     """One partition's share of a fit, built and kept on its worker: Z_b (CSR or dense), the
-    targets Y_b (n_b, k) and the weights s_b (None: all ones)."""
+    targets Y_b (n_b, k), the weights s_b (None: all ones) and the threads of its products.
 
-    def __init__(self, Z, Y, s):
+    With the grid structure (``columns=``) and random binning training rows, the block is
+    held as its grid labels (``grid``, an rbcd.solvers._blocks.GridBlock, built once here;
+    ``Z`` is then None: the labels and the CSR indices, shared with the binning's Z block,
+    are all the products read) and its products run the local solver's kernels on
+    ``n_threads`` threads. Otherwise scipy's products on one thread."""
+
+    def __init__(self, Z, Y, s, grid_ptr=None, n_threads=1):
+        self.grid = None
+        self.n_threads = max(1, int(n_threads))
         if sp.issparse(Z):
             Z = sp.csr_matrix(Z)
             if not Z.has_canonical_format:
                 Z = Z.copy()
                 Z.sum_duplicates()
+            if grid_ptr is not None:
+                self.grid = grid_block(Z, grid_ptr)
         else:
             Z = np.asarray(Z, dtype=np.float64)
-        self.Z = Z
+        self.shape = Z.shape
+        self.Z = None if self.grid is not None else Z
         self.Y = Y
         self.s = s
 
     @property
     def n(self):
-        return self.Z.shape[0]
+        return self.shape[0]
 
     def __sizeof__(self):
         # what dask's memory manager counts (and spills) for this partition
         z = self.Z
-        size = (z.data.nbytes + z.indices.nbytes + z.indptr.nbytes) if sp.issparse(z) else z.nbytes
+        if self.grid is not None:
+            size = self.grid.nbytes
+        else:
+            size = (z.data.nbytes + z.indices.nbytes + z.indptr.nbytes) if sp.issparse(z) else z.nbytes
         return int(size + self.Y.nbytes + (0 if self.s is None else self.s.nbytes) + 64)
 
     def tdot(self, U):
         """Z_b^T U, (D, k) float64."""
+        if self.grid is not None:
+            return self.grid.tdot(U, self.n_threads)
         if self.n == 0:
-            return np.zeros((self.Z.shape[1], U.shape[1]))
+            return np.zeros((self.shape[1], U.shape[1]))
         return np.asarray(self.Z.T @ U, dtype=np.float64)
 
     def dot(self, V):
+        if self.grid is not None:
+            return self.grid.dot(V, self.n_threads)
         if self.n == 0:
             return np.zeros((0, V.shape[1]))
         return np.asarray(self.Z @ V, dtype=np.float64)
 
 
-def make_block(Z, y, s, target_fn):
+def make_block(Z, y, s, target_fn, grid_ptr=None, n_jobs=None, per_worker=1):
+    """The Block of one partition (runs on its worker: the threads are the worker's, see
+    _data.resolve_task_jobs)."""
     Y = target_fn(np.asarray(y))
     if Y.ndim == 1:
         Y = Y[:, None]
     s = None if s is None else np.asarray(s, dtype=np.float64)
-    return Block(Z, np.ascontiguousarray(Y, dtype=np.float64), s)
+    n_threads = effective_n_threads(resolve_task_jobs(n_jobs, per_worker))
+    return Block(Z, np.ascontiguousarray(Y, dtype=np.float64), s, grid_ptr, n_threads)
 
 
 def regression_targets(y):
@@ -135,13 +162,18 @@ def regression_targets(y):
 def block_stats(b, grid_ptr):
     """(S_b, s.Y, Z^T s, (Z.^2)^T s, value, entries per grid, n_b) of one partition; ``value``
     is the common stored value (NaN: not all equal, None: no entries)."""
-    n, D = b.Z.shape
+    n, D = b.shape
     s = np.ones(n) if b.s is None else b.s
     if b.s is not None:
         if not np.all(np.isfinite(s)) or np.any(s < 0):
             raise ValueError("sample_weight must be finite and non-negative")
-    colsum = b.tdot(s[:, None])[:, 0]
-    if sp.issparse(b.Z):
+    if b.grid is not None:
+        # training rows of a random binning: one entry of the same value per row and grid
+        colsum, colsq = b.grid.col_stats(s, b.n_threads)
+        value = b.grid.value
+        entries = np.full(b.grid.grid_ptr.shape[0] - 1, n, dtype=np.int64)
+    elif sp.issparse(b.Z):
+        colsum = b.tdot(s[:, None])[:, 0]
         colsq = np.asarray(b.Z.multiply(b.Z).T @ s, dtype=np.float64) if n else np.zeros(D)
         data = b.Z.data
         value = None if data.size == 0 else (float(data[0]) if np.all(data == data[0]) else np.nan)
@@ -152,6 +184,7 @@ def block_stats(b, grid_ptr):
                                   minlength=grid_ptr.shape[0] - 1) if cols.size else \
                 np.zeros(grid_ptr.shape[0] - 1, np.int64)
     else:
+        colsum = b.tdot(s[:, None])[:, 0]
         colsq = (b.Z * b.Z).T @ s if n else np.zeros(D)
         value, entries = np.nan, None
     return float(s.sum()), s @ b.Y, colsum, colsq, value, entries, n
@@ -167,6 +200,8 @@ def block_rhs(b, ybar):
 
 def block_operator(b, P, zP):
     """(Z_b^T T_b, 1^T T_b) with T_b = S_b (Z_b P - 1 zP), zP = zbar . P (None: uncentred)."""
+    if b.grid is not None:
+        return b.grid.gram_apply(P, zP, b.s, b.n_threads)
     T = b.dot(P)
     if zP is not None:
         T -= zP
@@ -352,25 +387,39 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
     return coef, intercept, n_iter
 
 
-def grid_ptr_of(binning, D):
-    """The grid structure of ``binning`` (a fitted exact-mode rbcd.dask.RandomBinning or
-    rbcd.RandomBinning), checked against Z's D columns; None for None."""
-    if binning is None:
+def grid_ptr_of(columns, D):
+    """The grid structure given as ``columns=`` (module rbcd.dask.binning: the
+    ``PartitionedColumns`` of ``RandomBinning.fit_transform(X, return_columns=True)``, a
+    fitted exact-mode rbcd.dask.RandomBinning or rbcd.RandomBinning, or a local RBColumns),
+    checked against Z's D columns; None for None."""
+    if columns is None:
         return None
-    gp = getattr(binning, "grid_ptr_", None)
+    gp = getattr(columns, "grid_ptr_", None)
     if gp is None:
-        raise ValueError("binning must be a fitted RandomBinning in exact mode (n_features=None); "
-                         "the given binning has no grid_ptr_ (hashed mode or not fitted)")
+        gp = getattr(columns, "grid_ptr", None)
+    if gp is None:
+        raise ValueError(
+            "columns must be the PartitionedColumns returned with Z by rbcd.dask.RandomBinning"
+            ".fit_transform(X, return_columns=True), or a fitted RandomBinning in exact mode "
+            f"(n_features=None); got {type(columns).__name__} without a grid structure "
+            "(hashed mode or not fitted)")
+    gp = np.asarray(gp)
+    if gp.ndim != 1 or gp.shape[0] < 2 or gp.dtype.kind not in "iu" or int(gp[0]) != 0 \
+            or np.any(np.diff(gp) < 0):
+        raise ValueError("columns.grid_ptr must be a non-decreasing 1-D integer array from 0")
     gp = np.ascontiguousarray(gp, dtype=np.int64)
     if int(gp[-1]) != D:
-        raise ValueError(f"the binning has {int(gp[-1])} columns but Z has {D}")
+        raise ValueError(f"columns are not the grid structure of this Z: they have "
+                         f"{int(gp[-1])} columns but Z has {D}")
     return gp
 
 
-def build_blocks(client, X, y, sample_weight, target_fn):
-    """Persist one Block per partition of X (with its rows of y and weights) on the
-    workers; returns (Cluster, n_rows, D)."""
+def build_blocks(client, X, y, sample_weight, target_fn, columns=None, n_jobs=None):
+    """Persist one Block per partition of X (with its rows of y and weights, and its grid
+    labels when ``columns`` give the grid structure) on the workers; returns
+    (Cluster, n_rows, D, X as a dask array). ``cluster.grid_ptr`` is the structure or None."""
     X = as_rows(X, "X", client)
+    gp = grid_ptr_of(columns, int(X.shape[1]))
     y = align_rows(X, as_rows(y, "y", client, ndim=(1, 2), chunks=X.chunks[0]), "y")
     if sample_weight is not None:
         if isinstance(sample_weight, numbers.Real):
@@ -383,9 +432,13 @@ def build_blocks(client, X, y, sample_weight, target_fn):
         sw = [None] * X.numblocks[0]
     zs = X.to_delayed().ravel()
     ys = y.to_delayed().ravel()
-    parts = [dask.delayed(make_block)(z, yy, s, target_fn) for z, yy, s in zip(zs, ys, sw)]
+    per_worker = tasks_per_worker(X)
+    parts = [dask.delayed(make_block)(z, yy, s, target_fn, gp, n_jobs, per_worker)
+             for z, yy, s in zip(zs, ys, sw)]
     futures = client.compute(parts)
-    return Cluster(client, futures), int(X.shape[0]), int(X.shape[1]), X
+    cluster = Cluster(client, futures)
+    cluster.grid_ptr = gp
+    return cluster, int(X.shape[0]), int(X.shape[1]), X
 
 
 class RidgeCG(RegressorMixin, BaseEstimator):
@@ -395,11 +448,15 @@ class RidgeCG(RegressorMixin, BaseEstimator):
     relative at a tight ``tol``; the sums are added in a different order). X is a dask
     array of sparse (or dense) chunks, e.g. ``rbcd.dask.RandomBinning().fit_transform(X)``;
     y and sample_weight are dask or numpy arrays with the same rows. ``n_jobs`` is accepted
-    for symmetry; the worker products run one thread per partition task.
+    as the threads of each partition's products (see ``columns``).
 
-    ``fit(X, y, sample_weight=None, binning=None)``: ``binning``, the fitted exact-mode
-    RandomBinning that produced X, gives the grid structure (the projected Jacobi
-    preconditioner of the local solver; the same solution).
+    ``fit(X, y, sample_weight=None, columns=None)``: ``columns``, the grid structure of X
+    (the ``PartitionedColumns`` returned with X by
+    ``rbcd.dask.RandomBinning().fit_transform(X_raw, return_columns=True)``, or the fitted
+    exact-mode RandomBinning that produced X), as the local ``fit(Z, y, columns=)``. With
+    it the workers hold their blocks as grid labels and run the local solver's kernels on
+    their threads (``n_jobs``; None: the worker's threads over its partitions), and the
+    preconditioner is the projected Jacobi of the local solver; the same solution.
     """
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
@@ -411,21 +468,21 @@ class RidgeCG(RegressorMixin, BaseEstimator):
         self.preconditioner = preconditioner
         self.n_jobs = n_jobs
 
-    def fit(self, X, y, sample_weight=None, binning=None, verbose=0):
+    def fit(self, X, y, sample_weight=None, columns=None, verbose=0):
         client = client_or_error()
         check_cg_params(self.tol, self.max_iter, self.preconditioner)
         check_n_jobs(self.n_jobs)
         if y is None:
             raise ValueError("RidgeCG requires y to be passed, but the target y is None")
-        cluster, N, D, Xd = build_blocks(client, X, y, sample_weight, regression_targets)
+        cluster, N, D, Xd = build_blocks(client, X, y, sample_weight, regression_targets,
+                                         columns, self.n_jobs)
         y_shape = as_rows(y, "y", client, ndim=(1, 2)).shape
         y_ndim = len(y_shape)
         k = 1 if y_ndim == 1 else int(y_shape[1])
         check_alpha(self.alpha, k)
-        gp = grid_ptr_of(binning, D)
         coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
-                                           self.tol, self.max_iter, self.preconditioner, gp,
-                                           verbose)
+                                           self.tol, self.max_iter, self.preconditioner,
+                                           cluster.grid_ptr, verbose)
         out = np.dtype(Xd.dtype) if np.dtype(Xd.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
         if y_ndim == 1:
             self.coef_ = coef[0].astype(out)
@@ -476,18 +533,18 @@ class RidgeCGClassifier(BaseEstimator):
         self.class_weight = class_weight
         self.n_jobs = n_jobs
 
-    def fit(self, X, y, sample_weight=None, binning=None, verbose=0):
+    def fit(self, X, y, sample_weight=None, columns=None, verbose=0):
         from .cd import class_setup
 
         client = client_or_error()
         check_cg_params(self.tol, self.max_iter, self.preconditioner)
         check_n_jobs(self.n_jobs)
         classes, targets, sw = class_setup(client, X, y, sample_weight, self.class_weight)
-        cluster, N, D, Xd = build_blocks(client, X, y, sw, targets)
+        cluster, N, D, Xd = build_blocks(client, X, y, sw, targets, columns, self.n_jobs)
         k = 1 if classes.shape[0] == 2 else classes.shape[0]
         coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
                                            self.tol, self.max_iter, self.preconditioner,
-                                           grid_ptr_of(binning, D), verbose)
+                                           cluster.grid_ptr, verbose)
         self.classes_ = classes
         self.coef_ = coef
         self.intercept_ = intercept if self.fit_intercept else np.zeros(k)

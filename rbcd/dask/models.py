@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from .._calibration import fit_softmax_calibration, softmax_probabilities
 from ._data import as_rows, check_finite_block, client_or_error, dask, tasks_per_worker
 from .binning import RandomBinning, with_task_threads
 from .cd import CDClassifier, CDRegressor, predict_from_scores, proba_from_scores
@@ -74,9 +75,11 @@ class _RBBase(BaseEstimator):
                                 n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                                 random_state=self.random_state)
         t0 = time.perf_counter()
-        Z = binning.fit_transform(X)
+        if exact:
+            Z, columns = binning.fit_transform(X, return_columns=True)
+        else:
+            Z, columns = binning.fit_transform(X), None
         t1 = time.perf_counter()
-        structure = binning if exact else None
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
             pre = self.preconditioner
@@ -97,7 +100,9 @@ class _RBBase(BaseEstimator):
                           verbose=self.verbose, **extra)
             prev = getattr(self, "solver_", None)
             est = prev.set_params(**params) if self.warm_start and isinstance(prev, cls) else cls(**params)
-        est.fit(Z, y, sample_weight=sample_weight, binning=structure)
+        est.fit(Z, y, sample_weight=sample_weight, columns=columns)
+        if self._classifier:
+            self._fit_calibration(est, Z, y, sample_weight)
         del Z
         self.fit_time_ = {"binning": t1 - t0, "solver": time.perf_counter() - t1}
         self.binning_ = binning
@@ -186,8 +191,8 @@ class RBClassifier(ClassifierMixin, _RBBase):
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
-                 class_weight=None, dtype=np.float64, n_jobs=None, random_state=None,
-                 verbose=0):
+                 class_weight=None, calibration="sigmoid", dtype=np.float64, n_jobs=None,
+                 random_state=None, verbose=0):
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -205,6 +210,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
         self.preconditioner = preconditioner
         self.warm_start = warm_start
         self.class_weight = class_weight
+        self.calibration = calibration
         self.dtype = dtype
         self.n_jobs = n_jobs
         self.random_state = random_state
@@ -217,10 +223,50 @@ class RBClassifier(ClassifierMixin, _RBBase):
     def predict(self, X):
         return predict_from_scores(self._scores(X), self.classes_)
 
-    def _has_proba(self):
+    def _native_proba(self):
         return self.solver == "cd" and self._effective()[3] == "logistic"
+
+    def _has_proba(self):
+        try:
+            if self._native_proba():
+                return True
+        except ValueError:
+            return False
+        return self.calibration == "sigmoid"
+
+    def _fit_calibration(self, est, Z, y, sample_weight):
+        """The softmax scale of rbcd._calibration, as rbcd.RBClassifier fits it, on the
+        training rows' scores. The scores (N x k floats) and y are gathered to the driver
+        for this one-dimensional fit; Z stays on the workers."""
+        self.calibration_ = None
+        if self.calibration is not None and not (isinstance(self.calibration, str)
+                                                 and self.calibration == "sigmoid"):
+            raise ValueError(f"calibration must be 'sigmoid' or None, got {self.calibration!r}")
+        if self.calibration is None or self._native_proba():
+            return
+        client = client_or_error()
+        scores = np.asarray(est.decision_function(Z).compute())
+        yv = np.asarray(as_rows(y, "y", client, ndim=(1, 2)).compute()).reshape(-1)
+        y_index = np.searchsorted(est.classes_, yv)
+        weight = None
+        if sample_weight is not None:
+            sw = sample_weight
+            if not np.isscalar(sw):
+                sw = as_rows(sw, "sample_weight", client, ndim=(1,)).compute()
+            weight = np.broadcast_to(np.asarray(sw, dtype=np.float64), y_index.shape)
+            if not weight.sum() > 0:
+                weight = None
+        self.calibration_ = fit_softmax_calibration(scores, y_index, len(est.classes_), weight)
 
     @available_if(_has_proba)
     def predict_proba(self, X):
-        """Logistic probabilities (solver="cd", loss="logistic"), as rbcd.RBClassifier."""
-        return proba_from_scores(self._scores(X))
+        """Class probabilities (n, n_classes), a dask array, as rbcd.RBClassifier:
+        solver="cd" with the logistic loss, the logistic model's own; otherwise the
+        calibrated softmax of the decision values (``calibration="sigmoid"``)."""
+        if self._native_proba():
+            return proba_from_scores(self._scores(X))
+        scores = self._scores(X)
+        k = len(self.classes_)
+        return scores.map_blocks(softmax_probabilities, self.calibration_, dtype=np.float64,
+                                 **({"new_axis": 1} if scores.ndim == 1 else {}),
+                                 chunks=(scores.chunks[0], (k,)), meta=np.zeros((0, 0)))
