@@ -1,5 +1,6 @@
 """rbcd.RandomBinning as a scikit-learn transformer: input handling, errors, pickling,
 fitted state, check_estimator."""
+import warnings
 import pickle
 
 import numpy as np
@@ -34,7 +35,7 @@ def test_public_import_and_defaults():
 
     assert rbcd.RandomBinning is RandomBinning
     p = RandomBinning().get_params()
-    assert p == dict(n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    assert p == dict(n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
                      dtype=np.float64, n_jobs=None, random_state=None)
 
 
@@ -399,12 +400,72 @@ def test_check_matrix_accepts_its_matrix_and_rejects_others():
         cols.check_matrix(Z * 2.0)
 
 
-def test_sigma_scale_is_resolved_in_one_place():
-    rb = RandomBinning(sigma="scale")
-    with pytest.raises(NotImplementedError, match="scale"):
-        rb.fit(_data(10, 3))
-    assert RandomBinning(sigma=[1.0, 2.0, 3.0])._resolve_sigma(_data(10, 3)).shape == (3,)
-    assert RandomBinning(sigma=2)._resolve_sigma(_data(10, 3)) == 2.0
+def test_sigma_scale_is_the_default_and_sigma_is_stored():
+    from rbcd._scale import scale_sigma
+    from rbcd.binning import median_l1_distance
+    X = _data(50, 3)
+    rb = RandomBinning(n_grids=8, random_state=0).fit(X)
+    assert rb.sigma == "scale"
+    assert rb.sigma_ == scale_sigma(X) > 0
+    assert median_l1_distance(X) > 0
+    # the sampled pairs do not depend on (or draw from) random_state
+    assert RandomBinning(n_grids=8, random_state=1).fit(X).sigma_ == rb.sigma_
+    same = RandomBinning(n_grids=8, sigma=rb.sigma_, random_state=0).fit(X)
+    np.testing.assert_array_equal(same.widths_, rb.widths_)
+    np.testing.assert_array_equal(same.offsets_, rb.offsets_)
+    # numbers are stored as the float (or float64 array) used
+    two = RandomBinning(n_grids=8, sigma=2, random_state=0).fit(X)
+    assert isinstance(two.sigma_, float) and two.sigma_ == 2.0
+    arr = RandomBinning(n_grids=8, sigma=[1, 2, 3], random_state=0).fit(X)
+    assert arr.sigma_.dtype == np.float64
+    np.testing.assert_array_equal(arr.sigma_, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="sigma"):
+        RandomBinning(sigma="median").fit(X)
+
+
+def test_random_state_accepts_what_make_generator_takes():
+    X = _data(30, 2)
+    want = RandomBinning(n_grids=4, random_state=7).fit(X).widths_
+    for rs in (np.random.default_rng(7), np.random.SeedSequence(7)):
+        np.testing.assert_array_equal(RandomBinning(n_grids=4, random_state=rs).fit(X).widths_,
+                                      want)
+    RandomBinning(n_grids=4, random_state=2**70).fit(X)
+    for bad in (-1, "x", 1.5):
+        with pytest.raises(ValueError, match="random_state"):
+            RandomBinning(n_grids=4, random_state=bad).fit(X)
+
+
+def test_tiny_sigma_error_names_sigma():
+    with pytest.raises(ValueError, match=r"too large to bin at row 0, column 0.*sigma"):
+        RandomBinning(n_grids=4, sigma=1e-300, random_state=0).fit(_data(5, 2) + 1.0)
+
+
+def test_degenerate_binning_warns_once_with_advice():
+    from rbcd.binning import DegenerateBinningWarning
+    assert issubclass(DegenerateBinningWarning, UserWarning)
+    X = _data(200, 3)
+    with pytest.warns(DegenerateBinningWarning) as rec:
+        rb = RandomBinning(n_grids=8, sigma=1e-4, random_state=0).fit(X)
+    assert len(rec) == 1
+    msg = str(rec[0].message)
+    assert rb.kappa_ >= 100
+    assert "sigma_=0.0001" in msg and "sigma='scale'" in msg and "larger sigma" in msg
+    with pytest.warns(DegenerateBinningWarning, match="smaller sigma") as rec:
+        rb = RandomBinning(n_grids=8, sigma=1e6, random_state=0).fit(X)
+    assert len(rec) == 1 and rb.kappa_ <= 1.1
+    with pytest.warns(DegenerateBinningWarning, match=r"sigma_ in \[.*per feature"):
+        RandomBinning(n_grids=8, sigma=[1e-4, 1e-4, 1e-3], random_state=0).fit(X)
+    with pytest.warns(DegenerateBinningWarning, match="larger sigma"):  # hashed mode too
+        RandomBinning(n_grids=8, sigma=1e-4, random_state=0, n_features=64).fit(X)
+    from rbcd.binning.random_binning import _warn_if_degenerate
+    with pytest.warns(DegenerateBinningWarning, match=r"sigma_=2\.5: .*larger sigma.*c > 1"):
+        _warn_if_degenerate(150.0, 200, 2.5, "scale")  # advice when sigma="scale" was used
+    # the default bandwidth on ordinary data, and small training sets: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateBinningWarning)
+        RandomBinning(n_grids=8, random_state=0).fit(X)
+        RandomBinning(n_grids=8, random_state=0).fit_transform(X, return_columns=True)
+        RandomBinning(n_grids=8, sigma=1e-4, random_state=0).fit(X[:19])
 
 
 @pytest.mark.parametrize("params, match", [

@@ -522,9 +522,6 @@ def test_known_ridge_cg_loose_parameters(param, value):
         rbcd.RidgeCG(**{param: value}).fit(X, y)
 
 
-@pytest.mark.xfail(strict=True, reason="RandomBinning passes random_state to numpy unchecked: "
-                                       "'x' and -1 fail with numpy's messages, which do not "
-                                       "name random_state")
 @pytest.mark.parametrize("value", ["x", -1])
 def test_known_random_state_error_is_unnamed(value):
     with pytest.raises((ValueError, TypeError), match="random_state"):
@@ -547,9 +544,6 @@ def test_known_huge_int_tol_error_is_unnamed(make):
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="RandomBinning(sigma=1e-300) fails with 'X values too "
-                                       "large to bin at row 0, column 0', which does not say "
-                                       "that sigma is the cause")
 def test_known_tiny_sigma_error_is_unnamed():
     with pytest.raises(ValueError, match="sigma"):
         rbcd.RandomBinning(sigma=1e-300, random_state=0).fit(_base(0, 5, 2))

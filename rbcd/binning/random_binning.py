@@ -12,6 +12,7 @@ validates, draws the grids (DESIGN.md contract 2), and assembles
 the sparse matrices. The column-major view the coordinate-descent solvers
 walk (:class:`RBColumns`) is built here too, in O(nnz), never by a sort.
 """
+import warnings
 from dataclasses import dataclass
 from numbers import Integral
 
@@ -23,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _binning
 from .._random import make_generator
+from .._scale import median_l1_distance, scale_sigma
 from .._threads import effective_n_threads
 from .._validation import (
     N_JOBS,
@@ -42,7 +44,63 @@ from .._validation import (
     raise_too_large,
 )
 
-__all__ = ["RandomBinning", "RBColumns", "column_structure"]
+__all__ = ["RandomBinning", "RBColumns", "column_structure", "DegenerateBinningWarning",
+           "median_l1_distance"]
+
+
+class DegenerateBinningWarning(UserWarning):
+    """The fitted grids are useless for a kernel estimate (public).
+
+    Raised once per fit when nearly every training row is alone in its bins
+    (``kappa_ >= N / 2``: sigma far below the data's scale, the model memorises the
+    training rows) or nearly all rows share one bin (``kappa_ <= 1.1``: sigma far
+    above it, every row looks the same). Needs N >= 20 training rows (below that,
+    kappa says little). The message names the sigma used and what to try.
+    """
+
+
+#: Degenerate binning (DegenerateBinningWarning): kappa_ >= N * KAPPA_HIGH_FRACTION
+#: or kappa_ <= KAPPA_LOW, checked from DEGENERATE_MIN_ROWS training rows on.
+KAPPA_HIGH_FRACTION = 0.5
+KAPPA_LOW = 1.1
+DEGENERATE_MIN_ROWS = 20
+
+
+def _describe_sigma(sigma):
+    if np.ndim(sigma) == 0:
+        return f"sigma_={float(sigma):.6g}"
+    s = np.asarray(sigma)
+    return f"sigma_ in [{s.min():.6g}, {s.max():.6g}] (per feature)"
+
+
+def _warn_if_degenerate(kappa, n_samples, sigma, param):
+    """Warn (DegenerateBinningWarning) when kappa_ says the grids are degenerate."""
+    if n_samples < DEGENERATE_MIN_ROWS:
+        return
+    from_scale = isinstance(param, str)
+    if kappa >= KAPPA_HIGH_FRACTION * n_samples:
+        what = (f"kappa_={kappa:.4g} for {n_samples} training rows: nearly every row is "
+                "alone in its bins, so the model can only memorise the training set")
+        fix = "a larger sigma"
+        mult = "c > 1"
+    elif kappa <= KAPPA_LOW:
+        what = (f"kappa_={kappa:.4g}: nearly all {n_samples} training rows share one bin "
+                "in every grid, so the features cannot tell rows apart")
+        fix = "a smaller sigma"
+        mult = "c < 1"
+    else:
+        return
+    if from_scale:
+        advice = (f"try {fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult} "
+                  "(sigma='scale' uses c = rbcd._scale.DEFAULT_FACTOR), or give per-feature "
+                  "sigmas if the features' scales differ")
+    else:
+        advice = (f"try sigma='scale' (a bandwidth from the data's median L1 distance), or "
+                  f"{fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult}")
+    warnings.warn(
+        f"degenerate random binning with {_describe_sigma(sigma)}: {what}; {advice}",
+        DegenerateBinningWarning, stacklevel=4,
+    )
 
 
 class RBColumns:
@@ -579,9 +637,20 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     ----------
     n_grids : int, default=64
         R, the number of random grids.
-    sigma : float or array of shape (n_features_in_,), default=1.0
+    sigma : "scale", float or array of shape (n_features_in_,), default="scale"
         Kernel bandwidth, positive; one per input feature if an array. Widths
-        are drawn ``delta[r, j] ~ Gamma(shape 2, scale sigma_j)``.
+        are drawn ``delta[r, j] ~ Gamma(shape 2, scale sigma_j)``. ``"scale"``
+        computes it from the training rows: ``rbcd._scale.scale_sigma(X)``, a
+        fixed multiple (``rbcd._scale.DEFAULT_FACTOR``) of the median L1 distance
+        of sampled pairs of rows, the same for every ``random_state``. To tune
+        around it, search a few multipliers of that distance::
+
+            d = rbcd.binning.median_l1_distance(X)
+            for c in (0.25, 0.5, 1, 2, 4):
+                RandomBinning(sigma=c * d)
+
+        A smaller sigma gives finer grids (more, smaller bins: a narrower kernel);
+        a larger one coarser grids. The value used is stored as ``sigma_``.
     kernel : {"laplacian"}, default="laplacian"
         The only kernel.
     n_features : int or None, default=None
@@ -618,7 +687,12 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     kappa_per_grid_ : ndarray (n_grids,)
         kappa_r = 1 / nu_r, nu_r = (largest bin count) / N (paper, Def. 1).
     kappa_ : float
-        Mean of ``kappa_per_grid_``.
+        Mean of ``kappa_per_grid_``. Near N (every training row alone in its
+        bins) or near 1 (every row in one bin) the grids are degenerate and fit
+        warns (:class:`DegenerateBinningWarning`).
+    sigma_ : float or ndarray (n_features_in_,)
+        The numeric sigma the grids were drawn with (the value ``"scale"`` gave,
+        or the given number or array as float64).
     n_features_in_ : int
         d.
 
@@ -653,7 +727,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     (100, True)
     """
 
-    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
                  dtype=np.float64, n_jobs=None, random_state=None):
         self.n_grids = n_grids
         self.sigma = sigma
@@ -670,20 +744,22 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         "n_features": [Interval(Integral, 1, 2**63 - 1, closed="both"), None],
         "dtype": "no_validation",  # check_output_dtype: float32 or float64
         "n_jobs": N_JOBS,
-        # what rbcd._random.make_generator takes (DESIGN.md contract 2): the shared
-        # RANDOM_STATE plus any non-negative int (numpy seeds of any size), Generator
-        # and SeedSequence
-        "random_state": RANDOM_STATE + [Interval(Integral, 0, None, closed="left"),
-                                        np.random.Generator, np.random.SeedSequence],
+        # what rbcd._random.make_generator takes (DESIGN.md contract 2)
+        "random_state": RANDOM_STATE,
     }
 
     # ------------------------------------------------------------------ checks
     def _resolve_sigma(self, X):
         """The numeric sigma of the kernel for training data X: a positive float, or a
-        positive float64 array of length d (DESIGN.md contract 1). The one place where a
-        data-dependent rule (``sigma="scale"``) is to be resolved."""
+        positive float64 array of length d (DESIGN.md contract 1). ``sigma="scale"`` is
+        :func:`rbcd._scale.scale_sigma` of X (its sampled pairs do not touch the grids'
+        stream)."""
         if isinstance(self.sigma, str):
-            raise NotImplementedError(f"sigma={self.sigma!r} is not implemented yet")
+            if self.sigma != "scale":
+                raise ValueError(f"sigma must be a positive number, an array or 'scale', "
+                                 f"got {self.sigma!r}")
+            with np.errstate(all="ignore"):  # non-finite X is reported by _bounds
+                return float(scale_sigma(X))
         return check_sigma(self.sigma, X.shape[1])
 
     def _check_params(self, X):
@@ -699,7 +775,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         return n_grids, sigma, dtype, n_threads
 
     @staticmethod
-    def _bounds(X, widths, offsets, n_threads):
+    def _bounds(X, widths, offsets, n_threads, sigma=None):
         """Training/transform bin bounds per (grid, column); raises the input errors.
 
         One pass over X (column extremes, first non-finite entry); the bins of
@@ -717,7 +793,15 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             found = _binning.first_bad_bin(X, widths, offsets, columns)
             if found is None:  # cannot happen (monotone bins); keep a clear message
                 raise ValueError("X values too large to bin")
-            raise_too_large(*found)
+            if sigma is None:
+                raise_too_large(*found)
+            try:
+                raise_too_large(*found)
+            except ValueError as exc:  # at fit: the cause is a sigma too small for X
+                raise ValueError(
+                    f"{exc}; sigma is too small for the size of these values "
+                    f"({_describe_sigma(sigma)}): use a larger sigma, e.g. sigma='scale'"
+                ) from None
         return qlo.astype(np.int64), qhi.astype(np.int64), cmin, cmax
 
     def _draw(self, X, paths):
@@ -731,17 +815,17 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         # DESIGN.md contract 2: widths first, then offsets
         widths = rng.gamma(2.0, sigma, size=(n_grids, d))
         offsets = rng.uniform(0.0, 1.0, size=(n_grids, d)) * widths
-        return X, widths, offsets, dtype, n_threads
+        return X, widths, offsets, sigma, dtype, n_threads
 
     # ------------------------------------------------------------------ fit
     def _fit(self, X, mode, paths=None):
         """Fit; ``mode`` is "fit", "Z" (also return training ids) or "columns".
         ``paths``: a :class:`_Paths` (tests force a code path; None: the default)."""
         paths = _DEFAULT_PATHS if paths is None else paths
-        X, widths, offsets, dtype, n_threads = self._draw(X, paths)
+        X, widths, offsets, sigma, dtype, n_threads = self._draw(X, paths)
         n_samples = X.shape[0]
         R = widths.shape[0]
-        lo, hi, cmin, cmax = self._bounds(X, widths, offsets, n_threads)
+        lo, hi, cmin, cmax = self._bounds(X, widths, offsets, n_threads, sigma)
         exact = self.n_features is None
         grids = _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact, paths.thresholds)
         nnz = n_samples * R
@@ -759,7 +843,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         nu = max_count / n_samples  # paper Definition 1: nu_r = largest bin count / N
         self.kappa_per_grid_ = 1.0 / nu
         self.kappa_ = float(np.mean(self.kappa_per_grid_))
+        self.sigma_ = sigma
         self._dtype_ = dtype
+        _warn_if_degenerate(self.kappa_, n_samples, sigma, self.sigma)
         if exact:
             self.grid_ptr_ = np.zeros(R + 1, dtype=np.int64)
             np.cumsum(n_bins, out=self.grid_ptr_[1:])
