@@ -136,6 +136,44 @@ def check_dense_X(estimator, X, reset):
     )
 
 
+def check_X(estimator, X, reset):
+    """X as a C-ordered float64 2-D array, or (scipy sparse CSR or CSC input) as a
+    float64 CSR matrix in canonical form (sorted indices, no duplicates: duplicates
+    are summed, as ``toarray`` does; the caller's matrix is not modified).
+
+    An implicit zero of sparse X is the value 0. Finiteness: dense X is checked by
+    the binning kernel's first pass (:func:`raise_non_finite`); sparse X here, with
+    the same message naming the first (row-major) row and column.
+    """
+    if not sp.issparse(X):
+        return check_dense_X(estimator, X, reset)
+    X = validate_data(
+        estimator,
+        X,
+        reset=reset,
+        accept_sparse=["csr", "csc"],
+        dtype=np.float64,
+        ensure_all_finite=False,
+        ensure_2d=True,
+        ensure_min_samples=1,
+        ensure_min_features=1,
+    )
+    X = sp.csr_matrix(X, copy=X.format != "csr")  # csr_matrix: the interface of scipy's
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    bad = np.flatnonzero(~np.isfinite(X.data))
+    if bad.shape[0]:
+        rows = np.searchsorted(X.indptr, bad, side="right") - 1
+        k = bad[np.lexsort((X.indices[bad], rows))[0]]
+        i = int(np.searchsorted(X.indptr, k, side="right") - 1)
+        j = int(X.indices[k])
+        raise ValueError(
+            f"X contains NaN or infinity ({X.data[k]!r}) at row {i}, column {j}"
+        )
+    return X
+
+
 def raise_non_finite(X, flat_index, name="X"):
     """Raise the ValueError for the first non-finite entry (flat row-major index)."""
     d = X.shape[1]

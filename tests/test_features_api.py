@@ -160,15 +160,61 @@ def test_bad_shapes_and_sparse_input():
         rb.fit(np.ones((0, 3)))
     with pytest.raises(ValueError, match="0 feature"):
         rb.fit(np.ones((4, 0)))
-    with pytest.raises(ValueError, match="sparse input is not supported"):
-        rb.fit(sp.csr_matrix(np.ones((4, 3))))
     rb.fit(_data(10, 3))
     with pytest.raises(ValueError, match="X has 4 features, but RandomBinning is expecting 3"):
         rb.transform(_data(10, 4))
-    with pytest.raises(ValueError, match="sparse input is not supported"):
-        rb.transform(sp.csr_matrix(_data(10, 3)))
+    with pytest.raises(ValueError, match="X has 4 features, but RandomBinning is expecting 3"):
+        rb.transform(sp.csr_matrix(_data(10, 4)))
+    assert rb.__sklearn_tags__().input_tags.sparse
     with pytest.raises(ValueError, match="n_threads must be >= 1"):
         rb.predicted_speedup(0)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("n_features", [None, 61])
+def test_sparse_input_is_the_dense_input(fmt, n_features):
+    """An implicit zero is the value 0: Z (fit_transform, transform, columns) is the
+    dense input's bit for bit, and the caller's matrix is left alone."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(80, 9)) * (rng.random((80, 9)) < 0.3)
+    X[:, 3] = 0.0  # a constant (all implicit) column
+    X[:, 5] = 2.5  # a constant stored column
+    X2 = rng.normal(size=(30, 9)) * (rng.random((30, 9)) < 0.3)
+    X2[:4, 3] = [0.0, 1e-3, 50.0, -7.0]  # new rows leaving the constant columns' bins
+    X2[4:8, 5] = [2.5, 2.5 + 1e-9, 0.0, 30.0]
+    S, S2 = sp.csr_matrix(X).asformat(fmt), sp.csr_matrix(X2).asformat(fmt)
+    S2.eliminate_zeros() if fmt != "coo" else None
+    before = S.copy()
+    params = dict(n_grids=16, sigma=1.5, random_state=2, n_features=n_features)
+    dense = RandomBinning(**params)
+    sparse = RandomBinning(**params)
+    _same(sparse.fit_transform(S), dense.fit_transform(X))
+    _same(sparse.transform(S2), dense.transform(X2))
+    _same(sparse.transform(S), dense.transform(X))
+    assert (abs(S - before)).nnz == 0
+    if n_features is None:
+        Z, cols = RandomBinning(**params).fit_transform(S, return_columns=True)
+        _same(Z, dense.transform(X))
+        cols.check_matrix(Z)
+    ref = rbcd_ref.RandomBinning(**params)
+    _same(ref.fit_transform(S.tocsr()), dense.transform(X))
+    _same(ref.transform(S2.tocsr()), sparse.transform(S2))
+
+
+def test_sparse_non_finite_named_like_dense():
+    X = np.zeros((6, 5))
+    X[4, 1] = np.nan
+    X[3, 4] = np.inf
+    X[4, 0] = 1.0
+    for fmt in ("csr", "csc"):
+        S = sp.csr_matrix(X).asformat(fmt)
+        for call in (lambda: RandomBinning(n_grids=2).fit(S),
+                     lambda: RandomBinning(n_grids=2).fit(np.ones((6, 5))).transform(S)):
+            with pytest.raises(ValueError, match=r"NaN or infinity \(np.float64\(inf\)\) at "
+                                                 r"row 3, column 4"):
+                call()
+    with pytest.raises(ValueError, match=r"at row 3, column 4"):
+        RandomBinning(n_grids=2).fit(X)
 
 
 # ---------------------------------------------------------------- fitted state
