@@ -495,16 +495,16 @@ def test_degenerate_binning_warns_once_with_advice():
     assert len(rec) == 1
     msg = str(rec[0].message)
     assert rb.kappa_ >= 100
-    assert "sigma_=0.0001" in msg and "sigma='scale'" in msg and "larger sigma" in msg
+    assert "sigma = 0.0001" in msg and "close to N = 200" in msg and "sigma='scale'" in msg and "larger sigma" in msg
     with pytest.warns(DegenerateBinningWarning, match="smaller sigma") as rec:
         rb = RandomBinning(n_grids=8, sigma=1e6, random_state=0).fit(X)
     assert len(rec) == 1 and rb.kappa_ <= 1.1
-    with pytest.warns(DegenerateBinningWarning, match=r"sigma_ in \[.*per feature"):
+    with pytest.warns(DegenerateBinningWarning, match=r"sigma in \[.*per feature"):
         RandomBinning(n_grids=8, sigma=[1e-4, 1e-4, 1e-3], random_state=0).fit(X)
     with pytest.warns(DegenerateBinningWarning, match="larger sigma"):  # hashed mode too
         RandomBinning(n_grids=8, sigma=1e-4, random_state=0, n_features=64).fit(X)
     from rbcd.binning.random_binning import _warn_if_degenerate
-    with pytest.warns(DegenerateBinningWarning, match=r"sigma_=2\.5: .*larger sigma.*c > 1"):
+    with pytest.warns(DegenerateBinningWarning, match=r"sigma = 2\.5: .*larger sigma.*c > 1"):
         _warn_if_degenerate(150.0, 200, 2.5, "scale")  # advice when sigma="scale" was used
     # the default bandwidth on ordinary data, and small training sets: no warning
     with warnings.catch_warnings():

@@ -69,32 +69,29 @@ DEGENERATE_MIN_ROWS = 20
 
 def _describe_sigma(sigma):
     if np.ndim(sigma) == 0:
-        return f"sigma_={float(sigma):.6g}"
+        return f"sigma = {float(sigma):.6g}"
     s = np.asarray(sigma)
-    return f"sigma_ in [{s.min():.6g}, {s.max():.6g}] (per feature)"
+    return f"sigma in [{s.min():.6g}, {s.max():.6g}] (per feature)"
 
 
 def _warn_if_degenerate(kappa, n_samples, sigma, param):
     """Warn (DegenerateBinningWarning) when kappa_ says the grids are degenerate."""
     if n_samples < DEGENERATE_MIN_ROWS:
         return
-    from_scale = isinstance(param, str)
     if kappa >= KAPPA_HIGH_FRACTION * n_samples:
-        what = (f"kappa_={kappa:.4g} for {n_samples} training rows: nearly every row is "
-                "alone in its bins, so the model can only memorise the training set")
-        fix = "a larger sigma"
-        mult = "c > 1"
+        what = (f"kappa_ = {kappa:.4g} is close to N = {n_samples}: nearly every training "
+                "row is alone in its bins, so a model can only memorise the training set")
+        fix, mult = "a larger sigma", "c > 1"
     elif kappa <= KAPPA_LOW:
-        what = (f"kappa_={kappa:.4g}: nearly all {n_samples} training rows share one bin "
-                "in every grid, so the features cannot tell rows apart")
-        fix = "a smaller sigma"
-        mult = "c < 1"
+        what = (f"kappa_ = {kappa:.4g} is close to 1: nearly all {n_samples} training rows "
+                "share one bin in every grid, so the features cannot tell rows apart")
+        fix, mult = "a smaller sigma", "c < 1"
     else:
         return
-    if from_scale:
+    if isinstance(param, str):  # sigma="scale" gave it
         advice = (f"try {fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult} "
-                  "(sigma='scale' uses c = rbcd._scale.DEFAULT_FACTOR), or give per-feature "
-                  "sigmas if the features' scales differ")
+                  "(sigma='scale' is one such multiple), or per-feature sigmas if the "
+                  "features' scales differ")
     else:
         advice = (f"try sigma='scale' (a bandwidth from the data's median L1 distance), or "
                   f"{fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult}")
