@@ -615,3 +615,23 @@ def test_simd_path_applies_only_to_normal_widths():
     assert not _binning.normal_widths(rb.widths_)
     ref = rbcd_ref.RandomBinning(n_grids=4, sigma=1e-303, random_state=0)
     _same(Z, ref.fit_transform(X))
+
+
+def test_fits_beyond_the_available_memory_are_refused_up_front(monkeypatch):
+    """Issue 15 item 6: a clear error with the estimate, before any work."""
+    from rbcd.binning import random_binning as features
+    X = _data(50, 3)
+    for n_grids in (10**19, 2**62):
+        with pytest.raises(ValueError, match=r"n_grids.*estimated .* GiB.*available"):
+            RandomBinning(n_grids=n_grids).fit(X)
+    monkeypatch.setattr(features, "_available_memory", lambda: 10**3)
+    for call in (lambda: RandomBinning(n_grids=64).fit(X),
+                 lambda: RandomBinning(n_grids=64).fit_transform(X),
+                 lambda: RandomBinning(n_grids=64, n_features=99).fit_transform(X)):
+        with pytest.raises(ValueError, match=r"needs an estimated .* GiB"):
+            call()
+    monkeypatch.setattr(features, "_available_memory", lambda: None)  # unknown: no check
+    rb = RandomBinning(n_grids=8).fit(X)
+    monkeypatch.setattr(features, "_available_memory", lambda: 10**3)
+    with pytest.raises(ValueError, match=r"transform of 50 rows with n_grids=8 needs"):
+        rb.transform(X)

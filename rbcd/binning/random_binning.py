@@ -13,6 +13,7 @@ the sparse matrices. The column-major view the coordinate-descent solvers
 walk (:class:`RBColumns`) is built here too, in O(nnz), never by a sort.
 """
 import copy
+import os
 import warnings
 from dataclasses import dataclass
 from numbers import Integral
@@ -813,6 +814,47 @@ class _ConstantColumns:
                 np.concatenate(miss_grids).astype(np.int64), bad_cols)
 
 
+def _available_memory():
+    """Bytes of memory available to a new allocation: MemAvailable of /proc/meminfo
+    where it exists, else the physical memory (os.sysconf), else None (unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+#: Bytes per (grid, varying feature) of the fit's grid arrays (widths, offsets, inverse
+#: widths, bin bounds, key layout, range bounds, threshold scratch).
+GRID_BYTES_PER_ENTRY = 96
+
+
+def _fit_memory(n_rows, n_grids, n_varying, copy_bytes, out_bytes_per_entry):
+    """A lower estimate of the bytes a fit or transform needs at its peak: the grid
+    arrays, the dense copy of the varying columns, and Z's arrays (``out_bytes_per_entry``
+    per row and grid: indices, values and the kernels' scratch). The tables come on
+    top (they depend on the bins found)."""
+    return (GRID_BYTES_PER_ENTRY * n_grids * max(n_varying, 1) + copy_bytes
+            + out_bytes_per_entry * n_rows * n_grids + 8 * (n_rows + n_grids))
+
+
+def _check_memory(estimate, what, n_grids):
+    """ValueError before any work when ``estimate`` exceeds the memory available."""
+    available = _available_memory()
+    if available is not None and estimate > available:
+        raise ValueError(
+            f"{what} with n_grids={n_grids} needs an estimated {estimate / 2**30:.3g} GiB "
+            f"(a lower bound), more than the {available / 2**30:.3g} GiB of memory "
+            "available: use fewer rows or a smaller n_grids"
+        )
+
+
 def _extremes(X, n_threads):
     """Column minima and maxima of X (dense, or sparse with implicit zeros as 0); raises
     the ValueError naming the first non-finite entry of dense X (check_X did sparse)."""
@@ -1037,7 +1079,26 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         n_threads = effective_n_threads(self.n_jobs)
         return n_grids, sigma, dtype, n_threads
 
-    def _draw(self, X, paths):
+    def _check_fit_memory(self, X, n_grids, varying, dtype, mode):
+        """Refuse, before the work, a fit that cannot fit in the memory available."""
+        n, d = X.shape
+        exact = self.n_features is None
+        n_var = varying.shape[0] if exact else d
+        copy = 0 if (not sp.issparse(X) and n_var == d) else 8 * n * n_var
+        idx = 4 if n * n_grids < 2**31 else 8
+        if not exact:  # Z (indices, values) and the hashed transform's scratch
+            per_entry = (2 * idx + dtype.itemsize + 4) if mode != "fit" else 0
+        elif mode == "fit":
+            per_entry = 0
+        else:  # ids / indices and values; the columns add rows and labels
+            per_entry = idx + dtype.itemsize + (idx + 4 if mode == "columns" else 0)
+        if not exact or n_var == d:
+            copy += 16 * n_grids * d  # the (R, d) draw itself
+        _check_memory(_fit_memory(n, n_grids, n_var, copy, per_entry),
+                      f"RandomBinning.fit on {n} rows x {d} features ({n_var} varying)",
+                      n_grids)
+
+    def _draw(self, X, paths, mode="fit"):
         """Validate X and the parameters, draw the grids (contract 2) and bound the bins.
 
         Exact mode keeps only the columns of the features that vary over the training
@@ -1053,6 +1114,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             raise ValueError(f"at most 2**32 - 2 samples are supported, got {n_samples}")
         cmin, cmax = _extremes(X, n_threads)
         varying = np.flatnonzero(cmin < cmax).astype(np.int64)
+        self._check_fit_memory(X, n_grids, varying, dtype, mode)
         if isinstance(self.sigma, str):
             # the L1 distances over the varying columns only: the running sums of
             # rbcd._scale add exact zeros for the others, so the value is the same
@@ -1112,7 +1174,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         the column counts and the thread count."""
         paths = _DEFAULT_PATHS if paths is None else paths
         (X, widths, offsets, lo, hi, cmin, cmax, sigma, dtype, n_threads,
-         constant) = self._draw(X, paths)
+         constant) = self._draw(X, paths, mode)
         n_samples = X.shape[0]
         R = widths.shape[0]
         exact = self.n_features is None
@@ -1277,6 +1339,12 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         X = check_X(self, X, reset=False)
         n_threads = _threads_for(effective_n_threads(self.n_jobs),
                                  X.shape[0] * X.shape[1] * self.n_bins_.shape[0], paths)
+        R = self.n_bins_.shape[0]
+        n, d = X.shape
+        idx = 4 if n * R < 2**31 else 8
+        _check_memory(_fit_memory(n, R, 0, 8 * n * d if sp.issparse(X) else 0,
+                                  2 * idx + 8 + 4),
+                      f"RandomBinning.transform of {n} rows", R)
         cmin, cmax = _extremes(X, n_threads)  # the non-finite check, every column
         if self.grid_ptr_ is not None:  # the mode of the fit, not of later set_params
             return self._transform_exact(X, cmin, cmax, n_threads, paths)
