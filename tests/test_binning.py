@@ -181,9 +181,10 @@ def _with_constant_columns(problem, n_const, all_const, seed2):
 
 @settings(max_examples=30)
 @given(problem=problems(), n_const=st.integers(1, 4), all_const=st.booleans(),
-       sparse_in=st.booleans(), hashed=st.booleans(), seed2=st.integers(0, 2**32 - 1))
+       sparse_in=st.booleans(), hashed=st.booleans(), seed2=st.integers(0, 2**32 - 1),
+       constants=st.sampled_from(["always", "never"]))
 def test_constant_features_and_sparse_input_match_ref(problem, n_const, all_const, sparse_in,
-                                                      hashed, seed2):
+                                                      hashed, seed2, constants):
     """Features constant over the training rows are left out of the tables, exactly: same
     grids, Z and transforms (new rows leaving those features' bins included) as rbcd_ref,
     from dense or sparse input; the fitted state survives pickling."""
@@ -197,10 +198,11 @@ def test_constant_features_and_sparse_input_match_ref(problem, n_const, all_cons
         Tr = ref.transform(X2)
     except ValueError as exc:
         with pytest.raises(ValueError) as info:
-            rb.fit(A).transform(A2)
+            rb.fit(A, _paths=_Paths(constants=constants)).transform(A2)
         assert str(info.value).startswith(str(exc))
         return
-    Z = rb.fit_transform(A)
+    Z = rb.fit_transform(A, _paths=_Paths(constants=constants))
+    assert (rb._constant_columns is not None) == (constants == "always" and not hashed)
     assert_same_fit(rb, ref)
     assert_same_csr(Z, Zr)
     assert_same_csr(rb.transform(A2), Tr)
@@ -226,7 +228,8 @@ def test_grid_draw_repeats_exactly_in_blocks(monkeypatch, random_state):
     for block in (1, 8, 3 * 7, 1 << 20):
         monkeypatch.setattr(features, "DRAW_BLOCK", block)
         ours, theirs = make(random_state), make(random_state)
-        rb = RandomBinning(n_grids=9, sigma=1.3, random_state=ours).fit(X)
+        rb = RandomBinning(n_grids=9, sigma=1.3, random_state=ours).fit(
+            X, _paths=_Paths(constants="always"))
         ref = rbcd_ref.RandomBinning(n_grids=9, sigma=1.3, random_state=theirs).fit(X)
         assert rb._constant_columns is not None and rb._widths is None
         assert_same_fit(rb, ref)

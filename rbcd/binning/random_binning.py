@@ -240,13 +240,18 @@ class _Paths:
     gives them (``_thresholds``); ``direct``: direct fit tables and the dense transform
     index where the plan gives them (``_direct_bits``, ``_dense_index``);
     ``small_work``: below this much work (rows x grids x columns) one thread runs,
-    as starting a parallel region costs more than the work.
+    as starting a parallel region costs more than the work. ``constants``: leave the
+    features constant over the training rows out of the tables ("always", where the
+    draw can be repeated), never, or "auto": for sparse X, or where the dense copy of
+    the varying features costs less than the grid arrays of the constant ones
+    (:func:`_drop_constants`).
     """
 
     simd: bool = True
     thresholds: bool = True
     direct: bool = True
     small_work: int = SMALL_WORK
+    constants: str = "auto"
 
 
 _DEFAULT_PATHS = _Paths()
@@ -855,6 +860,18 @@ def _check_memory(estimate, what, n_grids):
         )
 
 
+def _drop_constants(X, n_grids, n_varying, rule):
+    """Whether exact mode leaves the constant features out of its tables (``rule``: see
+    :class:`_Paths`). Either way Z is the same; leaving them out costs a dense copy of
+    the varying features (sparse X is copied anyway) and saves the (R, d) grid arrays."""
+    n, d = X.shape
+    if n_varying == d or rule == "never":
+        return False
+    if rule == "always" or sp.issparse(X):
+        return True
+    return 8 * n * n_varying <= GRID_BYTES_PER_ENTRY * n_grids * (d - n_varying)
+
+
 def _extremes(X, n_threads):
     """Column minima and maxima of X (dense, or sparse with implicit zeros as 0); raises
     the ValueError naming the first non-finite entry of dense X (check_X did sparse)."""
@@ -1012,11 +1029,26 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     as the division (the few lanes near a bin edge are divided); the output is
     identical either way.
 
+    Sparse and wide input: X may be a scipy sparse CSR or CSC matrix (an implicit
+    zero is the value 0). In exact mode, features that are constant over the
+    training rows (every all-zero column of sparse data, say) put every training row
+    in the same bin, so the tables key on the varying features only and the fitted
+    state, time and memory grow with their number, not with d: for the constant
+    ones only the value, an interval around it inside its bin in every grid, and
+    the generator's state are kept (``widths_`` and ``offsets_`` are drawn again
+    when read). A new row that leaves such an interval has its bins in that
+    feature computed again; in each grid where it left the training value's bin it
+    gets no entry (a bin unseen in fit). Hashed mode keeps the (R, d) arrays (its
+    hash covers every feature's bin).
+
     Memory: Z (12 bytes per entry in float64 / int32) plus, during fit, the
     tables: about 20 to 35 bytes per distinct bin (8 per 64-bit key word). With
     grids so fine that almost every training point has its own bin (D close
     to N * R, ``kappa_`` close to N) the tables are as large as Z; such grids
-    also give a useless kernel estimate: increase sigma.
+    also give a useless kernel estimate (fit warns, ``DegenerateBinningWarning``):
+    increase sigma. A fit (or transform) whose estimated memory (a lower bound: grid
+    arrays, the dense copy of the varying features, Z) exceeds the memory available
+    (MemAvailable of /proc/meminfo) is refused before the work starts.
 
     Examples
     --------
@@ -1083,7 +1115,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         """Refuse, before the work, a fit that cannot fit in the memory available."""
         n, d = X.shape
         exact = self.n_features is None
-        n_var = varying.shape[0] if exact else d
+        n_var = varying.shape[0]
+        if not (exact and _drop_constants(X, n_grids, n_var, "auto")):
+            n_var = d
         copy = 0 if (not sp.issparse(X) and n_var == d) else 8 * n * n_var
         idx = 4 if n * n_grids < 2**31 else 8
         if not exact:  # Z (indices, values) and the hashed transform's scratch
@@ -1092,7 +1126,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             per_entry = 0
         else:  # ids / indices and values; the columns add rows and labels
             per_entry = idx + dtype.itemsize + (idx + 4 if mode == "columns" else 0)
-        if not exact or n_var == d:
+        if n_var == d:
             copy += 16 * n_grids * d  # the (R, d) draw itself
         _check_memory(_fit_memory(n, n_grids, n_var, copy, per_entry),
                       f"RandomBinning.fit on {n} rows x {d} features ({n_var} varying)",
@@ -1122,8 +1156,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                                         else np.zeros((n_samples, 1)))
         rng = make_generator(self.random_state)
         constant = None
-        if (self.n_features is None and varying.shape[0] < d
-                and _GridDraw.can_repeat(rng)):
+        if (self.n_features is None and _GridDraw.can_repeat(rng)
+                and _drop_constants(X, n_grids, varying.shape[0], paths.constants)):
             draw = _GridDraw(rng, sigma, n_grids, d)
             const = np.flatnonzero(~(cmin < cmax)).astype(np.int64)
             value = np.ascontiguousarray(cmin[const])
@@ -1217,7 +1251,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like (n_samples, n_features), dense, any real dtype
+        X : array-like or scipy sparse CSR / CSC matrix (n_samples, n_features)
+            Any real dtype; an implicit zero of sparse X is the value 0 (Z is the
+            dense input's, bit for bit).
         y : ignored
 
         Returns
@@ -1236,7 +1272,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like (n_samples, n_features), dense, any real dtype
+        X : array-like or scipy sparse CSR / CSC matrix (n_samples, n_features)
+            Any real dtype; an implicit zero of sparse X is the value 0 (Z is the
+            dense input's, bit for bit).
         y : ignored
         return_columns : bool, default=False
             Also return the :class:`RBColumns` of Z (exact mode only), built in the
