@@ -712,16 +712,33 @@ def _constant_spans(c, widths, offsets):
     """
     keep = 1.0 - 2.0**-30  # nearly up to the bin's edges
     with np.errstate(all="ignore"):
-        q = np.floor((c - offsets) / widths)
+        q = c - offsets
+        q /= widths
+        np.floor(q, out=q)
         bad = ~((q >= INT64_LOW) & (q < INT64_HIGH))
-        left = offsets + q * widths  # about the bin's lower edge
-        a = np.minimum(c - (c - left) * keep, c)
-        a = np.where(np.floor((a - offsets) / widths) == q, a, c)
-        left += widths  # about the upper edge
-        b = np.maximum(c + (left - c) * keep, c)
-        b = np.where(np.floor((b - offsets) / widths) == q, b, c)
-        a[bad] = np.broadcast_to(c, a.shape)[bad]
-        b[bad] = np.broadcast_to(c, b.shape)[bad]
+        edge = q * widths
+        edge += offsets  # about the bin's lower edge
+        a = c - edge
+        a *= keep
+        np.subtract(c, a, out=a)
+        np.minimum(a, c, out=a)
+        t = a - offsets
+        t /= widths
+        np.floor(t, out=t)
+        a = np.where(t == q, a, c)
+        edge += widths  # about the upper edge
+        b = edge
+        b -= c
+        b *= keep
+        b += c
+        np.maximum(b, c, out=b)
+        np.subtract(b, offsets, out=t)
+        t /= widths
+        np.floor(t, out=t)
+        b = np.where(t == q, b, c)
+        if bad.any():
+            a[bad] = np.broadcast_to(c, a.shape)[bad]
+            b[bad] = np.broadcast_to(c, b.shape)[bad]
     return q, a, b, bad
 
 
@@ -1163,17 +1180,20 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             value = np.ascontiguousarray(cmin[const])
             widths = np.empty((n_grids, varying.shape[0]))
             offsets = np.empty((n_grids, varying.shape[0]))
-            low = np.full(const.shape[0], -np.inf)
-            high = np.full(const.shape[0], np.inf)
-            bad_const = np.zeros(const.shape[0], dtype=bool)
+            # the spans over all columns (cheaper than copying the constant ones out of
+            # each block); only the constant columns' are kept
+            low = np.full(d, -np.inf)
+            high = np.full(d, np.inf)
+            bad_any = np.zeros(d, dtype=bool)
             for r0, w, o in draw.blocks(rng):
                 k = w.shape[0]
                 widths[r0:r0 + k] = w[:, varying]
                 offsets[r0:r0 + k] = o[:, varying]
-                _, a, b, bad = _constant_spans(value, w[:, const], o[:, const])
+                _, a, b, bad = _constant_spans(cmin, w, o)
                 np.maximum(low, a.max(axis=0), out=low)
                 np.minimum(high, b.min(axis=0), out=high)
-                bad_const |= bad.any(axis=0)
+                bad_any |= bad.any(axis=0)
+            low, high, bad_const = low[const], high[const], bad_any[const]
             constant = _ConstantColumns(draw, varying, const, value, low, high)
             if varying.shape[0]:
                 XV = _take_columns(X, varying)
