@@ -30,7 +30,11 @@ from sklearn.utils.validation import validate_data
 #: n_jobs: None (OpenMP's default, honouring threadpoolctl), a positive count, or a negative
 #: count back from the usable cores (-1 = all). 0 is refused by ``effective_n_threads``.
 N_JOBS = [Interval(Integral, None, None, closed="neither"), None]
-RANDOM_STATE = ["random_state"]
+#: random_state: what ``rbcd._random.make_generator`` takes (DESIGN.md contract 2): None,
+#: a RandomState, any non-negative int (numpy seeds of any size, not only < 2**32), a
+#: numpy Generator or a SeedSequence. Negative ints and strings are refused by name.
+RANDOM_STATE = ["random_state", Interval(Integral, 0, None, closed="left"),
+                np.random.Generator, np.random.SeedSequence]
 VERBOSE = ["verbose"]
 POSITIVE_INT = [Interval(Integral, 1, None, closed="left")]
 NONNEG_REAL = [Interval(Real, 0, None, closed="left")]
@@ -130,6 +134,44 @@ def check_dense_X(estimator, X, reset):
         ensure_min_samples=1,
         ensure_min_features=1,
     )
+
+
+def check_X(estimator, X, reset):
+    """X as a C-ordered float64 2-D array, or (scipy sparse CSR or CSC input) as a
+    float64 CSR matrix in canonical form (sorted indices, no duplicates: duplicates
+    are summed, as ``toarray`` does; the caller's matrix is not modified).
+
+    An implicit zero of sparse X is the value 0. Finiteness: dense X is checked by
+    the binning kernel's first pass (:func:`raise_non_finite`); sparse X here, with
+    the same message naming the first (row-major) row and column.
+    """
+    if not sp.issparse(X):
+        return check_dense_X(estimator, X, reset)
+    X = validate_data(
+        estimator,
+        X,
+        reset=reset,
+        accept_sparse=["csr", "csc"],
+        dtype=np.float64,
+        ensure_all_finite=False,
+        ensure_2d=True,
+        ensure_min_samples=1,
+        ensure_min_features=1,
+    )
+    X = sp.csr_matrix(X, copy=X.format != "csr")  # csr_matrix: the interface of scipy's
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    bad = np.flatnonzero(~np.isfinite(X.data))
+    if bad.shape[0]:
+        rows = np.searchsorted(X.indptr, bad, side="right") - 1
+        k = bad[np.lexsort((X.indices[bad], rows))[0]]
+        i = int(np.searchsorted(X.indptr, k, side="right") - 1)
+        j = int(X.indices[k])
+        raise ValueError(
+            f"X contains NaN or infinity ({X.data[k]!r}) at row {i}, column {j}"
+        )
+    return X
 
 
 def raise_non_finite(X, flat_index, name="X"):

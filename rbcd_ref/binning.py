@@ -18,6 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._checks import check_finite_matrix, check_int
 from ._random import hash_bin_vector, make_generator
+from ._scale import scale_sigma
 
 INT64_LOW = -(2.0**63)
 INT64_HIGH = 2.0**63  # exclusive
@@ -183,8 +184,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     ----------
     n_grids : int, default=64
         R, the number of random grids; every training row gets exactly R non-zeros.
-    sigma : float or array of shape (n_features_in_,), default=1.0
-        Kernel bandwidth, one per input feature if an array.
+    sigma : "scale", float or array of shape (n_features_in_,), default="scale"
+        Kernel bandwidth, one per input feature if an array. "scale": ``scale_sigma(X)`` of
+        ``rbcd_ref._scale`` (a multiple of the median L1 distance of sampled row pairs).
     kernel : {"laplacian"}, default="laplacian"
         The only kernel: delta ~ Gamma(shape 2, scale sigma).
     n_features : int or None, default=None
@@ -212,12 +214,14 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         kappa_r = 1 / nu_r, nu_r = (largest bin count) / N (paper, Definition 1).
     kappa_ : float
         Mean of ``kappa_per_grid_``.
+    sigma_ : float or ndarray (n_features_in_,)
+        The numeric sigma used (what "scale" gave, or the given value as float64).
     bin_tables_ : list of dict or None
         Exact mode: per grid, bin vector (tuple of ints) -> local column id. No training data
         is kept beyond these tables.
     """
 
-    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
                  dtype=np.float64, n_jobs=None, random_state=None):
         self.n_grids = n_grids
         self.sigma = sigma
@@ -228,7 +232,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self, n_features_in):
+    def _check_params(self, X):
+        n_features_in = X.shape[1]
         n_grids = check_int(self.n_grids, "n_grids", low=1)
         if not (isinstance(self.kernel, str) and self.kernel == "laplacian"):
             raise ValueError(f"kernel must be 'laplacian' (the only supported kernel), got {self.kernel!r}")
@@ -244,7 +249,10 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             check_int(self.n_jobs, "n_jobs")
             if self.n_jobs == 0:
                 raise ValueError("n_jobs must be a non-zero integer or None, got 0")
-        sigma = _check_sigma(self.sigma, n_features_in)
+        if isinstance(self.sigma, str) and self.sigma == "scale":
+            sigma = scale_sigma(X)
+        else:
+            sigma = _check_sigma(self.sigma, n_features_in)
         return n_grids, sigma, dtype
 
     def _validate_X(self, X, reset):
@@ -265,7 +273,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     def _fit(self, X):
         X = self._validate_X(X, reset=True)
         n_samples, d = X.shape
-        n_grids, sigma, dtype = self._check_params(d)
+        n_grids, sigma, dtype = self._check_params(X)
 
         rng = make_generator(self.random_state)
         widths = rng.gamma(2.0, sigma, size=(n_grids, d))
@@ -302,6 +310,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         nu = max_count / n_samples  # paper Definition 1: nu_r = largest bin count / N
         self.kappa_per_grid_ = 1.0 / nu
         self.kappa_ = float(np.mean(self.kappa_per_grid_))
+        self.sigma_ = sigma
         if self.n_features is None:
             self.grid_ptr_ = np.concatenate([[0], np.cumsum(n_bins)]).astype(np.int64)
             self.n_features_out_ = int(self.grid_ptr_[-1])

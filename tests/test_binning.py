@@ -13,6 +13,10 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
 
+# Property tests draw sigmas far from the data's scale on purpose: degenerate grids are
+# valid input here (the warning itself is tested in tests/test_features_api.py).
+pytestmark = pytest.mark.filterwarnings("ignore::rbcd.binning.DegenerateBinningWarning")
+
 import rbcd_ref
 from rbcd.binning import _binning
 from rbcd.binning import random_binning as features
@@ -105,7 +109,7 @@ def test_exact_mode_matches_ref(path, problem):
         with pytest.raises(ValueError) as info:
             RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit(
                 X, _paths=p).transform(X2, _paths=p)
-        assert str(info.value) == str(exc)
+        assert str(info.value).startswith(str(exc))  # rbcd adds a hint about sigma
         return
     for n_jobs in (1, 2):
         rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=n_jobs)
@@ -118,6 +122,142 @@ def test_exact_mode_matches_ref(path, problem):
         assert Z.has_sorted_indices
         assert_same_csr(T, Tr)
         assert_same_csr(T_train, Zr)
+
+
+@settings(max_examples=25)
+@given(problem=problems(), hashed=st.booleans(), sparse_in=st.booleans())
+def test_sigma_scale_matches_ref(problem, hashed, sparse_in):
+    """sigma="scale" (the default): the same sigma_, grids and Z as rbcd_ref, from dense
+    or sparse input (about half the entries zero)."""
+    X, X2, R, _, seed = problem
+    if sparse_in:
+        keep = np.random.default_rng(seed).random(X.shape) < 0.5
+        X = sp.csr_matrix(X * keep)
+        X2 = sp.csc_matrix(X2)
+    m = 97 if hashed else None
+    ref = rbcd_ref.RandomBinning(n_grids=R, random_state=seed, n_features=m)
+    rb = RandomBinning(n_grids=R, random_state=seed, n_features=m)
+    try:
+        Zr = ref.fit_transform(X)
+        Tr = ref.transform(X2)
+    except ValueError as exc:
+        with pytest.raises(ValueError) as info:
+            rb.fit(X).transform(X2)
+        assert str(info.value).startswith(str(exc))
+        return
+    Z = rb.fit_transform(X)
+    assert isinstance(rb.sigma_, float) and rb.sigma_ == ref.sigma_ > 0
+    assert_same_fit(rb, ref)
+    assert_same_csr(Z, Zr)
+    assert_same_csr(rb.transform(X2), Tr)
+
+
+def _with_constant_columns(problem, n_const, all_const, seed2):
+    """The problem with constant training columns inserted (values 0, or of the data's
+    scale), and new rows that keep, nudge or leave those values."""
+    X, X2, R, sigma, seed = problem
+    rng = np.random.default_rng(seed2)
+    n, d = X.shape
+    if all_const:
+        X = np.zeros((n, 0))
+        X2 = np.zeros((X2.shape[0], 0))
+        sigma = float(np.mean(sigma))
+        d = 0
+    scale = float(np.max(np.abs(X))) if X.size else 1.0
+    values = rng.choice([0.0, 1.0, -2.5, scale, -scale * 0.3], size=max(n_const, 1))
+    at = np.sort(rng.integers(0, d + 1, size=values.shape[0]))
+    X = np.insert(X, at, values, axis=1)
+    m = X2.shape[0]
+    new = np.tile(values, (m, 1))
+    step = np.float64(np.mean(sigma)) * rng.choice([0.0, 1e-9, 0.1, 1.0, 10.0, -3.0],
+                                                   size=new.shape)
+    new = new + step * (rng.random(new.shape) < 0.5)
+    X2 = np.insert(X2, at, new, axis=1)
+    if np.ndim(sigma):
+        sigma = np.insert(sigma, at, rng.uniform(0.05, 20.0, size=values.shape[0])
+                          * float(np.min(sigma)) / 0.05)
+    return X, X2, R, sigma, seed
+
+
+@settings(max_examples=30)
+@given(problem=problems(), n_const=st.integers(1, 4), all_const=st.booleans(),
+       sparse_in=st.booleans(), hashed=st.booleans(), seed2=st.integers(0, 2**32 - 1),
+       constants=st.sampled_from(["always", "never"]))
+def test_constant_features_and_sparse_input_match_ref(problem, n_const, all_const, sparse_in,
+                                                      hashed, seed2, constants):
+    """Features constant over the training rows are left out of the tables, exactly: same
+    grids, Z and transforms (new rows leaving those features' bins included) as rbcd_ref,
+    from dense or sparse input; the fitted state survives pickling."""
+    X, X2, R, sigma, seed = _with_constant_columns(problem, n_const, all_const, seed2)
+    m = 101 if hashed else None
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_features=m)
+    rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_features=m)
+    A, A2 = (sp.csr_matrix(X), sp.csc_matrix(X2)) if sparse_in else (X, X2)
+    try:
+        Zr = ref.fit_transform(X)
+        Tr = ref.transform(X2)
+    except ValueError as exc:
+        with pytest.raises(ValueError) as info:
+            rb.fit(A, _paths=_Paths(constants=constants)).transform(A2)
+        assert str(info.value).startswith(str(exc))
+        return
+    Z = rb.fit_transform(A, _paths=_Paths(constants=constants))
+    assert (rb._constant_columns is not None) == (constants == "always" and not hashed)
+    assert_same_fit(rb, ref)
+    assert_same_csr(Z, Zr)
+    assert_same_csr(rb.transform(A2), Tr)
+    again = pickle.loads(pickle.dumps(rb))
+    assert_same_csr(again.transform(A2), Tr)
+    assert_same_csr(again.transform(X), Zr)
+
+
+@pytest.mark.parametrize("random_state", [5, "generator", "seedsequence", "mt19937"])
+def test_grid_draw_repeats_exactly_in_blocks(monkeypatch, random_state):
+    """The draw kept for constant features gives contract 2's arrays for any block size
+    and any random_state, and leaves a passed Generator where one draw leaves it."""
+    def make(rs):
+        if rs == "generator":
+            return np.random.default_rng(11)
+        if rs == "seedsequence":
+            return np.random.SeedSequence(11)
+        if rs == "mt19937":
+            return np.random.Generator(np.random.MT19937(11))
+        return rs
+    X = np.random.default_rng(0).normal(size=(30, 7))
+    X[:, [1, 4]] = 3.0
+    for block in (1, 8, 3 * 7, 1 << 20):
+        monkeypatch.setattr(features, "DRAW_BLOCK", block)
+        ours, theirs = make(random_state), make(random_state)
+        rb = RandomBinning(n_grids=9, sigma=1.3, random_state=ours).fit(
+            X, _paths=_Paths(constants="always"))
+        ref = rbcd_ref.RandomBinning(n_grids=9, sigma=1.3, random_state=theirs).fit(X)
+        assert rb._constant_columns is not None and rb._widths is None
+        assert_same_fit(rb, ref)
+        if isinstance(ours, np.random.Generator):
+            assert ours.random() == theirs.random()
+        X2 = X[:5].copy()
+        X2[:, 4] = [3.0, 3.1, 2.0, 40.0, -5.0]
+        assert_same_csr(rb.transform(X2), ref.transform(X2))
+
+
+def test_wide_constant_input_is_small_and_exact():
+    """Issue 15 item 3: the state grows with the varying features, not with d."""
+    X = np.zeros((4, 10**5))
+    rb = RandomBinning(n_grids=64, random_state=0).fit(X)
+    assert len(pickle.dumps(rb)) < 8 * 10**5 * 4 + 10**5  # O(d) floats, not O(R d)
+    assert rb.n_features_out_ == 64
+    assert rb._tables.widths.shape == (64, 1)
+    Z = rb.transform(X[:2])
+    np.testing.assert_array_equal(Z.indices, np.tile(np.arange(64), 2))
+    X2 = np.zeros((3, 10**5))
+    X2[1, 7] = 1e-12  # inside every grid's bin of 0 (almost surely)
+    X2[2, 99_999] = 1e6  # outside all of them
+    T = rb.transform(X2)
+    np.testing.assert_array_equal(np.diff(T.indptr), [64, 64, 0])
+    # the grids drawn again are contract 2's
+    w = np.random.default_rng(0).gamma(2.0, rb.sigma_, size=(64, 10**5))
+    np.testing.assert_array_equal(rb.widths_[:, -5:], w[:, -5:])
+    del w
 
 
 @PATHS
@@ -215,8 +355,7 @@ def test_bins_on_integer_boundaries(path):
 
 def _fit_parts(rb, X):
     """The fit-time inputs of the kernels (as RandomBinning._fit computes them)."""
-    X, widths, offsets, _, _ = rb._draw(X, _Paths())
-    lo, hi, cmin, cmax = rb._bounds(X, widths, offsets, 1)
+    X, widths, offsets, lo, hi, cmin, cmax, *_ = rb._draw(X, _Paths())
     word, shift, n_words = _binning.pack_layout(lo, hi)
     return X, widths, offsets, lo, hi, cmin, cmax, shift, n_words
 

@@ -1,5 +1,6 @@
 """rbcd.RandomBinning as a scikit-learn transformer: input handling, errors, pickling,
 fitted state, check_estimator."""
+import warnings
 import pickle
 
 import numpy as np
@@ -34,7 +35,7 @@ def test_public_import_and_defaults():
 
     assert rbcd.RandomBinning is RandomBinning
     p = RandomBinning().get_params()
-    assert p == dict(n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    assert p == dict(n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
                      dtype=np.float64, n_jobs=None, random_state=None)
 
 
@@ -159,15 +160,61 @@ def test_bad_shapes_and_sparse_input():
         rb.fit(np.ones((0, 3)))
     with pytest.raises(ValueError, match="0 feature"):
         rb.fit(np.ones((4, 0)))
-    with pytest.raises(ValueError, match="sparse input is not supported"):
-        rb.fit(sp.csr_matrix(np.ones((4, 3))))
     rb.fit(_data(10, 3))
     with pytest.raises(ValueError, match="X has 4 features, but RandomBinning is expecting 3"):
         rb.transform(_data(10, 4))
-    with pytest.raises(ValueError, match="sparse input is not supported"):
-        rb.transform(sp.csr_matrix(_data(10, 3)))
+    with pytest.raises(ValueError, match="X has 4 features, but RandomBinning is expecting 3"):
+        rb.transform(sp.csr_matrix(_data(10, 4)))
+    assert rb.__sklearn_tags__().input_tags.sparse
     with pytest.raises(ValueError, match="n_threads must be >= 1"):
         rb.predicted_speedup(0)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+@pytest.mark.parametrize("n_features", [None, 61])
+def test_sparse_input_is_the_dense_input(fmt, n_features):
+    """An implicit zero is the value 0: Z (fit_transform, transform, columns) is the
+    dense input's bit for bit, and the caller's matrix is left alone."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(80, 9)) * (rng.random((80, 9)) < 0.3)
+    X[:, 3] = 0.0  # a constant (all implicit) column
+    X[:, 5] = 2.5  # a constant stored column
+    X2 = rng.normal(size=(30, 9)) * (rng.random((30, 9)) < 0.3)
+    X2[:4, 3] = [0.0, 1e-3, 50.0, -7.0]  # new rows leaving the constant columns' bins
+    X2[4:8, 5] = [2.5, 2.5 + 1e-9, 0.0, 30.0]
+    S, S2 = sp.csr_matrix(X).asformat(fmt), sp.csr_matrix(X2).asformat(fmt)
+    S2.eliminate_zeros() if fmt != "coo" else None
+    before = S.copy()
+    params = dict(n_grids=16, sigma=1.5, random_state=2, n_features=n_features)
+    dense = RandomBinning(**params)
+    sparse = RandomBinning(**params)
+    _same(sparse.fit_transform(S), dense.fit_transform(X))
+    _same(sparse.transform(S2), dense.transform(X2))
+    _same(sparse.transform(S), dense.transform(X))
+    assert (abs(S - before)).nnz == 0
+    if n_features is None:
+        Z, cols = RandomBinning(**params).fit_transform(S, return_columns=True)
+        _same(Z, dense.transform(X))
+        cols.check_matrix(Z)
+    ref = rbcd_ref.RandomBinning(**params)
+    _same(ref.fit_transform(S.tocsr()), dense.transform(X))
+    _same(ref.transform(S2.tocsr()), sparse.transform(S2))
+
+
+def test_sparse_non_finite_named_like_dense():
+    X = np.zeros((6, 5))
+    X[4, 1] = np.nan
+    X[3, 4] = np.inf
+    X[4, 0] = 1.0
+    for fmt in ("csr", "csc"):
+        S = sp.csr_matrix(X).asformat(fmt)
+        for call in (lambda: RandomBinning(n_grids=2).fit(S),
+                     lambda: RandomBinning(n_grids=2).fit(np.ones((6, 5))).transform(S)):
+            with pytest.raises(ValueError, match=r"NaN or infinity \(np.float64\(inf\)\) at "
+                                                 r"row 3, column 4"):
+                call()
+    with pytest.raises(ValueError, match=r"at row 3, column 4"):
+        RandomBinning(n_grids=2).fit(X)
 
 
 # ---------------------------------------------------------------- fitted state
@@ -399,12 +446,72 @@ def test_check_matrix_accepts_its_matrix_and_rejects_others():
         cols.check_matrix(Z * 2.0)
 
 
-def test_sigma_scale_is_resolved_in_one_place():
-    rb = RandomBinning(sigma="scale")
-    with pytest.raises(NotImplementedError, match="scale"):
-        rb.fit(_data(10, 3))
-    assert RandomBinning(sigma=[1.0, 2.0, 3.0])._resolve_sigma(_data(10, 3)).shape == (3,)
-    assert RandomBinning(sigma=2)._resolve_sigma(_data(10, 3)) == 2.0
+def test_sigma_scale_is_the_default_and_sigma_is_stored():
+    from rbcd._scale import scale_sigma
+    from rbcd.binning import median_l1_distance
+    X = _data(50, 3)
+    rb = RandomBinning(n_grids=8, random_state=0).fit(X)
+    assert rb.sigma == "scale"
+    assert rb.sigma_ == scale_sigma(X) > 0
+    assert median_l1_distance(X) > 0
+    # the sampled pairs do not depend on (or draw from) random_state
+    assert RandomBinning(n_grids=8, random_state=1).fit(X).sigma_ == rb.sigma_
+    same = RandomBinning(n_grids=8, sigma=rb.sigma_, random_state=0).fit(X)
+    np.testing.assert_array_equal(same.widths_, rb.widths_)
+    np.testing.assert_array_equal(same.offsets_, rb.offsets_)
+    # numbers are stored as the float (or float64 array) used
+    two = RandomBinning(n_grids=8, sigma=2, random_state=0).fit(X)
+    assert isinstance(two.sigma_, float) and two.sigma_ == 2.0
+    arr = RandomBinning(n_grids=8, sigma=[1, 2, 3], random_state=0).fit(X)
+    assert arr.sigma_.dtype == np.float64
+    np.testing.assert_array_equal(arr.sigma_, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="sigma"):
+        RandomBinning(sigma="median").fit(X)
+
+
+def test_random_state_accepts_what_make_generator_takes():
+    X = _data(30, 2)
+    want = RandomBinning(n_grids=4, random_state=7).fit(X).widths_
+    for rs in (np.random.default_rng(7), np.random.SeedSequence(7)):
+        np.testing.assert_array_equal(RandomBinning(n_grids=4, random_state=rs).fit(X).widths_,
+                                      want)
+    RandomBinning(n_grids=4, random_state=2**70).fit(X)
+    for bad in (-1, "x", 1.5):
+        with pytest.raises(ValueError, match="random_state"):
+            RandomBinning(n_grids=4, random_state=bad).fit(X)
+
+
+def test_tiny_sigma_error_names_sigma():
+    with pytest.raises(ValueError, match=r"too large to bin at row 0, column 0.*sigma"):
+        RandomBinning(n_grids=4, sigma=1e-300, random_state=0).fit(_data(5, 2) + 1.0)
+
+
+def test_degenerate_binning_warns_once_with_advice():
+    from rbcd.binning import DegenerateBinningWarning
+    assert issubclass(DegenerateBinningWarning, UserWarning)
+    X = _data(200, 3)
+    with pytest.warns(DegenerateBinningWarning) as rec:
+        rb = RandomBinning(n_grids=8, sigma=1e-4, random_state=0).fit(X)
+    assert len(rec) == 1
+    msg = str(rec[0].message)
+    assert rb.kappa_ >= 100
+    assert "sigma = 0.0001" in msg and "close to N = 200" in msg and "sigma='scale'" in msg and "larger sigma" in msg
+    with pytest.warns(DegenerateBinningWarning, match="smaller sigma") as rec:
+        rb = RandomBinning(n_grids=8, sigma=1e6, random_state=0).fit(X)
+    assert len(rec) == 1 and rb.kappa_ <= 1.1
+    with pytest.warns(DegenerateBinningWarning, match=r"sigma in \[.*per feature"):
+        RandomBinning(n_grids=8, sigma=[1e-4, 1e-4, 1e-3], random_state=0).fit(X)
+    with pytest.warns(DegenerateBinningWarning, match="larger sigma"):  # hashed mode too
+        RandomBinning(n_grids=8, sigma=1e-4, random_state=0, n_features=64).fit(X)
+    from rbcd.binning.random_binning import _warn_if_degenerate
+    with pytest.warns(DegenerateBinningWarning, match=r"sigma = 2\.5: .*larger sigma.*c > 1"):
+        _warn_if_degenerate(150.0, 200, 2.5, "scale")  # advice when sigma="scale" was used
+    # the default bandwidth on ordinary data, and small training sets: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateBinningWarning)
+        RandomBinning(n_grids=8, random_state=0).fit(X)
+        RandomBinning(n_grids=8, random_state=0).fit_transform(X, return_columns=True)
+        RandomBinning(n_grids=8, sigma=1e-4, random_state=0).fit(X[:19])
 
 
 @pytest.mark.parametrize("params, match", [
@@ -508,3 +615,23 @@ def test_simd_path_applies_only_to_normal_widths():
     assert not _binning.normal_widths(rb.widths_)
     ref = rbcd_ref.RandomBinning(n_grids=4, sigma=1e-303, random_state=0)
     _same(Z, ref.fit_transform(X))
+
+
+def test_fits_beyond_the_available_memory_are_refused_up_front(monkeypatch):
+    """Issue 15 item 6: a clear error with the estimate, before any work."""
+    from rbcd.binning import random_binning as features
+    X = _data(50, 3)
+    for n_grids in (10**19, 2**62):
+        with pytest.raises(ValueError, match=r"n_grids.*estimated .* GiB.*available"):
+            RandomBinning(n_grids=n_grids).fit(X)
+    monkeypatch.setattr(features, "_available_memory", lambda: 10**3)
+    for call in (lambda: RandomBinning(n_grids=64).fit(X),
+                 lambda: RandomBinning(n_grids=64).fit_transform(X),
+                 lambda: RandomBinning(n_grids=64, n_features=99).fit_transform(X)):
+        with pytest.raises(ValueError, match=r"needs an estimated .* GiB"):
+            call()
+    monkeypatch.setattr(features, "_available_memory", lambda: None)  # unknown: no check
+    rb = RandomBinning(n_grids=8).fit(X)
+    monkeypatch.setattr(features, "_available_memory", lambda: 10**3)
+    with pytest.raises(ValueError, match=r"transform of 50 rows with n_grids=8 needs"):
+        rb.transform(X)

@@ -535,9 +535,6 @@ def test_known_huge_int_tol_error_is_unnamed(make):
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="RandomBinning(sigma=1e-300) fails with 'X values too "
-                                       "large to bin at row 0, column 0', which does not say "
-                                       "that sigma is the cause")
 def test_known_tiny_sigma_error_is_unnamed():
     with pytest.raises(ValueError, match="sigma"):
         rbcd.RandomBinning(sigma=1e-300, random_state=0).fit(_base(0, 5, 2))
@@ -550,9 +547,6 @@ def test_known_class_weight_list():
         rbcd.RBClassifier(n_grids=4, class_weight=[1.0]).fit(X, y)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 item 6: RandomBinning(n_grids=10**19) fails in "
-                                       "numpy ('Maximum allowed dimension exceeded') instead of "
-                                       "being refused up front naming n_grids and the memory")
 def test_known_huge_n_grids_error_is_unnamed():
     with pytest.raises((ValueError, TypeError, MemoryError), match="n_grids"):
         rbcd.RandomBinning(n_grids=10**19).fit(_base(0, 5, 2))

@@ -1,4 +1,11 @@
 """Random binning: grids, bins, columns and the sparse feature matrix Z (DESIGN.md 2-7)."""
-from .random_binning import RandomBinning, RBColumns, column_structure
+from .random_binning import (
+    DegenerateBinningWarning,
+    RandomBinning,
+    RBColumns,
+    column_structure,
+    median_l1_distance,
+)
 
-__all__ = ["RandomBinning", "RBColumns", "column_structure"]
+__all__ = ["RandomBinning", "RBColumns", "column_structure", "DegenerateBinningWarning",
+           "median_l1_distance"]

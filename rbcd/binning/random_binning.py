@@ -12,6 +12,9 @@ validates, draws the grids (DESIGN.md contract 2), and assembles
 the sparse matrices. The column-major view the coordinate-descent solvers
 walk (:class:`RBColumns`) is built here too, in O(nnz), never by a sort.
 """
+import copy
+import os
+import warnings
 from dataclasses import dataclass
 from numbers import Integral
 
@@ -23,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import _binning
 from .._random import make_generator
+from .._scale import median_l1_distance, scale_sigma
 from .._threads import effective_n_threads
 from .._validation import (
     N_JOBS,
@@ -32,7 +36,7 @@ from .._validation import (
     fit_context,
     INT64_HIGH,
     INT64_LOW,
-    check_dense_X,
+    check_X,
     check_int,
     check_kernel,
     check_output_dtype,
@@ -42,7 +46,60 @@ from .._validation import (
     raise_too_large,
 )
 
-__all__ = ["RandomBinning", "RBColumns", "column_structure"]
+__all__ = ["RandomBinning", "RBColumns", "column_structure", "DegenerateBinningWarning",
+           "median_l1_distance"]
+
+
+class DegenerateBinningWarning(UserWarning):
+    """The fitted grids are useless for a kernel estimate (public).
+
+    Raised once per fit when nearly every training row is alone in its bins
+    (``kappa_ >= N / 2``: sigma far below the data's scale, the model memorises the
+    training rows) or nearly all rows share one bin (``kappa_ <= 1.1``: sigma far
+    above it, every row looks the same). Needs N >= 20 training rows (below that,
+    kappa says little). The message names the sigma used and what to try.
+    """
+
+
+#: Degenerate binning (DegenerateBinningWarning): kappa_ >= N * KAPPA_HIGH_FRACTION
+#: or kappa_ <= KAPPA_LOW, checked from DEGENERATE_MIN_ROWS training rows on.
+KAPPA_HIGH_FRACTION = 0.5
+KAPPA_LOW = 1.1
+DEGENERATE_MIN_ROWS = 20
+
+
+def _describe_sigma(sigma):
+    if np.ndim(sigma) == 0:
+        return f"sigma = {float(sigma):.6g}"
+    s = np.asarray(sigma)
+    return f"sigma in [{s.min():.6g}, {s.max():.6g}] (per feature)"
+
+
+def _warn_if_degenerate(kappa, n_samples, sigma, param):
+    """Warn (DegenerateBinningWarning) when kappa_ says the grids are degenerate."""
+    if n_samples < DEGENERATE_MIN_ROWS:
+        return
+    if kappa >= KAPPA_HIGH_FRACTION * n_samples:
+        what = (f"kappa_ = {kappa:.4g} is close to N = {n_samples}: nearly every training "
+                "row is alone in its bins, so a model can only memorise the training set")
+        fix, mult = "a larger sigma", "c > 1"
+    elif kappa <= KAPPA_LOW:
+        what = (f"kappa_ = {kappa:.4g} is close to 1: nearly all {n_samples} training rows "
+                "share one bin in every grid, so the features cannot tell rows apart")
+        fix, mult = "a smaller sigma", "c < 1"
+    else:
+        return
+    if isinstance(param, str):  # sigma="scale" gave it
+        advice = (f"try {fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult} "
+                  "(sigma='scale' is one such multiple), or per-feature sigmas if the "
+                  "features' scales differ")
+    else:
+        advice = (f"try sigma='scale' (a bandwidth from the data's median L1 distance), or "
+                  f"{fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult}")
+    warnings.warn(
+        f"degenerate random binning with {_describe_sigma(sigma)}: {what}; {advice}",
+        DegenerateBinningWarning, stacklevel=4,
+    )
 
 
 class RBColumns:
@@ -183,13 +240,18 @@ class _Paths:
     gives them (``_thresholds``); ``direct``: direct fit tables and the dense transform
     index where the plan gives them (``_direct_bits``, ``_dense_index``);
     ``small_work``: below this much work (rows x grids x columns) one thread runs,
-    as starting a parallel region costs more than the work.
+    as starting a parallel region costs more than the work. ``constants``: leave the
+    features constant over the training rows out of the tables ("always", where the
+    draw can be repeated), never, or "auto": for sparse X, or where the dense copy of
+    the varying features costs less than the grid arrays of the constant ones
+    (:func:`_drop_constants`).
     """
 
     simd: bool = True
     thresholds: bool = True
     direct: bool = True
     small_work: int = SMALL_WORK
+    constants: str = "auto"
 
 
 _DEFAULT_PATHS = _Paths()
@@ -566,6 +628,338 @@ def column_structure(Z, grid_ptr, n_jobs=None, *, _paths=None):
     return RBColumns(col_ptr, rows, gp, value, n_rows)
 
 
+# ---------------------------------------------------------------------------------------
+# The grid draw, and the features that do not vary over the training rows
+# ---------------------------------------------------------------------------------------
+#: Grids are drawn (and drawn again) in blocks of grids of about this many entries, so
+#: the draw's scratch stays bounded for any d: numpy's Generator gives the same stream
+#: drawn block by block as in one call (DESIGN.md contract 2 fixes the order).
+DRAW_BLOCK = 1 << 20
+
+
+class _GridDraw:
+    """The grid draw of one fit, kept so that it can be repeated exactly (private).
+
+    DESIGN.md contract 2: ``widths = gamma(2, sigma, (R, d))``, then ``offsets =
+    uniform(0, 1, (R, d)) * widths``, from ``make_generator(random_state)``. This keeps
+    the bit generator's class name and its state before the draw (whatever random_state
+    was: None, a seed, a SeedSequence, a Generator), sigma and the shape, so the widths
+    and offsets of any columns can be drawn again in O(R d) time and O(R x columns)
+    memory without keeping the (R, d) arrays.
+    """
+
+    def __init__(self, rng, sigma, n_grids, n_features):
+        self.bit_generator = type(rng.bit_generator).__name__
+        self.state = copy.deepcopy(rng.bit_generator.state)
+        self.sigma = sigma
+        self.shape = (int(n_grids), int(n_features))
+
+    @staticmethod
+    def can_repeat(rng):
+        """Whether the draw of ``rng`` can be repeated from its state (numpy's own bit
+        generators; a foreign one keeps the (R, d) arrays instead)."""
+        cls = getattr(np.random, type(rng.bit_generator).__name__, None)
+        return cls is type(rng.bit_generator)
+
+    def generator(self):
+        cls = getattr(np.random, str(self.bit_generator), None)
+        if not (isinstance(cls, type) and issubclass(cls, np.random.BitGenerator)):
+            raise ValueError(f"damaged RandomBinning grid draw: bit generator "
+                             f"{self.bit_generator!r}")
+        bit_generator = cls()
+        bit_generator.state = copy.deepcopy(self.state)
+        return np.random.Generator(bit_generator)
+
+    def blocks(self, rng=None):
+        """Yield ``(r0, widths[r0:r1], offsets[r0:r1])`` block by block. ``rng``: the live
+        generator, at the saved state, is left where one draw of the whole arrays leaves
+        it (None: a fresh copy)."""
+        R, d = self.shape
+        step = max(1, DRAW_BLOCK // max(d, 1))
+        if rng is None:
+            rng = self.generator()
+        if step >= R:
+            widths = rng.gamma(2.0, self.sigma, size=(R, d))
+            yield 0, widths, rng.uniform(0.0, 1.0, size=(R, d)) * widths
+            return
+        again = self.generator()  # the widths a second time, beside the offsets
+        for r0 in range(0, R, step):
+            rng.gamma(2.0, self.sigma, size=(min(step, R - r0), d))
+        for r0 in range(0, R, step):
+            k = min(step, R - r0)
+            widths = again.gamma(2.0, self.sigma, size=(k, d))
+            yield r0, widths, rng.uniform(0.0, 1.0, size=(k, d)) * widths
+
+    def columns(self, cols=None):
+        """``(widths[:, cols], offsets[:, cols])`` (all columns when cols is None)."""
+        R, d = self.shape
+        n = d if cols is None else len(cols)
+        widths = np.empty((R, n))
+        offsets = np.empty((R, n))
+        for r0, w, o in self.blocks():
+            k = w.shape[0]
+            widths[r0:r0 + k] = w if cols is None else w[:, cols]
+            offsets[r0:r0 + k] = o if cols is None else o[:, cols]
+        return widths, offsets
+
+
+def _constant_spans(c, widths, offsets):
+    """For columns with training value ``c`` (one per column): per (grid, column) the bin
+    q of c and an interval [a, b] around c whose ends (and so, bins being monotone in x,
+    every value between) have bin q; and whether q is outside int64. Exact: each end is
+    checked with the bins' own formula (contract 3); where a check fails the end is c
+    (an empty side: exact, only slower for new rows on that side).
+    """
+    keep = 1.0 - 2.0**-30  # nearly up to the bin's edges
+    with np.errstate(all="ignore"):
+        q = c - offsets
+        q /= widths
+        np.floor(q, out=q)
+        bad = ~((q >= INT64_LOW) & (q < INT64_HIGH))
+        edge = q * widths
+        edge += offsets  # about the bin's lower edge
+        a = c - edge
+        a *= keep
+        np.subtract(c, a, out=a)
+        np.minimum(a, c, out=a)
+        t = a - offsets
+        t /= widths
+        np.floor(t, out=t)
+        a = np.where(t == q, a, c)
+        edge += widths  # about the upper edge
+        b = edge
+        b -= c
+        b *= keep
+        b += c
+        np.maximum(b, c, out=b)
+        np.subtract(b, offsets, out=t)
+        t /= widths
+        np.floor(t, out=t)
+        b = np.where(t == q, b, c)
+        if bad.any():
+            a[bad] = np.broadcast_to(c, a.shape)[bad]
+            b[bad] = np.broadcast_to(c, b.shape)[bad]
+    return q, a, b, bad
+
+
+class _ConstantColumns:
+    """The features that are constant over the training rows (private, exact mode).
+
+    Such a feature puts every training row in the same bin of each grid, so it does not
+    change which training rows share a bin: the tables key on the varying features
+    only and the columns are numbered exactly as with all of them (contract 4). For a
+    new row, a value in [low_j, high_j] (an interval around the training value inside
+    its bin in every grid) changes nothing; beyond it, the row's bin in such a feature
+    is computed again from the repeated draw, and in each grid where it differs from
+    the training value's bin the row gets no entry (a bin unseen in fit, contract 6).
+
+    ``draw``: the :class:`_GridDraw`; ``varying``, ``constant``: column numbers;
+    ``value``, ``low``, ``high``: per constant column.
+    """
+
+    def __init__(self, draw, varying, constant, value, low, high):
+        self.draw = draw
+        self.varying = varying
+        self.constant = constant
+        self.value = value
+        self.low = low
+        self.high = high
+
+    def check(self, n_features_in, tables_d):
+        """ValueError unless the state is consistent (a damaged pickle)."""
+        try:
+            arrays = (self.varying, self.constant, self.value, self.low, self.high)
+            ok = (all(isinstance(a, np.ndarray) and a.ndim == 1 for a in arrays)
+                  and self.varying.dtype == np.int64 and self.constant.dtype == np.int64
+                  and self.varying.shape[0] + self.constant.shape[0] == n_features_in
+                  and max(self.varying.shape[0], 1) == tables_d
+                  and self.value.shape == self.low.shape == self.high.shape
+                  == self.constant.shape
+                  and np.array_equal(np.sort(np.concatenate([self.varying, self.constant])),
+                                     np.arange(n_features_in))
+                  and tuple(self.draw.shape)[1] == n_features_in
+                  and np.all(self.low <= self.value) and np.all(self.value <= self.high))
+        except (AttributeError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ValueError("damaged RandomBinning state: the constant-feature record does "
+                             "not match the fitted tables")
+
+    def misses(self, X):
+        """(rows, grids, bad_columns) of a new X: the (row, grid) pairs that get no entry,
+        and the columns (full numbering) whose bins do not fit in int64."""
+        C = self.constant
+        empty = np.zeros(0, dtype=np.int64)
+        if C.shape[0] == 0:
+            return empty, empty, empty
+        if sp.issparse(X):
+            Xc = sp.csc_matrix(X[:, C])
+            Xc.sort_indices()
+            coo = Xc.tocoo()
+            out = (coo.data < self.low[coo.col]) | (coo.data > self.high[coo.col])
+            rows, cols, vals = [coo.row[out]], [coo.col[out]], [coo.data[out]]
+            for jj in np.flatnonzero((0.0 < self.low) | (0.0 > self.high)):
+                present = np.zeros(X.shape[0], dtype=bool)
+                present[Xc.indices[Xc.indptr[jj]:Xc.indptr[jj + 1]]] = True
+                missing = np.flatnonzero(~present)
+                rows.append(missing)
+                cols.append(np.full(missing.shape[0], jj))
+                vals.append(np.zeros(missing.shape[0]))
+            rows = np.concatenate(rows).astype(np.int64)
+            cols = np.concatenate(cols).astype(np.int64)
+            vals = np.concatenate(vals)
+        else:
+            Xc = X[:, C]
+            rows, cols = np.nonzero((Xc < self.low) | (Xc > self.high))
+            vals = Xc[rows, cols]
+        if rows.shape[0] == 0:
+            return empty, empty, empty
+        J, pos = np.unique(cols, return_inverse=True)
+        widths, offsets = self.draw.columns(C[J])
+        R = widths.shape[0]
+        miss_rows, miss_grids, bad_cols = [], [], []
+        step = max(1, DRAW_BLOCK // R)
+        with np.errstate(all="ignore"):
+            for s in range(0, rows.shape[0], step):
+                p = pos[s:s + step]
+                w, o = widths[:, p], offsets[:, p]
+                q = np.floor((vals[s:s + step] - o) / w)
+                k = np.floor((self.value[J[p]] - o) / w)
+                bad = ~((q >= INT64_LOW) & (q < INT64_HIGH))
+                if bad.any():
+                    bad_cols.append(C[J[p[bad.any(axis=0)]]])
+                r, e = np.nonzero(q != k)
+                miss_rows.append(rows[s:s + step][e])
+                miss_grids.append(r)
+        bad_cols = np.unique(np.concatenate(bad_cols)) if bad_cols else empty
+        return (np.concatenate(miss_rows).astype(np.int64),
+                np.concatenate(miss_grids).astype(np.int64), bad_cols)
+
+
+def _available_memory():
+    """Bytes of memory available to a new allocation: MemAvailable of /proc/meminfo
+    where it exists, else the physical memory (os.sysconf), else None (unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+#: Bytes per (grid, varying feature) of the fit's grid arrays (widths, offsets, inverse
+#: widths, bin bounds, key layout, range bounds, threshold scratch).
+GRID_BYTES_PER_ENTRY = 96
+
+
+def _fit_memory(n_rows, n_grids, n_varying, copy_bytes, out_bytes_per_entry):
+    """A lower estimate of the bytes a fit or transform needs at its peak: the grid
+    arrays, the dense copy of the varying columns, and Z's arrays (``out_bytes_per_entry``
+    per row and grid: indices, values and the kernels' scratch). The tables come on
+    top (they depend on the bins found)."""
+    return (GRID_BYTES_PER_ENTRY * n_grids * max(n_varying, 1) + copy_bytes
+            + out_bytes_per_entry * n_rows * n_grids + 8 * (n_rows + n_grids))
+
+
+def _check_memory(estimate, what, n_grids):
+    """ValueError before any work when ``estimate`` exceeds the memory available."""
+    available = _available_memory()
+    if available is not None and estimate > available:
+        raise ValueError(
+            f"{what} with n_grids={n_grids} needs an estimated {estimate / 2**30:.3g} GiB "
+            f"(a lower bound), more than the {available / 2**30:.3g} GiB of memory "
+            "available: use fewer rows or a smaller n_grids"
+        )
+
+
+def _drop_constants(X, n_grids, n_varying, rule):
+    """Whether exact mode leaves the constant features out of its tables (``rule``: see
+    :class:`_Paths`). Either way Z is the same; leaving them out costs a dense copy of
+    the varying features (sparse X is copied anyway) and saves the (R, d) grid arrays."""
+    n, d = X.shape
+    if n_varying == d or rule == "never":
+        return False
+    if rule == "always" or sp.issparse(X):
+        return True
+    return 8 * n * n_varying <= GRID_BYTES_PER_ENTRY * n_grids * (d - n_varying)
+
+
+def _extremes(X, n_threads):
+    """Column minima and maxima of X (dense, or sparse with implicit zeros as 0); raises
+    the ValueError naming the first non-finite entry of dense X (check_X did sparse)."""
+    if sp.issparse(X):
+        return (np.asarray(X.min(axis=0).toarray(), dtype=np.float64).ravel(),
+                np.asarray(X.max(axis=0).toarray(), dtype=np.float64).ravel())
+    cmin, cmax, bad = _binning.scan_columns(X, n_threads)
+    if bad >= 0:
+        raise_non_finite(X, bad)
+    return cmin, cmax
+
+
+def _take_columns(X, cols=None):
+    """X[:, cols] as a C-ordered float64 array (X itself when it is dense and cols is all
+    of it)."""
+    if sp.issparse(X):
+        return np.ascontiguousarray((X if cols is None else X[:, cols]).toarray())
+    if cols is None or (cols.shape[0] == X.shape[1]):
+        return X
+    return np.ascontiguousarray(X[:, cols])
+
+
+def _bin_range(widths, offsets, cmin, cmax):
+    """Bins of the column extremes (the bounds of every bin, x -> bin being monotone) and
+    the columns where some bin does not fit in int64."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        qlo = np.floor((cmin - offsets) / widths)
+        qhi = np.floor((cmax - offsets) / widths)
+    ok = (qlo >= INT64_LOW) & (qlo < INT64_HIGH) & (qhi >= INT64_LOW) & (qhi < INT64_HIGH)
+    return qlo, qhi, ~np.all(ok, axis=0)
+
+
+def _raise_bad_bins(X, cols, widths, offsets, sigma=None):
+    """Raise the ValueError naming the first (row, column), then grid, whose bin does not
+    fit in int64, among columns ``cols`` of X (``widths``/``offsets``: those columns)."""
+    cols = np.asarray(cols, dtype=np.int64)
+    found = _binning.first_bad_bin(_take_columns(X, cols), np.ascontiguousarray(widths),
+                                   np.ascontiguousarray(offsets),
+                                   np.ones(cols.shape[0], dtype=np.uint8))
+    if found is None:  # cannot happen (monotone bins); keep a clear message
+        raise ValueError("X values too large to bin")
+    i, j, r, value = found
+    found = (i, int(cols[j]), r, value)
+    if sigma is None:
+        raise_too_large(*found)
+    try:
+        raise_too_large(*found)
+    except ValueError as exc:  # at fit: the cause is a sigma too small for X
+        raise ValueError(
+            f"{exc}; sigma is too small for the size of these values "
+            f"({_describe_sigma(sigma)}): use a larger sigma, e.g. sigma='scale'"
+        ) from None
+
+
+def _drop_entries(Z, rows, grids, grid_ptr):
+    """Z without its entries of the given (row, grid) pairs (rows' entries stay sorted)."""
+    n, D = Z.shape
+    R = grid_ptr.shape[0] - 1
+    entry_row = np.repeat(np.arange(n, dtype=np.int64), np.diff(Z.indptr))
+    entry_grid = np.searchsorted(grid_ptr, Z.indices, side="right") - 1
+    keep = ~np.isin(entry_row * R + entry_grid, np.unique(rows * R + grids))
+    nnz = int(keep.sum())
+    idx = index_dtype(D, nnz)
+    indptr = np.zeros(n + 1, dtype=idx)
+    np.cumsum(np.bincount(entry_row[keep], minlength=n), out=indptr[1:])
+    out = sp.csr_matrix((Z.data[keep], Z.indices[keep].astype(idx), indptr), shape=(n, D),
+                        copy=False)
+    out.has_sorted_indices = True
+    return out
+
+
 class RandomBinning(TransformerMixin, BaseEstimator):
     """Random binning features for the Laplacian kernel.
 
@@ -579,9 +973,20 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     ----------
     n_grids : int, default=64
         R, the number of random grids.
-    sigma : float or array of shape (n_features_in_,), default=1.0
+    sigma : "scale", float or array of shape (n_features_in_,), default="scale"
         Kernel bandwidth, positive; one per input feature if an array. Widths
-        are drawn ``delta[r, j] ~ Gamma(shape 2, scale sigma_j)``.
+        are drawn ``delta[r, j] ~ Gamma(shape 2, scale sigma_j)``. ``"scale"``
+        computes it from the training rows: ``rbcd._scale.scale_sigma(X)``, a
+        fixed multiple (``rbcd._scale.DEFAULT_FACTOR``) of the median L1 distance
+        of sampled pairs of rows, the same for every ``random_state``. To tune
+        around it, search a few multipliers of that distance::
+
+            d = rbcd.binning.median_l1_distance(X)
+            for c in (0.25, 0.5, 1, 2, 4):
+                RandomBinning(sigma=c * d)
+
+        A smaller sigma gives finer grids (more, smaller bins: a narrower kernel);
+        a larger one coarser grids. The value used is stored as ``sigma_``.
     kernel : {"laplacian"}, default="laplacian"
         The only kernel.
     n_features : int or None, default=None
@@ -618,7 +1023,12 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     kappa_per_grid_ : ndarray (n_grids,)
         kappa_r = 1 / nu_r, nu_r = (largest bin count) / N (paper, Def. 1).
     kappa_ : float
-        Mean of ``kappa_per_grid_``.
+        Mean of ``kappa_per_grid_``. Near N (every training row alone in its
+        bins) or near 1 (every row in one bin) the grids are degenerate and fit
+        warns (:class:`DegenerateBinningWarning`).
+    sigma_ : float or ndarray (n_features_in_,)
+        The numeric sigma the grids were drawn with (the value ``"scale"`` gave,
+        or the given number or array as float64).
     n_features_in_ : int
         d.
 
@@ -636,11 +1046,26 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     as the division (the few lanes near a bin edge are divided); the output is
     identical either way.
 
+    Sparse and wide input: X may be a scipy sparse CSR or CSC matrix (an implicit
+    zero is the value 0). In exact mode, features that are constant over the
+    training rows (every all-zero column of sparse data, say) put every training row
+    in the same bin, so the tables key on the varying features only and the fitted
+    state, time and memory grow with their number, not with d: for the constant
+    ones only the value, an interval around it inside its bin in every grid, and
+    the generator's state are kept (``widths_`` and ``offsets_`` are drawn again
+    when read). A new row that leaves such an interval has its bins in that
+    feature computed again; in each grid where it left the training value's bin it
+    gets no entry (a bin unseen in fit). Hashed mode keeps the (R, d) arrays (its
+    hash covers every feature's bin).
+
     Memory: Z (12 bytes per entry in float64 / int32) plus, during fit, the
     tables: about 20 to 35 bytes per distinct bin (8 per 64-bit key word). With
     grids so fine that almost every training point has its own bin (D close
     to N * R, ``kappa_`` close to N) the tables are as large as Z; such grids
-    also give a useless kernel estimate: increase sigma.
+    also give a useless kernel estimate (fit warns, ``DegenerateBinningWarning``):
+    increase sigma. A fit (or transform) whose estimated memory (a lower bound: grid
+    arrays, the dense copy of the varying features, Z) exceeds the memory available
+    (MemAvailable of /proc/meminfo) is refused before the work starts.
 
     Examples
     --------
@@ -653,7 +1078,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     (100, True)
     """
 
-    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
                  dtype=np.float64, n_jobs=None, random_state=None):
         self.n_grids = n_grids
         self.sigma = sigma
@@ -670,23 +1095,26 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         "n_features": [Interval(Integral, 1, 2**63 - 1, closed="both"), None],
         "dtype": "no_validation",  # check_output_dtype: float32 or float64
         "n_jobs": N_JOBS,
-        # what rbcd._random.make_generator takes (DESIGN.md contract 2): the shared
-        # RANDOM_STATE plus any non-negative int (numpy seeds of any size), Generator
-        # and SeedSequence
-        "random_state": RANDOM_STATE + [Interval(Integral, 0, None, closed="left"),
-                                        np.random.Generator, np.random.SeedSequence],
+        # what rbcd._random.make_generator takes (DESIGN.md contract 2)
+        "random_state": RANDOM_STATE,
     }
 
     # ------------------------------------------------------------------ checks
     def _resolve_sigma(self, X):
         """The numeric sigma of the kernel for training data X: a positive float, or a
-        positive float64 array of length d (DESIGN.md contract 1). The one place where a
-        data-dependent rule (``sigma="scale"``) is to be resolved."""
+        positive float64 array of length d (DESIGN.md contract 1). ``sigma="scale"`` is
+        :func:`rbcd._scale.scale_sigma` of X (its sampled pairs do not touch the grids'
+        stream)."""
         if isinstance(self.sigma, str):
-            raise NotImplementedError(f"sigma={self.sigma!r} is not implemented yet")
+            if self.sigma != "scale":
+                raise ValueError(f"sigma must be a positive number, an array or 'scale', "
+                                 f"got {self.sigma!r}")
+            with np.errstate(all="ignore"):  # non-finite X is reported by _bounds
+                return float(scale_sigma(X))
         return check_sigma(self.sigma, X.shape[1])
 
     def _check_params(self, X):
+        """The checked parameters; sigma is None for "scale" (resolved by the caller)."""
         n_grids = check_int(self.n_grids, "n_grids", low=1)
         check_kernel(self.kernel)
         if self.n_features is not None:
@@ -694,54 +1122,115 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             if int(self.n_features) >= 2**63:
                 raise ValueError(f"n_features must be < 2**63, got {self.n_features}")
         dtype = check_output_dtype(self.dtype)
-        sigma = self._resolve_sigma(X)
+        sigma = None if isinstance(self.sigma, str) else self._resolve_sigma(X)
+        if isinstance(self.sigma, str) and self.sigma != "scale":
+            self._resolve_sigma(X)  # the error
         n_threads = effective_n_threads(self.n_jobs)
         return n_grids, sigma, dtype, n_threads
 
-    @staticmethod
-    def _bounds(X, widths, offsets, n_threads):
-        """Training/transform bin bounds per (grid, column); raises the input errors.
+    def _check_fit_memory(self, X, n_grids, varying, dtype, mode):
+        """Refuse, before the work, a fit that cannot fit in the memory available."""
+        n, d = X.shape
+        exact = self.n_features is None
+        n_var = varying.shape[0]
+        if not (exact and _drop_constants(X, n_grids, n_var, "auto")):
+            n_var = d
+        copy = 0 if (not sp.issparse(X) and n_var == d) else 8 * n * n_var
+        idx = 4 if n * n_grids < 2**31 else 8
+        if not exact:  # Z (indices, values) and the hashed transform's scratch
+            per_entry = (2 * idx + dtype.itemsize + 4) if mode != "fit" else 0
+        elif mode == "fit":
+            per_entry = 0
+        else:  # ids / indices and values; the columns add rows and labels
+            per_entry = idx + dtype.itemsize + (idx + 4 if mode == "columns" else 0)
+        if n_var == d:
+            copy += 16 * n_grids * d  # the (R, d) draw itself
+        _check_memory(_fit_memory(n, n_grids, n_var, copy, per_entry),
+                      f"RandomBinning.fit on {n} rows x {d} features ({n_var} varying)",
+                      n_grids)
 
-        One pass over X (column extremes, first non-finite entry); the bins of
-        the extremes bound all bins since x -> floor((x - u) / w) is monotone.
+    def _draw(self, X, paths, mode="fit"):
+        """Validate X and the parameters, draw the grids (contract 2) and bound the bins.
+
+        Exact mode keeps only the columns of the features that vary over the training
+        rows (:class:`_ConstantColumns`), when the draw can be repeated. Returns ``(XV,
+        widths, offsets, lo, hi, cmin, cmax, sigma, dtype, n_threads, constant)``: XV
+        the dense varying columns (a zero column if none varies) and the arrays for them.
         """
-        cmin, cmax, bad = _binning.scan_columns(X, n_threads)
-        if bad >= 0:
-            raise_non_finite(X, bad)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            qlo = np.floor((cmin - offsets) / widths)
-            qhi = np.floor((cmax - offsets) / widths)
-        ok = (qlo >= INT64_LOW) & (qlo < INT64_HIGH) & (qhi >= INT64_LOW) & (qhi < INT64_HIGH)
-        if not np.all(ok):
-            columns = np.ascontiguousarray(~np.all(ok, axis=0), dtype=np.uint8)
-            found = _binning.first_bad_bin(X, widths, offsets, columns)
-            if found is None:  # cannot happen (monotone bins); keep a clear message
-                raise ValueError("X values too large to bin")
-            raise_too_large(*found)
-        return qlo.astype(np.int64), qhi.astype(np.int64), cmin, cmax
-
-    def _draw(self, X, paths):
-        X = check_dense_X(self, X, reset=True)
+        X = check_X(self, X, reset=True)
         n_samples, d = X.shape
         n_grids, sigma, dtype, n_threads = self._check_params(X)
         n_threads = _threads_for(n_threads, n_samples * n_grids * d, paths)
         if n_samples >= 2**32 - 1:
             raise ValueError(f"at most 2**32 - 2 samples are supported, got {n_samples}")
+        cmin, cmax = _extremes(X, n_threads)
+        varying = np.flatnonzero(cmin < cmax).astype(np.int64)
+        self._check_fit_memory(X, n_grids, varying, dtype, mode)
+        if isinstance(self.sigma, str):
+            # the L1 distances over the varying columns only: the running sums of
+            # rbcd._scale add exact zeros for the others, so the value is the same
+            sigma = self._resolve_sigma(_take_columns(X, varying) if varying.shape[0]
+                                        else np.zeros((n_samples, 1)))
         rng = make_generator(self.random_state)
-        # DESIGN.md contract 2: widths first, then offsets
-        widths = rng.gamma(2.0, sigma, size=(n_grids, d))
-        offsets = rng.uniform(0.0, 1.0, size=(n_grids, d)) * widths
-        return X, widths, offsets, dtype, n_threads
+        constant = None
+        if (self.n_features is None and _GridDraw.can_repeat(rng)
+                and _drop_constants(X, n_grids, varying.shape[0], paths.constants)):
+            draw = _GridDraw(rng, sigma, n_grids, d)
+            const = np.flatnonzero(~(cmin < cmax)).astype(np.int64)
+            value = np.ascontiguousarray(cmin[const])
+            widths = np.empty((n_grids, varying.shape[0]))
+            offsets = np.empty((n_grids, varying.shape[0]))
+            # the spans over all columns (cheaper than copying the constant ones out of
+            # each block); only the constant columns' are kept
+            low = np.full(d, -np.inf)
+            high = np.full(d, np.inf)
+            bad_any = np.zeros(d, dtype=bool)
+            for r0, w, o in draw.blocks(rng):
+                k = w.shape[0]
+                widths[r0:r0 + k] = w[:, varying]
+                offsets[r0:r0 + k] = o[:, varying]
+                _, a, b, bad = _constant_spans(cmin, w, o)
+                np.maximum(low, a.max(axis=0), out=low)
+                np.minimum(high, b.min(axis=0), out=high)
+                bad_any |= bad.any(axis=0)
+            low, high, bad_const = low[const], high[const], bad_any[const]
+            constant = _ConstantColumns(draw, varying, const, value, low, high)
+            if varying.shape[0]:
+                XV = _take_columns(X, varying)
+                cmin_v, cmax_v = cmin[varying], cmax[varying]
+            else:  # nothing varies: one zero column, in one bin of every grid
+                XV = np.zeros((n_samples, 1))
+                widths = np.ones((n_grids, 1))
+                offsets = np.full((n_grids, 1), 0.5)
+                cmin_v = cmax_v = np.zeros(1)
+            qlo, qhi, bad_v = _bin_range(widths, offsets, cmin_v, cmax_v)
+            if bad_v.any() or bad_const.any():
+                cols = np.union1d(varying[bad_v[:varying.shape[0]]], const[bad_const])
+                _raise_bad_bins(X, cols, *draw.columns(cols), sigma)
+        else:
+            # DESIGN.md contract 2: widths first, then offsets
+            widths = rng.gamma(2.0, sigma, size=(n_grids, d))
+            offsets = rng.uniform(0.0, 1.0, size=(n_grids, d)) * widths
+            XV = _take_columns(X)
+            cmin_v, cmax_v = cmin, cmax
+            qlo, qhi, bad = _bin_range(widths, offsets, cmin, cmax)
+            if bad.any():
+                cols = np.flatnonzero(bad)
+                _raise_bad_bins(X, cols, widths[:, cols], offsets[:, cols], sigma)
+        return (XV, widths, offsets, qlo.astype(np.int64), qhi.astype(np.int64), cmin_v,
+                cmax_v, sigma, dtype, n_threads, constant)
 
     # ------------------------------------------------------------------ fit
     def _fit(self, X, mode, paths=None):
         """Fit; ``mode`` is "fit", "Z" (also return training ids) or "columns".
-        ``paths``: a :class:`_Paths` (tests force a code path; None: the default)."""
+        ``paths``: a :class:`_Paths` (tests force a code path; None: the default).
+        Returns the dense varying columns of X (what the kernels bin), the training ids,
+        the column counts and the thread count."""
         paths = _DEFAULT_PATHS if paths is None else paths
-        X, widths, offsets, dtype, n_threads = self._draw(X, paths)
+        (X, widths, offsets, lo, hi, cmin, cmax, sigma, dtype, n_threads,
+         constant) = self._draw(X, paths, mode)
         n_samples = X.shape[0]
         R = widths.shape[0]
-        lo, hi, cmin, cmax = self._bounds(X, widths, offsets, n_threads)
         exact = self.n_features is None
         grids = _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact, paths.thresholds)
         nnz = n_samples * R
@@ -753,13 +1242,15 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                                           X.shape[1]), n_threads)
         n_bins, max_count, slots, keys, counts = _binning.fit_tables(
             X, grids, direct, ids, mode == "columns", bounds, paths)
-        self.widths_ = widths
-        self.offsets_ = offsets
+        self._constant_columns = constant
+        self._widths, self._offsets = (None, None) if constant is not None else (widths, offsets)
         self.n_bins_ = n_bins
         nu = max_count / n_samples  # paper Definition 1: nu_r = largest bin count / N
         self.kappa_per_grid_ = 1.0 / nu
         self.kappa_ = float(np.mean(self.kappa_per_grid_))
+        self.sigma_ = sigma
         self._dtype_ = dtype
+        _warn_if_degenerate(self.kappa_, n_samples, sigma, self.sigma)
         if exact:
             self.grid_ptr_ = np.zeros(R + 1, dtype=np.int64)
             np.cumsum(n_bins, out=self.grid_ptr_[1:])
@@ -780,7 +1271,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like (n_samples, n_features), dense, any real dtype
+        X : array-like or scipy sparse CSR / CSC matrix (n_samples, n_features)
+            Any real dtype; an implicit zero of sparse X is the value 0 (Z is the
+            dense input's, bit for bit).
         y : ignored
 
         Returns
@@ -799,7 +1292,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : array-like (n_samples, n_features), dense, any real dtype
+        X : array-like or scipy sparse CSR / CSC matrix (n_samples, n_features)
+            Any real dtype; an implicit zero of sparse X is the value 0 (Z is the
+            dense input's, bit for bit).
         y : ignored
         return_columns : bool, default=False
             Also return the :class:`RBColumns` of Z (exact mode only), built in the
@@ -821,7 +1316,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         return self._training_Z(X.shape[0], ids, n_threads)
 
     def _training_Z(self, n_samples, ids, n_threads):
-        R = self.widths_.shape[0]
+        R = self.n_bins_.shape[0]
         data = _binning.empty(ids.shape[0], self._dtype_)
         _binning.finish_training(ids, self.grid_ptr_, data, float(self._value()), n_threads)
         indptr = np.arange(0, n_samples * R + 1, R, dtype=ids.dtype)
@@ -847,7 +1342,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             )
         X, ids, counts, n_threads = self._fit(X, "columns", paths)
         n_samples = X.shape[0]
-        R = self.widths_.shape[0]
+        R = self.n_bins_.shape[0]
         Z = self._training_Z(n_samples, ids, n_threads)
         col_ptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
         np.cumsum(counts, out=col_ptr[1:])
@@ -865,7 +1360,30 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                             grid_labels=labels)
 
     def _value(self):
-        return np.float64(1.0) / np.sqrt(np.float64(self.widths_.shape[0]))
+        return np.float64(1.0) / np.sqrt(np.float64(self.n_bins_.shape[0]))
+
+    @property
+    def widths_(self):
+        """delta[r, j], shape (n_grids, n_features_in_) (drawn again on each access when
+        some features are constant over the training rows: the fitted state keeps only
+        how to draw them)."""
+        return self._drawn_grids()[0]
+
+    @property
+    def offsets_(self):
+        """u[r, j], shape (n_grids, n_features_in_) (see ``widths_``)."""
+        return self._drawn_grids()[1]
+
+    def _drawn_grids(self):
+        state = self.__dict__
+        constant = state.get("_constant_columns")
+        if constant is not None:
+            return constant.draw.columns()
+        if state.get("_widths") is not None:
+            return state["_widths"], state["_offsets"]
+        if "widths_" in state:  # a pickle of an earlier version
+            return state["widths_"], state["offsets_"]
+        raise AttributeError("this RandomBinning is not fitted: no widths_ / offsets_")
 
     # ------------------------------------------------------------------ transform
     def transform(self, X, *, _paths=None):
@@ -874,25 +1392,61 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         Exact mode: a bin never seen in fit gives no entry. Hashed mode: the
         documented hash, duplicates within a row summed.
         """
-        check_is_fitted(self, "widths_")
+        check_is_fitted(self, "n_bins_")
         paths = _DEFAULT_PATHS if _paths is None else _paths
-        X = check_dense_X(self, X, reset=False)
+        X = check_X(self, X, reset=False)
         n_threads = _threads_for(effective_n_threads(self.n_jobs),
-                                 X.size * self.widths_.shape[0], paths)
+                                 X.shape[0] * X.shape[1] * self.n_bins_.shape[0], paths)
+        R = self.n_bins_.shape[0]
+        n, d = X.shape
+        idx = 4 if n * R < 2**31 else 8
+        _check_memory(_fit_memory(n, R, 0, 8 * n * d if sp.issparse(X) else 0,
+                                  2 * idx + 8 + 4),
+                      f"RandomBinning.transform of {n} rows", R)
+        cmin, cmax = _extremes(X, n_threads)  # the non-finite check, every column
         if self.grid_ptr_ is not None:  # the mode of the fit, not of later set_params
-            return self._transform_exact(X, n_threads, paths)
-        return self._transform_hashed(X, n_threads, paths)
+            return self._transform_exact(X, cmin, cmax, n_threads, paths)
+        widths, offsets = self._drawn_grids()
+        _, _, bad = _bin_range(widths, offsets, cmin, cmax)
+        if bad.any():
+            cols = np.flatnonzero(bad)
+            _raise_bad_bins(X, cols, widths[:, cols], offsets[:, cols])
+        return self._transform_hashed(_take_columns(X), n_threads, paths)
 
-    def _transform_exact(self, X, n_threads, paths):
+    def _transform_exact(self, X, cmin, cmax, n_threads, paths):
         grids = getattr(self, "_tables", None)
         if not isinstance(grids, _binning.GridTables):
             raise ValueError("this RandomBinning has no fitted grid tables (damaged state?)")
-        n_samples = X.shape[0]
         R = grids.n_grids
         D = self.n_features_out_
         if D != int(grids.grid_ptr[-1]):
             raise ValueError("n_features_out_ does not match the fitted grid tables")
-        self._bounds(X, grids.widths, grids.offsets, n_threads)
+        constant = self.__dict__.get("_constant_columns")
+        if constant is None:
+            if grids.n_features_in != X.shape[1]:
+                raise ValueError("the fitted grid tables do not match n_features_in_")
+            miss_rows = np.zeros(0, dtype=np.int64)
+            _, _, bad = _bin_range(grids.widths, grids.offsets, cmin, cmax)
+            if bad.any():
+                cols = np.flatnonzero(bad)
+                _raise_bad_bins(X, cols, grids.widths[:, cols], grids.offsets[:, cols])
+            X = _take_columns(X)
+        else:
+            constant.check(X.shape[1], grids.n_features_in)
+            varying = constant.varying
+            miss_rows, miss_grids, bad_const = constant.misses(X)
+            if varying.shape[0]:
+                _, _, bad = _bin_range(grids.widths, grids.offsets, cmin[varying],
+                                       cmax[varying])
+                bad_var = varying[bad]
+            else:
+                bad_var = varying
+            if bad_var.shape[0] or bad_const.shape[0]:
+                cols = np.union1d(bad_var, bad_const)
+                _raise_bad_bins(X, cols, *constant.draw.columns(cols))
+            X = (_take_columns(X, varying) if varying.shape[0]
+                 else np.zeros((X.shape[0], 1)))
+        n_samples = X.shape[0]
         tmp_idx = index_dtype(D, n_samples * R)
         out = _binning.empty(n_samples * R, tmp_idx)
         row_nnz = np.empty(n_samples, dtype=np.int64)
@@ -916,17 +1470,20 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         data = _constant_data(nnz, self._value(), self._dtype_, n_threads)
         Z = sp.csr_matrix((data, indices, indptr), shape=(n_samples, D), copy=False)
         Z.has_sorted_indices = True
+        if miss_rows.shape[0]:  # new rows that left a constant feature's training bin
+            Z = _drop_entries(Z, miss_rows, miss_grids, grids.grid_ptr)
         return Z
 
     def _transform_hashed(self, X, n_threads, paths):
+        """Hashed Z of dense X (bins already checked to fit in int64)."""
         n_samples = X.shape[0]
-        R = self.widths_.shape[0]
+        widths, offsets = self._drawn_grids()
+        R = widths.shape[0]
         m = int(self.n_features_out_)
-        self._bounds(X, self.widths_, self.offsets_, n_threads)
         out = _binning.empty(n_samples * R, np.int32 if m <= 2**31 else np.int64)
         mult = _binning.empty(n_samples * R, np.int32)
         row_nnz = np.empty(n_samples, dtype=np.int64)
-        _binning.transform_hashed(X, self.widths_, self.offsets_, np.uint64(m), out,
+        _binning.transform_hashed(X, widths, offsets, np.uint64(m), out,
                                   mult, row_nnz, n_threads, paths)
         nnz = int(row_nnz.sum())
         idx = index_dtype(m, nnz)
@@ -957,9 +1514,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
         R = n_grids non-zeros per row, D = n_features_out_ columns; 1.0 if D <= 1.
         """
-        check_is_fitted(self, "widths_")
+        check_is_fitted(self, "n_bins_")
         tau = check_int(n_threads, "n_threads", low=1)
-        R = self.widths_.shape[0]
+        R = self.n_bins_.shape[0]
         D = self.n_features_out_
         if D <= 1:
             return 1.0
@@ -967,6 +1524,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # CSR / CSC, an implicit zero is the value 0
         try:
             tags.transformer_tags.preserves_dtype = [check_output_dtype(self.dtype).name]
         except ValueError:
