@@ -404,9 +404,9 @@ def plot(records, rows, path):
         ax.set_ylabel("test accuracy (%)" if clf else "test RMSE", fontsize=8)
         lo = row["target"] * (100 if clf else 1)
         if clf:
-            ax.set_ylim(lo - 10, min(100, row["best_peer"] * 100 + 3))
+            ax.set_ylim(lo - 8, min(100, row["best_peer"] * 100 + 2))
         else:
-            ax.set_ylim(row["best_peer"] * 0.95, lo * 1.25)
+            ax.set_ylim(row["best_peer"] * 0.98, lo * 1.1)
         ax.tick_params(labelsize=7)
     for ax in axes.ravel()[n:]:
         ax.axis("off")
