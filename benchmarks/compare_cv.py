@@ -5,7 +5,8 @@
     python benchmarks/compare_cv.py --data DIR/NAME    # a real set: DIR/NAME.train.svm
     python benchmarks/compare_cv.py --classes 26       # a 26-class problem (make_classification)
 
-Both search sigma = factor * scale_sigma(X) over --factors and alpha over --alphas with
+Both search sigma = factor * scale_sigma(X) over --factors and alpha over --alphas (default:
+RBClassifierCV's, per training row) with
 --folds stratified folds, then refit the best on all rows. GridSearchCV bins and solves every
 (sigma, alpha, fold) from scratch; RBClassifierCV bins once per (sigma, fold) and solves all
 alphas (and classes) in one block CG. Prints both wall times (best of --repeat), their ratio
@@ -44,9 +45,12 @@ def main(argv=None):
     p.add_argument("--data", default=None, help="DIR/NAME of a NAME.train.svm file")
     p.add_argument("--classes", type=int, default=2)
     p.add_argument("--factors", default="0.25,0.5,1,2")
-    p.add_argument("--alphas", default="0.01,0.1,1,10")
+    p.add_argument("--alphas", default=None,
+                   help="comma-separated alphas (default: RBClassifierCV's, n_samples * "
+                        "(1e-5, 1e-4, 1e-3, 1e-2))")
     p.add_argument("--folds", type=int, default=5)
-    p.add_argument("--tol", type=float, default=None, help="solver tol (default: the model's)")
+    p.add_argument("--tol", type=float, default=1e-3,
+                   help="solver tol (default 1e-3, the recommended default)")
     p.add_argument("--n-jobs", type=int, default=None)
     args = p.parse_args(argv)
     quiet()
@@ -59,7 +63,12 @@ def main(argv=None):
 
     X, y = load(args)
     factors = [float(v) for v in args.factors.split(",")]
-    alphas = [float(v) for v in args.alphas.split(",")]
+    if args.alphas:
+        alphas = [float(v) for v in args.alphas.split(",")]
+    else:
+        from rbcd.model_selection import DEFAULT_ALPHAS_CG_PER_ROW
+
+        alphas = [c * X.shape[0] for c in DEFAULT_ALPHAS_CG_PER_ROW]
     folds = StratifiedKFold(args.folds, shuffle=True, random_state=args.seed)
     print(f"data: {X.shape[0]} x {X.shape[1]}, {len(np.unique(y))} classes; "
           f"{len(factors)} sigmas x {len(alphas)} alphas x {args.folds} folds", flush=True)

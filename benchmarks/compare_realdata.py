@@ -27,8 +27,8 @@ Per set, every configuration is fitted on the training rows and scored on the te
 Reported per set: the best score of every family; the target (the peers' best accuracy minus
 0.5 points, or their best RMSE plus 1%); and the time for each family's fastest
 configuration that reaches it. Outputs (written atomically: a temporary file in the same
-folder, then os.replace): ``realdata.json`` (every configuration), ``realdata.md`` (the
-table) and ``realdata_*.png`` (score against time per set) in --out.
+folder, then os.replace): ``realdata.json`` (every configuration), ``realdata_table.md``
+(the table) and ``realdata_time.png`` (score against time per set) in --out.
 
 Timings are only meaningful on a quiet machine; scores do not depend on load.
 """
@@ -404,9 +404,9 @@ def plot(records, rows, path):
         ax.set_ylabel("test accuracy (%)" if clf else "test RMSE", fontsize=8)
         lo = row["target"] * (100 if clf else 1)
         if clf:
-            ax.set_ylim(lo - 10, min(100, row["best_peer"] * 100 + 3))
+            ax.set_ylim(lo - 8, min(100, row["best_peer"] * 100 + 2))
         else:
-            ax.set_ylim(row["best_peer"] * 0.95, lo * 1.25)
+            ax.set_ylim(row["best_peer"] * 0.98, lo * 1.1)
         ax.tick_params(labelsize=7)
     for ax in axes.ravel()[n:]:
         ax.axis("off")
@@ -521,7 +521,7 @@ def main(argv=None):
     rows = summarize(records, meta)
     md = markdown(rows, header)
     print(md)
-    write_atomic(os.path.join(args.out, "realdata.md"), md)
+    write_atomic(os.path.join(args.out, "realdata_table.md"), md)
     if rows:
         plot(records, rows, os.path.join(args.out, "realdata_time.png"))
     return rows

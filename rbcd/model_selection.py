@@ -30,6 +30,7 @@ the solver tolerance (the grids drawn for a given sigma are the same in every fo
 are in RBClassifier for an int ``random_state``).
 """
 import copy
+import inspect
 import time
 from numbers import Integral, Real
 
@@ -72,11 +73,30 @@ def _positive_grid(values, name):
     return arr
 
 
+def _bin_training(rb, X):
+    """(Z, grid structure or None) of the training rows: ``fit_transform(X,
+    return_columns=True)`` where RandomBinning offers it, else ``fit_transform(X)``."""
+    if "return_columns" in inspect.signature(rb.fit_transform).parameters:
+        return rb.fit_transform(X, return_columns=True)
+    return rb.fit_transform(X), None
+
+
+def _structure(solver, rb, columns):
+    """The keyword that hands a solver's ``fit`` the grid structure of Z (``columns=`` the
+    RBColumns, or ``binning=`` the fitted RandomBinning, whichever its fit takes)."""
+    params = inspect.signature(solver.fit).parameters
+    if "columns" in params:
+        return {"columns": columns if columns is not None else rb}
+    if "binning" in params:
+        return {"binning": rb}
+    return {}
+
+
 class _RBSearchBase(BaseEstimator):
     _classifier = False
 
     _parameter_constraints = {
-        "n_grids": POSITIVE_INT,
+        "n_grids": POSITIVE_INT + [StrOptions({"auto"})],
         "sigma": [Interval(Real, 0, None, closed="neither"), StrOptions({"scale"})],
         "sigma_factors": ["array-like"],
         "alphas": ["array-like", None],
@@ -97,11 +117,23 @@ class _RBSearchBase(BaseEstimator):
 
         return RBClassifier if self._classifier else RBRegressor
 
-    def _model(self, sigma, alpha, seed=None):
+    def _n_grids(self, n_features_in):
+        """n_grids, with "auto" resolved as the models resolve it (rbcd.models.auto_n_grids:
+        256, or 512 above 64 features)."""
+        if not isinstance(self.n_grids, str):
+            return int(self.n_grids)
+        from . import models
+
+        rule = getattr(models, "auto_n_grids", None)
+        if rule is not None:
+            return int(rule(n_features_in))
+        return 256 if n_features_in <= 64 else 512
+
+    def _model(self, sigma, alpha, seed=None, n_grids=None):
         """The RBClassifier / RBRegressor of one candidate."""
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         return self._model_class()(
-            n_grids=self.n_grids, sigma=float(sigma), solver=self.solver, alpha=float(alpha),
+            n_grids=self.n_grids if n_grids is None else n_grids, sigma=float(sigma), solver=self.solver, alpha=float(alpha),
             fit_intercept=self.fit_intercept, tol=self.tol, max_iter=self.max_iter,
             n_jobs=self.n_jobs, random_state=self.random_state if seed is None else seed, **extra)
 
@@ -140,6 +172,7 @@ class _RBSearchBase(BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse=False, dtype=np.float64,
                              multi_output=not self._classifier, y_numeric=not self._classifier)
         alphas = self._alpha_grid(X.shape[0])
+        n_grids = self._n_grids(X.shape[1])
         if self._classifier:
             check_classification_targets(y)
             self.classes_ = np.unique(y)
@@ -171,14 +204,14 @@ class _RBSearchBase(BaseEstimator):
         for si, sigma in enumerate(sigmas):
             for fi, (train, test) in enumerate(folds):
                 t0 = time.perf_counter()
-                rb = RandomBinning(n_grids=self.n_grids, sigma=float(sigma), n_jobs=self.n_jobs,
+                rb = RandomBinning(n_grids=n_grids, sigma=float(sigma), n_jobs=self.n_jobs,
                                    random_state=seed)
-                Z = rb.fit_transform(X[train])
+                Z, cols = _bin_training(rb, X[train])
                 Zv = rb.transform(X[test])
                 s = None if sample_weight is None else sample_weight[train]
                 t_bin = time.perf_counter() - t0
-                for ai, shell, t_fit, it in self._solve_alphas(Z, y[train], s, rb, alphas, tol,
-                                                               seed):
+                for ai, shell, t_fit, it in self._solve_alphas(Z, y[train], s, (rb, cols),
+                                                               alphas, tol, seed):
                     t1 = time.perf_counter()
                     if sample_weight is None:
                         scores[ai, si, fi] = scorer(shell, Zv, y[test])
@@ -195,7 +228,7 @@ class _RBSearchBase(BaseEstimator):
                           f"in {time.perf_counter() - t0:.3f}s", flush=True)
         self._store_results(sigmas, factors, alphas, scores, fit_time, score_time, n_iter)
         best = self.cv_results_["params"][self.best_index_]
-        self.best_estimator_ = self._model(best["sigma"], best["alpha"], seed)
+        self.best_estimator_ = self._model(best["sigma"], best["alpha"], seed, n_grids)
         t0 = time.perf_counter()
         self.best_estimator_.fit(X, y, sample_weight=sample_weight)
         self.refit_time_ = time.perf_counter() - t0
@@ -253,7 +286,8 @@ class _RBSearchBase(BaseEstimator):
         return "jacobi" if Z.shape[1] < Z.shape[0] else None
 
     def _solve_alphas(self, Z, y, sample_weight, binning, alphas, tol, seed):
-        """Yield (alpha index, fitted solver, seconds, iterations) for every alpha."""
+        """Yield (alpha index, fitted solver, seconds, iterations) for every alpha;
+        ``binning`` is (the fitted RandomBinning, its training RBColumns or None)."""
         if self.solver == "cg":
             yield from self._solve_cg(Z, y, sample_weight, binning, alphas, tol)
         else:
@@ -280,7 +314,7 @@ class _RBSearchBase(BaseEstimator):
         solver = RidgeCG(alpha=np.repeat(alphas, k), fit_intercept=self.fit_intercept, tol=tol,
                          max_iter=self.max_iter, preconditioner=self._preconditioner(Z),
                          n_jobs=self.n_jobs)
-        solver.fit(Z, np.tile(T, (1, n_a)), sample_weight=s, columns=binning)
+        solver.fit(Z, np.tile(T, (1, n_a)), sample_weight=s, **_structure(solver, *binning))
         seconds = (time.perf_counter() - t0) / n_a
         coef = np.asarray(solver.coef_).reshape(n_a * k, -1)
         intercept = np.asarray(solver.intercept_, dtype=np.float64).reshape(n_a * k)
@@ -317,7 +351,7 @@ class _RBSearchBase(BaseEstimator):
         for ai in np.argsort(-alphas, kind="stable"):
             t0 = time.perf_counter()
             est.set_params(alpha=float(alphas[ai]))
-            est.fit(Z, y, sample_weight=sample_weight, columns=binning)
+            est.fit(Z, y, sample_weight=sample_weight, **_structure(est, *binning))
             seconds = time.perf_counter() - t0
             yield int(ai), copy.deepcopy(est), seconds, int(np.max(est.n_iter_))
 
@@ -345,8 +379,8 @@ class _RBSearchBase(BaseEstimator):
 _CV_PARAMS_DOC = """
     Parameters
     ----------
-    n_grids : int, default 64
-        Random grids R, as in the model.
+    n_grids : int or "auto", default "auto"
+        Random grids R, as in the model ("auto": 256, or 512 above 64 features).
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
         value on all training rows (rbcd._scale.scale_sigma), stored as ``sigma_base_``.
@@ -412,7 +446,7 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
         "class_weight": [StrOptions({"balanced"}), dict, None],
     }
 
-    def __init__(self, n_grids=64, sigma="scale", sigma_factors=DEFAULT_SIGMA_FACTORS,
+    def __init__(self, n_grids="auto", sigma="scale", sigma_factors=DEFAULT_SIGMA_FACTORS,
                  alphas=None, cv=5, scoring=None, solver="cg", fit_intercept=True, tol=None,
                  max_iter=None, class_weight=None, n_jobs=None, random_state=None, verbose=0):
         self.n_grids = n_grids
@@ -461,7 +495,7 @@ class RBRegressorCV(RegressorMixin, _RBSearchBase):
     True
     """
 
-    def __init__(self, n_grids=64, sigma="scale", sigma_factors=DEFAULT_SIGMA_FACTORS,
+    def __init__(self, n_grids="auto", sigma="scale", sigma_factors=DEFAULT_SIGMA_FACTORS,
                  alphas=None, cv=5, scoring=None, solver="cg", fit_intercept=True, tol=None,
                  max_iter=None, n_jobs=None, random_state=None, verbose=0):
         self.n_grids = n_grids

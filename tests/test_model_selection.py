@@ -250,3 +250,15 @@ def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         check(estimator)
+
+
+def test_auto_grids_follow_the_width_of_the_data(smooth):
+    X, y = smooth
+    narrow = RBRegressorCV(sigma_factors=(1.0,), alphas=(1.0,), cv=2, random_state=0,
+                           n_jobs=1).fit(X, y)
+    assert narrow.best_estimator_.n_grids == 256
+    wide = np.tile(X, (1, 22))     # 66 features
+    est = RBRegressorCV(sigma_factors=(1.0,), alphas=(1.0,), cv=2, random_state=0,
+                        n_jobs=1).fit(wide, y)
+    assert est.best_estimator_.n_grids == 512
+    assert est.best_estimator_.binning_.n_grids == 512

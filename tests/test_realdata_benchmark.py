@@ -39,7 +39,7 @@ def test_compare_realdata_writes_table_json_and_plot(tmp_path):
           "--gammas", "1", "--components", "16", "--peer-alphas", "1", "--svc-C", "1",
           "--krr-alphas", "0.1", "--rbcd-grids", "8", "--rbcd-params",
           '{"n_grids": 8, "tol": 0.001, "n_jobs": 1}'], tmp_path)
-    md = (out / "realdata.md").read_text()
+    md = (out / "realdata_table.md").read_text()
     assert "| tinyclf | acc |" in md and "| tinyreg | RMSE |" in md
     records = json.loads((out / "realdata.json").read_text())["records"]
     methods = {(r["set"], r["method"]) for r in records}
