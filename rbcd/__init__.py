@@ -11,6 +11,8 @@ Layout, one stage of the pipeline per subpackage (nothing below imports anything
 - ``rbcd.binning``: RandomBinning, the grids, bins, exact and hashed columns, Z;
 - ``rbcd.solvers``: coordinate descent (``cd``) and conjugate gradient (``cg``) on Z;
 - ``rbcd.models``: RBClassifier / RBRegressor, binning + a solver in one estimator;
+- ``rbcd.model_selection``: RBClassifierCV / RBRegressorCV, their cross-validated forms;
+- ``rbcd.dask``: the same estimators on Dask arrays (``pip install 'rbcd[dask]'``);
 - ``rbcd.related``: the other papers' systems (random Fourier features, sparse random
   features, doubly stochastic kernel learning);
 - ``rbcd.cli``: the command line (``python -m rbcd``).
@@ -31,6 +33,10 @@ _PUBLIC = {
     "RidgeCGClassifier": "solvers",
     "RBRegressor": "models",
     "RBClassifier": "models",
+    "RBRegressorCV": "model_selection",
+    "RBClassifierCV": "model_selection",
+    "median_l1_distance": "binning",
+    "DegenerateBinningWarning": "binning",
     "RandomFourier": "related",
     "SparseRandomFeatures": "related",
     "DoublyStochasticKernelClassifier": "related",

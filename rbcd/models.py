@@ -70,14 +70,6 @@ from .solvers.cg import RidgeCG, RidgeCGClassifier
 _SOLVERS = ("cg", "cd")
 
 
-def _reject_sparse(est, X):
-    if sp.issparse(X):
-        raise ValueError(
-            f"{type(est).__name__} needs dense X: sparse input is not supported (random "
-            "binning would bin every implicit zero); use X.toarray()"
-        )
-
-
 def _random_binning_class():
     from .binning.random_binning import RandomBinning
 
@@ -226,14 +218,14 @@ class _RBBase(BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Draw the grids, bin X, and fit the linear solver on the features.
 
-        X : (n_samples, n_features) dense array; y : targets (regression, 1-D or 2-D) or
+        X : (n_samples, n_features) array or scipy sparse matrix (an implicit zero is 0);
+        y : targets (regression, 1-D or 2-D) or
         class labels; sample_weight : optional non-negative weights.
         """
         solver = self._solver_name()
         self._effective()  # parameter errors before any work
-        _reject_sparse(self, X)
-        X = validate_data(self, X, reset=True, accept_sparse=False, dtype=np.float64,
-                          ensure_all_finite=False)
+        X = validate_data(self, X, reset=True, accept_sparse=["csr", "csc"],
+                          dtype=np.float64, ensure_all_finite=False)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         t0 = time.perf_counter()
@@ -265,9 +257,8 @@ class _RBBase(BaseEstimator):
     # the features of new data are ``binning_.transform(X)``)
     def _features(self, X):
         check_is_fitted(self, "solver_")
-        _reject_sparse(self, X)
-        X = validate_data(self, X, reset=False, accept_sparse=False, dtype=np.float64,
-                          ensure_all_finite=False)
+        X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"],
+                          dtype=np.float64, ensure_all_finite=False)
         return self.binning_.transform(X)
 
     @property
@@ -287,7 +278,7 @@ class _RBBase(BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True  # an implicit zero is the value 0 (RandomBinning)
         return tags
 
 
@@ -297,8 +288,10 @@ _PARAMS_DOC = """
     n_grids : int or "auto", default "auto"
         Random grids R (non-zeros per feature row). "auto": 256, or 512 with more than 64
         features. More grids estimate the kernel better; time and memory grow linearly.
-    sigma : float or array (n_features,), default 1.0
-        Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma).
+    sigma : "scale", float or array (n_features,), default "scale"
+        Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma). "scale": half the
+        median L1 distance between sampled pairs of training rows (``binning_.sigma_``);
+        tune around it with ``c * rbcd.binning.median_l1_distance(X)``.
     kernel : "laplacian"
     n_features : None or int
         None: exact bins (one column per non-empty training bin). An int m: hashed
@@ -349,7 +342,7 @@ class RBRegressor(RegressorMixin, _RBBase):
     fit_time_ : dict with the seconds spent in "binning" and "solver"
     """
 
-    def __init__(self, n_grids="auto", sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
@@ -417,7 +410,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
         "calibration": [StrOptions({"train", "holdout"}), None],
     }
 
-    def __init__(self, n_grids="auto", sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,

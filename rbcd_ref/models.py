@@ -170,7 +170,7 @@ class RBRegressor(RegressorMixin, _RBBase):
     n_features_in_.
     """
 
-    def __init__(self, n_grids="auto", sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
@@ -216,7 +216,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
 
     _classifier = True
 
-    def __init__(self, n_grids="auto", sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,

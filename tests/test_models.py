@@ -329,8 +329,9 @@ def test_data_errors(board):
     bad[5, 1] = np.nan
     with pytest.raises(ValueError, match="row 5"):
         RBRegressor(n_grids=4).fit(bad, yt.astype(float))
-    with pytest.raises(ValueError, match="sparse"):
-        RBRegressor(n_grids=4).fit(sp.csr_matrix(Xt), yt.astype(float))
+    bad_sparse = sp.csr_matrix(bad)
+    with pytest.raises(ValueError, match="row 5, column 1"):
+        RBRegressor(n_grids=4).fit(bad_sparse, yt.astype(float))
     with pytest.raises(ValueError):
         RBRegressor(n_grids=4).fit(Xt, yt[:-1].astype(float))
     with pytest.raises(ValueError, match="class"):
@@ -338,6 +339,18 @@ def test_data_errors(board):
     model = RBRegressor(n_grids=4).fit(Xt, yt.astype(float))
     with pytest.raises(ValueError, match="features"):
         model.predict(Xt[:, :1])
+
+
+def test_sparse_input_is_the_dense_model(board):
+    """Sparse X: an implicit zero is the value 0, so the model is the dense input's."""
+    Xt, yt, Xv, _ = board
+    Xt = np.where(Xt > 0.7, Xt, 0.0)
+    Xv = np.where(Xv > 0.7, Xv, 0.0)
+    for cls, target in ((RBClassifier, yt), (RBRegressor, yt.astype(float))):
+        dense = cls(n_grids=8, random_state=0).fit(Xt, target)
+        sparse = cls(n_grids=8, random_state=0).fit(sp.csr_matrix(Xt), target)
+        np.testing.assert_array_equal(dense.coef_, sparse.coef_)
+        np.testing.assert_array_equal(dense.predict(Xv), sparse.predict(sp.csc_matrix(Xv)))
 
 
 # --------------------------------------------------------------------- the twin
