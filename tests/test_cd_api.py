@@ -348,6 +348,27 @@ def test_extreme_target_scales_give_the_scaled_model(scale):
     assert c > 0
 
 
+@pytest.mark.parametrize("l1_ratio", [0.0, 1.0])
+@pytest.mark.parametrize("k", [-150, 150])
+def test_power_of_two_target_scaling_is_exactly_equivariant(l1_ratio, k):
+    # y * 2^k with lam1 * 2^k (lam2 unchanged) has the minimizer w * 2^k, and every CD step
+    # scales exactly. Beyond 2^+-100 the target is solved in power-of-two units: the same
+    # iterates, the same convergence check (gap or subgradient, by l1_ratio), the same stop.
+    rng = np.random.default_rng(6)
+    Z = sp.csr_matrix(rng.random((40, 5)))
+    y = rng.normal(size=40)
+    s = 2.0**k
+    kw = dict(max_epochs=3000, tol=1e-6, random_state=3, n_jobs=1, parallel=None)
+
+    a = CDRegressor(alpha=1e-3, l1_ratio=l1_ratio, **kw).fit(Z, y)
+    # (lasso: alpha * 2^k; ridge: the same alpha)
+    b = CDRegressor(alpha=1e-3 * (s if l1_ratio else 1.0), l1_ratio=l1_ratio, **kw).fit(Z, y * s)
+    np.testing.assert_array_equal(b.coef_, a.coef_ * s)
+    assert b.intercept_ == a.intercept_ * s
+    assert b.n_iter_ == a.n_iter_ < kw["max_epochs"]
+    assert b.dual_gap_ == pytest.approx(a.dual_gap_, rel=1e-9)
+
+
 def test_extreme_sample_weights():
     rng = np.random.default_rng(5)
     Z = sp.csr_matrix(rng.random((40, 5)))

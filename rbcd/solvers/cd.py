@@ -331,7 +331,10 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         if w_init is not None:
             w_init = np.asarray(w_init, dtype=np.float64) / c
             b_init = b_init / c
-        out = _solve(cols, y, s, loss=loss, alpha=1.0, l1_ratio=1.0, fit_intercept=fit_intercept,
+        # alpha and l1_ratio pass unchanged: they choose the convergence check (gap or
+        # subgradient); the penalties themselves come from _lams
+        out = _solve(cols, y, s, loss=loss, alpha=alpha, l1_ratio=l1_ratio,
+                     fit_intercept=fit_intercept,
                      max_epochs=max_epochs, tol=tol, selection=selection, mode=mode,
                      n_threads=n_threads, seed=seed, M=M, paths=paths, w_init=w_init,
                      b_init=b_init, verbose=verbose, label=label, _lams=(lam1, lam2))
