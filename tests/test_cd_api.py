@@ -388,3 +388,21 @@ def test_random_state_accepts_64_bit_seeds_and_generators():
         CDRegressor(max_epochs=1, random_state=rs).fit(Z, y)
     with pytest.raises(ValueError, match="The 'random_state' parameter"):
         CDRegressor(random_state=-1).fit(Z, y)
+
+
+def test_convergence_warning_names_uncentred_features():
+    # issue 15 item 2: the advice names the real cause. Columns far from centred (X + 1e6)
+    # are nearly parallel: more epochs do not help, centring does.
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(200, 4))
+    y = X @ np.array([1.0, -2.0, 0.5, 0.0]) + 0.1 * rng.normal(size=200)
+    with pytest.warns(ConvergenceWarning, match=r"not centred: column \d has \|mean\| 1e\+06"):
+        CDRegressor(max_epochs=30, random_state=0).fit(X + 1e6, y)
+    with pytest.warns(ConvergenceWarning) as rec:
+        CDRegressor(max_epochs=2, tol=1e-12, random_state=0).fit(X, y)
+    msg = str(rec[0].message)
+    assert "not centred" not in msg and "Increase max_epochs, or alpha." in msg
+    # centred, the same problem converges
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        CDRegressor(max_epochs=200, random_state=0).fit(X - X.mean(0), y)
