@@ -45,7 +45,7 @@ class Epoch(RBMatrixLarge, Big):
 #: per-entry atomic adds (no hardware transactions); "hogwild" uses them where the CPU
 #: has Intel RTM. benchmarks/compare_cd.py prints the same matrix as ratios, with the
 #: scikit-learn peers.
-MATRIX_N = [max(n // _SCALE, 200) for n in (10**4, 10**5, 10**6)]
+MATRIX_N = sorted({max(n // _SCALE, 200) for n in (10**4, 10**5, 10**6)})
 MATRIX_SIGMA = {"small": 1.0, "large": 0.02}
 MATRIX_MODES = [None, "hogwild", "hogwild-atomic", "grid", "auto"]
 
