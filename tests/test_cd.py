@@ -725,15 +725,35 @@ def test_cd_path_warm_starts_and_matches_single_fits():
 def test_verbose_prints_each_epoch_and_convergence_warning(capsys):
     Z, y, _ = random_problem(37, "squared", n=30, d=6)
     with pytest.warns(ConvergenceWarning, match=r"relative duality gap .* > tol 1\.000e-12"):
-        est = CDRegressor(alpha=1e-3, tol=1e-12, max_epochs=3, verbose=1, random_state=0).fit(Z, y)
+        est = CDRegressor(alpha=1e-3, tol=1e-12, max_epochs=3, verbose=2, random_state=0).fit(Z, y)
     out = capsys.readouterr().out
-    assert out.count("epoch") == 3 and "objective" in out and "gap" in out
+    assert out.count("] epoch") == 3 and "objective" in out and "gap" in out
+    assert "NOT converged" in out.splitlines()[-1]
     assert est.n_iter_ == 3 and len(est.objective_history_) == 3
     assert est.dual_gap_ > 1e-12
     # the objective never increases along the epochs (squared loss, exact curvature)
     assert np.all(np.diff(est.objective_history_) <= 1e-15)
     with pytest.warns(ConvergenceWarning, match="subgradient"):
         CDClassifier(alpha=1e-4, tol=1e-14, max_epochs=2, random_state=0).fit(Z, np.sign(y - 0.5))
+
+
+def test_verbose_one_prints_one_summary_line_per_fit(capsys):
+    # scikit-learn's levels: 1 = one line per fit, 2 = a line per epoch (issue 17)
+    Z, y, _ = random_problem(37, "squared", n=30, d=6)
+    a = CDRegressor(alpha=1e-3, l1_ratio=0.0, tol=1e-4, max_epochs=500, random_state=0,
+                    verbose=1).fit(Z, y)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    assert f"{a.n_iter_} epoch(s)" in lines[0] and "subgradient" in lines[0]
+    assert "converged" in lines[0] and "NOT" not in lines[0] and lines[0].endswith("s")
+    b = CDRegressor(alpha=1e-3, l1_ratio=0.0, tol=1e-4, max_epochs=500, random_state=0).fit(Z, y)
+    assert capsys.readouterr().out == ""
+    assert np.array_equal(a.coef_, b.coef_) and a.n_iter_ == b.n_iter_
+    t = np.where(y > np.median(y), 2, np.where(y > np.quantile(y, 0.25), 1, 0))
+    with pytest.warns(ConvergenceWarning):
+        CDClassifier(alpha=1e-4, tol=1e-12, max_epochs=2, random_state=0, verbose=1).fit(Z, t)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and "NOT converged (3 of 3)" in lines[0] and "the worst of 3" in lines[0]
 
 
 def test_solver_seed_and_reproducibility():

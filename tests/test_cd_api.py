@@ -348,6 +348,27 @@ def test_extreme_target_scales_give_the_scaled_model(scale):
     assert c > 0
 
 
+@pytest.mark.parametrize("l1_ratio", [0.0, 1.0])
+@pytest.mark.parametrize("k", [-150, 150])
+def test_power_of_two_target_scaling_is_exactly_equivariant(l1_ratio, k):
+    # y * 2^k with lam1 * 2^k (lam2 unchanged) has the minimizer w * 2^k, and every CD step
+    # scales exactly. Beyond 2^+-100 the target is solved in power-of-two units: the same
+    # iterates, the same convergence check (gap or subgradient, by l1_ratio), the same stop.
+    rng = np.random.default_rng(6)
+    Z = sp.csr_matrix(rng.random((40, 5)))
+    y = rng.normal(size=40)
+    s = 2.0**k
+    kw = dict(max_epochs=3000, tol=1e-6, random_state=3, n_jobs=1, parallel=None)
+
+    a = CDRegressor(alpha=1e-3, l1_ratio=l1_ratio, **kw).fit(Z, y)
+    # (lasso: alpha * 2^k; ridge: the same alpha)
+    b = CDRegressor(alpha=1e-3 * (s if l1_ratio else 1.0), l1_ratio=l1_ratio, **kw).fit(Z, y * s)
+    np.testing.assert_array_equal(b.coef_, a.coef_ * s)
+    assert b.intercept_ == a.intercept_ * s
+    assert b.n_iter_ == a.n_iter_ < kw["max_epochs"]
+    assert b.dual_gap_ == pytest.approx(a.dual_gap_, rel=1e-9)
+
+
 def test_extreme_sample_weights():
     rng = np.random.default_rng(5)
     Z = sp.csr_matrix(rng.random((40, 5)))
@@ -367,3 +388,21 @@ def test_random_state_accepts_64_bit_seeds_and_generators():
         CDRegressor(max_epochs=1, random_state=rs).fit(Z, y)
     with pytest.raises(ValueError, match="The 'random_state' parameter"):
         CDRegressor(random_state=-1).fit(Z, y)
+
+
+def test_convergence_warning_names_uncentred_features():
+    # issue 15 item 2: the advice names the real cause. Columns far from centred (X + 1e6)
+    # are nearly parallel: more epochs do not help, centring does.
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(200, 4))
+    y = X @ np.array([1.0, -2.0, 0.5, 0.0]) + 0.1 * rng.normal(size=200)
+    with pytest.warns(ConvergenceWarning, match=r"not centred: column \d has \|mean\| 1e\+06"):
+        CDRegressor(max_epochs=30, random_state=0).fit(X + 1e6, y)
+    with pytest.warns(ConvergenceWarning) as rec:
+        CDRegressor(max_epochs=2, tol=1e-12, random_state=0).fit(X, y)
+    msg = str(rec[0].message)
+    assert "not centred" not in msg and "Increase max_epochs, or alpha." in msg
+    # centred, the same problem converges
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        CDRegressor(max_epochs=200, random_state=0).fit(X - X.mean(0), y)

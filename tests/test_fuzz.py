@@ -470,9 +470,8 @@ def test_known_cd_regressor_tiny_y_scale():
     np.testing.assert_allclose(b.coef_ / s, a.coef_, rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 15 item 2: RidgeCG on X * 2^1000 overflows and "
-                                       "returns coef_ == 0 (predictions = the mean)")
 def test_known_ridge_cg_huge_x():
+    # fixed: huge features are solved in power-of-two units (alpha / cz^2)
     from sklearn.linear_model import LinearRegression
 
     X, y = _problem(1)
@@ -485,22 +484,16 @@ def test_known_ridge_cg_huge_x():
     np.testing.assert_allclose(m.predict(X * s), want, rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="RidgeCG's implicit centering cancels: on X = 2^62 "
-                                       "(+ integers that round away) every column is constant, "
-                                       "the answer is coef_ = 0 (scikit-learn's Ridge), rbcd "
-                                       "gives -512")
 def test_known_ridge_cg_large_offset():
+    # fixed: columns constant to rounding are exactly zero after centring (w_j = 0)
     X = (np.full((30, 3), 2**62) + np.arange(90).reshape(30, 3)).astype(np.float64)
     assert np.all(X == 2.0**62)
     y = np.random.default_rng(0).normal(size=30)
     np.testing.assert_array_equal(rbcd.RidgeCG(n_jobs=1).fit(X, y).coef_, 0.0)
 
 
-@pytest.mark.xfail(strict=True, reason="CDClassifier on X * 2^-1000 reaches the optimum "
-                                       "(coef_ = 0) but warns 'did not converge' with a "
-                                       "relative subgradient of ~1e284: the criterion divides "
-                                       "by a scale that underflows")
 def test_known_cd_classifier_tiny_x_warning():
+    # fixed: the subgradient's scale is at least the rounding bound of a gradient sum / tol
     X, _ = _problem(2)
     y = (X[:, 0] > 0).astype(int)
     with warnings.catch_warnings():

@@ -698,3 +698,55 @@ def test_ridge_reports_convergence_and_the_true_stop_cause():
     assert "max_iter" not in msg and "search direction vanished" in msg
     assert f"after {int(exact.n_iter_[0])} iterations" in msg
     assert exact.converged_ is False and exact.n_iter_[0] < 10 * Z.shape[1]
+
+
+# ----------------------------------------------------------------------------- verbose, scaling
+
+
+def test_verbose_levels(capsys):
+    # scikit-learn's levels (issue 17): 0 silent, 1 one summary line per fit, 2 a line per
+    # iteration; the fit itself does not change
+    Z, y, _ = _problem(seed=11)
+    quiet = RidgeCG(alpha=0.5, tol=1e-8).fit(Z, y)
+    assert capsys.readouterr().out == ""
+    one = RidgeCG(alpha=0.5, tol=1e-8, verbose=1).fit(Z, y)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1
+    assert f"{int(one.n_iter_[0])} iteration(s)" in lines[0] and "converged" in lines[0]
+    assert f"{one.residual_[0]:.3e}" in lines[0] and "NOT" not in lines[0]
+    np.testing.assert_array_equal(one.coef_, quiet.coef_)
+    two = RidgeCG(alpha=0.5, tol=1e-8, verbose=2).fit(Z, y)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == int(two.n_iter_[0]) + 1 and "iteration 1:" in lines[0]
+    with pytest.warns(ConvergenceWarning):
+        RidgeCGClassifier(alpha=0.5, tol=1e-14, max_iter=2, verbose=1).fit(Z, y > 0)
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and "NOT converged" in lines[0] and "max_iter" in lines[0]
+
+
+def test_huge_features_are_solved_in_power_of_two_units():
+    # issue 15 item 2: Z * 2^k with alpha * 2^(2k) has the solution w / 2^k, exactly the
+    # same iterates in power-of-two units; beyond 2^100 Z is rescaled before the products
+    Z, y, _ = _problem(seed=12)
+    a = RidgeCG(alpha=0.5, tol=1e-10).fit(Z, y)
+    s = 2.0**300
+    b = RidgeCG(alpha=0.5 * s * s, tol=1e-10).fit(Z * s, y)
+    np.testing.assert_array_equal(b.coef_ * s, a.coef_)
+    assert b.intercept_ == a.intercept_ and b.converged_
+    np.testing.assert_allclose(b.predict(Z * s), a.predict(Z), rtol=1e-12)
+
+
+def test_constant_columns_get_zero_weight_like_explicit_centring():
+    # a column constant up to rounding has nothing to centre: w_j = 0 (scikit-learn's Ridge),
+    # not the noise of the implicit centring's cancellation
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(50, 3))
+    X[:, 1] = 2.0**62
+    y = X[:, 0] - X[:, 2] + 0.1 * rng.normal(size=50)
+    ours = RidgeCG(alpha=1.0, tol=1e-12).fit(X, y)
+    ref = Ridge(alpha=1.0).fit(X, y)
+    assert ours.coef_[1] == 0.0 and ref.coef_[1] == 0.0
+    np.testing.assert_allclose(ours.coef_, ref.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ours.intercept_, ref.intercept_, rtol=1e-9)
+    ours_sp = RidgeCG(alpha=1.0, tol=1e-12).fit(sp.csr_matrix(X), y)
+    np.testing.assert_allclose(ours_sp.coef_, ref.coef_, rtol=1e-9, atol=1e-12)

@@ -922,10 +922,16 @@ cdef void objective_sums(const Prob* P, Py_ssize_t rb, int T, double* out) noexc
 
 
 cdef void gap_terms(const Prob* P, Py_ssize_t rb, double* rn2, double* ry, double* l1,
-                    double* l2, int T) noexcept nogil:
+                    double* l2, int T, const double* sums) noexcept nogil:
     # Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y (r = y - p = -u), ||w||_1, ||w||^2
+    # sums: objective_sums of the current state when the caller has them (else NULL)
     cdef double out[5]
-    objective_sums(P, rb, T, out)
+    cdef int k
+    if sums != NULL:
+        for k in range(5):
+            out[k] = sums[k]
+    else:
+        objective_sums(P, rb, T, out)
     rn2[0] = out[1] / P.S
     ry[0] = out[2] / P.S
     l1[0] = out[3]
@@ -944,7 +950,8 @@ cdef inline double violation(const Prob* P, Py_ssize_t j, double gj) noexcept no
 
 
 cdef double check_value(const Prob* P, int check, bint fit_intercept, const int64_t* cols,
-                        Py_ssize_t n, double* g, Py_ssize_t rb, int T, bint lower) noexcept nogil:
+                        Py_ssize_t n, double* g, Py_ssize_t rb, int T, bint lower,
+                        const double* sums) noexcept nogil:
     """The one convergence routine: the duality gap or the largest minimum-norm
     subgradient, from the columns cols[0..n-1] (cols NULL: all D columns, n = D).
 
@@ -979,7 +986,7 @@ cdef double check_value(const Prob* P, int check, bint fit_intercept, const int6
             if g[k] > vmax:
                 vmax = g[k]
     if check == DUALITY_GAP:
-        gap_terms(P, rb, &rn2, &ry, &l1, &l2, T)
+        gap_terms(P, rb, &rn2, &ry, &l1, &l2, T, sums)
         c = P.lam1 / dn if dn > P.lam1 else 1.0
         if lower:
             # argmin over [0, c] of gap_at: A (1 + c^2) - c ry + const
@@ -1043,6 +1050,8 @@ cdef class CDProblem:
     cdef double max_partials        # streamed step: block partial sums while they need at
                                     # most max_partials * N doubles, else per column
     cdef int txmode                 # Hogwild adds: TX_RTM, TX_CAS or TX_FAIL
+    cdef double sums[5]             # objective_sums at the current state when sums_ok
+    cdef bint sums_ok
 
     def __init__(self, indptr, indices, data, double zval, y, s, double S, M, int loss,
                  double lam1, double lam2, bint fit_intercept, int selection,
@@ -1179,6 +1188,7 @@ cdef class CDProblem:
         cdef const double[::1] w0v = np.ascontiguousarray(w0, dtype=np.float64)
         cdef Py_ssize_t j, i
         cdef double* u = self.P.u
+        self.sums_ok = False
         for j in range(self.P.D):
             self.P.rec[j].w = w0v[j]
         self.b = b0
@@ -1206,6 +1216,7 @@ cdef class CDProblem:
         """b <- b - g_b / beta, p += delta_b (exact for the squared loss)."""
         cdef double g, delta, b_new
         cdef Py_ssize_t i
+        self.sums_ok = False
         with nogil:
             g = intercept_grad(&self.P)
             b_new = self.b - g / self.beta
@@ -1226,6 +1237,7 @@ cdef class CDProblem:
         cdef uint64_t[::1] ts
         cdef long long[:, ::1] txs
         cdef int T = max(1, n_threads)
+        self.sums_ok = False
         if P.D == 0:
             return
         S.sel = self.selection
@@ -1305,10 +1317,12 @@ cdef class CDProblem:
     def objective(self, int n_threads=1):
         """P(w, b) = (1/S) sum s_i loss(p_i, y_i) + lam1 ||w||_1 + lam2/2 ||w||^2 (its sums
         in fixed blocks, so the value does not depend on ``n_threads``)."""
-        cdef double out[5]
+        cdef double* out = self.sums
         cdef int T = self._pass_threads(n_threads)
         with nogil:
             objective_sums(&self.P, self._row_block(), T, out)
+        # kept for a duality gap at the same point (the same sums, not summed twice)
+        self.sums_ok = True
         return out[0] / self.P.S + self.P.lam1 * out[3] + 0.5 * self.P.lam2 * out[4]
 
     def gradients(self, int n_threads):
@@ -1320,6 +1334,11 @@ cdef class CDProblem:
             for j in prange(self.P.D, num_threads=T, schedule="guided"):
                 g[j] = col_grad(&self.P, j)
         return np.asarray(g).copy()
+
+    cdef const double* _sums(self) noexcept nogil:
+        # the objective's sums at the current state, if ``objective`` computed them since
+        # the state last changed (every mutating method clears sums_ok), else NULL
+        return self.sums if self.sums_ok else NULL
 
     cdef Py_ssize_t _row_block(self) noexcept nogil:
         # rows per block of the objective's sums: the streamed grid step's blocks when it
@@ -1344,7 +1363,7 @@ cdef class CDProblem:
             g = np.zeros(1)
         with nogil:
             out = check_value(&self.P, check, self.fit_intercept, NULL, self.P.D, &g[0],
-                              self._row_block(), T, False)
+                              self._row_block(), T, False, self._sums())
         return out
 
     def scores(self):
@@ -1364,7 +1383,7 @@ cdef class CDProblem:
             cv = np.zeros(1, dtype=np.int64)
         with nogil:
             out = check_value(&self.P, check, self.fit_intercept, &cv[0], n, &g[0],
-                              self._row_block(), T, True)
+                              self._row_block(), T, True, self._sums())
         return out
 
     def predictions(self):

@@ -15,7 +15,18 @@ import contextlib
 import contextvars
 import dataclasses
 
-__all__ = ["CDPaths", "current_paths", "forced_paths"]
+__all__ = ["CDPaths", "GRID_PAR_MIN_ENTRIES", "current_paths", "forced_paths"]
+
+#: A grid's update is split across threads only from this many stored entries in the grid;
+#: smaller grids run on one thread (forking and joining a thread team per grid would cost
+#: more than it saves). In random binning training data every grid holds exactly one entry
+#: per row, so this is a threshold on N: grid mode is single-threaded below N = 32768
+#: rows. It is also the size rule of ``parallel="auto"`` (cd.py). A property of the
+#: problem, never of the machine, so that the chosen mode, and the coefficients, are the
+#: same everywhere. The value is provisional: benchmarks/compare_cd.py prints, per cell of
+#: the issue-18 matrix, grid mode under this rule and with every grid split
+#: (``grid_par_min=0``); the threshold belongs where the split starts to gain on 2 threads.
+GRID_PAR_MIN_ENTRIES = 32768
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +39,7 @@ class CDPaths:
     grid_par_min : int
         A grid is updated on several threads when it holds at least this many stored
         entries (and two or more bins); also the size rule of ``parallel="auto"``.
+        Default ``GRID_PAR_MIN_ENTRIES``.
     stream_max_partials : float
         The streamed step sums a grid's bins in row-block partial sums while
         n_blocks (n_bins + 1) <= stream_max_partials * N, else per column.
@@ -39,7 +51,7 @@ class CDPaths:
     """
 
     grid_stream: bool = True
-    grid_par_min: int = 32768
+    grid_par_min: int = GRID_PAR_MIN_ENTRIES
     stream_max_partials: float = 2.0
     transactions: str = "auto"
 

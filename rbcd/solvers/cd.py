@@ -21,14 +21,25 @@ Parallel modes (``parallel=``):
 * None: serial and reproducible; the same iterates as ``rbcd_ref`` (up to float rounding).
 * "hogwild": threads split each epoch's coordinate draws, update w lock-free and add to the
   shared predictions atomically (paper Algorithm 2). Not reproducible run to run; converges
-  to the same optimum.
+  to the same optimum. The adds use hardware transactions (Intel RTM) where the CPU has
+  them, else one atomic add per stored entry; without RTM, and on coarse grids (many rows
+  per column, so threads collide on the same rows), two threads can be slower than one.
+  Hogwild is therefore never chosen automatically; ask for it only on a machine and a
+  problem where benchmarks/compare_cd.py shows a gain.
 * "grid": random binning's own structure: the bins of one grid touch disjoint rows, so all
   bins of a visited grid are updated at once in parallel. Deterministic, identical for any
   number of threads. Needs the grid structure: ``fit(Z, y, columns=...)``.
-* "auto" (default): chosen from the problem, never from the thread count, so that
-  ``n_jobs=None`` gives the same coefficients on every machine: "grid" when the grid
-  structure is given and its grids hold at least 32768 stored entries on average (the size
-  from which one grid's update is split across threads), else None.
+* "auto" (default): chosen from the problem, never from the thread count or the CPU, so
+  the rule is the same on every machine and ``n_jobs=None`` gives the same coefficients
+  everywhere (issue 10). The rule, in full:
+
+    - the grid structure is given (``columns=``, as RBRegressor / RBClassifier pass it) and
+      its grids hold on average at least ``GRID_PAR_MIN_ENTRIES`` = 32768 stored entries
+      (RB training data: N >= 32768 rows)  ->  "grid", on ``n_jobs`` threads;
+    - otherwise  ->  None (serial, one thread, whatever ``n_jobs``).
+
+  Inside grid mode a grid with fewer than 32768 entries is updated on one thread, so small
+  problems never pay for a thread team. Hogwild is never chosen (see above).
 
 Convergence is decided once per epoch, after the intercept step (docs/internals.md). The
 full check is an O(nnz) pass; when a certified lower bound computed from the few columns
@@ -37,6 +48,7 @@ tol, the decision "not converged" is known and the pass is skipped. Fits therefo
 the same epoch as with a full check every epoch; ``dual_gap_`` is always a full check.
 """
 import numbers
+import time
 import warnings
 
 import numpy as np
@@ -331,7 +343,10 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         if w_init is not None:
             w_init = np.asarray(w_init, dtype=np.float64) / c
             b_init = b_init / c
-        out = _solve(cols, y, s, loss=loss, alpha=1.0, l1_ratio=1.0, fit_intercept=fit_intercept,
+        # alpha and l1_ratio pass unchanged: they choose the convergence check (gap or
+        # subgradient); the penalties themselves come from _lams
+        out = _solve(cols, y, s, loss=loss, alpha=alpha, l1_ratio=l1_ratio,
+                     fit_intercept=fit_intercept,
                      max_epochs=max_epochs, tol=tol, selection=selection, mode=mode,
                      n_threads=n_threads, seed=seed, M=M, paths=paths, w_init=w_init,
                      b_init=b_init, verbose=verbose, label=label, _lams=(lam1, lam2))
@@ -367,6 +382,17 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
     else:
         scale = _gradient_at_constant(cols, loss, y, s_full, S, b0, n_threads)
         check = _cd.Check.SUBGRADIENT
+        if tol > 0 and scale > 0:
+            # A gradient is a sum of N terms loss' z (the intercept's: z = 1), so it carries
+            # a rounding error up to N eps (1/S) sum s |loss'| max(1, |z|). Asking for less
+            # than that (tol * scale below it: Z tiny against 1, so the columns' gradients
+            # at w = 0 are tiny but the intercept's is not) cannot be met: the scale is
+            # raised so that tol * scale is at least that bound. Unchanged otherwise.
+            zmax = max(1.0, cols.zval if cols.data is None
+                       else float(np.max(np.abs(cols.data), initial=0.0)))
+            noise = (N * np.finfo(np.float64).eps * zmax
+                     * float(np.dot(s_full, np.abs(_loss_deriv_np(loss, np.full_like(y, b0), y)))) / S)
+            scale = max(scale, noise / tol)
 
     history = []
     if scale == 0.0:  # solved at w = 0
@@ -395,7 +421,7 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         within[0] = True
         return np.sort(top[within]).astype(np.int64)
 
-    if max_epochs > 1 and not verbose:
+    if max_epochs > 1 and verbose < 2:
         prob.convergence(check, n_threads)  # scores at the start point seed the watch list
         watch = watch_list()
     for epoch in range(max_epochs):
@@ -407,14 +433,15 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         # The full check is an O(nnz) pass. When a certified lower bound from the columns
         # that violated most at the last full check already exceeds tol, the stopping
         # decision is known ("not yet") and the pass is skipped: the same epochs run as
-        # with a full check every epoch. Never skipped on the last epoch or with verbose.
-        if watch is not None and not verbose and epoch < max_epochs - 1:
+        # with a full check every epoch. Never skipped on the last epoch or at verbose >= 2
+        # (which prints every epoch's value).
+        if watch is not None and verbose < 2 and epoch < max_epochs - 1:
             if prob.lower_bound(check, watch, n_threads) > tol * scale + slack:
                 continue
         raw = prob.convergence(check, n_threads)
         value = raw / scale
         watch = watch_list()
-        if verbose:
+        if verbose >= 2:
             kind = "gap" if use_gap else "subgradient"
             print(f"[rbcd CD{label}] epoch {n_iter}: objective {history[-1]:.10g}, "
                   f"relative {kind} {value:.3e} (tol {tol:.1e})")
@@ -426,6 +453,35 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
 
 
 # ---------------------------------------------------------------------------- estimators
+#: A column whose mean exceeds this many times its standard deviation is "not centred".
+_UNCENTRED = 100.0
+
+
+def _slow_cause(cols, s, S, h, n_threads):
+    """The advice of the "did not converge" warning (one O(nnz) pass, only then).
+
+    Columns far from centred (|mean| >> standard deviation, e.g. X + 1e6) are nearly
+    parallel to each other and to the intercept: coordinate descent moves along them in
+    tiny zig-zag steps, and neither more epochs nor a larger alpha is the cure. With
+    h_j = (1/S) sum s z_j^2 and m_j = (1/S) sum s z_j, var_j = h_j - m_j^2.
+    """
+    advice = "Increase max_epochs, or alpha."
+    if cols.n_cols == 0:
+        return advice
+    m = cols.column_sums(s, n_threads) / S
+    var = np.maximum(h - m * m, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(m != 0.0, np.abs(m) / np.sqrt(var), 0.0)
+    j = int(np.argmax(r))
+    if not r[j] > _UNCENTRED:
+        return advice
+    ratio = "inf" if not np.isfinite(r[j]) else f"{r[j]:.3g}"
+    return (f"The features are not centred: column {j} has |mean| {abs(m[j]):.3g} = {ratio} "
+            f"times its standard deviation, and such columns make coordinate descent slow "
+            f"whatever max_epochs. Centre (and scale) the features first, e.g. "
+            f"sklearn.preprocessing.StandardScaler; {advice[0].lower()}{advice[1:]}")
+
+
 class _CDBase(BaseEstimator):
     """Shared fit machinery of CDRegressor and CDClassifier."""
 
@@ -468,7 +524,8 @@ class _CDBase(BaseEstimator):
                 B0 = B0.reshape(n_problems)
                 warm = True
         seed = solver_seed(self.random_state)
-        if params["verbose"]:
+        t_start = time.perf_counter()
+        if params["verbose"] >= 2:
             print(f"[rbcd CD] {n_problems} problem(s), N = {N}, D = {D}, nnz = {cols.nnz}"
                   f"{' (all values equal)' if cols.data is None else ''}; loss {loss}, "
                   f"parallel = {mode!r}, {n_threads} thread(s)")
@@ -484,6 +541,17 @@ class _CDBase(BaseEstimator):
                 verbose=params["verbose"], label=f" (problem {k})" if n_problems > 1 else "",
             ))
         failed = [k for k, r in enumerate(results) if not r["converged"]]
+        if params["verbose"]:
+            kind = "gap" if loss == "squared" and params["l1_ratio"] > 0 else "subgradient"
+            worst = max(range(n_problems), key=lambda k: results[k]["gap"])
+            epochs = max(r["n_iter"] for r in results)
+            which = f" (problem {worst}, the worst of {n_problems})" if n_problems > 1 else ""
+            verdict = ("converged" if not failed else
+                       f"NOT converged{f' ({len(failed)} of {n_problems})' if n_problems > 1 else ''}")
+            print(f"[rbcd CD] {type(self).__name__}: {epochs} epoch(s), relative {kind} "
+                  f"{results[worst]['gap']:.3e}{which} (tol {params['tol']:.1e}), {verdict}, "
+                  f"parallel = {mode!r}, {n_threads} thread(s), "
+                  f"{time.perf_counter() - t_start:.3f}s")
         if failed:
             kind = ("duality gap" if loss == "squared" and params["l1_ratio"] > 0
                     else "largest minimum-norm subgradient")
@@ -493,7 +561,7 @@ class _CDBase(BaseEstimator):
                 f"Coordinate descent did not converge{which} after {params['max_epochs']} "
                 f"epochs: relative {kind} {results[worst]['gap']:.3e}"
                 f"{f' (problem {worst}, the worst)' if n_problems > 1 else ''} > tol "
-                f"{params['tol']:.3e}. Increase max_epochs, or alpha.",
+                f"{params['tol']:.3e}. {_slow_cause(cols, s_full, S, h, n_threads)}",
                 ConvergenceWarning, stacklevel=3,
             )
         self.parallel_ = mode
@@ -545,8 +613,11 @@ _PARAMS_DOC = """
         Start from the previous coef_ / intercept_.
     random_state : int, Generator, RandomState or None
         Seeds the coordinate stream (SplitMix64, docs/internals.md).
-    verbose : int
-        > 0 prints the objective and the convergence value after each epoch.
+    verbose : int, default 0
+        Printed to stdout (scikit-learn's levels): 1, one summary line per fit (epochs,
+        the final relative gap or subgradient, converged or not, mode, threads, time);
+        2 and above, also the problem sizes and a line per epoch (objective and the
+        convergence value; the full convergence check then runs every epoch).
 """
 
 

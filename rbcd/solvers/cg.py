@@ -58,6 +58,7 @@ prints the iteration counts per tolerance. ``preconditioner="auto"`` of RBRegres
 RBClassifier is resolved in rbcd.models.
 """
 import numbers
+import time
 import warnings
 
 import numpy as np
@@ -71,13 +72,21 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _sparse
 from ._columns import columns_from
-from .cd import pow2_scale
+from .cd import SAFE_EXP, pow2_scale
 from .._threads import effective_n_threads, limit_blas
-from .._validation import N_JOBS, TOL, Interval, StrOptions, fit_context
+from .._validation import N_JOBS, TOL, VERBOSE, Interval, StrOptions, fit_context
 
 _PRECONDITIONERS = ("jacobi", None)
 # multiply-adds per thread below which a product runs on fewer threads
 _WORK_PER_THREAD = 50_000
+
+
+def _max_abs(Z):
+    """max |Z_ij| over the stored values (0 for an empty matrix)."""
+    data = Z.data if sp.issparse(Z) else np.asarray(Z)
+    if data.size == 0:
+        return 0.0
+    return float(max(np.max(data), -np.min(data)))     # no |Z| copy
 
 
 def default_max_iter(n_features):
@@ -401,6 +410,18 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
     n, D = Z.shape
     k = Y.shape[1]
     alpha = _check_alpha(alpha, k)
+    zmax = _max_abs(Z)
+    if zmax > 2.0 ** SAFE_EXP:
+        # Huge features: with Z' = Z / cz (cz a power of two: exact), w' = cz w and
+        # alpha' = alpha / cz^2 the objective is the same, and Z'^T Z' stays finite. alpha'
+        # may underflow to 0: alpha is then nothing against Z^T Z (least squares). The
+        # grid structure's values are not Z''s: it is not passed on (RB values are small).
+        cz = pow2_scale(np.array([zmax]))
+        out = solve_ridge_cg(
+            Z / cz, Y, sample_weight, alpha / (cz * cz), fit_intercept, tol, max_iter,
+            preconditioner, n_threads, None, verbose, return_info=True)
+        out[0][...] /= cz
+        return out if return_info else out[:3]
     cy = pow2_scale(Y)
     cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
     if cy != 1.0 or cs != 1.0:
@@ -426,6 +447,15 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
         Yc = Y
         diag = colsq
     diag = np.maximum(diag, 0.0)                        # rounding can make it slightly < 0
+    # Numerically constant columns: with an intercept, a column whose centred square sum
+    # is within the rounding of its raw square sum (n eps colsq) has no resolvable
+    # variation, and the implicit centring (Z p - zbar . p, Z^T r - zbar sum r) would
+    # return only rounding noise for it. Its centred column is taken as exactly 0, as
+    # explicit centring gives for a constant column: w_j = 0 (scikit-learn's Ridge).
+    flat = (np.flatnonzero((diag <= n * np.finfo(np.float64).eps * colsq) & (colsq > 0))
+            if fit_intercept else np.zeros(0, dtype=np.int64))
+    if flat.size:
+        diag[flat] = 0.0
     sY = s[:, None] * Yc
 
     weighted = sample_weight is not None
@@ -447,11 +477,16 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
         partial = np.empty((n_blocks, Pa.shape[1]))
         _sparse.cg_operator_tail(Q, Pa, zb, tsum, np.ascontiguousarray(a), zbar is not None,
                                  partial, vec_threads)
+        if flat.size:
+            Q[flat] = 0.0          # constant columns: Zc e_j = 0 (Pa is 0 there: no change
+                                   # to the block sums of Pa * Q)
         return Q, partial.sum(axis=0)
 
     B = op.tdot(sY)                                     # Zc^T S Yc
     if zbar is not None:
         B -= np.outer(zbar, sY.sum(axis=0))
+    if flat.size:
+        B[flat] = 0.0
     use_diag = preconditioner == "jacobi"
     diag = np.ascontiguousarray(diag)
 
@@ -472,6 +507,8 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
             proj(P)                                     # z = Proj M^-1 r
     else:
         P = R.copy()
+    if flat.size:
+        P[flat] = 0.0
     rz = np.einsum("ij,ij->j", R, P)
     n_iter = np.zeros(k, dtype=np.int64)
     done = bnorm <= thresh                              # b = 0: the solution is w = 0
@@ -509,10 +546,12 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
                 proj(P)
             else:
                 P[:, act] = proj(np.ascontiguousarray(P[:, act]))
+        if flat.size:
+            P[flat] = 0.0                               # stays in the constant columns' complement
         rz[act] = rz_new
         done[act[stop]] = True
         breakdown[act[~ok]] = True
-        if verbose:
+        if verbose >= 2:
             print(f"[RidgeCG] iteration {it}: max relative residual "
                   f"{np.max(rn / np.where(bnorm[act] > 0, bnorm[act], 1.0)):.3e}")
     unconverged = rnorm > thresh
@@ -556,6 +595,7 @@ _CG_CONSTRAINTS = {
     "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
     "preconditioner": [StrOptions({"jacobi"}), None],
     "n_jobs": N_JOBS,
+    "verbose": VERBOSE,
 }
 
 
@@ -575,6 +615,8 @@ class _RidgeCGBase(BaseEstimator):
             columns = columns_from(Z, columns, self.n_jobs)
         n_threads = effective_n_threads(self.n_jobs)
         s = _check_sample_weight(sample_weight, Z.shape[0])
+        verbose = int(self.verbose)
+        t0 = time.perf_counter()
         if sp.issparse(Z) and n_threads > 1 and Z.nnz >= 2 * _WORK_PER_THREAD:
             # our products run a thread team: keep BLAS (zbar @ P) from adding its own
             # (below this size the products run on one thread, and threadpoolctl's
@@ -582,12 +624,23 @@ class _RidgeCGBase(BaseEstimator):
             with limit_blas(1):
                 out = solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
                                      self.max_iter, self.preconditioner, n_threads, columns,
-                                     return_info=True)
+                                     verbose=verbose, return_info=True)
         else:
             out = solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
                                  self.max_iter, self.preconditioner, n_threads, columns,
-                                 return_info=True)
+                                 verbose=verbose, return_info=True)
         coef, intercept, n_iter, info = out
+        if verbose:
+            k = Y.shape[1]
+            worst = int(np.argmax(info["residual"]))
+            ok = info["converged"]
+            verdict = ("converged" if np.all(ok) else
+                       f"NOT converged ({int((~ok).sum())} of {k} targets; "
+                       f"{info['stop'][worst]})")
+            print(f"[RidgeCG] {type(self).__name__}: {int(np.max(n_iter, initial=0))} "
+                  f"iteration(s), relative residual {info['residual'][worst]:.3e}"
+                  f"{f' (worst of {k} targets)' if k > 1 else ''} (tol {float(self.tol):.1e}), "
+                  f"{verdict}, {n_threads} thread(s), {time.perf_counter() - t0:.3f}s")
         self.n_iter_ = n_iter
         self.converged_ = bool(np.all(info["converged"]))
         self.residual_ = info["residual"]
@@ -632,6 +685,9 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         tolerances (tol >= 1e-4) and costs iterations to tight ones. When D > N it
         does not help either way (module docstring).
     n_jobs : threads for the sparse products (None: OpenMP default, -1: all cores)
+    verbose : int, default 0. Printed to stdout (scikit-learn's levels): 1, one summary
+        line per fit (iterations, the final relative residual, converged or not, threads,
+        time); 2 and above, also a line per CG iteration.
 
     Attributes
     ----------
@@ -646,13 +702,14 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     _parameter_constraints = dict(_CG_CONSTRAINTS)
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None):
+                 preconditioner="jacobi", n_jobs=None, verbose=0):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
         self.preconditioner = preconditioner
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     @fit_context
     def fit(self, X, y, sample_weight=None, columns=None):
@@ -708,7 +765,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     }
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", class_weight=None, n_jobs=None):
+                 preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.tol = tol
@@ -716,6 +773,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         self.preconditioner = preconditioner
         self.class_weight = class_weight
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
     @fit_context
     def fit(self, X, y, sample_weight=None, columns=None):
