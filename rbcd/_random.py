@@ -4,7 +4,7 @@ import numpy as np
 
 def make_generator(random_state):
     """A numpy Generator from ``random_state`` (None, int, SeedSequence,
-    Generator or RandomState), as DESIGN.md contract 2 and docs/internals.md say."""
+    Generator or RandomState), as docs/design.md contract 2 and docs/internals.md say."""
     if isinstance(random_state, np.random.Generator):
         return random_state
     if isinstance(random_state, np.random.RandomState):

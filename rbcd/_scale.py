@@ -12,7 +12,7 @@ Contract (rbcd_ref/_scale.py computes the same value with the same pairs):
 
 * The pairs are ``n_pairs`` draws (i, j) from ``numpy.random.default_rng(PAIR_SEED)``:
   ``i = integers(0, N, n)``, ``j = (i + integers(1, N, n)) % N``, so i != j. The stream is
-  fixed and separate from ``random_state``: the grids' stream (DESIGN.md contract 2) is not
+  fixed and separate from ``random_state``: the grids' stream (docs/design.md contract 2) is not
   touched, and sigma_ is the same for every seed, so changing ``random_state`` only redraws
   the grids.
 * Each distance is summed in float64 over the features in increasing column order, one term

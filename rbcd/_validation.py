@@ -30,7 +30,7 @@ from sklearn.utils.validation import validate_data
 #: n_jobs: None (OpenMP's default, honouring threadpoolctl), a positive count, or a negative
 #: count back from the usable cores (-1 = all). 0 is refused by ``effective_n_threads``.
 N_JOBS = [Interval(Integral, None, None, closed="neither"), None]
-#: random_state: what ``rbcd._random.make_generator`` takes (DESIGN.md contract 2): None,
+#: random_state: what ``rbcd._random.make_generator`` takes (docs/design.md contract 2): None,
 #: a RandomState, any non-negative int (numpy seeds of any size, not only < 2**32), a
 #: numpy Generator or a SeedSequence. Negative ints and strings are refused by name.
 RANDOM_STATE = ["random_state", Interval(Integral, 0, None, closed="left"),

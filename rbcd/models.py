@@ -7,7 +7,7 @@ kernel, ``n_grids`` grids) with either
   :class:`rbcd.RidgeCGClassifier`; scikit-learn's Ridge objective, one-vs-rest
   -1/+1 targets for classification), or
 * ``solver="cd"``: randomized coordinate descent (:class:`rbcd.CDRegressor`,
-  :class:`rbcd.CDClassifier`; mean loss + elastic net, DESIGN.md contract 8).
+  :class:`rbcd.CDClassifier`; mean loss + elastic net, docs/design.md contract 8).
 
 Every parameter of both stages is a parameter of the model, so a GridSearchCV can
 tune ``sigma``, ``n_grids`` and ``alpha`` together (``RBClassifierCV`` / ``RBRegressorCV``
@@ -201,7 +201,7 @@ class _RBBase(BaseEstimator):
             return cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
                        max_iter=self.max_iter,
                        preconditioner=_preconditioner(self.preconditioner, tol, shape, structured),
-                       n_jobs=self.n_jobs, **extra)
+                       n_jobs=self.n_jobs, verbose=self.verbose, **extra)
         cls = CDClassifier if self._classifier else CDRegressor
         params = dict(loss=loss, alpha=alpha, l1_ratio=self.l1_ratio,
                       fit_intercept=self.fit_intercept, max_epochs=self.max_epochs, tol=tol,

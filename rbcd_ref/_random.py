@@ -3,7 +3,7 @@
 Three things live here:
 
 * ``make_generator`` / ``solver_seed``: turn ``random_state`` into the numpy Generator that
-  draws the grids (DESIGN.md contract 2) and into the 64-bit seed of the solvers' coordinate
+  draws the grids (docs/design.md contract 2) and into the 64-bit seed of the solvers' coordinate
   stream (contract 10). Same semantics as ``rbcd/_random.py``; rbcd_ref never imports rbcd,
   so the few lines are repeated here.
 * ``SplitMix64``: the small portable generator the coordinate-descent solvers draw their

@@ -8,7 +8,7 @@ grid r is ``floor((x - u[r]) / delta[r])``. One feature (column) per non-empty b
 bin) / R, an unbiased estimate of the Laplacian kernel exp(-||x - y||_1 / sigma) when
 delta ~ Gamma(2, sigma) (pitch density p(delta) = delta k''(delta)).
 
-Everything follows DESIGN.md contracts 1-7 and docs/internals.md literally, with plain
+Everything follows docs/design.md contracts 1-7 and docs/internals.md literally, with plain
 loops and Python dicts; it is slow on purpose and easy to read.
 """
 import numpy as np
@@ -48,7 +48,7 @@ def _check_sigma(sigma, n_features_in):
 
 
 def check_bins_in_range(X, widths, offsets):
-    """Bin vectors of every row of X in every grid (DESIGN.md contract 3).
+    """Bin vectors of every row of X in every grid (docs/design.md contract 3).
 
     ``floor((x_j - offsets[r, j]) / widths[r, j])`` in float64 with a true division, then a
     range check against [-2**63, 2**63) before the conversion to int64. An out-of-range (or

@@ -1,5 +1,6 @@
 """RandomFourier: twin equality, kernel approximation, agreement with RBFSampler, errors."""
 import numpy as np
+from rbcd._scale import DEFAULT_FACTOR
 import pytest
 import scipy.sparse as sp
 from hypothesis import given
@@ -186,7 +187,7 @@ def test_check_estimator(Est):
     check_estimator(Est(n_components=16, random_state=0))
 
 
-@pytest.mark.parametrize("kernel, factor", [("gaussian", 0.5), ("laplacian", 1.0)])
+@pytest.mark.parametrize("kernel, factor", [("gaussian", 0.5), ("laplacian", DEFAULT_FACTOR)])
 def test_scale_default_is_the_shared_rule(kernel, factor):
     from rbcd._scale import median_l1_distance, median_l2_distance
 

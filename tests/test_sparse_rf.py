@@ -3,6 +3,7 @@ features (Lasso certificate), the XOR problem against a tuned SVM, errors, check
 import warnings
 
 import numpy as np
+from rbcd._scale import DEFAULT_FACTOR
 import pytest
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso
@@ -143,7 +144,7 @@ def test_defaults_resolved_from_the_data():
     assert est.solver_epochs_history_.shape == (2,)
     assert np.all((1 <= est.solver_epochs_history_) & (est.solver_epochs_history_ <= 10))
     est = quiet(rbcd.SparseRandomFeatures(feature="binning", n_iter=1, random_state=0), X, y)
-    np.testing.assert_array_equal(est.sigma_, np.full(2, median_l1_distance(X)))
+    np.testing.assert_array_equal(est.sigma_, np.full(2, DEFAULT_FACTOR * median_l1_distance(X)))
     est = quiet(rbcd.SparseRandomFeatures(sigma=2.0, alpha=0.1, n_iter=1), X, y)
     np.testing.assert_array_equal(est.sigma_, [2.0, 2.0])
     assert est.alpha_ == 0.1

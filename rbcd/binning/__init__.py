@@ -1,4 +1,4 @@
-"""Random binning: grids, bins, columns and the sparse feature matrix Z (DESIGN.md 2-7)."""
+"""Random binning: grids, bins, columns and the sparse feature matrix Z (docs/design.md 2-7)."""
 from .random_binning import (
     DegenerateBinningWarning,
     RandomBinning,

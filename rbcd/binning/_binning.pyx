@@ -3,7 +3,7 @@ CSR / CSC construction. Typed buffers only; ``rbcd.binning.random_binning`` vali
 
 Design
 ------
-* Bins follow DESIGN.md contract 3 to the bit: ``floor((x - u) / w)`` in float64
+* Bins follow docs/design.md contract 3 to the bit: ``floor((x - u) / w)`` in float64
   with a true division. ``rbcd.binning.random_binning`` first runs :func:`scan_columns`
   (column min / max and the first non-finite entry, one pass over X). As
   ``x -> floor((x - u) / w)`` is monotone (IEEE subtraction, division by a
@@ -225,7 +225,7 @@ cdef inline int64_t table_find(
 
 ctypedef struct Layout:
     # The fitted geometry of R grids over d columns, shared by fit and transform
-    # (pointers into the arrays of a GridTables; DESIGN.md contracts 2-4).
+    # (pointers into the arrays of a GridTables; docs/design.md contracts 2-4).
     const double *widths        # (R, d) delta[r, j]
     const double *offsets       # (R, d) u[r, j]
     const double *inv           # (R, d) 1 / widths (AVX-512 bins only)
@@ -277,7 +277,7 @@ cdef inline bint grid_key(
 
 
 ctypedef struct GridTable:
-    # One fitted grid as transform reads it (DESIGN.md contract 4).
+    # One fitted grid as transform reads it (docs/design.md contract 4).
     const uint64_t *slots       # capacity slots: 0 empty, else tag << 32 | (local id + 1)
     uint64_t mask               # capacity - 1 (capacity a power of two, load <= 0.7)
     const uint64_t *keys        # n_bins * n_words packed keys, in local id order
@@ -921,7 +921,7 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
 
 def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] direct_bits,
                idx_t[::1] ids, bint want_counts, const int64_t[::1] bounds, paths):
-    """Build the exact per-grid bin tables of the training rows (DESIGN.md contract 4).
+    """Build the exact per-grid bin tables of the training rows (docs/design.md contract 4).
 
     grids : the layout of the grids (widths, offsets, training bounds, packed-key layout,
         thresholds), its tables not yet set. Grids with thresholds compute their
@@ -1262,7 +1262,7 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
                      const double[:, ::1] offsets, uint64_t n_features,
                      idx_t[::1] out, int32_t[::1] mult, int64_t[::1] row_nnz,
                      int n_threads, paths):
-    """Hashed-mode columns (DESIGN.md contract 5): per row sorted, duplicates merged.
+    """Hashed-mode columns (docs/design.md contract 5): per row sorted, duplicates merged.
 
     out : (N * R,) OUT columns of row i left-packed at i * R ...
     mult : (N * R,) OUT how many grids landed in that column.
@@ -1587,7 +1587,7 @@ cdef object _array(value, dtype, shape, name):
 cdef class GridTables:
     """The fitted grids of an exact-mode RandomBinning: one typed owner for the
     layout (widths, offsets, training bin bounds, packed-key layout, thresholds)
-    and one table per grid (DESIGN.md contract 4).
+    and one table per grid (docs/design.md contract 4).
 
     Built in two steps by ``random_binning``: the layout (``__init__``), then, after
     ``fit_tables``, the tables (``set_tables``). The C view (``Layout`` and one

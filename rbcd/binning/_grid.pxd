@@ -1,4 +1,4 @@
-# The one owner of the grid-label layout (DESIGN.md, "Parallel coordinate descent";
+# The one owner of the grid-label layout (docs/design.md, "Parallel coordinate descent";
 # RBColumns.grid_labels).
 #
 # For each grid g of a random binning matrix with n_bins = grid_ptr[g + 1] - grid_ptr[g]

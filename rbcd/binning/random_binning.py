@@ -8,7 +8,7 @@ z(x) . z(y) = (number of grids where x and y share a bin) / R, an unbiased
 estimate of the Laplacian kernel exp(-||x - y||_1 / sigma).
 
 The work is done by the nogil kernels of ``rbcd.binning._binning``; this module
-validates, draws the grids (DESIGN.md contract 2), and assembles
+validates, draws the grids (docs/design.md contract 2), and assembles
 the sparse matrices. The column-major view the coordinate-descent solvers
 walk (:class:`RBColumns`) is built here too, in O(nnz), never by a sort.
 """
@@ -110,7 +110,7 @@ class RBColumns:
     grid. An RBColumns describes exactly that Z (same shape, same entries); the
     solvers take it as ``columns=`` instead of building it again, and
     :meth:`check_matrix` verifies cheaply that a matrix is the one it describes.
-    All stored values of Z are the same constant ``value`` (1/sqrt(R), DESIGN.md
+    All stored values of Z are the same constant ``value`` (1/sqrt(R), docs/design.md
     contract 6), so only the structure is kept.
 
     Attributes
@@ -234,7 +234,7 @@ SMALL_WORK = 1 << 17
 class _Paths:
     """The code paths the binning kernels may take (private; tests force each one).
 
-    Every path gives the same Z bit for bit (DESIGN.md contracts 3-6); the defaults
+    Every path gives the same Z bit for bit (docs/design.md contracts 3-6); the defaults
     let the data and the CPU choose. ``simd``: AVX-512 bins, threshold keys and rank
     sort where the CPU has them; ``thresholds``: threshold keys for the grids the plan
     gives them (``_thresholds``); ``direct``: direct fit tables and the dense transform
@@ -633,14 +633,14 @@ def column_structure(Z, grid_ptr, n_jobs=None, *, _paths=None):
 # ---------------------------------------------------------------------------------------
 #: Grids are drawn (and drawn again) in blocks of grids of about this many entries, so
 #: the draw's scratch stays bounded for any d: numpy's Generator gives the same stream
-#: drawn block by block as in one call (DESIGN.md contract 2 fixes the order).
+#: drawn block by block as in one call (docs/design.md contract 2 fixes the order).
 DRAW_BLOCK = 1 << 20
 
 
 class _GridDraw:
     """The grid draw of one fit, kept so that it can be repeated exactly (private).
 
-    DESIGN.md contract 2: ``widths = gamma(2, sigma, (R, d))``, then ``offsets =
+    docs/design.md contract 2: ``widths = gamma(2, sigma, (R, d))``, then ``offsets =
     uniform(0, 1, (R, d)) * widths``, from ``make_generator(random_state)``. This keeps
     the bit generator's class name and its state before the draw (whatever random_state
     was: None, a seed, a SeedSequence, a Generator), sigma and the shape, so the widths
@@ -997,7 +997,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         data). The fitted tables hold only the bin vectors (packed), no
         training rows: O(D) memory.
         m: hashed mode. Column = a fixed 64-bit hash of (grid, bin vector)
-        modulo m (DESIGN.md contract 5); stateless, every row of any data gets
+        modulo m (docs/design.md contract 5); stateless, every row of any data gets
         its R grids' columns, entries that collide within a row are summed
         (stored value k / sqrt(R)). For streaming and distributed use.
     dtype : numpy.float32 or numpy.float64, default=numpy.float64
@@ -1095,14 +1095,14 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         "n_features": [Interval(Integral, 1, 2**63 - 1, closed="both"), None],
         "dtype": "no_validation",  # check_output_dtype: float32 or float64
         "n_jobs": N_JOBS,
-        # what rbcd._random.make_generator takes (DESIGN.md contract 2)
+        # what rbcd._random.make_generator takes (docs/design.md contract 2)
         "random_state": RANDOM_STATE,
     }
 
     # ------------------------------------------------------------------ checks
     def _resolve_sigma(self, X):
         """The numeric sigma of the kernel for training data X: a positive float, or a
-        positive float64 array of length d (DESIGN.md contract 1). ``sigma="scale"`` is
+        positive float64 array of length d (docs/design.md contract 1). ``sigma="scale"`` is
         :func:`rbcd._scale.scale_sigma` of X (its sampled pairs do not touch the grids'
         stream)."""
         if isinstance(self.sigma, str):
@@ -1208,7 +1208,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                 cols = np.union1d(varying[bad_v[:varying.shape[0]]], const[bad_const])
                 _raise_bad_bins(X, cols, *draw.columns(cols), sigma)
         else:
-            # DESIGN.md contract 2: widths first, then offsets
+            # docs/design.md contract 2: widths first, then offsets
             widths = rng.gamma(2.0, sigma, size=(n_grids, d))
             offsets = rng.uniform(0.0, 1.0, size=(n_grids, d)) * widths
             XV = _take_columns(X)

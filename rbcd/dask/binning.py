@@ -1,7 +1,7 @@
 """Random binning over row partitions (issue 13, item 1).
 
 Exact mode (``n_features=None``) numbers the columns of grid r by the first appearance of
-each bin in row order (DESIGN.md contract 4). The distributed fit gives that numbering, and
+each bin in row order (docs/design.md contract 4). The distributed fit gives that numbering, and
 so Z, bit for bit for any chunking:
 
 1. Each partition is fitted on its worker by a local :class:`rbcd.RandomBinning` with the
@@ -247,7 +247,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     sigma_ : float or ndarray, the bandwidth used (the computed one for "scale")
     """
 
-    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
                  dtype=np.float64, n_jobs=None, random_state=None):
         self.n_grids = n_grids
         self.sigma = sigma

@@ -460,15 +460,16 @@ class RidgeCG(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None):
+                 preconditioner="jacobi", n_jobs=None, verbose=0):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
         self.preconditioner = preconditioner
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
-    def fit(self, X, y, sample_weight=None, columns=None, verbose=0):
+    def fit(self, X, y, sample_weight=None, columns=None, verbose=None):
         client = client_or_error()
         check_cg_params(self.tol, self.max_iter, self.preconditioner)
         check_n_jobs(self.n_jobs)
@@ -482,7 +483,8 @@ class RidgeCG(RegressorMixin, BaseEstimator):
         check_alpha(self.alpha, k)
         coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
                                            self.tol, self.max_iter, self.preconditioner,
-                                           cluster.grid_ptr, verbose)
+                                           cluster.grid_ptr,
+                                           self.verbose if verbose is None else verbose)
         out = np.dtype(Xd.dtype) if np.dtype(Xd.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
         if y_ndim == 1:
             self.coef_ = coef[0].astype(out)
@@ -524,7 +526,7 @@ class RidgeCGClassifier(BaseEstimator):
     row-partitioned Z, as :class:`rbcd.RidgeCGClassifier`. Used by rbcd.dask.RBClassifier."""
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", class_weight=None, n_jobs=None):
+                 preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.tol = tol
@@ -532,8 +534,9 @@ class RidgeCGClassifier(BaseEstimator):
         self.preconditioner = preconditioner
         self.class_weight = class_weight
         self.n_jobs = n_jobs
+        self.verbose = verbose
 
-    def fit(self, X, y, sample_weight=None, columns=None, verbose=0):
+    def fit(self, X, y, sample_weight=None, columns=None, verbose=None):
         from .cd import class_setup
 
         client = client_or_error()
@@ -544,7 +547,8 @@ class RidgeCGClassifier(BaseEstimator):
         k = 1 if classes.shape[0] == 2 else classes.shape[0]
         coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
                                            self.tol, self.max_iter, self.preconditioner,
-                                           cluster.grid_ptr, verbose)
+                                           cluster.grid_ptr,
+                                           self.verbose if verbose is None else verbose)
         self.classes_ = classes
         self.coef_ = coef
         self.intercept_ = intercept if self.fit_intercept else np.zeros(k)

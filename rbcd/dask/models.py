@@ -16,6 +16,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
+from .. import models as _local
 from .._calibration import fit_softmax_calibration, softmax_probabilities
 from ._data import as_rows, check_finite_block, client_or_error, dask, tasks_per_worker
 from .binning import RandomBinning, with_task_threads
@@ -43,12 +44,20 @@ def _predict_block(block, rb, coef, intercept, n_jobs, per_worker, block_info=No
 class _RBBase(BaseEstimator):
     _classifier = False
 
-    def _effective(self):
+    def _effective(self, n_weight=None):
+        """(solver, alpha, tol, loss) with rbcd.models' defaults (ALPHA_PER_ROW, CG_TOL,
+        CD_TOL); the cg default alpha needs the training weight ``n_weight``."""
         if not (isinstance(self.solver, str) and self.solver in ("cg", "cd")):
             raise ValueError(f"solver must be 'cg' or 'cd', got {self.solver!r}")
         solver = self.solver
-        alpha = self.alpha if self.alpha is not None else (1.0 if solver == "cg" else 1e-4)
-        tol = self.tol if self.tol is not None else (1e-6 if solver == "cg" else 1e-4)
+        if self.alpha is not None:
+            alpha = self.alpha
+        elif solver == "cd":
+            alpha = _local.ALPHA_PER_ROW
+        else:
+            alpha = None if n_weight is None else _local.ALPHA_PER_ROW * float(n_weight)
+        tol = self.tol if self.tol is not None else (
+            _local.CG_TOL if solver == "cg" else _local.CD_TOL)
         if solver == "cg":
             if self.loss is not None and self.loss != "squared":
                 raise ValueError(f"solver='cg' solves ridge (squared loss); loss must be None or "
@@ -71,7 +80,18 @@ class _RBBase(BaseEstimator):
                              "binning (n_features=None)")
         client = client_or_error()
         X = as_rows(X, "X", client)
-        binning = RandomBinning(n_grids=self.n_grids, sigma=self.sigma, kernel=self.kernel,
+        if alpha is None:  # the cg default: ALPHA_PER_ROW per unit of training weight
+            if sample_weight is None:
+                n_weight = X.shape[0]
+            else:
+                sw = sample_weight.sum() if hasattr(sample_weight, "sum") else np.sum(sample_weight)
+                sw = sw.compute() if hasattr(sw, "compute") else sw
+                n_weight = float(sw) if np.ndim(sample_weight) else float(sw) * X.shape[0]
+            solver, alpha, tol, loss = self._effective(n_weight)
+        n_grids = self.n_grids
+        if isinstance(n_grids, str):  # "auto"
+            n_grids = _local.auto_n_grids(X.shape[1])
+        binning = RandomBinning(n_grids=n_grids, sigma=self.sigma, kernel=self.kernel,
                                 n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                                 random_state=self.random_state)
         t0 = time.perf_counter()
@@ -149,7 +169,7 @@ class RBRegressor(RegressorMixin, _RBBase):
     :class:`rbcd.RBRegressor` (plus ``sigma="scale"``); ``binning_`` is an
     rbcd.dask.RandomBinning, ``solver_`` an rbcd.dask RidgeCG or CDRegressor."""
 
-    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
@@ -187,7 +207,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
 
     _classifier = True
 
-    def __init__(self, n_grids=64, sigma=1.0, kernel="laplacian", n_features=None,
+    def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,

@@ -1,6 +1,6 @@
 """Coordinate descent kernels: serial, Hogwild and grid-block (docs/internals.md).
 
-The solver minimizes (DESIGN.md contract 8)
+The solver minimizes (docs/design.md contract 8)
 
     P(w, b) = (1/S) sum_i s_i loss(p_i, y_i) + lam1 ||w||_1 + lam2/2 ||w||^2,   p = Z w + b
 
@@ -704,7 +704,7 @@ def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
 
 
 # ---------------------------------------------------------------------------------------
-# Epoch functions, one per mode (DESIGN.md, "Parallel coordinate descent"; paper Algorithm 1
+# Epoch functions, one per mode (docs/design.md, "Parallel coordinate descent"; paper Algorithm 1
 # and 2). Each runs one epoch on the state P: D coordinate steps (eq. 24-27), or R grid
 # blocks in grid mode, in the order of the schedule S.
 
@@ -717,7 +717,7 @@ cdef struct Sched:
 
 
 cdef struct Grids:
-    # the grid structure of a random binning Z (DESIGN.md, "Parallel coordinate descent"):
+    # the grid structure of a random binning Z (docs/design.md, "Parallel coordinate descent"):
     # grid r owns columns grid_ptr[r] .. grid_ptr[r + 1] - 1, which touch disjoint rows
     Py_ssize_t n_grids
     const int64_t* grid_ptr    # (n_grids + 1,)
@@ -877,7 +877,7 @@ cdef void _norm_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noe
 
 
 # ---------------------------------------------------------------------------------------
-# Objective and convergence (DESIGN.md contract 8; paper eq. 23), free functions of the state
+# Objective and convergence (docs/design.md contract 8; paper eq. 23), free functions of the state
 
 cdef double intercept_grad(const Prob* P) noexcept nogil:
     # numpy: (s * loss'(p, y)).sum() / S
@@ -1003,7 +1003,7 @@ cdef double check_value(const Prob* P, int check, bint fit_intercept, const int6
 
 cdef inline double gap_at(double c, double rn2, double ry, double l1, double l2, double lam1,
                          double lam2) noexcept nogil:
-    """The duality gap of the squared loss at the dual point theta = c r (r = y - p; DESIGN.md
+    """The duality gap of the squared loss at the dual point theta = c r (r = y - p; docs/design.md
     contract 8, the dual of paper eq. 23): with Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y,
 
         gap(c) = 1/2 Rn2 (1 + c^2) + lam1 ||w||_1 - c ry + 1/2 lam2 (1 + c^2) ||w||^2,

@@ -5,8 +5,8 @@ grid structure (``fit(Z, y, columns=...)``).
 :class:`rbcd.binning.RBColumns` returned with Z by
 ``RandomBinning.fit_transform(X, return_columns=True)``, or a fitted exact-mode
 ``RandomBinning`` (the structure is then rebuilt from Z). The coordinate descent solvers
-use it for the grid-block mode (DESIGN.md, "Parallel coordinate descent"), the CG solver
-for its grid-projected Jacobi preconditioner (DESIGN.md, "Ridge by conjugate gradient").
+use it for the grid-block mode (docs/design.md, "Parallel coordinate descent"), the CG solver
+for its grid-projected Jacobi preconditioner (docs/design.md, "Ridge by conjugate gradient").
 Neither changes the solution it converges to.
 
 The hand-over is checked, cheaply (:func:`check_columns_of`): shape and stored-entry count,

@@ -1,6 +1,6 @@
 """Linear models by randomized coordinate descent: serial, Hogwild and grid-block parallel.
 
-Objective (paper eq. 23 plus options; DESIGN.md contract 8, docs/internals.md):
+Objective (paper eq. 23 plus options; docs/design.md contract 8, docs/internals.md):
 
     P(w, b) = (1/S) sum_i s_i loss(z_i . w + b, y_i)
               + alpha * (l1_ratio ||w||_1 + (1 - l1_ratio)/2 ||w||_2^2)

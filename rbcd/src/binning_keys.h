@@ -1,6 +1,6 @@
 /* Keys and hashes of random binning (rbcd/binning/_binning.pyx).
  *
- * Every function here computes, bit for bit, the bins of DESIGN.md contract 3,
+ * Every function here computes, bit for bit, the bins of docs/design.md contract 3,
  * b_j = floor((x_j - u_j) / w_j) (float64, true division), and the hash of
  * contract 5 (SplitMix64's finalizer chained over the key words). Each AVX-512
  * path (compiled with a target attribute, chosen at run time by the caller

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._checks import check_choice, check_int
 from .._random import make_generator
-from .._scale import median_l1_distance, median_l2_distance
+from .._scale import DEFAULT_FACTOR, median_l1_distance, median_l2_distance
 
 
 def check_n_jobs(n_jobs):
@@ -49,12 +49,13 @@ def check_sigma(sigma, n_features):
 
 
 def resolve_sigma(sigma, X, kernel):
-    """"scale": 0.5 times the median L2 distance (gaussian) or the median L1 distance
-    (laplacian) of rbcd_ref._scale's pairs, one value per feature; else check_sigma."""
+    """"scale": 0.5 times the median L2 distance (gaussian) or DEFAULT_FACTOR times the median
+    L1 distance (laplacian) of rbcd_ref._scale's pairs, one value per feature; else
+    check_sigma."""
     if isinstance(sigma, str) and sigma == "scale":
         if kernel == "gaussian":
             return np.full(X.shape[1], 0.5 * median_l2_distance(X))
-        return np.full(X.shape[1], median_l1_distance(X))
+        return np.full(X.shape[1], DEFAULT_FACTOR * median_l1_distance(X))
     return check_sigma(sigma, X.shape[1])
 
 

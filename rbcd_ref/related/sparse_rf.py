@@ -106,7 +106,7 @@ class SparseRandomFeatures(BaseEstimator):
     feature : {"fourier", "binning"}, default="fourier"
     kernel : {"gaussian", "laplacian"} or None, default=None
     sigma : "scale", float or array (n_features,), default="scale"
-        "scale": 0.5 times the median L2 distance (gaussian) or the median L1 distance
+        "scale": 0.5 times the median L2 distance (gaussian) or DEFAULT_FACTOR (0.5) times the median L1 distance
         (laplacian) of rbcd_ref._scale's pairs.
     loss : {"squared", "logistic", "squared_hinge"}, default="squared"
     alpha : float >= 0 or None, default=None (1 / N)

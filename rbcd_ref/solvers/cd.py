@@ -1,6 +1,6 @@
 """Randomized coordinate descent, plain Python (the oracle of ``rbcd.solvers.cd``).
 
-Objective (paper eq. 23 plus sample weights, DESIGN.md contract 8, docs/internals.md):
+Objective (paper eq. 23 plus sample weights, docs/design.md contract 8, docs/internals.md):
 
     P(w, b) = (1/S) sum_i s_i loss(p_i, y_i)
               + alpha * (l1_ratio ||w||_1 + (1 - l1_ratio)/2 ||w||^2),      p = Z w + b

@@ -1,6 +1,6 @@
 """Ridge regression by (preconditioned) conjugate gradient, plain numpy (oracle of rbcd.solvers.cg).
 
-scikit-learn's Ridge convention (DESIGN.md "Ridge by conjugate gradient", docs/internals.md):
+scikit-learn's Ridge convention (docs/design.md "Ridge by conjugate gradient", docs/internals.md):
 
     minimize_{w, b}  sum_i s_i (y_i - z_i.w - b)^2 + alpha ||w||^2
 
