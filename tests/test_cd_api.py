@@ -307,6 +307,7 @@ def test_corrupt_grid_labels_are_refused():
         CDRegressor(parallel="grid", max_epochs=1).fit(Z, y, columns=cols)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # a fixed epoch budget
 def test_n_jobs_none_gives_the_same_coefficients_as_any_count():
     # issue 15 item 7: parallel="auto" does not depend on the core count
     rng = np.random.default_rng(2)

@@ -328,6 +328,7 @@ def _damages():
     ]
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the damage itself
 @pytest.mark.parametrize("name, damage", _damages(), ids=[n for n, _ in _damages()])
 def test_damaged_pickle_raises_value_error(name, damage):
     """Every field of the pickled grid tables is checked on load: a damaged state
