@@ -84,6 +84,11 @@ def _words(text):
     return [v for v in text.split(",") if v]
 
 
+def _progress(row):
+    """Each result as soon as it is measured (the tables follow at the end)."""
+    print("   ", " | ".join(str(v) for v in row[1:]), flush=True)
+
+
 def main(argv=None):
     p = parser(__doc__.split("\n\n")[0], n=10**6, quick_n=10**4, d=8, grids=32, repeat=3)
     p.add_argument("--sizes", type=_ints, default=None,
@@ -151,12 +156,14 @@ def main(argv=None):
                         r = ratio(ours, peer)
                         serial_rows.append([name, sel, fmt_time(ours), "saga (rows)",
                                             fmt_time(peer), fmt_ratio(r), ""])
+                        _progress(serial_rows[-1])
                         continue
                     else:
                         peer, peer_name = c.peer_epoch(sel)
                     r = ratio(ours, peer)
                     serial_rows.append([name, sel, fmt_time(ours), peer_name, fmt_time(peer),
                                         fmt_ratio(r), check(r, TARGET_SERIAL_VS_PEER, False)])
+                    _progress(serial_rows[-1])
                 modes = [("hogwild", {"transactions": "off"}, "hogwild, atomic adds")]
                 if rtm:
                     modes.insert(0, ("hogwild", {"transactions": "auto"}, "hogwild, RTM"))
@@ -175,6 +182,7 @@ def main(argv=None):
                         target, ok = None, ""
                     par_rows.append([name, label, fmt_time(t1), fmt_time(t2), fmt_ratio(s),
                                      f">= {target}x" if target else "", ok])
+                    _progress(par_rows[-1])
                     if mode == "auto":
                         summary.append((name, s))
             del rb, Z, Zc, X, cols
