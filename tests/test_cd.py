@@ -566,6 +566,7 @@ def test_lasso_without_intercept_equals_sklearn():
         assert est.intercept_ == 0.0
 
 
+@pytest.mark.filterwarnings("ignore:Liblinear failed to converge:sklearn.exceptions.ConvergenceWarning")  # the peer, run long
 def test_l1_logistic_matches_liblinear_objective():
     from sklearn.linear_model import LogisticRegression
 
