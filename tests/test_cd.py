@@ -535,9 +535,9 @@ def test_auto_mode_choice():
     Z, y, binning = rb_problem(1)
     small = [CDRegressor(n_jobs=j, max_epochs=2, random_state=0).fit(Z, y, columns=binning)
              for j in (1, 2, None)]
-    assert all(e.parallel_ is None for e in small)  # grids below grid_par_min entries
+    assert all(e.parallel_ is None for e in small)  # grids below auto_grid_min entries
     assert all(np.array_equal(e.coef_, small[0].coef_) for e in small)
-    with forced_paths(grid_par_min=Z.shape[0]):     # grids of exactly N entries: big enough
+    with forced_paths(auto_grid_min=Z.shape[0]):    # grids of exactly N entries: big enough
         big = [CDRegressor(n_jobs=j, max_epochs=2, random_state=0).fit(Z, y, columns=binning)
                for j in (1, 2, None)]
     assert all(e.parallel_ == "grid" for e in big)

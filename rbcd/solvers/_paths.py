@@ -15,18 +15,21 @@ import contextlib
 import contextvars
 import dataclasses
 
-__all__ = ["CDPaths", "GRID_PAR_MIN_ENTRIES", "current_paths", "forced_paths"]
+__all__ = ["AUTO_GRID_MIN_ENTRIES", "CDPaths", "GRID_PAR_MIN_ENTRIES", "current_paths",
+           "forced_paths"]
 
 #: A grid's update is split across threads only from this many stored entries in the grid;
-#: smaller grids run on one thread (forking and joining a thread team per grid would cost
-#: more than it saves). In random binning training data every grid holds exactly one entry
-#: per row, so this is a threshold on N: grid mode is single-threaded below N = 32768
-#: rows. It is also the size rule of ``parallel="auto"`` (cd.py). A property of the
-#: problem, never of the machine, so that the chosen mode, and the coefficients, are the
-#: same everywhere. The value is provisional: benchmarks/compare_cd.py prints, per cell of
-#: the issue-18 matrix, grid mode under this rule and with every grid split
-#: (``grid_par_min=0``); the threshold belongs where the split starts to gain on 2 threads.
-GRID_PAR_MIN_ENTRIES = 32768
+#: smaller grids run on one thread. In random binning training data every grid holds exactly
+#: one entry per row, so this is a threshold on N. benchmarks/compare_cd.py (Intel Xeon,
+#: 2 vCPUs) measured the split slower than one thread at N = 10^5 (d = 8, R = 32; both the
+#: coarse and the one-row-per-column grids), so grids are split from 2^20 entries (about
+#: N = 10^6) up. The grid step's iterates are the same for any thread count, so this
+#: threshold changes speed only, never results.
+GRID_PAR_MIN_ENTRIES = 1 << 20
+#: ``parallel="auto"`` picks grid mode (else serial) when the grid structure is given and its
+#: grids hold at least this many stored entries on average. A property of the problem, never
+#: of the machine, so that the chosen mode, and the coefficients, are the same everywhere.
+AUTO_GRID_MIN_ENTRIES = 32768
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,8 +41,9 @@ class CDPaths:
         labels when the stored values are constant; False: per-bin column updates.
     grid_par_min : int
         A grid is updated on several threads when it holds at least this many stored
-        entries (and two or more bins); also the size rule of ``parallel="auto"``.
-        Default ``GRID_PAR_MIN_ENTRIES``.
+        entries (and two or more bins). Default ``GRID_PAR_MIN_ENTRIES``.
+    auto_grid_min : int
+        The size rule of ``parallel="auto"``. Default ``AUTO_GRID_MIN_ENTRIES``.
     stream_max_partials : float
         The streamed step sums a grid's bins in row-block partial sums while
         n_blocks (n_bins + 1) <= stream_max_partials * N, else per column.
@@ -52,6 +56,7 @@ class CDPaths:
 
     grid_stream: bool = True
     grid_par_min: int = GRID_PAR_MIN_ENTRIES
+    auto_grid_min: int = AUTO_GRID_MIN_ENTRIES
     stream_max_partials: float = 2.0
     transactions: str = "auto"
 

@@ -34,12 +34,14 @@ Parallel modes (``parallel=``):
   everywhere (issue 10). The rule, in full:
 
     - the grid structure is given (``columns=``, as RBRegressor / RBClassifier pass it) and
-      its grids hold on average at least ``GRID_PAR_MIN_ENTRIES`` = 32768 stored entries
+      its grids hold on average at least ``AUTO_GRID_MIN_ENTRIES`` = 32768 stored entries
       (RB training data: N >= 32768 rows)  ->  "grid", on ``n_jobs`` threads;
     - otherwise  ->  None (serial, one thread, whatever ``n_jobs``).
 
-  Inside grid mode a grid with fewer than 32768 entries is updated on one thread, so small
-  problems never pay for a thread team. Hogwild is never chosen (see above).
+  Inside grid mode a grid with fewer than ``GRID_PAR_MIN_ENTRIES`` = 2^20 entries (RB
+  training data: N below about 10^6) is updated on one thread: below that size the split
+  measured slower than one thread on 2 vCPUs (benchmarks/compare_cd.py), and the iterates are
+  the same either way. Hogwild is never chosen (see above).
 
 Convergence is decided once per epoch, after the intercept step (docs/internals.md). The
 full check is an O(nnz) pass; when a certified lower bound computed from the few columns
@@ -496,7 +498,7 @@ class _CDBase(BaseEstimator):
         cols = columns_from(Z, columns, self.n_jobs).check()
         paths = current_paths()
         mode, n_threads = _resolve_mode(params["parallel"], params["n_threads"], cols,
-                                        paths.grid_par_min)
+                                        paths.auto_grid_min)
         loss = params["loss"]
         n_problems = targets.shape[1]
         D = cols.n_cols
