@@ -225,11 +225,11 @@ def test_grid_mode_matches_ref_and_is_thread_invariant(seed, loss, selection, fi
 
 @pytest.mark.parametrize("selection", SELECTIONS)
 def test_grid_mode_large_grids_bitwise_thread_invariant(selection):
-    # grids of 40,000 rows are past the size where the bins run in a parallel region
+    # grids of 40,000 rows, past a split size of 32768 entries: the bins run in a parallel region
     Z, y, binning = rb_problem(9, n=40000, n_grids=3, bins=50)
     kw = dict(alpha=1e-4, max_epochs=3, tol=0.0, selection=selection, parallel="grid",
               random_state=1)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), forced_paths(grid_par_min=32768):
         warnings.simplefilter("ignore", ConvergenceWarning)
         a = CDRegressor(n_jobs=1, **kw).fit(Z, y, columns=binning)
         b = CDRegressor(n_jobs=2, **kw).fit(Z, y, columns=binning)

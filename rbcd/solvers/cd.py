@@ -499,6 +499,9 @@ class _CDBase(BaseEstimator):
         paths = current_paths()
         mode, n_threads = _resolve_mode(params["parallel"], params["n_threads"], cols,
                                         paths.auto_grid_min)
+        if mode == "grid" and cols.grid_ptr is not None and cols.nnz < paths.grid_par_min * max(
+                cols.grid_ptr.shape[0] - 1, 1):
+            n_threads = 1  # grids too small to gain from threads; the iterates are the same
         loss = params["loss"]
         n_problems = targets.shape[1]
         D = cols.n_cols
