@@ -22,10 +22,10 @@ __all__ = ["AUTO_GRID_MIN_ENTRIES", "CDPaths", "GRID_PAR_MIN_ENTRIES", "current_
 #: smaller grids run on one thread. In random binning training data every grid holds exactly
 #: one entry per row, so this is a threshold on N. benchmarks/compare_cd.py (Intel Xeon,
 #: 2 vCPUs) measured the split slower than one thread at N = 10^5 (d = 8, R = 32; both the
-#: coarse and the one-row-per-column grids), so grids are split from 2^20 entries (about
-#: N = 10^6) up. The grid step's iterates are the same for any thread count, so this
+#: coarse and the one-row-per-column grids) and several times faster at N = 10^6, so grids
+#: are split from 2^19 entries up. The grid step's iterates are the same for any thread count, so this
 #: threshold changes speed only, never results.
-GRID_PAR_MIN_ENTRIES = 1 << 20
+GRID_PAR_MIN_ENTRIES = 1 << 19
 #: ``parallel="auto"`` picks grid mode (else serial) when the grid structure is given and its
 #: grids hold at least this many stored entries on average. A property of the problem, never
 #: of the machine, so that the chosen mode, and the coefficients, are the same everywhere.
