@@ -25,7 +25,6 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare_realdata import load_sets, score_of  # noqa: E402
-from rbcd.model_selection import _bin_training, _structure  # noqa: E402
 
 
 def main(argv=None):
@@ -72,11 +71,11 @@ def main(argv=None):
                 f, R, a = factors[0], grids[0], alphas[0]
                 for seed in seeds:
                     rb = RandomBinning(n_grids=R, sigma=f * med, random_state=seed, n_jobs=1)
-                    Z, cols = _bin_training(rb, ds.X_train)
+                    Z, cols = rb.fit_transform(ds.X_train, return_columns=True)
                     Zt = rb.transform(ds.X_test)
                     for tol in (1e-1, 3e-2, 1e-2, 3e-3, 1e-3, 1e-4, 1e-6):
                         est = cls(alpha=a, tol=tol, n_jobs=1)
-                        est.fit(Z, ds.y_train, **_structure(est, rb, cols))
+                        est.fit(Z, ds.y_train, columns=cols)
                         emit(dict(base, kind="tol", factor=f, n_grids=R, alpha=a, seed=seed,
                                   tol=tol, n_iter=int(np.max(est.n_iter_)),
                                   score=score_of(ds.task, ds.y_test, est.predict(Zt)),
@@ -86,7 +85,7 @@ def main(argv=None):
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")
                             est = cls(alpha=a, tol=1e-10, max_iter=k, n_jobs=1)
-                            est.fit(Z, ds.y_train, **_structure(est, rb, cols))
+                            est.fit(Z, ds.y_train, columns=cols)
                         ptr = est.predict(Z)
                         changed = None if prev is None else float(np.mean(ptr != prev)) \
                             if ds.task == "classification" else None
@@ -103,13 +102,13 @@ def main(argv=None):
                     for f in factors:
                         t0 = time.perf_counter()
                         rb = RandomBinning(n_grids=R, sigma=f * med, random_state=seed, n_jobs=1)
-                        Z, cols = _bin_training(rb, ds.X_train)
+                        Z, cols = rb.fit_transform(ds.X_train, return_columns=True)
                         Zt = rb.transform(ds.X_test)
                         for a in alphas:
                             with warnings.catch_warnings():
                                 warnings.simplefilter("ignore")
                                 est = cls(alpha=a, tol=args.tol, n_jobs=1)
-                                est.fit(Z, ds.y_train, **_structure(est, rb, cols))
+                                est.fit(Z, ds.y_train, columns=cols)
                             emit(dict(base, kind="grid", factor=f, n_grids=R, alpha=a,
                                       seed=seed, tol=args.tol, D=int(Z.shape[1]),
                                       kappa=float(rb.kappa_), n_iter=int(np.max(est.n_iter_)),

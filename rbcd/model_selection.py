@@ -30,7 +30,6 @@ the solver tolerance (the grids drawn for a given sigma are the same in every fo
 are in RBClassifier for an int ``random_state``).
 """
 import copy
-import inspect
 import time
 from numbers import Integral, Real
 
@@ -71,25 +70,6 @@ def _positive_grid(values, name):
     if not low_ok:
         raise ValueError(f"{name} must be {'>= 0' if name == 'alphas' else '> 0'}, got {values!r}")
     return arr
-
-
-def _bin_training(rb, X):
-    """(Z, grid structure or None) of the training rows: ``fit_transform(X,
-    return_columns=True)`` where RandomBinning offers it, else ``fit_transform(X)``."""
-    if "return_columns" in inspect.signature(rb.fit_transform).parameters:
-        return rb.fit_transform(X, return_columns=True)
-    return rb.fit_transform(X), None
-
-
-def _structure(solver, rb, columns):
-    """The keyword that hands a solver's ``fit`` the grid structure of Z (``columns=`` the
-    RBColumns, or ``binning=`` the fitted RandomBinning, whichever its fit takes)."""
-    params = inspect.signature(solver.fit).parameters
-    if "columns" in params:
-        return {"columns": columns if columns is not None else rb}
-    if "binning" in params:
-        return {"binning": rb}
-    return {}
 
 
 class _RBSearchBase(BaseEstimator):
@@ -206,11 +186,11 @@ class _RBSearchBase(BaseEstimator):
                 t0 = time.perf_counter()
                 rb = RandomBinning(n_grids=n_grids, sigma=float(sigma), n_jobs=self.n_jobs,
                                    random_state=seed)
-                Z, cols = _bin_training(rb, X[train])
+                Z, cols = rb.fit_transform(X[train], return_columns=True)
                 Zv = rb.transform(X[test])
                 s = None if sample_weight is None else sample_weight[train]
                 t_bin = time.perf_counter() - t0
-                for ai, shell, t_fit, it in self._solve_alphas(Z, y[train], s, (rb, cols),
+                for ai, shell, t_fit, it in self._solve_alphas(Z, y[train], s, cols,
                                                                alphas, tol, seed):
                     t1 = time.perf_counter()
                     if sample_weight is None:
@@ -285,15 +265,15 @@ class _RBSearchBase(BaseEstimator):
         # there are fewer bins than rows, plain CG otherwise (rbcd.models)
         return "jacobi" if Z.shape[1] < Z.shape[0] else None
 
-    def _solve_alphas(self, Z, y, sample_weight, binning, alphas, tol, seed):
+    def _solve_alphas(self, Z, y, sample_weight, columns, alphas, tol, seed):
         """Yield (alpha index, fitted solver, seconds, iterations) for every alpha;
-        ``binning`` is (the fitted RandomBinning, its training RBColumns or None)."""
+        ``columns`` is the RBColumns of the training rows' Z (the grid structure)."""
         if self.solver == "cg":
-            yield from self._solve_cg(Z, y, sample_weight, binning, alphas, tol)
+            yield from self._solve_cg(Z, y, sample_weight, columns, alphas, tol)
         else:
-            yield from self._solve_cd(Z, y, sample_weight, binning, alphas, tol, seed)
+            yield from self._solve_cd(Z, y, sample_weight, columns, alphas, tol, seed)
 
-    def _solve_cg(self, Z, y, sample_weight, binning, alphas, tol):
+    def _solve_cg(self, Z, y, sample_weight, columns, alphas, tol):
         from .solvers.cg import RidgeCG, RidgeCGClassifier
 
         t0 = time.perf_counter()
@@ -314,7 +294,7 @@ class _RBSearchBase(BaseEstimator):
         solver = RidgeCG(alpha=np.repeat(alphas, k), fit_intercept=self.fit_intercept, tol=tol,
                          max_iter=self.max_iter, preconditioner=self._preconditioner(Z),
                          n_jobs=self.n_jobs)
-        solver.fit(Z, np.tile(T, (1, n_a)), sample_weight=s, **_structure(solver, *binning))
+        solver.fit(Z, np.tile(T, (1, n_a)), sample_weight=s, columns=columns)
         seconds = (time.perf_counter() - t0) / n_a
         coef = np.asarray(solver.coef_).reshape(n_a * k, -1)
         intercept = np.asarray(solver.intercept_, dtype=np.float64).reshape(n_a * k)
@@ -340,7 +320,7 @@ class _RBSearchBase(BaseEstimator):
             shell.n_iter_ = np.asarray(solver.n_iter_)[block]
             yield ai, shell, seconds, int(np.max(shell.n_iter_))
 
-    def _solve_cd(self, Z, y, sample_weight, binning, alphas, tol, seed):
+    def _solve_cd(self, Z, y, sample_weight, columns, alphas, tol, seed):
         from .solvers.cd import CDClassifier, CDRegressor
 
         extra = {"class_weight": self.class_weight} if self._classifier else {}
@@ -351,7 +331,7 @@ class _RBSearchBase(BaseEstimator):
         for ai in np.argsort(-alphas, kind="stable"):
             t0 = time.perf_counter()
             est.set_params(alpha=float(alphas[ai]))
-            est.fit(Z, y, sample_weight=sample_weight, **_structure(est, *binning))
+            est.fit(Z, y, sample_weight=sample_weight, columns=columns)
             seconds = time.perf_counter() - t0
             yield int(ai), copy.deepcopy(est), seconds, int(np.max(est.n_iter_))
 

@@ -33,6 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._threads import effective_n_threads
 from ..solvers._blocks import grid_block
+from ..solvers.cg import _check_alpha, default_max_iter  # the local RidgeCG's own rules
 from ._data import (
     align_rows,
     as_rows,
@@ -48,30 +49,6 @@ __all__ = ["RidgeCG", "RidgeCGClassifier"]
 
 
 # ---------------------------------------------------------------------------- checks
-def default_max_iter(n_features):
-    """``max_iter=None``: ``min(10 * D, 10_000)``, the cap of the local RidgeCG
-    (rbcd.solvers.cg.default_max_iter; kept here so that rbcd.dask uses public names only)."""
-    return int(max(1, min(10 * int(n_features), 10_000)))
-
-
-def check_alpha(alpha, k):
-    if isinstance(alpha, (bool, np.bool_)):
-        raise ValueError(f"alpha must be a non-negative number, got {alpha!r}")
-    if isinstance(alpha, numbers.Real):
-        a = np.full(k, float(alpha))
-    else:
-        try:
-            a = np.asarray(alpha, dtype=np.float64).ravel()
-        except (TypeError, ValueError):
-            raise ValueError(f"alpha must be a non-negative number, got {alpha!r}") from None
-        if a.size == 1:
-            a = np.full(k, a[0])
-        elif a.size != k:
-            raise ValueError(f"alpha has {a.size} values but there are {k} targets; "
-                             "give one value or one per target")
-    if not np.all(np.isfinite(a)) or np.any(a < 0):
-        raise ValueError(f"alpha must be finite and >= 0, got {alpha!r}")
-    return a
 
 
 def check_cg_params(tol, max_iter, preconditioner):
@@ -285,7 +262,7 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
     """The CG of rbcd.solvers.cg.solve_ridge_cg with the operator on the partitions.
 
     Returns (coef (k, D), intercept (k,), n_iter (k,), weighted)."""
-    alpha = check_alpha(alpha, k)
+    alpha = _check_alpha(alpha, k)
     stats = cluster.map(block_stats, grid_ptr)
     S = float(sum(st[0] for st in stats))
     if not S > 0:
@@ -480,7 +457,7 @@ class RidgeCG(RegressorMixin, BaseEstimator):
         y_shape = as_rows(y, "y", client, ndim=(1, 2)).shape
         y_ndim = len(y_shape)
         k = 1 if y_ndim == 1 else int(y_shape[1])
-        check_alpha(self.alpha, k)
+        _check_alpha(self.alpha, k)
         coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
                                            self.tol, self.max_iter, self.preconditioner,
                                            cluster.grid_ptr,

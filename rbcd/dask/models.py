@@ -25,9 +25,6 @@ from .cg import RidgeCG, RidgeCGClassifier, block_decision
 
 __all__ = ["RBRegressor", "RBClassifier"]
 
-# preconditioner="auto" in hashed mode: Jacobi for tol >= this (rbcd.models.AUTO_JACOBI_TOL,
-# whose comment gives the measurements)
-AUTO_JACOBI_TOL = 1e-4
 
 
 def _predict_block(block, rb, coef, intercept, n_jobs, per_worker, block_info=None):
@@ -107,7 +104,7 @@ class _RBBase(BaseEstimator):
                 if exact:
                     pre = "jacobi" if binning.n_features_out_ < X.shape[0] else None
                 else:
-                    pre = "jacobi" if tol >= AUTO_JACOBI_TOL else None
+                    pre = "jacobi" if tol >= _local.AUTO_JACOBI_TOL else None
             cls = RidgeCGClassifier if self._classifier else RidgeCG
             est = cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
                       max_iter=self.max_iter, preconditioner=pre, n_jobs=self.n_jobs, **extra)
