@@ -407,3 +407,22 @@ def test_convergence_warning_names_uncentred_features():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         CDRegressor(max_epochs=200, random_state=0).fit(X - X.mean(0), y)
+
+
+def test_uncentred_advice_is_the_same_from_counts_and_from_unit_weights():
+    # A binary matrix without weights takes its column means from the column counts (no
+    # pass over the rows); unit weights take the O(nnz) pass. Both name the same column.
+    rng = np.random.default_rng(3)
+    n = 20000
+    dense = (rng.random((n, 5)) < 0.3).astype(float)
+    dense[:, 2] = 1.0
+    dense[0, 2] = 0.0  # every row but one: |mean| = 141 standard deviations
+    Z = sp.csr_matrix(dense)
+    y = rng.normal(size=n)
+    msgs = []
+    for w in (None, np.ones(n)):
+        with pytest.warns(ConvergenceWarning) as rec:
+            CDRegressor(max_epochs=1, tol=1e-14, random_state=0).fit(Z, y, sample_weight=w)
+        msgs.append(str(rec[0].message))
+    assert "not centred: column 2 has" in msgs[0]
+    assert msgs[0] == msgs[1]

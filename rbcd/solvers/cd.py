@@ -460,7 +460,10 @@ _UNCENTRED = 100.0
 
 
 def _slow_cause(cols, s, S, h, n_threads):
-    """The advice of the "did not converge" warning (one O(nnz) pass, only then).
+    """The advice of the "did not converge" warning (only then; ``s`` None = unit weights).
+
+    Costs O(D) for a binary-valued matrix without weights (the column sums are the column
+    counts times the stored value) and one O(nnz) pass otherwise.
 
     Columns far from centred (|mean| >> standard deviation, e.g. X + 1e6) are nearly
     parallel to each other and to the intercept: coordinate descent moves along them in
@@ -470,7 +473,10 @@ def _slow_cause(cols, s, S, h, n_threads):
     advice = "Increase max_epochs, or alpha."
     if cols.n_cols == 0:
         return advice
-    m = cols.column_sums(s, n_threads) / S
+    if s is None and cols.data is None:
+        m = np.diff(cols.indptr) * cols.zval / S
+    else:
+        m = cols.column_sums(np.ones(cols.n_rows) if s is None else s, n_threads) / S
     var = np.maximum(h - m * m, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.where(m != 0.0, np.abs(m) / np.sqrt(var), 0.0)
@@ -566,7 +572,7 @@ class _CDBase(BaseEstimator):
                 f"Coordinate descent did not converge{which} after {params['max_epochs']} "
                 f"epochs: relative {kind} {results[worst]['gap']:.3e}"
                 f"{f' (problem {worst}, the worst)' if n_problems > 1 else ''} > tol "
-                f"{params['tol']:.3e}. {_slow_cause(cols, s_full, S, h, n_threads)}",
+                f"{params['tol']:.3e}. {_slow_cause(cols, s, S, h, n_threads)}",
                 ConvergenceWarning, stacklevel=3,
             )
         self.parallel_ = mode
