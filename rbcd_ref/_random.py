@@ -54,7 +54,8 @@ class SplitMix64:
     """SplitMix64 (Steele, Lea & Flood 2014), arithmetic modulo 2**64.
 
     ``next()`` advances the state by the golden-ratio constant and returns ``mix64(state)``;
-    ``randbelow(n)`` is ``next() % n`` (bias at most n / 2**64, negligible here).
+    ``randbelow(n)`` is ``(next() * n) >> 64``, the high word of the 128-bit product (bias at
+    most n / 2**64, negligible here).
     """
 
     def __init__(self, seed):
@@ -68,7 +69,7 @@ class SplitMix64:
         n = int(n)
         if n < 1:
             raise ValueError(f"randbelow needs n >= 1, got {n}")
-        return self.next() % n
+        return (self.next() * n) >> 64
 
 
 def hash_bin_vector(r, bins, n_features):

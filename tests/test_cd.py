@@ -802,3 +802,14 @@ def test_serial_cyclic_on_rb_columns_takes_the_streamed_grid_step(monkeypatch, l
     assert not np.array_equal(blocks.coef_, plain.coef_)  # the block sums did run
     assert np.allclose(blocks.coef_, plain.coef_, **TIGHT)
     assert np.allclose(blocks.coef_, b.coef_, **TIGHT)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0, 2.5, -1.0, 3.0, np.inf]), max_size=60)
+       | st.lists(st.floats(-1e3, 1e3), max_size=300),
+       st.integers(0, 70))
+def test_top_columns_ranks_like_a_sort(values, k):
+    # the watch list's selection: the k highest scores, best first, ties by smaller index
+    scores = np.asarray(values, dtype=np.float64)
+    expected = np.lexsort((np.arange(scores.size), -scores))[:k]
+    assert _cd.top_columns(scores, k).tolist() == expected.tolist()

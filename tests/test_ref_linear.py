@@ -221,7 +221,9 @@ def test_warm_start_continues_from_solution():
     first = m.n_iter_
     coef = m.coef_.copy()
     m.fit(Z, y)
-    assert first > 1 and m.n_iter_ == 1
+    # random steps from a solution may lift the gap a little above tol before it settles:
+    # a warm start needs a fraction of the epochs of a cold one, not necessarily one
+    assert first > 100 and m.n_iter_ <= first // 10
     np.testing.assert_allclose(m.coef_, coef, atol=1e-3)
 
 
@@ -448,7 +450,7 @@ def test_random_selection_draws_from_documented_stream():
     seed = solver_seed(42)
     for k in range(2):
         g = SplitMix64(seed + k)
-        drawn = {g.next() % D for _ in range(D)}
+        drawn = {(g.next() * D) >> 64 for _ in range(D)}
         visited = set(np.flatnonzero(m.coef_[k]).tolist())
         assert visited == drawn
         assert len(drawn) < D  # with replacement: some coordinate is missed

@@ -39,6 +39,15 @@ cdef extern from "cd_atomics.h" nogil:
     long long fetch_add "rbcd_cd_fetch_add"(long long *p, long long v) noexcept
     void prefetch "rbcd_cd_prefetch"(const void *p) noexcept
 
+cdef extern from "cd_kernels.h" nogil:
+    uint64_t mulhi "rbcd_cd_mulhi"(uint64_t x, uint64_t n) noexcept
+    double gather_sum_i32 "rbcd_cd_gather_sum_i32"(const double *dv, const double *s,
+                                                   const double *z, const int32_t *ind,
+                                                   int64_t start, int64_t end) noexcept
+    double gather_sum_i64 "rbcd_cd_gather_sum_i64"(const double *dv, const double *s,
+                                                   const double *z, const int64_t *ind,
+                                                   int64_t start, int64_t end) noexcept
+
 cdef extern from "cd_rtm.h" nogil:
     int rtm_usable "rbcd_rtm_usable"() noexcept
     int tx_add_i32 "rbcd_tx_add_i32"(double* u, const int32_t* ind, long long k0, long long k1,
@@ -180,7 +189,8 @@ cdef inline uint64_t splitmix_next(uint64_t* state) noexcept nogil:
 
 
 cdef inline Py_ssize_t randbelow(uint64_t* state, Py_ssize_t n) noexcept nogil:
-    return <Py_ssize_t>(splitmix_next(state) % <uint64_t>n)
+    # floor(next() n / 2^64): docs/internals.md, contract 10
+    return <Py_ssize_t>mulhi(splitmix_next(state), <uint64_t>n)
 
 
 cdef void fisher_yates(int64_t* perm, Py_ssize_t n, uint64_t* state) noexcept nogil:
@@ -252,41 +262,17 @@ cdef enum:
     TX_BATCH = 64
 
 
-cdef inline double _col_sum(const Prob* P, const idx_t* ind, Py_ssize_t j) noexcept nogil:
-    # numpy: (s * loss'(p, y) * z)[rows of column j].sum()   (z left out when constant)
-    # loss'(p_i, y_i) is kept up to date in dv, so this loop is the same for every loss
-    cdef int64_t k
-    cdef int64_t start = P.rec[j].start
-    cdef int64_t end = P.rec[j].end
-    cdef idx_t i
-    cdef double acc = 0.0
-    cdef const double* dv = P.dv
-    cdef const double* s = P.s
-    cdef const double* z = P.data
-    if z == NULL and s == NULL:
-        for k in range(start, end):
-            acc += dv[ind[k]]
-    elif z == NULL:
-        for k in range(start, end):
-            i = ind[k]
-            acc += s[i] * dv[i]
-    elif s == NULL:
-        for k in range(start, end):
-            acc += dv[ind[k]] * z[k]
-    else:
-        for k in range(start, end):
-            i = ind[k]
-            acc += s[i] * dv[i] * z[k]
-    return acc
-
-
 cdef inline double col_grad(const Prob* P, Py_ssize_t j) noexcept nogil:
     """g_j = (1/S) sum_i s_i loss'(p_i, y_i) z_ij + lam2 w_j."""
+    # (s * loss'(p, y) * z)[rows of column j].sum(), z left out when constant: loss'(p_i,
+    # y_i) is kept up to date in dv, so the sum is the same for every loss; its summation
+    # order is in rbcd/src/cd_kernels.h
     cdef double acc
+    cdef const ColRec* rj = &P.rec[j]
     if P.ind64 != NULL:
-        acc = _col_sum(P, P.ind64, j)
+        acc = gather_sum_i64(P.dv, P.s, P.data, P.ind64, rj.start, rj.end)
     else:
-        acc = _col_sum(P, P.ind32, j)
+        acc = gather_sum_i32(P.dv, P.s, P.data, P.ind32, rj.start, rj.end)
     if P.data == NULL:
         acc = acc * P.zval
     return acc / P.S + P.lam2 * P.rec[j].w
@@ -1391,6 +1377,60 @@ cdef class CDProblem:
         if self.P.loss == SQUARED:
             return self.u_arr + np.asarray(<object>self._keep[3])
         return self.u_arr.copy()
+
+
+cdef inline bint _ranks_below(const double* sc, int64_t a, int64_t b) noexcept nogil:
+    # column a ranks below column b: a smaller score, or an equal score and a larger index
+    return sc[a] < sc[b] or (sc[a] == sc[b] and a > b)
+
+
+cdef void _sift_down(const double* sc, int64_t* heap, Py_ssize_t n, Py_ssize_t i) noexcept nogil:
+    # restore the min-heap order (heap[0] ranks lowest) below position i
+    cdef Py_ssize_t c
+    cdef int64_t v = heap[i]
+    while 2 * i + 1 < n:
+        c = 2 * i + 1
+        if c + 1 < n and _ranks_below(sc, heap[c + 1], heap[c]):
+            c += 1
+        if not _ranks_below(sc, heap[c], v):
+            break
+        heap[i] = heap[c]
+        i = c
+    heap[i] = v
+
+
+def top_columns(const double[::1] scores, Py_ssize_t k):
+    """The k highest-ranked columns by score (ties: the smaller index first), best first.
+
+    One pass with a k-entry min-heap: O(D) when most scores fall below the k-th, as after
+    a few epochs; numpy's argpartition + argsort cost several times more on large D.
+    """
+    cdef Py_ssize_t D = scores.shape[0], n = 0, i, m
+    k = max(0, min(k, D))
+    out = np.empty(k, dtype=np.int64)
+    if k == 0:
+        return out
+    cdef int64_t[::1] heap = out
+    cdef const double* sc = &scores[0]
+    cdef int64_t j, t
+    with nogil:
+        for j in range(D):
+            if n < k:
+                heap[n] = j
+                n += 1
+                if n == k:
+                    for i in range(k // 2 - 1, -1, -1):
+                        _sift_down(sc, &heap[0], k, i)
+            elif _ranks_below(sc, heap[0], j):
+                heap[0] = j
+                _sift_down(sc, &heap[0], k, 0)
+        # heap sort: repeatedly move the lowest-ranked to the end, leaving best first
+        for m in range(k - 1, 0, -1):
+            t = heap[0]
+            heap[0] = heap[m]
+            heap[m] = t
+            _sift_down(sc, &heap[0], m, 0)
+    return out
 
 
 def _aligned_zeros(Py_ssize_t n):

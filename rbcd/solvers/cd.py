@@ -371,13 +371,15 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
     if mode == "hogwild":
         prob.set_thread_seeds([(seed + _HOGWILD_STRIDE * (t + 1)) & _MASK64 for t in range(n_threads)])
     warm = w_init is not None
+    b0 = _optimal_intercept(loss, y, s_full, S) if fit_intercept else 0.0
     if warm:
         prob.start_from(w_init, b_init if fit_intercept else 0.0)
     elif fit_intercept:
-        prob.intercept_step()
+        # a cold start begins at the optimal intercept of the w = 0 model, so that at
+        # alpha >= alpha_max (computed from the same b0) w = 0 is already the solution
+        prob.start_from(np.zeros(cols.n_cols), b0)
 
     use_gap = loss == "squared" and l1_ratio > 0
-    b0 = _optimal_intercept(loss, y, s_full, S) if fit_intercept else 0.0
     if use_gap:
         scale = float(np.dot(s_full, 0.5 * (y - b0) ** 2) / S)
         check = _cd.Check.DUALITY_GAP
@@ -416,9 +418,7 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         scores = prob.scores()
         if D == 0:
             return np.zeros(0, dtype=np.int64)
-        k = min(D, 256)
-        top = np.argpartition(scores, D - k)[D - k:] if k < D else np.arange(D)
-        top = top[np.argsort(-scores[top], kind="stable")]
+        top = _cd.top_columns(scores, 256)
         within = np.cumsum(col_nnz[top]) <= watch_budget
         within[0] = True
         return np.sort(top[within]).astype(np.int64)

@@ -281,11 +281,18 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
                 p[i] += delta
 
     def coordinate_gradient(j):
-        acc = 0.0
+        # the summation order of rbcd's kernel (rbcd/src/cd_kernels.h): one running sum for
+        # a column of fewer than 8 entries; otherwise four running sums over the entries
+        # ptr[j] + 4m + q of the first 4 floor(n / 4), the rest added to the first, then
+        # (a0 + a1) + (a2 + a3)
+        n = ptr[j + 1] - ptr[j]
+        full = n - n % 4 if n >= 8 else 0
+        acc = [0.0, 0.0, 0.0, 0.0]
         for k in range(ptr[j], ptr[j + 1]):
             i = rows[k]
-            acc += sl[i] * loss_derivative(loss, p[i], yl[i]) * vals[k]
-        return acc / S + lam2 * w[j]
+            t = k - ptr[j]
+            acc[t % 4 if t < full else 0] += sl[i] * loss_derivative(loss, p[i], yl[i]) * vals[k]
+        return ((acc[0] + acc[1]) + (acc[2] + acc[3])) / S + lam2 * w[j]
 
     def new_coordinate(j):
         """w_j after the step of paper eq. 24-27, from the current p (p not updated)."""
@@ -359,7 +366,11 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
         return worst
 
     if fit_intercept and not warm:
-        intercept_step()
+        # a cold start begins at the optimal intercept of the w = 0 model, so that at
+        # alpha >= alpha_max (computed from the same b0) w = 0 is already the solution
+        b = optimal_intercept(loss, np.asarray(yl), np.asarray(sl))
+        for i in range(N):
+            p[i] += b
 
     history = []
     if scale == 0.0:  # the problem is solved at w = 0

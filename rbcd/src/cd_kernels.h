@@ -1,0 +1,94 @@
+/* Small inner loops of the coordinate descent kernels (rbcd/solvers/_cd.pyx), kept in C so
+ * that they are always inlined into the per-coordinate step (a call per coordinate costs
+ * as much as the work of a one-row column). Contracts: docs/internals.md. */
+#ifndef RBCD_CD_KERNELS_H
+#define RBCD_CD_KERNELS_H
+
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define RBCD_ALWAYS_INLINE static inline __attribute__((always_inline))
+#else
+#define RBCD_ALWAYS_INLINE static inline
+#endif
+
+/* randbelow(n) = floor(x n / 2^64) for the 64-bit draw x (docs/internals.md, contract 10):
+   a multiply instead of the division of x % n. Uniform up to a bias of n / 2^64, like the
+   remainder, and with the same draws in rbcd_ref (Python integers, (x * n) >> 64). */
+RBCD_ALWAYS_INLINE uint64_t rbcd_cd_mulhi(uint64_t x, uint64_t n) {
+#if defined(__SIZEOF_INT128__)
+    return (uint64_t)(((unsigned __int128)x * n) >> 64);
+#else
+    /* portable 64 x 64 -> high 64 bits from 32-bit halves (exact) */
+    uint64_t x0 = x & 0xFFFFFFFFu, x1 = x >> 32, n0 = n & 0xFFFFFFFFu, n1 = n >> 32;
+    uint64_t p00 = x0 * n0, p01 = x0 * n1, p10 = x1 * n0, p11 = x1 * n1;
+    uint64_t mid = (p00 >> 32) + (p01 & 0xFFFFFFFFu) + (p10 & 0xFFFFFFFFu);
+    return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+#endif
+}
+
+/* sum over k in [start, end) of s[ind[k]] dv[ind[k]] z[k], where s NULL means 1 and z NULL
+   means 1 (a constant column value is applied by the caller). Each term is
+   (s[i] dv[i]) z[k]. Summation order (the twin's coordinate_gradient follows it):
+   - fewer than RBCD_CD_LANES_MIN entries: one running sum, in order;
+   - otherwise four running sums a_q over the entries k = start + 4m + q of the first
+     4 floor(n / 4), the remaining entries added to a_0 in order, then (a_0 + a_1) + (a_2 + a_3).
+   Four independent chains hide the latency of the floating-point add, which a single chain
+   is bound by; short columns (RB columns at a small kernel width hold one or two rows) keep
+   the short loop inlined into the coordinate step, long ones pay one call. */
+#define RBCD_CD_LANES_MIN 8
+
+#define RBCD_DEFINE_GATHER_SUM(NAME, IDX)                                                    \
+static double NAME##_lanes(const double *dv, const double *s, const double *z,              \
+                           const IDX *ind, int64_t start, int64_t end) {                    \
+    double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;                                          \
+    int64_t k, end4 = start + ((end - start) & ~(int64_t)3);                                \
+    if (z == NULL && s == NULL) {                                                           \
+        for (k = start; k < end4; k += 4) {                                                 \
+            a0 += dv[ind[k]]; a1 += dv[ind[k + 1]];                                         \
+            a2 += dv[ind[k + 2]]; a3 += dv[ind[k + 3]];                                     \
+        }                                                                                   \
+    } else if (z == NULL) {                                                                 \
+        for (k = start; k < end4; k += 4) {                                                 \
+            a0 += s[ind[k]] * dv[ind[k]]; a1 += s[ind[k + 1]] * dv[ind[k + 1]];             \
+            a2 += s[ind[k + 2]] * dv[ind[k + 2]]; a3 += s[ind[k + 3]] * dv[ind[k + 3]];     \
+        }                                                                                   \
+    } else if (s == NULL) {                                                                 \
+        for (k = start; k < end4; k += 4) {                                                 \
+            a0 += dv[ind[k]] * z[k]; a1 += dv[ind[k + 1]] * z[k + 1];                       \
+            a2 += dv[ind[k + 2]] * z[k + 2]; a3 += dv[ind[k + 3]] * z[k + 3];               \
+        }                                                                                   \
+    } else {                                                                                \
+        for (k = start; k < end4; k += 4) {                                                 \
+            a0 += s[ind[k]] * dv[ind[k]] * z[k];                                            \
+            a1 += s[ind[k + 1]] * dv[ind[k + 1]] * z[k + 1];                                \
+            a2 += s[ind[k + 2]] * dv[ind[k + 2]] * z[k + 2];                                \
+            a3 += s[ind[k + 3]] * dv[ind[k + 3]] * z[k + 3];                                \
+        }                                                                                   \
+    }                                                                                       \
+    for (k = end4; k < end; k++) {                                                          \
+        double v = dv[ind[k]];                                                              \
+        if (s != NULL) v = s[ind[k]] * v;                                                   \
+        if (z != NULL) v = v * z[k];                                                        \
+        a0 += v;                                                                            \
+    }                                                                                       \
+    return (a0 + a1) + (a2 + a3);                                                           \
+}                                                                                           \
+RBCD_ALWAYS_INLINE double NAME(const double *dv, const double *s, const double *z,          \
+                               const IDX *ind, int64_t start, int64_t end) {                \
+    double acc = 0.0;                                                                       \
+    int64_t k;                                                                              \
+    if (end - start >= RBCD_CD_LANES_MIN) return NAME##_lanes(dv, s, z, ind, start, end);   \
+    for (k = start; k < end; k++) {                                                         \
+        double v = dv[ind[k]];                                                              \
+        if (s != NULL) v = s[ind[k]] * v;                                                   \
+        if (z != NULL) v = v * z[k];                                                        \
+        acc += v;                                                                           \
+    }                                                                                       \
+    return acc;                                                                             \
+}
+
+RBCD_DEFINE_GATHER_SUM(rbcd_cd_gather_sum_i32, int32_t)
+RBCD_DEFINE_GATHER_SUM(rbcd_cd_gather_sum_i64, int64_t)
+
+#endif
