@@ -8,7 +8,9 @@ coordinate descent in function space:
         2. add them to the working set A,
         3. solve  min_{w, b} (1/N) sum_i loss(z_A(x_i) . w + b, y_i) + alpha ||w||_1
            on the working set by rbcd's coordinate descent (CDRegressor / CDClassifier),
-           warm-started from the previous weights (the new features start at 0),
+           warm-started from the previous weights (the new features start at 0): at most
+           ``max_epochs_per_iter`` epochs in iterations 1 .. T-1, at most ``max_epochs``
+           (to ``tol``) in the last one, whose weights are the model,
         4. drop from A the features whose weight is zero (in every one-vs-rest problem;
            weights below 1e-12 times the largest one are rounding residue and count as zero).
 
@@ -41,22 +43,38 @@ problems and plain random features on digits without tuning, docs/benchmarks/rel
   rbcd.RandomFourier, stored as ``sigma_``: 0.5 times the median L2 distance for the Gaussian
   kernel (scikit-learn's ``gamma="scale"`` on standardized data), the median L1 distance
   (RandomBinning's rule) for the Laplacian;
-* each working-set solve (step 3) is warm-started and gets ``max_epochs=10`` CD epochs at
-  ``tol=1e-3``: the paper's analysis needs the working set problem solved before the next
-  block is drawn, but warm starts make a few epochs enough, and the accuracy reached does not
-  improve with tighter inner solves while their cost grows with the epoch budget (every
-  inner solve of the previous defaults, 100 epochs at 1e-4, ran to its budget).
+* the working-set solves (step 3) are warm-started. The solves of iterations 1 .. T-1 get
+  ``max_epochs_per_iter=3`` CD epochs, the last one ``max_epochs=10`` at ``tol=1e-3``.
+  The paper's step 3 solves (9) exactly, and its descent bound (Theorem 1) uses two
+  consequences: F(w_{t+1}) <= F(w_t + eta_h delta_h) for a new coordinate h (at least one
+  coordinate step's progress), and w_t optimal on A_{t-1}. An inexact warm-started solve
+  keeps the first in practice (every epoch visits the new coordinates with a monotone
+  prox-Newton step) and only approximates the second; the next iterations continue the
+  descent from where it stopped, so the work of an exact solve is only paid where it
+  matters, on the final working set. Each epoch costs N x |A| (every stored entry once),
+  and the working set grows with t, so this moves the work where it buys accuracy
+  (docs/benchmarks/related.md has the measured accuracy and work against plain random
+  features with the same l1 solver). The intermediate solves stop at their budget by
+  design and do not raise ConvergenceWarning; the last one does when it misses ``tol``.
 
 Attributes: ``n_features_history_`` (working-set size after each iteration's drop step),
 ``objective_history_`` (objective after each solve), ``solver_epochs_history_`` (CD epochs of
-each solve, summed over the one-vs-rest problems: the work of a solve is these epochs times N
-times the working-set size), ``n_features_`` (kept features), ``coef_``, ``intercept_`` (the CD
-solver's shapes), ``classes_`` (classification).
+each solve, summed over the one-vs-rest problems), ``solver_work_history_`` (the CD work of
+each solve: its epochs times N times the working-set size it ran on, i.e. the stored entries
+it visited; their sum is the training's CD work), ``n_features_`` (kept features), ``coef_``,
+``intercept_`` (the CD solver's shapes), ``classes_`` (classification).
+
+Storage (rbcd only, the twin keeps the plain form): the Fourier working set is held column by
+column in one growing buffer and handed to the solver as a CSC matrix over it, so an
+iteration copies the new block and moves the kept columns down, never the whole set twice.
 """
+
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags
 from sklearn.utils.metaestimators import available_if
@@ -75,13 +93,60 @@ from ..solvers.cd import CDClassifier, CDRegressor
 
 LOSSES = ("squared", "logistic", "squared_hinge")
 ZERO_RTOL = 1e-12
-# Below this much work (rows x grids x d for a binning block, stored entries of the working
-# set for a solve) extra threads cost more in start-up and barriers than they save: the step
-# runs on one thread (the result of a binning block is the same for any thread count; a solve
-# on one thread is the serial, reproducible mode).
+# Below this much work (rows x grids x d for a binning block) extra threads cost more in
+# start-up and barriers than they save: the block is drawn on one thread (its result is the
+# same for any thread count).
 MIN_BINNING_WORK = 200_000
-MIN_SOLVER_WORK = 200_000
+# The inner solves run in the solver's serial mode (parallel="auto" never picks Hogwild
+# there: the columns carry no grid structure), so threads could only split its O(nnz)
+# objective and convergence passes. On 2 vCPUs that measured slower than one thread for
+# every working set up to 2.1e6 stored entries (idle OpenMP workers and BLAS threads
+# compete with the serial epoch): solves below this many stored entries get one thread
+# unless parallel="hogwild" is asked for.
+MIN_SOLVER_WORK = 1 << 22
 FEATURES = ("fourier", "binning")
+
+
+class _ColumnBuffer:
+    """A dense working set Z_A (N rows, D columns) stored column-major in a growing
+    (capacity, N) float64 buffer, with the row indices of a dense CSC matrix kept alongside.
+
+    Contract: ``csc()`` is an (N, D) CSC matrix whose values are a view of the buffer (valid
+    until the next ``append`` or ``keep``), in canonical form (sorted rows, no duplicates),
+    equal to the columns appended so far minus those dropped, in order. ``append(Z_new)``
+    copies the (N, R) block once; ``keep(mask)`` moves the kept columns down in place."""
+
+    def __init__(self, n_rows):
+        self.n_rows = n_rows
+        self.n_cols = 0
+        self.buf = np.empty((0, n_rows))
+        self.rows = np.empty(0, dtype=np.int32)
+
+    def append(self, Z_new):
+        D, R, N = self.n_cols, Z_new.shape[1], self.n_rows
+        if D + R > self.buf.shape[0]:
+            cap = max(D + R, 2 * self.buf.shape[0])
+            grown = np.empty((cap, N))
+            grown[:D] = self.buf[:D]
+            self.buf = grown
+            # int32 row indices and pointers while they fit: scipy would otherwise downcast
+            # (copy) them on every construction
+            dtype = np.int32 if cap * N < np.iinfo(np.int32).max else np.int64
+            self.rows = np.tile(np.arange(N, dtype=dtype), cap)
+        self.buf[D:D + R] = Z_new.T
+        self.n_cols = D + R
+
+    def keep(self, mask):
+        idx = np.flatnonzero(mask)
+        self.buf[:idx.size] = self.buf[idx]  # the fancy read copies before the write
+        self.n_cols = idx.size
+
+    def csc(self):
+        D, N = self.n_cols, self.n_rows
+        indptr = np.arange(0, (D + 1) * N, N, dtype=self.rows.dtype)[:D + 1]
+        Z = sp.csc_matrix((self.buf[:D].reshape(-1), self.rows[:D * N], indptr), shape=(N, D))
+        Z.has_canonical_format = True  # rows 0 .. N-1 in order in every column
+        return Z
 
 
 def pointwise_loss(loss, p, y):
@@ -110,12 +175,16 @@ class SparseRandomFeatures(BaseEstimator):
         L1 penalty of the working-set problems (units of the mean loss); None is 1 / N.
     fit_intercept : bool, default=True
     max_epochs : int, default=10
-        Epoch budget of each inner CD solve (warm-started).
+        Epoch budget of the last working-set solve (iteration T, warm-started), whose
+        weights are the model.
+    max_epochs_per_iter : int, default=3
+        Epoch budget of the working-set solves of iterations 1 .. T-1 (warm-started; see
+        the module docstring).
     tol : float, default=1e-3
-        Tolerance of each inner CD solve.
+        Tolerance of the inner CD solves.
     parallel : {None, "auto", "hogwild"}, default="auto"
-        Parallel mode of the inner CD solver ("auto": serial with one thread or small
-        problems, Hogwild otherwise).
+        Parallel mode of the inner CD solver ("auto" and None: serial; "hogwild": threads
+        split the epochs, see rbcd.solvers.cd).
     n_jobs, random_state, verbose : as usual.
     """
 
@@ -129,6 +198,7 @@ class SparseRandomFeatures(BaseEstimator):
         "alpha": NONNEG_REAL + [None],
         "fit_intercept": ["boolean"],
         "max_epochs": POSITIVE_INT,
+        "max_epochs_per_iter": POSITIVE_INT,
         "tol": TOL,
         "parallel": [StrOptions({"auto", "hogwild"}), None],
         "n_jobs": N_JOBS,
@@ -138,7 +208,8 @@ class SparseRandomFeatures(BaseEstimator):
 
     def __init__(self, n_components_per_iter=64, n_iter=10, feature="fourier", kernel=None,
                  sigma="scale", loss="squared", alpha=None, fit_intercept=True, max_epochs=10,
-                 tol=1e-3, parallel="auto", n_jobs=None, random_state=None, verbose=0):
+                 max_epochs_per_iter=3, tol=1e-3, parallel="auto", n_jobs=None,
+                 random_state=None, verbose=0):
         self.n_components_per_iter = n_components_per_iter
         self.n_iter = n_iter
         self.feature = feature
@@ -148,6 +219,7 @@ class SparseRandomFeatures(BaseEstimator):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.max_epochs = max_epochs
+        self.max_epochs_per_iter = max_epochs_per_iter
         self.tol = tol
         self.parallel = parallel
         self.n_jobs = n_jobs
@@ -203,22 +275,24 @@ class SparseRandomFeatures(BaseEstimator):
         rng = make_generator(self.random_state)
         self._scale = np.sqrt(2.0 / R)
         n_out = targets.shape[0]
-        # the working set's columns, kept in CSC (the solver's layout, so that it is not
-        # converted again for every solve; appending a block and dropping columns are copies
-        # of whole columns)
+        # the working set: Fourier columns in a growing column buffer (the solver's CSC
+        # form over it is a view), binning columns in CSC (the solver's layout, so that it is
+        # not converted again for every solve)
+        buf = _ColumnBuffer(N) if feature == "fourier" else None
         Z_ws = sp.csc_matrix((N, 0))
         W_ws = np.empty((n_out, 0))
         B_ws = np.zeros(n_out)
         fourier_W = np.empty((X.shape[1], 0))
         fourier_b = np.empty(0)
         binnings = []  # (RandomBinning, kept local columns) per iteration
-        n_hist, obj_hist, epoch_hist = [], [], []
+        n_hist, obj_hist, epoch_hist, work_hist = [], [], [], []
         for t in range(T):
+            last = t == T - 1
             # 1-2: draw a block of features and add it to the working set
             if feature == "fourier":
                 W_new, b_new = draw_fourier(rng, X.shape[1], R, kernel, sigma)
-                Z_new = fourier_map(X, W_new, b_new, self._scale, n_threads)
-                Z = sp.hstack([Z_ws, sp.csc_matrix(Z_new)], format="csc")
+                buf.append(fourier_map(X, W_new, b_new, self._scale, n_threads))
+                Z = buf.csc()
             else:
                 # small blocks run on one thread: OpenMP start-up and barriers cost more
                 # than the work (the result is the same for any thread count)
@@ -228,28 +302,38 @@ class SparseRandomFeatures(BaseEstimator):
                 Z_new = rb.fit_transform(X).tocsc()
                 Z = sp.hstack([Z_ws, Z_new], format="csc")
             cd_seed = int(rng.integers(0, 2**32))
-            # 3: solve the L1 problem on the working set, warm-started
-            nnz = Z.nnz if sp.issparse(Z) else Z.size
+            # 3: solve the L1 problem on the working set, warm-started; iterations before
+            # the last get the smaller budget (module docstring)
+            nnz = Z.nnz
+            one_thread = self.parallel != "hogwild" and nnz < MIN_SOLVER_WORK
             est = Solver(loss=loss, alpha=alpha, l1_ratio=1.0, fit_intercept=self.fit_intercept,
-                         max_epochs=self.max_epochs, tol=self.tol, parallel=self.parallel,
-                         n_jobs=self.n_jobs if nnz >= MIN_SOLVER_WORK else 1, warm_start=True, random_state=cd_seed,
-                         verbose=max(0, int(self.verbose) - 1))
+                         max_epochs=self.max_epochs if last else self.max_epochs_per_iter,
+                         tol=self.tol, parallel=self.parallel,
+                         n_jobs=1 if one_thread else self.n_jobs, warm_start=True,
+                         random_state=cd_seed, verbose=max(0, int(self.verbose) - 1))
             if t > 0:  # warm start: the kept weights, the new features at 0
                 W0 = np.hstack([W_ws, np.zeros((n_out, Z.shape[1] - W_ws.shape[1]))])
                 est.coef_ = W0[0] if not classify else W0
                 est.intercept_ = float(B_ws[0]) if not classify else B_ws.copy()
-            est.fit(Z, y)
+            with warnings.catch_warnings():
+                if not last:  # budgeted by design (module docstring)
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                est.fit(Z, y)
             W = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
             B = np.atleast_1d(np.asarray(est.intercept_, dtype=np.float64))
+            epochs = int(np.sum(est.n_iter_))
+            work_hist.append(float(epochs) * N * Z.shape[1])
             # 4: drop the features whose weight is zero in every problem
             # (weights at rounding level, |w| <= 1e-12 max |w|, count as zero: coordinate
             # descent leaves such residues where a weight sits exactly at its threshold)
             keep = np.any(np.abs(W) > ZERO_RTOL * np.abs(W).max(initial=0.0), axis=0)
-            old = Z_ws.shape[1]
+            old = W_ws.shape[1]
             if feature == "fourier":
                 fourier_W = np.hstack([fourier_W, W_new])[:, keep]
                 fourier_b = np.concatenate([fourier_b, b_new])[keep]
-                Z_ws = Z[:, keep]
+                del Z  # a view of the buffer, which the drop rewrites
+                buf.keep(keep)
+                Z_ws = buf.csc()
             else:
                 binnings = self._drop_binning(binnings, rb, keep, old)
                 Z_ws = Z[:, np.flatnonzero(keep)]
@@ -258,7 +342,7 @@ class SparseRandomFeatures(BaseEstimator):
             obj = float(np.sum(np.mean(pointwise_loss(loss, P, targets.T), axis=0))
                         + alpha * np.abs(W_ws).sum())
             n_hist.append(int(keep.sum()))
-            epoch_hist.append(int(np.sum(est.n_iter_)))
+            epoch_hist.append(epochs)
             obj_hist.append(obj)
             if self.verbose:
                 print(f"SparseRandomFeatures iteration {t + 1}: {n_hist[-1]} features, objective {obj:.6g}")
@@ -277,6 +361,7 @@ class SparseRandomFeatures(BaseEstimator):
         self.n_features_history_ = np.array(n_hist)
         self.objective_history_ = np.array(obj_hist)
         self.solver_epochs_history_ = np.array(epoch_hist)
+        self.solver_work_history_ = np.array(work_hist)
         self.n_iter_ = T
         return self
 
