@@ -89,7 +89,11 @@ from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, RANDOM_STATE, SIGM
                            fit_context)
 from ..binning.random_binning import RandomBinning
 from .fourier import KERNELS, draw_fourier, fourier_map, resolve_sigma
-from ..solvers.cd import CDClassifier, CDRegressor
+from .._random import solver_seed
+from ..solvers import _cd
+from ..solvers._columns import _Columns, plain_columns
+from ..solvers._paths import current_paths
+from ..solvers.cd import LOSSES as CD_LOSSES, _resolve_mode, _solve
 
 LOSSES = ("squared", "logistic", "squared_hinge")
 ZERO_RTOL = 1e-12
@@ -109,18 +113,26 @@ FEATURES = ("fourier", "binning")
 
 class _ColumnBuffer:
     """A dense working set Z_A (N rows, D columns) stored column-major in a growing
-    (capacity, N) float64 buffer, with the row indices of a dense CSC matrix kept alongside.
+    (capacity, N) float64 buffer, with the row indices of a dense CSC matrix kept alongside,
+    and h_j = (1/N) sum_i z_ij^2 of every column (the solver's curvature, computed once per
+    column by the solver's own kernel, so that it is bit-identical to a full recomputation).
 
-    Contract: ``csc()`` is an (N, D) CSC matrix whose values are a view of the buffer (valid
-    until the next ``append`` or ``keep``), in canonical form (sorted rows, no duplicates),
-    equal to the columns appended so far minus those dropped, in order. ``append(Z_new)``
-    copies the (N, R) block once; ``keep(mask)`` moves the kept columns down in place."""
+    Contract: ``csc()`` is an (N, D) CSC matrix and ``columns()`` the solver's column form,
+    both with values that are a view of the buffer (valid until the next ``append`` or
+    ``keep``), canonical (rows 0 .. N-1 in order in every column), equal to the columns
+    appended so far minus those dropped, in order; ``h()`` their h. ``dense()`` is the
+    (D, N) view (row j = column j). ``append(Z_new)`` copies the (N, R) block once;
+    ``keep(mask)`` moves the kept columns down in place."""
 
     def __init__(self, n_rows):
         self.n_rows = n_rows
         self.n_cols = 0
         self.buf = np.empty((0, n_rows))
+        self.sq = np.empty(0)
         self.rows = np.empty(0, dtype=np.int32)
+
+    def _indptr(self, D):
+        return np.arange(0, (D + 1) * self.n_rows, self.n_rows, dtype=self.rows.dtype)
 
     def append(self, Z_new):
         D, R, N = self.n_cols, Z_new.shape[1], self.n_rows
@@ -129,24 +141,76 @@ class _ColumnBuffer:
             grown = np.empty((cap, N))
             grown[:D] = self.buf[:D]
             self.buf = grown
+            self.sq = np.concatenate([self.sq[:D], np.empty(cap - D)])
             # int32 row indices and pointers while they fit: scipy would otherwise downcast
             # (copy) them on every construction
             dtype = np.int32 if cap * N < np.iinfo(np.int32).max else np.int64
             self.rows = np.tile(np.arange(N, dtype=dtype), cap)
         self.buf[D:D + R] = Z_new.T
+        self.sq[D:D + R] = _cd.column_sq_sums(
+            self._indptr(R).astype(np.int64), self.rows[:R * N], self.buf[D:D + R].reshape(-1),
+            1.0, np.ones(N), 1) / N
         self.n_cols = D + R
 
     def keep(self, mask):
         idx = np.flatnonzero(mask)
-        self.buf[:idx.size] = self.buf[idx]  # the fancy read copies before the write
+        # columns before the first dropped one stay where they are; only the tail moves
+        # (the fancy read copies before the write)
+        moved = np.flatnonzero(idx != np.arange(idx.size))
+        if moved.size:
+            tail = idx[moved[0]:]
+            self.buf[moved[0]:idx.size] = self.buf[tail]
+            self.sq[moved[0]:idx.size] = self.sq[tail]
         self.n_cols = idx.size
+
+    def dense(self):
+        return self.buf[:self.n_cols]
+
+    def h(self):
+        return self.sq[:self.n_cols]
 
     def csc(self):
         D, N = self.n_cols, self.n_rows
-        indptr = np.arange(0, (D + 1) * N, N, dtype=self.rows.dtype)[:D + 1]
-        Z = sp.csc_matrix((self.buf[:D].reshape(-1), self.rows[:D * N], indptr), shape=(N, D))
+        Z = sp.csc_matrix((self.buf[:D].reshape(-1), self.rows[:D * N], self._indptr(D)),
+                          shape=(N, D))
         Z.has_canonical_format = True  # rows 0 .. N-1 in order in every column
         return Z
+
+    def columns(self):
+        D, N = self.n_cols, self.n_rows
+        return _Columns(self._indptr(D), self.rows[:D * N], self.buf[:D].reshape(-1), 1.0, N)
+
+
+def solve_working_set(cols, h, targets, *, loss, alpha, fit_intercept, max_epochs, tol,
+                      parallel, n_threads, random_state, W0, B0, verbose):
+    """Step 3 of Algorithm 1: the l1 problem on the working set, by rbcd's coordinate descent.
+
+    Contract: the computation of ``CDRegressor`` / ``CDClassifier(loss=loss, alpha=alpha,
+    l1_ratio=1.0, fit_intercept=fit_intercept, max_epochs=max_epochs, tol=tol,
+    parallel=parallel, n_jobs=n_threads, warm_start=True, random_state=random_state)``
+    fitted on the working set, warm-started from (W0, B0) (None: cold, as a fresh
+    estimator), iterate for iterate: the solver's core (rbcd.solvers.cd._solve, the same
+    mode rule, seeds seed + k per problem and curvature M = beta h) without the estimator's
+    input pass. ``cols`` is the solver's column form of the working set (built here, finite
+    and canonical by construction), ``h`` (D,) its h_j = (1/N) sum_i z_ij^2, ``targets``
+    (n_out, N) the solver's targets (+-1 per one-vs-rest problem for classification).
+
+    Returns (W (n_out, D), B (n_out,), epochs per problem, the problems' results)."""
+    paths = current_paths()
+    mode, n_threads = _resolve_mode(parallel, n_threads, cols, paths.auto_grid_min)
+    M = np.ascontiguousarray(_cd.beta_of(CD_LOSSES[loss]) * np.asarray(h, dtype=np.float64))
+    seed = solver_seed(random_state)
+    n_out = targets.shape[0]
+    results = [_solve(cols, targets[k], None, loss=loss, alpha=alpha, l1_ratio=1.0,
+                      fit_intercept=fit_intercept, max_epochs=max_epochs, tol=tol,
+                      selection="random", mode=mode, n_threads=n_threads, seed=seed + k, M=M,
+                      paths=paths, w_init=None if W0 is None else W0[k],
+                      b_init=0.0 if B0 is None else float(B0[k]), verbose=verbose,
+                      label=f" (problem {k})" if n_out > 1 else "")
+               for k in range(n_out)]
+    W = np.vstack([r["w"] for r in results]).astype(np.float64, copy=False)
+    B = np.array([r["b"] for r in results], dtype=np.float64)
+    return W, B, np.array([r["n_iter"] for r in results]), results
 
 
 def pointwise_loss(loss, p, y):
@@ -271,7 +335,6 @@ class SparseRandomFeatures(BaseEstimator):
                 targets = np.where(y_idx[None, :] == np.arange(len(self.classes_))[:, None], 1.0, -1.0)
         else:
             targets = np.asarray(y, dtype=np.float64)[None, :]
-        Solver = CDClassifier if classify else CDRegressor
         rng = make_generator(self.random_state)
         self._scale = np.sqrt(2.0 / R)
         n_out = targets.shape[0]
@@ -292,7 +355,7 @@ class SparseRandomFeatures(BaseEstimator):
             if feature == "fourier":
                 W_new, b_new = draw_fourier(rng, X.shape[1], R, kernel, sigma)
                 buf.append(fourier_map(X, W_new, b_new, self._scale, n_threads))
-                Z = buf.csc()
+                cols, h = buf.columns(), buf.h()
             else:
                 # small blocks run on one thread: OpenMP start-up and barriers cost more
                 # than the work (the result is the same for any thread count)
@@ -301,44 +364,49 @@ class SparseRandomFeatures(BaseEstimator):
                                    random_state=int(rng.integers(0, 2**32)))
                 Z_new = rb.fit_transform(X).tocsc()
                 Z = sp.hstack([Z_ws, Z_new], format="csc")
+                cols = plain_columns(Z)
+                h = _cd.column_sq_sums(cols.indptr, cols.indices, cols.data, cols.zval,
+                                       np.ones(N), 1) / N
             cd_seed = int(rng.integers(0, 2**32))
-            # 3: solve the L1 problem on the working set, warm-started; iterations before
-            # the last get the smaller budget (module docstring)
-            nnz = Z.nnz
-            one_thread = self.parallel != "hogwild" and nnz < MIN_SOLVER_WORK
-            est = Solver(loss=loss, alpha=alpha, l1_ratio=1.0, fit_intercept=self.fit_intercept,
-                         max_epochs=self.max_epochs if last else self.max_epochs_per_iter,
-                         tol=self.tol, parallel=self.parallel,
-                         n_jobs=1 if one_thread else self.n_jobs, warm_start=True,
-                         random_state=cd_seed, verbose=max(0, int(self.verbose) - 1))
-            if t > 0:  # warm start: the kept weights, the new features at 0
-                W0 = np.hstack([W_ws, np.zeros((n_out, Z.shape[1] - W_ws.shape[1]))])
-                est.coef_ = W0[0] if not classify else W0
-                est.intercept_ = float(B_ws[0]) if not classify else B_ws.copy()
-            with warnings.catch_warnings():
-                if not last:  # budgeted by design (module docstring)
-                    warnings.simplefilter("ignore", ConvergenceWarning)
-                est.fit(Z, y)
-            W = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
-            B = np.atleast_1d(np.asarray(est.intercept_, dtype=np.float64))
-            epochs = int(np.sum(est.n_iter_))
-            work_hist.append(float(epochs) * N * Z.shape[1])
+            # 3: solve the L1 problem on the working set, warm-started (the kept weights, the
+            # new features at 0); iterations before the last get the smaller budget
+            one_thread = self.parallel != "hogwild" and cols.nnz < MIN_SOLVER_WORK
+            D_t = cols.n_cols
+            W, B, n_epochs, results = solve_working_set(
+                cols, h, targets, loss=loss, alpha=alpha, fit_intercept=self.fit_intercept,
+                max_epochs=self.max_epochs if last else self.max_epochs_per_iter, tol=self.tol,
+                parallel=self.parallel, n_threads=1 if one_thread else n_threads,
+                random_state=cd_seed,
+                W0=None if t == 0 else np.hstack([W_ws, np.zeros((n_out, D_t - W_ws.shape[1]))]),
+                B0=None if t == 0 else B_ws, verbose=max(0, int(self.verbose) - 1))
+            del cols  # a view of the buffer, which the drop rewrites
+            failed = [k for k, r in enumerate(results) if not r["converged"]]
+            if last and failed:  # the intermediate solves are budgeted by design
+                worst = max(failed, key=lambda k: results[k]["gap"])
+                warnings.warn(
+                    f"SparseRandomFeatures: the last working-set solve did not converge"
+                    f"{f' for {len(failed)} of {n_out} problems' if n_out > 1 else ''} in "
+                    f"max_epochs={self.max_epochs} epochs (relative "
+                    f"{'duality gap' if loss == 'squared' else 'minimum-norm subgradient'} "
+                    f"{results[worst]['gap']:.3e} > tol {self.tol:.1e}); increase max_epochs "
+                    "or alpha", ConvergenceWarning, stacklevel=3)
+            epochs = int(np.sum(n_epochs))
+            work_hist.append(float(epochs) * N * D_t)
             # 4: drop the features whose weight is zero in every problem
             # (weights at rounding level, |w| <= 1e-12 max |w|, count as zero: coordinate
             # descent leaves such residues where a weight sits exactly at its threshold)
             keep = np.any(np.abs(W) > ZERO_RTOL * np.abs(W).max(initial=0.0), axis=0)
             old = W_ws.shape[1]
+            W_ws, B_ws = W[:, keep], B
             if feature == "fourier":
                 fourier_W = np.hstack([fourier_W, W_new])[:, keep]
                 fourier_b = np.concatenate([fourier_b, b_new])[keep]
-                del Z  # a view of the buffer, which the drop rewrites
                 buf.keep(keep)
-                Z_ws = buf.csc()
+                P = (W_ws @ buf.dense()).T + B_ws[None, :]
             else:
                 binnings = self._drop_binning(binnings, rb, keep, old)
                 Z_ws = Z[:, np.flatnonzero(keep)]
-            W_ws, B_ws = W[:, keep], B
-            P = np.asarray(Z_ws @ W_ws.T) + B_ws[None, :]
+                P = np.asarray(Z_ws @ W_ws.T) + B_ws[None, :]
             obj = float(np.sum(np.mean(pointwise_loss(loss, P, targets.T), axis=0))
                         + alpha * np.abs(W_ws).sum())
             n_hist.append(int(keep.sum()))
