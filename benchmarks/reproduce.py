@@ -17,8 +17,10 @@ Writes into the --out directory only (created if needed; nothing else is written
 * ``fig4_grids.png``    (b) the same vs R at the best sigma of (a) (paper Fig. 4).
 * ``fig5_time.png``     (c) test performance vs train time: RB + CG (several R) against
                         scikit-learn RBFSampler + Ridge, Nystroem (laplacian) + Ridge (several
-                        n_components), rbcd.RandomFourier (laplacian) + RidgeCG, and the exact
-                        laplacian KernelRidge where N_train <= 5000 (paper Fig. 5).
+                        n_components), rbcd.RandomFourier (laplacian) + RidgeCG, the other
+                        papers' systems at their defaults (SparseRandomFeatures, and DSEKL for
+                        classification; laplacian kernel at the same sigma, no tuning) and the
+                        exact laplacian KernelRidge where N_train <= 5000 (paper Fig. 5).
 * ``fig6_speedup.png``  (d) coordinate-descent speedup vs threads for RB (Hogwild and grid
                         blocks) and dense random Fourier features (Hogwild), beside the
                         paper's eq. 29 prediction tau / (1 + (R - 1)(tau - 1)/(D - 1))
@@ -674,7 +676,13 @@ def write_markdown(path, all_results, datasets, cfg, args, machine, errors, elap
                            f"test {perf_name(ds)}", "binning s", "train s"], rows), ""]
     res = all_results.get("time")
     if res:
-        md += ["## (c) Test performance vs train time (Fig. 5)", "", "![fig5](fig5_time.png)", ""]
+        md += ["## (c) Test performance vs train time (Fig. 5)", "", "![fig5](fig5_time.png)", "",
+               "SparseRandomFeatures (l1 CD) and DSEKL are the other source papers' systems at "
+               "their defaults (no tuning), with RB's Laplacian kernel at the sigma shown; their "
+               "size column is the number of kept features (SRF, after "
+               f"{', '.join(map(str, cfg['srf_iters']))} outer iterations of 64 features) or of "
+               f"epochs (DSEKL: {', '.join(map(str, cfg['dsekl_epochs']))}). "
+               "[related.md](related.md) measures them against their own baselines.", ""]
         for name, r in res.items():
             ds = next(d for d in datasets if d.name == name)
             rows = []

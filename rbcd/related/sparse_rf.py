@@ -46,15 +46,15 @@ problems and plain random features on digits without tuning, docs/benchmarks/rel
 * the working-set solves (step 3) are warm-started. The solves of iterations 1 .. T-1 get
   ``max_epochs_per_iter=3`` CD epochs, the last one ``max_epochs=10`` at ``tol=1e-3``.
   The paper's step 3 solves (9) exactly, and its descent bound (Theorem 1) uses two
-  consequences: F(w_{t+1}) <= F(w_t + eta_h delta_h) for a new coordinate h (at least one
-  coordinate step's progress), and w_t optimal on A_{t-1}. An inexact warm-started solve
-  keeps the first in practice (every epoch visits the new coordinates with a monotone
-  prox-Newton step) and only approximates the second; the next iterations continue the
-  descent from where it stopped, so the work of an exact solve is only paid where it
-  matters, on the final working set. Each epoch costs N x |A| (every stored entry once),
-  and the working set grows with t, so this moves the work where it buys accuracy
-  (docs/benchmarks/related.md has the measured accuracy and work against plain random
-  features with the same l1 solver). The intermediate solves stop at their budget by
+  consequences of that: F(w_{t+1}) <= F(w_t + eta_h delta_h) for a new coordinate h (at
+  least one exact coordinate step's progress), and w_t optimal on A_{t-1}. An inexact
+  warm-started solve guarantees neither; it keeps the objective non-increasing (every
+  coordinate step is a monotone prox-Newton step) and the next iterations continue the
+  descent from where it stopped, so the cost of a near-exact solve is paid once, on the
+  final working set, whose weights are the model. Each epoch costs N x |A| (every stored
+  entry once) and the working set grows with t, so this moves the work to where it buys
+  accuracy; docs/benchmarks/related.md has the measured accuracy and work against plain
+  random features with the same l1 solver. The intermediate solves stop at their budget by
   design and do not raise ConvergenceWarning; the last one does when it misses ``tol``.
 
 Attributes: ``n_features_history_`` (working-set size after each iteration's drop step),
@@ -64,9 +64,13 @@ each solve: its epochs times N times the working-set size it ran on, i.e. the st
 it visited; their sum is the training's CD work), ``n_features_`` (kept features), ``coef_``,
 ``intercept_`` (the CD solver's shapes), ``classes_`` (classification).
 
-Storage (rbcd only, the twin keeps the plain form): the Fourier working set is held column by
-column in one growing buffer and handed to the solver as a CSC matrix over it, so an
-iteration copies the new block and moves the kept columns down, never the whole set twice.
+Implementation (rbcd only; the twin keeps the plain form and the same iterates): the Fourier
+working set is held column by column in one growing buffer (``_ColumnBuffer``) whose CSC
+form is a view, so an iteration copies the new block once and moves only the columns behind
+the first dropped one; each column's curvature h_j = (1/N) sum_i z_ij^2 is computed once,
+when it enters. Step 3 calls the CD solver's core (``solve_working_set``) with that column
+form: the computation of CDRegressor / CDClassifier.fit, iterate for iterate, without the
+estimator's input pass over the whole working set on every iteration.
 """
 
 import warnings
