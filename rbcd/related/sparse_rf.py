@@ -158,13 +158,13 @@ class _ColumnBuffer:
 
     def keep(self, mask):
         idx = np.flatnonzero(mask)
-        # columns before the first dropped one stay where they are; only the tail moves
-        # (the fancy read copies before the write)
+        # columns before the first dropped one stay where they are; the others move down one
+        # at a time, in increasing order: idx is increasing with idx[i] >= i, so a move never
+        # overwrites a column still to be read (and needs no temporary copy of the tail)
         moved = np.flatnonzero(idx != np.arange(idx.size))
-        if moved.size:
-            tail = idx[moved[0]:]
-            self.buf[moved[0]:idx.size] = self.buf[tail]
-            self.sq[moved[0]:idx.size] = self.sq[tail]
+        for i in moved:
+            self.buf[i] = self.buf[idx[i]]
+        self.sq[moved] = self.sq[idx[moved]]
         self.n_cols = idx.size
 
     def dense(self):
