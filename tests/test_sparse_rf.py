@@ -105,7 +105,8 @@ def test_last_solve_is_optimal_on_kept_features():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)  # every inner solve converges
         est = rbcd.SparseRandomFeatures(n_components_per_iter=16, n_iter=3, alpha=alpha, tol=1e-9, sigma=1.0,
-                                        max_epochs=5000, random_state=0, n_jobs=1).fit(X, y)
+                                        max_epochs=5000, max_epochs_per_iter=5000, random_state=0,
+                                        n_jobs=1).fit(X, y)
     Z = est.random_features(X)
     lasso = Lasso(alpha=alpha, tol=1e-12, max_iter=100000).fit(Z, y)
 
@@ -133,6 +134,55 @@ def test_xor_defaults_match_exact_kernel_svm(std, n):
         acc = est.score(Xt, yt)
         assert acc >= svm_acc - 0.02, (kw, acc, svm_acc)
         assert est.n_features_ < 10 * 64  # sparse: far fewer than all drawn features
+
+
+@pytest.mark.parametrize("mod", [rbcd, rbcd_ref])
+@pytest.mark.parametrize("loss, task", [("squared", "regression"), ("logistic", "multiclass")])
+def test_epoch_schedule_and_work(mod, loss, task):
+    """Iterations 1 .. T-1 run at most max_epochs_per_iter epochs per problem and stay silent
+    (budgeted by design), the last at most max_epochs and warns when it misses tol; the work
+    of a solve is its epochs times N times the working-set size it ran on."""
+    X, y = data(task, np.random.default_rng(6), 120)
+    n_out = 1 if task == "regression" else 3
+    kw = dict(n_components_per_iter=10, n_iter=4, loss=loss, sigma=0.8, alpha=1e-4,
+              tol=1e-12, random_state=0)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        est = mod.SparseRandomFeatures(max_epochs=7, max_epochs_per_iter=2, **kw).fit(X, y)
+    assert any(issubclass(w.category, ConvergenceWarning) for w in rec)  # the last solve
+    ep = est.solver_epochs_history_
+    assert np.all(ep[:-1] == 2 * n_out) and ep[-1] == 7 * n_out  # tol 1e-12: budgets used up
+    ws = np.concatenate([[0], est.n_features_history_[:-1]]) + 10
+    np.testing.assert_array_equal(est.solver_work_history_, ep * 120.0 * ws)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # budgets that converge: silent
+        est = mod.SparseRandomFeatures(max_epochs=5000, max_epochs_per_iter=1,
+                                       **dict(kw, tol=1e-3, alpha=1e-2)).fit(X, y)
+    assert np.all(est.solver_epochs_history_[:-1] == n_out)
+
+
+def test_column_buffer_contract():
+    """The Fourier working-set buffer: csc() equals the appended columns minus the dropped
+    ones, in order, in canonical CSC form, through growth and in-place drops."""
+    from rbcd.related.sparse_rf import _ColumnBuffer
+
+    rng = np.random.default_rng(7)
+    buf, ref = _ColumnBuffer(9), np.empty((9, 0))
+    for R in (3, 1, 6, 4, 0, 5):
+        block = rng.normal(size=(9, R))
+        buf.append(block)
+        ref = np.hstack([ref, block])
+        Z = buf.csc()
+        assert Z.format == "csc" and Z.shape == ref.shape and Z.has_canonical_format
+        np.testing.assert_array_equal(Z.toarray(), ref)
+        mask = rng.random(ref.shape[1]) < 0.6
+        buf.keep(mask)
+        ref = ref[:, mask]
+        np.testing.assert_array_equal(buf.csc().toarray(), ref)
+        Z = buf.csc()
+        Z.has_canonical_format = False
+        Z.sum_duplicates()  # scipy's own check finds nothing to merge or sort
+        np.testing.assert_array_equal(Z.toarray(), ref)
 
 
 def test_defaults_resolved_from_the_data():

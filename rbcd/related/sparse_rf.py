@@ -8,7 +8,9 @@ coordinate descent in function space:
         2. add them to the working set A,
         3. solve  min_{w, b} (1/N) sum_i loss(z_A(x_i) . w + b, y_i) + alpha ||w||_1
            on the working set by rbcd's coordinate descent (CDRegressor / CDClassifier),
-           warm-started from the previous weights (the new features start at 0),
+           warm-started from the previous weights (the new features start at 0): at most
+           ``max_epochs_per_iter`` epochs in iterations 1 .. T-1, at most ``max_epochs``
+           (to ``tol``) in the last one, whose weights are the model,
         4. drop from A the features whose weight is zero (in every one-vs-rest problem;
            weights below 1e-12 times the largest one are rounding residue and count as zero).
 
@@ -41,22 +43,42 @@ problems and plain random features on digits without tuning, docs/benchmarks/rel
   rbcd.RandomFourier, stored as ``sigma_``: 0.5 times the median L2 distance for the Gaussian
   kernel (scikit-learn's ``gamma="scale"`` on standardized data), the median L1 distance
   (RandomBinning's rule) for the Laplacian;
-* each working-set solve (step 3) is warm-started and gets ``max_epochs=10`` CD epochs at
-  ``tol=1e-3``: the paper's analysis needs the working set problem solved before the next
-  block is drawn, but warm starts make a few epochs enough, and the accuracy reached does not
-  improve with tighter inner solves while their cost grows with the epoch budget (every
-  inner solve of the previous defaults, 100 epochs at 1e-4, ran to its budget).
+* the working-set solves (step 3) are warm-started. The solves of iterations 1 .. T-1 get
+  ``max_epochs_per_iter=3`` CD epochs, the last one ``max_epochs=10`` at ``tol=1e-3``.
+  The paper's step 3 solves (9) exactly, and its descent bound (Theorem 1) uses two
+  consequences of that: F(w_{t+1}) <= F(w_t + eta_h delta_h) for a new coordinate h (at
+  least one exact coordinate step's progress), and w_t optimal on A_{t-1}. An inexact
+  warm-started solve guarantees neither; it keeps the objective non-increasing (every
+  coordinate step is a monotone prox-Newton step) and the next iterations continue the
+  descent from where it stopped, so the cost of a near-exact solve is paid once, on the
+  final working set, whose weights are the model. Each epoch costs N x |A| (every stored
+  entry once) and the working set grows with t, so this moves the work to where it buys
+  accuracy; docs/benchmarks/related.md has the measured accuracy and work against plain
+  random features with the same l1 solver. The intermediate solves stop at their budget by
+  design and do not raise ConvergenceWarning; the last one does when it misses ``tol``.
 
 Attributes: ``n_features_history_`` (working-set size after each iteration's drop step),
 ``objective_history_`` (objective after each solve), ``solver_epochs_history_`` (CD epochs of
-each solve, summed over the one-vs-rest problems: the work of a solve is these epochs times N
-times the working-set size), ``n_features_`` (kept features), ``coef_``, ``intercept_`` (the CD
-solver's shapes), ``classes_`` (classification).
+each solve, summed over the one-vs-rest problems), ``solver_work_history_`` (the CD work of
+each solve: its epochs times N times the working-set size it ran on, i.e. the stored entries
+it visited; their sum is the training's CD work), ``n_features_`` (kept features), ``coef_``,
+``intercept_`` (the CD solver's shapes), ``classes_`` (classification).
+
+Implementation (rbcd only; the twin keeps the plain form and the same iterates): the Fourier
+working set is held column by column in one growing buffer (``_ColumnBuffer``) whose CSC
+form is a view, so an iteration copies the new block once and moves only the columns behind
+the first dropped one; each column's curvature h_j = (1/N) sum_i z_ij^2 is computed once,
+when it enters. Step 3 calls the CD solver's core (``solve_working_set``) with that column
+form: the computation of CDRegressor / CDClassifier.fit, iterate for iterate, without the
+estimator's input pass over the whole working set on every iteration.
 """
+
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags
 from sklearn.utils.metaestimators import available_if
@@ -71,17 +93,128 @@ from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, RANDOM_STATE, SIGM
                            fit_context)
 from ..binning.random_binning import RandomBinning
 from .fourier import KERNELS, draw_fourier, fourier_map, resolve_sigma
-from ..solvers.cd import CDClassifier, CDRegressor
+from .._random import solver_seed
+from ..solvers import _cd
+from ..solvers._columns import _Columns, plain_columns
+from ..solvers._paths import current_paths
+from ..solvers.cd import LOSSES as CD_LOSSES, _resolve_mode, _solve
 
 LOSSES = ("squared", "logistic", "squared_hinge")
 ZERO_RTOL = 1e-12
-# Below this much work (rows x grids x d for a binning block, stored entries of the working
-# set for a solve) extra threads cost more in start-up and barriers than they save: the step
-# runs on one thread (the result of a binning block is the same for any thread count; a solve
-# on one thread is the serial, reproducible mode).
+# Below this much work (rows x grids x d for a binning block) extra threads cost more in
+# start-up and barriers than they save: the block is drawn on one thread (its result is the
+# same for any thread count).
 MIN_BINNING_WORK = 200_000
-MIN_SOLVER_WORK = 200_000
+# The inner solves run in the solver's serial mode (parallel="auto" never picks Hogwild
+# there: the columns carry no grid structure), so threads could only split its O(nnz)
+# objective and convergence passes. On 2 vCPUs that measured slower than one thread for
+# every working set up to 2.1e6 stored entries (idle OpenMP workers and BLAS threads
+# compete with the serial epoch): solves below this many stored entries get one thread
+# unless parallel="hogwild" is asked for.
+MIN_SOLVER_WORK = 1 << 22
 FEATURES = ("fourier", "binning")
+
+
+class _ColumnBuffer:
+    """A dense working set Z_A (N rows, D columns) stored column-major in a growing
+    (capacity, N) float64 buffer, with the row indices of a dense CSC matrix kept alongside,
+    and h_j = (1/N) sum_i z_ij^2 of every column (the solver's curvature, computed once per
+    column by the solver's own kernel, so that it is bit-identical to a full recomputation).
+
+    Contract: ``csc()`` is an (N, D) CSC matrix and ``columns()`` the solver's column form,
+    both with values that are a view of the buffer (valid until the next ``append`` or
+    ``keep``), canonical (rows 0 .. N-1 in order in every column), equal to the columns
+    appended so far minus those dropped, in order; ``h()`` their h. ``dense()`` is the
+    (D, N) view (row j = column j). ``append(Z_new)`` copies the (N, R) block once;
+    ``keep(mask)`` moves the kept columns down in place."""
+
+    def __init__(self, n_rows):
+        self.n_rows = n_rows
+        self.n_cols = 0
+        self.buf = np.empty((0, n_rows))
+        self.sq = np.empty(0)
+        self.rows = np.empty(0, dtype=np.int32)
+
+    def _indptr(self, D):
+        return np.arange(0, (D + 1) * self.n_rows, self.n_rows, dtype=self.rows.dtype)
+
+    def append(self, Z_new):
+        D, R, N = self.n_cols, Z_new.shape[1], self.n_rows
+        if D + R > self.buf.shape[0]:
+            cap = max(D + R, 2 * self.buf.shape[0])
+            grown = np.empty((cap, N))
+            grown[:D] = self.buf[:D]
+            self.buf = grown
+            self.sq = np.concatenate([self.sq[:D], np.empty(cap - D)])
+            # int32 row indices and pointers while they fit: scipy would otherwise downcast
+            # (copy) them on every construction
+            dtype = np.int32 if cap * N < np.iinfo(np.int32).max else np.int64
+            self.rows = np.tile(np.arange(N, dtype=dtype), cap)
+        self.buf[D:D + R] = Z_new.T
+        self.sq[D:D + R] = _cd.column_sq_sums(
+            self._indptr(R).astype(np.int64), self.rows[:R * N], self.buf[D:D + R].reshape(-1),
+            1.0, np.ones(N), 1) / N
+        self.n_cols = D + R
+
+    def keep(self, mask):
+        idx = np.flatnonzero(mask)
+        # columns before the first dropped one stay where they are; the others move down one
+        # at a time, in increasing order: idx is increasing with idx[i] >= i, so a move never
+        # overwrites a column still to be read (and needs no temporary copy of the tail)
+        moved = np.flatnonzero(idx != np.arange(idx.size))
+        for i in moved:
+            self.buf[i] = self.buf[idx[i]]
+        self.sq[moved] = self.sq[idx[moved]]
+        self.n_cols = idx.size
+
+    def dense(self):
+        return self.buf[:self.n_cols]
+
+    def h(self):
+        return self.sq[:self.n_cols]
+
+    def csc(self):
+        D, N = self.n_cols, self.n_rows
+        Z = sp.csc_matrix((self.buf[:D].reshape(-1), self.rows[:D * N], self._indptr(D)),
+                          shape=(N, D))
+        Z.has_canonical_format = True  # rows 0 .. N-1 in order in every column
+        return Z
+
+    def columns(self):
+        D, N = self.n_cols, self.n_rows
+        return _Columns(self._indptr(D), self.rows[:D * N], self.buf[:D].reshape(-1), 1.0, N)
+
+
+def solve_working_set(cols, h, targets, *, loss, alpha, fit_intercept, max_epochs, tol,
+                      parallel, n_threads, random_state, W0, B0, verbose):
+    """Step 3 of Algorithm 1: the l1 problem on the working set, by rbcd's coordinate descent.
+
+    Contract: the computation of ``CDRegressor`` / ``CDClassifier(loss=loss, alpha=alpha,
+    l1_ratio=1.0, fit_intercept=fit_intercept, max_epochs=max_epochs, tol=tol,
+    parallel=parallel, n_jobs=n_threads, warm_start=True, random_state=random_state)``
+    fitted on the working set, warm-started from (W0, B0) (None: cold, as a fresh
+    estimator), iterate for iterate: the solver's core (rbcd.solvers.cd._solve, the same
+    mode rule, seeds seed + k per problem and curvature M = beta h) without the estimator's
+    input pass. ``cols`` is the solver's column form of the working set (built here, finite
+    and canonical by construction), ``h`` (D,) its h_j = (1/N) sum_i z_ij^2, ``targets``
+    (n_out, N) the solver's targets (+-1 per one-vs-rest problem for classification).
+
+    Returns (W (n_out, D), B (n_out,), epochs per problem, the problems' results)."""
+    paths = current_paths()
+    mode, n_threads = _resolve_mode(parallel, n_threads, cols, paths.auto_grid_min)
+    M = np.ascontiguousarray(_cd.beta_of(CD_LOSSES[loss]) * np.asarray(h, dtype=np.float64))
+    seed = solver_seed(random_state)
+    n_out = targets.shape[0]
+    results = [_solve(cols, targets[k], None, loss=loss, alpha=alpha, l1_ratio=1.0,
+                      fit_intercept=fit_intercept, max_epochs=max_epochs, tol=tol,
+                      selection="random", mode=mode, n_threads=n_threads, seed=seed + k, M=M,
+                      paths=paths, w_init=None if W0 is None else W0[k],
+                      b_init=0.0 if B0 is None else float(B0[k]), verbose=verbose,
+                      label=f" (problem {k})" if n_out > 1 else "")
+               for k in range(n_out)]
+    W = np.vstack([r["w"] for r in results]).astype(np.float64, copy=False)
+    B = np.array([r["b"] for r in results], dtype=np.float64)
+    return W, B, np.array([r["n_iter"] for r in results]), results
 
 
 def pointwise_loss(loss, p, y):
@@ -110,12 +243,16 @@ class SparseRandomFeatures(BaseEstimator):
         L1 penalty of the working-set problems (units of the mean loss); None is 1 / N.
     fit_intercept : bool, default=True
     max_epochs : int, default=10
-        Epoch budget of each inner CD solve (warm-started).
+        Epoch budget of the last working-set solve (iteration T, warm-started), whose
+        weights are the model.
+    max_epochs_per_iter : int, default=3
+        Epoch budget of the working-set solves of iterations 1 .. T-1 (warm-started; see
+        the module docstring).
     tol : float, default=1e-3
-        Tolerance of each inner CD solve.
+        Tolerance of the inner CD solves.
     parallel : {None, "auto", "hogwild"}, default="auto"
-        Parallel mode of the inner CD solver ("auto": serial with one thread or small
-        problems, Hogwild otherwise).
+        Parallel mode of the inner CD solver ("auto" and None: serial; "hogwild": threads
+        split the epochs, see rbcd.solvers.cd).
     n_jobs, random_state, verbose : as usual.
     """
 
@@ -129,6 +266,7 @@ class SparseRandomFeatures(BaseEstimator):
         "alpha": NONNEG_REAL + [None],
         "fit_intercept": ["boolean"],
         "max_epochs": POSITIVE_INT,
+        "max_epochs_per_iter": POSITIVE_INT,
         "tol": TOL,
         "parallel": [StrOptions({"auto", "hogwild"}), None],
         "n_jobs": N_JOBS,
@@ -138,7 +276,8 @@ class SparseRandomFeatures(BaseEstimator):
 
     def __init__(self, n_components_per_iter=64, n_iter=10, feature="fourier", kernel=None,
                  sigma="scale", loss="squared", alpha=None, fit_intercept=True, max_epochs=10,
-                 tol=1e-3, parallel="auto", n_jobs=None, random_state=None, verbose=0):
+                 max_epochs_per_iter=3, tol=1e-3, parallel="auto", n_jobs=None,
+                 random_state=None, verbose=0):
         self.n_components_per_iter = n_components_per_iter
         self.n_iter = n_iter
         self.feature = feature
@@ -148,6 +287,7 @@ class SparseRandomFeatures(BaseEstimator):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.max_epochs = max_epochs
+        self.max_epochs_per_iter = max_epochs_per_iter
         self.tol = tol
         self.parallel = parallel
         self.n_jobs = n_jobs
@@ -199,26 +339,27 @@ class SparseRandomFeatures(BaseEstimator):
                 targets = np.where(y_idx[None, :] == np.arange(len(self.classes_))[:, None], 1.0, -1.0)
         else:
             targets = np.asarray(y, dtype=np.float64)[None, :]
-        Solver = CDClassifier if classify else CDRegressor
         rng = make_generator(self.random_state)
         self._scale = np.sqrt(2.0 / R)
         n_out = targets.shape[0]
-        # the working set's columns, kept in CSC (the solver's layout, so that it is not
-        # converted again for every solve; appending a block and dropping columns are copies
-        # of whole columns)
+        # the working set: Fourier columns in a growing column buffer (the solver's CSC
+        # form over it is a view), binning columns in CSC (the solver's layout, so that it is
+        # not converted again for every solve)
+        buf = _ColumnBuffer(N) if feature == "fourier" else None
         Z_ws = sp.csc_matrix((N, 0))
         W_ws = np.empty((n_out, 0))
         B_ws = np.zeros(n_out)
         fourier_W = np.empty((X.shape[1], 0))
         fourier_b = np.empty(0)
         binnings = []  # (RandomBinning, kept local columns) per iteration
-        n_hist, obj_hist, epoch_hist = [], [], []
+        n_hist, obj_hist, epoch_hist, work_hist = [], [], [], []
         for t in range(T):
+            last = t == T - 1
             # 1-2: draw a block of features and add it to the working set
             if feature == "fourier":
                 W_new, b_new = draw_fourier(rng, X.shape[1], R, kernel, sigma)
-                Z_new = fourier_map(X, W_new, b_new, self._scale, n_threads)
-                Z = sp.hstack([Z_ws, sp.csc_matrix(Z_new)], format="csc")
+                buf.append(fourier_map(X, W_new, b_new, self._scale, n_threads))
+                cols, h = buf.columns(), buf.h()
             else:
                 # small blocks run on one thread: OpenMP start-up and barriers cost more
                 # than the work (the result is the same for any thread count)
@@ -227,38 +368,53 @@ class SparseRandomFeatures(BaseEstimator):
                                    random_state=int(rng.integers(0, 2**32)))
                 Z_new = rb.fit_transform(X).tocsc()
                 Z = sp.hstack([Z_ws, Z_new], format="csc")
+                cols = plain_columns(Z)
+                h = _cd.column_sq_sums(cols.indptr, cols.indices, cols.data, cols.zval,
+                                       np.ones(N), 1) / N
             cd_seed = int(rng.integers(0, 2**32))
-            # 3: solve the L1 problem on the working set, warm-started
-            nnz = Z.nnz if sp.issparse(Z) else Z.size
-            est = Solver(loss=loss, alpha=alpha, l1_ratio=1.0, fit_intercept=self.fit_intercept,
-                         max_epochs=self.max_epochs, tol=self.tol, parallel=self.parallel,
-                         n_jobs=self.n_jobs if nnz >= MIN_SOLVER_WORK else 1, warm_start=True, random_state=cd_seed,
-                         verbose=max(0, int(self.verbose) - 1))
-            if t > 0:  # warm start: the kept weights, the new features at 0
-                W0 = np.hstack([W_ws, np.zeros((n_out, Z.shape[1] - W_ws.shape[1]))])
-                est.coef_ = W0[0] if not classify else W0
-                est.intercept_ = float(B_ws[0]) if not classify else B_ws.copy()
-            est.fit(Z, y)
-            W = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
-            B = np.atleast_1d(np.asarray(est.intercept_, dtype=np.float64))
+            # 3: solve the L1 problem on the working set, warm-started (the kept weights, the
+            # new features at 0); iterations before the last get the smaller budget
+            one_thread = self.parallel != "hogwild" and cols.nnz < MIN_SOLVER_WORK
+            D_t = cols.n_cols
+            W, B, n_epochs, results = solve_working_set(
+                cols, h, targets, loss=loss, alpha=alpha, fit_intercept=self.fit_intercept,
+                max_epochs=self.max_epochs if last else self.max_epochs_per_iter, tol=self.tol,
+                parallel=self.parallel, n_threads=1 if one_thread else n_threads,
+                random_state=cd_seed,
+                W0=None if t == 0 else np.hstack([W_ws, np.zeros((n_out, D_t - W_ws.shape[1]))]),
+                B0=None if t == 0 else B_ws, verbose=max(0, int(self.verbose) - 1))
+            del cols  # a view of the buffer, which the drop rewrites
+            failed = [k for k, r in enumerate(results) if not r["converged"]]
+            if last and failed:  # the intermediate solves are budgeted by design
+                worst = max(failed, key=lambda k: results[k]["gap"])
+                warnings.warn(
+                    f"SparseRandomFeatures: the last working-set solve did not converge"
+                    f"{f' for {len(failed)} of {n_out} problems' if n_out > 1 else ''} in "
+                    f"max_epochs={self.max_epochs} epochs (relative "
+                    f"{'duality gap' if loss == 'squared' else 'minimum-norm subgradient'} "
+                    f"{results[worst]['gap']:.3e} > tol {self.tol:.1e}); increase max_epochs "
+                    "or alpha", ConvergenceWarning, stacklevel=3)
+            epochs = int(np.sum(n_epochs))
+            work_hist.append(float(epochs) * N * D_t)
             # 4: drop the features whose weight is zero in every problem
             # (weights at rounding level, |w| <= 1e-12 max |w|, count as zero: coordinate
             # descent leaves such residues where a weight sits exactly at its threshold)
             keep = np.any(np.abs(W) > ZERO_RTOL * np.abs(W).max(initial=0.0), axis=0)
-            old = Z_ws.shape[1]
+            old = W_ws.shape[1]
+            W_ws, B_ws = W[:, keep], B
             if feature == "fourier":
                 fourier_W = np.hstack([fourier_W, W_new])[:, keep]
                 fourier_b = np.concatenate([fourier_b, b_new])[keep]
-                Z_ws = Z[:, keep]
+                buf.keep(keep)
+                P = (W_ws @ buf.dense()).T + B_ws[None, :]
             else:
                 binnings = self._drop_binning(binnings, rb, keep, old)
                 Z_ws = Z[:, np.flatnonzero(keep)]
-            W_ws, B_ws = W[:, keep], B
-            P = np.asarray(Z_ws @ W_ws.T) + B_ws[None, :]
+                P = np.asarray(Z_ws @ W_ws.T) + B_ws[None, :]
             obj = float(np.sum(np.mean(pointwise_loss(loss, P, targets.T), axis=0))
                         + alpha * np.abs(W_ws).sum())
             n_hist.append(int(keep.sum()))
-            epoch_hist.append(int(np.sum(est.n_iter_)))
+            epoch_hist.append(epochs)
             obj_hist.append(obj)
             if self.verbose:
                 print(f"SparseRandomFeatures iteration {t + 1}: {n_hist[-1]} features, objective {obj:.6g}")
@@ -277,6 +433,7 @@ class SparseRandomFeatures(BaseEstimator):
         self.n_features_history_ = np.array(n_hist)
         self.objective_history_ = np.array(obj_hist)
         self.solver_epochs_history_ = np.array(epoch_hist)
+        self.solver_work_history_ = np.array(work_hist)
         self.n_iter_ = T
         return self
 

@@ -10,7 +10,10 @@ coordinate descent in function space:
         2. add them to the working set A,
         3. solve  min_{w, b} (1/N) sum_i loss(z_A(x_i) . w + b, y_i) + alpha ||w||_1
            on the working set by rbcd's coordinate descent (CDRegressor / CDClassifier),
-           warm-started from the previous weights (the new features start at 0),
+           warm-started from the previous weights (the new features start at 0): at most
+           ``max_epochs_per_iter`` epochs in iterations 1 .. T-1 (no ConvergenceWarning:
+           budgeted by design), at most ``max_epochs`` (to ``tol``) in the last one, whose
+           weights are the model (rbcd.related.sparse_rf explains the schedule),
         4. drop from A the features whose weight is zero (in every one-vs-rest problem;
            weights below 1e-12 times the largest one are rounding residue and count as zero).
 
@@ -36,14 +39,18 @@ seed ``int(rng.integers(0, 2**32))`` given as ``random_state`` to the CD solver 
 2**32, the range scikit-learn's ``random_state`` constraint accepts).
 
 Attributes: ``n_features_history_`` (working-set size after each iteration's drop step),
-``objective_history_`` (objective after each solve), ``n_features_`` (kept features),
+``objective_history_`` (objective after each solve), ``solver_epochs_history_`` and
+``solver_work_history_`` (CD epochs, and epochs x N x working-set size, of each solve),
+``n_features_`` (kept features),
 ``coef_``, ``intercept_`` (the CD solver's shapes), ``classes_`` (classification).
 """
 import numbers
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags
 from sklearn.utils.metaestimators import available_if
@@ -113,7 +120,9 @@ class SparseRandomFeatures(BaseEstimator):
         L1 penalty of the working-set problems (units of the mean loss).
     fit_intercept : bool, default=True
     max_epochs : int, default=10
-        Epoch budget of each inner CD solve.
+        Epoch budget of the last working-set solve (iteration T).
+    max_epochs_per_iter : int, default=3
+        Epoch budget of the working-set solves of iterations 1 .. T-1.
     tol : float, default=1e-3
         Tolerance of each inner CD solve.
     parallel : {None, "auto", "hogwild"}, default="auto"
@@ -124,7 +133,8 @@ class SparseRandomFeatures(BaseEstimator):
 
     def __init__(self, n_components_per_iter=64, n_iter=10, feature="fourier", kernel=None,
                  sigma="scale", loss="squared", alpha=None, fit_intercept=True, max_epochs=10,
-                 tol=1e-3, parallel="auto", n_jobs=None, random_state=None, verbose=0):
+                 max_epochs_per_iter=3, tol=1e-3, parallel="auto", n_jobs=None,
+                 random_state=None, verbose=0):
         self.n_components_per_iter = n_components_per_iter
         self.n_iter = n_iter
         self.feature = feature
@@ -134,6 +144,7 @@ class SparseRandomFeatures(BaseEstimator):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.max_epochs = max_epochs
+        self.max_epochs_per_iter = max_epochs_per_iter
         self.tol = tol
         self.parallel = parallel
         self.n_jobs = n_jobs
@@ -166,6 +177,8 @@ class SparseRandomFeatures(BaseEstimator):
         """Run the T outer iterations of Algorithm 1 on X (n_samples, n_features) and y."""
         R = _check_int(self.n_components_per_iter, "n_components_per_iter", 1)
         T = _check_int(self.n_iter, "n_iter", 1)
+        max_epochs = _check_int(self.max_epochs, "max_epochs", 1)
+        max_epochs_per_iter = _check_int(self.max_epochs_per_iter, "max_epochs_per_iter", 1)
         feature = _check_choice(self.feature, "feature", FEATURES)
         kernel = self._resolved_kernel(feature)
         loss = _check_choice(self.loss, "loss", LOSSES)
@@ -199,8 +212,9 @@ class SparseRandomFeatures(BaseEstimator):
         fourier_W = np.empty((X.shape[1], 0))
         fourier_b = np.empty(0)
         binnings = []  # (RandomBinning, kept local columns) per iteration
-        n_hist, obj_hist, epoch_hist = [], [], []
+        n_hist, obj_hist, epoch_hist, work_hist = [], [], [], []
         for t in range(T):
+            last = t == T - 1
             # 1-2: draw a block of features and add it to the working set
             if feature == "fourier":
                 W_new, b_new = draw_fourier(rng, X.shape[1], R, kernel, sigma)
@@ -214,14 +228,18 @@ class SparseRandomFeatures(BaseEstimator):
             cd_seed = int(rng.integers(0, 2**32))
             # 3: solve the L1 problem on the working set, warm-started
             est = Solver(loss=loss, alpha=alpha, l1_ratio=1.0, fit_intercept=self.fit_intercept,
-                         max_epochs=self.max_epochs, tol=self.tol, parallel=self.parallel,
+                         max_epochs=max_epochs if last else max_epochs_per_iter,
+                         tol=self.tol, parallel=self.parallel,
                          n_jobs=self.n_jobs, warm_start=True, random_state=cd_seed,
                          verbose=max(0, int(self.verbose) - 1))
             if t > 0:  # warm start: the kept weights, the new features at 0
                 W0 = np.hstack([W_ws, np.zeros((n_out, Z.shape[1] - W_ws.shape[1]))])
                 est.coef_ = W0[0] if not classify else W0
                 est.intercept_ = float(B_ws[0]) if not classify else B_ws.copy()
-            est.fit(Z, y)
+            with warnings.catch_warnings():
+                if not last:
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                est.fit(Z, y)
             W = np.atleast_2d(np.asarray(est.coef_, dtype=np.float64))
             B = np.atleast_1d(np.asarray(est.intercept_, dtype=np.float64))
             # 4: drop the features whose weight is zero in every problem
@@ -242,6 +260,7 @@ class SparseRandomFeatures(BaseEstimator):
                         + alpha * np.abs(W_ws).sum())
             n_hist.append(int(keep.sum()))
             epoch_hist.append(int(np.sum(est.n_iter_)))
+            work_hist.append(float(epoch_hist[-1]) * N * Z.shape[1])
             obj_hist.append(obj)
             if self.verbose:
                 print(f"SparseRandomFeatures iteration {t + 1}: {n_hist[-1]} features, objective {obj:.6g}")
@@ -259,6 +278,7 @@ class SparseRandomFeatures(BaseEstimator):
         self.n_features_ = int(W_ws.shape[1])
         self.n_features_history_ = np.array(n_hist)
         self.solver_epochs_history_ = np.array(epoch_hist)
+        self.solver_work_history_ = np.array(work_hist)
         self.objective_history_ = np.array(obj_hist)
         self.n_iter_ = T
         return self
