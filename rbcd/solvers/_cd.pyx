@@ -788,6 +788,7 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
     (docs/internals.md, "Grid mode"). The same iterates as grid_epoch, for any T."""
     cdef Py_ssize_t it, r, prev
     cdef int64_t lo, hi
+    cdef int Tg
     cdef double* part
     cdef Py_ssize_t n_blocks = (P.N + G.block - 1) // G.block
     if S.sel == PERMUTATION:
@@ -799,20 +800,24 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
         r = G.order[it]
         lo = G.grid_ptr[r]
         hi = G.grid_ptr[r + 1]
-        if hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < G.par_min:
+        if hi - lo < 2:  # one bin: a single coordinate step
             if prev >= 0:
                 stream_pair(P, G, prev, -1, NULL, 0, T)
                 prev = -1
             run_order(P, NULL, lo, hi, NULL)
             continue
+        # Every grid streams (on one thread too, it beats per-column steps: the rows are
+        # read in order); a grid below par_min entries runs on one thread. The row blocks
+        # are fixed by N, so the iterates do not depend on the thread count.
+        Tg = T if P.indptr[hi] - P.indptr[lo] >= G.par_min else 1
         # block partial sums while they cost a fraction of a pass over the rows
         part = G.part if n_blocks * (hi - lo + 1) <= G.cap else NULL
         if part != NULL:
             # apply the pending grid and sum this one in one pass
-            stream_pair(P, G, prev, r, part, hi - lo + 1, T)
+            stream_pair(P, G, prev, r, part, hi - lo + 1, Tg)
         elif prev >= 0:
-            stream_pair(P, G, prev, -1, NULL, 0, T)
-        stream_weights(P, lo, hi, part, n_blocks, G.dz, T)
+            stream_pair(P, G, prev, -1, NULL, 0, Tg)
+        stream_weights(P, lo, hi, part, n_blocks, G.dz, Tg)
         prev = r
     if prev >= 0:
         stream_pair(P, G, prev, -1, NULL, 0, T)
