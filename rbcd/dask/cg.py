@@ -81,7 +81,7 @@ class Block:
                 Z = Z.copy()
                 Z.sum_duplicates()
             if grid_ptr is not None:
-                self.grid = grid_block(Z, grid_ptr)
+                self.grid = grid_block(Z, grid_ptr, self.n_threads)
         else:
             Z = np.asarray(Z, dtype=np.float64)
         self.shape = Z.shape
