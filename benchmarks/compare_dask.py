@@ -203,10 +203,11 @@ class _Phases:
     """Per-phase measurements of a distributed fit, made by wrapping (in this process only)
     the three places where rbcd.dask talks to its workers: the binning
     (RandomBinning.fit_transform, waited for so that the phase ends with Z on the workers),
-    the CG round trips (rbcd.dask.cg.Cluster.map) and the CD actor calls
-    (rbcd.dask.cd._Actors.call / call_all). For each phase: wall time, driver CPU time, each
-    worker's CPU time (``client.run(time.process_time)``), round trips, bytes sent to and
-    received from the workers (numpy payloads)."""
+    the CG round trips (rbcd.dask.cg.Cluster.map) and the CD solve (rbcd.dask.cd._Actors
+    .solve: one call to the coordinating actor, which reports its messages to the other
+    actors). For each phase: wall time, driver CPU time, each worker's CPU time
+    (``client.run(time.process_time)``), round trips, bytes sent to and received from the
+    workers (numpy payloads; CD: between the coordinating worker and the others)."""
 
     def __init__(self, client):
         self.client = client
@@ -244,7 +245,7 @@ class _Phases:
         import rbcd.dask.cg as CG
 
         orig = (B.RandomBinning.fit_transform, B._merge_partitions, CG.Cluster.map,
-                CD._Actors.call, CD._Actors.call_all)
+                CD._Actors.solve)
         phases = self
 
         def fit_transform(est, *a, **k):
@@ -267,25 +268,21 @@ class _Phases:
             phases.count(1, _nbytes(args) * len(cluster.blocks), _nbytes(out))
             return out
 
-        def call(act, method, *args):
-            out = orig[3](act, method, *args)
-            phases.count(1, _nbytes(args) * len(act.actors), _nbytes(out))
-            return out
-
-        def call_all(act, method, *args):
-            out = orig[4](act, method, *args)
-            phases.count(1, _nbytes(args) * len(act.actors), 0)
+        def solve(act, *args, **kwargs):
+            out = orig[3](act, *args, **kwargs)
+            # the driver's call to the coordinating actor, and its messages to the others
+            m = out["messages"]
+            phases.count(1 + m["round_trips"], m["sent"], m["received"] + _nbytes(out["w"]))
             return out
 
         B.RandomBinning.fit_transform = fit_transform
         B._merge_partitions = merge
         CG.Cluster.map = cmap
-        CD._Actors.call = call
-        CD._Actors.call_all = call_all
+        CD._Actors.solve = solve
 
         def remove():
             (B.RandomBinning.fit_transform, B._merge_partitions, CG.Cluster.map,
-             CD._Actors.call, CD._Actors.call_all) = orig
+             CD._Actors.solve) = orig
 
         return remove
 

@@ -447,6 +447,35 @@ def _close_worker_after(monkeypatch, cls, method, calls, cluster, client):
     return state
 
 
+def _close_own_worker_after(monkeypatch, cls, method, calls, which):
+    """After ``calls`` calls of cls.method on one actor (``which`` 0: the one holding
+    partition 0, the coordinator; 1: another), its worker closes itself abruptly from inside
+    the call (in-process workers: the patch reaches them)."""
+    from distributed import get_worker
+
+    orig = getattr(cls, method)
+    state = {"n": 0, "closed": False}
+
+    def wrapped(self, *a, **k):
+        w = get_worker()
+        if getattr(self, "_rank", None) == which and not state["closed"]:
+            state["n"] += 1
+            if state["n"] == calls:
+                state["closed"] = True
+                w.loop.add_callback(w.close)
+        return orig(self, *a, **k)
+
+    orig_init = cls.__init__
+
+    def init(self, blocks, index, *a, **k):
+        orig_init(self, blocks, index, *a, **k)
+        self._rank = 0 if 0 in index else 1
+
+    monkeypatch.setattr(cls, "__init__", init)
+    monkeypatch.setattr(cls, method, wrapped)
+    return state
+
+
 def test_lost_worker_cg_same_result_cd_clear_error(monkeypatch):
     from rbcd.dask import cd as dcd
     from rbcd.dask import cg as dcg
@@ -464,14 +493,18 @@ def test_lost_worker_cg_same_result_cd_clear_error(monkeypatch):
             m = rd.RidgeCG(alpha=3.0, tol=1e-12, max_iter=2000).fit(Zd, y, columns=drb)
             assert state["n"] > 5 and len(c.scheduler_info()["workers"]) == 1
             assert _rel(m.coef_, local.coef_) <= 1e-10   # lost partitions were recomputed
-        with _cluster() as cluster, Client(cluster) as c:
-            drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
-            Zd = drb.fit_transform(da.from_array(X, chunks=300))
-            _close_worker_after(monkeypatch, dcd._Actors, "call", 20, cluster, c)
-            est = rd.CDRegressor(alpha=1e-3, tol=1e-10, max_epochs=200)
-            with pytest.raises(RuntimeError, match="lost"):
-                est.fit(Zd, y, columns=drb)
-            assert not hasattr(est, "coef_")
+        # CD: the coordinating actor talks to the other worker's actor; either worker
+        # closing mid-fit is a clear error and no model
+        for which in (0, 1):
+            with _cluster() as cluster, Client(cluster) as c:
+                drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+                Zd = drb.fit_transform(da.from_array(X, chunks=300))
+                state = _close_own_worker_after(monkeypatch, dcd.CDWorker, "advance", 20, which)
+                est = rd.CDRegressor(alpha=1e-3, tol=1e-10, max_epochs=200)
+                with pytest.raises(RuntimeError, match="lost"):
+                    est.fit(Zd, y, columns=drb)
+                assert not hasattr(est, "coef_")
+                assert state["closed"]
 
 
 def test_memory_limit_below_Z_spills_and_gives_the_same_fit():

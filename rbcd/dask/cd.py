@@ -179,9 +179,63 @@ class _Part:
         return out[:, 0] + b
 
 
+def _in_partition_order(results, n_parts):
+    """The per-partition values of the actors' ``(index, values)`` answers, in partition
+    order (not in the order the actors answered)."""
+    out = [None] * n_parts
+    for index, values in results:
+        for i, v in zip(index, values):
+            out[i] = v
+    return out
+
+
+class _Group:
+    """All partitions' actors as seen by the coordinating actor (the one that runs
+    ``CDWorker.solve``): its own partitions are called directly (no message), the other
+    workers' actors through their handles, all at once; answers in partition order."""
+
+    def __init__(self, local, peers, n_parts):
+        self.local = local
+        self.peers = list(peers)
+        self.n_parts = n_parts
+        # messages to the peers and the numpy bytes they carried (docs/dask.md cost model)
+        self.stats = {"round_trips": 0, "sent": 0, "received": 0}
+
+    def _count(self, args, results):
+        if self.peers:
+            self.stats["round_trips"] += 1
+            self.stats["sent"] += len(self.peers) * sum(a.nbytes for a in args
+                                                         if isinstance(a, np.ndarray))
+            self.stats["received"] += sum(_payload(r) for r in results)
+
+    def call(self, method, *args):
+        futs = [getattr(a, method)(*args) for a in self.peers]   # remote calls first
+        results = [getattr(self.local, method)(*args)]           # then ours, meanwhile
+        remote = [f.result() for f in futs]
+        self._count(args, remote)
+        return _in_partition_order(results + remote, self.n_parts)
+
+    def call_all(self, method, *args):
+        futs = [getattr(a, method)(*args) for a in self.peers]
+        getattr(self.local, method)(*args)
+        for f in futs:
+            f.result()
+        self._count(args, [])
+
+
+def _payload(obj):
+    """Bytes of the numpy arrays and floats in a (nested) answer."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, (list, tuple)):
+        return sum(_payload(v) for v in obj)
+    return 8 if isinstance(obj, float) else 0
+
+
 class CDWorker:
     """The Dask actor of one worker: its partitions (in partition order) and their state.
-    Its kernels run on ``n_threads`` threads (the worker's, or n_jobs: docs/dask.md)."""
+    Its kernels run on ``n_threads`` threads (the worker's, or n_jobs: docs/dask.md). One
+    of the fit's actors also coordinates (``solve``)."""
 
     def __init__(self, blocks, index, grid_ptr, zval, n_jobs=None):
         self.grid_ptr = np.asarray(grid_ptr, dtype=np.int64)
@@ -190,6 +244,19 @@ class CDWorker:
         self.zval = float(zval)
         self.loss = None
         self.n_threads = effective_n_threads(n_jobs) if n_jobs is not None else worker_threads()
+
+    def solve(self, peers, n_parts, k, grid_ptr, zval, kwargs):
+        """Run ``solve_problem`` for problem k here, with the other workers' actors
+        ``peers``: every grid step is then one message to each peer (none for this worker's
+        own partitions) instead of one from the driver to every worker. Returns its result
+        dict, with the verbose lines in ``"log"`` (printed by the driver) and the messages
+        to the peers in ``"messages"`` (round trips, numpy bytes sent and received)."""
+        log = []
+        group = _Group(self, peers, n_parts)
+        out = solve_problem(group, k, grid_ptr, zval, log=log.append, **kwargs)
+        out["log"] = log
+        out["messages"] = group.stats
+        return out
 
     def sums(self, k, loss):
         """Select problem k (p = 0); per partition (sum s, sum s y, sum s [y > 0],
@@ -287,38 +354,22 @@ class _Actors:
             self.actors.append(fut)
         self.actors = [f.result() for f in self.actors]
 
-    def call(self, method, *args):
-        """``method(*args)`` on every actor at once; the per-partition results in
-        partition order."""
+    def _lost(self, exc):
+        return RuntimeError(
+            "rbcd.dask coordinate descent: a worker holding the fit's state was lost or "
+            f"failed during the fit ({type(exc).__name__}: {exc}); the fit was abandoned "
+            "and no model was set. Refit (the partitions are recomputed by dask).")
+
+    def solve(self, k, grid_ptr, zval, **kwargs):
+        """solve_problem for problem k, coordinated by the first actor (its worker holds the
+        weights and talks to the other actors; the driver waits for the result)."""
         try:
-            futs = [getattr(a, method)(*args) for a in self.actors]
-            results = [f.result() for f in futs]
+            return self.actors[0].solve(self.actors[1:], self.n_parts, k, grid_ptr, zval,
+                                        kwargs).result()
         except ValueError:
             raise
         except Exception as exc:   # a lost worker, a closed connection
-            raise RuntimeError(
-                "rbcd.dask coordinate descent: a worker holding the fit's state was lost or "
-                f"failed during the fit ({type(exc).__name__}: {exc}); the fit was abandoned "
-                "and no model was set. Refit (the partitions are recomputed by dask)."
-            ) from exc
-        out = [None] * self.n_parts
-        for index, values in results:
-            if index is None:
-                continue
-            for i, v in zip(index, values):
-                out[i] = v
-        return out
-
-    def call_all(self, method, *args):
-        try:
-            for f in [getattr(a, method)(*args) for a in self.actors]:
-                f.result()
-        except ValueError:
-            raise
-        except Exception as exc:
-            raise RuntimeError(
-                "rbcd.dask coordinate descent: a worker holding the fit's state was lost "
-                f"({type(exc).__name__}: {exc}); the fit was abandoned. Refit.") from exc
+            raise self._lost(exc) from exc
 
 
 def _soft(v, t):
@@ -326,8 +377,12 @@ def _soft(v, t):
 
 
 def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercept, max_epochs,
-                  tol, selection, seed, w_init=None, b_init=0.0, verbose=0, label=""):
-    """Grid-block CD on problem k (column k of the partitions' targets)."""
+                  tol, selection, seed, w_init=None, b_init=0.0, verbose=0, label="",
+                  log=print):
+    """Grid-block CD on problem k (column k of the partitions' targets), talking to the
+    partitions through ``act`` (``call(method, *args)`` -> per-partition answers in
+    partition order; ``call_all``). Progress lines (verbose) go to ``log``. Returns dict(w,
+    b, n_iter, history, gap, converged, use_gap)."""
     R = grid_ptr.shape[0] - 1
     D = int(grid_ptr[-1])
     beta = BETA[loss]
@@ -367,7 +422,8 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
         gb = float(sum(act.call("advance", -1, None, 0.0, -1, "intercept"))) / S
         b = -gb / beta
     if scale == 0.0:
-        return dict(w=w, b=b, n_iter=0, history=history, gap=0.0, converged=True)
+        return dict(w=w, b=b, n_iter=0, history=history, gap=0.0, converged=True,
+                    use_gap=use_gap)
 
     rng = np.random.default_rng(seed & ((1 << 64) - 1))
 
@@ -424,18 +480,13 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
                 float(sum(x[4] for x in parts)) / S if fit_intercept else None)
         value = raw / scale
         if verbose:
-            print(f"[rbcd.dask CD{label}] epoch {n_iter}: objective {history[-1]:.10g}, "
-                  f"relative {'gap' if use_gap else 'subgradient'} {value:.3e} (tol {tol:.1e})")
+            log(f"[rbcd.dask CD{label}] epoch {n_iter}: objective {history[-1]:.10g}, "
+                f"relative {'gap' if use_gap else 'subgradient'} {value:.3e} (tol {tol:.1e})")
         if raw <= tol * scale:
             converged = True
             break
-    if not converged:
-        kind = "duality gap" if use_gap else "largest minimum-norm subgradient"
-        warnings.warn(
-            f"Coordinate descent did not converge{label} after {max_epochs} epochs: relative "
-            f"{kind} {value:.3e} > tol {tol:.3e}. Increase max_epochs, or alpha.",
-            ConvergenceWarning)
-    return dict(w=w, b=b, n_iter=n_iter, history=history, gap=float(value), converged=converged)
+    return dict(w=w, b=b, n_iter=n_iter, history=history, gap=float(value), converged=converged,
+                use_gap=use_gap)
 
 
 # ---------------------------------------------------------------------------- estimators
@@ -483,10 +534,20 @@ class _CDBase(BaseEstimator):
         seed = solver_seed(self.random_state)
         results = []
         for k in range(n_problems):
-            results.append(solve_problem(
-                act, k, grid_ptr, zval, seed=seed + k, verbose=self.verbose,
-                w_init=W0[k] if warm else None, b_init=float(B0[k]) if warm else 0.0,
-                label=f" (problem {k})" if n_problems > 1 else "", **params))
+            label = f" (problem {k})" if n_problems > 1 else ""
+            r = act.solve(k, grid_ptr, zval, seed=seed + k, verbose=self.verbose,
+                          w_init=W0[k] if warm else None, b_init=float(B0[k]) if warm else 0.0,
+                          label=label, **params)
+            for line in r.pop("log"):
+                print(line)
+            r.pop("messages")
+            if not r["converged"]:
+                kind = "duality gap" if r["use_gap"] else "largest minimum-norm subgradient"
+                warnings.warn(
+                    f"Coordinate descent did not converge{label} after {params['max_epochs']} "
+                    f"epochs: relative {kind} {r['gap']:.3e} > tol {params['tol']:.3e}. "
+                    "Increase max_epochs, or alpha.", ConvergenceWarning)
+            results.append(r)
         del act
         self.parallel_ = "grid"
         W = np.vstack([r["w"] for r in results])
