@@ -153,15 +153,20 @@ cdef void _step_block(const label_t *lab_prev, const double *dz, const label2_t 
                 part[lab[i]] += s[i] * dv[i]
 
 
-def block_rows(Py_ssize_t n):
-    """(blocks, rows per block) of the grid step on n rows, fixed by n alone (as the local
-    streamed grid step, docs/internals.md): 1 block, doubled while fewer than 16 and
-    n >= 2 x blocks x 16384; ceil(n / blocks) rows rounded up to a multiple of 8."""
+def block_rows(Py_ssize_t n, Py_ssize_t n_bins):
+    """The row blocks of the grid step on n rows summing over n_bins bins, fixed by n and
+    n_bins alone (as the local streamed grid step, docs/internals.md): 1 block, doubled
+    while fewer than 16 and n >= 2 x blocks x 16384; one block when the blocks' partial
+    sums (blocks x n_bins) would exceed 2 n."""
     cdef Py_ssize_t nb = 1
     while nb < 16 and n >= 2 * nb * 16384:
         nb *= 2
-    rows = max(8, ((n + nb - 1) // nb + 7) // 8 * 8)
-    return int((n + rows - 1) // rows) if n else 1, int(rows)
+    return 1 if nb * n_bins > 2 * n else int(nb)
+
+
+cdef inline Py_ssize_t _rows_per_block(Py_ssize_t n, Py_ssize_t n_blocks) noexcept nogil:
+    # ceil(n / n_blocks) rounded up to a multiple of 8
+    return ((n + n_blocks - 1) // n_blocks + 7) // 8 * 8
 
 
 def grid_step(const label_t[::1] lab_prev, const double[::1] dz, const label2_t[::1] lab,
@@ -177,22 +182,26 @@ def grid_step(const label_t[::1] lab_prev, const double[::1] dz, const label2_t[
         passes u itself.
     y : (n,) targets; s : (n,) weights, or empty for unit weights.
     loss : the code of rbcd.solvers._cd.Loss.
-    part : (blocks, len(out)) scratch, blocks and rows per block from ``block_rows(n)``.
+    part : (blocks, len(out)) scratch: block q (``ceil(n / blocks)`` rows rounded up to a
+        multiple of 8) sums its rows into part[q]; ``block_rows`` gives the blocks.
     out : OUT, sum over the rows of bin j of s_i loss'(p_i, y_i), for j < len(out)
         (every label of ``lab`` must be below len(out)).
-    n_threads : threads over the blocks (the same result for any value).
+    n_threads : threads over the blocks (the same result for any value, for a given number
+        of blocks).
     """
     cdef Py_ssize_t n = u.shape[0], nb = out.shape[0], q, j, n_blocks, rows
     cdef const label_t *lp = &lab_prev[0] if lab_prev.shape[0] else NULL
     cdef const label2_t *lb = &lab[0] if lab.shape[0] else NULL
     cdef const double *sp = &s[0] if s.shape[0] else NULL
+    cdef const double *dzp = &dz[0] if dz.shape[0] else NULL
     cdef double acc
     if (lab_prev.shape[0] not in (0, n) or lab.shape[0] not in (0, n) or dv.shape[0] != n
             or y.shape[0] != n or s.shape[0] not in (0, n)):
         raise ValueError("the labels, dv, y and s must have the rows of u (or be empty)")
-    n_blocks, rows = block_rows(n)
-    if part.shape[0] != n_blocks or part.shape[1] != nb:
-        raise ValueError("part must have shape (blocks, len(out)) of block_rows(n)")
+    n_blocks = part.shape[0]
+    if n_blocks < 1 or part.shape[1] != nb:
+        raise ValueError("part must have shape (blocks >= 1, len(out))")
+    rows = _rows_per_block(n, n_blocks)
     if lp != NULL and dz.shape[0] == 0:
         raise ValueError("dz is empty")
     if n == 0:
@@ -204,8 +213,9 @@ def grid_step(const label_t[::1] lab_prev, const double[::1] dz, const label2_t[
                 for j in range(nb):
                     part[q, j] = 0.0
         for q in prange(n_blocks, schedule="static", num_threads=max(1, min(n_threads, n_blocks))):
-            _step_block(lp, &dz[0], lb, &u[0], &dv[0], &y[0], sp, loss,
-                        &part[q, 0], q * rows, min(n, (q + 1) * rows))
+            if q * rows < n:
+                _step_block(lp, dzp, lb, &u[0], &dv[0], &y[0], sp, loss, &part[q, 0],
+                            q * rows, min(n, (q + 1) * rows))
         if lb != NULL:
             for j in range(nb):
                 acc = 0.0

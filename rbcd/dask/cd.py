@@ -92,7 +92,6 @@ class _Part:
         self.y = None
         self.u = None
         self.dv = None
-        self.blocks = _kernels.block_rows(n)[0]
 
     @staticmethod
     def _labels_of(Z, grid_ptr, R, n):
@@ -145,7 +144,7 @@ class _Part:
         bins of grid ``want`` (returned), in one pass over the rows."""
         nb = int(self.width[want]) if want >= 0 else 0
         out = np.empty(nb)
-        part = np.empty((self.blocks, nb))
+        part = np.empty((_kernels.block_rows(self.n, nb), nb))
         _kernels.grid_step(self.labels[grid] if grid >= 0 else _NO_LABELS,
                            step if grid >= 0 else _NONE,
                            self.labels[want] if want >= 0 else _NO_LABELS,
