@@ -397,7 +397,3 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         tags.input_tags.sparse = False
         return tags
 
-
-def _compute(obj):
-    return dask.compute(obj)[0]
-
