@@ -566,6 +566,25 @@ def test_worker_threads_reach_the_kernels(client):
     assert _data.resolve_task_jobs(None, 4) == 1
 
 
+def test_cd_actors_take_the_worker_threads_and_report_progress(client, capsys):
+    from rbcd.dask.cd import _Actors
+    from rbcd.dask.cg import build_blocks, regression_targets
+
+    X, y = data(600)
+    drb = rd.RandomBinning(n_grids=4, sigma=2.0, random_state=0)
+    Zd = drb.fit_transform(da.from_array(X, chunks=200))
+    cluster = build_blocks(client, Zd, y, None, regression_targets, drb)[0]
+    zval = 0.5
+    for n_jobs, expected in ((None, 1), (3, 3)):       # 1-thread workers; n_jobs as given
+        act = _Actors(client, cluster, cluster.grid_ptr, zval, n_jobs)
+        assert [a.threads().result() for a in act.actors] == [expected] * len(act.actors)
+        del act
+    # the coordinating worker's progress lines are printed by the driver
+    rd.CDRegressor(alpha=1e-2, max_epochs=2, tol=0.0, verbose=1).fit(Zd, y, columns=drb)
+    out = capsys.readouterr().out
+    assert out.count("[rbcd.dask CD] epoch") == 2
+
+
 # ---------------------------------------------------------------------------- faults, memory
 def _close_worker_after(monkeypatch, cls, method, calls, cluster, client):
     """After ``calls`` calls of cls.method, close one worker abruptly (its data is lost)."""

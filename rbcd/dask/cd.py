@@ -244,6 +244,10 @@ class CDWorker:
         self.loss = None
         self.n_threads = effective_n_threads(n_jobs) if n_jobs is not None else worker_threads()
 
+    def threads(self):
+        """The threads of this actor's kernels."""
+        return self.n_threads
+
     def solve(self, peers, n_parts, k, grid_ptr, zval, kwargs):
         """Run ``solve_problem`` for problem k here, with the other workers' actors
         ``peers``: every grid step is then one message to each peer (none for this worker's
