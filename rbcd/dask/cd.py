@@ -11,16 +11,21 @@ a majorizer) decreases the objective at every step, so it converges as the local
 does; no step-size damping is needed, unlike updating all grids at once (a 1/R step, which
 stalls).
 
-Communication: the driver holds w and b; each worker holds, in one Dask actor, its
-partitions' grid labels (the bin of each row in each grid, 2 bytes per entry), targets,
-weights and predictions p. Visiting grid r costs one round trip, pipelined: one call
-applies the previous grid's update to p and returns, per partition, the sums
-``sum_{i in bin j} s_i loss'(p_i, y_i)`` for grid r (``n_bins_r`` floats). The driver adds them in
-partition order and computes the new weights of grid r. An epoch is R round trips, one for
-the intercept step and one for the convergence check (which also returns the first grid's
-sums of the next epoch). Actors were chosen over plain tasks because a task round trip
-costs several times an actor call, and the per-grid work is small (docs/dask.md gives the
-measurements).
+Communication: each worker holds, in one Dask actor, its partitions' grid labels (the bin
+of each row in each grid, 2 bytes per entry), targets, weights and state (p, loss'). The
+grid loop (``solve_problem``: w, b, the grid order, the steps, the stopping rule) runs on
+the first actor's worker (``CDWorker.solve``, one call from the driver per problem), which
+calls its own partitions directly and the other actors by message. Visiting grid r costs
+one round trip to each other worker, pipelined: one call applies the previous grid's update
+to the state and returns, per partition, the sums ``sum_{i in bin j} s_i loss'(p_i, y_i)``
+for grid r (``n_bins_r`` floats), in one pass over the rows (``rbcd.dask._kernels
+.grid_step``). The coordinator adds them in partition order and computes the new weights of
+grid r. An epoch is R round trips, one for the intercept step and one for the convergence
+check (which also returns the first grid's sums of the next epoch; the rule is
+``rbcd.solvers._stopping``, shared with the local solver). Actors were chosen over plain
+tasks because a task round trip costs several times an actor call, and the loop runs on a
+worker because the driver's share of each call was the largest cost of a step
+(docs/dask.md gives the measurements).
 
 Faults: actors are not recomputed by dask. If a worker holding one is lost, the fit raises
 a RuntimeError saying so (no model is set); it never continues with partial state.
