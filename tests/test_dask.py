@@ -566,6 +566,35 @@ def test_worker_threads_reach_the_kernels(client):
     assert _data.resolve_task_jobs(None, 4) == 1
 
 
+def _worker_address(block):
+    from distributed import get_worker
+
+    return get_worker().address
+
+
+def test_round_trips_run_where_the_blocks_are(client, monkeypatch):
+    """Cluster.map pins each partition's task to its block's worker (strictly: dask's work
+    stealing would otherwise copy a whole block to an idle worker)."""
+    from rbcd.dask import cg as dcg
+
+    X, y = data(900)
+    drb = rd.RandomBinning(n_grids=4, sigma=2.0, random_state=0)
+    Zd = drb.fit_transform(da.from_array(X, chunks=300))
+    cluster = dcg.build_blocks(client, Zd, y, None, dcg.regression_targets, drb)[0]
+    submitted = []
+    orig = client.submit
+
+    def spy(*a, **k):
+        submitted.append(k.get("workers"))
+        return orig(*a, **k)
+
+    monkeypatch.setattr(client, "submit", spy)
+    ran_on = cluster.map(_worker_address)
+    who = client.who_has(cluster.blocks)
+    assert ran_on == [min(who[f.key]) for f in cluster.blocks]
+    assert submitted == [[w] for w in ran_on]
+
+
 def test_cd_actors_take_the_worker_threads_and_report_progress(client, capsys):
     from rbcd.dask.cd import _Actors
     from rbcd.dask.cg import build_blocks, regression_targets
