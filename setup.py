@@ -29,6 +29,7 @@ MODULES = [
     "rbcd.solvers._sparse",
     "rbcd.related._fourier",
     "rbcd.related._dsekl",
+    "rbcd.dask._kernels",
 ]
 
 DEBUG = os.environ.get("RBCD_DEBUG", "0") not in ("", "0")

@@ -72,11 +72,20 @@ import rbcd
 warnings.simplefilter("ignore")
 y = _common.make_regression_target(X, {seed})
 m = rbcd.RBRegressor(n_jobs={threads}, **{params!r})
+cpu = {{}}
+_fit_transform = rbcd.RandomBinning.fit_transform
+def _timed(self, *a, **k):
+    out = _fit_transform(self, *a, **k)
+    cpu["binning"] = time.process_time() - c0
+    return out
+rbcd.RandomBinning.fit_transform = _timed
+c0 = time.process_time()
 t0 = time.perf_counter(); m.fit(X, y); t1 = time.perf_counter()
+cpu["solver"] = time.process_time() - c0 - cpu["binning"]
 pred = m.predict(X); t2 = time.perf_counter()
 np.save({out!r}, pred)
 extra = {{"fit": t1 - t0, "predict": t2 - t1, "n_iter": np.asarray(m.n_iter_).tolist(),
-          "D": int(m.binning_.n_features_out_), "split": m.fit_time_}}
+          "D": int(m.binning_.n_features_out_), "split": m.fit_time_, "cpu": cpu}}
 """
 
 
@@ -190,22 +199,148 @@ def operator_cpu_local(args, n_rows):
     return float(np.median(times[1:])) / Z.nnz
 
 
+class _Phases:
+    """Per-phase measurements of a distributed fit, made by wrapping (in this process only)
+    the three places where rbcd.dask talks to its workers: the binning
+    (RandomBinning.fit_transform, waited for so that the phase ends with Z on the workers),
+    the CG round trips (rbcd.dask.cg.Cluster.map) and the CD solve (rbcd.dask.cd._Actors
+    .solve: one call to the coordinating actor, which reports its messages to the other
+    actors). For each phase: wall time, driver CPU time, each worker's CPU time
+    (``client.run(time.process_time)``), round trips, bytes sent to and received from the
+    workers (numpy payloads; CD: between the coordinating worker and the others)."""
+
+    def __init__(self, client):
+        self.client = client
+        self.done = {}
+        self.current = None
+
+    def _cpu(self):
+        return self.client.run(time.process_time)
+
+    def start(self, name):
+        self.current = {"name": name, "wall": time.perf_counter(), "driver": time.process_time(),
+                        "workers": self._cpu(), "trips": 0, "sent": 0, "received": 0}
+
+    def stop(self):
+        c = self.current
+        w1 = self._cpu()
+        self.done[c["name"]] = {
+            "wall": time.perf_counter() - c["wall"], "driver": time.process_time() - c["driver"],
+            "workers": [w1[k] - c["workers"][k] for k in sorted(w1)],
+            "trips": c["trips"], "sent": c["sent"], "received": c["received"]}
+        self.current = None
+
+    def count(self, trips, sent, received):
+        if self.current is not None:
+            self.current["trips"] += trips
+            self.current["sent"] += sent
+            self.current["received"] += received
+
+    def install(self):
+        """The wrappers; returns a function that removes them."""
+        from distributed import wait
+
+        import rbcd.dask.binning as B
+        import rbcd.dask.cd as CD
+        import rbcd.dask.cg as CG
+
+        orig = (B.RandomBinning.fit_transform, B._merge_partitions, CG.Cluster.map,
+                CD._Actors.solve)
+        phases = self
+
+        def fit_transform(est, *a, **k):
+            phases.start("binning")
+            out = orig[0](est, *a, **k)
+            wait(out[0] if isinstance(out, tuple) else out)
+            phases.stop()
+            phases.start("solver")
+            return out
+
+        def merge(summaries, rb, R):
+            tables, counts, D = orig[1](summaries, rb, R)
+            # the two round trips of the exact binning: summaries in, tables out
+            phases.count(2, sum(t.nbytes for t in tables if t is not None),
+                         _nbytes(summaries))
+            return tables, counts, D
+
+        def cmap(cluster, func, *args):
+            out = orig[2](cluster, func, *args)
+            phases.count(1, _nbytes(args) * len(cluster.blocks), _nbytes(out))
+            return out
+
+        def solve(act, *args, **kwargs):
+            out = orig[3](act, *args, **kwargs)
+            # the driver's call to the coordinating actor, and its messages to the others
+            m = out["messages"]
+            phases.count(1 + m["round_trips"], m["sent"], m["received"] + _nbytes(out["w"]))
+            return out
+
+        B.RandomBinning.fit_transform = fit_transform
+        B._merge_partitions = merge
+        CG.Cluster.map = cmap
+        CD._Actors.solve = solve
+
+        def remove():
+            (B.RandomBinning.fit_transform, B._merge_partitions, CG.Cluster.map,
+             CD._Actors.solve) = orig
+
+        return remove
+
+
+def _nbytes(obj):
+    """Bytes of the numpy arrays in a (nested) tuple / list / dict (the payload)."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, dict):
+        return sum(_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(v) for v in obj)
+    return 8 if isinstance(obj, (int, float)) else 0
+
+
 def run_cluster(args, solver, client, Xd, y):
     import rbcd.dask as rd
 
     client.run(_reset_peak)
     before = client.run(_rss)
     m = rd.RBRegressor(n_jobs=None, **model_params(solver, args))
-    t0 = time.perf_counter()
-    m.fit(Xd, y)
-    t1 = time.perf_counter()
+    phases = _Phases(client)
+    remove = phases.install()
+    try:
+        t0 = time.perf_counter()
+        m.fit(Xd, y)
+        t1 = time.perf_counter()
+        phases.stop()
+    finally:
+        remove()
+    # the fit's peak, read before predict: the fit's blocks are released asynchronously,
+    # so a predict right after the fit can overlap them (its peak is reported apart)
+    after_fit = client.run(_rss)
+    t1p = time.perf_counter()
     pred = m.predict(Xd).compute()
     t2 = time.perf_counter()
     after = client.run(_rss)
-    peaks = {w: after[w]["VmHWM"] for w in after}
+    peaks = {w: after_fit[w]["VmHWM"] for w in after_fit}
     base = {w: before[w]["VmRSS"] for w in before}
-    return dict(fit=t1 - t0, predict=t2 - t1, n_iter=np.asarray(m.n_iter_).tolist(),
-                D=int(m.binning_.n_features_out_), split=m.fit_time_), peaks, base, pred
+    return dict(fit=t1 - t0, predict=t2 - t1p, n_iter=np.asarray(m.n_iter_).tolist(),
+                D=int(m.binning_.n_features_out_), split=m.fit_time_, phases=phases.done,
+                peak_with_predict={w: after[w]["VmHWM"] - base[w] for w in after}), \
+        peaks, base, pred
+
+
+def phase_rows(solver, single, dist):
+    """Table rows of the per-phase breakdown (module docstring)."""
+    rows = []
+    for part in ("binning", "solver"):
+        ph = dist["phases"][part]
+        cpu_local = single["cpu"][part]
+        wmax = max(ph["workers"]) if ph["workers"] else 0.0
+        rows.append([solver, part, fmt_time(single["split"][part]), fmt_time(cpu_local),
+                     fmt_time(ph["wall"]), fmt_time(ph["driver"]),
+                     " ".join(fmt_time(v) for v in ph["workers"]),
+                     fmt_ratio((wmax + ph["driver"]) / max(cpu_local / 2, 1e-9)),
+                     str(ph["trips"]), fmt_bytes(ph["sent"]), fmt_bytes(ph["received"])])
+    return rows
 
 
 def main():
@@ -242,6 +377,7 @@ def main():
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
     rows = []
     results = {}
+    singles = {}
     with LocalCluster(n_workers=args.workers, threads_per_worker=args.threads, processes=True,
                       memory_limit=0, dashboard_address=None) as cluster, Client(cluster) as client:
         import dask
@@ -260,6 +396,7 @@ def main():
     for solver in args.solvers.split(","):
         out = os.path.join("/tmp", f"rbcd_compare_dask_{os.getpid()}_{solver}.npy")
         single, peak, base = run_single(args, solver, out)
+        singles[solver] = single
         local_pred = np.load(out)
         os.remove(out)
         dist, peaks, wbase, pred = results[solver]
@@ -276,20 +413,38 @@ def main():
         for w in sorted(peaks):
             extra = peaks[w] - wbase[w]
             bound = single_mem / args.workers
-            rows.append([solver, f"peak +RSS {w[-12:]}", fmt_bytes(single_mem), fmt_bytes(extra),
-                         fmt_ratio(extra / max(bound, 1)), "<= 1/n_workers of single + const"])
+            rows.append([solver, f"peak +RSS fit {w[-6:]}", fmt_bytes(single_mem),
+                         fmt_bytes(extra), fmt_ratio(extra / max(bound, 1)),
+                         "<= 1/n_workers of single + const"])
+        worst = max(dist["peak_with_predict"].values())
+        rows.append([solver, "peak +RSS fit+predict", fmt_bytes(single_mem), fmt_bytes(worst),
+                     fmt_ratio(worst / max(single_mem / args.workers, 1)), "largest worker"])
         diff = float(np.max(np.abs(pred - local_pred)))
         rows.append([solver, "max |pred diff|", "", f"{diff:.3g}", "", ""])
         rows.append([solver, "iterations / D", f"{single['n_iter']} / {single['D']}",
                      f"{dist['n_iter']} / {dist['D']}", "", ""])
     table(rows, ["solver", "what", "1 process", "cluster", "ratio", "target"])
+    prow = []
+    for solver in args.solvers.split(","):
+        prow += phase_rows(solver, singles[solver], results[solver][0])
+    table(prow, ["solver", "phase", "1 proc wall", "1 proc CPU", "cluster wall", "driver CPU",
+                 "worker CPU", "CPU ratio", "round trips", "sent", "received"])
+    note("Per phase of the cluster fit: the CPU time of the driver and of each worker "
+         "(process CPU time: load-independent), the round trips between driver and workers "
+         "(task gathers and actor calls), and the numpy bytes sent and received. CPU ratio: "
+         "(largest worker CPU + driver CPU) / (single-process CPU / 2), the ratio a quiet "
+         "2-core machine would show if the single process used both threads fully.")
     print(f"round trip: task (submit + gather, one per worker) {t_task * 1e3:.2f} ms, "
           f"actor call {t_actor * 1e3:.2f} ms (median of {args.latency_reps})")
     note("peak +RSS: the high-water mark of resident memory less the resident memory before "
-         "the fit (workers: reset after X was loaded; single process: a child that only "
-         "builds X and y is subtracted). The single process runs "
+         "the fit (workers: reset after X was loaded, read after the fit, and again after "
+         "predict, which can overlap the fit's blocks while dask releases them; single "
+         "process: fit and predict, a child that only builds X and y is subtracted). The "
+         "single process runs "
          f"{args.workers * args.threads} threads; each worker {args.threads}.")
-    summary = {"task_rtt": t_task, "actor_rtt": t_actor}
+    summary = {"task_rtt": t_task, "actor_rtt": t_actor,
+               "phases": {sv: results[sv][0]["phases"] for sv in args.solvers.split(",")},
+               "single_cpu": {sv: singles[sv]["cpu"] for sv in args.solvers.split(",")}}
     if cpu is not None:
         cpu["local"] = operator_cpu_local(args, bounds[0][1] - bounds[0][0])
         print(f"CG operator, thread CPU time per stored entry of Z (median of {args.cpu_reps}; "

@@ -94,6 +94,98 @@ def test_exact_binning_equals_local_for_any_chunking(client, chunks):
     assert_same_Z(drb.transform(da.from_array(Xn, chunks=((200, 0, 350), 3))), lrb.transform(Xn))
 
 
+def test_exact_binning_constant_columns_and_duplicates(client):
+    """Columns constant in some partitions (or in all), duplicated rows and a one-row
+    partition: Z, the tables and the diagnostics are still the local fit's."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(900, 4))
+    X[:, 1] = 2.5                                  # constant everywhere
+    X[:400, 2] = -1.0                              # constant in the first partitions only
+    X[500:700] = X[100:300]                        # duplicated rows across partitions
+    chunks = (200, 200, 1, 99, 0, 400)
+    drb = rd.RandomBinning(n_grids=12, sigma=1.0, random_state=5)
+    Zd = drb.fit_transform(da.from_array(X, chunks=(chunks, 4)))
+    lrb = rbcd.RandomBinning(n_grids=12, sigma=1.0, random_state=5)
+    assert_same_Z(Zd, lrb.fit_transform(X))
+    assert np.array_equal(drb.n_bins_, lrb.n_bins_)
+    assert np.array_equal(drb.kappa_per_grid_, lrb.kappa_per_grid_)
+    Xn = X[::7] + np.array([0.0, 0.0, 0.3, 0.0])   # new rows, some off the constant's bin
+    assert_same_Z(drb.transform(da.from_array(Xn, chunks=50)), lrb.transform(Xn))
+
+
+def test_first_rows_and_relabel_kernels():
+    from rbcd.dask import _kernels
+
+    # two grids; local ids by first appearance: grid 0 = 0 1 0 2, grid 1 = 0 0 1 1
+    ids = np.array([0, 0, 1, 0, 0, 1, 2, 1], dtype=np.int32)
+    local_ptr = np.array([0, 3, 5], dtype=np.int64)
+    first = np.empty(5, dtype=np.int64)
+    counts = np.empty(5, dtype=np.int64)
+    _kernels.first_rows(ids, local_ptr, first, counts)
+    assert first.tolist() == [0, 1, 3, 0, 2]
+    assert counts.tolist() == [2, 1, 1, 2, 2]
+    bad = ids.copy()
+    bad[2] = 2                                      # grid 0's id 2 before id 1
+    with pytest.raises(ValueError, match="first-appearance"):
+        _kernels.first_rows(bad, local_ptr, first, counts)
+    with pytest.raises(ValueError, match="first-appearance"):   # fewer bins than n_bins
+        _kernels.first_rows(ids, np.array([0, 4, 6], dtype=np.int64), np.empty(6, np.int64),
+                            np.empty(6, np.int64))
+    table = np.array([10, 11, 12, 20, 21], dtype=np.int64)
+    data = np.empty(8, dtype=np.float32)
+    _kernels.relabel(ids, local_ptr, table, data, 0.5, 2)
+    assert ids.tolist() == [10, 20, 11, 20, 10, 21, 12, 21]
+    assert np.all(data == np.float32(0.5))
+
+
+def _grid_step_reference(loss, lab_prev, dz, lab, u, y, s, nb):
+    """The grid step in numpy: apply the move, then the bin sums of s loss'."""
+    from rbcd.solvers._stopping import loss_deriv
+
+    if lab_prev is not None:
+        u = u + dz[lab_prev]
+    p = u + y if loss == "squared" else u
+    d = loss_deriv(loss, p, y) * (1.0 if s is None else s)
+    return u, np.bincount(lab, weights=d, minlength=nb)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic", "squared_hinge"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_grid_step_kernel(loss, weighted):
+    """The fused step equals a numpy reference and gives the same bits on 1 and 2 threads
+    (fixed row blocks: 8 of them for 200,000 rows and the 300 bins of a grid; one for the
+    70,000 bins of another)."""
+    from rbcd.dask import _kernels
+    from rbcd.dask.cd import LOSS_CODES
+    from rbcd.solvers._stopping import loss_deriv
+
+    n, nb0, nb1 = 200_000, 300, 70_000               # the second grid has int32 labels
+    assert _kernels.block_rows(n, nb0) == 8 and _kernels.block_rows(n, nb1) == 1
+    rng = np.random.default_rng(0)
+    lab0 = rng.integers(0, nb0, n).astype(np.uint16)
+    lab1 = rng.integers(0, nb1, n).astype(np.int32)
+    dz = rng.normal(size=nb0) * (rng.random(nb0) < 0.5)
+    y = rng.normal(size=n) if loss == "squared" else np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    s = rng.random(n) if weighted else None
+    p0 = rng.normal(size=n)
+    u0 = p0 - y if loss == "squared" else p0
+    ref_u, ref = _grid_step_reference(loss, lab0, dz, lab1, u0, y, s, nb1)
+    ref_u0, ref0 = _grid_step_reference(loss, lab0, dz, lab0, u0, y, s, nb0)
+    outs = []
+    for threads in (1, 2):
+        for lab, nb, r_u, r in ((lab1, nb1, ref_u, ref), (lab0, nb0, ref_u0, ref0)):
+            u = u0.copy()
+            dv = u if loss == "squared" else np.ascontiguousarray(loss_deriv(loss, p0, y))
+            out = np.empty(nb)
+            part = np.empty((_kernels.block_rows(n, nb), nb))
+            _kernels.grid_step(lab0, dz, lab, u, dv, y, np.zeros(0) if s is None else s,
+                               LOSS_CODES[loss], part, out, threads)
+            np.testing.assert_allclose(u, r_u, rtol=0, atol=1e-15)
+            np.testing.assert_allclose(out, r, rtol=1e-12, atol=1e-12)
+            outs.append(out)
+    assert np.array_equal(outs[0], outs[2]) and np.array_equal(outs[1], outs[3])
+
+
 def test_exact_binning_random_state_generator_and_float32(client):
     X, _ = data(1200)
     Xd = da.from_array(X.astype(np.float32), chunks=((400, 800), 3))
@@ -312,6 +404,50 @@ def test_cd_regressor_reaches_the_local_optimum(client):
     assert m.n_iter_ == 1
 
 
+@pytest.mark.parametrize("loss, weighted", [("squared", True), ("logistic", False),
+                                           ("squared_hinge", True)])
+def test_cd_cyclic_iterates_equal_local_grid_mode(client, loss, weighted):
+    """selection="cyclic": the distributed grid steps are those of the local grid mode
+    (same grids in the same order), so after a fixed number of epochs the coefficients
+    agree to rounding, with sample weights and for each loss."""
+    X, y = data(2500)
+    if loss != "squared":
+        y = np.where(y > np.median(y), 1, -1)
+    s = np.random.default_rng(1).random(X.shape[0]) + 0.5 if weighted else None
+    drb = rd.RandomBinning(n_grids=8, sigma=1.0, random_state=0)
+    Zd = drb.fit_transform(da.from_array(X, chunks=((1000, 0, 1500), 3)))
+    lrb = rbcd.RandomBinning(n_grids=8, sigma=1.0, random_state=0)
+    Z = lrb.fit_transform(X)
+    kw = dict(loss=loss, alpha=1e-3, l1_ratio=0.5, tol=0.0, max_epochs=4, selection="cyclic")
+    dcls, lcls = ((rd.CDRegressor, rbcd.CDRegressor) if loss == "squared"
+                  else (rd.CDClassifier, rbcd.CDClassifier))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = dcls(**kw).fit(Zd, y, sample_weight=s, columns=drb)
+        local = lcls(parallel="grid", **kw).fit(Z, y, sample_weight=s, columns=lrb)
+    assert m.n_iter_ == local.n_iter_ == 4
+    np.testing.assert_allclose(m.coef_, local.coef_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(m.intercept_, local.intercept_, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(m.objective_history_, local.objective_history_, rtol=1e-10)
+    np.testing.assert_allclose(m.dual_gap_, local.dual_gap_, rtol=1e-7)
+
+
+def test_stopping_rule_is_shared():
+    """The subgradient scale's rounding floor (rbcd.solvers._stopping) applies to both
+    solvers: far below it, tol is unreachable and the scale is raised to noise / tol."""
+    from rbcd.solvers import _stopping
+
+    eps = np.finfo(np.float64).eps
+    assert _stopping.stopping_scale(False, 1e-3, None, 1e-30, 1000, 1.0, 50.0, 100.0) == \
+        1000 * eps * 1.0 * 50.0 / 100.0 / 1e-3
+    assert _stopping.stopping_scale(False, 1e-3, None, 2.0, 1000, 1.0, 50.0, 100.0) == 2.0
+    assert _stopping.stopping_scale(True, 1e-3, 0.7, None, 1000, 1.0, 0.0, 1.0) == 0.7
+    # the gap at c = min(1, lam1 / dn), the kernels' formula
+    assert _stopping.gap_from_sums(2.0, 1.0, 0.5, 3.0, 4.0, 1.0, 0.5) == \
+        0.5 * 1.0 * 1.25 + 1.0 * 3.0 - 0.5 * 0.5 + 0.5 * 0.5 * 1.25 * 4.0
+    assert _stopping.max_subgradient(np.array([0.0, 1.0]), np.array([0.3, -2.0]), 0.5, 0.1) == 1.5
+
+
 def test_cd_classifier_logistic(client):
     X, _ = data(1500)
     yc = np.digitize(X[:, 0], [-0.4, 0.4])            # three classes: one-vs-rest
@@ -430,6 +566,54 @@ def test_worker_threads_reach_the_kernels(client):
     assert _data.resolve_task_jobs(None, 4) == 1
 
 
+def _worker_address(block):
+    from distributed import get_worker
+
+    return get_worker().address
+
+
+def test_round_trips_run_where_the_blocks_are(client, monkeypatch):
+    """Cluster.map pins each partition's task to its block's worker (strictly: dask's work
+    stealing would otherwise copy a whole block to an idle worker)."""
+    from rbcd.dask import cg as dcg
+
+    X, y = data(900)
+    drb = rd.RandomBinning(n_grids=4, sigma=2.0, random_state=0)
+    Zd = drb.fit_transform(da.from_array(X, chunks=300))
+    cluster = dcg.build_blocks(client, Zd, y, None, dcg.regression_targets, drb)[0]
+    submitted = []
+    orig = client.submit
+
+    def spy(*a, **k):
+        submitted.append(k.get("workers"))
+        return orig(*a, **k)
+
+    monkeypatch.setattr(client, "submit", spy)
+    ran_on = cluster.map(_worker_address)
+    who = client.who_has(cluster.blocks)
+    assert ran_on == [min(who[f.key]) for f in cluster.blocks]
+    assert submitted == [[w] for w in ran_on]
+
+
+def test_cd_actors_take_the_worker_threads_and_report_progress(client, capsys):
+    from rbcd.dask.cd import _Actors
+    from rbcd.dask.cg import build_blocks, regression_targets
+
+    X, y = data(600)
+    drb = rd.RandomBinning(n_grids=4, sigma=2.0, random_state=0)
+    Zd = drb.fit_transform(da.from_array(X, chunks=200))
+    cluster = build_blocks(client, Zd, y, None, regression_targets, drb)[0]
+    zval = 0.5
+    for n_jobs, expected in ((None, 1), (3, 3)):       # 1-thread workers; n_jobs as given
+        act = _Actors(client, cluster, cluster.grid_ptr, zval, n_jobs)
+        assert [a.threads().result() for a in act.actors] == [expected] * len(act.actors)
+        del act
+    # the coordinating worker's progress lines are printed by the driver
+    rd.CDRegressor(alpha=1e-2, max_epochs=2, tol=0.0, verbose=1).fit(Zd, y, columns=drb)
+    out = capsys.readouterr().out
+    assert out.count("[rbcd.dask CD] epoch") == 2
+
+
 # ---------------------------------------------------------------------------- faults, memory
 def _close_worker_after(monkeypatch, cls, method, calls, cluster, client):
     """After ``calls`` calls of cls.method, close one worker abruptly (its data is lost)."""
@@ -443,6 +627,35 @@ def _close_worker_after(monkeypatch, cls, method, calls, cluster, client):
             client.sync(cluster.workers[name].close)
         return orig(self, *a, **k)
 
+    monkeypatch.setattr(cls, method, wrapped)
+    return state
+
+
+def _close_own_worker_after(monkeypatch, cls, method, calls, which):
+    """After ``calls`` calls of cls.method on one actor (``which`` 0: the one holding
+    partition 0, the coordinator; 1: another), its worker closes itself abruptly from inside
+    the call (in-process workers: the patch reaches them)."""
+    from distributed import get_worker
+
+    orig = getattr(cls, method)
+    state = {"n": 0, "closed": False}
+
+    def wrapped(self, *a, **k):
+        w = get_worker()
+        if getattr(self, "_rank", None) == which and not state["closed"]:
+            state["n"] += 1
+            if state["n"] == calls:
+                state["closed"] = True
+                w.loop.add_callback(w.close)
+        return orig(self, *a, **k)
+
+    orig_init = cls.__init__
+
+    def init(self, blocks, index, *a, **k):
+        orig_init(self, blocks, index, *a, **k)
+        self._rank = 0 if 0 in index else 1
+
+    monkeypatch.setattr(cls, "__init__", init)
     monkeypatch.setattr(cls, method, wrapped)
     return state
 
@@ -464,14 +677,18 @@ def test_lost_worker_cg_same_result_cd_clear_error(monkeypatch):
             m = rd.RidgeCG(alpha=3.0, tol=1e-12, max_iter=2000).fit(Zd, y, columns=drb)
             assert state["n"] > 5 and len(c.scheduler_info()["workers"]) == 1
             assert _rel(m.coef_, local.coef_) <= 1e-10   # lost partitions were recomputed
-        with _cluster() as cluster, Client(cluster) as c:
-            drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
-            Zd = drb.fit_transform(da.from_array(X, chunks=300))
-            _close_worker_after(monkeypatch, dcd._Actors, "call", 20, cluster, c)
-            est = rd.CDRegressor(alpha=1e-3, tol=1e-10, max_epochs=200)
-            with pytest.raises(RuntimeError, match="lost"):
-                est.fit(Zd, y, columns=drb)
-            assert not hasattr(est, "coef_")
+        # CD: the coordinating actor talks to the other worker's actor; either worker
+        # closing mid-fit is a clear error and no model
+        for which in (0, 1):
+            with _cluster() as cluster, Client(cluster) as c:
+                drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+                Zd = drb.fit_transform(da.from_array(X, chunks=300))
+                state = _close_own_worker_after(monkeypatch, dcd.CDWorker, "advance", 20, which)
+                est = rd.CDRegressor(alpha=1e-3, tol=1e-10, max_epochs=200)
+                with pytest.raises(RuntimeError, match="lost"):
+                    est.fit(Zd, y, columns=drb)
+                assert not hasattr(est, "coef_")
+                assert state["closed"]
 
 
 def test_memory_limit_below_Z_spills_and_gives_the_same_fit():

@@ -162,21 +162,6 @@ def check_n_jobs(n_jobs):
     return int(n_jobs)
 
 
-def tree_reduce(parts, combine, arity=2, **kwargs):
-    """Combine delayed ``parts`` with ``combine(*group, **kwargs)`` in a fixed tree over the
-    partition order (the result does not depend on where or when the tasks run)."""
-    parts = list(parts)
-    if not parts:
-        raise ValueError("nothing to reduce")
-    while len(parts) > 1:
-        nxt = []
-        for i in range(0, len(parts), arity):
-            group = parts[i:i + arity]
-            nxt.append(group[0] if len(group) == 1 else dask.delayed(combine)(*group, **kwargs))
-        parts = nxt
-    return parts[0]
-
-
 def array_of_parts(parts, key, chunks, ncols, dtype, meta, prefix):
     """A dask array whose row block i is ``parts[i][key]`` (persisted delayed dicts), keeping
     empty partitions (``da.concatenate`` drops them, and the blocks must stay aligned with

@@ -1,23 +1,28 @@
 """Random binning over row partitions (issue 13, item 1).
 
 Exact mode (``n_features=None``) numbers the columns of grid r by the first appearance of
-each bin in row order (docs/design.md contract 4). The distributed fit gives that numbering, and
-so Z, bit for bit for any chunking:
+each bin in row order (docs/design.md contract 4). The distributed fit gives that numbering,
+and so Z, bit for bit for any chunking, binning every partition once:
 
-1. Each partition is fitted on its worker by a local :class:`rbcd.RandomBinning` with the
-   same grids (widths and offsets depend only on the random state, n_grids, sigma and d).
-   In that local fit a grid's columns are numbered by first appearance within the
-   partition, so row i is the first appearance of its bin in grid r iff its local column
-   id in grid r exceeds every earlier row's; the rows that are a first appearance in some
-   grid are the partition's *first rows*.
+1. Each partition is binned on its worker by the local kernels with the same grids (widths
+   and offsets depend only on the random state, n_grids, sigma and d): its training ids
+   number every grid's bins by first appearance *within the partition*. One pass over them
+   (rbcd.dask._kernels.first_rows) gives each local column's first row and row count; the
+   rows that are a first appearance in some grid are the partition's *first rows*. The ids
+   stay on the worker; only the first rows (at most D_p rows of X), the position of each
+   local column's first row among them, and the counts travel to the driver.
 2. Every global first appearance is a partition first row, and the concatenation, in
    partition order, of the partitions' first rows meets the bins of every grid in the same
-   order as the whole data does. Fitting a RandomBinning on it therefore gives exactly the
-   global column tables. The concatenations are reduced pairwise (first rows of first
-   rows) in a fixed binary tree, so the driver receives at most D rows.
-3. Each partition's local Z is renumbered to the global columns by a table mapping each
-   local column to the global column of its first row, computed on the worker from the
-   global tables; the local Z's arrays are reused, only the indices are rewritten.
+   order as the whole data does. A local RandomBinning fitted on that concatenation F on
+   the driver therefore has exactly the global column tables, and its training Z of F
+   gives the global column of every local column (the column of its first row). The
+   global bin counts are the partitions' counts added through the same map.
+3. Each worker rewrites its partition's ids in place to the global columns through its
+   table "local column -> global column" (rbcd.dask._kernels.relabel) and fills the
+   constant values: that is its block of Z.
+
+Two round trips: the binning tasks, with their small summaries gathered, then the relabel
+tasks (their Z blocks are persisted on the workers, not gathered).
 
 Hashed mode (``n_features=m``) has no tables: the grids are drawn on the driver and every
 partition is transformed independently.
@@ -26,6 +31,7 @@ partition is transformed independently.
 N, only the sampled rows are gathered, and the distances are summed exactly as the local
 rule sums them, so ``sigma_`` is the local value on the concatenated rows.
 """
+
 import copy
 
 import numpy as np
@@ -46,8 +52,10 @@ from ._data import (
     resolve_task_jobs,
     row_offsets,
     tasks_per_worker,
-    tree_reduce,
 )
+from . import _kernels
+from .._threads import effective_n_threads
+from ..binning import _binning
 
 __all__ = ["PartitionedColumns", "RandomBinning"]
 
@@ -63,89 +71,96 @@ def _local(params, n_jobs):
     return LocalRandomBinning(**p)
 
 
-def _first_mask(Z, R):
-    """Per grid, the rows of a locally fitted training Z that are the first appearance of
-    their bin (local ids are numbered by first appearance: a new bin's id is one more than
-    every id before it). Yields (r, rows)."""
-    n = Z.shape[0]
-    idx = Z.indices.reshape(n, R)
-    for r in range(R):
-        c = idx[:, r]
-        new = np.empty(n, dtype=bool)
-        if n:
-            new[0] = True
-            np.greater(c[1:], np.maximum.accumulate(c)[:-1], out=new[1:])
-        yield r, np.flatnonzero(new)
+class _Partition:
+    """A partition's exact binning on its worker between the two round trips: its training
+    ids (local first-appearance ids, ``n * R``; rewritten in place to the global columns by
+    ``_relabel``, after which ``ids`` is None), the local column boundaries ``local_ptr``
+    (R + 1; None for an empty partition), and what the driver gathers (``summary``)."""
+
+    def __init__(self, ids, local_ptr, summary):
+        self.ids = ids
+        self.local_ptr = local_ptr
+        self.summary = summary
+
+    def __sizeof__(self):
+        # what dask's memory manager counts (and spills) for this partition
+        ids = 0 if self.ids is None else self.ids.nbytes
+        return int(ids + sum(getattr(a, "nbytes", 0) for a in self.summary.values()) + 256)
 
 
-def _first_rows_of(X, params, n_jobs):
-    """(Z, rows, X[rows]) of a local exact fit of X: rows = first rows (sorted)."""
-    rb = _local(params, n_jobs)
-    Z = rb.fit_transform(X)
-    R = int(params["n_grids"])
-    mask = np.zeros(X.shape[0], dtype=bool)
-    for _, rows in _first_mask(Z, R):
-        mask[rows] = True
-    rows = np.flatnonzero(mask)
-    return Z, rows, rb.grid_ptr_
-
-
-def _pass1(block, offset, params, jobs_per_worker):
-    """Local exact fit of one partition: its local Z, local grid_ptr, first rows."""
+def _bin_partition(block, offset, params, jobs_per_worker):
+    """Bin one partition once (local kernels, local first-appearance ids) and summarise it
+    for the driver: ``first`` (the partition's first rows of X, in row order), ``pos`` (for
+    each local column, the index in ``first`` of its first row), ``counts`` (rows per local
+    column) and ``local_ptr``."""
     X = np.ascontiguousarray(block, dtype=np.float64)
     check_finite_block(X, offset)
     if X.shape[0] == 0:
-        return {"Z": None, "gp": None, "rows": np.zeros(0, np.int64), "first": X}
-    Z, rows, gp = _first_rows_of(X, params, resolve_task_jobs(params["n_jobs"], jobs_per_worker))
-    return {"Z": Z, "gp": gp, "rows": rows, "first": X[rows]}
+        return _Partition(None, None, {"first": X, "pos": np.zeros(0, np.int64),
+                                       "counts": np.zeros(0, np.int64), "local_ptr": None})
+    rb = _local(params, resolve_task_jobs(params["n_jobs"], jobs_per_worker))
+    _, ids, _, _ = rb._fit(X, "Z")   # the training ids, before their grid offsets
+    local_ptr = np.zeros(rb.n_bins_.shape[0] + 1, dtype=np.int64)
+    np.cumsum(rb.n_bins_, out=local_ptr[1:])
+    Dp = int(local_ptr[-1])
+    first = np.empty(Dp, dtype=np.int64)
+    counts = np.empty(Dp, dtype=np.int64)
+    _kernels.first_rows(ids, local_ptr, first, counts)
+    rows = np.unique(first)
+    return _Partition(ids, local_ptr, {"first": X[rows], "pos": np.searchsorted(rows, first),
+                                       "counts": counts, "local_ptr": local_ptr})
 
 
-def _first_of(p):
-    return p["first"]
+def _summary(part):
+    return part.summary
 
 
-def _merge_first(*parts, params):
-    """First rows of the concatenation of first-row sets (the tree reduction's step)."""
-    X = np.concatenate(parts, axis=0) if len(parts) > 1 else parts[0]
-    if X.shape[0] == 0:
-        return X
-    _, rows, _ = _first_rows_of(X, params, resolve_task_jobs(params["n_jobs"], 1))
-    return X[rows]
-
-
-def _pass2(p, rb, D, dtype):
-    """The partition's Z in the global column numbering, and its column counts.
-
-    Local column ``gp[r] + k`` is the bin of grid r first met at the k-th first row of grid
-    r; its global column is that row's column in grid r under the global tables."""
-    Zl = p["Z"]
-    if Zl is None:
-        return {"Z": sp.csr_matrix((0, D), dtype=dtype), "counts": np.zeros(D, np.int64)}
-    R = rb.widths_.shape[0]
-    n = Zl.shape[0]
-    gidx = rb.transform(p["first"]).indices.reshape(-1, R)   # every first row has R entries
-    gp = p["gp"]
-    table = np.empty(int(gp[-1]), dtype=np.int64)
-    for r, rows in _first_mask(Zl, R):
-        table[gp[r]:gp[r + 1]] = gidx[np.searchsorted(p["rows"], rows), r]
+def _relabel(part, table, D, dtype, n_jobs, jobs_per_worker):
+    """{"Z": the partition's block of Z}: its ids rewritten in place to the global columns through
+    ``table`` (local column -> global column), every value 1/sqrt(R) in ``dtype``."""
+    if part.local_ptr is None:
+        return {"Z": sp.csr_matrix((0, D), dtype=dtype)}
+    ids = part.ids
+    if ids is None:
+        raise RuntimeError("this partition's binning was already renumbered (a task ran twice "
+                           "on the same state); refit")
+    part.ids = None
+    R = part.local_ptr.shape[0] - 1
+    n = ids.shape[0] // R
     idx = np.int32 if (D < 2**31 and n * R < 2**31) else np.int64
-    indices = table.astype(idx)[Zl.indices]
-    indptr = Zl.indptr.astype(idx, copy=False)
-    Z = sp.csr_matrix((Zl.data, indices, indptr), shape=(n, D), copy=False)
+    if ids.dtype != idx:
+        ids = ids.astype(idx)
+    data = _binning.empty(ids.shape[0], dtype)
+    _kernels.relabel(ids, part.local_ptr, table, data,
+                     float(np.float64(1.0) / np.sqrt(np.float64(R))),
+                     effective_n_threads(resolve_task_jobs(n_jobs, jobs_per_worker)))
+    Z = sp.csr_matrix((data, ids, np.arange(0, n * R + 1, R, dtype=idx)), shape=(n, D),
+                      copy=False)
     Z.has_sorted_indices = True   # one entry per grid, grids in column order
-    counts = np.bincount(indices, minlength=D)
-    return {"Z": Z, "counts": counts}
+    return {"Z": Z}
 
 
-def _get(p, key):
-    return p[key]
-
-
-def _sum_counts(*counts):
-    total = counts[0].copy()
-    for c in counts[1:]:
-        total += c
-    return total
+def _merge_partitions(summaries, rb, R):
+    """The driver's step: fit ``rb`` on the concatenated first rows F (the global tables),
+    then each partition's table "local column -> global column" (None for an empty
+    partition) and the global column counts. Returns (tables, counts, D)."""
+    F = np.concatenate([s["first"] for s in summaries], axis=0)
+    ZF = rb.fit_transform(F)
+    D = int(rb.n_features_out_)
+    G = ZF.indices.reshape(F.shape[0], R)   # every row of F has one entry per grid
+    tables = []
+    counts = np.zeros(D, dtype=np.int64)
+    start = 0
+    for s in summaries:
+        if s["local_ptr"] is None:
+            tables.append(None)
+            continue
+        grid = np.repeat(np.arange(R), np.diff(s["local_ptr"]))
+        table = G[start + s["pos"], grid].astype(np.int64)
+        np.add.at(counts, table, s["counts"])
+        tables.append(table)
+        start += s["first"].shape[0]
+    return tables, counts, D
 
 
 def with_task_threads(rb, n_jobs, per_worker):
@@ -318,23 +333,24 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             self._set_fitted(probe, sigma, d)
             Z = self._transform_dask(X, probe)
             return Z.persist()
-        p1 = [dask.delayed(_pass1)(b, int(o), params, per_worker, pure=True)
-              for b, o in zip(blocks, offsets[:-1])]
-        p1 = dask.persist(*p1)
-        firsts = [dask.delayed(_first_of)(p) for p in p1]
-        F = np.asarray(_compute(tree_reduce(firsts, _merge_first, params=params)))
+        # round trip 1: bin every partition once (pure=False: each fit owns its partitions'
+        # state, which _relabel consumes) and gather only the small summaries
+        parts = dask.persist(*[dask.delayed(_bin_partition, pure=False)(b, int(o), params,
+                                                                        per_worker)
+                               for b, o in zip(blocks, offsets[:-1])])
+        summaries = dask.compute(*[dask.delayed(_summary, pure=False)(p) for p in parts])
         # the driver's fit draws from the resolved state itself (a user's Generator advances
         # as in a local fit); the tasks above drew from copies of it
         rb = LocalRandomBinning(**{**params, "random_state": state, "n_jobs": None})
-        rb.fit(F)
-        rb_d = dask.delayed(rb, pure=True)
-        D = int(rb.n_features_out_)
+        tables, counts, D = _merge_partitions(summaries, rb, int(self.n_grids))
+        del summaries
         dtype = np.dtype(self.dtype)
-        p2 = [dask.delayed(_pass2)(p, rb_d, D, dtype, pure=True) for p in p1]
-        p2 = dask.persist(*p2)
-        del p1
-        counts = _compute(tree_reduce([dask.delayed(_get)(p, "counts") for p in p2], _sum_counts))
-        Z = array_of_parts(p2, "Z", np.diff(offsets), D, dtype,
+        # round trip 2: each worker renumbers its partition in place (Z stays there)
+        zs = dask.persist(*[dask.delayed(_relabel, pure=False)(p, t, D, dtype, self.n_jobs,
+                                                               per_worker)
+                            for p, t in zip(parts, tables)])
+        del parts
+        Z = array_of_parts(zs, "Z", np.diff(offsets), D, dtype,
                            sp.csr_matrix((0, 0), dtype=dtype), "rbcd-Z").persist()
         self._set_fitted(rb, sigma, d)
         gp = rb.grid_ptr_
@@ -381,6 +397,3 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         tags.input_tags.sparse = False
         return tags
 
-
-def _compute(obj):
-    return dask.compute(obj)[0]

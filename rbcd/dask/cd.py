@@ -11,16 +11,21 @@ a majorizer) decreases the objective at every step, so it converges as the local
 does; no step-size damping is needed, unlike updating all grids at once (a 1/R step, which
 stalls).
 
-Communication: the driver holds w and b; each worker holds, in one Dask actor, its
-partitions' grid labels (the bin of each row in each grid, 2 bytes per entry), targets,
-weights and predictions p. Visiting grid r costs one round trip, pipelined: one call
-applies the previous grid's update to p and returns, per partition, the sums
-``sum_{i in bin j} s_i loss'(p_i, y_i)`` for grid r (``n_bins_r`` floats). The driver adds them in
-partition order and computes the new weights of grid r. An epoch is R round trips, one for
-the intercept step and one for the convergence check (which also returns the first grid's
-sums of the next epoch). Actors were chosen over plain tasks because a task round trip
-costs several times an actor call, and the per-grid work is small (docs/dask.md gives the
-measurements).
+Communication: each worker holds, in one Dask actor, its partitions' grid labels (the bin
+of each row in each grid, 2 bytes per entry), targets, weights and state (p, loss'). The
+grid loop (``solve_problem``: w, b, the grid order, the steps, the stopping rule) runs on
+the first actor's worker (``CDWorker.solve``, one call from the driver per problem), which
+calls its own partitions directly and the other actors by message. Visiting grid r costs
+one round trip to each other worker, pipelined: one call applies the previous grid's update
+to the state and returns, per partition, the sums ``sum_{i in bin j} s_i loss'(p_i, y_i)``
+for grid r (``n_bins_r`` floats), in one pass over the rows (``rbcd.dask._kernels
+.grid_step``). The coordinator adds them in partition order and computes the new weights of
+grid r. An epoch is R round trips, one for the intercept step and one for the convergence
+check (which also returns the first grid's sums of the next epoch; the rule is
+``rbcd.solvers._stopping``, shared with the local solver). Actors were chosen over plain
+tasks because a task round trip costs several times an actor call, and the loop runs on a
+worker because the driver's share of each call was the largest cost of a step
+(docs/dask.md gives the measurements).
 
 Faults: actors are not recomputed by dask. If a worker holding one is lost, the fit raises
 a RuntimeError saying so (no model is set); it never continues with partial state.
@@ -38,26 +43,25 @@ from sklearn.utils.validation import check_is_fitted
 from distributed import wait
 
 from .._random import solver_seed
-from ..solvers import _sparse
-from ._data import align_rows, as_rows, check_n_jobs, client_or_error, da, dask, ordered_sum
+from .._threads import effective_n_threads
+from ..solvers import _sparse, _stopping
+from ..solvers.cd import LOSSES
+from . import _kernels
+from ._data import (align_rows, as_rows, check_n_jobs, client_or_error, da, dask, ordered_sum,
+                    worker_threads)
 from .cg import build_blocks, decision_dask, regression_targets
 
 __all__ = ["CDRegressor", "CDClassifier"]
 
 BETA = {"squared": 1.0, "logistic": 0.25, "squared_hinge": 2.0}
+LOSS_CODES = {name: int(code) for name, code in LOSSES.items()}   # rbcd.solvers._cd.Loss
 REGRESSION_LOSSES = ("squared",)
 CLASSIFICATION_LOSSES = ("logistic", "squared_hinge")
 SELECTIONS = ("random", "permutation", "cyclic")
 
 
 # ---------------------------------------------------------------------------- losses
-def loss_deriv(loss, p, y):
-    if loss == "squared":
-        return p - y
-    if loss == "logistic":
-        with np.errstate(over="ignore"):
-            return -y / (1.0 + np.exp(y * p))
-    return -2.0 * y * np.maximum(0.0, 1.0 - y * p)
+loss_deriv = _stopping.loss_deriv
 
 
 def loss_value(loss, p, y):
@@ -68,11 +72,16 @@ def loss_value(loss, p, y):
     return np.maximum(0.0, 1.0 - y * p) ** 2
 
 
+_NO_LABELS = np.zeros(0, dtype=np.uint16)
+_NONE = np.zeros(0)
+
+
 # ---------------------------------------------------------------------------- worker side
 class _Part:
     """One partition inside a worker's actor: labels (R arrays of n_b), Y, s (None: unit
-    weights), and the predictions. For the squared loss the actor keeps ``p - y`` (the
-    loss derivative itself) instead of p, one pass fewer per grid step."""
+    weights) and the state of the current problem: ``u`` (p - y for the squared loss, else
+    p) and ``dv`` = loss'(p, y) (``u`` itself for the squared loss), as the local grid step
+    keeps them (rbcd.solvers._cd)."""
 
     def __init__(self, block, grid_ptr):
         R = grid_ptr.shape[0] - 1
@@ -86,7 +95,8 @@ class _Part:
         self.s = block.s
         self.n = n
         self.y = None
-        self.p = None
+        self.u = None
+        self.dv = None
 
     @staticmethod
     def _labels_of(Z, grid_ptr, R, n):
@@ -108,88 +118,184 @@ class _Part:
             labels.append(lab.astype(np.uint16 if width < 65536 else np.int32))
         return labels
 
-    def lab(self, r):
-        """Labels of grid r (numpy's take reads them as they are)."""
-        return self.labels[r]
-
     def weighted(self, v):
         return v if self.s is None else self.s * v
 
     def wsum(self, v):
         return float(v.sum()) if self.s is None else float(self.s @ v)
 
-    def _bin_sums(self, grids, v):
-        """The sums of v over the bins of ``grids`` (consecutive), as Z^T v with unit values:
-        rbcd.solvers._sparse.labels_tmatmat on the 2-byte labels (rows in order, the
-        bits of np.bincount), one thread (the actor's)."""
-        labels = [self.labels[r] for r in grids]
-        gp = np.concatenate([[0], np.cumsum(self.width[list(grids)])]).astype(np.int64)
+    def p(self, loss):
+        """The predictions p."""
+        return self.u + self.y if loss == "squared" else self.u
+
+    def reset(self, loss, p):
+        """Start the problem's state from the predictions p."""
+        if loss == "squared":
+            self.u = p - self.y
+            self.dv = self.u
+        else:
+            self.u = p
+            self.dv = np.ascontiguousarray(loss_deriv(loss, p, self.y))
+
+    def shift(self, loss, b):
+        """p += b (the intercept's move): u, and loss' everywhere for the other losses."""
+        self.u += b
+        if loss != "squared":
+            self.dv = np.ascontiguousarray(loss_deriv(loss, self.u, self.y))
+
+    def step(self, loss, grid, step, want, n_threads):
+        """The compiled grid step (rbcd.dask._kernels.grid_step): u += step[label of grid
+        ``grid``] (grid < 0: no move), then, if ``want`` >= 0, the sums of s loss' over the
+        bins of grid ``want`` (returned), in one pass over the rows."""
+        nb = int(self.width[want]) if want >= 0 else 0
+        out = np.empty(nb)
+        part = np.empty((_kernels.block_rows(self.n, nb), nb))
+        _kernels.grid_step(self.labels[grid] if grid >= 0 else _NO_LABELS,
+                           step if grid >= 0 else _NONE,
+                           self.labels[want] if want >= 0 else _NO_LABELS,
+                           self.u, self.dv, self.y, _NONE if self.s is None else self.s,
+                           LOSS_CODES[loss], part, out, n_threads)
+        return out
+
+    def all_sums(self, v, n_threads):
+        """The sums of v over the bins of every grid (Z^T v with unit values):
+        rbcd.solvers._sparse.labels_tmatmat on the labels (rows in order)."""
+        gp = np.concatenate([[0], np.cumsum(self.width)]).astype(np.int64)
         out = np.empty((int(gp[-1]), 1))
-        if self.n == 0:
+        if self.n == 0 or not self.labels:
             out[:] = 0.0
             return out[:, 0]
-        ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
-        wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+        ptrs = np.array([a.ctypes.data for a in self.labels], dtype=np.uintp)
+        wide = np.array([a.dtype == np.int32 for a in self.labels], dtype=np.uint8)
         v = np.ascontiguousarray(v, dtype=np.float64).reshape(-1, 1)
-        _sparse.labels_tmatmat(ptrs, wide, gp, 1.0, v, out, 1)
+        _sparse.labels_tmatmat(ptrs, wide, gp, 1.0, v, out, n_threads)
         return out[:, 0]
 
-    def grid_sums(self, r, v):
-        return self._bin_sums(range(r, r + 1), v)
+    def predictions(self, w, b, zval, grid_ptr, n_threads):
+        """Z w + b of the partition's rows (rbcd.solvers._sparse.labels_matmat)."""
+        out = np.empty((self.n, 1))
+        if self.n:
+            ptrs = np.array([a.ctypes.data for a in self.labels], dtype=np.uintp)
+            wide = np.array([a.dtype == np.int32 for a in self.labels], dtype=np.uint8)
+            _sparse.labels_matmat(ptrs, wide, grid_ptr, zval,
+                                  np.ascontiguousarray(w, dtype=np.float64).reshape(-1, 1),
+                                  out, n_threads)
+        return out[:, 0] + b
 
-    def all_sums(self, v):
-        return self._bin_sums(range(len(self.labels)), v) if self.labels else np.zeros(0)
+
+def _in_partition_order(results, n_parts):
+    """The per-partition values of the actors' ``(index, values)`` answers, in partition
+    order (not in the order the actors answered)."""
+    out = [None] * n_parts
+    for index, values in results:
+        for i, v in zip(index, values):
+            out[i] = v
+    return out
+
+
+class _Group:
+    """All partitions' actors as seen by the coordinating actor (the one that runs
+    ``CDWorker.solve``): its own partitions are called directly (no message), the other
+    workers' actors through their handles, all at once; answers in partition order."""
+
+    def __init__(self, local, peers, n_parts):
+        self.local = local
+        self.peers = list(peers)
+        self.n_parts = n_parts
+        # messages to the peers and the numpy bytes they carried (docs/dask.md cost model)
+        self.stats = {"round_trips": 0, "sent": 0, "received": 0}
+
+    def _count(self, args, results):
+        if self.peers:
+            self.stats["round_trips"] += 1
+            self.stats["sent"] += len(self.peers) * sum(a.nbytes for a in args
+                                                         if isinstance(a, np.ndarray))
+            self.stats["received"] += sum(_payload(r) for r in results)
+
+    def call(self, method, *args):
+        futs = [getattr(a, method)(*args) for a in self.peers]   # remote calls first
+        results = [getattr(self.local, method)(*args)]           # then ours, meanwhile
+        remote = [f.result() for f in futs]
+        self._count(args, remote)
+        return _in_partition_order(results + remote, self.n_parts)
+
+    def call_all(self, method, *args):
+        futs = [getattr(a, method)(*args) for a in self.peers]
+        getattr(self.local, method)(*args)
+        for f in futs:
+            f.result()
+        self._count(args, [])
+
+
+def _payload(obj):
+    """Bytes of the numpy arrays and floats in a (nested) answer."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, (list, tuple)):
+        return sum(_payload(v) for v in obj)
+    return 8 if isinstance(obj, float) else 0
 
 
 class CDWorker:
-    """The Dask actor of one worker: its partitions (in partition order) and their state."""
+    """The Dask actor of one worker: its partitions (in partition order) and their state.
+    Its kernels run on ``n_threads`` threads (the worker's, or n_jobs: docs/dask.md). One
+    of the fit's actors also coordinates (``solve``)."""
 
-    def __init__(self, blocks, index, grid_ptr, zval):
+    def __init__(self, blocks, index, grid_ptr, zval, n_jobs=None):
         self.grid_ptr = np.asarray(grid_ptr, dtype=np.int64)
         self.parts = [_Part(b, self.grid_ptr) for b in blocks]
         self.index = list(index)
         self.zval = float(zval)
         self.loss = None
+        self.n_threads = effective_n_threads(n_jobs) if n_jobs is not None else worker_threads()
 
-    def _p(self, q):
-        """The predictions p (the actor keeps p - y for the squared loss)."""
-        return q.p + q.y if self.loss == "squared" else q.p
+    def threads(self):
+        """The threads of this actor's kernels."""
+        return self.n_threads
 
-    def _deriv(self, q):
-        """s_i loss'(p_i, y_i) of the partition's rows."""
-        d = q.p if self.loss == "squared" else loss_deriv(self.loss, q.p, q.y)
-        return q.weighted(d)
+    def solve(self, peers, n_parts, k, grid_ptr, zval, kwargs):
+        """Run ``solve_problem`` for problem k here, with the other workers' actors
+        ``peers``: every grid step is then one message to each peer (none for this worker's
+        own partitions) instead of one from the driver to every worker. Returns its result
+        dict, with the verbose lines in ``"log"`` (printed by the driver) and the messages
+        to the peers in ``"messages"`` (round trips, numpy bytes sent and received)."""
+        log = []
+        group = _Group(self, peers, n_parts)
+        out = solve_problem(group, k, grid_ptr, zval, log=log.append, **kwargs)
+        out["log"] = log
+        out["messages"] = group.stats
+        return out
 
     def sums(self, k, loss):
         """Select problem k (p = 0); per partition (sum s, sum s y, sum s [y > 0],
-        sum s [y < 0], weighted bin counts sum_{i in j} s_i)."""
+        sum s [y < 0], weighted bin counts sum_{i in j} s_i, rows)."""
         self.loss = loss
         out = []
         for q in self.parts:
             q.y = np.ascontiguousarray(q.Y[:, k])
-            q.p = -q.y if loss == "squared" else np.zeros(q.n)
+            q.reset(loss, np.zeros(q.n))
             s = np.ones(q.n) if q.s is None else q.s
             out.append((float(s.sum()), float(s @ q.y), float(s[q.y > 0].sum()),
-                        float(s[q.y < 0].sum()), q.all_sums(s)))
+                        float(s[q.y < 0].sum()), q.all_sums(s, self.n_threads), q.n))
         return self.index, out
 
     def scale(self, b0, use_gap):
-        """Per partition: sum s 0.5 (y - b0)^2 (gap) or sum_{i in j} s loss'(b0, y) (else)."""
+        """Per partition: sum s 0.5 (y - b0)^2 (gap), or (the sums over the bins of s
+        loss'(b0, y), sum s |loss'(b0, y)|) (subgradient)."""
         out = []
         for q in self.parts:
             if use_gap:
                 out.append(q.wsum(0.5 * (q.y - b0) ** 2))
             else:
-                out.append(q.all_sums(q.weighted(loss_deriv(self.loss, np.full(q.n, b0), q.y))))
+                d = q.weighted(loss_deriv(self.loss, np.full(q.n, b0), q.y))
+                out.append((q.all_sums(d, self.n_threads), float(np.abs(d).sum())))
         return self.index, out
 
     def start(self, w, b):
         """p = Z w + b (warm start)."""
         for q in self.parts:
-            p = np.full(q.n, float(b))
-            for r, lab in enumerate(q.labels):
-                p += self.zval * w[self.grid_ptr[r]:self.grid_ptr[r + 1]][lab]
-            q.p = p - q.y if self.loss == "squared" else p
+            q.reset(self.loss, q.predictions(w, float(b), self.zval, self.grid_ptr,
+                                             self.n_threads))
 
     def advance(self, grid, delta, shift, want_grid, want):
         """Apply grid ``grid``'s weight change ``delta`` (and the intercept change ``shift``)
@@ -198,23 +304,27 @@ class CDWorker:
         every column, sum s loss, sum s (y - p)^2, sum s (y - p) y, sum s loss', and the
         sums of ``want_grid`` if >= 0)."""
         out = []
-        step = None if grid < 0 else self.zval * delta
+        step = None if grid < 0 else np.ascontiguousarray(self.zval * delta)
+        T = self.n_threads
         for q in self.parts:
-            if step is not None:
-                q.p += np.take(step, q.lab(grid))
             if shift != 0.0:
-                q.p += shift
-            d = self._deriv(q)
+                q.shift(self.loss, shift)
             if want == "grid":
-                out.append(q.grid_sums(want_grid, d))
-            elif want == "intercept":
+                # the move of the pending grid and the sums of the next: one pass
+                out.append(q.step(self.loss, grid, step, want_grid, T))
+                continue
+            if step is not None:
+                q.step(self.loss, grid, step, -1, T)
+            d = q.weighted(q.dv)
+            if want == "intercept":
                 out.append(float(d.sum()))
             else:
-                p = self._p(q)
+                p = q.p(self.loss)
                 r = q.y - p
-                out.append((q.all_sums(d), q.wsum(loss_value(self.loss, p, q.y)),
+                out.append((q.all_sums(d, T), q.wsum(loss_value(self.loss, p, q.y)),
                             q.wsum(r * r), q.wsum(r * q.y), float(d.sum()),
-                            q.grid_sums(want_grid, d) if want_grid >= 0 else None))
+                            q.step(self.loss, -1, None, want_grid, T) if want_grid >= 0
+                            else None))
         return self.index, out
 
 
@@ -230,7 +340,7 @@ def _require_columns(columns):
 class _Actors:
     """The fit's actors, one per worker holding partitions, and ordered round trips."""
 
-    def __init__(self, client, cluster, grid_ptr, zval):
+    def __init__(self, client, cluster, grid_ptr, zval, n_jobs=None):
         futures = cluster.blocks
         wait(futures)
         for f in futures:
@@ -246,64 +356,41 @@ class _Actors:
         self.n_parts = len(futures)
         self.actors = []
         for addr, idx in by_worker.items():
-            fut = client.submit(CDWorker, [futures[i] for i in idx], idx, grid_ptr, zval,
+            fut = client.submit(CDWorker, [futures[i] for i in idx], idx, grid_ptr, zval, n_jobs,
                                 workers=[addr], allow_other_workers=False, actor=True,
                                 pure=False)
             self.actors.append(fut)
         self.actors = [f.result() for f in self.actors]
 
-    def call(self, method, *args):
-        """``method(*args)`` on every actor at once; the per-partition results in
-        partition order."""
+    def _lost(self, exc):
+        return RuntimeError(
+            "rbcd.dask coordinate descent: a worker holding the fit's state was lost or "
+            f"failed during the fit ({type(exc).__name__}: {exc}); the fit was abandoned "
+            "and no model was set. Refit (the partitions are recomputed by dask).")
+
+    def solve(self, k, grid_ptr, zval, **kwargs):
+        """solve_problem for problem k, coordinated by the first actor (its worker holds the
+        weights and talks to the other actors; the driver waits for the result)."""
         try:
-            futs = [getattr(a, method)(*args) for a in self.actors]
-            results = [f.result() for f in futs]
+            return self.actors[0].solve(self.actors[1:], self.n_parts, k, grid_ptr, zval,
+                                        kwargs).result()
         except ValueError:
             raise
         except Exception as exc:   # a lost worker, a closed connection
-            raise RuntimeError(
-                "rbcd.dask coordinate descent: a worker holding the fit's state was lost or "
-                f"failed during the fit ({type(exc).__name__}: {exc}); the fit was abandoned "
-                "and no model was set. Refit (the partitions are recomputed by dask)."
-            ) from exc
-        out = [None] * self.n_parts
-        for index, values in results:
-            if index is None:
-                continue
-            for i, v in zip(index, values):
-                out[i] = v
-        return out
-
-    def call_all(self, method, *args):
-        try:
-            for f in [getattr(a, method)(*args) for a in self.actors]:
-                f.result()
-        except ValueError:
-            raise
-        except Exception as exc:
-            raise RuntimeError(
-                "rbcd.dask coordinate descent: a worker holding the fit's state was lost "
-                f"({type(exc).__name__}: {exc}); the fit was abandoned. Refit.") from exc
+            raise self._lost(exc) from exc
 
 
 def _soft(v, t):
     return np.sign(v) * np.maximum(np.abs(v) - t, 0.0)
 
 
-def _optimal_intercept(loss, S, Sy, Spos, Sneg):
-    if loss == "squared":
-        return Sy / S
-    if Spos == 0.0 or Sneg == 0.0:
-        raise ValueError("the sample weights of one class sum to zero: the intercept-only model "
-                         "is degenerate (give both classes positive weight)")
-    if loss == "logistic":
-        return float(np.log(Spos / Sneg))
-    return (Spos - Sneg) / (Spos + Sneg)
-
-
 def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercept, max_epochs,
-                  tol, selection, seed, w_init=None, b_init=0.0, verbose=0, label=""):
-    """Grid-block CD on problem k (column k of the partitions' targets)."""
+                  tol, selection, seed, w_init=None, b_init=0.0, verbose=0, label="",
+                  log=print):
+    """Grid-block CD on problem k (column k of the partitions' targets), talking to the
+    partitions through ``act`` (``call(method, *args)`` -> per-partition answers in
+    partition order; ``call_all``). Progress lines (verbose) go to ``log``. Returns dict(w,
+    b, n_iter, history, gap, converged, use_gap)."""
     R = grid_ptr.shape[0] - 1
     D = int(grid_ptr[-1])
     beta = BETA[loss]
@@ -314,19 +401,23 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
     Sy = float(sum(x[1] for x in sums))
     Spos = float(sum(x[2] for x in sums))
     Sneg = float(sum(x[3] for x in sums))
+    N = sum(x[5] for x in sums)
     if not S > 0:
         raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
     h = zval * zval * ordered_sum([x[4] for x in sums]) / S
     M = beta * h + lam2
     invM = np.where(M > 0, 1.0 / np.where(M > 0, M, 1.0), 0.0)
 
-    use_gap = loss == "squared" and l1_ratio > 0
-    b0 = _optimal_intercept(loss, S, Sy, Spos, Sneg) if fit_intercept else 0.0
+    # the stopping rule of the local solver (rbcd.solvers._stopping), from summed sums
+    use_gap = _stopping.uses_gap(loss, l1_ratio)
+    b0 = _stopping.optimal_intercept(loss, S, Sy, Spos, Sneg) if fit_intercept else 0.0
     sc = act.call("scale", b0, use_gap)
     if use_gap:
-        scale = float(sum(sc)) / S
+        scale = _stopping.stopping_scale(True, tol, float(sum(sc)) / S, None, N, 1.0, 0.0, S)
     else:
-        scale = float(np.max(np.abs(zval * ordered_sum(sc) / S))) if D else 0.0
+        G0 = float(np.max(np.abs(zval * ordered_sum([x[0] for x in sc]) / S))) if D else 0.0
+        scale = _stopping.stopping_scale(False, tol, None, G0, N, max(1.0, zval),
+                                         float(sum(x[1] for x in sc)), S)
 
     w = np.zeros(D)
     b = 0.0
@@ -336,10 +427,10 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
         b = float(b_init) if fit_intercept else 0.0
         act.call_all("start", w, b)
     elif fit_intercept:
-        gb = float(sum(act.call("advance", -1, None, 0.0, -1, "intercept"))) / S
-        b = -gb / beta
+        b = b0  # as the local solver: a cold start begins at the w = 0 model's intercept
     if scale == 0.0:
-        return dict(w=w, b=b, n_iter=0, history=history, gap=0.0, converged=True)
+        return dict(w=w, b=b, n_iter=0, history=history, gap=0.0, converged=True,
+                    use_gap=use_gap)
 
     rng = np.random.default_rng(seed & ((1 << 64) - 1))
 
@@ -386,32 +477,23 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
         history.append(loss_sum + pen)
         first = None if last else ordered_sum([x[5] for x in parts])
         if use_gap:
-            Rn2 = float(sum(x[2] for x in parts)) / S
-            ry = float(sum(x[3] for x in parts)) / S
             dn = float(np.max(np.abs(-gl - lam2 * w))) if D else 0.0
-            const = lam1 / dn if dn > lam1 else 1.0
-            raw = (0.5 * Rn2 * (1 + const * const) + lam1 * np.abs(w).sum() - const * ry
-                   + 0.5 * lam2 * (1 + const * const) * (w @ w))
+            raw = _stopping.gap_from_sums(dn, float(sum(x[2] for x in parts)) / S,
+                                          float(sum(x[3] for x in parts)) / S,
+                                          float(np.abs(w).sum()), float(w @ w), lam1, lam2)
         else:
-            g = gl + lam2 * w
-            v = np.where(w != 0, np.abs(g + lam1 * np.sign(w)), np.maximum(np.abs(g) - lam1, 0.0))
-            raw = float(v.max()) if D else 0.0
-            if fit_intercept:
-                raw = max(raw, abs(float(sum(x[4] for x in parts)) / S))
+            raw = _stopping.max_subgradient(
+                w, gl + lam2 * w, lam1,
+                float(sum(x[4] for x in parts)) / S if fit_intercept else None)
         value = raw / scale
         if verbose:
-            print(f"[rbcd.dask CD{label}] epoch {n_iter}: objective {history[-1]:.10g}, "
-                  f"relative {'gap' if use_gap else 'subgradient'} {value:.3e} (tol {tol:.1e})")
+            log(f"[rbcd.dask CD{label}] epoch {n_iter}: objective {history[-1]:.10g}, "
+                f"relative {'gap' if use_gap else 'subgradient'} {value:.3e} (tol {tol:.1e})")
         if raw <= tol * scale:
             converged = True
             break
-    if not converged:
-        kind = "duality gap" if use_gap else "largest minimum-norm subgradient"
-        warnings.warn(
-            f"Coordinate descent did not converge{label} after {max_epochs} epochs: relative "
-            f"{kind} {value:.3e} > tol {tol:.3e}. Increase max_epochs, or alpha.",
-            ConvergenceWarning)
-    return dict(w=w, b=b, n_iter=n_iter, history=history, gap=float(value), converged=converged)
+    return dict(w=w, b=b, n_iter=n_iter, history=history, gap=float(value), converged=converged,
+                use_gap=use_gap)
 
 
 # ---------------------------------------------------------------------------- estimators
@@ -449,7 +531,7 @@ class _CDBase(BaseEstimator):
     def _solve_all(self, client, cluster, D, n_problems, params):
         grid_ptr = cluster.grid_ptr
         zval = float(1.0 / np.sqrt(np.float64(grid_ptr.shape[0] - 1)))
-        act = _Actors(client, cluster, grid_ptr, zval)
+        act = _Actors(client, cluster, grid_ptr, zval, self.n_jobs)
         warm = False
         if self.warm_start and hasattr(self, "coef_"):
             W0 = np.asarray(self.coef_, dtype=np.float64)
@@ -459,10 +541,20 @@ class _CDBase(BaseEstimator):
         seed = solver_seed(self.random_state)
         results = []
         for k in range(n_problems):
-            results.append(solve_problem(
-                act, k, grid_ptr, zval, seed=seed + k, verbose=self.verbose,
-                w_init=W0[k] if warm else None, b_init=float(B0[k]) if warm else 0.0,
-                label=f" (problem {k})" if n_problems > 1 else "", **params))
+            label = f" (problem {k})" if n_problems > 1 else ""
+            r = act.solve(k, grid_ptr, zval, seed=seed + k, verbose=self.verbose,
+                          w_init=W0[k] if warm else None, b_init=float(B0[k]) if warm else 0.0,
+                          label=label, **params)
+            for line in r.pop("log"):
+                print(line)
+            r.pop("messages")
+            if not r["converged"]:
+                kind = "duality gap" if r["use_gap"] else "largest minimum-norm subgradient"
+                warnings.warn(
+                    f"Coordinate descent did not converge{label} after {params['max_epochs']} "
+                    f"epochs: relative {kind} {r['gap']:.3e} > tol {params['tol']:.3e}. "
+                    "Increase max_epochs, or alpha.", ConvergenceWarning)
+            results.append(r)
         del act
         self.parallel_ = "grid"
         W = np.vstack([r["w"] for r in results])

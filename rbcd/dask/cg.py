@@ -34,6 +34,8 @@ from sklearn.utils.validation import check_is_fitted
 from .._threads import effective_n_threads
 from ..solvers._blocks import grid_block
 from ..solvers.cg import _check_alpha, default_max_iter  # the local RidgeCG's own rules
+from distributed import wait
+
 from ._data import (
     align_rows,
     as_rows,
@@ -81,7 +83,7 @@ class Block:
                 Z = Z.copy()
                 Z.sum_duplicates()
             if grid_ptr is not None:
-                self.grid = grid_block(Z, grid_ptr)
+                self.grid = grid_block(Z, grid_ptr, self.n_threads)
         else:
             Z = np.asarray(Z, dtype=np.float64)
         self.shape = Z.shape
@@ -226,12 +228,45 @@ def grid_projection(grid_ptr, fit_intercept):
 SCATTER_BYTES = 64 << 20
 
 
+# seconds between checks, while a round trip's tasks run, that the workers they are pinned
+# to are still there
+PIN_POLL_SECONDS = 1.0
+
+
 class Cluster:
-    """The partitions of one fit on the workers and the round trips to them."""
+    """The partitions of one fit on the workers and the round trips to them.
+
+    Each round trip's task for partition b runs on the worker holding b's block: the tasks
+    are pinned there (``workers=[holder]``, strict), since dask's work stealing would
+    otherwise move a task, and with it a copy of the whole block (its labels and indices),
+    to an idle worker. Pinning is safe against a lost worker: while the tasks run, the
+    holders are checked every PIN_POLL_SECONDS; if one has left, the round trip is
+    submitted again unpinned (dask recomputes the lost blocks anywhere) and the holders
+    are looked up afresh for the next one."""
 
     def __init__(self, client, block_futures):
         self.client = client
         self.blocks = block_futures
+        self._holders = None
+
+    def _where(self):
+        """The worker holding each block (None: not known, or no longer there)."""
+        alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        if self._holders is None or not set(self._holders) <= alive:
+            wait(self.blocks)
+            who = self.client.who_has(self.blocks)
+            self._holders = [min(who.get(f.key, ()) or [None]) for f in self.blocks]
+            if not set(self._holders) <= alive:
+                self._holders = None
+        return self._holders
+
+    def _submit(self, func, send, pin):
+        where = self._where() if pin else None
+        if where is None:
+            return [self.client.submit(func, b, *send, pure=False) for b in self.blocks], None
+        return [self.client.submit(func, b, *send, pure=False, workers=[w],
+                                   allow_other_workers=False)
+                for b, w in zip(self.blocks, where)], where
 
     def map(self, func, *args):
         """``func(block, *args)`` on every partition; results in partition order.
@@ -248,8 +283,18 @@ class Cluster:
                 send.append(f)
             else:
                 send.append(a)
-        futs = [self.client.submit(func, b, *send, pure=False) for b in self.blocks]
+        futs, where = self._submit(func, send, pin=True)
         try:
+            while where is not None:
+                try:
+                    wait(futs, timeout=PIN_POLL_SECONDS)
+                    break
+                except TimeoutError:
+                    alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+                    if not set(where) <= alive:   # a holder left: run anywhere
+                        self.client.cancel(futs)
+                        self._holders = None
+                        futs, where = self._submit(func, send, pin=False)
             return self.client.gather(futs)
         finally:
             del futs

@@ -23,14 +23,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _sparse
-from ._cd import label_dtype
+from ..binning import _binning
 
 __all__ = ["GridBlock", "grid_block"]
 
 # multiply-adds per thread below which a product runs on fewer threads (as rbcd.solvers.cg)
 WORK_PER_THREAD = 50_000
-# rows converted per step by grid_block (bounds its temporaries to ROWS_PER_STEP * R)
-ROWS_PER_STEP = 4096
 
 
 class GridBlock:
@@ -118,12 +116,13 @@ class GridBlock:
         return self.tdot(T, n_threads), T.sum(axis=0)
 
 
-def grid_block(Z, grid_ptr):
+def grid_block(Z, grid_ptr, n_threads=1):
     """The :class:`GridBlock` of the CSR block Z under the grid structure ``grid_ptr``, or
     None unless Z has the shape of random binning training rows (module docstring).
 
-    One pass over Z's indices in steps of ROWS_PER_STEP rows: each entry is checked to lie
-    in its grid's columns, then written to its grid's labels."""
+    Two passes over Z's indices: the smallest and largest column of each grid's entries
+    (every entry must lie in its grid's columns), then the labels, written by the local
+    binning's kernel (rbcd.binning._binning.training_labels) on ``n_threads`` threads."""
     if not sp.issparse(Z):
         return None
     Z = sp.csr_matrix(Z)
@@ -137,31 +136,13 @@ def grid_block(Z, grid_ptr):
         return None
     if not np.array_equal(Z.indptr, R * np.arange(n + 1, dtype=np.int64)):
         return None
-    idx = Z.indices[: n * R].reshape(n, R)
-    widths = np.diff(gp)
-    if idx.dtype == np.int32 and all(label_dtype(int(w)) == np.uint16 for w in widths):
-        # every grid under 65536 bins: the labels are the rows of one (R, n) uint16 array
-        lo = gp[:-1].astype(np.int32)
-        wu = widths.astype(np.uint32)
-        L = np.empty((R, n), dtype=np.uint16)
-        for i0 in range(0, n, ROWS_PER_STEP):
-            i1 = min(n, i0 + ROWS_PER_STEP)
-            part = idx[i0:i1] - lo                        # (rows, R): bin of each entry
-            if np.any(part.view(np.uint32) >= wu):        # negative bins wrap to >= 2**31
-                return None                               # an entry outside its grid
-            L[:, i0:i1] = part.T
-        labels = list(L)
-    else:
-        labels = [np.empty(n, dtype=label_dtype(int(w))) for w in widths]
-        lo = gp[:-1]
-        for i0 in range(0, n, ROWS_PER_STEP):
-            i1 = min(n, i0 + ROWS_PER_STEP)
-            part = idx[i0:i1].astype(np.int64) - lo
-            if np.any(part < 0) or np.any(part >= widths):
-                return None
-            part = part.T.copy()
-            for r in range(R):
-                labels[r][i0:i1] = part[r]
+    ids = np.ascontiguousarray(Z.indices[: n * R])
+    idx = ids.reshape(n, R)
+    if np.any(idx.min(axis=0) < gp[:-1]) or np.any(idx.max(axis=0) >= gp[1:]):
+        return None                                       # an entry outside its grid
+    labels = _binning.training_labels(ids, gp, n, max(1, int(n_threads)))
+    if labels is None:                                    # a grid of 2**31 bins or more
+        return None
     small = Z.indices.dtype != np.int64 and int(Z.indptr[-1]) < 2**31
     itype = np.int32 if small else np.int64
     return GridBlock(labels, gp, float(data[0]),

@@ -33,6 +33,9 @@ from rbcd._openmp cimport atomic_add
 
 from rbcd.binning._grid cimport (LABEL_MAX_BINS, label_is_wide, label_t, label2_t,
                                 label_typecode)
+# the losses' values and derivatives (shared with rbcd.dask._kernels)
+from rbcd.solvers._losses cimport (logistic_deriv, logistic_value, sqhinge_deriv,
+                                   sqhinge_value)
 
 cdef extern from "cd_atomics.h" nogil:
     double atomic_exchange "rbcd_cd_exchange"(double *p, double v) noexcept
@@ -121,31 +124,6 @@ def label_dtype(Py_ssize_t n_bins):
 
 # ---------------------------------------------------------------------------------------
 # Losses: value, derivative (d/dp), curvature bound. ``u`` is the state (p - y for squared).
-
-cdef inline double logistic_value(double p, double y) noexcept nogil:
-    # log(1 + exp(-y p)), stable for both signs of y p
-    cdef double m = y * p
-    if m > 0:
-        return log1p(exp(-m))
-    return -m + log1p(exp(m))
-
-
-cdef inline double logistic_deriv(double p, double y) noexcept nogil:
-    # -y / (1 + exp(y p))
-    return -y / (1.0 + exp(y * p))
-
-
-cdef inline double sqhinge_value(double p, double y) noexcept nogil:
-    # max(0, 1 - y p)^2
-    cdef double m = 1.0 - y * p
-    return m * m if m > 0 else 0.0
-
-
-cdef inline double sqhinge_deriv(double p, double y) noexcept nogil:
-    # -2 y max(0, 1 - y p)
-    cdef double m = 1.0 - y * p
-    return -2.0 * y * m if m > 0 else 0.0
-
 
 cdef inline double loss_value(Loss loss, double u, double y) noexcept nogil:
     if loss == SQUARED:
@@ -1494,3 +1472,10 @@ def column_sq_sums(indptr, indices, data, double zval, s, int n_threads):
     if data is None:
         return column_sums(indptr, indices, None, zval * zval, s, n_threads)
     return column_sums(indptr, indices, np.square(data), 1.0, s, n_threads)
+
+
+def duality_gap(double c, double rn2, double ry, double l1, double l2, double lam1,
+                double lam2):
+    """``gap_at`` for Python callers (rbcd.solvers._stopping, the distributed solver): the
+    squared loss's duality gap at the dual scaling c from Rn2, ry, ||w||_1 and ||w||^2."""
+    return gap_at(c, rn2, ry, l1, l2, lam1, lam2)

@@ -62,7 +62,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from . import _cd
+from . import _cd, _stopping
 from ._columns import columns_from, plain_columns
 from ._paths import current_paths
 from .._random import solver_seed
@@ -266,28 +266,15 @@ def _resolve_mode(parallel, n_threads, cols, grid_min_entries):
 # ---------------------------------------------------------------------------- losses (numpy)
 def _loss_deriv_np(loss, p, y):
     """loss'(p, y) elementwise (table in docs/internals.md)."""
-    if loss == "squared":
-        return p - y
-    if loss == "logistic":
-        with np.errstate(over="ignore"):
-            return -y / (1.0 + np.exp(y * p))
-    return -2.0 * y * np.maximum(0.0, 1.0 - y * p)
+    return _stopping.loss_deriv(loss, p, y)
 
 
 def _optimal_intercept(loss, y, s, S):
     """b0, the intercept of the w = 0 model (docs/internals.md, alpha_max)."""
     if loss == "squared":
-        return float(np.dot(s, y) / S)
-    s_pos = float(np.sum(s[y > 0]))
-    s_neg = float(np.sum(s[y < 0]))
-    if s_pos == 0.0 or s_neg == 0.0:
-        raise ValueError(
-            "the sample weights of one class sum to zero: the intercept-only model is "
-            "degenerate (give both classes positive weight)"
-        )
-    if loss == "logistic":
-        return float(np.log(s_pos / s_neg))
-    return (s_pos - s_neg) / (s_pos + s_neg)
+        return _stopping.optimal_intercept(loss, S, float(np.dot(s, y)), 0.0, 0.0)
+    return _stopping.optimal_intercept(loss, S, 0.0, float(np.sum(s[y > 0])),
+                                       float(np.sum(s[y < 0])))
 
 
 def _gradient_at_constant(cols, loss, y, s, S, b0, n_threads):
@@ -379,24 +366,19 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         # alpha >= alpha_max (computed from the same b0) w = 0 is already the solution
         prob.start_from(np.zeros(cols.n_cols), b0)
 
-    use_gap = loss == "squared" and l1_ratio > 0
+    use_gap = _stopping.uses_gap(loss, l1_ratio)
     if use_gap:
-        scale = float(np.dot(s_full, 0.5 * (y - b0) ** 2) / S)
+        scale = _stopping.stopping_scale(True, tol, float(np.dot(s_full, 0.5 * (y - b0) ** 2) / S),
+                                         None, N, 1.0, 0.0, S)
         check = _cd.Check.DUALITY_GAP
     else:
-        scale = _gradient_at_constant(cols, loss, y, s_full, S, b0, n_threads)
+        zmax = max(1.0, cols.zval if cols.data is None
+                   else float(np.max(np.abs(cols.data), initial=0.0)))
+        deriv_abs = float(np.dot(s_full, np.abs(_loss_deriv_np(loss, np.full_like(y, b0), y))))
+        scale = _stopping.stopping_scale(
+            False, tol, None, _gradient_at_constant(cols, loss, y, s_full, S, b0, n_threads),
+            N, zmax, deriv_abs, S)
         check = _cd.Check.SUBGRADIENT
-        if tol > 0 and scale > 0:
-            # A gradient is a sum of N terms loss' z (the intercept's: z = 1), so it carries
-            # a rounding error up to N eps (1/S) sum s |loss'| max(1, |z|). Asking for less
-            # than that (tol * scale below it: Z tiny against 1, so the columns' gradients
-            # at w = 0 are tiny but the intercept's is not) cannot be met: the scale is
-            # raised so that tol * scale is at least that bound. Unchanged otherwise.
-            zmax = max(1.0, cols.zval if cols.data is None
-                       else float(np.max(np.abs(cols.data), initial=0.0)))
-            noise = (N * np.finfo(np.float64).eps * zmax
-                     * float(np.dot(s_full, np.abs(_loss_deriv_np(loss, np.full_like(y, b0), y)))) / S)
-            scale = max(scale, noise / tol)
 
     history = []
     if scale == 0.0:  # solved at w = 0
