@@ -17,18 +17,27 @@ Design
   comparing packed keys is comparing bin vectors: a 64-bit hash only picks
   the slot and every hit is verified against the stored key. A bin outside
   ``[lo, hi]`` in some dimension was never seen in fit (no entry, no lookup).
-* A table is open addressing with linear probing, power-of-two capacity,
-  load <= 0.7 (fitted tables are shrunk to the smallest such capacity). A
-  slot holds ``(hash >> 32) << 32 | (local id + 1)`` (0 = empty), so most
-  misses are settled without touching the keys. Local ids number bins by
-  first appearance in row order. Memory: 11-23 bytes of slots plus 8 bytes
-  per key word per bin in the fitted state (4 more per bin during fit).
-* Single-word keys (W == 1, the common case) are fitted in a "fat" table
-  instead: a 16-byte slot holds the key, local id + 1 and the count, so a
-  probe is one cache-line access (no tag / key / count chase; the full key
-  is compared, so the table stays exact). Same capacity and growth rule;
-  at the end of fit the exported slots / keys / counts (the format above)
-  are built from it in one pass (23-46 bytes per bin during fit).
+* Fitted tables (what transform reads and pickles hold) are bucketed
+  (``rbcd/src/binning_table.h``): a grid's keys grouped by the top bits of their
+  64-bit hash, 2 to 4 per bucket on average, with a uint32 directory of bucket
+  starts; the local id (+ 1) sits above the key's bits in the last key word when
+  they fit ("packed"), else in a uint32 array beside. Every lookup compares the
+  whole key (exact). Memory: 8 bytes per key word per bin + 1-2 of directory (+ 4
+  unpacked); a single-word grid of 10^6 bins at about 9 bytes per bin, against 25
+  for the power-of-two slot table plus keys of earlier releases.
+* Fit tables are open addressing with linear probing at load <= 0.7, local ids
+  numbering bins by first appearance in row order:
+  - "pk" (single-word keys whose bits leave room for ids up to N, the common
+    case): 8-byte slots ``key | (local id + 1) << used`` of any capacity (the slot
+    of hash h is ``mulhi64(h, capacity)``), so a presized table holds exactly load
+    0.7, with the bin counts in a uint32 array by id: 15-16 bytes per bin;
+  - "fat" (other single-word keys): 16-byte slots of key, id + 1 and count,
+    power-of-two capacity;
+  - multi-word keys: 8-byte slots ``(hash >> 32) << 32 | (local id + 1)`` (most
+    misses settled without touching the keys), keys and counts by id.
+  At the end of a grid's sweep its keys are laid out in id order, its probe
+  structure freed, and the bucketed table built from them (table_finish); after
+  fit the allocator's free pages are handed back (``rbcd_release_free_memory``).
 * Threshold keys: for a single-word grid with few bins per column, the key
   is built without any division. ``x -> floor((x - u) / w)`` is monotone,
   so each bin k in (lo, hi] of a column has a smallest float64 ``t_k``
@@ -40,7 +49,7 @@ Design
 * Direct tables: a single-word grid whose keys have at most a few tens of
   thousands of values (``random_binning._direct_bits``) is fitted in an array of
   one 8-byte slot per possible key (id + 1, count): no hash, no probe, no
-  compare. At the end of fit its keys are exported in the hashed format.
+  compare. At the end of fit its keys are exported to the bucketed format.
 * Parallelism in fit: each thread owns a contiguous block of grids of about
   equal estimated cost (``bounds``; one table per grid, so the output does
   not depend on the thread count or the split) and
@@ -57,8 +66,9 @@ Design
   makes the floor provably equal to the division's (see ``rbcd_floor8``).
 * Transform is parallel over row blocks (tables read-only): per block and
   grid, keys (thresholds with range bounds where the grid has them), then a
-  dense index lookup (``random_binning._dense_index``) or slots prefetched,
-  candidate slots found, their keys prefetched and verified. Hashed mode is
+  dense index lookup (``random_binning._dense_index``) or the buckets' directory
+  entries prefetched, read, the buckets' first entries prefetched, the buckets
+  scanned. Hashed mode is
   parallel over rows; with AVX-512 a row's bins and hashes are computed for
   eight grids per vector (four independent multiply chains at a time) and its
   columns sorted by rank (vector compares, no data-dependent branch) up to
@@ -69,8 +79,10 @@ Design
 * State: :class:`GridTables` owns the fitted grids (a ``Layout`` for all grids
   and a ``GridTable`` per grid, pointing into arrays it holds); fit_tables and
   transform_exact take it instead of loose arrays. It pickles as its primary
-  arrays and is checked field by field on load; probe loops are bounded by the
-  capacity, so even an unchecked table cannot make a lookup cycle.
+  arrays (each grid's keys in id order) and is checked field by field on load
+  (every key within its training bins, none repeated); the bucketed tables are
+  rebuilt from the keys. A lookup scans at most one bucket of the directory,
+  whose shape set_tables always checks.
 * Paths: every kernel takes a ``paths`` object (``random_binning._Paths``): AVX-512
   where the CPU has it, threshold keys, direct tables / dense index. All give the
   same output bit for bit; tests force each one through it. C lives in
