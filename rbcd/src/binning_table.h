@@ -150,13 +150,18 @@ static int rbcd_ct_build(const uint64_t *keys, int64_t n, int W, int used, rbcd_
     for (b = 0; b < nb; b++) out->dir[b + 1] += out->dir[b];
     /* place in id order, dir[b] used as bucket b's cursor (it ends at the start
      * of bucket b + 1), then moved back by one bucket */
-    for (id = 0; id < n; id++) {
-        p = out->dir[bkt[id]]++;
-        memcpy(out->ent + p * W, keys + id * W, (size_t)W * sizeof(uint64_t));
-        if (packed)
-            out->ent[p * W + W - 1] |= (uint64_t)(id + 1) << used;
-        else
-            out->ids[p] = (uint32_t)id;
+    if (W == 1 && packed) {
+        for (id = 0; id < n; id++)
+            out->ent[out->dir[bkt[id]]++] = keys[id] | ((uint64_t)(id + 1) << used);
+    } else {
+        for (id = 0; id < n; id++) {
+            p = out->dir[bkt[id]]++;
+            memcpy(out->ent + p * W, keys + id * W, (size_t)W * sizeof(uint64_t));
+            if (packed)
+                out->ent[p * W + W - 1] |= (uint64_t)(id + 1) << used;
+            else
+                out->ids[p] = (uint32_t)id;
+        }
     }
     memmove(out->dir + 1, out->dir, (size_t)nb * sizeof(uint32_t));
     out->dir[0] = 0;
@@ -169,6 +174,11 @@ static void rbcd_ct_keys(const rbcd_ctable *t, uint64_t *out)
 {
     const int W = t->W;
     int64_t p, id;
+    if (W == 1 && t->ids == NULL) {
+        for (p = 0; p < t->n; p++)
+            out[(int64_t)(t->ent[p] >> t->used) - 1] = t->ent[p] & t->kmask;
+        return;
+    }
     for (p = 0; p < t->n; p++) {
         const uint64_t *e = t->ent + p * W;
         id = t->ids != NULL ? (int64_t)t->ids[p] : (int64_t)(e[W - 1] >> t->used) - 1;
