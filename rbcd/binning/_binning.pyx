@@ -19,11 +19,11 @@ Design
   ``[lo, hi]`` in some dimension was never seen in fit (no entry, no lookup).
 * Fitted tables (what transform reads and pickles hold) are bucketed
   (``rbcd/src/binning_table.h``): a grid's keys grouped by the top bits of their
-  64-bit hash, 2 to 4 per bucket on average, with a uint32 directory of bucket
+  64-bit hash, 1 to 2 per bucket on average, with a uint32 directory of bucket
   starts; the local id (+ 1) sits above the key's bits in the last key word when
   they fit ("packed"), else in a uint32 array beside. Every lookup compares the
-  whole key (exact). Memory: 8 bytes per key word per bin + 1-2 of directory (+ 4
-  unpacked); a single-word grid of 10^6 bins at about 9 bytes per bin, against 25
+  whole key (exact). Memory: 8 bytes per key word per bin + 2-4 of directory (+ 4
+  unpacked); a single-word grid of 10^6 bins at about 10 bytes per bin, against 25
   for the power-of-two slot table plus keys of earlier releases.
 * Fit tables are open addressing with linear probing at load <= 0.7, local ids
   numbering bins by first appearance in row order:
