@@ -5,8 +5,8 @@ constraint machinery and decorates ``fit`` (and ``partial_fit``-like entry point
 :func:`fit_context`, so a bad parameter raises scikit-learn's ``InvalidParameterError`` (a
 ``ValueError`` and a ``TypeError``) naming the parameter, the same way in every estimator.
 Shared constraints live here (``N_JOBS``, ``RANDOM_STATE``, ``VERBOSE``, ``POSITIVE_INT``,
-``NONNEG_REAL``, ``POSITIVE_REAL``, ``TOL``, ``SIGMA``): use them rather than writing new
-ones. Constraints that depend on the data (sigma's length against d, say) are checked in
+``NONNEG_REAL``, ``POSITIVE_REAL``, ``TOL``, ``SIGMA``, and ``RealInterval`` for other
+real ranges): use them rather than writing new ones. Constraints that depend on the data (sigma's length against d, say) are checked in
 ``fit`` with a ValueError that names the parameter.
 
 Data: every failure is a ``ValueError`` whose message names the offending parameter, or the
@@ -37,13 +37,37 @@ RANDOM_STATE = ["random_state", Interval(Integral, 0, None, closed="left"),
                 np.random.Generator, np.random.SeedSequence]
 VERBOSE = ["verbose"]
 POSITIVE_INT = [Interval(Integral, 1, None, closed="left")]
-NONNEG_REAL = [Interval(Real, 0, None, closed="left")]
-POSITIVE_REAL = [Interval(Real, 0, None, closed="neither")]
+
+
+class RealInterval(Interval):
+    """scikit-learn's ``Interval(Real, ...)`` whose values must also convert to float64:
+    a Python int beyond float64's range (``10**400``) is refused naming the parameter
+    (InvalidParameterError) instead of raising OverflowError inside fit. Use it for
+    every real-valued parameter."""
+
+    def __init__(self, left, right, *, closed):
+        super().__init__(Real, left, right, closed=closed)
+
+    def is_satisfied_by(self, val):
+        if not super().is_satisfied_by(val):
+            return False
+        try:
+            float(val)
+        except OverflowError:
+            return False
+        return True
+
+    def __str__(self):
+        return super().__str__() + " (within float64's range)"
+
+
+NONNEG_REAL = [RealInterval(0, None, closed="left")]
+POSITIVE_REAL = [RealInterval(0, None, closed="neither")]
 #: A stopping tolerance: >= 0 (0 runs to max_iter).
-TOL = [Interval(Real, 0, None, closed="left")]
+TOL = [RealInterval(0, None, closed="left")]
 #: sigma: a positive scalar, an array of length d (checked against the data in fit by
 #: :func:`check_sigma`), or "scale" (computed from the training rows).
-SIGMA = [Interval(Real, 0, None, closed="neither"), "array-like", StrOptions({"scale"})]
+SIGMA = [RealInterval(0, None, closed="neither"), "array-like", StrOptions({"scale"})]
 
 
 def fit_context(fit):

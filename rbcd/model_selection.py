@@ -46,7 +46,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._scale import scale_sigma
-from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, fit_context
+from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealInterval, fit_context
 
 #: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
 #: real-data suite single sets preferred 0.25 .. 3 median distances, i.e. 0.5 .. 6 times
@@ -77,7 +77,7 @@ class _RBSearchBase(BaseEstimator):
 
     _parameter_constraints = {
         "n_grids": POSITIVE_INT + [StrOptions({"auto"})],
-        "sigma": [Interval(Real, 0, None, closed="neither"), StrOptions({"scale"})],
+        "sigma": [RealInterval(0, None, closed="neither"), StrOptions({"scale"})],
         "sigma_factors": ["array-like"],
         "alphas": ["array-like", None],
         "cv": ["cv_object"],

@@ -61,6 +61,7 @@ from ._validation import (
     TOL,
     VERBOSE,
     Interval,
+    RealInterval,
     StrOptions,
     fit_context,
 )
@@ -124,8 +125,8 @@ _RB_CONSTRAINTS = {
     "kernel": [StrOptions({"laplacian"})],
     "n_features": [Interval(Integral, 1, None, closed="left"), None],
     "solver": [StrOptions(set(_SOLVERS))],
-    "alpha": [Interval(Real, 0, None, closed="left"), None],
-    "l1_ratio": [Interval(Real, 0, 1, closed="both")],
+    "alpha": [RealInterval(0, None, closed="left"), None],
+    "l1_ratio": [RealInterval(0, 1, closed="both")],
     "loss": [StrOptions({"squared", "logistic", "squared_hinge"}), None],
     "fit_intercept": ["boolean"],
     "tol": TOL + [None],

@@ -356,7 +356,7 @@ def test_bins_on_integer_boundaries(path):
 def _fit_parts(rb, X):
     """The fit-time inputs of the kernels (as RandomBinning._fit computes them)."""
     X, widths, offsets, lo, hi, cmin, cmax, *_ = rb._draw(X, _Paths())
-    word, shift, n_words = _binning.pack_layout(lo, hi)
+    word, shift, n_words = _binning.pack_layout(lo, hi)[:3]
     return X, widths, offsets, lo, hi, cmin, cmax, shift, n_words
 
 
@@ -802,3 +802,52 @@ def test_kappa_and_bins_definition():
     assert rb.predicted_speedup(1) == 1.0
     D, R = rb.n_features_out_, 4
     assert rb.predicted_speedup(2) == pytest.approx(2 / (1 + (R - 1) / (D - 1)))
+
+
+_PEAK_SCRIPT = r"""
+import json, sys
+import numpy as np
+import rbcd
+
+def status(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+
+n, n_jobs = int(sys.argv[1]), int(sys.argv[2])
+# load everything fit_transform imports lazily, then the baseline (no X yet)
+rbcd.RandomBinning(n_grids=4, sigma=1.0, random_state=0).fit_transform(
+    np.random.default_rng(1).random((100, 16)))
+base = status("VmRSS")
+X = np.random.default_rng(0).random((n, 16))
+rb = rbcd.RandomBinning(n_grids=64, sigma=0.25, n_jobs=n_jobs, random_state=0)
+Z = rb.fit_transform(X)
+print(json.dumps({"base": base, "peak": status("VmHWM"), "X": X.nbytes,
+                  "Z": Z.data.nbytes + Z.indices.nbytes + Z.indptr.nbytes,
+                  "D": Z.shape[1], "nnz": Z.nnz}))
+"""
+
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/self/status"),
+                    reason="reads VmHWM / VmRSS of /proc/self/status (Linux)")
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_exact_fit_transform_peak_memory_within_twice_x_plus_z(n_jobs):
+    """Issue 15: exact binning at about one bin per row (sigma = 0.25 on uniform
+    [0, 1)^16, R = 64: D ~ nnz) peaks, in a fresh process, at no more than twice the
+    bytes of X + Z above the interpreter's baseline (measured before X, after the
+    lazy imports). Fit tables, the retained tables and every transient count."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+        + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
+    proc = subprocess.run([sys.executable, "-c", _PEAK_SCRIPT, "200000", str(n_jobs)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    m = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert m["D"] > 0.9 * m["nnz"]  # about one bin per row in every grid
+    assert m["peak"] - m["base"] <= 2.0 * (m["X"] + m["Z"]), m

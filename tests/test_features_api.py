@@ -250,17 +250,110 @@ def _fitted_for_damage(kind="single"):
     return RandomBinning(n_grids=6, sigma=[0.7, 0.7, 0.7, 5.0], random_state=2).fit(X), X
 
 
-def _damages():
-    """(name, function state -> damaged state): one or more per field."""
-    def put(key, value):
-        return lambda s: {**s, key: value(s)}
+_M64 = (1 << 64) - 1
 
-    def per_grid(key, fn, r=0):
+
+def _mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _M64
+    return z ^ (z >> 31)
+
+
+def _key_hash(words):
+    h = 0x9E3779B97F4A7C15
+    for w in words:
+        h = _mix64(((h ^ int(w)) + 0x9E3779B97F4A7C15) & _M64)
+    return h
+
+
+def _v1_state(state):
+    """The version-1 pickle of earlier releases for this version-2 state: each grid
+    also held a hashed slot table (capacity the smallest power of two >= 16 with load
+    <= 0.7, linear probing from hash & mask, slot = hash tag << 32 | (local id + 1))."""
+    slots = []
+    for keys, n in zip(state["keys"], np.diff(state["grid_ptr"])):
+        n = int(n)
+        W = keys.shape[0] // n if n else 1
+        cap = 16
+        while 7 * cap < 10 * n:
+            cap *= 2
+        table = [0] * cap
+        for local in range(n):
+            h = _key_hash(keys[local * W:(local + 1) * W])
+            pos = h & (cap - 1)
+            while table[pos]:
+                pos = (pos + 1) & (cap - 1)
+            table[pos] = ((h >> 32) << 32) | (local + 1)
+        slots.append(np.array(table, dtype=np.uint64))
+    return {**state, "version": 1, "slots": slots}
+
+
+def _put(key, value):
+    return lambda s: {**s, key: value(s)}
+
+
+def _per_grid(key, fn, r=0):
+    def damage(s):
+        arrays = list(s[key])
+        arrays[r] = fn(arrays[r])
+        return {**s, key: arrays}
+    return damage
+
+
+def _damages():
+    """(name, function state -> damaged state): one or more per field of a
+    version-2 state."""
+    put, per_grid = _put, _per_grid
+
+    def flip_key(a):
+        a = a.copy()
+        a[0] ^= np.uint64(1) << np.uint64(63)
+        return a
+
+    def repeat_key(r):  # two ids for one bin: the last key of grid r made its first
         def damage(s):
-            arrays = list(s[key])
-            arrays[r] = fn(arrays[r])
-            return {**s, key: arrays}
+            keys = list(s["keys"])
+            a = keys[r].copy()
+            W = a.shape[0] // int(np.diff(s["grid_ptr"])[r])
+            a[-W:] = a[:W]
+            keys[r] = a
+            return {**s, "keys": keys}
         return damage
+
+    return [
+        ("version", put("version", lambda s: 3)),
+        ("not a dict", lambda s: [s]),
+        ("missing keys", lambda s: {k: v for k, v in s.items() if k != "keys"}),
+        ("widths dtype", put("widths", lambda s: s["widths"].astype(np.float32))),
+        ("widths shape", put("widths", lambda s: s["widths"][:-1])),
+        ("widths negative", put("widths", lambda s: -s["widths"])),
+        ("widths nan", put("widths", lambda s: s["widths"] * np.nan)),
+        ("offsets shape", put("offsets", lambda s: s["offsets"].T.copy())),
+        ("offsets inf", put("offsets", lambda s: s["offsets"] + np.inf)),
+        ("cmin length", put("cmin", lambda s: s["cmin"][:-1])),
+        ("cmin above cmax", put("cmin", lambda s: s["cmax"] + 1.0)),
+        ("cmax type", put("cmax", lambda s: list(s["cmax"]))),
+        ("cmax huge bins", put("cmax", lambda s: s["cmax"] * 1e300)),
+        ("grid_ptr length", put("grid_ptr", lambda s: s["grid_ptr"][:-1])),
+        ("grid_ptr dtype", put("grid_ptr", lambda s: s["grid_ptr"].astype(np.int32))),
+        ("grid_ptr decreasing", put("grid_ptr", lambda s: s["grid_ptr"][::-1].copy())),
+        ("grid_ptr more bins", put("grid_ptr", lambda s: s["grid_ptr"] + np.arange(7))),
+        ("keys list length", put("keys", lambda s: s["keys"][:-1])),
+        ("keys not a list", put("keys", lambda s: tuple(s["keys"]))),
+        ("keys truncated", per_grid("keys", lambda a: a[:-1])),
+        ("keys dtype", per_grid("keys", lambda a: a.view(np.float64))),
+        ("keys 2-D", per_grid("keys", lambda a: a.reshape(1, -1))),
+        ("keys stray bit", per_grid("keys", flip_key)),
+        ("keys repeated", repeat_key(0)),
+        ("last grid keys truncated", per_grid("keys", lambda a: a[:-1], r=-1)),
+        ("last grid keys stray bit", per_grid("keys", flip_key, r=-1)),
+        ("last grid keys repeated", repeat_key(-1)),
+    ]
+
+
+def _v1_damages():
+    """(name, function v1 state -> damaged state) for the slot tables of version 1."""
+    put, per_grid = _put, _per_grid
 
     def full_slots(a):  # no empty slot: a probe would never end
         a = a.copy()
@@ -281,34 +374,13 @@ def _damages():
         a[nz[1]] = (a[nz[1]] & ~low) | (a[nz[0]] & low)
         return a
 
-    def flip_key(a):
-        a = a.copy()
-        a[0] ^= np.uint64(1) << np.uint64(63)
-        return a
-
     def move_key(a):  # a key not reached by its probe sequence (another valid key's value)
         a = a.copy()
         a[0], a[-1] = a[-1], a[0]
         return a
 
     return [
-        ("version", put("version", lambda s: 2)),
-        ("not a dict", lambda s: [s]),
         ("missing slots", lambda s: {k: v for k, v in s.items() if k != "slots"}),
-        ("widths dtype", put("widths", lambda s: s["widths"].astype(np.float32))),
-        ("widths shape", put("widths", lambda s: s["widths"][:-1])),
-        ("widths negative", put("widths", lambda s: -s["widths"])),
-        ("widths nan", put("widths", lambda s: s["widths"] * np.nan)),
-        ("offsets shape", put("offsets", lambda s: s["offsets"].T.copy())),
-        ("offsets inf", put("offsets", lambda s: s["offsets"] + np.inf)),
-        ("cmin length", put("cmin", lambda s: s["cmin"][:-1])),
-        ("cmin above cmax", put("cmin", lambda s: s["cmax"] + 1.0)),
-        ("cmax type", put("cmax", lambda s: list(s["cmax"]))),
-        ("cmax huge bins", put("cmax", lambda s: s["cmax"] * 1e300)),
-        ("grid_ptr length", put("grid_ptr", lambda s: s["grid_ptr"][:-1])),
-        ("grid_ptr dtype", put("grid_ptr", lambda s: s["grid_ptr"].astype(np.int32))),
-        ("grid_ptr decreasing", put("grid_ptr", lambda s: s["grid_ptr"][::-1].copy())),
-        ("grid_ptr more bins", put("grid_ptr", lambda s: s["grid_ptr"] + np.arange(7))),
         ("slots list length", put("slots", lambda s: s["slots"][:-1])),
         ("slots truncated", per_grid("slots", lambda a: a[: a.shape[0] // 2])),
         ("slots truncated odd", per_grid("slots", lambda a: a[:-1])),
@@ -319,12 +391,8 @@ def _damages():
         ("slots id repeated", per_grid("slots", repeat_id)),
         ("slots cleared", per_grid("slots", lambda a: np.zeros_like(a))),
         ("slots 2-D", per_grid("slots", lambda a: a.reshape(2, -1))),
-        ("keys truncated", per_grid("keys", lambda a: a[:-1])),
-        ("keys dtype", per_grid("keys", lambda a: a.view(np.float64))),
-        ("keys stray bit", per_grid("keys", flip_key)),
         ("keys moved", per_grid("keys", move_key)),
-        ("last grid keys truncated", per_grid("keys", lambda a: a[:-1], r=-1)),
-        ("last grid keys stray bit", per_grid("keys", flip_key, r=-1)),
+        ("keys stray bit", per_grid("keys", lambda a: a ^ np.uint64(1 << 63))),
     ]
 
 
@@ -350,35 +418,57 @@ def test_damaged_pickle_raises_value_error(name, damage):
             pickle.loads(blob)
 
 
+@pytest.mark.parametrize("name, damage", _v1_damages(), ids=[n for n, _ in _v1_damages()])
+def test_damaged_version_1_pickle_raises_value_error(name, damage):
+    """Pickles of earlier releases (version 1: keys and hashed slot tables) load,
+    their slot tables checked against the keys as before."""
+    for kind in ("single", "multi"):
+        rb, X = _fitted_for_damage(kind)
+        v1 = _v1_state(rb._tables.state())
+        _same(_restore_grid_tables(v1) is not None and rb.transform(X), rb.transform(X))
+        with pytest.raises(ValueError, match="damaged or foreign RandomBinning grid tables"):
+            _restore_grid_tables(damage(v1))
+
+
 def test_pickled_state_round_trips_exactly():
-    rb, X = _fitted_for_damage()
-    X2 = X[::-1] * 1.1
-    state = rb._tables.state()
-    assert set(state) == {"version", "widths", "offsets", "cmin", "cmax", "grid_ptr",
-                          "slots", "keys"}
-    grids = _restore_grid_tables(state)
-    for name in ("lo", "hi", "word", "shift", "n_words", "thr_ptr", "use_thr", "ent_j",
-                 "ent_t", "ent_add", "range_lo", "range_hi", "grid_ptr"):
-        np.testing.assert_array_equal(getattr(grids, name), getattr(rb._tables, name))
-    for a, b in zip(grids.index, rb._tables.index):
-        assert (a is None) == (b is None)
-        if a is not None:
-            np.testing.assert_array_equal(a, b)
-    clone = pickle.loads(pickle.dumps(rb))
-    _same(clone.transform(X2), rb.transform(X2))
-    _same(clone.transform(X), rb.fit_transform(X))
+    for kind in ("single", "multi"):
+        rb, X = _fitted_for_damage(kind)
+        X2 = X[::-1] * 1.1
+        state = rb._tables.state()
+        assert set(state) == {"version", "widths", "offsets", "cmin", "cmax", "grid_ptr", "keys"}
+        for version_state in (state, _v1_state(state)):
+            grids = _restore_grid_tables(version_state)
+            for name in ("lo", "hi", "word", "shift", "n_words", "top_bits", "thr_ptr",
+                         "use_thr", "ent_j", "ent_t", "ent_add", "range_lo", "range_hi",
+                         "grid_ptr"):
+                np.testing.assert_array_equal(getattr(grids, name), getattr(rb._tables, name))
+            # the rebuilt bucketed tables are the fitted ones, array for array
+            for group in ("dirs", "ents", "idss", "index"):
+                for a, b in zip(getattr(grids, group), getattr(rb._tables, group)):
+                    assert (a is None) == (b is None)
+                    if a is not None:
+                        np.testing.assert_array_equal(a, b)
+            rb2 = pickle.loads(pickle.dumps(rb))
+            rb2.__dict__["_tables"] = grids
+            _same(rb2.transform(X2), rb.transform(X2))
+        clone = pickle.loads(pickle.dumps(rb))
+        _same(clone.transform(X2), rb.transform(X2))
+        _same(clone.transform(X), rb.fit_transform(X))
 
 
-def test_probes_are_bounded_even_on_an_unchecked_full_table():
-    """Tables with no empty slot are rejected on load; should one reach the kernel
-    anyway (set_tables without checks), transform still ends."""
+def test_unchecked_bucket_tables_keep_lookups_bounded():
+    """A bucket directory that does not rise from 0 to the bins is rejected by
+    set_tables' check; shapes are always checked, so a lookup never leaves the
+    entries."""
     rb, X = _fitted_for_damage()
     g = rb._tables
-    full = [np.where(s == 0, (np.uint64(0xABCDEF) << np.uint64(32)) | np.uint64(1), s)
-            for s in g.slots]
-    g.set_tables(g.grid_ptr, full, list(g.keys), [None] * len(full), False)
-    Z = rb.transform(X[:50] + 1e3)  # far away: every probe misses
-    assert Z.shape == (50, rb.n_features_out_)
+    bad = [np.full_like(a, 7) for a in g.dirs]
+    with pytest.raises(ValueError, match="dirs"):
+        g.set_tables(g.grid_ptr, bad, list(g.ents), list(g.idss), True)
+    with pytest.raises(ValueError, match="dirs"):
+        g.set_tables(g.grid_ptr, [a[:-1] for a in g.dirs], list(g.ents), list(g.idss), False)
+    Z = rb.transform(X[:50] + 1e3)  # far away: every lookup misses
+    assert Z.shape == (50, rb.n_features_out_) and Z.nnz == 0
 
 
 def test_transform_rejects_missing_or_mismatched_tables():
@@ -535,10 +625,10 @@ def _fitted_arrays(rb):
             yield from (a for a in value if isinstance(a, np.ndarray))
         elif isinstance(value, _binning.GridTables):
             for name in ("widths", "offsets", "cmin", "cmax", "lo", "hi", "inv", "word",
-                         "shift", "n_words", "thr_ptr", "use_thr", "ent_j", "ent_t", "ent_add",
-                         "range_lo", "range_hi", "grid_ptr"):
+                         "shift", "n_words", "top_bits", "thr_ptr", "use_thr", "ent_j", "ent_t",
+                         "ent_add", "range_lo", "range_hi", "grid_ptr"):
                 yield getattr(value, name)
-            for group in (value.slots, value.keys, value.index):
+            for group in (value.dirs, value.ents, value.idss, value.index):
                 yield from (a for a in group if a is not None)
 
 
@@ -553,10 +643,10 @@ def test_fitted_state_is_O_of_D_and_holds_no_training_rows():
         X = rng.normal(size=(n, d))
         rb = RandomBinning(n_grids=R, sigma=4.0, random_state=0).fit(X)
         D = rb.n_features_out_
-        # slots (<= 4 per bin, 8 bytes) + packed keys (one word here) + dense index
-        # (<= 8 per bin, 4 bytes) + per-grid layout, thresholds (<= 6 per column and grid,
-        # 20 bytes) and range bounds
-        assert _fitted_bytes(rb) <= 80 * D + 224 * R * d + 4096
+        # bucketed tables (packed keys, one word here, + <= 2 bytes of directory per bin,
+        # + 4 per grid) + dense index (<= 8 per bin, 4 bytes) + per-grid layout,
+        # thresholds (<= 6 per column and grid, 20 bytes) and range bounds
+        assert _fitted_bytes(rb) <= 42 * D + 224 * R * d + 4096
         assert _fitted_bytes(rb) < X.nbytes
         assert any(a is not None for a in rb._tables.index)  # the dense index is counted
         assert rb._tables.nbytes() <= _fitted_bytes(rb)

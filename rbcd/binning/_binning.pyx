@@ -17,18 +17,27 @@ Design
   comparing packed keys is comparing bin vectors: a 64-bit hash only picks
   the slot and every hit is verified against the stored key. A bin outside
   ``[lo, hi]`` in some dimension was never seen in fit (no entry, no lookup).
-* A table is open addressing with linear probing, power-of-two capacity,
-  load <= 0.7 (fitted tables are shrunk to the smallest such capacity). A
-  slot holds ``(hash >> 32) << 32 | (local id + 1)`` (0 = empty), so most
-  misses are settled without touching the keys. Local ids number bins by
-  first appearance in row order. Memory: 11-23 bytes of slots plus 8 bytes
-  per key word per bin in the fitted state (4 more per bin during fit).
-* Single-word keys (W == 1, the common case) are fitted in a "fat" table
-  instead: a 16-byte slot holds the key, local id + 1 and the count, so a
-  probe is one cache-line access (no tag / key / count chase; the full key
-  is compared, so the table stays exact). Same capacity and growth rule;
-  at the end of fit the exported slots / keys / counts (the format above)
-  are built from it in one pass (23-46 bytes per bin during fit).
+* Fitted tables (what transform reads and pickles hold) are bucketed
+  (``rbcd/src/binning_table.h``): a grid's keys grouped by the top bits of their
+  64-bit hash, 1 to 2 per bucket on average, with a uint32 directory of bucket
+  starts; the local id (+ 1) sits above the key's bits in the last key word when
+  they fit ("packed"), else in a uint32 array beside. Every lookup compares the
+  whole key (exact). Memory: 8 bytes per key word per bin + 2-4 of directory (+ 4
+  unpacked); a single-word grid of 10^6 bins at about 10 bytes per bin, against 25
+  for the power-of-two slot table plus keys of earlier releases.
+* Fit tables are open addressing with linear probing at load <= 0.7, local ids
+  numbering bins by first appearance in row order:
+  - "pk" (single-word keys whose bits leave room for ids up to N, the common
+    case): 8-byte slots ``key | (local id + 1) << used`` of any capacity (the slot
+    of hash h is ``mulhi64(h, capacity)``), so a presized table holds exactly load
+    0.7, with the bin counts in a uint32 array by id: 15-16 bytes per bin;
+  - "fat" (other single-word keys): 16-byte slots of key, id + 1 and count,
+    power-of-two capacity;
+  - multi-word keys: 8-byte slots ``(hash >> 32) << 32 | (local id + 1)`` (most
+    misses settled without touching the keys), keys and counts by id.
+  At the end of a grid's sweep its keys are laid out in id order, its probe
+  structure freed, and the bucketed table built from them (table_finish); after
+  fit the allocator's free pages are handed back (``rbcd_release_free_memory``).
 * Threshold keys: for a single-word grid with few bins per column, the key
   is built without any division. ``x -> floor((x - u) / w)`` is monotone,
   so each bin k in (lo, hi] of a column has a smallest float64 ``t_k``
@@ -40,7 +49,7 @@ Design
 * Direct tables: a single-word grid whose keys have at most a few tens of
   thousands of values (``random_binning._direct_bits``) is fitted in an array of
   one 8-byte slot per possible key (id + 1, count): no hash, no probe, no
-  compare. At the end of fit its keys are exported in the hashed format.
+  compare. At the end of fit its keys are exported to the bucketed format.
 * Parallelism in fit: each thread owns a contiguous block of grids of about
   equal estimated cost (``bounds``; one table per grid, so the output does
   not depend on the thread count or the split) and
@@ -57,8 +66,9 @@ Design
   makes the floor provably equal to the division's (see ``rbcd_floor8``).
 * Transform is parallel over row blocks (tables read-only): per block and
   grid, keys (thresholds with range bounds where the grid has them), then a
-  dense index lookup (``random_binning._dense_index``) or slots prefetched,
-  candidate slots found, their keys prefetched and verified. Hashed mode is
+  dense index lookup (``random_binning._dense_index``) or the buckets' directory
+  entries prefetched, read, the buckets' first entries prefetched, the buckets
+  scanned. Hashed mode is
   parallel over rows; with AVX-512 a row's bins and hashes are computed for
   eight grids per vector (four independent multiply chains at a time) and its
   columns sorted by rank (vector compares, no data-dependent branch) up to
@@ -69,8 +79,10 @@ Design
 * State: :class:`GridTables` owns the fitted grids (a ``Layout`` for all grids
   and a ``GridTable`` per grid, pointing into arrays it holds); fit_tables and
   transform_exact take it instead of loose arrays. It pickles as its primary
-  arrays and is checked field by field on load; probe loops are bounded by the
-  capacity, so even an unchecked table cannot make a lookup cycle.
+  arrays (each grid's keys in id order) and is checked field by field on load
+  (every key within its training bins, none repeated); the bucketed tables are
+  rebuilt from the keys. A lookup scans at most one bucket of the directory,
+  whose shape set_tables always checks.
 * Paths: every kernel takes a ``paths`` object (``random_binning._Paths``): AVX-512
   where the CPU has it, threshold keys, direct tables / dense index. All give the
   same output bit for bit; tests force each one through it. C lives in
@@ -81,7 +93,7 @@ from cython.parallel cimport prange, parallel
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from cython.view cimport array as cvarray
-from libc.string cimport memcpy, memmove
+from libc.string cimport memcpy, memmove, memset
 from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawFree
 
 import numpy as np
@@ -94,6 +106,34 @@ cdef extern from "binning_alloc.h" nogil:
     void *big_calloc "rbcd_big_calloc"(size_t n, size_t size) noexcept
     void *line_malloc "rbcd_line_malloc"(size_t nbytes) noexcept
     void *big_realloc "rbcd_big_realloc"(void *p, size_t nbytes) noexcept
+    void release_free_memory "rbcd_release_free_memory"() noexcept
+
+cdef extern from "binning_table.h" nogil:
+    ctypedef struct CTable "rbcd_ctable":
+        const uint32_t *dir
+        const uint64_t *ent
+        const uint32_t *ids
+        uint64_t kmask
+        int64_t n
+        int used
+        int W
+        int bbits
+    ctypedef struct CtArrays "rbcd_ct_arrays":
+        uint32_t *dir
+        uint64_t *ent
+        uint32_t *ids
+        int64_t n_dir
+        int bbits
+    uint64_t mulhi64 "rbcd_mulhi64"(uint64_t a, uint64_t b) noexcept
+    int ct_bits "rbcd_ct_bits"(int64_t n) noexcept
+    bint ct_packed "rbcd_ct_packed"(int64_t n, int used) noexcept
+    uint64_t ct_bucket "rbcd_ct_bucket"(uint64_t h, int bbits) noexcept
+    int64_t ct_scan "rbcd_ct_scan"(const CTable *t, const uint64_t *key, uint32_t p,
+                                   uint32_t stop) noexcept
+    int64_t ct_find "rbcd_ct_find"(const CTable *t, const uint64_t *key, uint64_t h) noexcept
+    int ct_build "rbcd_ct_build"(const uint64_t *keys, int64_t n, int W, int used,
+                                 CtArrays *out) noexcept
+    void ct_keys "rbcd_ct_keys"(const CTable *t, uint64_t *out) noexcept
 
 cdef extern from "binning_keys.h" nogil:
     ctypedef struct Thresholds "rbcd_thresholds":
@@ -234,6 +274,7 @@ ctypedef struct Layout:
     const int32_t *word         # (R, d) key word of field j of grid r
     const int64_t *shift        # (R, d) bit offset of that field
     const int32_t *n_words      # (R,) 64-bit words of grid r's packed key
+    const int32_t *top_bits     # (R,) bits used in the last word of grid r's key
     const int64_t *thr_ptr      # (R + 1,) grid r's thresholds: thr_ptr[r] .. thr_ptr[r + 1] - 1
     const unsigned char *use_thr  # (R,) grid r's keys come from its thresholds
     const int32_t *ent_j        # column of each threshold (sorted by grid, column, bin)
@@ -278,9 +319,7 @@ cdef inline bint grid_key(
 
 ctypedef struct GridTable:
     # One fitted grid as transform reads it (docs/design.md contract 4).
-    const uint64_t *slots       # capacity slots: 0 empty, else tag << 32 | (local id + 1)
-    uint64_t mask               # capacity - 1 (capacity a power of two, load <= 0.7)
-    const uint64_t *keys        # n_bins * n_words packed keys, in local id order
+    CTable tab                  # the bucketed table of its keys (binning_table.h)
     const uint32_t *index       # dense index (id + 1 per possible single-word key) or NULL
     int64_t n_bins
     int64_t col0                # grid_ptr[r], the grid's first column of Z
@@ -309,40 +348,53 @@ ctypedef struct DirSlot:
 
 
 ctypedef struct Table:
-    uint64_t *slots     # capacity slots: 0 empty, else tag << 32 | (local id + 1)
-    DirSlot *direct     # small key spaces during fit: one slot per possible key
-                        # (2**direct_bits), no hashing or probing; slots / keys /
-                        # counts are built from it at the end of fit (NULL until then)
+    # One grid during fit. Exactly one of direct / pk / fat / slots is the
+    # probe structure (see table_init); table_finish turns any of them into
+    # the bucketed table ct (binning_table.h) that transform reads.
+    uint64_t *slots     # multi-word keys: capacity slots, 0 empty, else
+                        # tag << 32 | (local id + 1); keys in keys
+    DirSlot *direct     # small key spaces: one slot per possible key
+                        # (2**direct_bits), no hashing or probing
     int64_t direct_size
-    FatSlot *fat        # W == 1 during fit: capacity slots holding key and count
-                        # (one access per probe); slots / keys / counts are
-                        # built from it at the end of fit (NULL until then)
+    uint64_t *pk        # single-word keys with room for the id ("packed"): capacity
+                        # slots (any capacity; slot of hash h: mulhi64(h, capacity)),
+                        # 0 empty, else key | (local id + 1) << used; counts in counts
+    FatSlot *fat        # other single-word keys: capacity slots holding key and count
     uint64_t *keys      # n_bins * n_words packed keys, in local id order
     uint32_t *counts    # n_bins training rows per bin (N < 2**32 - 1)
-    int64_t capacity    # power of two
+    int64_t capacity    # power of two (slots, fat); any (pk)
     int64_t n_bins
     int64_t keys_room   # bins that fit in keys / counts before a realloc
     int n_words
+    int used            # key bits of the last key word (pk: the id sits above them)
+    uint64_t kmask      # (1 << used) - 1 (pk)
     int failed          # 1 after an allocation failure
     int64_t max_count   # largest bin count, set at the end of fit
+    CtArrays ct         # the fitted table, built by table_finish
 
 
-cdef int table_init(Table *t, int n_words, int direct_bits) noexcept nogil:
+cdef int table_init(Table *t, int n_words, int used, int direct_bits,
+                    int64_t n_rows) noexcept nogil:
+    """An empty fit table: direct when ``direct_bits >= 0``, else pk for a
+    single-word key whose ``used`` bits leave room for ids up to ``n_rows``, else
+    fat (single word) or slots + keys (several words)."""
+    memset(t, 0, sizeof(Table))
     t.capacity = INITIAL_CAPACITY
-    t.n_bins = 0
     t.keys_room = INITIAL_CAPACITY // 2
     t.n_words = n_words
-    t.failed = 0
-    t.slots = NULL
-    t.keys = NULL
-    t.counts = NULL
-    t.fat = NULL
-    t.direct = NULL
-    t.direct_size = 0
+    t.used = used
     if direct_bits >= 0:
         t.direct_size = (<int64_t> 1) << direct_bits
         t.direct = <DirSlot *> big_calloc(t.direct_size, sizeof(DirSlot))
         if t.direct == NULL:
+            t.failed = 1
+            return -1
+        return 0
+    if n_words == 1 and ct_packed(n_rows, used):
+        t.kmask = ((<uint64_t> 1) << used) - 1
+        t.pk = <uint64_t *> big_calloc(t.capacity, sizeof(uint64_t))
+        t.counts = <uint32_t *> big_malloc(t.keys_room * sizeof(uint32_t))
+        if t.pk == NULL or t.counts == NULL:
             t.failed = 1
             return -1
         return 0
@@ -366,12 +418,20 @@ cdef void table_free(Table *t) noexcept nogil:
     t.fat = NULL
     free(t.direct)
     t.direct = NULL
+    free(t.pk)
+    t.pk = NULL
     free(t.slots)
     free(t.keys)
     free(t.counts)
     t.slots = NULL
     t.keys = NULL
     t.counts = NULL
+    free(t.ct.dir)
+    free(t.ct.ent)
+    free(t.ct.ids)
+    t.ct.dir = NULL
+    t.ct.ent = NULL
+    t.ct.ids = NULL
 
 
 cdef int fat_resize(Table *t, int64_t new_cap) noexcept nogil:
@@ -404,45 +464,81 @@ cdef int fat_resize(Table *t, int64_t new_cap) noexcept nogil:
     return 0
 
 
-cdef int fat_export(Table *t, int64_t new_cap) noexcept nogil:
-    """End of fit for a single-word table: keys and counts in id order from
-    the fat slots, then the exported slot array of ``new_cap`` slots (slot j
-    of the fat table when the capacity is kept, else re-inserted in id order)."""
+cdef int pk_resize(Table *t, int64_t new_cap) noexcept nogil:
+    """Re-insert every entry of a pk table into ``new_cap`` slots (ids unchanged);
+    hashes of 16 entries are computed and their new slots prefetched first."""
+    cdef uint64_t cap = <uint64_t> new_cap, pos, s, key
+    cdef uint64_t hs[16]
+    cdef uint64_t vs[16]
+    cdef int64_t j, m, k
+    cdef uint64_t *pk = <uint64_t *> big_calloc(new_cap, sizeof(uint64_t))
+    if pk == NULL:
+        return -1
+    j = 0
+    while j < t.capacity:
+        m = 0
+        while j < t.capacity and m < 16:
+            # branch-free: the entry is kept only if the slot is occupied
+            s = t.pk[j]
+            key = s & t.kmask
+            vs[m] = s
+            hs[m] = key_hash(&key, 1)
+            prefetch(pk + mulhi64(hs[m], cap))
+            m += (s != 0)
+            j += 1
+        for k in range(m):
+            pos = mulhi64(hs[k], cap)
+            while pk[pos] != 0:
+                pos += 1
+                if pos == cap:
+                    pos = 0
+            pk[pos] = vs[k]
+    free(t.pk)
+    t.pk = pk
+    t.capacity = new_cap
+    return 0
+
+
+cdef int keys_from_fat(Table *t) noexcept nogil:
+    """Keys and counts in id order from the fat slots (which are freed)."""
     cdef int64_t j, n = t.n_bins
-    cdef uint64_t full
-    cdef bint same = new_cap == t.capacity
     # keys / counts at index local + 1 (index 0 takes the empty slots'
     # writes, branch-free), moved down by one after the pass
     t.keys = <uint64_t *> big_malloc((n + 1) * sizeof(uint64_t))
     t.counts = <uint32_t *> big_malloc((n + 1) * sizeof(uint32_t))
-    if same:
-        t.slots = <uint64_t *> big_malloc(t.capacity * sizeof(uint64_t))
-    if t.keys == NULL or t.counts == NULL or (same and t.slots == NULL):
+    if t.keys == NULL or t.counts == NULL:
         return -1
     t.keys_room = n
     for j in range(t.capacity):
         t.keys[t.fat[j].idp1] = t.fat[j].key
         t.counts[t.fat[j].idp1] = t.fat[j].count
-        if same:
-            # the slots in place of the fat slots (same positions, so the
-            # same valid probe sequences)
-            full = <uint64_t> 0 - <uint64_t> (t.fat[j].idp1 != 0)
-            t.slots[j] = (((key_hash(&t.fat[j].key, 1) >> 32) << 32)
-                          | <uint64_t> t.fat[j].idp1) & full
     memmove(t.keys, t.keys + 1, n * sizeof(uint64_t))
     memmove(t.counts, t.counts + 1, n * sizeof(uint32_t))
     free(t.fat)
     t.fat = NULL
-    if not same:
-        return table_resize(t, new_cap)
     return 0
 
 
-cdef int direct_export(Table *t) noexcept nogil:
-    """End of fit for a direct table: keys and counts in id order from the
-    slots of the seen keys, then the exported slot array (smallest capacity
-    of at least 16 with load <= 0.7)."""
-    cdef int64_t key, n = t.n_bins, cap = 16
+cdef int keys_from_pk(Table *t) noexcept nogil:
+    """Keys in id order from the pk slots (which are freed)."""
+    cdef int64_t j, n = t.n_bins
+    cdef uint64_t s
+    # keys at index local + 1 (index 0 takes the empty slots' writes)
+    t.keys = <uint64_t *> big_malloc((n + 1) * sizeof(uint64_t))
+    if t.keys == NULL:
+        return -1
+    for j in range(t.capacity):
+        s = t.pk[j]
+        t.keys[s >> t.used] = s & t.kmask
+    memmove(t.keys, t.keys + 1, n * sizeof(uint64_t))
+    free(t.pk)
+    t.pk = NULL
+    return 0
+
+
+cdef int keys_from_direct(Table *t) noexcept nogil:
+    """Keys and counts in id order from the slots of the seen keys (which are freed)."""
+    cdef int64_t key, n = t.n_bins
     t.keys = <uint64_t *> big_malloc((n + 1) * sizeof(uint64_t))
     t.counts = <uint32_t *> big_malloc((n + 1) * sizeof(uint32_t))
     if t.keys == NULL or t.counts == NULL:
@@ -457,9 +553,7 @@ cdef int direct_export(Table *t) noexcept nogil:
     memmove(t.counts, t.counts + 1, n * sizeof(uint32_t))
     free(t.direct)
     t.direct = NULL
-    while 7 * cap < 10 * n:
-        cap *= 2
-    return table_resize(t, cap)
+    return 0
 
 
 cdef inline int64_t direct_add(Table *t, uint64_t key) noexcept nogil:
@@ -483,6 +577,8 @@ cdef int table_resize(Table *t, int64_t new_cap) noexcept nogil:
     cdef int64_t base, local, m, k
     if t.fat != NULL:
         return fat_resize(t, new_cap)
+    if t.pk != NULL:
+        return pk_resize(t, new_cap)
     cdef uint64_t *slots = <uint64_t *> big_calloc(new_cap, sizeof(uint64_t))
     if slots == NULL:
         return -1
@@ -510,35 +606,16 @@ cdef int table_grow(Table *t) noexcept nogil:
     return table_resize(t, t.capacity * 2)
 
 
-cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nogil:
-    """Size the table for the bins expected over all rows.
-
-    Only when most rows so far opened a new bin (fine grids): then the count
-    keeps growing about linearly and extrapolating it (at most n_rows) saves
-    a chain of doublings over a large table. Coarse grids saturate and keep
-    the doubling (and the shrink at the end bounds any excess).
-    """
-    cdef int64_t est, cap
-    if rows_seen <= 0 or 2 * t.n_bins <= rows_seen:
+cdef int table_room(Table *t, int64_t room) noexcept nogil:
+    """Room for ``room`` bins in counts (and keys, multi-word tables)."""
+    cdef uint64_t *keys
+    if room <= t.keys_room:
         return 0
-    est = <int64_t> (<double> t.n_bins * (<double> n_rows / <double> rows_seen)) + 1
-    if est > n_rows:
-        est = n_rows
-    cap = t.capacity
-    while 7 * cap < 10 * est:
-        cap *= 2
-    if cap > t.capacity:
-        return table_resize(t, cap)
-    return 0
-
-
-cdef int table_room(Table *t) noexcept nogil:
-    """Make room for one more key (keys / counts arrays)."""
-    cdef int64_t room = t.keys_room * 2
-    cdef uint64_t *keys = <uint64_t *> big_realloc(t.keys, room * t.n_words * sizeof(uint64_t))
-    if keys == NULL:
-        return -1  # t.keys is still valid (and freed with the table)
-    t.keys = keys
+    if t.slots != NULL:
+        keys = <uint64_t *> big_realloc(t.keys, room * t.n_words * sizeof(uint64_t))
+        if keys == NULL:
+            return -1  # t.keys is still valid (and freed with the table)
+        t.keys = keys
     cdef uint32_t *counts = <uint32_t *> big_realloc(t.counts, room * sizeof(uint32_t))
     if counts == NULL:
         return -1
@@ -547,8 +624,69 @@ cdef int table_room(Table *t) noexcept nogil:
     return 0
 
 
+cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nogil:
+    """Size the table for the bins expected over all rows.
+
+    Only when most rows so far opened a new bin (fine grids): then the count
+    keeps growing about linearly and extrapolating it (at most n_rows) saves
+    a chain of doublings over a large table. Coarse grids saturate and keep
+    the doubling. A pk table (any capacity) gets exactly the load 0.7 for the
+    estimate, and its counts room for it.
+    """
+    cdef int64_t est, cap
+    if rows_seen <= 0 or 2 * t.n_bins <= rows_seen:
+        return 0
+    est = <int64_t> (<double> t.n_bins * (<double> n_rows / <double> rows_seen)) + 1
+    if est > n_rows:
+        est = n_rows
+    cap = t.capacity
+    if t.pk != NULL:
+        cap = (10 * est + 6) // 7 + 1
+        if table_room(t, est) != 0:
+            return -1
+    else:
+        while 7 * cap < 10 * est:
+            cap *= 2
+    if cap > t.capacity:
+        return table_resize(t, cap)
+    return 0
+
+
+cdef inline int64_t pk_add(Table *t, uint64_t key, uint64_t h) noexcept nogil:
+    """Local id of single-word ``key`` in a pk table, inserting it (next id) if new;
+    -1 on allocation failure."""
+    cdef uint64_t pos, s, cap
+    cdef int64_t local
+    if 10 * (t.n_bins + 1) > 7 * t.capacity:  # load <= 0.7
+        if pk_resize(t, t.capacity * 2) != 0:
+            return -1
+    cap = <uint64_t> t.capacity
+    pos = mulhi64(h, cap)
+    while True:
+        s = t.pk[pos]
+        if s == 0:
+            break
+        if (s & t.kmask) == key:
+            local = <int64_t> (s >> t.used) - 1
+            t.counts[local] += 1
+            return local
+        pos += 1
+        if pos == cap:
+            pos = 0
+    # first appearance: the next local id
+    if t.n_bins == t.keys_room:
+        if table_room(t, 2 * t.keys_room) != 0:
+            return -1
+    local = t.n_bins
+    t.pk[pos] = key | (<uint64_t> (local + 1) << t.used)
+    t.counts[local] = 1
+    t.n_bins += 1
+    return local
+
+
 cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcept nogil:
-    """Local id of ``key``, inserting it (next id) if new; -1 on allocation failure."""
+    """Local id of ``key`` (fat or slots table), inserting it (next id) if new;
+    -1 on allocation failure."""
     cdef uint64_t mask, pos, tag = h >> 32, s
     cdef int64_t local
     cdef FatSlot *f
@@ -585,7 +723,7 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
         pos = (pos + 1) & mask
     # first appearance: the next local id
     if t.n_bins == t.keys_room:
-        if table_room(t) != 0:
+        if table_room(t, 2 * t.keys_room) != 0:
             return -1
     local = t.n_bins
     memcpy(t.keys + local * t.n_words, key, t.n_words * sizeof(uint64_t))
@@ -596,40 +734,36 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
 
 
 cdef void table_finish(Table *t) noexcept nogil:
-    """End of fit for one table: exported slots / keys / counts, the largest
-    bin count, and over-allocated (presized) tables shrunk to the smallest
-    capacity with load <= 0.7."""
-    cdef int64_t cap, local
+    """End of fit for one table: keys and counts in id order (the probe structure
+    freed first where it can be), the largest bin count, then the bucketed table
+    t.ct (binning_table.h) and the keys freed. Afterwards the table holds only
+    t.ct and t.counts."""
+    cdef int64_t local
+    cdef int rc = 0
     if t.failed:
         return
     if t.direct != NULL:
-        if direct_export(t) != 0:
-            t.failed = 1
-            return
+        rc = keys_from_direct(t)
     elif t.fat != NULL:
-        # exported slots at the capacity the incremental build ends with, or
-        # the shrunk one below (same layout either way)
-        cap = t.capacity
-        if t.capacity > 16:
-            cap = 16
-            while 7 * cap < 10 * t.n_bins:
-                cap *= 2
-            if cap > t.capacity:
-                cap = t.capacity
-        if fat_export(t, cap) != 0:
-            t.failed = 1
-            return
+        rc = keys_from_fat(t)
+    elif t.pk != NULL:
+        rc = keys_from_pk(t)
+    else:
+        free(t.slots)
+        t.slots = NULL
+    if rc != 0:
+        t.failed = 1
+        return
     t.max_count = 0
     # max_count = counts.max()
     for local in range(t.n_bins):
         if t.counts[local] > t.max_count:
             t.max_count = t.counts[local]
-    if t.capacity > 16:
-        cap = 16
-        while 7 * cap < 10 * t.n_bins:
-            cap *= 2
-        if cap < t.capacity and table_resize(t, cap) != 0:
-            t.failed = 1
+    if ct_build(t.keys, t.n_bins, t.n_words, t.used, &t.ct) != 0:
+        t.failed = 1
+        return
+    free(t.keys)
+    t.keys = NULL
 
 
 cdef inline void touch_rows(idx_t *ids, Py_ssize_t N, Py_ssize_t R, Py_ssize_t g,
@@ -711,7 +845,7 @@ cdef void fit_grid_block(
         while ga < g1:
             gb = ga + MAX_GROUP if ga + MAX_GROUP < g1 else g1
             for r in range(ga, gb):
-                table_init(&tables[r], n_words[r], direct_bits[r])
+                table_init(&tables[r], n_words[r], L.top_bits[r], direct_bits[r], N)
             i0 = 0
             while i0 < N:
                 i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
@@ -758,6 +892,19 @@ cdef void fit_grid_block(
                             prefetch(t.direct + keys[k])
                         for k in range(i1 - i0):
                             srow[k] = direct_add(t, keys[k])
+                        continue
+                    if t.pk != NULL:
+                        for k in range(i1 - i0):
+                            prefetch(t.pk + mulhi64(hashes[k], <uint64_t> t.capacity))
+                        if i0 == PRESIZE_ROWS:
+                            if table_presize(t, i0, N) != 0:
+                                t.failed = 1
+                                continue
+                        for k in range(i1 - i0):
+                            srow[k] = pk_add(t, keys[k], hashes[k])
+                            if srow[k] < 0:
+                                t.failed = 1
+                                break
                         continue
                     for k in range(i1 - i0):
                         if t.fat != NULL:
@@ -886,12 +1033,15 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
 
     Field j of grid r gets ``bit_length(hi - lo)`` bits, packed greedily into
     64-bit words (a field never straddles two words). Returns ``(word, shift,
-    n_words)`` with shapes (R, d), (R, d), (R,): int32, int64, int32.
+    n_words, top_bits)`` with shapes (R, d), (R, d), (R,), (R,): int32, int64, int32,
+    int32 (top_bits: the bits used in the last word of the key).
     """
     cdef Py_ssize_t R = lo.shape[0], d = lo.shape[1], r, j
     word_arr = np.zeros((R, d), dtype=np.int32)
     shift_arr = np.zeros((R, d), dtype=np.int64)
     n_words_arr = np.ones(R, dtype=np.int32)
+    top_arr = np.zeros(R, dtype=np.int32)
+    cdef int32_t[::1] top = top_arr
     cdef int32_t[:, ::1] word = word_arr
     cdef int64_t[:, ::1] shift = shift_arr
     cdef int32_t[::1] n_words = n_words_arr
@@ -916,7 +1066,8 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
             shift[r, j] = cur_shift
             cur_shift += bits
         n_words[r] = cur_word + 1
-    return word_arr, shift_arr, n_words_arr
+        top[r] = cur_shift
+    return word_arr, shift_arr, n_words_arr, top_arr
 
 
 def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] direct_bits,
@@ -934,9 +1085,10 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see ``random_binning._grid_bounds``).
     paths : ``random_binning._Paths`` (its ``simd`` and ``thresholds``).
 
-    Returns ``(n_bins, max_count, slots, keys, counts)``: int64 (R,) arrays,
-    lists of per-grid uint64 arrays (slot table, packed keys), and the
-    concatenated int64 bin counts in column order (None unless want_counts).
+    Returns ``(n_bins, max_count, dirs, ents, idss, counts)``: int64 (R,) arrays,
+    lists of the per-grid arrays of the bucketed tables (binning_table.h: uint32
+    dir, uint64 entries, uint32 ids or None when packed), and the concatenated
+    int64 bin counts in column order (None unless want_counts).
     Identical for every thread count: a grid's table is built by one thread.
     """
     cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = grids.L.R
@@ -979,8 +1131,9 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
                 raise MemoryError("not enough memory for the bin tables")
         n_bins = np.empty(R, dtype=np.int64)
         max_count = np.empty(R, dtype=np.int64)
-        slots_list = []
-        keys_list = []
+        dirs = []
+        ents = []
+        idss = []
         total = 0
         for r in range(R):
             n_bins[r] = tables[r].n_bins
@@ -989,21 +1142,29 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         total = 0
         for r in range(R):
             # hand the table storage to numpy (no copy); the arrays free it
-            slots_list.append(_adopt_u64(tables[r].slots, tables[r].capacity))
-            tables[r].slots = NULL
-            keys_list.append(_adopt_u64(tables[r].keys, tables[r].n_bins * tables[r].n_words))
-            tables[r].keys = NULL
+            dirs.append(_adopt(tables[r].ct.dir, tables[r].ct.n_dir, np.uint32))
+            tables[r].ct.dir = NULL
+            ents.append(_adopt(tables[r].ct.ent, tables[r].n_bins * tables[r].n_words,
+                               np.uint64))
+            tables[r].ct.ent = NULL
+            if tables[r].ct.ids != NULL:
+                idss.append(_adopt(tables[r].ct.ids, tables[r].n_bins, np.uint32))
+                tables[r].ct.ids = NULL
+            else:
+                idss.append(None)
             max_count[r] = tables[r].max_count
             if want_counts:
                 counts[total:total + tables[r].n_bins] = _copy_u32(tables[r].counts,
                                                                    tables[r].n_bins)
             total += tables[r].n_bins
-            table_free(&tables[r])  # free as we go: peak = tables + one grid
+            table_free(&tables[r])  # free as we go
     finally:
         for r in range(R):
             table_free(&tables[r])
         PyMem_RawFree(tables)
-    return n_bins, max_count, slots_list, keys_list, counts
+        with nogil:
+            release_free_memory()  # the fit tables' pages (see binning_alloc.h)
+    return n_bins, max_count, dirs, ents, idss, counts
 
 
 _FORMATS = {
@@ -1038,25 +1199,20 @@ def empty(Py_ssize_t n, dtype):
     return out
 
 
-cdef object _adopt_u64(uint64_t *ptr, Py_ssize_t n):
-    """A numpy uint64 array owning ``ptr[:n]`` (malloc'd; freed with the array).
-
-    The block is first trimmed to n items (it may have been grown by doubling).
-    """
+cdef object _adopt(void *ptr, Py_ssize_t n, dtype):
+    """A numpy array of ``n`` items of ``dtype`` (uint32 or uint64) owning the
+    malloc'd ``ptr`` (freed with the array)."""
     cdef cvarray arr
-    cdef uint64_t *trimmed
+    dt = np.dtype(dtype)
     if n == 0:
         free(ptr)
-        return np.empty(0, dtype=np.uint64)
-    trimmed = <uint64_t *> realloc(ptr, n * sizeof(uint64_t))
-    if trimmed != NULL:
-        ptr = trimmed
-    arr = cvarray(shape=(n,), itemsize=sizeof(uint64_t), format="Q", mode="c",
-                  allocate_buffer=False)
+        return np.empty(0, dtype=dt)
+    arr = cvarray(shape=(n,), itemsize=dt.itemsize, format="Q" if dt.itemsize == 8 else "I",
+                  mode="c", allocate_buffer=False)
     arr.data = <char *> ptr
     arr.callback_free_data = free
     out = np.asarray(arr)
-    assert out.dtype == np.uint64
+    assert out.dtype == dt
     return out
 
 
@@ -1113,8 +1269,9 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
     bin lies within the training bins (see ``random_binning._range_bounds``); the
     others divide. A grid with a dense index (when ``paths.direct``) looks its keys
     up there (uint32, id + 1 per possible key, 0 for none) instead of in its table.
-    Parallel over blocks of ROW_BLOCK rows; per block, grid by grid: keys, slots
-    prefetched, candidate slots found and their keys prefetched, keys verified.
+    Parallel over blocks of ROW_BLOCK rows; per block, grid by grid: keys, their
+    buckets' bounds prefetched and read, the buckets' first entries prefetched, the
+    buckets scanned (binning_table.h).
 
     out : (N * R,) OUT, row i's columns left-packed, sorted, at i * R ...
     row_nnz : (N,) OUT, number of columns of row i.
@@ -1140,11 +1297,10 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
     cdef uint64_t *hashes
     cdef unsigned char *inside
     cdef int64_t *stage
-    cdef const uint64_t *slots
-    cdef const uint64_t *tkeys
+    cdef const CTable *tab
     cdef const uint32_t *index
-    cdef const double *xrow
-    cdef uint64_t mask, pos, s, tag, step
+    cdef uint32_t p0, p1
+    cdef uint64_t span
     cdef int64_t local
     cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
     if N == 0:
@@ -1173,9 +1329,6 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                 xt_ready = False
                 for r in range(R):
                     W = L.n_words[r]
-                    slots = G[r].slots
-                    tkeys = G[r].keys
-                    mask = G[r].mask
                     e0 = L.thr_ptr[r]
                     if use_thresholds and L.use_thr[r] and vec:
                         if not xt_ready:
@@ -1205,39 +1358,28 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                             if inside[k]:
                                 stage[r * ROW_BLOCK + k] = <int64_t> index[keys[k]] - 1
                         continue
+                    tab = &G[r].tab
+                    # the buckets' dir entries prefetched (hashes[k] := the bucket) ...
                     for k in range(n):
                         if inside[k]:
-                            prefetch(slots + (hashes[k] & mask))
-                    if W == 1:
-                        # first slot with the key's tag (or -1: absent), its key prefetched
-                        for k in range(n):
-                            stage[r * ROW_BLOCK + k] = -1
-                            if not inside[k]:
-                                continue
-                            pos = hashes[k] & mask
-                            tag = hashes[k] >> 32
-                            for step in range(mask + 1):  # bounded: see table_find
-                                s = slots[pos]
-                                if s == 0:
-                                    break
-                                if (s >> 32) == tag:
-                                    stage[r * ROW_BLOCK + k] = <int64_t> pos
-                                    prefetch(tkeys + ((s & LOW32) - 1))
-                                    break
-                                pos = (pos + 1) & mask
-                        # the lookup, resumed at that slot (its key is now in cache)
-                        for k in range(n):
-                            if stage[r * ROW_BLOCK + k] >= 0:
-                                stage[r * ROW_BLOCK + k] = table_find(
-                                    slots, mask, tkeys, 1, keys + k, hashes[k],
-                                    <uint64_t> stage[r * ROW_BLOCK + k])
-                    else:
-                        for k in range(n):
-                            stage[r * ROW_BLOCK + k] = -1
-                            if inside[k]:
-                                stage[r * ROW_BLOCK + k] = table_find(
-                                    slots, mask, tkeys, W, keys + k * W, hashes[k],
-                                    hashes[k] & mask)
+                            hashes[k] = ct_bucket(hashes[k], tab.bbits)
+                            prefetch(tab.dir + hashes[k])
+                    # ... the bucket bounds read (stage := start | stop << 32) and
+                    # the first entries prefetched ...
+                    for k in range(n):
+                        stage[r * ROW_BLOCK + k] = -1
+                        if inside[k]:
+                            p0 = tab.dir[hashes[k]]
+                            p1 = tab.dir[hashes[k] + 1]
+                            stage[r * ROW_BLOCK + k] = <int64_t> (<uint64_t> p0 | (<uint64_t> p1 << 32))
+                            prefetch(tab.ent + <uint64_t> p0 * <uint64_t> W)
+                    # ... then the buckets scanned (exact key compare)
+                    for k in range(n):
+                        if inside[k]:
+                            span = <uint64_t> stage[r * ROW_BLOCK + k]
+                            stage[r * ROW_BLOCK + k] = ct_scan(tab, keys + k * W,
+                                                               <uint32_t> (span & LOW32),
+                                                               <uint32_t> (span >> 32))
                 # row by row: the columns found, in grid order (sorted);
                 # branch-free (a miss writes a slot that a later column or
                 # the row's end leaves unused)
@@ -1595,7 +1737,7 @@ cdef class GridTables:
     exactly as long as they do.
 
     Pickles as its primary arrays (``state``: widths, offsets, the training column
-    extremes, grid_ptr, slots and keys per grid); everything else is derived again
+    extremes, grid_ptr and each grid's keys in id order); everything else is derived again
     on load by ``random_binning._restore_grid_tables``, which checks every field:
     a damaged or foreign state raises ValueError.
     """
@@ -1603,9 +1745,9 @@ cdef class GridTables:
     cdef GridTable *grids
     cdef readonly bint fitted
     cdef readonly object widths, offsets, cmin, cmax, lo, hi, inv
-    cdef readonly object word, shift, n_words
+    cdef readonly object word, shift, n_words, top_bits
     cdef readonly object thr_ptr, use_thr, ent_j, ent_t, ent_add, range_lo, range_hi
-    cdef readonly object grid_ptr, slots, keys, index
+    cdef readonly object grid_ptr, dirs, ents, idss, index
 
     def __cinit__(self):
         self.grids = NULL
@@ -1632,7 +1774,7 @@ cdef class GridTables:
             raise ValueError("grid tables: lo must not exceed hi")
         if not (np.all(np.isfinite(self.widths)) and np.all(self.widths > 0)):
             raise ValueError("grid tables: widths must be finite and positive")
-        self.word, self.shift, self.n_words = pack_layout(self.lo, self.hi)
+        self.word, self.shift, self.n_words, self.top_bits = pack_layout(self.lo, self.hi)
         self.inv = np.ascontiguousarray(1.0 / self.widths)
         if len(thresholds) != 7:
             raise ValueError("grid tables: thresholds must have 7 parts")
@@ -1666,6 +1808,7 @@ cdef class GridTables:
         cdef const int32_t[:, ::1] word = self.word
         cdef const int64_t[:, ::1] shift = self.shift
         cdef const int32_t[::1] n_words = self.n_words
+        cdef const int32_t[::1] top_bits = self.top_bits
         cdef const int64_t[::1] thr_ptr = self.thr_ptr
         cdef const unsigned char[::1] use_thr = self.use_thr
         cdef const int32_t[::1] ent_j = self.ent_j
@@ -1684,6 +1827,7 @@ cdef class GridTables:
         self.L.word = &word[0, 0]
         self.L.shift = &shift[0, 0]
         self.L.n_words = &n_words[0]
+        self.L.top_bits = &top_bits[0]
         self.L.thr_ptr = &thr_ptr[0]
         self.L.use_thr = &use_thr[0]
         self.L.ent_j = &ent_j[0] if ent_j.shape[0] else NULL
@@ -1697,60 +1841,116 @@ cdef class GridTables:
                 self.L.max_words = n_words[r]
         self.L.normal_widths = normal_widths(self.widths)
 
-    def set_tables(self, grid_ptr, slots, keys, index, bint check):
-        """The fitted tables: ``grid_ptr`` (R + 1,) int64 column boundaries, per grid
-        ``slots[r]`` (capacity,) and ``keys[r]`` (n_bins * n_words,) uint64 arrays and
-        ``index[r]`` (a uint32 dense index of 2**key_bits entries, or None).
+    def set_tables(self, grid_ptr, dirs, ents, idss, bint check):
+        """The fitted tables: ``grid_ptr`` (R + 1,) int64 column boundaries and per
+        grid the bucketed table of binning_table.h: ``dirs[r]`` uint32 (2**bbits + 1,),
+        ``ents[r]`` uint64 (n_bins * n_words,), ``idss[r]`` uint32 (n_bins,) or None
+        (packed). Dense indexes: ``set_index``.
 
-        With ``check`` (a loaded state) every table is verified: capacity a power of
-        two with load <= 0.7 (so every probe sequence meets an empty slot), each id
-        in exactly one slot, each key's fields within its training bins and each key
-        found by its own probe sequence, and the dense index within its ids."""
+        Shapes and dtypes are always checked; with ``check`` also the bucket
+        directory's contract (from 0 to n_bins, non-decreasing: every lookup ends
+        within the entries) and every id within the grid's bins."""
         cdef Py_ssize_t R = self.L.R, r
         cdef GridTable *G
-        cdef const uint64_t[::1] sv
-        cdef const uint64_t[::1] kv
+        cdef const uint32_t[::1] dv
+        cdef const uint64_t[::1] ev
         cdef const uint32_t[::1] iv
+        cdef const int32_t[::1] top = self.top_bits
         gp = _array(grid_ptr, np.int64, (R + 1,), "grid_ptr")
         if gp[0] != 0 or np.any(np.diff(gp) < 0):
             raise ValueError("grid tables: grid_ptr must be non-decreasing from 0")
-        if not (isinstance(slots, list) and isinstance(keys, list) and isinstance(index, list)
-                and len(slots) == R and len(keys) == R and len(index) == R):
-            raise ValueError(f"grid tables: slots, keys and index must be lists of {R} arrays")
+        if not (isinstance(dirs, list) and isinstance(ents, list) and isinstance(idss, list)
+                and len(dirs) == R and len(ents) == R and len(idss) == R):
+            raise ValueError(f"grid tables: dirs, ents and idss must be lists of {R} arrays")
         n_bins = np.diff(gp)
-        slots = [_array(s, np.uint64, (s.shape[0] if isinstance(s, np.ndarray) and s.ndim == 1
-                                       else -1,), f"slots[{r}]") for r, s in enumerate(slots)]
-        keys = [_array(k, np.uint64, (int(n_bins[r]) * int(self.n_words[r]),), f"keys[{r}]")
-                for r, k in enumerate(keys)]
+        if np.any(n_bins >= <int64_t> LOW32):
+            raise ValueError("grid tables: a grid has too many bins")
+        dirs = [_array(a, np.uint32, ((1 << ct_bits(n_bins[r])) + 1,), f"dirs[{r}]")
+                for r, a in enumerate(dirs)]
+        ents = [_array(a, np.uint64, (int(n_bins[r]) * int(self.n_words[r]),), f"ents[{r}]")
+                for r, a in enumerate(ents)]
         for r in range(R):
-            if index[r] is not None:
-                index[r] = _array(index[r], np.uint32, (index[r].shape[0] if isinstance(
-                    index[r], np.ndarray) and index[r].ndim == 1 else -1,), f"index[{r}]")
+            if ct_packed(n_bins[r], top[r]):
+                if idss[r] is not None:
+                    raise ValueError(f"grid tables: idss[{r}] must be None (packed)")
+            else:
+                idss[r] = _array(idss[r], np.uint32, (int(n_bins[r]),), f"idss[{r}]")
         if check:
             for r in range(R):
-                _check_table(self, r, slots[r], keys[r], int(n_bins[r]), index[r])
+                d_ = dirs[r]
+                if d_[0] != 0 or d_[d_.shape[0] - 1] != n_bins[r] or np.any(d_[1:] < d_[:-1]):
+                    raise ValueError(f"grid tables: dirs[{r}] must rise from 0 to the grid's bins")
+                if idss[r] is not None:
+                    if n_bins[r] and idss[r].max() >= n_bins[r]:
+                        raise ValueError(f"grid tables: idss[{r}] holds ids beyond the grid's bins")
+                elif n_bins[r]:
+                    last = ents[r][int(self.n_words[r]) - 1::int(self.n_words[r])] >> np.uint64(top[r])
+                    if last.min() < 1 or last.max() > n_bins[r]:
+                        raise ValueError(f"grid tables: ents[{r}] holds ids beyond the grid's bins")
         G = <GridTable *> PyMem_RawCalloc(max(R, 1), sizeof(GridTable))
         if G == NULL:
             raise MemoryError("cannot allocate the grid tables")
         for r in range(R):
-            sv = slots[r]
-            kv = keys[r]
-            if sv.shape[0] == 0:
-                PyMem_RawFree(G)
-                raise ValueError(f"grid tables: slots[{r}] is empty")
-            G[r].slots = &sv[0]
-            G[r].mask = <uint64_t> sv.shape[0] - 1
-            G[r].keys = &kv[0] if kv.shape[0] else NULL
+            dv = dirs[r]
+            ev = ents[r]
+            G[r].tab.dir = &dv[0]
+            G[r].tab.ent = &ev[0] if ev.shape[0] else NULL
+            G[r].tab.ids = NULL
+            if idss[r] is not None:
+                iv = idss[r]
+                G[r].tab.ids = &iv[0] if iv.shape[0] else NULL
+            G[r].tab.n = n_bins[r]
+            G[r].tab.W = self.L.n_words[r]
+            G[r].tab.used = top[r]
+            G[r].tab.bbits = ct_bits(n_bins[r])
+            G[r].tab.kmask = ((<uint64_t> 1) << top[r]) - 1 if idss[r] is None else ~(<uint64_t> 0)
             G[r].n_bins = n_bins[r]
             G[r].col0 = gp[r]
             G[r].index = NULL
-            if index[r] is not None:
-                iv = index[r]
-                G[r].index = &iv[0] if iv.shape[0] else NULL
         PyMem_RawFree(self.grids)
         self.grids = G
-        self.grid_ptr, self.slots, self.keys, self.index = gp, slots, keys, index
+        self.grid_ptr, self.dirs, self.ents, self.idss = gp, dirs, ents, idss
+        self.index = [None] * R
         self.fitted = True
+
+    def set_index(self, index):
+        """Dense transform indexes: per grid None or a uint32 array of 2**key_bits
+        entries (single-word keys), entry = local id + 1 of that key or 0."""
+        cdef Py_ssize_t R = self.L.R, r, d = self.L.d, j
+        cdef const uint32_t[::1] iv
+        if not self.fitted:
+            raise ValueError("the grid tables are not fitted")
+        if not (isinstance(index, list) and len(index) == R):
+            raise ValueError(f"grid tables: index must be a list of {R} arrays")
+        for r in range(R):
+            if index[r] is None:
+                continue
+            if self.L.n_words[r] != 1:
+                raise ValueError(f"grid tables: index[{r}] needs single-word keys")
+            bits = sum(_bit_length(<uint64_t> self.L.hi[r * d + j] - <uint64_t> self.L.lo[r * d + j])
+                       for j in range(d))
+            index[r] = _array(index[r], np.uint32, (1 << bits,), f"index[{r}]")
+            if index[r].max() > self.grids[r].n_bins:
+                raise ValueError(f"grid tables: index[{r}] holds ids beyond the grid's bins")
+        for r in range(R):
+            self.grids[r].index = NULL
+            if index[r] is not None:
+                iv = index[r]
+                self.grids[r].index = &iv[0]
+        self.index = index
+
+    def keys_by_id(self, Py_ssize_t r):
+        """Grid r's packed keys in local id order, a uint64 (n_bins * n_words,) array."""
+        if not self.fitted:
+            raise ValueError("the grid tables are not fitted")
+        if not 0 <= r < self.L.R:
+            raise IndexError(r)
+        out = np.empty(self.grids[r].n_bins * self.L.n_words[r], dtype=np.uint64)
+        cdef uint64_t[::1] ov = out
+        if ov.shape[0]:
+            with nogil:
+                ct_keys(&self.grids[r].tab, &ov[0])
+        return out
 
     @property
     def n_grids(self):
@@ -1761,22 +1961,25 @@ cdef class GridTables:
         return self.L.d
 
     def state(self):
-        """The primary arrays (everything else derives from them), as pickled."""
+        """The primary arrays (everything else derives from them), as pickled:
+        version 2 keeps each grid's keys in local id order (the bucketed tables and
+        dense indexes are rebuilt from them on load)."""
         if not self.fitted:
             raise ValueError("the grid tables are not fitted")
-        return {"version": 1, "widths": self.widths, "offsets": self.offsets,
+        return {"version": 2, "widths": self.widths, "offsets": self.offsets,
                 "cmin": self.cmin, "cmax": self.cmax, "grid_ptr": self.grid_ptr,
-                "slots": list(self.slots), "keys": list(self.keys)}
+                "keys": [self.keys_by_id(r) for r in range(self.L.R)]}
 
     def nbytes(self):
         """Bytes of every array this object holds."""
         total = 0
         for a in (self.widths, self.offsets, self.cmin, self.cmax, self.lo, self.hi, self.inv,
-                  self.word, self.shift, self.n_words, self.thr_ptr, self.use_thr, self.ent_j,
-                  self.ent_t, self.ent_add, self.range_lo, self.range_hi, self.grid_ptr):
+                  self.word, self.shift, self.n_words, self.top_bits, self.thr_ptr, self.use_thr,
+                  self.ent_j, self.ent_t, self.ent_add, self.range_lo, self.range_hi,
+                  self.grid_ptr):
             if a is not None:
                 total += a.nbytes
-        for group in (self.slots, self.keys, self.index):
+        for group in (self.dirs, self.ents, self.idss, self.index):
             for a in group or ():
                 if a is not None:
                     total += a.nbytes
@@ -1787,39 +1990,67 @@ cdef class GridTables:
         return (_restore_grid_tables, (self.state(),))
 
 
-cdef _check_table(GridTables gt, Py_ssize_t r, slots_arr, keys_arr, int64_t n_bins, index_arr):
-    """ValueError unless grid r's loaded table is one fit could have built."""
-    cdef const uint64_t[::1] slots = slots_arr
+def tables_from_keys(GridTables gt, grid_ptr, keys):
+    """Set ``gt``'s tables from each grid's packed keys in local id order (a loaded
+    state), every key checked first: ValueError unless each key's fields lie within
+    the training bins of its columns (no stray bits) and no key repeats."""
+    cdef Py_ssize_t R = gt.L.R, r
+    cdef int64_t n
+    cdef int W
+    cdef CtArrays ct
+    cdef const uint64_t[::1] kv
+    gp = _array(grid_ptr, np.int64, (R + 1,), "grid_ptr")
+    if gp[0] != 0 or np.any(np.diff(gp) < 0):
+        raise ValueError("grid tables: grid_ptr must be non-decreasing from 0")
+    if not (isinstance(keys, list) and len(keys) == R):
+        raise ValueError(f"grid tables: keys must be a list of {R} arrays")
+    n_bins = np.diff(gp)
+    if np.any(n_bins >= <int64_t> LOW32):
+        raise ValueError("grid tables: a grid has too many bins")
+    dirs, ents, idss = [], [], []
+    for r in range(R):
+        W = gt.L.n_words[r]
+        n = n_bins[r]
+        k = _array(keys[r], np.uint64, (int(n) * W,), f"keys[{r}]")
+        _check_keys(gt, r, k, n)
+        kv = k
+        if ct_build(&kv[0] if n else NULL, n, W, gt.L.top_bits[r], &ct) != 0:
+            raise MemoryError("cannot allocate the grid tables")
+        dirs.append(_adopt(ct.dir, ct.n_dir, np.uint32))
+        ents.append(_adopt(ct.ent, n * W, np.uint64))
+        idss.append(_adopt(ct.ids, n, np.uint32) if ct.ids != NULL else None)
+    gt.set_tables(gp, dirs, ents, idss, True)
+    # no key repeats: every key is found under its own id (a repeated key would be
+    # found under the first of its ids)
+    for r in range(R):
+        if not _keys_found(gt, r, keys[r]):
+            raise ValueError(f"grid tables: keys[{r}] repeats a key")
+
+
+cdef bint _keys_found(GridTables gt, Py_ssize_t r, keys_arr):
+    cdef const uint64_t[::1] keys = keys_arr
+    cdef const CTable *t = &gt.grids[r].tab
+    cdef int W = t.W
+    cdef int64_t local
+    for local in range(t.n):
+        if ct_find(t, &keys[local * W], key_hash(&keys[local * W], W)) != local:
+            return False
+    return True
+
+
+cdef _check_keys(GridTables gt, Py_ssize_t r, keys_arr, int64_t n_bins):
+    """ValueError unless every key of grid r has its fields within the training bins
+    of their columns and no bit outside them."""
     cdef const uint64_t[::1] keys = keys_arr
     cdef const Layout *L = &gt.L
     cdef Py_ssize_t d = L.d, j
     cdef int W = L.n_words[r]
-    cdef int64_t cap = slots.shape[0], k, n_full = 0, local
-    cdef uint64_t s, h, span, field
+    cdef int64_t local
+    cdef uint64_t span, field
     cdef uint64_t rebuilt[64]
     cdef const uint64_t *key
-    if cap < 1 or (cap & (cap - 1)) != 0:
-        raise ValueError(f"grid tables: slots[{r}] length {cap} is not a power of two")
-    if 10 * n_bins > 7 * cap:
-        raise ValueError(f"grid tables: slots[{r}] holds {cap} slots for {n_bins} bins "
-                         "(load above 0.7: no room for a probe to end)")
-    if n_bins >= <int64_t> LOW32:
-        raise ValueError(f"grid tables: grid {r} has too many bins")
     if W > 64:
         raise ValueError("grid tables: keys of more than 64 words")
-    seen = np.zeros(n_bins + 1, dtype=np.uint8)
-    cdef unsigned char[::1] seen_v = seen
-    for k in range(cap):
-        s = slots[k]
-        if s == 0:
-            continue
-        n_full += 1
-        local = <int64_t> (s & LOW32)
-        if local < 1 or local > n_bins or seen_v[local]:
-            raise ValueError(f"grid tables: slots[{r}] holds a bad or repeated id")
-        seen_v[local] = 1
-    if n_full != n_bins:
-        raise ValueError(f"grid tables: slots[{r}] holds {n_full} ids for {n_bins} bins")
     for local in range(n_bins):
         key = &keys[local * W]
         # every field within the training bins of its column, no stray bits
@@ -1838,21 +2069,62 @@ cdef _check_table(GridTables gt, Py_ssize_t r, slots_arr, keys_arr, int64_t n_bi
         for j in range(W):
             if rebuilt[j] != key[j]:
                 raise ValueError(f"grid tables: keys[{r}] has bits outside its fields")
+
+
+def check_v1_slots(GridTables gt, grid_ptr, slots, keys):
+    """ValueError unless a version-1 state's slot tables (the hashed layout of
+    earlier releases: capacity a power of two, load <= 0.7, slot = hash tag << 32
+    | (local id + 1)) are ones fit could have built for these keys: each id in
+    exactly one slot and each key found by its own probe sequence. (The keys
+    themselves are checked by tables_from_keys.)"""
+    cdef Py_ssize_t R = gt.L.R, r
+    gp = _array(grid_ptr, np.int64, (R + 1,), "grid_ptr")
+    if not (isinstance(slots, list) and isinstance(keys, list)
+            and len(slots) == R and len(keys) == R):
+        raise ValueError(f"grid tables: slots and keys must be lists of {R} arrays")
+    n_bins = np.diff(gp)
+    for r in range(R):
+        s = _array(slots[r], np.uint64, (slots[r].shape[0] if isinstance(slots[r], np.ndarray)
+                                         and slots[r].ndim == 1 else -1,), f"slots[{r}]")
+        k = _array(keys[r], np.uint64, (int(n_bins[r]) * int(gt.n_words[r]),), f"keys[{r}]")
+        _check_keys(gt, r, k, int(n_bins[r]))
+        _check_v1_table(gt, r, s, k, int(n_bins[r]))
+
+
+cdef _check_v1_table(GridTables gt, Py_ssize_t r, slots_arr, keys_arr, int64_t n_bins):
+    """ValueError unless grid r's version-1 slot table is one fit could have built."""
+    cdef const uint64_t[::1] slots = slots_arr
+    cdef const uint64_t[::1] keys = keys_arr
+    cdef int W = gt.L.n_words[r]
+    cdef int64_t cap = slots.shape[0], k, n_full = 0, local
+    cdef uint64_t s, h
+    cdef const uint64_t *key
+    if cap < 1 or (cap & (cap - 1)) != 0:
+        raise ValueError(f"grid tables: slots[{r}] length {cap} is not a power of two")
+    if 10 * n_bins > 7 * cap:
+        raise ValueError(f"grid tables: slots[{r}] holds {cap} slots for {n_bins} bins "
+                         "(load above 0.7: no room for a probe to end)")
+    if n_bins >= <int64_t> LOW32:
+        raise ValueError(f"grid tables: grid {r} has too many bins")
+    seen = np.zeros(n_bins + 1, dtype=np.uint8)
+    cdef unsigned char[::1] seen_v = seen
+    for k in range(cap):
+        s = slots[k]
+        if s == 0:
+            continue
+        n_full += 1
+        local = <int64_t> (s & LOW32)
+        if local < 1 or local > n_bins or seen_v[local]:
+            raise ValueError(f"grid tables: slots[{r}] holds a bad or repeated id")
+        seen_v[local] = 1
+    if n_full != n_bins:
+        raise ValueError(f"grid tables: slots[{r}] holds {n_full} ids for {n_bins} bins")
+    for local in range(n_bins):
+        key = &keys[local * W]
         h = key_hash(key, W)
         if table_find(&slots[0], <uint64_t> cap - 1, &keys[0], W, key, h,
                       h & (<uint64_t> cap - 1)) != local:
             raise ValueError(f"grid tables: slots[{r}] do not lead to key {local}")
-    if index_arr is not None:
-        if W != 1:
-            raise ValueError(f"grid tables: index[{r}] needs single-word keys")
-        if index_arr.shape[0] == 0 or np.any(index_arr > n_bins):
-            raise ValueError(f"grid tables: index[{r}] holds ids beyond the grid's bins")
-        if n_bins and int(np.asarray(keys_arr).max()) >= index_arr.shape[0]:
-            raise ValueError(f"grid tables: index[{r}] is shorter than the keys")
-        bits = sum(_bit_length(<uint64_t> L.hi[r * d + j] - <uint64_t> L.lo[r * d + j])
-                   for j in range(d))
-        if index_arr.shape[0] != (1 << bits):
-            raise ValueError(f"grid tables: index[{r}] must have 2**{bits} entries")
 
 
 cdef inline int _bit_length(uint64_t v) noexcept nogil:

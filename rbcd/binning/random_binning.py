@@ -410,9 +410,9 @@ INDEX_MAX_BITS = 24
 INDEX_PER_BIN = 8
 
 
-def _dense_index(lo, hi, n_words, n_bins, keys, key_bits=None):
-    """Per grid the dense index of its fitted keys, or None (``key_bits``: the grids'
-    _key_bits, when already computed)."""
+def _dense_index(lo, hi, n_words, n_bins, keys_of, key_bits=None):
+    """Per grid the dense index of its fitted keys, or None (``keys_of(r)``: grid r's
+    keys in local id order; ``key_bits``: the grids' _key_bits, when already computed)."""
     out = []
     if key_bits is None:
         key_bits = _key_bits(lo, hi, n_words)
@@ -420,7 +420,7 @@ def _dense_index(lo, hi, n_words, n_bins, keys, key_bits=None):
         index = None
         if 0 <= bits <= INDEX_MAX_BITS and (1 << bits) <= INDEX_PER_BIN * max(int(n_bins[r]), 8):
             index = np.zeros(1 << bits, dtype=np.uint32)
-            index[keys[r].astype(np.intp)] = np.arange(1, int(n_bins[r]) + 1, dtype=np.uint32)
+            index[keys_of(r).astype(np.intp)] = np.arange(1, int(n_bins[r]) + 1, dtype=np.uint32)
         out.append(index)
     return out
 
@@ -513,7 +513,7 @@ def _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact, thresholds=True):
     """The :class:`_binning.GridTables` layout of the grids (tables not yet set):
     packed-key layout, thresholds (``_thresholds``) and, in exact mode, the range
     bounds transform needs (``_range_bounds``)."""
-    word, shift, n_words = _binning.pack_layout(lo, hi)
+    word, shift, n_words = _binning.pack_layout(lo, hi)[:3]
     thr = _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words, enabled=thresholds)
     if exact:
         use, range_lo, range_hi = _range_bounds(widths, offsets, lo, hi, cmin, cmax, thr[1])
@@ -526,12 +526,14 @@ def _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact, thresholds=True):
 def _restore_grid_tables(state):
     """A pickled :class:`_binning.GridTables` (its ``state()``), every field checked.
 
-    The layout, thresholds, range bounds and dense index are derived again from the
-    primary arrays; a damaged or foreign state raises ValueError.
+    The layout, thresholds, range bounds, bucketed tables and dense index are derived
+    again from the primary arrays; a damaged or foreign state raises ValueError.
+    Version 2 holds each grid's keys in local id order; version 1 (earlier releases)
+    also its hashed slot table, which is checked against the keys and then dropped.
     """
     try:
-        if not isinstance(state, dict) or state.get("version") != 1:
-            raise ValueError("not a version-1 state")
+        if not isinstance(state, dict) or state.get("version") not in (1, 2):
+            raise ValueError("not a version-1 or version-2 state")
         widths, offsets = state["widths"], state["offsets"]
         cmin, cmax = state["cmin"], state["cmax"]
         for name, a, ndim in (("widths", widths, 2), ("offsets", offsets, 2),
@@ -553,12 +555,14 @@ def _restore_grid_tables(state):
             raise ValueError("training bins outside int64")
         lo, hi = qlo.astype(np.int64), qhi.astype(np.int64)
         grids = _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact=True)
-        R = widths.shape[0]
-        slots, keys = state["slots"], state["keys"]
-        grids.set_tables(state["grid_ptr"], list(slots), list(keys), [None] * R, True)
+        keys = state["keys"]
+        if not isinstance(keys, list):
+            raise ValueError("keys must be a list")
+        if state["version"] == 1:
+            _binning.check_v1_slots(grids, state["grid_ptr"], state["slots"], keys)
+        _binning.tables_from_keys(grids, state["grid_ptr"], list(keys))
         n_bins = np.diff(grids.grid_ptr)
-        index = _dense_index(lo, hi, grids.n_words, n_bins, grids.keys)
-        grids.set_tables(grids.grid_ptr, grids.slots, grids.keys, index, True)
+        grids.set_index(_dense_index(lo, hi, grids.n_words, n_bins, grids.keys_by_id))
         return grids
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         raise ValueError(f"damaged or foreign RandomBinning grid tables: {exc}") from exc
@@ -861,7 +865,8 @@ def _fit_memory(n_rows, n_grids, n_varying, copy_bytes, out_bytes_per_entry):
     """A lower estimate of the bytes a fit or transform needs at its peak: the grid
     arrays, the dense copy of the varying columns, and Z's arrays (``out_bytes_per_entry``
     per row and grid: indices, values and the kernels' scratch). The tables come on
-    top (they depend on the bins found)."""
+    top (they depend on the bins found, from a few bytes per grid to, with single-word
+    keys, about 15 bytes per bin during fit and 9 after: _binning's design notes)."""
     return (GRID_BYTES_PER_ENTRY * n_grids * max(n_varying, 1) + copy_bytes
             + out_bytes_per_entry * n_rows * n_grids + 8 * (n_rows + n_grids))
 
@@ -1240,7 +1245,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         direct = _direct_bits(lo, hi, grids.n_words, n_samples, key_bits, paths.direct)
         bounds = _grid_bounds(_grid_costs(grids.thr_ptr, grids.use_thr, direct, grids.n_words,
                                           X.shape[1]), n_threads)
-        n_bins, max_count, slots, keys, counts = _binning.fit_tables(
+        n_bins, max_count, dirs, ents, idss, counts = _binning.fit_tables(
             X, grids, direct, ids, mode == "columns", bounds, paths)
         self._constant_columns = constant
         self._widths, self._offsets = (None, None) if constant is not None else (widths, offsets)
@@ -1255,14 +1260,15 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             self.grid_ptr_ = np.zeros(R + 1, dtype=np.int64)
             np.cumsum(n_bins, out=self.grid_ptr_[1:])
             self.n_features_out_ = int(self.grid_ptr_[-1])
-            index = _dense_index(lo, hi, grids.n_words, n_bins, keys, key_bits)
-            grids.set_tables(self.grid_ptr_, slots, keys, index, False)
+            grids.set_tables(self.grid_ptr_, dirs, ents, idss, False)
+            grids.set_index(_dense_index(lo, hi, grids.n_words, n_bins, grids.keys_by_id,
+                                         key_bits))
             self._tables = grids
         else:
             self.grid_ptr_ = None
             self.n_features_out_ = int(self.n_features)
             self._tables = None
-            del slots, keys
+            del dirs, ents, idss
         return X, ids, counts, n_threads
 
     @fit_context

@@ -68,7 +68,7 @@ from ._paths import current_paths
 from .._random import solver_seed
 from .._threads import effective_n_threads
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, TOL, VERBOSE,
-                           Interval, StrOptions, fit_context)
+                           Interval, RealInterval, StrOptions, fit_context)
 
 __all__ = ["CDRegressor", "CDClassifier", "cd_path", "alpha_max"]
 
@@ -131,7 +131,7 @@ _RANDOM_STATE = [Interval(numbers.Integral, 0, None, closed="left"), np.random.R
 
 _CD_CONSTRAINTS = {
     "alpha": NONNEG_REAL,
-    "l1_ratio": [Interval(numbers.Real, 0, 1, closed="both")],
+    "l1_ratio": [RealInterval(0, 1, closed="both")],
     "fit_intercept": ["boolean"],
     "max_epochs": POSITIVE_INT,
     "tol": TOL,

@@ -74,7 +74,7 @@ from . import _sparse
 from ._columns import columns_from
 from .cd import SAFE_EXP, pow2_scale
 from .._threads import effective_n_threads, limit_blas
-from .._validation import N_JOBS, TOL, VERBOSE, Interval, StrOptions, fit_context
+from .._validation import N_JOBS, TOL, VERBOSE, Interval, RealInterval, StrOptions, fit_context
 
 _PRECONDITIONERS = ("jacobi", None)
 # multiply-adds per thread below which a product runs on fewer threads
@@ -589,7 +589,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
 
 
 _CG_CONSTRAINTS = {
-    "alpha": [Interval(numbers.Real, 0, None, closed="left"), "array-like"],
+    "alpha": [RealInterval(0, None, closed="left"), "array-like"],
     "fit_intercept": ["boolean"],
     "tol": TOL,
     "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],

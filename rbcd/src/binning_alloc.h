@@ -6,6 +6,9 @@
 #define RBCD_BINNING_ALLOC_H
 
 #include <stdint.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 /* Table storage. Large tables are probed at random: on 4 KiB pages almost
  * every probe is a TLB miss, so blocks of 2 MiB and more are aligned and
  * advised as huge pages (Linux; a hint, ignored elsewhere). Freed with free(). */
@@ -62,6 +65,18 @@ static void *rbcd_big_calloc(size_t n, size_t size)
     p = rbcd_big_malloc(n * size);
     if (p != NULL) memset(p, 0, n * size);
     return p;
+}
+
+/* Hand the free memory of the allocator back to the system (glibc: the freed
+ * pages of every arena; a no-op elsewhere). Fit tables of a few MiB each are
+ * served from the heap (glibc raises its mmap threshold after the first ones
+ * are freed), so without this their pages stay resident after fit, while Z's
+ * large arrays come from fresh mappings. */
+static void rbcd_release_free_memory(void)
+{
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
 }
 
 #endif
