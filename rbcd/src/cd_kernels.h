@@ -39,7 +39,7 @@ RBCD_ALWAYS_INLINE uint64_t rbcd_cd_mulhi(uint64_t x, uint64_t n) {
 #define RBCD_CD_LANES_MIN 8
 
 #define RBCD_DEFINE_GATHER_SUM(NAME, IDX)                                                    \
-static double NAME##_lanes(const double *dv, const double *s, const double *z,              \
+RBCD_ALWAYS_INLINE double NAME##_lanes(const double *dv, const double *s, const double *z,  \
                            const IDX *ind, int64_t start, int64_t end) {                    \
     double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;                                          \
     int64_t k, end4 = start + ((end - start) & ~(int64_t)3);                                \
