@@ -553,12 +553,19 @@ cdef void stream_rows(const Prob* P, const label_t* lab_prev, const double* dz_p
                      q * block, min(P.N, (q + 1) * block))
 
 
+cdef inline Py_ssize_t part_stride(Py_ssize_t n_bins) noexcept nogil:
+    """Doubles between two row blocks' partial sums of a grid of n_bins bins (its n_bins + 1
+    labels, the last for rows without an entry), rounded up to whole 64-byte cache lines:
+    blocks summed by different threads never share a line (the buffer is 64-byte aligned)."""
+    return (n_bins + 1 + 7) // 8 * 8
+
+
 cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const double* part,
                          Py_ssize_t n_blocks, double* dz, int T) noexcept nogil:
     """New weights of the bins lo..hi-1 from the partial sums, or (part NULL) from their
     columns (reading u, not writing it); dz[j - lo] = (w_new - w_old) zval."""
     cdef Py_ssize_t c
-    cdef Py_ssize_t nb = hi - lo + 1
+    cdef Py_ssize_t nb = part_stride(hi - lo)
     dz[hi - lo] = 0.0  # rows without an entry in the grid (label hi - lo) move by 0
     if part != NULL:
         if T == 1 or hi - lo < 2 * WEIGHT_CHUNK or (hi - lo) * n_blocks < WEIGHT_PAR_MIN:
@@ -789,10 +796,10 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
         # are fixed by N, so the iterates do not depend on the thread count.
         Tg = T if P.indptr[hi] - P.indptr[lo] >= G.par_min else 1
         # block partial sums while they cost a fraction of a pass over the rows
-        part = G.part if n_blocks * (hi - lo + 1) <= G.cap else NULL
+        part = G.part if n_blocks * part_stride(hi - lo) <= G.cap else NULL
         if part != NULL:
             # apply the pending grid and sum this one in one pass
-            stream_pair(P, G, prev, r, part, hi - lo + 1, Tg)
+            stream_pair(P, G, prev, r, part, part_stride(hi - lo), Tg)
         elif prev >= 0:
             stream_pair(P, G, prev, -1, NULL, 0, Tg)
         stream_weights(P, lo, hi, part, n_blocks, G.dz, Tg)
@@ -1266,8 +1273,9 @@ cdef class CDProblem:
         self.grid_block = ((self.P.N + n_blocks - 1) // n_blocks + 7) // 8 * 8
         n_blocks = (self.P.N + self.grid_block - 1) // self.grid_block
         cap = int(self.max_partials * self.P.N)
-        need = [n_blocks * (int(w) + 1) for w in widths if n_blocks * (int(w) + 1) <= cap]
-        self.grid_part = np.zeros(max(max(need, default=0), 1), dtype=np.float64)
+        need = [n_blocks * part_stride(int(w)) for w in widths
+                if n_blocks * part_stride(int(w)) <= cap]
+        self.grid_part = _aligned_zeros(max(max(need, default=0), 1))
         self.grid_order = np.zeros(max(len(widths), 1), dtype=np.int64)
         lp = self.grid_label_ptr
         lw = self.grid_label_wide
