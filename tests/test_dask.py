@@ -595,6 +595,7 @@ def test_round_trips_run_where_the_blocks_are(client, monkeypatch):
     assert submitted == [[w] for w in ran_on]
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 2 epochs on purpose
 def test_cd_actors_take_the_worker_threads_and_report_progress(client, capsys):
     from rbcd.dask.cd import _Actors
     from rbcd.dask.cg import build_blocks, regression_targets

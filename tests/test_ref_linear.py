@@ -203,6 +203,7 @@ def test_reproducible_and_seed_dependent():
     np.testing.assert_array_equal(d1.coef_, d2.coef_)
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # equality, not the optimum
 def test_dense_and_sparse_inputs_agree():
     _, Z, y, _, _ = _data(n=60, seed=11)
     kw = dict(alpha=1e-3, tol=1e-6, max_epochs=500, random_state=0)
