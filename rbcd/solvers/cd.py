@@ -38,9 +38,9 @@ Parallel modes (``parallel=``):
       (RB training data: N >= 32768 rows)  ->  "grid", on ``n_jobs`` threads;
     - otherwise  ->  None (serial, one thread, whatever ``n_jobs``).
 
-  Inside grid mode a grid with fewer than ``GRID_PAR_MIN_ENTRIES`` = 2^19 entries (RB
-  training data: N below 524,288) is updated on one thread: below that size the split
-  measured slower than one thread on 2 vCPUs (benchmarks/compare_cd.py), and the iterates are
+  Inside grid mode a grid with fewer than ``GRID_PAR_MIN_ENTRIES`` = 2^18 entries (RB
+  training data: N below 262,144) is updated on one thread: below that size the split
+  gained nothing on 2 vCPUs (docs/benchmarks/cd.md), and the iterates are
   the same either way. Hogwild is never chosen (see above).
 
 Convergence is decided once per epoch, after the intercept step (docs/internals.md). The
