@@ -31,8 +31,8 @@ Design
     case): 8-byte slots ``key | (local id + 1) << used`` of any capacity (the slot
     of hash h is ``mulhi64(h, capacity)``), so a presized table holds exactly load
     0.7, with the bin counts in a uint32 array by id: 15-16 bytes per bin;
-  - "fat" (other single-word keys): 16-byte slots of key, id + 1 and count,
-    power-of-two capacity;
+  - "fat" (other single-word keys): 12-byte slots of key and id + 1, any
+    capacity (slots as pk), counts by id: about 21 bytes per bin presized;
   - multi-word keys: 8-byte slots ``(hash >> 32) << 32 | (local id + 1)`` (most
     misses settled without touching the keys), keys and counts by id.
   At the end of a grid's sweep its keys are laid out in id order, its probe
@@ -336,10 +336,10 @@ ctypedef struct Paths:
 # Growing tables used during fit
 # ----------------------------------------------------------------------------
 
-ctypedef struct FatSlot:
+cdef packed struct FatSlot:
+    # 12 bytes, no padding (the key is read unaligned in an array of slots)
     uint64_t key        # packed key (single-word tables, during fit)
     uint32_t idp1       # local id + 1 (0 = empty)
-    uint32_t count      # training rows of the bin
 
 
 ctypedef struct DirSlot:
@@ -359,10 +359,11 @@ ctypedef struct Table:
     uint64_t *pk        # single-word keys with room for the id ("packed"): capacity
                         # slots (any capacity; slot of hash h: mulhi64(h, capacity)),
                         # 0 empty, else key | (local id + 1) << used; counts in counts
-    FatSlot *fat        # other single-word keys: capacity slots holding key and count
+    FatSlot *fat        # other single-word keys: capacity 12-byte slots of key and
+                        # local id + 1 (any capacity, slots as pk); counts in counts
     uint64_t *keys      # n_bins * n_words packed keys, in local id order
     uint32_t *counts    # n_bins training rows per bin (N < 2**32 - 1)
-    int64_t capacity    # power of two (slots, fat); any (pk)
+    int64_t capacity    # power of two (slots); any (pk, fat)
     int64_t n_bins
     int64_t keys_room   # bins that fit in keys / counts before a realloc
     int n_words
@@ -400,7 +401,8 @@ cdef int table_init(Table *t, int n_words, int used, int direct_bits,
         return 0
     if n_words == 1:
         t.fat = <FatSlot *> big_calloc(t.capacity, sizeof(FatSlot))
-        if t.fat == NULL:
+        t.counts = <uint32_t *> big_malloc(t.keys_room * sizeof(uint32_t))
+        if t.fat == NULL or t.counts == NULL:
             t.failed = 1
             return -1
         return 0
@@ -435,8 +437,9 @@ cdef void table_free(Table *t) noexcept nogil:
 
 
 cdef int fat_resize(Table *t, int64_t new_cap) noexcept nogil:
-    """Re-insert every entry of a single-word fit table into ``new_cap`` slots."""
-    cdef uint64_t mask = <uint64_t> new_cap - 1, pos
+    """Re-insert every entry of a fat table into ``new_cap`` slots (ids unchanged;
+    any capacity: the slot of hash h is mulhi64(h, new_cap), as pk)."""
+    cdef uint64_t cap = <uint64_t> new_cap, pos, key
     cdef uint64_t hs[16]
     cdef int64_t idx[16]
     cdef int64_t j, m, k
@@ -449,14 +452,17 @@ cdef int fat_resize(Table *t, int64_t new_cap) noexcept nogil:
         while j < t.capacity and m < 16:
             # branch-free: the entry is kept only if the slot is occupied
             idx[m] = j
-            hs[m] = key_hash(&t.fat[j].key, 1)
-            prefetch(fat + (hs[m] & mask))
+            key = t.fat[j].key  # a copy: the packed slot's key may be unaligned
+            hs[m] = key_hash(&key, 1)
+            prefetch(fat + mulhi64(hs[m], cap))
             m += (t.fat[j].idp1 != 0)
             j += 1
         for k in range(m):
-            pos = hs[k] & mask
+            pos = mulhi64(hs[k], cap)
             while fat[pos].idp1 != 0:
-                pos = (pos + 1) & mask
+                pos += 1
+                if pos == cap:
+                    pos = 0
             fat[pos] = t.fat[idx[k]]
     free(t.fat)
     t.fat = fat
@@ -500,20 +506,16 @@ cdef int pk_resize(Table *t, int64_t new_cap) noexcept nogil:
 
 
 cdef int keys_from_fat(Table *t) noexcept nogil:
-    """Keys and counts in id order from the fat slots (which are freed)."""
+    """Keys in id order from the fat slots (which are freed)."""
     cdef int64_t j, n = t.n_bins
-    # keys / counts at index local + 1 (index 0 takes the empty slots'
-    # writes, branch-free), moved down by one after the pass
+    # keys at index local + 1 (index 0 takes the empty slots' writes,
+    # branch-free), moved down by one after the pass
     t.keys = <uint64_t *> big_malloc((n + 1) * sizeof(uint64_t))
-    t.counts = <uint32_t *> big_malloc((n + 1) * sizeof(uint32_t))
-    if t.keys == NULL or t.counts == NULL:
+    if t.keys == NULL:
         return -1
-    t.keys_room = n
     for j in range(t.capacity):
         t.keys[t.fat[j].idp1] = t.fat[j].key
-        t.counts[t.fat[j].idp1] = t.fat[j].count
     memmove(t.keys, t.keys + 1, n * sizeof(uint64_t))
-    memmove(t.counts, t.counts + 1, n * sizeof(uint32_t))
     free(t.fat)
     t.fat = NULL
     return 0
@@ -630,8 +632,8 @@ cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nog
     Only when most rows so far opened a new bin (fine grids): then the count
     keeps growing about linearly and extrapolating it (at most n_rows) saves
     a chain of doublings over a large table. Coarse grids saturate and keep
-    the doubling. A pk table (any capacity) gets exactly the load 0.7 for the
-    estimate, and its counts room for it.
+    the doubling. A pk or fat table (any capacity) gets exactly the load 0.7
+    for the estimate, and its counts room for it.
     """
     cdef int64_t est, cap
     if rows_seen <= 0 or 2 * t.n_bins <= rows_seen:
@@ -640,7 +642,7 @@ cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nog
     if est > n_rows:
         est = n_rows
     cap = t.capacity
-    if t.pk != NULL:
+    if t.pk != NULL or t.fat != NULL:
         cap = (10 * est + 6) // 7 + 1
         if table_room(t, est) != 0:
             return -1
@@ -687,30 +689,39 @@ cdef inline int64_t pk_add(Table *t, uint64_t key, uint64_t h) noexcept nogil:
 cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcept nogil:
     """Local id of ``key`` (fat or slots table), inserting it (next id) if new;
     -1 on allocation failure."""
-    cdef uint64_t mask, pos, tag = h >> 32, s
+    cdef uint64_t mask, cap, pos, tag = h >> 32, s
     cdef int64_t local
     cdef FatSlot *f
     if 10 * (t.n_bins + 1) > 7 * t.capacity:  # load <= 0.7
         if table_grow(t) != 0:
             return -1
-    mask = <uint64_t> t.capacity - 1
-    pos = h & mask
     if t.fat != NULL:
-        # single-word keys: key, id and count in one slot (exact compare)
+        # single-word keys: key and id in one slot (exact compare), any capacity
+        cap = <uint64_t> t.capacity
+        pos = mulhi64(h, cap)
         while True:
             f = t.fat + pos
             if f.idp1 == 0:
                 break
             if f.key == key[0]:
-                f.count += 1
-                return <int64_t> f.idp1 - 1
-            pos = (pos + 1) & mask
+                local = <int64_t> f.idp1 - 1
+                t.counts[local] += 1
+                return local
+            pos += 1
+            if pos == cap:
+                pos = 0
+        if t.n_bins == t.keys_room:
+            if table_room(t, 2 * t.keys_room) != 0:
+                return -1
         local = t.n_bins
+        f = t.fat + pos
         f.key = key[0]
         f.idp1 = <uint32_t> (local + 1)
-        f.count = 1
+        t.counts[local] = 1
         t.n_bins += 1
         return local
+    mask = <uint64_t> t.capacity - 1
+    pos = h & mask
     while True:
         s = t.slots[pos]
         if s == 0:
@@ -908,7 +919,7 @@ cdef void fit_grid_block(
                         continue
                     for k in range(i1 - i0):
                         if t.fat != NULL:
-                            prefetch(t.fat + (hashes[k] & <uint64_t> (t.capacity - 1)))
+                            prefetch(t.fat + mulhi64(hashes[k], <uint64_t> t.capacity))
                         else:
                             prefetch(t.slots + (hashes[k] & <uint64_t> (t.capacity - 1)))
                     if i0 == PRESIZE_ROWS:
