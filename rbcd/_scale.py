@@ -51,9 +51,7 @@ def median_l1_distance(X, n_pairs=N_PAIRS):
     n = X.shape[0]
     if n < 2:
         return 1.0
-    rng = np.random.default_rng(PAIR_SEED)
-    i = rng.integers(0, n, size=n_pairs)
-    j = (i + rng.integers(1, n, size=n_pairs)) % n
+    i, j = _sampled_pairs(n, n_pairs)
     dist = np.zeros(n_pairs)
     if sp.issparse(X):
         diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]
@@ -68,13 +66,7 @@ def median_l1_distance(X, n_pairs=N_PAIRS):
         for s in range(0, n_pairs, step):
             terms = np.abs(Xd[i[s:s + step]] - Xd[j[s:s + step]])
             dist[s:s + step] = np.cumsum(terms, axis=1)[:, -1]  # a running sum in column order
-    med = float(np.median(dist))
-    if med > 0 and np.isfinite(med):
-        return med
-    nz = dist[dist > 0]
-    if nz.shape[0] and np.isfinite(nz.mean()):
-        return float(nz.mean())
-    return 1.0
+    return _robust_median(dist)
 
 
 def _sampled_pairs(n, n_pairs):

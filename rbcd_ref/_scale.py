@@ -17,20 +17,16 @@ N_PAIRS = 2000
 DEFAULT_FACTOR = 0.5  # as rbcd/_scale.py (chosen on the real-data suite)
 
 
-def median_l1_distance(X, n_pairs=N_PAIRS):
-    n = X.shape[0]
-    if n < 2:
-        return 1.0
+def _pairs(n, n_pairs):
+    """The sampled pairs (i, j), i != j, of the module docstring."""
     rng = np.random.default_rng(PAIR_SEED)
     first = rng.integers(0, n, size=n_pairs)
     second = (first + rng.integers(1, n, size=n_pairs)) % n
-    dense = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    distances = []
-    for i, j in zip(first, second):
-        total = 0.0
-        for k in range(dense.shape[1]):
-            total += abs(float(dense[i, k]) - float(dense[j, k]))
-        distances.append(total)
+    return zip(first, second)
+
+
+def _median_or_fallback(distances):
+    """The median; else the mean of the non-zero distances; else 1.0."""
     distances = np.array(distances)
     median = float(np.median(distances))
     if median > 0:
@@ -39,6 +35,24 @@ def median_l1_distance(X, n_pairs=N_PAIRS):
     if len(nonzero):
         return float(nonzero.mean())
     return 1.0
+
+
+def _dense(X):
+    return X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+
+
+def median_l1_distance(X, n_pairs=N_PAIRS):
+    n = X.shape[0]
+    if n < 2:
+        return 1.0
+    dense = _dense(X)
+    distances = []
+    for i, j in _pairs(n, n_pairs):
+        total = 0.0
+        for k in range(dense.shape[1]):
+            total += abs(float(dense[i, k]) - float(dense[j, k]))
+        distances.append(total)
+    return _median_or_fallback(distances)
 
 
 L2_FACTOR = 0.35
@@ -48,25 +62,15 @@ def median_l2_distance(X, n_pairs=N_PAIRS):
     n = X.shape[0]
     if n < 2:
         return 1.0
-    rng = np.random.default_rng(PAIR_SEED)
-    first = rng.integers(0, n, size=n_pairs)
-    second = (first + rng.integers(1, n, size=n_pairs)) % n
-    dense = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    dense = _dense(X)
     distances = []
-    for i, j in zip(first, second):
+    for i, j in _pairs(n, n_pairs):
         total = 0.0
         for k in range(dense.shape[1]):
             diff = float(dense[i, k]) - float(dense[j, k])
             total += diff * diff
         distances.append(np.sqrt(total))
-    distances = np.array(distances)
-    median = float(np.median(distances))
-    if median > 0:
-        return median
-    nonzero = distances[distances > 0]
-    if len(nonzero):
-        return float(nonzero.mean())
-    return 1.0
+    return _median_or_fallback(distances)
 
 
 def scale_sigma_l2(X, factor=L2_FACTOR):
