@@ -43,7 +43,7 @@ cdef extern from "cd_atomics.h" nogil:
     void prefetch "rbcd_cd_prefetch"(const void *p) noexcept
 
 cdef extern from "cd_kernels.h" nogil:
-    uint64_t mulhi "rbcd_cd_mulhi"(uint64_t x, uint64_t n) noexcept
+    uint64_t mulhi "rbcd_mulhi64"(uint64_t x, uint64_t n) noexcept
     double gather_sum_i32 "rbcd_cd_gather_sum_i32"(const double *dv, const double *s,
                                                    const double *z, const int32_t *ind,
                                                    int64_t start, int64_t end) noexcept

@@ -19,7 +19,7 @@
  * satisfies the contract above (checked by GridTables.set_tables).
  * The key compared is exact (all W words), so the table never merges bins.
  *
- * Also: rbcd_mulhi64, the slot of a hash in a table of any capacity (used by
+ * rbcd_mulhi64 (rbcd_mulhi.h) gives the slot of a hash in a table of any capacity (used by
  * the packed fit tables, whose capacity need not be a power of two). */
 #ifndef RBCD_BINNING_TABLE_H
 #define RBCD_BINNING_TABLE_H
@@ -29,22 +29,9 @@
 #include <string.h>
 #include "binning_alloc.h"
 #include "binning_keys.h"
+#include "rbcd_mulhi.h"
 
 #define RBCD_CT_SPREAD 1
-
-/* High 64 bits of a * b: floor(h * cap / 2**64) maps a hash onto [0, cap). */
-static inline uint64_t rbcd_mulhi64(uint64_t a, uint64_t b)
-{
-#if defined(__SIZEOF_INT128__)
-    return (uint64_t)(((unsigned __int128)a * b) >> 64);
-#else
-    /* portable: four 32 x 32 -> 64 products */
-    uint64_t a0 = a & 0xFFFFFFFFu, a1 = a >> 32, b0 = b & 0xFFFFFFFFu, b1 = b >> 32;
-    uint64_t p00 = a0 * b0, p01 = a0 * b1, p10 = a1 * b0, p11 = a1 * b1;
-    uint64_t mid = (p00 >> 32) + (p01 & 0xFFFFFFFFu) + (p10 & 0xFFFFFFFFu);
-    return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-#endif
-}
 
 typedef struct {
     const uint32_t *dir;

@@ -5,27 +5,13 @@
 #define RBCD_CD_KERNELS_H
 
 #include <stdint.h>
+#include "rbcd_mulhi.h"  /* randbelow: rbcd_mulhi64 */
 
 #if defined(__GNUC__) || defined(__clang__)
 #define RBCD_ALWAYS_INLINE static inline __attribute__((always_inline))
 #else
 #define RBCD_ALWAYS_INLINE static inline
 #endif
-
-/* randbelow(n) = floor(x n / 2^64) for the 64-bit draw x (docs/internals.md, contract 10):
-   a multiply instead of the division of x % n. Uniform up to a bias of n / 2^64, like the
-   remainder, and with the same draws in rbcd_ref (Python integers, (x * n) >> 64). */
-RBCD_ALWAYS_INLINE uint64_t rbcd_cd_mulhi(uint64_t x, uint64_t n) {
-#if defined(__SIZEOF_INT128__)
-    return (uint64_t)(((unsigned __int128)x * n) >> 64);
-#else
-    /* portable 64 x 64 -> high 64 bits from 32-bit halves (exact) */
-    uint64_t x0 = x & 0xFFFFFFFFu, x1 = x >> 32, n0 = n & 0xFFFFFFFFu, n1 = n >> 32;
-    uint64_t p00 = x0 * n0, p01 = x0 * n1, p10 = x1 * n0, p11 = x1 * n1;
-    uint64_t mid = (p00 >> 32) + (p01 & 0xFFFFFFFFu) + (p10 & 0xFFFFFFFFu);
-    return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
-#endif
-}
 
 /* sum over k in [start, end) of s[ind[k]] dv[ind[k]] z[k], where s NULL means 1 and z NULL
    means 1 (a constant column value is applied by the caller). Each term is
