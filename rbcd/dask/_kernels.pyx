@@ -134,6 +134,17 @@ cdef void _step_block(const label_t *lab_prev, const double *dz, const label2_t 
     # caller). For the squared loss dv is u.
     cdef Py_ssize_t i
     cdef double d
+    if lab_prev != NULL and lab != NULL:
+        # both in one pass over the rows (row i's sum reads only row i's fresh dv_i)
+        for i in range(a, b):
+            d = dz[lab_prev[i]]
+            if loss == SQUARED:
+                u[i] += d
+            elif d != 0.0:
+                u[i] += d
+                dv[i] = deriv(loss, u[i], y[i])
+            part[lab[i]] += dv[i] if s == NULL else s[i] * dv[i]
+        return
     if lab_prev != NULL:
         if loss == SQUARED:
             for i in range(a, b):
