@@ -141,15 +141,20 @@ def save_figure(fig, path, **kwargs):
 
 
 # ----------------------------------------------------------------------------- timing
-def best_of(fn, repeat=3):
+def best_of(fn, repeat=3, settle=0.0):
     """(smallest wall time of ``repeat`` calls of fn(), the last return value).
 
     The previous return value is dropped before each call, so that a call does
     not run while an earlier output (possibly hundreds of MB) is still held.
+    ``settle``: seconds to sleep before each call, untimed. A BLAS call (scikit-learn's
+    solvers make them) leaves OpenBLAS's threads busy-waiting for about 0.1 s on the
+    cores; a multi-threaded fit timed inside that window measures the contention.
     """
     best, out = float("inf"), None
     for _ in range(max(1, repeat)):
         out = None
+        if settle:
+            time.sleep(settle)
         t0 = time.perf_counter()
         out = fn()
         best = min(best, time.perf_counter() - t0)

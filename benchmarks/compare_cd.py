@@ -74,6 +74,8 @@ from _common import (
 TARGET_SERIAL_VS_PEER = 0.8   # issue 18: serial epoch at most 0.8x scikit-learn's
 TARGET_PAR_2T = 1.6           # issue 18: grid / auto on 2 threads at N >= 10^5
 TARGET_NEVER_SLOWER = 1.0     # issue 18: the automatic choice never slower on 2 threads
+# seconds between timed fits: the BLAS threads a peer's fit woke stop spinning (best_of)
+SETTLE = 0.25
 
 
 def _ints(text):
@@ -289,8 +291,8 @@ class _Cell:
             with forced_paths(**(paths or {})):
                 return fit(make(e))
 
-        t1, _ = best_of(lambda: run(1), self.args.repeat)
-        tk, est = best_of(lambda: run(self.k), self.args.repeat)
+        t1, _ = best_of(lambda: run(1), self.args.repeat, settle=SETTLE)
+        tk, est = best_of(lambda: run(self.k), self.args.repeat, settle=SETTLE)
         ran = int(np.max(est.n_iter_))
         if ran <= 1:
             return float("nan")

@@ -43,7 +43,7 @@ from sklearn.utils.validation import check_is_fitted
 from distributed import wait
 
 from .._random import solver_seed
-from .._threads import effective_n_threads
+from .._threads import effective_n_threads, serial_dot
 from ..solvers import _sparse, _stopping
 from ..solvers.cd import LOSSES
 from . import _kernels
@@ -122,7 +122,7 @@ class _Part:
         return v if self.s is None else self.s * v
 
     def wsum(self, v):
-        return float(v.sum()) if self.s is None else float(self.s @ v)
+        return float(v.sum()) if self.s is None else serial_dot(self.s, v)
 
     def p(self, loss):
         """The predictions p."""
@@ -275,7 +275,7 @@ class CDWorker:
             q.y = np.ascontiguousarray(q.Y[:, k])
             q.reset(loss, np.zeros(q.n))
             s = np.ones(q.n) if q.s is None else q.s
-            out.append((float(s.sum()), float(s @ q.y), float(s[q.y > 0].sum()),
+            out.append((float(s.sum()), serial_dot(s, q.y), float(s[q.y > 0].sum()),
                         float(s[q.y < 0].sum()), q.all_sums(s, self.n_threads), q.n))
         return self.index, out
 
@@ -473,14 +473,15 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
         grid, delta, shift = -1, None, 0.0
         gl = zval * ordered_sum([x[0] for x in parts]) / S
         loss_sum = float(sum(x[1] for x in parts)) / S
-        pen = alpha * (l1_ratio * np.abs(w).sum() + 0.5 * (1.0 - l1_ratio) * (w @ w))
+        pen = alpha * (l1_ratio * np.abs(w).sum()
+                       + 0.5 * (1.0 - l1_ratio) * serial_dot(w, w))
         history.append(loss_sum + pen)
         first = None if last else ordered_sum([x[5] for x in parts])
         if use_gap:
             dn = float(np.max(np.abs(-gl - lam2 * w))) if D else 0.0
             raw = _stopping.gap_from_sums(dn, float(sum(x[2] for x in parts)) / S,
                                           float(sum(x[3] for x in parts)) / S,
-                                          float(np.abs(w).sum()), float(w @ w), lam1, lam2)
+                                          float(np.abs(w).sum()), serial_dot(w, w), lam1, lam2)
         else:
             raw = _stopping.max_subgradient(
                 w, gl + lam2 * w, lam1,

@@ -166,7 +166,7 @@ def block_stats(b, grid_ptr):
         colsum = b.tdot(s[:, None])[:, 0]
         colsq = (b.Z * b.Z).T @ s if n else np.zeros(D)
         value, entries = np.nan, None
-    return float(s.sum()), s @ b.Y, colsum, colsq, value, entries, n
+    return float(s.sum()), np.einsum("i,ik->k", s, b.Y), colsum, colsq, value, entries, n
 
 
 def block_rhs(b, ybar):
@@ -367,7 +367,7 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         if act.size == 0:
             break
         Pa = np.ascontiguousarray(P[:, act])
-        zP = None if zbar is None else zbar @ Pa
+        zP = None if zbar is None else np.einsum("j,jk->k", zbar, Pa)
         parts = cluster.map(block_operator, Pa, zP)
         Q = ordered_sum([p[0] for p in parts])
         Q += alpha[act] * Pa
@@ -405,7 +405,7 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
             ConvergenceWarning, stacklevel=3,
         )
     coef = X.T.copy()
-    intercept = ybar - coef @ zbar if zbar is not None else np.zeros(k)
+    intercept = ybar - np.einsum("kj,j->k", coef, zbar) if zbar is not None else np.zeros(k)
     return coef, intercept, n_iter
 
 

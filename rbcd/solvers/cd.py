@@ -66,7 +66,7 @@ from . import _cd, _stopping
 from ._columns import columns_from, plain_columns
 from ._paths import current_paths
 from .._random import solver_seed
-from .._threads import effective_n_threads
+from .._threads import effective_n_threads, serial_dot
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, TOL, VERBOSE,
                            Interval, RealInterval, StrOptions, fit_context)
 
@@ -272,7 +272,7 @@ def _loss_deriv_np(loss, p, y):
 def _optimal_intercept(loss, y, s, S):
     """b0, the intercept of the w = 0 model (docs/internals.md, alpha_max)."""
     if loss == "squared":
-        return _stopping.optimal_intercept(loss, S, float(np.dot(s, y)), 0.0, 0.0)
+        return _stopping.optimal_intercept(loss, S, serial_dot(s, y), 0.0, 0.0)
     return _stopping.optimal_intercept(loss, S, 0.0, float(np.sum(s[y > 0])),
                                        float(np.sum(s[y < 0])))
 
@@ -373,13 +373,13 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
 
     use_gap = _stopping.uses_gap(loss, l1_ratio)
     if use_gap:
-        scale = _stopping.stopping_scale(True, tol, float(np.dot(s_full, 0.5 * (y - b0) ** 2) / S),
+        scale = _stopping.stopping_scale(True, tol, serial_dot(s_full, 0.5 * (y - b0) ** 2) / S,
                                          None, N, 1.0, 0.0, S)
         check = _cd.Check.DUALITY_GAP
     else:
         zmax = max(1.0, cols.zval if cols.data is None
                    else float(np.max(np.abs(cols.data), initial=0.0)))
-        deriv_abs = float(np.dot(s_full, np.abs(_loss_deriv_np(loss, np.full_like(y, b0), y))))
+        deriv_abs = serial_dot(s_full, np.abs(_loss_deriv_np(loss, np.full_like(y, b0), y)))
         scale = _stopping.stopping_scale(
             False, tol, None, _gradient_at_constant(cols, loss, y, s_full, S, b0, n_threads),
             N, zmax, deriv_abs, S)

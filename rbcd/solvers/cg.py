@@ -438,7 +438,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
     colsum, colsq = op.col_stats(s)
     if fit_intercept:
         zbar = colsum / S                               # weighted column means
-        ybar = (s @ Y) / S
+        ybar = np.einsum("i,ik->k", s, Y) / S         # not BLAS (see serial_dot)
         Yc = Y - ybar
         diag = colsq - S * zbar * zbar                  # diag(Zc^T S Zc)
     else:
@@ -575,7 +575,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
         )
     coef = X.T.copy()
     if zbar is not None:
-        intercept = ybar - coef @ zbar
+        intercept = ybar - np.einsum("kj,j->k", coef, zbar)
     else:
         intercept = np.zeros(k)
     if return_info:
