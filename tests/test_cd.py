@@ -813,3 +813,47 @@ def test_top_columns_ranks_like_a_sort(values, k):
     scores = np.asarray(values, dtype=np.float64)
     expected = np.lexsort((np.arange(scores.size), -scores))[:k]
     assert _cd.top_columns(scores, k).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("parallel", [None, "grid", "hogwild"])
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_logistic_state_at_extreme_margins_matches_the_twin(parallel, fit_intercept):
+    # The logistic kernels keep exp(y p) and move it by per-column factors (cd_kernels.h,
+    # rbcd_logistic_move); the twin computes loss' from p afresh. Columns of 3+ rows take
+    # the factors, shorter ones a fresh exp. A warm start from huge coefficients puts the
+    # margins y p past +-745, where exp(y p) overflows or underflows and the kernels must
+    # recompute it from p instead of multiplying a stuck 0 or inf; the iterates still
+    # follow the twin's, on 1 and 2 threads.
+    from rbcd.binning.random_binning import RandomBinning
+
+    rng = np.random.default_rng(11)
+    X = rng.uniform(size=(300, 2))
+    t = np.where(np.sin(7 * X[:, 0]) + X[:, 1] > 0.5, 1.0, -1.0)
+    rb = RandomBinning(n_grids=5, sigma=0.1, random_state=2).fit(X)
+    Z = rb.transform(X)
+    counts = np.diff(Z.tocsc().indptr)
+    assert counts.max() >= 3 and counts.min() < 3  # both paths of the rule
+    # (alpha = 1: one l1 step zeroes most of the huge w_j, so a margin comes back from beyond
+    # +-745 into range within one epoch, where a stuck 0 or inf gives a wrong loss'; this
+    # test fails without the recomputation)
+    kw = dict(alpha=1.0, l1_ratio=1.0, max_epochs=4, tol=0.0, selection="cyclic",
+              fit_intercept=fit_intercept, random_state=0, warm_start=True)
+    w0 = 1500.0 * rng.normal(size=(1, Z.shape[1]))
+    margins = t * np.asarray(Z @ w0.ravel()).ravel()
+    assert margins.max() > 745 and margins.min() < -745
+
+    def fit(est):
+        est.fit(Z, t, columns=rb)               # sets classes_ and the attributes' shapes
+        est.coef_ = w0.copy()
+        est.intercept_ = np.zeros(1)
+        return est.fit(Z, t, columns=rb)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        b = fit(ref.CDClassifier(**kw))
+        fits = [fit(CDClassifier(parallel=parallel, n_jobs=n, **kw))
+                for n in ((1,) if parallel == "hogwild" else (1, 2))]
+    for a in fits:
+        assert np.all(np.isfinite(a.coef_))
+        np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(a.objective_history_, b.objective_history_, rtol=1e-9)

@@ -50,6 +50,8 @@ cdef extern from "cd_kernels.h" nogil:
     double gather_sum_i64 "rbcd_cd_gather_sum_i64"(const double *dv, const double *s,
                                                    const double *z, const int64_t *ind,
                                                    int64_t start, int64_t end) noexcept
+    double logistic_move "rbcd_logistic_move"(double *ex, double p, double y, double fpos,
+                                              double fneg) noexcept
 
 cdef extern from "cd_rtm.h" nogil:
     int rtm_usable "rbcd_rtm_usable"() noexcept
@@ -95,6 +97,9 @@ cdef enum:
     # below this many partial sums (bins x blocks) a grid's new weights are found on one
     # thread: cheaper than moving the partial sums and the moves between cores
     WEIGHT_PAR_MIN = 262144
+    # a column (a grid's bin) of at least this many rows moves the logistic state by its
+    # two factors (two exps for the column), a shorter one by one exp per row
+    FACTOR_MIN_ROWS = 3
     OBJ_BLOCK = 65536
 
 ctypedef fused idx_t:
@@ -219,6 +224,8 @@ cdef struct Prob:
     double S                   # sum of the weights
     double* u                  # (N,) state: p - y (squared) or p
     double* dv                 # (N,) loss'(p_i, y_i); the same array as u for squared
+    double* ex                 # (N,) exp(y_i p_i): the logistic loss with every y_i = +-1
+                               # (cd_kernels.h, rbcd_logistic_move), else NULL
     Loss loss
     double lam1
     double lam2
@@ -304,7 +311,7 @@ cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double
     cdef const double* y = P.y
     cdef const double* z = P.data
     cdef Loss loss = P.loss
-    cdef double dz
+    cdef double dz, fpos, fneg
     cdef idx_t i
     if loss == SQUARED:
         if tx != NULL:
@@ -318,24 +325,49 @@ cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double
                 u[ind[k]] += delta * z[k]
         return
     dz = delta * P.zval
+    if P.ex != NULL and tx == NULL and z == NULL and end - start >= FACTOR_MIN_ROWS:
+        # one pair of exps for the column instead of one exp per row
+        fpos = exp(dz)
+        fneg = exp(-dz)
+        for k in range(start, end):
+            i = ind[k]
+            u[i] += dz
+            dv[i] = logistic_move(&P.ex[i], u[i], y[i], fpos, fneg)
+        return
     for k in range(start, end):
         i = ind[k]
         if z != NULL:
             dz = delta * z[k]
         if tx != NULL:
-            atomic_add(&u[i], dz)
+            atomic_add(&u[i], dz)  # (P.ex goes stale: Hogwild refreshes it after the epoch)
         else:
             u[i] += dz
+            if P.ex != NULL:
+                set_deriv(P, i)
+                continue
         dv[i] = loss_deriv(loss, u[i], y[i])
 
 
+cdef inline void set_deriv(const Prob* P, Py_ssize_t i) noexcept nogil:
+    # dv[i] = loss'(p_i, y_i) from p_i, and the logistic state ex[i] = exp(y_i p_i) if kept
+    # (the same value as loss_deriv: -y / (1 + exp(y p)))
+    cdef double e
+    if P.ex != NULL:
+        e = exp(P.y[i] * P.u[i])
+        P.ex[i] = e
+        P.dv[i] = -P.y[i] / (1.0 + e)
+    else:
+        P.dv[i] = loss_deriv(P.loss, P.u[i], P.y[i])
+
+
 cdef void refresh_derivs(const Prob* P, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
-    # numpy: dv[lo:hi] = loss'(p[lo:hi], y[lo:hi])   (nothing to do for the squared loss)
+    # numpy: dv[lo:hi] = loss'(p[lo:hi], y[lo:hi]), ex[lo:hi] = exp(y p) from p afresh
+    # (nothing to do for the squared loss)
     cdef Py_ssize_t i
     if P.loss == SQUARED:
         return
     for i in range(lo, hi):
-        P.dv[i] = loss_deriv(P.loss, P.u[i], P.y[i])
+        set_deriv(P, i)
 
 
 cdef inline double soft_threshold(double v, double t) noexcept nogil:
@@ -446,9 +478,9 @@ cdef void run_order(const Prob* P, const int64_t* order, Py_ssize_t lo, Py_ssize
 
 
 cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t lo,
-                           double* delta, double scale) noexcept nogil:
+                           const Moves* mv) noexcept nogil:
     """Bins a..b-1 of the grid starting at column lo: w_j <- the cd_step value (g_j summed
-    over column j), delta[j - lo] = (w_new - w_old) scale; no write to u / dv."""
+    over column j), their moves (w_new - w_old) zval in mv; no write to u / dv."""
     cdef Py_ssize_t j
     cdef ColRec* rj
     cdef double wj, g, Mj, new
@@ -464,13 +496,46 @@ cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t
         Mj = rj.M
         new = step_value(P, wj, g, Mj)
         rj.w = new
-        delta[j - lo] = (new - wj) * scale
+        set_move(P, mv, j - lo, (new - wj) * P.zval, rj.end - rj.start)
 
 
-cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const double* dz_prev,
+cdef struct Moves:
+    # a streamed grid's moves, by bin: dz[b] = (w_new - w_old) zval, dz[bins] = 0 (rows
+    # without an entry); with the logistic state (P.ex; else NULL) the factors
+    # fpos[b] = exp(dz[b]), fneg[b] = exp(-dz[b]) for a moved bin of at least
+    # FACTOR_MIN_ROWS rows, fpos[b] = 0 for the others (their rows take a fresh exp): the
+    # rule of the per-bin step (_col_axpy), so both give the same bits
+    double* dz
+    double* fpos
+    double* fneg
+
+
+cdef inline void set_move(const Prob* P, const Moves* mv, Py_ssize_t c, double d,
+                          int64_t n_rows) noexcept nogil:
+    # bin c of the visited grid moves by d; n_rows: its column's stored entries
+    mv.dz[c] = d
+    if mv.fpos != NULL:
+        if d != 0.0 and n_rows >= FACTOR_MIN_ROWS:
+            mv.fpos[c] = exp(d)
+            mv.fneg[c] = exp(-d)
+        else:
+            mv.fpos[c] = 0.0
+
+
+cdef inline void _move_row(const Prob* P, const Moves* mv, Py_ssize_t l, Py_ssize_t i,
+                           double d) noexcept nogil:
+    # p_i += d (d = mv.dz[l] != 0) and loss'(p_i, y_i), for the losses other than squared
+    P.u[i] += d
+    if mv.fpos != NULL and mv.fpos[l] != 0.0:
+        P.dv[i] = logistic_move(&P.ex[i], P.u[i], P.y[i], mv.fpos[l], mv.fneg[l])
+    else:
+        set_deriv(P, i)
+
+
+cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const Moves* mv,
                        const label2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t a,
                        Py_ssize_t b) noexcept nogil:
-    # rows a..b-1, in order: the pending grid's update u_i += dz_prev[lab_prev[i]] (and the
+    # rows a..b-1, in order: the pending grid's update u_i += dz[lab_prev[i]] (and the
     # loss' refresh) if lab_prev is not NULL; then, if lab is not NULL, the next grid's partial
     # sums part[lab[i]] += s_i loss'(p_i, y_i) (part[:nb] zeroed first)
     cdef Py_ssize_t i
@@ -478,6 +543,7 @@ cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const double* dz_
     cdef double* u = P.u
     cdef double* dv = P.dv
     cdef const double* s = P.s
+    cdef const double* dz_prev = mv.dz
     cdef Loss loss = P.loss
     if lab != NULL:
         for i in range(nb):
@@ -493,8 +559,7 @@ cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const double* dz_
                 if loss == SQUARED:
                     u[i] += d
                 elif d != 0.0:
-                    u[i] += d
-                    dv[i] = loss_deriv(loss, u[i], P.y[i])
+                    _move_row(P, mv, lab_prev[i], i, d)
                 part[lab[i]] += dv[i] if s == NULL else s[i] * dv[i]
     elif lab_prev != NULL:
         if loss == SQUARED:
@@ -504,8 +569,7 @@ cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const double* dz_
             for i in range(a, b):
                 d = dz_prev[lab_prev[i]]
                 if d != 0.0:
-                    u[i] += d
-                    dv[i] = loss_deriv(loss, u[i], P.y[i])
+                    _move_row(P, mv, lab_prev[i], i, d)
     elif lab != NULL:
         if s == NULL:
             for i in range(a, b):
@@ -517,9 +581,9 @@ cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const double* dz_
 
 cdef void _weights_from_partials(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t lo,
                                  const double* part, Py_ssize_t stride, Py_ssize_t n_blocks,
-                                 double* dz) noexcept nogil:
+                                 const Moves* mv) noexcept nogil:
     # bins a..b-1 of the grid at column lo: g_j from the block partial sums (added in block
-    # order), then w_j as cd_step; dz[j - lo] = (w_new - w_old) zval
+    # order), then w_j as cd_step, and its move in mv (set_move)
     cdef Py_ssize_t j, q
     cdef ColRec* rj
     cdef double acc, wj, g, Mj, new
@@ -533,10 +597,10 @@ cdef void _weights_from_partials(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_s
         Mj = rj.M
         new = step_value(P, wj, g, Mj)
         rj.w = new
-        dz[j - lo] = (new - wj) * P.zval
+        set_move(P, mv, j - lo, (new - wj) * P.zval, rj.end - rj.start)
 
 
-cdef void stream_rows(const Prob* P, const label_t* lab_prev, const double* dz_prev,
+cdef void stream_rows(const Prob* P, const label_t* lab_prev, const Moves* mv,
                       const label2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t block,
                       int T) noexcept nogil:
     """_stream_pass over all rows in fixed blocks of ``block`` rows, block q writing the
@@ -545,11 +609,11 @@ cdef void stream_rows(const Prob* P, const label_t* lab_prev, const double* dz_p
     cdef Py_ssize_t n_blocks = (P.N + block - 1) // block
     if T == 1:
         for q in range(n_blocks):
-            _stream_pass(P, lab_prev, dz_prev, lab, part + q * nb if lab != NULL else NULL, nb,
+            _stream_pass(P, lab_prev, mv, lab, part + q * nb if lab != NULL else NULL, nb,
                          q * block, min(P.N, (q + 1) * block))
         return
     for q in prange(n_blocks, num_threads=T, schedule="static"):
-        _stream_pass(P, lab_prev, dz_prev, lab, part + q * nb if lab != NULL else NULL, nb,
+        _stream_pass(P, lab_prev, mv, lab, part + q * nb if lab != NULL else NULL, nb,
                      q * block, min(P.N, (q + 1) * block))
 
 
@@ -561,28 +625,28 @@ cdef inline Py_ssize_t part_stride(Py_ssize_t n_bins) noexcept nogil:
 
 
 cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const double* part,
-                         Py_ssize_t n_blocks, double* dz, int T) noexcept nogil:
+                         Py_ssize_t n_blocks, Moves* mv, int T) noexcept nogil:
     """New weights of the bins lo..hi-1 from the partial sums, or (part NULL) from their
-    columns (reading u, not writing it); dz[j - lo] = (w_new - w_old) zval."""
+    columns (reading u, not writing it); mv.dz[j - lo] = (w_new - w_old) zval, and the
+    logistic state's factors where they save exps (Moves)."""
     cdef Py_ssize_t c
     cdef Py_ssize_t nb = part_stride(hi - lo)
-    dz[hi - lo] = 0.0  # rows without an entry in the grid (label hi - lo) move by 0
+    mv.dz[hi - lo] = 0.0  # rows without an entry in the grid (label hi - lo) move by 0
     if part != NULL:
         if T == 1 or hi - lo < 2 * WEIGHT_CHUNK or (hi - lo) * n_blocks < WEIGHT_PAR_MIN:
-            _weights_from_partials(P, lo, hi, lo, part, nb, n_blocks, dz)
+            _weights_from_partials(P, lo, hi, lo, part, nb, n_blocks, mv)
         else:
             for c in prange((hi - lo + WEIGHT_CHUNK - 1) // WEIGHT_CHUNK, num_threads=T,
                             schedule="static"):
                 _weights_from_partials(P, lo + c * WEIGHT_CHUNK,
                                        min(hi, lo + (c + 1) * WEIGHT_CHUNK), lo, part, nb,
-                                       n_blocks, dz)
+                                       n_blocks, mv)
     elif T == 1:
-        grid_new_weights(P, lo, hi, lo, dz, P.zval)
+        grid_new_weights(P, lo, hi, lo, mv)
     else:
         for c in prange((hi - lo + GRID_CHUNK - 1) // GRID_CHUNK, num_threads=T,
                         schedule="dynamic"):
-            grid_new_weights(P, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK), lo, dz,
-                             P.zval)
+            grid_new_weights(P, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK), lo, mv)
 
 
 cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, label_t* lab, Py_ssize_t N,
@@ -696,7 +760,7 @@ cdef struct Grids:
     # the streamed step's buffers (grid_stream_epoch; set when grid labels are given)
     const uint64_t* label_ptr  # (n_grids,) addresses of the label arrays (_grid.pxd)
     const unsigned char* label_wide  # (n_grids,) 1 where a grid's labels are int32
-    double* dz                 # (max bins + 1,) the visited grid's moves, [bins] = 0
+    Moves mv                   # the visited grid's moves (max bins + 1 entries each)
     double* part               # block partial sums, ``cap`` entries
     Py_ssize_t cap
     Py_ssize_t block           # rows per block (fixed by N: results for any thread count)
@@ -802,7 +866,7 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
             stream_pair(P, G, prev, r, part, part_stride(hi - lo), Tg)
         elif prev >= 0:
             stream_pair(P, G, prev, -1, NULL, 0, Tg)
-        stream_weights(P, lo, hi, part, n_blocks, G.dz, Tg)
+        stream_weights(P, lo, hi, part, n_blocks, &G.mv, Tg)
         prev = r
     if prev >= 0:
         stream_pair(P, G, prev, -1, NULL, 0, T)
@@ -816,13 +880,13 @@ cdef inline void stream_pair(const Prob* P, const Grids* G, Py_ssize_t prev, Py_
     cdef const void* a = <const void*>G.label_ptr[prev] if prev >= 0 else NULL
     cdef const void* b = <const void*>G.label_ptr[r] if r >= 0 else NULL
     if not wp and not wr:
-        stream_rows(P, <const uint16_t*>a, G.dz, <const uint16_t*>b, part, nb, G.block, T)
+        stream_rows(P, <const uint16_t*>a, &G.mv, <const uint16_t*>b, part, nb, G.block, T)
     elif not wp:
-        stream_rows(P, <const uint16_t*>a, G.dz, <const int32_t*>b, part, nb, G.block, T)
+        stream_rows(P, <const uint16_t*>a, &G.mv, <const int32_t*>b, part, nb, G.block, T)
     elif not wr:
-        stream_rows(P, <const int32_t*>a, G.dz, <const uint16_t*>b, part, nb, G.block, T)
+        stream_rows(P, <const int32_t*>a, &G.mv, <const uint16_t*>b, part, nb, G.block, T)
     else:
-        stream_rows(P, <const int32_t*>a, G.dz, <const int32_t*>b, part, nb, G.block, T)
+        stream_rows(P, <const int32_t*>a, &G.mv, <const int32_t*>b, part, nb, G.block, T)
 
 
 cdef void _row_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noexcept nogil:
@@ -1004,6 +1068,7 @@ cdef class CDProblem:
     cdef object rec_buf             # bytes behind P.rec (64-byte aligned records)
     cdef public object u_arr
     cdef object dv_arr              # loss'(p, y) (N,); u_arr itself for the squared loss
+    cdef object ex_arr              # exp(y p) (N,) for the logistic loss with y = +-1, or None
     cdef public double b
     cdef double beta
     cdef bint fit_intercept
@@ -1099,6 +1164,13 @@ cdef class CDProblem:
             self.dv_arr = _aligned_zeros(N)
         dv_v = self.dv_arr
         self.P.dv = &dv_v[0]
+        cdef double[::1] ex_v
+        self.ex_arr = None
+        self.P.ex = NULL
+        if loss == LOGISTIC and N > 0 and bool(np.all(np.abs(np.asarray(y)) == 1.0)):
+            self.ex_arr = _aligned_zeros(N)
+            ex_v = self.ex_arr
+            self.P.ex = &ex_v[0]
         self.P.loss = <Loss>loss
         self.P.lam1 = lam1
         self.P.lam2 = lam2
@@ -1125,7 +1197,9 @@ cdef class CDProblem:
         self.G.par_min = grid_par_min
         self.G.label_ptr = NULL
         self.G.label_wide = NULL
-        self.G.dz = NULL
+        self.G.mv.dz = NULL
+        self.G.mv.fpos = NULL
+        self.G.mv.fneg = NULL
         self.G.part = NULL
         self.G.cap = 0
         self.G.block = 0
@@ -1206,7 +1280,22 @@ cdef class CDProblem:
     def epoch(self, int mode, int n_threads):
         """D coordinate steps (R grid blocks in grid mode), drawn per ``selection``: one
         call of the mode's epoch function (``serial_epoch``, ``hogwild_epoch``,
-        ``grid_epoch`` or ``grid_stream_epoch``) on this problem's state."""
+        ``grid_epoch`` or ``grid_stream_epoch``) on this problem's state.
+
+        The logistic state exp(y p) (cd_kernels.h) is moved by factors during the epoch and
+        computed afresh from p once per epoch: by the intercept step, or here without one."""
+        cdef Py_ssize_t q, nbk
+        cdef int T
+        self._epoch(mode, n_threads)
+        if self.P.ex != NULL and not self.fit_intercept and not (
+                mode == HOGWILD and n_threads > 1):  # (Hogwild's threads refreshed it)
+            T = self._pass_threads(n_threads)
+            nbk = (self.P.N + OBJ_BLOCK - 1) // OBJ_BLOCK
+            with nogil:
+                for q in prange(nbk, num_threads=T, schedule="static"):
+                    refresh_derivs(&self.P, q * OBJ_BLOCK, min(self.P.N, (q + 1) * OBJ_BLOCK))
+
+    cdef _epoch(self, int mode, int n_threads):
         cdef Prob* P = &self.P
         cdef Sched S
         cdef int64_t[::1] perm = self.perm_arr
@@ -1253,7 +1342,8 @@ cdef class CDProblem:
         cdef Py_ssize_t n_blocks
         cdef uint64_t[::1] lp
         cdef unsigned char[::1] lw
-        cdef double[::1] dz, part
+        cdef double[:, ::1] dz
+        cdef double[::1] part
         cdef int64_t[::1] order
         if self.grid_labels is None or self.P.N == 0:
             return False
@@ -1263,7 +1353,9 @@ cdef class CDProblem:
         gp = np.asarray(self.grid_ptr)
         widths = np.diff(gp)
         max_bins = int(widths.max())
-        self.grid_delta = np.zeros(max_bins + 1, dtype=np.float64)  # [max_bins]: sentinel, 0
+        # the moves dz (row 0; [max_bins]: sentinel, 0) and the logistic factors (rows 1, 2)
+        self.grid_delta = np.zeros((3 if self.P.ex != NULL else 1, max_bins + 1),
+                                   dtype=np.float64)
         # row blocks, fixed by N alone: a power of two of them (1 .. 16, about 16384 rows or
         # more each, so that 2, 4, 8, 16 threads share them evenly), each a multiple of 8 rows
         # (u is 64-byte aligned: no two blocks share a cache line)
@@ -1284,7 +1376,10 @@ cdef class CDProblem:
         order = self.grid_order
         self.G.label_ptr = &lp[0]
         self.G.label_wide = &lw[0]
-        self.G.dz = &dz[0]
+        self.G.mv.dz = &dz[0, 0]
+        if self.P.ex != NULL:
+            self.G.mv.fpos = &dz[1, 0]
+            self.G.mv.fneg = &dz[2, 0]
         self.G.part = &part[0]
         self.G.cap = max(need, default=0)
         self.G.block = self.grid_block
