@@ -50,8 +50,8 @@ cdef extern from "cd_kernels.h" nogil:
     double gather_sum_i64 "rbcd_cd_gather_sum_i64"(const double *dv, const double *s,
                                                    const double *z, const int64_t *ind,
                                                    int64_t start, int64_t end) noexcept
-    double logistic_move "rbcd_logistic_move"(double *ex, double p, double y, double fpos,
-                                              double fneg) noexcept
+    double logistic_move "rbcd_logistic_move"(double *ex, double p, double y,
+                                              const double *f) noexcept
 
 cdef extern from "cd_rtm.h" nogil:
     int rtm_usable "rbcd_rtm_usable"() noexcept
@@ -311,7 +311,8 @@ cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double
     cdef const double* y = P.y
     cdef const double* z = P.data
     cdef Loss loss = P.loss
-    cdef double dz, fpos, fneg
+    cdef double dz
+    cdef double f[2]
     cdef idx_t i
     if loss == SQUARED:
         if tx != NULL:
@@ -327,12 +328,12 @@ cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double
     dz = delta * P.zval
     if P.ex != NULL and tx == NULL and z == NULL and end - start >= FACTOR_MIN_ROWS:
         # one pair of exps for the column instead of one exp per row
-        fpos = exp(dz)
-        fneg = exp(-dz)
+        f[0] = exp(dz)
+        f[1] = exp(-dz)
         for k in range(start, end):
             i = ind[k]
             u[i] += dz
-            dv[i] = logistic_move(&P.ex[i], u[i], y[i], fpos, fneg)
+            dv[i] = logistic_move(&P.ex[i], u[i], y[i], f)
         return
     for k in range(start, end):
         i = ind[k]
@@ -502,33 +503,40 @@ cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t
 cdef struct Moves:
     # a streamed grid's moves, by bin: dz[b] = (w_new - w_old) zval, dz[bins] = 0 (rows
     # without an entry); with the logistic state (P.ex; else NULL) the factors
-    # fpos[b] = exp(dz[b]), fneg[b] = exp(-dz[b]) for a moved bin of at least
-    # FACTOR_MIN_ROWS rows, fpos[b] = 0 for the others (their rows take a fresh exp): the
-    # rule of the per-bin step (_col_axpy), so both give the same bits
+    # fac[2b] = exp(dz[b]), fac[2b + 1] = exp(-dz[b]) for a moved bin of at least
+    # FACTOR_MIN_ROWS rows, 1 and 1 for an unmoved bin (its rows are multiplied by 1, which
+    # changes nothing: no branch on the move), 0 and 0 for a short moved bin (its rows take
+    # a fresh exp): the rule of the per-bin step (_col_axpy), so both give the same bits
     double* dz
-    double* fpos
-    double* fneg
+    double* fac
 
 
 cdef inline void set_move(const Prob* P, const Moves* mv, Py_ssize_t c, double d,
                           int64_t n_rows) noexcept nogil:
     # bin c of the visited grid moves by d; n_rows: its column's stored entries
     mv.dz[c] = d
-    if mv.fpos != NULL:
-        if d != 0.0 and n_rows >= FACTOR_MIN_ROWS:
-            mv.fpos[c] = exp(d)
-            mv.fneg[c] = exp(-d)
+    if mv.fac != NULL:
+        if d == 0.0:
+            mv.fac[2 * c] = 1.0
+            mv.fac[2 * c + 1] = 1.0
+        elif n_rows >= FACTOR_MIN_ROWS:
+            mv.fac[2 * c] = exp(d)
+            mv.fac[2 * c + 1] = exp(-d)
         else:
-            mv.fpos[c] = 0.0
+            mv.fac[2 * c] = 0.0
+            mv.fac[2 * c + 1] = 0.0
 
 
-cdef inline void _move_row(const Prob* P, const Moves* mv, Py_ssize_t l, Py_ssize_t i,
-                           double d) noexcept nogil:
-    # p_i += d (d = mv.dz[l] != 0) and loss'(p_i, y_i), for the losses other than squared
-    P.u[i] += d
-    if mv.fpos != NULL and mv.fpos[l] != 0.0:
-        P.dv[i] = logistic_move(&P.ex[i], P.u[i], P.y[i], mv.fpos[l], mv.fneg[l])
-    else:
+cdef inline void _move_row(const Prob* P, const Moves* mv, Py_ssize_t l,
+                           Py_ssize_t i) noexcept nogil:
+    # p_i += dz[l] and loss'(p_i, y_i), for the losses other than squared: by the bin's
+    # factors (unmoved bins too: factors 1), else only if the bin moved, by a fresh exp
+    cdef double d = mv.dz[l]
+    if mv.fac != NULL and mv.fac[2 * l] != 0.0:
+        P.u[i] += d
+        P.dv[i] = logistic_move(&P.ex[i], P.u[i], P.y[i], &mv.fac[2 * l])
+    elif d != 0.0:
+        P.u[i] += d
         set_deriv(P, i)
 
 
@@ -555,11 +563,10 @@ cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const Moves* mv,
                 part[lab[i]] += u[i]
         else:
             for i in range(a, b):
-                d = dz_prev[lab_prev[i]]
                 if loss == SQUARED:
-                    u[i] += d
-                elif d != 0.0:
-                    _move_row(P, mv, lab_prev[i], i, d)
+                    u[i] += dz_prev[lab_prev[i]]
+                else:
+                    _move_row(P, mv, lab_prev[i], i)
                 part[lab[i]] += dv[i] if s == NULL else s[i] * dv[i]
     elif lab_prev != NULL:
         if loss == SQUARED:
@@ -567,9 +574,7 @@ cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const Moves* mv,
                 u[i] += dz_prev[lab_prev[i]]
         else:
             for i in range(a, b):
-                d = dz_prev[lab_prev[i]]
-                if d != 0.0:
-                    _move_row(P, mv, lab_prev[i], i, d)
+                _move_row(P, mv, lab_prev[i], i)
     elif lab != NULL:
         if s == NULL:
             for i in range(a, b):
@@ -631,7 +636,7 @@ cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const doub
     logistic state's factors where they save exps (Moves)."""
     cdef Py_ssize_t c
     cdef Py_ssize_t nb = part_stride(hi - lo)
-    mv.dz[hi - lo] = 0.0  # rows without an entry in the grid (label hi - lo) move by 0
+    set_move(P, mv, hi - lo, 0.0, 0)  # rows without an entry in the grid (label hi - lo)
     if part != NULL:
         if T == 1 or hi - lo < 2 * WEIGHT_CHUNK or (hi - lo) * n_blocks < WEIGHT_PAR_MIN:
             _weights_from_partials(P, lo, hi, lo, part, nb, n_blocks, mv)
@@ -1198,8 +1203,7 @@ cdef class CDProblem:
         self.G.label_ptr = NULL
         self.G.label_wide = NULL
         self.G.mv.dz = NULL
-        self.G.mv.fpos = NULL
-        self.G.mv.fneg = NULL
+        self.G.mv.fac = NULL
         self.G.part = NULL
         self.G.cap = 0
         self.G.block = 0
@@ -1353,7 +1357,8 @@ cdef class CDProblem:
         gp = np.asarray(self.grid_ptr)
         widths = np.diff(gp)
         max_bins = int(widths.max())
-        # the moves dz (row 0; [max_bins]: sentinel, 0) and the logistic factors (rows 1, 2)
+        # the moves dz (row 0; [max_bins]: sentinel, 0) and the logistic factors (rows 1, 2,
+        # read as one array of pairs)
         self.grid_delta = np.zeros((3 if self.P.ex != NULL else 1, max_bins + 1),
                                    dtype=np.float64)
         # row blocks, fixed by N alone: a power of two of them (1 .. 16, about 16384 rows or
@@ -1378,8 +1383,7 @@ cdef class CDProblem:
         self.G.label_wide = &lw[0]
         self.G.mv.dz = &dz[0, 0]
         if self.P.ex != NULL:
-            self.G.mv.fpos = &dz[1, 0]
-            self.G.mv.fneg = &dz[2, 0]
+            self.G.mv.fac = &dz[1, 0]
         self.G.part = &part[0]
         self.G.cap = max(need, default=0)
         self.G.block = self.grid_block

@@ -80,18 +80,18 @@ RBCD_DEFINE_GATHER_SUM(rbcd_cd_gather_sum_i64, int64_t)
 
 /* The logistic loss's state of one row, y = +-1 (docs/internals.md, "Logistic state"):
    besides p the kernels keep E = exp(y p), and loss'(p, y) = -y / (1 + E). A move p += dz
-   multiplies E by exp(y dz): with the two factors fpos = exp(dz), fneg = exp(-dz) of a
+   multiplies E by exp(y dz): with the two factors f[0] = exp(dz), f[1] = exp(-dz) of a
    column (or a grid bin) computed once, a row costs a multiply and a division instead of an
-   exp. E is computed afresh from p when the product leaves [RBCD_EX_MIN, RBCD_EX_MAX]
+   exp (the factor is picked by index, not by a branch on the sign of y, which is as good
+   as random). E is computed afresh from p when the product leaves [RBCD_EX_MIN, RBCD_EX_MAX]
    (it would overflow or underflow and then stick), and the caller recomputes every E from
    p once per epoch, so the products' rounding never accumulates over more than one epoch's
    moves of a row (R of them for random binning: a few ulps). Stores E and returns loss'. */
 #define RBCD_EX_MIN 1e-250
 #define RBCD_EX_MAX 1e250
 
-RBCD_ALWAYS_INLINE double rbcd_logistic_move(double *ex, double p, double y, double fpos,
-                                             double fneg) {
-    double e = *ex * (y > 0 ? fpos : fneg);
+RBCD_ALWAYS_INLINE double rbcd_logistic_move(double *ex, double p, double y, const double *f) {
+    double e = *ex * f[y < 0];
     if (!(e > RBCD_EX_MIN && e < RBCD_EX_MAX)) e = exp(y * p);
     *ex = e;
     return -y / (1.0 + e);
