@@ -361,6 +361,14 @@ cdef inline void set_deriv(const Prob* P, Py_ssize_t i) noexcept nogil:
         P.dv[i] = loss_deriv(P.loss, P.u[i], P.y[i])
 
 
+cdef void _shift_rows(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, double delta) noexcept nogil:
+    # numpy: p[lo:hi] += delta, then loss' (and the logistic state) from p afresh
+    cdef Py_ssize_t i
+    for i in range(lo, hi):
+        P.u[i] += delta
+    refresh_derivs(P, lo, hi)
+
+
 cdef void refresh_derivs(const Prob* P, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
     # numpy: dv[lo:hi] = loss'(p[lo:hi], y[lo:hi]), ex[lo:hi] = exp(y p) from p afresh
     # (nothing to do for the squared loss)
@@ -1266,19 +1274,21 @@ cdef class CDProblem:
         """g_b = (1/S) sum_i s_i loss'(p_i, y_i) at the current point."""
         return intercept_grad(&self.P)
 
-    def intercept_step(self):
-        """b <- b - g_b / beta, p += delta_b (exact for the squared loss)."""
+    def intercept_step(self, int n_threads=1):
+        """b <- b - g_b / beta, p += delta_b (exact for the squared loss); the loss' and the
+        logistic state from p afresh (elementwise, in parallel row blocks)."""
         cdef double g, delta, b_new
-        cdef Py_ssize_t i
+        cdef Py_ssize_t q, nbk = (self.P.N + OBJ_BLOCK - 1) // OBJ_BLOCK
+        cdef int T = self._pass_threads(n_threads)
         self.sums_ok = False
         with nogil:
             g = intercept_grad(&self.P)
             b_new = self.b - g / self.beta
             delta = b_new - self.b
             if delta != 0.0:
-                for i in range(self.P.N):
-                    self.P.u[i] += delta  # p += delta_b
-                refresh_derivs(&self.P, 0, self.P.N)
+                for q in prange(nbk, num_threads=T, schedule="static"):
+                    _shift_rows(&self.P, q * OBJ_BLOCK, min(self.P.N, (q + 1) * OBJ_BLOCK),
+                                delta)
         self.b = b_new
 
     def epoch(self, int mode, int n_threads):

@@ -416,7 +416,7 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
     for epoch in range(max_epochs):
         prob.epoch(code, n_threads)
         if fit_intercept:
-            prob.intercept_step()
+            prob.intercept_step(n_threads)
         n_iter = epoch + 1
         history.append(prob.objective(n_threads))
         # The full check is an O(nnz) pass. When a certified lower bound from the columns
