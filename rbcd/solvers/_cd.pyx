@@ -874,6 +874,15 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
         Tg = T if P.indptr[hi] - P.indptr[lo] >= G.par_min else 1
         # block partial sums while they cost a fraction of a pass over the rows
         part = G.part if n_blocks * part_stride(hi - lo) <= G.cap else NULL
+        if part == NULL and Tg == 1:
+            # about one row per bin, one thread: the bins' own steps (one gather and one add
+            # per bin) beat a column pass for the weights plus a row pass for the moves; the
+            # same bits (the streamed step sums each bin over its column then, too)
+            if prev >= 0:
+                stream_pair(P, G, prev, -1, NULL, 0, T)
+                prev = -1
+            run_order(P, NULL, lo, hi, NULL)
+            continue
         if part != NULL:
             # apply the pending grid and sum this one in one pass
             stream_pair(P, G, prev, r, part, part_stride(hi - lo), Tg)
