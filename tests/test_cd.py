@@ -270,9 +270,10 @@ def test_grid_mode_with_random_binning_and_rbcolumns():
 
 @pytest.mark.parametrize("loss", ["squared", "logistic"])
 def test_streamed_grid_step_with_column_sums_is_bitwise_the_per_bin_step(monkeypatch, loss):
-    # the streamed grid step with every bin summed over its own column (no block partial
-    # sums) does the per-bin step's arithmetic: bitwise the same iterates, for any n_jobs;
-    # forced on small problems; also on transformed new data, whose rows miss some grids
+    # the streamed grid epoch without block partial sums (its grids' bins take their own
+    # steps, interleaved with the streamed adds of other grids) gives bitwise the per-bin
+    # grid epoch's iterates, for any n_jobs; forced on small problems; also on transformed
+    # new data, whose rows miss some grids
     from rbcd.binning.random_binning import RandomBinning
 
     rng = np.random.default_rng(3)

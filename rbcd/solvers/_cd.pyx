@@ -486,28 +486,6 @@ cdef void run_order(const Prob* P, const int64_t* order, Py_ssize_t lo, Py_ssize
         cd_step(P, order[it] if order != NULL else it, tx)
 
 
-cdef void grid_new_weights(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t lo,
-                           const Moves* mv) noexcept nogil:
-    """Bins a..b-1 of the grid starting at column lo: w_j <- the cd_step value (g_j summed
-    over column j), their moves (w_new - w_old) zval in mv; no write to u / dv."""
-    cdef Py_ssize_t j
-    cdef ColRec* rj
-    cdef double wj, g, Mj, new
-    for j in range(a, b):
-        if j + LOOK < b:
-            prefetch(&P.rec[j + LOOK])
-        if j + LOOK // 2 < b:
-            _prefetch_indices(P, j + LOOK // 2)
-        # the arithmetic of cd_step (non-atomic)
-        rj = &P.rec[j]
-        wj = rj.w
-        g = col_grad(P, j)
-        Mj = rj.M
-        new = step_value(P, wj, g, Mj)
-        rj.w = new
-        set_move(P, mv, j - lo, (new - wj) * P.zval, rj.end - rj.start)
-
-
 cdef struct Moves:
     # a streamed grid's moves, by bin: dz[b] = (w_new - w_old) zval, dz[bins] = 0 (rows
     # without an entry); with the logistic state (P.ex; else NULL) the factors
@@ -639,27 +617,20 @@ cdef inline Py_ssize_t part_stride(Py_ssize_t n_bins) noexcept nogil:
 
 cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const double* part,
                          Py_ssize_t n_blocks, Moves* mv, int T) noexcept nogil:
-    """New weights of the bins lo..hi-1 from the partial sums, or (part NULL) from their
-    columns (reading u, not writing it); mv.dz[j - lo] = (w_new - w_old) zval, and the
-    logistic state's factors where they save exps (Moves)."""
+    """New weights of the bins lo..hi-1 from the row blocks' partial sums (reading u, not
+    writing it); mv.dz[j - lo] = (w_new - w_old) zval, and the logistic state's factors
+    where they save exps (Moves)."""
     cdef Py_ssize_t c
     cdef Py_ssize_t nb = part_stride(hi - lo)
     set_move(P, mv, hi - lo, 0.0, 0)  # rows without an entry in the grid (label hi - lo)
-    if part != NULL:
-        if T == 1 or hi - lo < 2 * WEIGHT_CHUNK or (hi - lo) * n_blocks < WEIGHT_PAR_MIN:
-            _weights_from_partials(P, lo, hi, lo, part, nb, n_blocks, mv)
-        else:
-            for c in prange((hi - lo + WEIGHT_CHUNK - 1) // WEIGHT_CHUNK, num_threads=T,
-                            schedule="static"):
-                _weights_from_partials(P, lo + c * WEIGHT_CHUNK,
-                                       min(hi, lo + (c + 1) * WEIGHT_CHUNK), lo, part, nb,
-                                       n_blocks, mv)
-    elif T == 1:
-        grid_new_weights(P, lo, hi, lo, mv)
+    if T == 1 or hi - lo < 2 * WEIGHT_CHUNK or (hi - lo) * n_blocks < WEIGHT_PAR_MIN:
+        _weights_from_partials(P, lo, hi, lo, part, nb, n_blocks, mv)
     else:
-        for c in prange((hi - lo + GRID_CHUNK - 1) // GRID_CHUNK, num_threads=T,
-                        schedule="dynamic"):
-            grid_new_weights(P, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK), lo, mv)
+        for c in prange((hi - lo + WEIGHT_CHUNK - 1) // WEIGHT_CHUNK, num_threads=T,
+                        schedule="static"):
+            _weights_from_partials(P, lo + c * WEIGHT_CHUNK,
+                                   min(hi, lo + (c + 1) * WEIGHT_CHUNK), lo, part, nb,
+                                   n_blocks, mv)
 
 
 cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, label_t* lab, Py_ssize_t N,
@@ -827,7 +798,7 @@ cdef void grid_epoch(const Prob* P, const Grids* G, Sched* S, int T) noexcept no
     """R grid blocks, each grid's bins updated from the same p (disjoint rows: exact block
     coordinate descent), in parallel chunks of GRID_CHUNK bins for grids of at least
     par_min entries. The same iterates for any T."""
-    cdef Py_ssize_t it, r, c, n_chunks
+    cdef Py_ssize_t it, r
     cdef int64_t lo, hi
     if S.sel == PERMUTATION:
         fisher_yates(S.perm, G.n_grids, S.rng)
@@ -835,13 +806,21 @@ cdef void grid_epoch(const Prob* P, const Grids* G, Sched* S, int T) noexcept no
         r = next_grid(S, it, G.n_grids)
         lo = G.grid_ptr[r]
         hi = G.grid_ptr[r + 1]
-        if T == 1 or hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < G.par_min:
-            run_order(P, NULL, lo, hi, NULL)
-        else:
-            n_chunks = (hi - lo + GRID_CHUNK - 1) // GRID_CHUNK
-            for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
-                run_order(P, NULL, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK),
-                          NULL)
+        grid_bin_steps(P, lo, hi,
+                       1 if hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < G.par_min else T)
+
+
+cdef void grid_bin_steps(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, int T) noexcept nogil:
+    """The steps of the bins lo..hi-1 of one grid, each on its own column: their rows are
+    disjoint, so any order and any split across threads (chunks of GRID_CHUNK bins) gives
+    the same iterates."""
+    cdef Py_ssize_t c
+    if T == 1:
+        run_order(P, NULL, lo, hi, NULL)
+        return
+    for c in prange((hi - lo + GRID_CHUNK - 1) // GRID_CHUNK, num_threads=T,
+                    schedule="dynamic"):
+        run_order(P, NULL, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK), NULL)
 
 
 cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept nogil:
@@ -874,14 +853,14 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
         Tg = T if P.indptr[hi] - P.indptr[lo] >= G.par_min else 1
         # block partial sums while they cost a fraction of a pass over the rows
         part = G.part if n_blocks * part_stride(hi - lo) <= G.cap else NULL
-        if part == NULL and Tg == 1:
-            # about one row per bin, one thread: the bins' own steps (one gather and one add
-            # per bin) beat a column pass for the weights plus a row pass for the moves; the
-            # same bits (the streamed step sums each bin over its column then, too)
+        if part == NULL:
+            # about one row per bin: the bins' own steps (one gather and one add per bin)
+            # beat a column pass for the weights plus a row pass for the moves; the same
+            # bits (the streamed step would sum each bin over its column here, too)
             if prev >= 0:
                 stream_pair(P, G, prev, -1, NULL, 0, T)
                 prev = -1
-            run_order(P, NULL, lo, hi, NULL)
+            grid_bin_steps(P, lo, hi, Tg)
             continue
         if part != NULL:
             # apply the pending grid and sum this one in one pass
@@ -1111,7 +1090,7 @@ cdef class CDProblem:
     cdef Py_ssize_t grid_block
     cdef int64_t grid_par_min       # a grid runs on several threads from this many entries
     cdef double max_partials        # streamed step: block partial sums while they need at
-                                    # most max_partials * N doubles, else per column
+                                    # most max_partials * N doubles, else the bins' own steps
     cdef int txmode                 # Hogwild adds: TX_RTM, TX_CAS or TX_FAIL
     cdef double sums[5]             # objective_sums at the current state when sums_ok
     cdef bint sums_ok

@@ -26,7 +26,7 @@ __all__ = ["AUTO_GRID_MIN_ENTRIES", "CDPaths", "GRID_PAR_MIN_ENTRIES", "current_
 #: thread), 1.6-1.7x at N = 4 x 10^5 (d = 16, R = 64) and 1.5-2x at N = 10^6, so grids
 #: are split from 2^18 entries up. The grid step's iterates are the same for any thread
 #: count, so this threshold changes speed only, never results.
-GRID_PAR_MIN_ENTRIES = 1 << 18
+GRID_PAR_MIN_ENTRIES = 1 << 15
 #: ``parallel="auto"`` picks grid mode (else serial) when the grid structure is given and its
 #: grids hold at least this many stored entries on average. A property of the problem, never
 #: of the machine, so that the chosen mode, and the coefficients, are the same everywhere.
@@ -47,7 +47,8 @@ class CDPaths:
         The size rule of ``parallel="auto"``. Default ``AUTO_GRID_MIN_ENTRIES``.
     stream_max_partials : float
         The streamed step sums a grid's bins in row-block partial sums while
-        n_blocks (n_bins + 1) <= stream_max_partials * N, else per column.
+        n_blocks (n_bins + 1) <= stream_max_partials * N, else the grid's bins take their
+        own steps (each on its column; the same bits).
     transactions : {"auto", "off", "abort"}
         Hogwild's adds to the shared state: "auto" uses hardware transactions where the
         CPU has them (else atomic adds); "off" always atomic adds; "abort" runs the
