@@ -104,8 +104,8 @@ def main(argv=None):
                    help="kernel width of the small-D shape (default 1.0)")
     p.add_argument("--sigma-large", type=float, default=0.02,
                    help="kernel width of the large-D shape (default 0.02)")
-    p.add_argument("--epochs", type=int, default=4,
-                   help="k, epochs of the long fit (default 4; >= 2)")
+    p.add_argument("--epochs", type=int, default=12,
+                   help="k, epochs of the long fit (default 12; >= 2)")
     p.add_argument("--alpha-ratio", type=float, default=0.01,
                    help="alpha as a fraction of alpha_max (default 0.01)")
     p.add_argument("--no-peer", action="store_true", help="skip scikit-learn")
