@@ -856,11 +856,13 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
         if part == NULL:
             # about one row per bin: the bins' own steps (one gather and one add per bin)
             # beat a column pass for the weights plus a row pass for the moves; the same
-            # bits (the streamed step would sum each bin over its column here, too)
+            # bits (the streamed step would sum each bin over its column here, too). On one
+            # thread: steps of a few ns on rows scattered over u gained nothing from a split
+            # (0.90-0.92x on 2 threads at N = 1e5, docs/benchmarks/cd.md)
             if prev >= 0:
                 stream_pair(P, G, prev, -1, NULL, 0, T)
                 prev = -1
-            grid_bin_steps(P, lo, hi, Tg)
+            grid_bin_steps(P, lo, hi, 1)
             continue
         if part != NULL:
             # apply the pending grid and sum this one in one pass

@@ -254,13 +254,16 @@ def _resolve_mode(parallel, n_threads, cols, grid_min_entries):
         return "grid", n_threads
     if parallel == "hogwild":
         return "hogwild", n_threads
+    # serial CD runs on one thread, its per-epoch passes (objective, convergence) too: next
+    # to a serial epoch, waking a second thread for each pass cost more than it saved
+    # (2 threads 0.73x at N = 10^4, D = 3.2 x 10^5; docs/benchmarks/cd.md)
     if parallel is None:
-        return None, n_threads
+        return None, 1
     if cols.grid_ptr is not None:
         n_grids = max(cols.grid_ptr.shape[0] - 1, 1)
         if cols.nnz >= grid_min_entries * n_grids:
             return "grid", n_threads
-    return None, n_threads
+    return None, 1
 
 
 # ---------------------------------------------------------------------------- losses (numpy)
