@@ -21,11 +21,11 @@ __all__ = ["AUTO_GRID_MIN_ENTRIES", "CDPaths", "GRID_PAR_MIN_ENTRIES", "current_
 #: A grid's update is split across threads only from this many stored entries in the grid;
 #: smaller grids run on one thread. In random binning training data every grid holds exactly
 #: one entry per row, so this is a threshold on N. On the project's machine (Intel Xeon,
-#: 2 vCPUs; docs/benchmarks/cd.md) the split gained nothing at N = 10^5 (d = 8, R = 32:
-#: 0.92-1.05x, a grid step there is about 60 us, the order of the cost of waking the second
-#: thread), 1.6-1.7x at N = 4 x 10^5 (d = 16, R = 64) and 1.5-2x at N = 10^6, so grids
-#: are split from 2^18 entries up. The grid step's iterates are the same for any thread
-#: count, so this threshold changes speed only, never results.
+#: 2 vCPUs; docs/benchmarks/cd.md) splitting every grid gave 0.40x at N = 10^4 (d = 8,
+#: R = 32) and 1.82x at N = 10^5 on 2 threads. (An earlier 2^18 had been measured while a
+#: BLAS thread, woken by the fit itself, spun on the second core.) Grids of about one row per
+#: bin are never split (their bins' steps, rbcd.solvers._cd). The grid step's iterates are
+#: the same for any thread count, so this threshold changes speed only, never results.
 GRID_PAR_MIN_ENTRIES = 1 << 15
 #: ``parallel="auto"`` picks grid mode (else serial) when the grid structure is given and its
 #: grids hold at least this many stored entries on average. A property of the problem, never

@@ -38,10 +38,11 @@ Parallel modes (``parallel=``):
       (RB training data: N >= 32768 rows)  ->  "grid", on ``n_jobs`` threads;
     - otherwise  ->  None (serial, one thread, whatever ``n_jobs``).
 
-  Inside grid mode a grid with fewer than ``GRID_PAR_MIN_ENTRIES`` = 2^18 entries (RB
-  training data: N below 262,144) is updated on one thread: below that size the split
-  gained nothing on 2 vCPUs (docs/benchmarks/cd.md), and the iterates are
-  the same either way. Hogwild is never chosen (see above).
+  Inside grid mode a grid with fewer than ``GRID_PAR_MIN_ENTRIES`` = 2^15 entries (RB
+  training data: N below 32,768), or whose bins hold about one row each, is updated on one
+  thread: there the split lost on 2 vCPUs (docs/benchmarks/cd.md); the iterates are the
+  same either way. Serial CD (``parallel=None``, or "auto" below the grid size) runs on
+  one thread, its per-epoch passes too. Hogwild is never chosen (see above).
 
 Convergence is decided once per epoch, after the intercept step (docs/internals.md). The
 full check is an O(nnz) pass; when a certified lower bound computed from the few columns
