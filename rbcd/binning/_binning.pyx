@@ -111,29 +111,28 @@ cdef extern from "binning_alloc.h" nogil:
 cdef extern from "binning_table.h" nogil:
     ctypedef struct CTable "rbcd_ctable":
         const uint32_t *dir
-        const uint64_t *ent
-        const uint32_t *ids
-        uint64_t kmask
+        const unsigned char *ent
+        const int32_t *wbits
         int64_t n
-        int used
         int W
         int bbits
+        int E
     ctypedef struct CtArrays "rbcd_ct_arrays":
         uint32_t *dir
-        uint64_t *ent
-        uint32_t *ids
+        unsigned char *ent
         int64_t n_dir
-        int bbits
+        int64_t n_ent
     uint64_t mulhi64 "rbcd_mulhi64"(uint64_t a, uint64_t b) noexcept
-    int ct_bits "rbcd_ct_bits"(int64_t n) noexcept
-    bint ct_packed "rbcd_ct_packed"(int64_t n, int used) noexcept
-    uint64_t ct_bucket "rbcd_ct_bucket"(uint64_t h, int bbits) noexcept
-    int64_t ct_scan "rbcd_ct_scan"(const CTable *t, const uint64_t *key, uint32_t p,
+    void ct_geometry "rbcd_ct_geometry"(CTable *t, int64_t n, int W, const int32_t *wbits) noexcept
+    uint64_t ct_query "rbcd_ct_query"(const CTable *t, const uint64_t *key, uint64_t *rec) noexcept
+    int64_t ct_scan "rbcd_ct_scan"(const CTable *t, const uint64_t *rec, uint32_t p,
                                    uint32_t stop) noexcept
-    int64_t ct_find "rbcd_ct_find"(const CTable *t, const uint64_t *key, uint64_t h) noexcept
-    int ct_build "rbcd_ct_build"(const uint64_t *keys, int64_t n, int W, int used,
+    int64_t ct_find "rbcd_ct_find"(const CTable *t, const uint64_t *key, uint64_t *rec) noexcept
+    int ct_build "rbcd_ct_build"(const uint64_t *keys, int64_t n, int W, const int32_t *wbits,
                                  CtArrays *out) noexcept
+    bint ct_ids_ok "rbcd_ct_ids_ok"(const CTable *t) noexcept
     void ct_keys "rbcd_ct_keys"(const CTable *t, uint64_t *out) noexcept
+    int CT_PAD "RBCD_CT_PAD"
 
 cdef extern from "binning_keys.h" nogil:
     ctypedef struct Thresholds "rbcd_thresholds":
@@ -275,6 +274,7 @@ ctypedef struct Layout:
     const int64_t *shift        # (R, d) bit offset of that field
     const int32_t *n_words      # (R,) 64-bit words of grid r's packed key
     const int32_t *top_bits     # (R,) bits used in the last word of grid r's key
+    const int32_t *word_bits    # (R, max_words) bits used in each word of grid r's key
     const int64_t *thr_ptr      # (R + 1,) grid r's thresholds: thr_ptr[r] .. thr_ptr[r + 1] - 1
     const unsigned char *use_thr  # (R,) grid r's keys come from its thresholds
     const int32_t *ent_j        # column of each threshold (sorted by grid, column, bin)
@@ -367,6 +367,7 @@ ctypedef struct Table:
     int64_t n_bins
     int64_t keys_room   # bins that fit in keys / counts before a realloc
     int n_words
+    const int32_t *wbits  # (n_words,) key bits of each key word (the bucketed table's geometry)
     int used            # key bits of the last key word (pk: the id sits above them)
     uint64_t kmask      # (1 << used) - 1 (pk)
     int failed          # 1 after an allocation failure
@@ -374,7 +375,7 @@ ctypedef struct Table:
     CtArrays ct         # the fitted table, built by table_finish
 
 
-cdef int table_init(Table *t, int n_words, int used, int direct_bits,
+cdef int table_init(Table *t, int n_words, const int32_t *wbits, int used, int direct_bits,
                     int64_t n_rows) noexcept nogil:
     """An empty fit table: direct when ``direct_bits >= 0``, else pk for a
     single-word key whose ``used`` bits leave room for ids up to ``n_rows``, else
@@ -383,6 +384,7 @@ cdef int table_init(Table *t, int n_words, int used, int direct_bits,
     t.capacity = INITIAL_CAPACITY
     t.keys_room = INITIAL_CAPACITY // 2
     t.n_words = n_words
+    t.wbits = wbits
     t.used = used
     if direct_bits >= 0:
         t.direct_size = (<int64_t> 1) << direct_bits
@@ -391,7 +393,7 @@ cdef int table_init(Table *t, int n_words, int used, int direct_bits,
             t.failed = 1
             return -1
         return 0
-    if n_words == 1 and ct_packed(n_rows, used):
+    if n_words == 1 and used + _bit_length(<uint64_t> n_rows) <= 64:
         t.kmask = ((<uint64_t> 1) << used) - 1
         t.pk = <uint64_t *> big_calloc(t.capacity, sizeof(uint64_t))
         t.counts = <uint32_t *> big_malloc(t.keys_room * sizeof(uint32_t))
@@ -430,10 +432,8 @@ cdef void table_free(Table *t) noexcept nogil:
     t.counts = NULL
     free(t.ct.dir)
     free(t.ct.ent)
-    free(t.ct.ids)
     t.ct.dir = NULL
     t.ct.ent = NULL
-    t.ct.ids = NULL
 
 
 cdef int fat_resize(Table *t, int64_t new_cap) noexcept nogil:
@@ -770,7 +770,7 @@ cdef void table_finish(Table *t) noexcept nogil:
     for local in range(t.n_bins):
         if t.counts[local] > t.max_count:
             t.max_count = t.counts[local]
-    if ct_build(t.keys, t.n_bins, t.n_words, t.used, &t.ct) != 0:
+    if ct_build(t.keys, t.n_bins, t.n_words, t.wbits, &t.ct) != 0:
         t.failed = 1
         return
     free(t.keys)
@@ -856,7 +856,8 @@ cdef void fit_grid_block(
         while ga < g1:
             gb = ga + MAX_GROUP if ga + MAX_GROUP < g1 else g1
             for r in range(ga, gb):
-                table_init(&tables[r], n_words[r], L.top_bits[r], direct_bits[r], N)
+                table_init(&tables[r], n_words[r], L.word_bits + r * L.max_words, L.top_bits[r],
+                           direct_bits[r], N)
             i0 = 0
             while i0 < N:
                 i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
@@ -1044,8 +1045,10 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
 
     Field j of grid r gets ``bit_length(hi - lo)`` bits, packed greedily into
     64-bit words (a field never straddles two words). Returns ``(word, shift,
-    n_words, top_bits)`` with shapes (R, d), (R, d), (R,), (R,): int32, int64, int32,
-    int32 (top_bits: the bits used in the last word of the key).
+    n_words, top_bits, word_bits)`` with shapes (R, d), (R, d), (R,), (R,), (R, W): int32,
+    int64, int32, int32, int32 (top_bits: the bits used in the last word of the key;
+    word_bits[r, k]: the bits used in word k of grid r's key, 0 past its last word,
+    W = the largest n_words).
     """
     cdef Py_ssize_t R = lo.shape[0], d = lo.shape[1], r, j
     word_arr = np.zeros((R, d), dtype=np.int32)
@@ -1078,7 +1081,16 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
             cur_shift += bits
         n_words[r] = cur_word + 1
         top[r] = cur_shift
-    return word_arr, shift_arr, n_words_arr, top_arr
+    wbits_arr = np.zeros((R, int(n_words_arr.max()) if R else 1), dtype=np.int32)
+    cdef int32_t[:, ::1] wbits = wbits_arr
+    for r in range(R):
+        for j in range(d):
+            span = <uint64_t> hi[r, j] - <uint64_t> lo[r, j]
+            if span:
+                bits = _bit_length(span) + <int> shift[r, j]
+                if bits > wbits[r, word[r, j]]:
+                    wbits[r, word[r, j]] = bits
+    return word_arr, shift_arr, n_words_arr, top_arr, wbits_arr
 
 
 def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] direct_bits,
@@ -1096,9 +1108,9 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see ``random_binning._grid_bounds``).
     paths : ``random_binning._Paths`` (its ``simd`` and ``thresholds``).
 
-    Returns ``(n_bins, max_count, dirs, ents, idss, counts)``: int64 (R,) arrays,
+    Returns ``(n_bins, max_count, dirs, ents, counts)``: int64 (R,) arrays,
     lists of the per-grid arrays of the bucketed tables (binning_table.h: uint32
-    dir, uint64 entries, uint32 ids or None when packed), and the concatenated
+    dir, uint8 records), and the concatenated
     int64 bin counts in column order (None unless want_counts).
     Identical for every thread count: a grid's table is built by one thread.
     """
@@ -1144,7 +1156,6 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         max_count = np.empty(R, dtype=np.int64)
         dirs = []
         ents = []
-        idss = []
         total = 0
         for r in range(R):
             n_bins[r] = tables[r].n_bins
@@ -1155,14 +1166,8 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
             # hand the table storage to numpy (no copy); the arrays free it
             dirs.append(_adopt(tables[r].ct.dir, tables[r].ct.n_dir, np.uint32))
             tables[r].ct.dir = NULL
-            ents.append(_adopt(tables[r].ct.ent, tables[r].n_bins * tables[r].n_words,
-                               np.uint64))
+            ents.append(_adopt(tables[r].ct.ent, tables[r].ct.n_ent, np.uint8))
             tables[r].ct.ent = NULL
-            if tables[r].ct.ids != NULL:
-                idss.append(_adopt(tables[r].ct.ids, tables[r].n_bins, np.uint32))
-                tables[r].ct.ids = NULL
-            else:
-                idss.append(None)
             max_count[r] = tables[r].max_count
             if want_counts:
                 counts[total:total + tables[r].n_bins] = _copy_u32(tables[r].counts,
@@ -1175,7 +1180,7 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         PyMem_RawFree(tables)
         with nogil:
             release_free_memory()  # the fit tables' pages (see binning_alloc.h)
-    return n_bins, max_count, dirs, ents, idss, counts
+    return n_bins, max_count, dirs, ents, counts
 
 
 _FORMATS = {
@@ -1211,14 +1216,14 @@ def empty(Py_ssize_t n, dtype):
 
 
 cdef object _adopt(void *ptr, Py_ssize_t n, dtype):
-    """A numpy array of ``n`` items of ``dtype`` (uint32 or uint64) owning the
+    """A numpy array of ``n`` items of ``dtype`` (uint8, uint32 or uint64) owning the
     malloc'd ``ptr`` (freed with the array)."""
     cdef cvarray arr
     dt = np.dtype(dtype)
     if n == 0:
         free(ptr)
         return np.empty(0, dtype=dt)
-    arr = cvarray(shape=(n,), itemsize=dt.itemsize, format="Q" if dt.itemsize == 8 else "I",
+    arr = cvarray(shape=(n,), itemsize=dt.itemsize, format={8: "Q", 4: "I", 1: "B"}[dt.itemsize],
                   mode="c", allocate_buffer=False)
     arr.data = <char *> ptr
     arr.callback_free_data = free
@@ -1306,6 +1311,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
     cdef double *xt
     cdef uint64_t *keys
     cdef uint64_t *hashes
+    cdef uint64_t *recs
     cdef unsigned char *inside
     cdef int64_t *stage
     cdef const CTable *tab
@@ -1320,6 +1326,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
     xt = NULL
     keys = NULL
     hashes = NULL
+    recs = NULL
     inside = NULL
     stage = NULL
     with nogil, parallel(num_threads=max(1, n_threads)):
@@ -1327,10 +1334,13 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
         xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK, sizeof(double))
         keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
         hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
+        # recs[k * max_words ..]: the record key bits of row i0 + k (rbcd_ct_query)
+        recs = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
         inside = <unsigned char *> PyMem_RawMalloc(ROW_BLOCK * sizeof(unsigned char))
         # stage[r * ROW_BLOCK + k]: local id of row i0 + k in grid r, or -1
         stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * R * sizeof(int64_t))
-        if q == NULL or xt == NULL or keys == NULL or hashes == NULL or inside == NULL or stage == NULL:
+        if (q == NULL or xt == NULL or keys == NULL or hashes == NULL or recs == NULL
+                or inside == NULL or stage == NULL):
             failed[0] = 1
         else:
             for b in prange(n_blocks, schedule="static"):
@@ -1353,12 +1363,9 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                                                       L.range_hi + r * d, L.ent_j + e0,
                                                       L.ent_t + e0, L.ent_add + e0,
                                                       L.thr_ptr[r + 1] - e0, keys + k)
-                            hashes[k] = key_hash(keys + k, 1)
                     else:
                         for k in range(n):
                             inside[k] = grid_key(L, r, &X[i0 + k, 0], simd, q, keys + k * W)
-                            if inside[k]:
-                                hashes[k] = key_hash(keys + k * W, W)
                     index = G[r].index if use_index else NULL
                     if index != NULL:
                         for k in range(n):
@@ -1370,10 +1377,11 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                                 stage[r * ROW_BLOCK + k] = <int64_t> index[keys[k]] - 1
                         continue
                     tab = &G[r].tab
-                    # the buckets' dir entries prefetched (hashes[k] := the bucket) ...
+                    # the buckets (hashes[k]) and records of the keys, the buckets'
+                    # dir entries prefetched ...
                     for k in range(n):
                         if inside[k]:
-                            hashes[k] = ct_bucket(hashes[k], tab.bbits)
+                            hashes[k] = ct_query(tab, keys + k * W, recs + k * max_words)
                             prefetch(tab.dir + hashes[k])
                     # ... the bucket bounds read (stage := start | stop << 32) and
                     # the first entries prefetched ...
@@ -1383,12 +1391,12 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                             p0 = tab.dir[hashes[k]]
                             p1 = tab.dir[hashes[k] + 1]
                             stage[r * ROW_BLOCK + k] = <int64_t> (<uint64_t> p0 | (<uint64_t> p1 << 32))
-                            prefetch(tab.ent + <uint64_t> p0 * <uint64_t> W)
+                            prefetch(tab.ent + <uint64_t> p0 * <uint64_t> tab.E)
                     # ... then the buckets scanned (exact key compare)
                     for k in range(n):
                         if inside[k]:
                             span = <uint64_t> stage[r * ROW_BLOCK + k]
-                            stage[r * ROW_BLOCK + k] = ct_scan(tab, keys + k * W,
+                            stage[r * ROW_BLOCK + k] = ct_scan(tab, recs + k * max_words,
                                                                <uint32_t> (span & LOW32),
                                                                <uint32_t> (span >> 32))
                 # row by row: the columns found, in grid order (sorted);
@@ -1405,6 +1413,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
         PyMem_RawFree(xt)
         PyMem_RawFree(keys)
         PyMem_RawFree(hashes)
+        PyMem_RawFree(recs)
         PyMem_RawFree(inside)
         PyMem_RawFree(stage)
     if failed[0]:
@@ -1756,9 +1765,9 @@ cdef class GridTables:
     cdef GridTable *grids
     cdef readonly bint fitted
     cdef readonly object widths, offsets, cmin, cmax, lo, hi, inv
-    cdef readonly object word, shift, n_words, top_bits
+    cdef readonly object word, shift, n_words, top_bits, word_bits
     cdef readonly object thr_ptr, use_thr, ent_j, ent_t, ent_add, range_lo, range_hi
-    cdef readonly object grid_ptr, dirs, ents, idss, index
+    cdef readonly object grid_ptr, dirs, ents, index
 
     def __cinit__(self):
         self.grids = NULL
@@ -1785,7 +1794,8 @@ cdef class GridTables:
             raise ValueError("grid tables: lo must not exceed hi")
         if not (np.all(np.isfinite(self.widths)) and np.all(self.widths > 0)):
             raise ValueError("grid tables: widths must be finite and positive")
-        self.word, self.shift, self.n_words, self.top_bits = pack_layout(self.lo, self.hi)
+        (self.word, self.shift, self.n_words, self.top_bits,
+         self.word_bits) = pack_layout(self.lo, self.hi)
         self.inv = np.ascontiguousarray(1.0 / self.widths)
         if len(thresholds) != 7:
             raise ValueError("grid tables: thresholds must have 7 parts")
@@ -1820,6 +1830,7 @@ cdef class GridTables:
         cdef const int64_t[:, ::1] shift = self.shift
         cdef const int32_t[::1] n_words = self.n_words
         cdef const int32_t[::1] top_bits = self.top_bits
+        cdef const int32_t[:, ::1] word_bits = self.word_bits
         cdef const int64_t[::1] thr_ptr = self.thr_ptr
         cdef const unsigned char[::1] use_thr = self.use_thr
         cdef const int32_t[::1] ent_j = self.ent_j
@@ -1839,6 +1850,7 @@ cdef class GridTables:
         self.L.shift = &shift[0, 0]
         self.L.n_words = &n_words[0]
         self.L.top_bits = &top_bits[0]
+        self.L.word_bits = &word_bits[0, 0]
         self.L.thr_ptr = &thr_ptr[0]
         self.L.use_thr = &use_thr[0]
         self.L.ent_j = &ent_j[0] if ent_j.shape[0] else NULL
@@ -1852,75 +1864,60 @@ cdef class GridTables:
                 self.L.max_words = n_words[r]
         self.L.normal_widths = normal_widths(self.widths)
 
-    def set_tables(self, grid_ptr, dirs, ents, idss, bint check):
+    def set_tables(self, grid_ptr, dirs, ents, bint check):
         """The fitted tables: ``grid_ptr`` (R + 1,) int64 column boundaries and per
         grid the bucketed table of binning_table.h: ``dirs[r]`` uint32 (2**bbits + 1,),
-        ``ents[r]`` uint64 (n_bins * n_words,), ``idss[r]`` uint32 (n_bins,) or None
-        (packed). Dense indexes: ``set_index``.
+        ``ents[r]`` uint8 (n_bins * E + RBCD_CT_PAD,), the records. Dense indexes:
+        ``set_index``.
 
         Shapes and dtypes are always checked; with ``check`` also the bucket
         directory's contract (from 0 to n_bins, non-decreasing: every lookup ends
-        within the entries) and every id within the grid's bins."""
+        within the records) and every record's id within the grid's bins."""
         cdef Py_ssize_t R = self.L.R, r
         cdef GridTable *G
+        cdef CTable geo
         cdef const uint32_t[::1] dv
-        cdef const uint64_t[::1] ev
-        cdef const uint32_t[::1] iv
-        cdef const int32_t[::1] top = self.top_bits
+        cdef const unsigned char[::1] ev
         gp = _array(grid_ptr, np.int64, (R + 1,), "grid_ptr")
         if gp[0] != 0 or np.any(np.diff(gp) < 0):
             raise ValueError("grid tables: grid_ptr must be non-decreasing from 0")
-        if not (isinstance(dirs, list) and isinstance(ents, list) and isinstance(idss, list)
-                and len(dirs) == R and len(ents) == R and len(idss) == R):
-            raise ValueError(f"grid tables: dirs, ents and idss must be lists of {R} arrays")
+        if not (isinstance(dirs, list) and isinstance(ents, list)
+                and len(dirs) == R and len(ents) == R):
+            raise ValueError(f"grid tables: dirs and ents must be lists of {R} arrays")
         n_bins = np.diff(gp)
         if np.any(n_bins >= <int64_t> LOW32):
             raise ValueError("grid tables: a grid has too many bins")
-        dirs = [_array(a, np.uint32, ((1 << ct_bits(n_bins[r])) + 1,), f"dirs[{r}]")
-                for r, a in enumerate(dirs)]
-        ents = [_array(a, np.uint64, (int(n_bins[r]) * int(self.n_words[r]),), f"ents[{r}]")
-                for r, a in enumerate(ents)]
-        for r in range(R):
-            if ct_packed(n_bins[r], top[r]):
-                if idss[r] is not None:
-                    raise ValueError(f"grid tables: idss[{r}] must be None (packed)")
-            else:
-                idss[r] = _array(idss[r], np.uint32, (int(n_bins[r]),), f"idss[{r}]")
-        if check:
-            for r in range(R):
-                d_ = dirs[r]
-                if d_[0] != 0 or d_[d_.shape[0] - 1] != n_bins[r] or np.any(d_[1:] < d_[:-1]):
-                    raise ValueError(f"grid tables: dirs[{r}] must rise from 0 to the grid's bins")
-                if idss[r] is not None:
-                    if n_bins[r] and idss[r].max() >= n_bins[r]:
-                        raise ValueError(f"grid tables: idss[{r}] holds ids beyond the grid's bins")
-                elif n_bins[r]:
-                    last = ents[r][int(self.n_words[r]) - 1::int(self.n_words[r])] >> np.uint64(top[r])
-                    if last.min() < 1 or last.max() > n_bins[r]:
-                        raise ValueError(f"grid tables: ents[{r}] holds ids beyond the grid's bins")
         G = <GridTable *> PyMem_RawCalloc(max(R, 1), sizeof(GridTable))
         if G == NULL:
             raise MemoryError("cannot allocate the grid tables")
-        for r in range(R):
-            dv = dirs[r]
-            ev = ents[r]
-            G[r].tab.dir = &dv[0]
-            G[r].tab.ent = &ev[0] if ev.shape[0] else NULL
-            G[r].tab.ids = NULL
-            if idss[r] is not None:
-                iv = idss[r]
-                G[r].tab.ids = &iv[0] if iv.shape[0] else NULL
-            G[r].tab.n = n_bins[r]
-            G[r].tab.W = self.L.n_words[r]
-            G[r].tab.used = top[r]
-            G[r].tab.bbits = ct_bits(n_bins[r])
-            G[r].tab.kmask = ((<uint64_t> 1) << top[r]) - 1 if idss[r] is None else ~(<uint64_t> 0)
-            G[r].n_bins = n_bins[r]
-            G[r].col0 = gp[r]
-            G[r].index = NULL
+        try:
+            dirs = list(dirs)
+            ents = list(ents)
+            for r in range(R):
+                ct_geometry(&G[r].tab, n_bins[r], self.L.n_words[r],
+                            self.L.word_bits + r * self.L.max_words)
+                dirs[r] = _array(dirs[r], np.uint32, ((1 << G[r].tab.bbits) + 1,), f"dirs[{r}]")
+                ents[r] = _array(ents[r], np.uint8, (int(n_bins[r]) * G[r].tab.E + CT_PAD,),
+                                 f"ents[{r}]")
+                dv = dirs[r]
+                ev = ents[r]
+                G[r].tab.dir = &dv[0]
+                G[r].tab.ent = &ev[0]
+                G[r].n_bins = n_bins[r]
+                G[r].col0 = gp[r]
+                G[r].index = NULL
+                if check:
+                    d_ = dirs[r]
+                    if d_[0] != 0 or d_[d_.shape[0] - 1] != n_bins[r] or np.any(d_[1:] < d_[:-1]):
+                        raise ValueError(f"grid tables: dirs[{r}] must rise from 0 to the grid's bins")
+                    if not ct_ids_ok(&G[r].tab):
+                        raise ValueError(f"grid tables: ents[{r}] holds ids beyond the grid's bins")
+        except BaseException:
+            PyMem_RawFree(G)
+            raise
         PyMem_RawFree(self.grids)
         self.grids = G
-        self.grid_ptr, self.dirs, self.ents, self.idss = gp, dirs, ents, idss
+        self.grid_ptr, self.dirs, self.ents = gp, dirs, ents
         self.index = [None] * R
         self.fitted = True
 
@@ -1985,12 +1982,12 @@ cdef class GridTables:
         """Bytes of every array this object holds."""
         total = 0
         for a in (self.widths, self.offsets, self.cmin, self.cmax, self.lo, self.hi, self.inv,
-                  self.word, self.shift, self.n_words, self.top_bits, self.thr_ptr, self.use_thr,
+                  self.word, self.shift, self.n_words, self.top_bits, self.word_bits, self.thr_ptr, self.use_thr,
                   self.ent_j, self.ent_t, self.ent_add, self.range_lo, self.range_hi,
                   self.grid_ptr):
             if a is not None:
                 total += a.nbytes
-        for group in (self.dirs, self.ents, self.idss, self.index):
+        for group in (self.dirs, self.ents, self.index):
             for a in group or ():
                 if a is not None:
                     total += a.nbytes
@@ -2018,19 +2015,18 @@ def tables_from_keys(GridTables gt, grid_ptr, keys):
     n_bins = np.diff(gp)
     if np.any(n_bins >= <int64_t> LOW32):
         raise ValueError("grid tables: a grid has too many bins")
-    dirs, ents, idss = [], [], []
+    dirs, ents = [], []
     for r in range(R):
         W = gt.L.n_words[r]
         n = n_bins[r]
         k = _array(keys[r], np.uint64, (int(n) * W,), f"keys[{r}]")
         _check_keys(gt, r, k, n)
         kv = k
-        if ct_build(&kv[0] if n else NULL, n, W, gt.L.top_bits[r], &ct) != 0:
+        if ct_build(&kv[0] if n else NULL, n, W, gt.L.word_bits + r * gt.L.max_words, &ct) != 0:
             raise MemoryError("cannot allocate the grid tables")
         dirs.append(_adopt(ct.dir, ct.n_dir, np.uint32))
-        ents.append(_adopt(ct.ent, n * W, np.uint64))
-        idss.append(_adopt(ct.ids, n, np.uint32) if ct.ids != NULL else None)
-    gt.set_tables(gp, dirs, ents, idss, True)
+        ents.append(_adopt(ct.ent, ct.n_ent, np.uint8))
+    gt.set_tables(gp, dirs, ents, True)
     # no key repeats: every key is found under its own id (a repeated key would be
     # found under the first of its ids)
     for r in range(R):
@@ -2043,8 +2039,10 @@ cdef bint _keys_found(GridTables gt, Py_ssize_t r, keys_arr):
     cdef const CTable *t = &gt.grids[r].tab
     cdef int W = t.W
     cdef int64_t local
+    rec_arr = np.zeros(W + 1, dtype=np.uint64)
+    cdef uint64_t[::1] rec = rec_arr
     for local in range(t.n):
-        if ct_find(t, &keys[local * W], key_hash(&keys[local * W], W)) != local:
+        if ct_find(t, &keys[local * W], &rec[0]) != local:
             return False
     return True
 
