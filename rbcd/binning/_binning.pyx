@@ -33,8 +33,9 @@ Design
     0.7, with the bin counts in a uint32 array by id: 15-16 bytes per bin;
   - "fat" (other single-word keys): 12-byte slots of key and id + 1, any
     capacity (slots as pk), counts by id: about 21 bytes per bin presized;
-  - multi-word keys: 8-byte slots ``(hash >> 32) << 32 | (local id + 1)`` (most
-    misses settled without touching the keys), keys and counts by id.
+  - multi-word keys: 8-byte slots ``(hash mod 2**32) << 32 | (local id + 1)`` (most
+    misses settled without touching the keys; any capacity, slots as pk), keys and
+    counts by id.
   At the end of a grid's sweep its keys are laid out in id order, its probe
   structure freed, and the bucketed table built from them (table_finish); after
   fit the allocator's free pages are handed back (``rbcd_release_free_memory``).
@@ -188,6 +189,7 @@ cdef enum:
     INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
     LABEL_BLOCK = 1024     # rows per block of training_labels (uint16 labels: 2 KiB, whole cache lines)
     MAX_GROUP = 256        # grids per sweep over the rows at most (their ids are staged per row block)
+    MAX_WIDE = 8           # wide-slot tables (multi-word or fat) per sweep at most (see fit_grid_block)
     TOUCH_AHEAD = 4        # row blocks ahead at which fit's threads first touch ids (see fit_grid_block)
     PAGE_BYTES = 4096
     PRESIZE_ROWS = 8192    # rows after which a table is sized for all rows (multiple of ROW_BLOCK)
@@ -351,8 +353,9 @@ ctypedef struct Table:
     # One grid during fit. Exactly one of direct / pk / fat / slots is the
     # probe structure (see table_init); table_finish turns any of them into
     # the bucketed table ct (binning_table.h) that transform reads.
-    uint64_t *slots     # multi-word keys: capacity slots, 0 empty, else
-                        # tag << 32 | (local id + 1); keys in keys
+    uint64_t *slots     # multi-word keys: capacity slots (any capacity; slot of hash h:
+                        # mulhi64(h, capacity)), 0 empty, else (h mod 2**32) << 32 |
+                        # (local id + 1); keys in keys
     DirSlot *direct     # small key spaces: one slot per possible key
                         # (2**direct_bits), no hashing or probing
     int64_t direct_size
@@ -363,7 +366,7 @@ ctypedef struct Table:
                         # local id + 1 (any capacity, slots as pk); counts in counts
     uint64_t *keys      # n_bins * n_words packed keys, in local id order
     uint32_t *counts    # n_bins training rows per bin (N < 2**32 - 1)
-    int64_t capacity    # power of two (slots); any (pk, fat)
+    int64_t capacity    # slots of the probe structure (any number)
     int64_t n_bins
     int64_t keys_room   # bins that fit in keys / counts before a realloc
     int n_words
@@ -415,6 +418,14 @@ cdef int table_init(Table *t, int n_words, const int32_t *wbits, int used, int d
         t.failed = 1
         return -1
     return 0
+
+
+cdef inline bint wide_table(int n_words, int used, int direct_bits, int64_t n_rows) noexcept nogil:
+    """True if table_init gives this grid a wide fit table: slots + keys (multi-word
+    keys) or fat slots (a single-word key without room for ids up to n_rows)."""
+    if direct_bits >= 0:
+        return False
+    return n_words > 1 or used + _bit_length(<uint64_t> n_rows) > 64
 
 
 cdef void table_free(Table *t) noexcept nogil:
@@ -574,7 +585,7 @@ cdef int table_resize(Table *t, int64_t new_cap) noexcept nogil:
     Hashes of 16 keys (read in id order) are computed and their new slots
     prefetched before the inserts, so the random writes overlap.
     """
-    cdef uint64_t mask = <uint64_t> new_cap - 1, pos
+    cdef uint64_t cap = <uint64_t> new_cap, pos
     cdef uint64_t hs[16]
     cdef int64_t base, local, m, k
     if t.fat != NULL:
@@ -589,13 +600,15 @@ cdef int table_resize(Table *t, int64_t new_cap) noexcept nogil:
         m = t.n_bins - base if t.n_bins - base < 16 else 16
         for k in range(m):
             hs[k] = key_hash(t.keys + (base + k) * t.n_words, t.n_words)
-            prefetch(slots + (hs[k] & mask))
+            prefetch(slots + mulhi64(hs[k], cap))
         for k in range(m):
             local = base + k
-            pos = hs[k] & mask
+            pos = mulhi64(hs[k], cap)
             while slots[pos] != 0:
-                pos = (pos + 1) & mask
-            slots[pos] = ((hs[k] >> 32) << 32) | <uint64_t> (local + 1)
+                pos += 1
+                if pos == cap:
+                    pos = 0
+            slots[pos] = ((hs[k] & LOW32) << 32) | <uint64_t> (local + 1)
         base += m
     free(t.slots)
     t.slots = slots
@@ -632,8 +645,8 @@ cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nog
     Only when most rows so far opened a new bin (fine grids): then the count
     keeps growing about linearly and extrapolating it (at most n_rows) saves
     a chain of doublings over a large table. Coarse grids saturate and keep
-    the doubling. A pk or fat table (any capacity) gets exactly the load 0.7
-    for the estimate, and its counts room for it.
+    the doubling. The table (any capacity) gets exactly the load 0.7 for the
+    estimate, and its counts (and keys) room for it.
     """
     cdef int64_t est, cap
     if rows_seen <= 0 or 2 * t.n_bins <= rows_seen:
@@ -641,14 +654,9 @@ cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nog
     est = <int64_t> (<double> t.n_bins * (<double> n_rows / <double> rows_seen)) + 1
     if est > n_rows:
         est = n_rows
-    cap = t.capacity
-    if t.pk != NULL or t.fat != NULL:
-        cap = (10 * est + 6) // 7 + 1
-        if table_room(t, est) != 0:
-            return -1
-    else:
-        while 7 * cap < 10 * est:
-            cap *= 2
+    cap = (10 * est + 6) // 7 + 1
+    if table_room(t, est) != 0:
+        return -1
     if cap > t.capacity:
         return table_resize(t, cap)
     return 0
@@ -689,7 +697,7 @@ cdef inline int64_t pk_add(Table *t, uint64_t key, uint64_t h) noexcept nogil:
 cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcept nogil:
     """Local id of ``key`` (fat or slots table), inserting it (next id) if new;
     -1 on allocation failure."""
-    cdef uint64_t mask, cap, pos, tag = h >> 32, s
+    cdef uint64_t cap, pos, tag = h & LOW32, s
     cdef int64_t local
     cdef FatSlot *f
     if 10 * (t.n_bins + 1) > 7 * t.capacity:  # load <= 0.7
@@ -720,8 +728,8 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
         t.counts[local] = 1
         t.n_bins += 1
         return local
-    mask = <uint64_t> t.capacity - 1
-    pos = h & mask
+    cap = <uint64_t> t.capacity
+    pos = mulhi64(h, cap)
     while True:
         s = t.slots[pos]
         if s == 0:
@@ -731,7 +739,9 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
             if keys_equal(t.keys + local * t.n_words, key, t.n_words):
                 t.counts[local] += 1
                 return local
-        pos = (pos + 1) & mask
+        pos += 1
+        if pos == cap:
+            pos = 0
     # first appearance: the next local id
     if t.n_bins == t.keys_room:
         if table_room(t, 2 * t.keys_room) != 0:
@@ -847,14 +857,25 @@ cdef void fit_grid_block(
         for r in range(g0, g1):
             tables[r].failed = 1
     else:
-        # One sweep over the rows for all of the thread's grids (in groups of
-        # at most MAX_GROUP): X is read once, and each row block's ids are
-        # written row by row from the stage, whole cache lines at a time.
-        # A group's tables are created at its start and finished (exported)
-        # at its end.
+        # One sweep over the rows for a group of the thread's grids: X is
+        # read once per group, and each row block's ids are written row by
+        # row from the stage. A group's tables are created at its start and
+        # finished (exported to their compact form) at its end, so a group
+        # bounds the fit tables alive at once: at most MAX_GROUP grids, of
+        # which at most MAX_WIDE have wide fit tables (multi-word keys: slots,
+        # keys and counts, about 30-40 bytes per bin; fat: about 21). A thread
+        # of pk and direct tables only (at most about 15 bytes per bin) sweeps
+        # once.
         ga = g0
         while ga < g1:
-            gb = ga + MAX_GROUP if ga + MAX_GROUP < g1 else g1
+            gb = ga
+            n_g = 0
+            while gb < g1 and gb - ga < MAX_GROUP:
+                if wide_table(n_words[gb], L.top_bits[gb], direct_bits[gb], N):
+                    if n_g == MAX_WIDE:
+                        break
+                    n_g = n_g + 1
+                gb = gb + 1
             for r in range(ga, gb):
                 table_init(&tables[r], n_words[r], L.word_bits + r * L.max_words, L.top_bits[r],
                            direct_bits[r], N)
@@ -922,7 +943,7 @@ cdef void fit_grid_block(
                         if t.fat != NULL:
                             prefetch(t.fat + mulhi64(hashes[k], <uint64_t> t.capacity))
                         else:
-                            prefetch(t.slots + (hashes[k] & <uint64_t> (t.capacity - 1)))
+                            prefetch(t.slots + mulhi64(hashes[k], <uint64_t> t.capacity))
                     if i0 == PRESIZE_ROWS:
                         if table_presize(t, i0, N) != 0:
                             t.failed = 1
