@@ -112,19 +112,24 @@ cdef extern from "binning_alloc.h" nogil:
 cdef extern from "binning_table.h" nogil:
     ctypedef struct CTable "rbcd_ctable":
         const uint32_t *dir
+        const unsigned char *off
         const unsigned char *ent
         const int32_t *wbits
         int64_t n
         int W
         int bbits
         int E
+        int dshift
     ctypedef struct CtArrays "rbcd_ct_arrays":
         uint32_t *dir
+        unsigned char *off
         unsigned char *ent
         int64_t n_dir
+        int64_t n_off
         int64_t n_ent
     uint64_t mulhi64 "rbcd_mulhi64"(uint64_t a, uint64_t b) noexcept
     void ct_geometry "rbcd_ct_geometry"(CTable *t, int64_t n, int W, const int32_t *wbits) noexcept
+    uint32_t ct_start "rbcd_ct_start"(const CTable *t, uint64_t b) noexcept
     uint64_t ct_query "rbcd_ct_query"(const CTable *t, const uint64_t *key, uint64_t *rec) noexcept
     int64_t ct_scan "rbcd_ct_scan"(const CTable *t, const uint64_t *rec, uint32_t p,
                                    uint32_t stop) noexcept
@@ -134,6 +139,7 @@ cdef extern from "binning_table.h" nogil:
     bint ct_ids_ok "rbcd_ct_ids_ok"(const CTable *t) noexcept
     void ct_keys "rbcd_ct_keys"(const CTable *t, uint64_t *out) noexcept
     int CT_PAD "RBCD_CT_PAD"
+    int CT_DSHIFT "RBCD_CT_DSHIFT"
 
 cdef extern from "binning_keys.h" nogil:
     ctypedef struct Thresholds "rbcd_thresholds":
@@ -442,8 +448,10 @@ cdef void table_free(Table *t) noexcept nogil:
     t.keys = NULL
     t.counts = NULL
     free(t.ct.dir)
+    free(t.ct.off)
     free(t.ct.ent)
     t.ct.dir = NULL
+    t.ct.off = NULL
     t.ct.ent = NULL
 
 
@@ -1129,9 +1137,9 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see ``random_binning._grid_bounds``).
     paths : ``random_binning._Paths`` (its ``simd`` and ``thresholds``).
 
-    Returns ``(n_bins, max_count, dirs, ents, counts)``: int64 (R,) arrays,
+    Returns ``(n_bins, max_count, dirs, offs, ents, counts)``: int64 (R,) arrays,
     lists of the per-grid arrays of the bucketed tables (binning_table.h: uint32
-    dir, uint8 records), and the concatenated
+    dir, uint8 offsets, uint8 records), and the concatenated
     int64 bin counts in column order (None unless want_counts).
     Identical for every thread count: a grid's table is built by one thread.
     """
@@ -1176,6 +1184,7 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         n_bins = np.empty(R, dtype=np.int64)
         max_count = np.empty(R, dtype=np.int64)
         dirs = []
+        offs = []
         ents = []
         total = 0
         for r in range(R):
@@ -1187,6 +1196,8 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
             # hand the table storage to numpy (no copy); the arrays free it
             dirs.append(_adopt(tables[r].ct.dir, tables[r].ct.n_dir, np.uint32))
             tables[r].ct.dir = NULL
+            offs.append(_adopt(tables[r].ct.off, tables[r].ct.n_off, np.uint8))
+            tables[r].ct.off = NULL
             ents.append(_adopt(tables[r].ct.ent, tables[r].ct.n_ent, np.uint8))
             tables[r].ct.ent = NULL
             max_count[r] = tables[r].max_count
@@ -1201,7 +1212,7 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         PyMem_RawFree(tables)
         with nogil:
             release_free_memory()  # the fit tables' pages (see binning_alloc.h)
-    return n_bins, max_count, dirs, ents, counts
+    return n_bins, max_count, dirs, offs, ents, counts
 
 
 _FORMATS = {
@@ -1403,14 +1414,14 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                     for k in range(n):
                         if inside[k]:
                             hashes[k] = ct_query(tab, keys + k * W, recs + k * max_words)
-                            prefetch(tab.dir + hashes[k])
+                            prefetch(tab.off + hashes[k])
                     # ... the bucket bounds read (stage := start | stop << 32) and
                     # the first entries prefetched ...
                     for k in range(n):
                         stage[r * ROW_BLOCK + k] = -1
                         if inside[k]:
-                            p0 = tab.dir[hashes[k]]
-                            p1 = tab.dir[hashes[k] + 1]
+                            p0 = ct_start(tab, hashes[k])
+                            p1 = ct_start(tab, hashes[k] + 1)
                             stage[r * ROW_BLOCK + k] = <int64_t> (<uint64_t> p0 | (<uint64_t> p1 << 32))
                             prefetch(tab.ent + <uint64_t> p0 * <uint64_t> tab.E)
                     # ... then the buckets scanned (exact key compare)
@@ -1788,7 +1799,7 @@ cdef class GridTables:
     cdef readonly object widths, offsets, cmin, cmax, lo, hi, inv
     cdef readonly object word, shift, n_words, top_bits, word_bits
     cdef readonly object thr_ptr, use_thr, ent_j, ent_t, ent_add, range_lo, range_hi
-    cdef readonly object grid_ptr, dirs, ents, index
+    cdef readonly object grid_ptr, dirs, offs, ents, index
 
     def __cinit__(self):
         self.grids = NULL
@@ -1885,26 +1896,28 @@ cdef class GridTables:
                 self.L.max_words = n_words[r]
         self.L.normal_widths = normal_widths(self.widths)
 
-    def set_tables(self, grid_ptr, dirs, ents, bint check):
+    def set_tables(self, grid_ptr, dirs, offs, ents, bint check):
         """The fitted tables: ``grid_ptr`` (R + 1,) int64 column boundaries and per
-        grid the bucketed table of binning_table.h: ``dirs[r]`` uint32 (2**bbits + 1,),
-        ``ents[r]`` uint8 (n_bins * E + RBCD_CT_PAD,), the records. Dense indexes:
+        grid the bucketed table of binning_table.h: ``offs[r]`` uint8 (2**bbits + 2,),
+        the buckets' offsets then dshift, ``dirs[r]`` uint32 (2**(bbits - dshift) + 1,)
+        and ``ents[r]`` uint8 (n_bins * E + RBCD_CT_PAD,), the records. Dense indexes:
         ``set_index``.
 
-        Shapes and dtypes are always checked; with ``check`` also the bucket
-        directory's contract (from 0 to n_bins, non-decreasing: every lookup ends
-        within the records) and every record's id within the grid's bins."""
+        Shapes and dtypes are always checked; with ``check`` also the bucket starts'
+        contract (from 0 to n_bins, non-decreasing: every lookup ends within the
+        records) and every record's id within the grid's bins."""
         cdef Py_ssize_t R = self.L.R, r
         cdef GridTable *G
-        cdef CTable geo
         cdef const uint32_t[::1] dv
+        cdef const unsigned char[::1] ov
         cdef const unsigned char[::1] ev
+        cdef int64_t nb
         gp = _array(grid_ptr, np.int64, (R + 1,), "grid_ptr")
         if gp[0] != 0 or np.any(np.diff(gp) < 0):
             raise ValueError("grid tables: grid_ptr must be non-decreasing from 0")
-        if not (isinstance(dirs, list) and isinstance(ents, list)
-                and len(dirs) == R and len(ents) == R):
-            raise ValueError(f"grid tables: dirs and ents must be lists of {R} arrays")
+        if not (isinstance(dirs, list) and isinstance(offs, list) and isinstance(ents, list)
+                and len(dirs) == R and len(offs) == R and len(ents) == R):
+            raise ValueError(f"grid tables: dirs, offs and ents must be lists of {R} arrays")
         n_bins = np.diff(gp)
         if np.any(n_bins >= <int64_t> LOW32):
             raise ValueError("grid tables: a grid has too many bins")
@@ -1912,25 +1925,33 @@ cdef class GridTables:
         if G == NULL:
             raise MemoryError("cannot allocate the grid tables")
         try:
-            dirs = list(dirs)
-            ents = list(ents)
+            dirs, offs, ents = list(dirs), list(offs), list(ents)
             for r in range(R):
                 ct_geometry(&G[r].tab, n_bins[r], self.L.n_words[r],
                             self.L.word_bits + r * self.L.max_words)
-                dirs[r] = _array(dirs[r], np.uint32, ((1 << G[r].tab.bbits) + 1,), f"dirs[{r}]")
+                nb = (<int64_t> 1) << G[r].tab.bbits
+                offs[r] = _array(offs[r], np.uint8, (nb + 2,), f"offs[{r}]")
+                G[r].tab.dshift = offs[r][nb + 1]
+                if G[r].tab.dshift > min(CT_DSHIFT, G[r].tab.bbits):
+                    raise ValueError(f"grid tables: offs[{r}] ends with a bad dshift")
+                dirs[r] = _array(dirs[r], np.uint32, ((nb >> G[r].tab.dshift) + 1,), f"dirs[{r}]")
                 ents[r] = _array(ents[r], np.uint8, (int(n_bins[r]) * G[r].tab.E + CT_PAD,),
                                  f"ents[{r}]")
                 dv = dirs[r]
+                ov = offs[r]
                 ev = ents[r]
                 G[r].tab.dir = &dv[0]
+                G[r].tab.off = &ov[0]
                 G[r].tab.ent = &ev[0]
                 G[r].n_bins = n_bins[r]
                 G[r].col0 = gp[r]
                 G[r].index = NULL
                 if check:
-                    d_ = dirs[r]
-                    if d_[0] != 0 or d_[d_.shape[0] - 1] != n_bins[r] or np.any(d_[1:] < d_[:-1]):
-                        raise ValueError(f"grid tables: dirs[{r}] must rise from 0 to the grid's bins")
+                    starts = (dirs[r][np.arange(nb + 1) >> G[r].tab.dshift].astype(np.int64)
+                              + offs[r][:nb + 1])
+                    if starts[0] != 0 or starts[nb] != n_bins[r] or np.any(np.diff(starts) < 0):
+                        raise ValueError(f"grid tables: dirs[{r}] and offs[{r}] must rise from 0 "
+                                         "to the grid's bins")
                     if not ct_ids_ok(&G[r].tab):
                         raise ValueError(f"grid tables: ents[{r}] holds ids beyond the grid's bins")
         except BaseException:
@@ -1938,7 +1959,7 @@ cdef class GridTables:
             raise
         PyMem_RawFree(self.grids)
         self.grids = G
-        self.grid_ptr, self.dirs, self.ents = gp, dirs, ents
+        self.grid_ptr, self.dirs, self.offs, self.ents = gp, dirs, offs, ents
         self.index = [None] * R
         self.fitted = True
 
@@ -2008,7 +2029,7 @@ cdef class GridTables:
                   self.grid_ptr):
             if a is not None:
                 total += a.nbytes
-        for group in (self.dirs, self.ents, self.index):
+        for group in (self.dirs, self.offs, self.ents, self.index):
             for a in group or ():
                 if a is not None:
                     total += a.nbytes
@@ -2036,7 +2057,7 @@ def tables_from_keys(GridTables gt, grid_ptr, keys):
     n_bins = np.diff(gp)
     if np.any(n_bins >= <int64_t> LOW32):
         raise ValueError("grid tables: a grid has too many bins")
-    dirs, ents = [], []
+    dirs, offs, ents = [], [], []
     for r in range(R):
         W = gt.L.n_words[r]
         n = n_bins[r]
@@ -2046,8 +2067,9 @@ def tables_from_keys(GridTables gt, grid_ptr, keys):
         if ct_build(&kv[0] if n else NULL, n, W, gt.L.word_bits + r * gt.L.max_words, &ct) != 0:
             raise MemoryError("cannot allocate the grid tables")
         dirs.append(_adopt(ct.dir, ct.n_dir, np.uint32))
+        offs.append(_adopt(ct.off, ct.n_off, np.uint8))
         ents.append(_adopt(ct.ent, ct.n_ent, np.uint8))
-    gt.set_tables(gp, dirs, ents, True)
+    gt.set_tables(gp, dirs, offs, ents, True)
     # no key repeats: every key is found under its own id (a repeated key would be
     # found under the first of its ids)
     for r in range(R):

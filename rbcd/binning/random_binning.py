@@ -1245,7 +1245,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         direct = _direct_bits(lo, hi, grids.n_words, n_samples, key_bits, paths.direct)
         bounds = _grid_bounds(_grid_costs(grids.thr_ptr, grids.use_thr, direct, grids.n_words,
                                           X.shape[1]), n_threads)
-        n_bins, max_count, dirs, ents, counts = _binning.fit_tables(
+        n_bins, max_count, dirs, offs, ents, counts = _binning.fit_tables(
             X, grids, direct, ids, mode == "columns", bounds, paths)
         self._constant_columns = constant
         self._widths, self._offsets = (None, None) if constant is not None else (widths, offsets)
@@ -1260,7 +1260,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             self.grid_ptr_ = np.zeros(R + 1, dtype=np.int64)
             np.cumsum(n_bins, out=self.grid_ptr_[1:])
             self.n_features_out_ = int(self.grid_ptr_[-1])
-            grids.set_tables(self.grid_ptr_, dirs, ents, False)
+            grids.set_tables(self.grid_ptr_, dirs, offs, ents, False)
             grids.set_index(_dense_index(lo, hi, grids.n_words, n_bins, grids.keys_by_id,
                                          key_bits))
             self._tables = grids
@@ -1268,7 +1268,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             self.grid_ptr_ = None
             self.n_features_out_ = int(self.n_features)
             self._tables = None
-            del dirs, ents
+            del dirs, offs, ents
         return X, ids, counts, n_threads
 
     @fit_context

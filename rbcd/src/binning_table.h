@@ -18,8 +18,14 @@
  * bucket's bits are not stored and make room for the id.
  *
  * Layout:
- *   dir (2**bbits + 1 uint32): bucket b holds records dir[b] .. dir[b + 1] - 1;
- *       dir[0] = 0, dir[2**bbits] = n, non-decreasing.
+ *   start(b) = dir[b >> dshift] + off[b] for b = 0 .. 2**bbits: bucket b holds
+ *       records start(b) .. start(b + 1) - 1; start(0) = 0, start(2**bbits) = n,
+ *       non-decreasing. dir (2**(bbits - dshift) + 1 uint32) holds the start of
+ *       every 2**dshift-th bucket, off (2**bbits + 2 uint8) each bucket's start
+ *       from there, then dshift itself (off[2**bbits + 1]). dshift = the largest
+ *       of min(RBCD_CT_DSHIFT, bbits) .. 0 whose offsets fit in a byte (0 always
+ *       does): about 1.1 bytes per bucket, and dir small enough to stay in cache
+ *       while a grid is looked up.
  *   ent (n * E + RBCD_CT_PAD bytes): record p at ent + p * E, a little-endian bit
  *       string: bits [0, u - bbits) the low bits of p, then every other word k
  *       (increasing k) in wbits[k] bits (kbits = B - bbits key bits in all), then
@@ -28,13 +34,13 @@
  *       local id order within a bucket; the RBCD_CT_PAD zero bytes at the end let
  *       every record be read with whole 8-byte loads.
  * Memory: kbits + idbits = B + 1 bits per bin (n >= 2), rounded up to bytes, plus
- * 2 to 4 bytes of directory: e.g. 8 + 2.6 bytes for a 63-bit key at 2e5 bins,
- * 12 + 2.6 for a 2-word key of 90 bits (20 + 2.6 before quotients).
+ * 0.6 to 0.8 bytes of directory: e.g. 8 + 0.7 bytes for a 63-bit key at 2e5 bins,
+ * 12 + 0.7 for a 2-word key of 90 bits (20 + 2.6 before quotients and offsets).
  *
- * A lookup (rbcd_ct_query, then rbcd_ct_scan) reads dir[b], dir[b + 1] and scans
- * at most the bucket: it ends, whatever the records, as long as dir satisfies the
- * contract above (checked by GridTables.set_tables), and the key compared is the
- * whole key (bucket and record bits): the table never merges bins.
+ * A lookup (rbcd_ct_query, then rbcd_ct_scan) reads start(b), start(b + 1) and
+ * scans at most the bucket: it ends, whatever the records, as long as the starts
+ * satisfy the contract above (checked by GridTables.set_tables), and the key
+ * compared is the whole key (bucket and record bits): the table never merges bins.
  *
  * rbcd_mulhi64 (rbcd_mulhi.h) gives the slot of a hash in a table of any capacity (used by
  * the fit tables, whose capacity need not be a power of two). */
@@ -55,9 +61,11 @@
 
 #define RBCD_CT_SPREAD 1
 #define RBCD_CT_PAD 8
+#define RBCD_CT_DSHIFT 5
 
 typedef struct {
     const uint32_t *dir;
+    const unsigned char *off;
     const unsigned char *ent;
     const int32_t *wbits;  /* W: key bits of each word */
     uint64_t kmask;        /* the low kbits bits (all ones when kbits >= 64) */
@@ -70,6 +78,7 @@ typedef struct {
     int kbits;             /* key bits of a record */
     int idbits;            /* id bits of a record */
     int E;                 /* bytes per record */
+    int dshift;            /* dir holds every 2**dshift-th bucket start */
 } rbcd_ctable;
 
 static inline uint64_t rbcd_ct_mask(int bits)
@@ -93,11 +102,13 @@ static inline int rbcd_ct_bits(int64_t n, int u)
 }
 
 /* The geometry of a table of n bins (n < 2**32) over keys of W words of wbits[k]
- * bits (every field of dir / ent left NULL). */
+ * bits (dir, off and ent left NULL, dshift 0). */
 static inline void rbcd_ct_geometry(rbcd_ctable *t, int64_t n, int W, const int32_t *wbits)
 {
     int k, B = 0;
     t->dir = NULL;
+    t->off = NULL;
+    t->dshift = 0;
     t->ent = NULL;
     t->wbits = wbits;
     t->n = n;
@@ -217,6 +228,12 @@ static inline uint64_t rbcd_ct_query(const rbcd_ctable *t, const uint64_t *key, 
     return t->bbits == 0 ? 0 : p >> low;
 }
 
+/* First record of bucket b (b <= 2**bbits; start(2**bbits) = n). */
+static inline uint32_t rbcd_ct_start(const rbcd_ctable *t, uint64_t b)
+{
+    return t->dir[b >> t->dshift] + t->off[b];
+}
+
 /* Local id of the key whose record key bits are rec (rbcd_ct_query) among records
  * p .. stop - 1 of t (its bucket), -1 if absent. */
 static inline int64_t rbcd_ct_scan(const rbcd_ctable *t, const uint64_t *rec,
@@ -249,14 +266,16 @@ static inline int64_t rbcd_ct_scan(const rbcd_ctable *t, const uint64_t *rec,
 static inline int64_t rbcd_ct_find(const rbcd_ctable *t, const uint64_t *key, uint64_t *rec)
 {
     uint64_t b = rbcd_ct_query(t, key, rec);
-    return rbcd_ct_scan(t, rec, t->dir[b], t->dir[b + 1]);
+    return rbcd_ct_scan(t, rec, rbcd_ct_start(t, b), rbcd_ct_start(t, b + 1));
 }
 
 /* The arrays of a table being built (malloc'd; freed with free()). */
 typedef struct {
     uint32_t *dir;
+    unsigned char *off;
     unsigned char *ent;
-    int64_t n_dir;         /* 2**bbits + 1 */
+    int64_t n_dir;         /* 2**(bbits - dshift) + 1 */
+    int64_t n_off;         /* 2**bbits + 2 (the last: dshift) */
     int64_t n_ent;         /* bytes of ent: n * E + RBCD_CT_PAD */
 } rbcd_ct_arrays;
 
@@ -269,43 +288,60 @@ static int rbcd_ct_build(const uint64_t *keys, int64_t n, int W, const int32_t *
 {
     rbcd_ctable t;
     int64_t nb, id, b, p;
-    uint32_t *bkt;
+    int s;
+    uint32_t *bkt, *start;
     uint64_t *rec;
     rbcd_ct_geometry(&t, n, W, wbits);
     nb = (int64_t)1 << t.bbits;
     bkt = (uint32_t *)malloc((size_t)(n > 0 ? n : 1) * sizeof(uint32_t));
+    start = (uint32_t *)calloc((size_t)(nb + 1), sizeof(uint32_t));
     rec = (uint64_t *)malloc((size_t)(W + 2) * sizeof(uint64_t));
-    out->n_dir = nb + 1;
+    out->dir = NULL;
+    out->off = NULL;
     out->n_ent = n * t.E + RBCD_CT_PAD;
-    out->dir = (uint32_t *)calloc((size_t)(nb + 1), sizeof(uint32_t));
     out->ent = (unsigned char *)rbcd_big_malloc((size_t)out->n_ent);
-    if (bkt == NULL || rec == NULL || out->dir == NULL || out->ent == NULL) {
-        free(bkt); free(rec); free(out->dir); free(out->ent);
-        out->dir = NULL; out->ent = NULL;
-        return -1;
-    }
+    if (bkt == NULL || start == NULL || rec == NULL || out->ent == NULL) goto fail;
     memset(out->ent + n * t.E, 0, RBCD_CT_PAD);
-    /* dir[b + 1] = records of bucket b, then dir[b] = start of bucket b - 1 ... */
+    /* start[b + 1] = records of bucket b, then start[b] = start of bucket b - 1 ... */
     for (id = 0; id < n; id++) {
         b = (int64_t)rbcd_ct_query(&t, keys + id * W, rec);
         bkt[id] = (uint32_t)b;
-        out->dir[b + 1]++;
+        start[b + 1]++;
     }
-    for (b = 0; b < nb; b++) out->dir[b + 1] += out->dir[b];
-    /* place in id order, dir[b] used as bucket b's cursor (it ends at the start
+    for (b = 0; b < nb; b++) start[b + 1] += start[b];
+    /* place in id order, start[b] used as bucket b's cursor (it ends at the start
      * of bucket b + 1), then moved back by one bucket */
     for (id = 0; id < n; id++) {
         memset(rec, 0, (size_t)(W + 2) * sizeof(uint64_t));
         rbcd_ct_query(&t, keys + id * W, rec);
         rbcd_ct_put(rec, t.kbits, (uint64_t)(id + 1), t.idbits);
-        p = out->dir[bkt[id]]++;
+        p = start[bkt[id]]++;
         memcpy(out->ent + p * t.E, rec, (size_t)t.E);
     }
-    memmove(out->dir + 1, out->dir, (size_t)nb * sizeof(uint32_t));
-    out->dir[0] = 0;
+    memmove(start + 1, start, (size_t)nb * sizeof(uint32_t));
+    start[0] = 0;
+    /* the largest dshift whose offsets fit in a byte */
+    for (s = t.bbits < RBCD_CT_DSHIFT ? t.bbits : RBCD_CT_DSHIFT; s > 0; s--) {
+        for (b = 0; b <= nb; b++)
+            if (start[b] - start[(b >> s) << s] > 255) break;
+        if (b > nb) break;
+    }
+    out->n_dir = (nb >> s) + 1;
+    out->n_off = nb + 2;
+    out->dir = (uint32_t *)malloc((size_t)out->n_dir * sizeof(uint32_t));
+    out->off = (unsigned char *)malloc((size_t)out->n_off);
+    if (out->dir == NULL || out->off == NULL) goto fail;
+    for (b = 0; b < out->n_dir; b++) out->dir[b] = start[b << s];
+    for (b = 0; b <= nb; b++) out->off[b] = (unsigned char)(start[b] - out->dir[b >> s]);
+    out->off[nb + 1] = (unsigned char)s;
     free(bkt);
+    free(start);
     free(rec);
     return 0;
+fail:
+    free(bkt); free(start); free(rec); free(out->dir); free(out->off); free(out->ent);
+    out->dir = NULL; out->off = NULL; out->ent = NULL;
+    return -1;
 }
 
 /* 1 if every record's id + 1 lies in 1 .. n (0 otherwise). */
@@ -330,7 +366,7 @@ static void rbcd_ct_keys(const rbcd_ctable *t, uint64_t *out)
     uint64_t q, *key;
     int k, pos;
     for (b = 0; b < nb; b++) {
-        for (p = t->dir[b]; p < t->dir[b + 1]; p++) {
+        for (p = rbcd_ct_start(t, (uint64_t)b); p < rbcd_ct_start(t, (uint64_t)b + 1); p++) {
             const unsigned char *e = t->ent + p * t->E;
             id = (int64_t)rbcd_ct_get(e, t->kbits, t->idbits) - 1;
             key = out + id * t->W;
