@@ -762,11 +762,11 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
     return local
 
 
-cdef void table_finish(Table *t) noexcept nogil:
+cdef void table_finish(Table *t, bint keep_counts) noexcept nogil:
     """End of fit for one table: keys and counts in id order (the probe structure
-    freed first where it can be), the largest bin count, then the bucketed table
-    t.ct (binning_table.h) and the keys freed. Afterwards the table holds only
-    t.ct and t.counts."""
+    freed first where it can be), the largest bin count (then the counts freed
+    unless ``keep_counts``), then the bucketed table t.ct (binning_table.h) and
+    the keys freed. Afterwards the table holds only t.ct (and t.counts if kept)."""
     cdef int64_t local
     cdef int rc = 0
     if t.failed:
@@ -788,6 +788,9 @@ cdef void table_finish(Table *t) noexcept nogil:
     for local in range(t.n_bins):
         if t.counts[local] > t.max_count:
             t.max_count = t.counts[local]
+    if not keep_counts:
+        free(t.counts)
+        t.counts = NULL
     if ct_build(t.keys, t.n_bins, t.n_words, t.wbits, &t.ct) != 0:
         t.failed = 1
         return
@@ -823,6 +826,7 @@ ctypedef struct FitJob:
     bint simd                   # AVX-512 bins of division keys
     bint vec                    # AVX-512 threshold keys (over a transposed row block)
     bint thresholds             # threshold keys where the layout has them
+    bint keep_counts            # keep each table's bin counts after fit (want_counts)
 
 
 cdef void fit_grid_block(
@@ -974,7 +978,9 @@ cdef void fit_grid_block(
                         kc = kk
                 i0 = i1
             for r in range(ga, gb):
-                table_finish(&tables[r])
+                table_finish(&tables[r], job.keep_counts)
+            if gb < g1:
+                release_free_memory()  # the group's fit tables, before the next group's
             ga = gb
     PyMem_RawFree(q)
     PyMem_RawFree(keys)
@@ -1169,6 +1175,7 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
     job.vec = bool(paths.simd) and avx512_available()
     job.simd = job.vec and grids.L.normal_widths
     job.thresholds = bool(paths.thresholds)
+    job.keep_counts = want_counts
     cdef Table *tables = <Table *> PyMem_RawCalloc(R, sizeof(Table))
     if tables == NULL:
         raise MemoryError("cannot allocate the bin tables")
