@@ -17,14 +17,15 @@ Design
   comparing packed keys is comparing bin vectors: a 64-bit hash only picks
   the slot and every hit is verified against the stored key. A bin outside
   ``[lo, hi]`` in some dimension was never seen in fit (no entry, no lookup).
-* Fitted tables (what transform reads and pickles hold) are bucketed
-  (``rbcd/src/binning_table.h``): a grid's keys grouped by the top bits of their
-  64-bit hash, 1 to 2 per bucket on average, with a uint32 directory of bucket
-  starts; the local id (+ 1) sits above the key's bits in the last key word when
-  they fit ("packed"), else in a uint32 array beside. Every lookup compares the
-  whole key (exact). Memory: 8 bytes per key word per bin + 2-4 of directory (+ 4
-  unpacked); a single-word grid of 10^6 bins at about 10 bytes per bin, against 25
-  for the power-of-two slot table plus keys of earlier releases.
+* Fitted tables (what transform reads; pickles hold the keys) are bucketed quotient
+  tables (``rbcd/src/binning_table.h``): the bucket of a key (1 to 2 per bucket
+  on average) is the top bits of a bijection of its widest word, mixed with a
+  hash of the others, so a record keeps only the rest of the key and the local
+  id + 1: ``ceil((key bits + 1) / 8)`` bytes. Bucket starts: a uint32 per 32
+  buckets plus a byte per bucket. Every lookup compares the whole key (bucket
+  and record bits: exact). Memory: about (key bits + 1) / 8 + 0.7 bytes per
+  bin, e.g. 8.7 for a 63-bit key, 12.7 for a 2-word key of 90 bits (10-12 and
+  20-23 with the plain keys, ids and uint32 directory of the previous layout).
 * Fit tables are open addressing with linear probing at load <= 0.7, local ids
   numbering bins by first appearance in row order:
   - "pk" (single-word keys whose bits leave room for ids up to N, the common
@@ -35,9 +36,13 @@ Design
     capacity (slots as pk), counts by id: about 21 bytes per bin presized;
   - multi-word keys: 8-byte slots ``(hash mod 2**32) << 32 | (local id + 1)`` (most
     misses settled without touching the keys; any capacity, slots as pk), keys and
-    counts by id.
-  At the end of a grid's sweep its keys are laid out in id order, its probe
-  structure freed, and the bucketed table built from them (table_finish); after
+    counts by id: about 31 bytes per bin presized for two words.
+  A thread sweeps the rows once per group of its grids, a group holding at
+  most MAX_WIDE fat or multi-word tables (pk and direct ones do not count), so
+  that few wide tables are alive at once. At the end of a group each table's
+  keys are laid out in id order, its probe structure freed, its largest bin
+  count kept (the counts themselves only for the column structure), and the
+  bucketed table built from the keys (table_finish); between groups and after
   fit the allocator's free pages are handed back (``rbcd_release_free_memory``).
 * Threshold keys: for a single-word grid with few bins per column, the key
   is built without any division. ``x -> floor((x - u) / w)`` is monotone,
@@ -54,7 +59,7 @@ Design
 * Parallelism in fit: each thread owns a contiguous block of grids of about
   equal estimated cost (``bounds``; one table per grid, so the output does
   not depend on the thread count or the split) and
-  sweeps the rows once for all of them, in blocks of ``ROW_BLOCK`` rows.
+  sweeps the rows once per group of them (above), in blocks of ``ROW_BLOCK`` rows.
   Keys of a block are computed first and their slots prefetched, then
   probed in row order (memory-level parallelism); the block's local ids are
   staged grid by grid and copied to the row-major ids row by row. Fine
@@ -67,9 +72,9 @@ Design
   makes the floor provably equal to the division's (see ``rbcd_floor8``).
 * Transform is parallel over row blocks (tables read-only): per block and
   grid, keys (thresholds with range bounds where the grid has them), then a
-  dense index lookup (``random_binning._dense_index``) or the buckets' directory
-  entries prefetched, read, the buckets' first entries prefetched, the buckets
-  scanned. Hashed mode is
+  dense index lookup (``random_binning._dense_index``) or the keys' buckets and
+  records (``rbcd_ct_query``), the buckets' offsets prefetched, their starts read,
+  the buckets' first records prefetched, the buckets scanned. Hashed mode is
   parallel over rows; with AVX-512 a row's bins and hashes are computed for
   eight grids per vector (four independent multiply chains at a time) and its
   columns sorted by rank (vector compares, no data-dependent branch) up to
@@ -1395,7 +1400,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                             transpose_block(&X[0, 0], d, i0, i1, xt)
                             xt_ready = True
                         thr_keys_avx512(xt, ROW_BLOCK, n, d, L.range_lo + r * d, L.range_hi + r * d,
-                                        grid_thresholds(L, r), keys, hashes, inside)
+                                        grid_thresholds(L, r), keys, NULL, inside)
                     elif use_thresholds and L.use_thr[r]:
                         for k in range(n):
                             inside[k] = thr_key_range(&X[i0 + k, 0], d, L.range_lo + r * d,

@@ -865,8 +865,8 @@ def _fit_memory(n_rows, n_grids, n_varying, copy_bytes, out_bytes_per_entry):
     """A lower estimate of the bytes a fit or transform needs at its peak: the grid
     arrays, the dense copy of the varying columns, and Z's arrays (``out_bytes_per_entry``
     per row and grid: indices, values and the kernels' scratch). The tables come on
-    top (they depend on the bins found, from a few bytes per grid to, with single-word
-    keys, about 15 bytes per bin during fit and 9 after: _binning's design notes)."""
+    top (they depend on the bins found, from a few bytes per grid to about 15 bytes per
+    bin during fit and (key bits + 1) / 8 + 0.7 after: _binning's design notes)."""
     return (GRID_BYTES_PER_ENTRY * n_grids * max(n_varying, 1) + copy_bytes
             + out_bytes_per_entry * n_rows * n_grids + 8 * (n_rows + n_grids))
 
