@@ -135,6 +135,9 @@ cdef extern from "binning_table.h" nogil:
     uint64_t mulhi64 "rbcd_mulhi64"(uint64_t a, uint64_t b) noexcept
     void ct_geometry "rbcd_ct_geometry"(CTable *t, int64_t n, int W, const int32_t *wbits) noexcept
     uint32_t ct_start "rbcd_ct_start"(const CTable *t, uint64_t b) noexcept
+    void ct_query1_avx512 "rbcd_ct_query1_avx512"(const CTable *t, const uint64_t *keys, int64_t n,
+                                                  uint64_t *rec, int64_t stride,
+                                                  uint64_t *bucket) noexcept
     uint64_t ct_query "rbcd_ct_query"(const CTable *t, const uint64_t *key, uint64_t *rec) noexcept
     int64_t ct_scan "rbcd_ct_scan"(const CTable *t, const uint64_t *rec, uint32_t p,
                                    uint32_t stop) noexcept
@@ -1422,11 +1425,17 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                         continue
                     tab = &G[r].tab
                     # the buckets (hashes[k]) and records of the keys, the buckets'
-                    # dir entries prefetched ...
-                    for k in range(n):
-                        if inside[k]:
-                            hashes[k] = ct_query(tab, keys + k * W, recs + k * max_words)
-                            prefetch(tab.off + hashes[k])
+                    # offsets prefetched ...
+                    if vec and W == 1:
+                        ct_query1_avx512(tab, keys, n, recs, max_words, hashes)
+                        for k in range(n):
+                            if inside[k]:
+                                prefetch(tab.off + hashes[k])
+                    else:
+                        for k in range(n):
+                            if inside[k]:
+                                hashes[k] = ct_query(tab, keys + k * W, recs + k * max_words)
+                                prefetch(tab.off + hashes[k])
                     # ... the bucket bounds read (stage := start | stop << 32) and
                     # the first entries prefetched ...
                     for k in range(n):
@@ -2197,3 +2206,68 @@ cdef inline int _bit_length(uint64_t v) noexcept nogil:
         bits += 1
         v >>= 1
     return bits
+
+
+def _ct_check(keys_arr, wbits_arr, probes_arr):
+    """Test hook for binning_table.h: build the bucketed table of ``keys_arr``
+    (uint64 (n, W), distinct, word k within ``wbits_arr[k]`` bits) and return
+    ``(keys_out, found, buckets, recs, buckets_vec, recs_vec, dshift)``: its keys exported in
+    id order, the id found by lookup of each of ``probes_arr`` (uint64 (m, W), each
+    word within its bits; -1 if absent), and each key's bucket and first record word
+    from rbcd_ct_query and (single-word keys on an AVX-512 CPU, else None)
+    rbcd_ct_query1_avx512, and the table's dshift."""
+    keys = np.ascontiguousarray(keys_arr, dtype=np.uint64)
+    probes = np.ascontiguousarray(probes_arr, dtype=np.uint64)
+    wb = np.ascontiguousarray(wbits_arr, dtype=np.int32)
+    cdef int64_t n = keys.shape[0], m = probes.shape[0], k
+    if probes.ndim != 2 or probes.shape[1] != keys.shape[1]:
+        raise ValueError("probes must have the keys' words")
+    cdef int W = keys.shape[1]
+    if wb.shape[0] != W or W < 1:
+        raise ValueError("one bit count per key word")
+    cdef const uint64_t[:, ::1] kv = keys
+    cdef const uint64_t[:, ::1] pv = probes
+    cdef const int32_t[::1] wv = wb
+    cdef CtArrays ct
+    cdef CTable t
+    if ct_build(&kv[0, 0] if n else NULL, n, W, &wv[0], &ct) != 0:
+        raise MemoryError("cannot build the table")
+    dirs = _adopt(ct.dir, ct.n_dir, np.uint32)
+    offs = _adopt(ct.off, ct.n_off, np.uint8)
+    ents = _adopt(ct.ent, ct.n_ent, np.uint8)
+    cdef const uint32_t[::1] dv = dirs
+    cdef const unsigned char[::1] ov = offs
+    cdef const unsigned char[::1] ev = ents
+    ct_geometry(&t, n, W, &wv[0])
+    t.dir = &dv[0]
+    t.off = &ov[0]
+    t.ent = &ev[0]
+    t.dshift = ov[ov.shape[0] - 1]
+    out = np.zeros((n, W), dtype=np.uint64)
+    found = np.full(m, -2, dtype=np.int64)
+    buckets = np.zeros(n, dtype=np.uint64)
+    recs = np.zeros((n, W + 1), dtype=np.uint64)
+    cdef uint64_t[:, ::1] outv = out
+    cdef int64_t[::1] fv = found
+    cdef uint64_t[::1] bv = buckets
+    cdef uint64_t[:, ::1] rv = recs
+    if not ct_ids_ok(&t):
+        raise ValueError("ids out of range")
+    if n:
+        ct_keys(&t, &outv[0, 0])
+        for k in range(m):
+            fv[k] = ct_find(&t, &pv[k, 0], &rv[0, 0])
+        for k in range(n):
+            bv[k] = ct_query(&t, &kv[k, 0], &rv[k, 0])
+    buckets_vec = recs_vec = None
+    cdef uint64_t[::1] bvv
+    cdef uint64_t[:, ::1] rvv
+    if W == 1 and avx512_available():
+        buckets_vec = np.zeros(n, dtype=np.uint64)
+        recs_vec = np.zeros((n, 2), dtype=np.uint64)
+        bvv = buckets_vec
+        rvv = recs_vec
+        if n:
+            ct_query1_avx512(&t, &kv[0, 0], n, &rvv[0, 0], 2, &bvv[0])
+        recs_vec = recs_vec[:, 0]
+    return out, found, buckets, recs[:, 0].copy(), buckets_vec, recs_vec, int(t.dshift)

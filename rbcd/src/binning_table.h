@@ -234,6 +234,48 @@ static inline uint32_t rbcd_ct_start(const rbcd_ctable *t, uint64_t b)
     return t->dir[b >> t->dshift] + t->off[b];
 }
 
+/* rbcd_ct_query for single-word tables (t->W == 1), eight keys per vector:
+ * bucket[k] and rec[k * stride] of keys[k], k < n (AVX-512; dispatched at run
+ * time by the caller after rbcd_avx512_available()). The same values as
+ * rbcd_ct_query, bit for bit (the same integer operations). */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+__attribute__((target("avx512f,avx512dq")))
+static void rbcd_ct_query1_avx512(const rbcd_ctable *t, const uint64_t *keys, int64_t n,
+                                  uint64_t *rec, int64_t stride, uint64_t *bucket)
+{
+    const __m512i m = _mm512_set1_epi64((long long)rbcd_ct_mask(t->u));
+    const __m512i c1 = _mm512_set1_epi64((long long)RBCD_MUL1);
+    const __m512i c2 = _mm512_set1_epi64((long long)RBCD_MUL2);
+    const __m512i golden = _mm512_set1_epi64((long long)RBCD_GOLDEN);
+    const __m512i km = _mm512_set1_epi64((long long)t->kmask);
+    const __m128i s = _mm_cvtsi32_si128((t->u + 1) / 2);
+    const __m128i low = _mm_cvtsi32_si128(t->u - t->bbits);
+    uint64_t lanes[8];
+    int64_t k, i;
+    for (k = 0; k < n; k += 8) {
+        __mmask8 in = (n - k >= 8) ? (__mmask8)0xFF : (__mmask8)((1u << (n - k)) - 1u);
+        __m512i x = _mm512_maskz_loadu_epi64(in, keys + k);
+        x = _mm512_and_si512(_mm512_xor_si512(x, golden), m);
+        x = _mm512_and_si512(_mm512_mullo_epi64(x, c1), m);
+        x = _mm512_xor_si512(x, _mm512_srl_epi64(x, s));
+        x = _mm512_and_si512(_mm512_mullo_epi64(x, c2), m);
+        x = _mm512_xor_si512(x, _mm512_srl_epi64(x, s));
+        x = _mm512_and_si512(_mm512_mullo_epi64(x, c1), m);
+        _mm512_mask_storeu_epi64(bucket + k, in, t->bbits == 0 ? _mm512_setzero_si512()
+                                                                 : _mm512_srl_epi64(x, low));
+        if (stride == 1) {
+            _mm512_mask_storeu_epi64(rec + k, in, _mm512_and_si512(x, km));
+        } else {
+            _mm512_storeu_si512((void *)lanes, _mm512_and_si512(x, km));
+            for (i = 0; i < 8 && k + i < n; i++) rec[(k + i) * stride] = lanes[i];
+        }
+    }
+}
+#else
+static void rbcd_ct_query1_avx512(const rbcd_ctable *t, const uint64_t *keys, int64_t n,
+                                  uint64_t *rec, int64_t stride, uint64_t *bucket) { }
+#endif
+
 /* Local id of the key whose record key bits are rec (rbcd_ct_query) among records
  * p .. stop - 1 of t (its bucket), -1 if absent. */
 static inline int64_t rbcd_ct_scan(const rbcd_ctable *t, const uint64_t *rec,
