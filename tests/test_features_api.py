@@ -443,7 +443,7 @@ def test_pickled_state_round_trips_exactly():
                          "grid_ptr"):
                 np.testing.assert_array_equal(getattr(grids, name), getattr(rb._tables, name))
             # the rebuilt bucketed tables are the fitted ones, array for array
-            for group in ("dirs", "ents", "idss", "index"):
+            for group in ("dirs", "offs", "ents", "index"):
                 for a, b in zip(getattr(grids, group), getattr(rb._tables, group)):
                     assert (a is None) == (b is None)
                     if a is not None:
@@ -464,9 +464,9 @@ def test_unchecked_bucket_tables_keep_lookups_bounded():
     g = rb._tables
     bad = [np.full_like(a, 7) for a in g.dirs]
     with pytest.raises(ValueError, match="dirs"):
-        g.set_tables(g.grid_ptr, bad, list(g.ents), list(g.idss), True)
+        g.set_tables(g.grid_ptr, bad, list(g.offs), list(g.ents), True)
     with pytest.raises(ValueError, match="dirs"):
-        g.set_tables(g.grid_ptr, [a[:-1] for a in g.dirs], list(g.ents), list(g.idss), False)
+        g.set_tables(g.grid_ptr, [a[:-1] for a in g.dirs], list(g.offs), list(g.ents), False)
     Z = rb.transform(X[:50] + 1e3)  # far away: every lookup misses
     assert Z.shape == (50, rb.n_features_out_) and Z.nnz == 0
 
@@ -628,7 +628,7 @@ def _fitted_arrays(rb):
                          "shift", "n_words", "top_bits", "thr_ptr", "use_thr", "ent_j", "ent_t",
                          "ent_add", "range_lo", "range_hi", "grid_ptr"):
                 yield getattr(value, name)
-            for group in (value.dirs, value.ents, value.idss, value.index):
+            for group in (value.dirs, value.offs, value.ents, value.index):
                 yield from (a for a in group if a is not None)
 
 

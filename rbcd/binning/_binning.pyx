@@ -17,14 +17,15 @@ Design
   comparing packed keys is comparing bin vectors: a 64-bit hash only picks
   the slot and every hit is verified against the stored key. A bin outside
   ``[lo, hi]`` in some dimension was never seen in fit (no entry, no lookup).
-* Fitted tables (what transform reads and pickles hold) are bucketed
-  (``rbcd/src/binning_table.h``): a grid's keys grouped by the top bits of their
-  64-bit hash, 1 to 2 per bucket on average, with a uint32 directory of bucket
-  starts; the local id (+ 1) sits above the key's bits in the last key word when
-  they fit ("packed"), else in a uint32 array beside. Every lookup compares the
-  whole key (exact). Memory: 8 bytes per key word per bin + 2-4 of directory (+ 4
-  unpacked); a single-word grid of 10^6 bins at about 10 bytes per bin, against 25
-  for the power-of-two slot table plus keys of earlier releases.
+* Fitted tables (what transform reads; pickles hold the keys) are bucketed quotient
+  tables (``rbcd/src/binning_table.h``): the bucket of a key (1 to 2 per bucket
+  on average) is the top bits of a bijection of its widest word, mixed with a
+  hash of the others, so a record keeps only the rest of the key and the local
+  id + 1: ``ceil((key bits + 1) / 8)`` bytes. Bucket starts: a uint32 per 32
+  buckets plus a byte per bucket. Every lookup compares the whole key (bucket
+  and record bits: exact). Memory: about (key bits + 1) / 8 + 0.7 bytes per
+  bin, e.g. 8.7 for a 63-bit key, 12.7 for a 2-word key of 90 bits (10-12 and
+  20-23 with the plain keys, ids and uint32 directory of the previous layout).
 * Fit tables are open addressing with linear probing at load <= 0.7, local ids
   numbering bins by first appearance in row order:
   - "pk" (single-word keys whose bits leave room for ids up to N, the common
@@ -33,10 +34,15 @@ Design
     0.7, with the bin counts in a uint32 array by id: 15-16 bytes per bin;
   - "fat" (other single-word keys): 12-byte slots of key and id + 1, any
     capacity (slots as pk), counts by id: about 21 bytes per bin presized;
-  - multi-word keys: 8-byte slots ``(hash >> 32) << 32 | (local id + 1)`` (most
-    misses settled without touching the keys), keys and counts by id.
-  At the end of a grid's sweep its keys are laid out in id order, its probe
-  structure freed, and the bucketed table built from them (table_finish); after
+  - multi-word keys: 8-byte slots ``(hash mod 2**32) << 32 | (local id + 1)`` (most
+    misses settled without touching the keys; any capacity, slots as pk), keys and
+    counts by id: about 31 bytes per bin presized for two words.
+  A thread sweeps the rows once per group of its grids, a group holding at
+  most MAX_WIDE fat or multi-word tables (pk and direct ones do not count), so
+  that few wide tables are alive at once. At the end of a group each table's
+  keys are laid out in id order, its probe structure freed, its largest bin
+  count kept (the counts themselves only for the column structure), and the
+  bucketed table built from the keys (table_finish); between groups and after
   fit the allocator's free pages are handed back (``rbcd_release_free_memory``).
 * Threshold keys: for a single-word grid with few bins per column, the key
   is built without any division. ``x -> floor((x - u) / w)`` is monotone,
@@ -53,7 +59,7 @@ Design
 * Parallelism in fit: each thread owns a contiguous block of grids of about
   equal estimated cost (``bounds``; one table per grid, so the output does
   not depend on the thread count or the split) and
-  sweeps the rows once for all of them, in blocks of ``ROW_BLOCK`` rows.
+  sweeps the rows once per group of them (above), in blocks of ``ROW_BLOCK`` rows.
   Keys of a block are computed first and their slots prefetched, then
   probed in row order (memory-level parallelism); the block's local ids are
   staged grid by grid and copied to the row-major ids row by row. Fine
@@ -66,9 +72,9 @@ Design
   makes the floor provably equal to the division's (see ``rbcd_floor8``).
 * Transform is parallel over row blocks (tables read-only): per block and
   grid, keys (thresholds with range bounds where the grid has them), then a
-  dense index lookup (``random_binning._dense_index``) or the buckets' directory
-  entries prefetched, read, the buckets' first entries prefetched, the buckets
-  scanned. Hashed mode is
+  dense index lookup (``random_binning._dense_index``) or the keys' buckets and
+  records (``rbcd_ct_query``), the buckets' offsets prefetched, their starts read,
+  the buckets' first records prefetched, the buckets scanned. Hashed mode is
   parallel over rows; with AVX-512 a row's bins and hashes are computed for
   eight grids per vector (four independent multiply chains at a time) and its
   columns sorted by rank (vector compares, no data-dependent branch) up to
@@ -111,29 +117,37 @@ cdef extern from "binning_alloc.h" nogil:
 cdef extern from "binning_table.h" nogil:
     ctypedef struct CTable "rbcd_ctable":
         const uint32_t *dir
-        const uint64_t *ent
-        const uint32_t *ids
-        uint64_t kmask
+        const unsigned char *off
+        const unsigned char *ent
+        const int32_t *wbits
         int64_t n
-        int used
         int W
         int bbits
+        int E
+        int dshift
     ctypedef struct CtArrays "rbcd_ct_arrays":
         uint32_t *dir
-        uint64_t *ent
-        uint32_t *ids
+        unsigned char *off
+        unsigned char *ent
         int64_t n_dir
-        int bbits
+        int64_t n_off
+        int64_t n_ent
     uint64_t mulhi64 "rbcd_mulhi64"(uint64_t a, uint64_t b) noexcept
-    int ct_bits "rbcd_ct_bits"(int64_t n) noexcept
-    bint ct_packed "rbcd_ct_packed"(int64_t n, int used) noexcept
-    uint64_t ct_bucket "rbcd_ct_bucket"(uint64_t h, int bbits) noexcept
-    int64_t ct_scan "rbcd_ct_scan"(const CTable *t, const uint64_t *key, uint32_t p,
+    void ct_geometry "rbcd_ct_geometry"(CTable *t, int64_t n, int W, const int32_t *wbits) noexcept
+    uint32_t ct_start "rbcd_ct_start"(const CTable *t, uint64_t b) noexcept
+    void ct_query1_avx512 "rbcd_ct_query1_avx512"(const CTable *t, const uint64_t *keys, int64_t n,
+                                                  uint64_t *rec, int64_t stride,
+                                                  uint64_t *bucket) noexcept
+    uint64_t ct_query "rbcd_ct_query"(const CTable *t, const uint64_t *key, uint64_t *rec) noexcept
+    int64_t ct_scan "rbcd_ct_scan"(const CTable *t, const uint64_t *rec, uint32_t p,
                                    uint32_t stop) noexcept
-    int64_t ct_find "rbcd_ct_find"(const CTable *t, const uint64_t *key, uint64_t h) noexcept
-    int ct_build "rbcd_ct_build"(const uint64_t *keys, int64_t n, int W, int used,
+    int64_t ct_find "rbcd_ct_find"(const CTable *t, const uint64_t *key, uint64_t *rec) noexcept
+    int ct_build "rbcd_ct_build"(const uint64_t *keys, int64_t n, int W, const int32_t *wbits,
                                  CtArrays *out) noexcept
+    bint ct_ids_ok "rbcd_ct_ids_ok"(const CTable *t) noexcept
     void ct_keys "rbcd_ct_keys"(const CTable *t, uint64_t *out) noexcept
+    int CT_PAD "RBCD_CT_PAD"
+    int CT_DSHIFT "RBCD_CT_DSHIFT"
 
 cdef extern from "binning_keys.h" nogil:
     ctypedef struct Thresholds "rbcd_thresholds":
@@ -189,6 +203,7 @@ cdef enum:
     INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
     LABEL_BLOCK = 1024     # rows per block of training_labels (uint16 labels: 2 KiB, whole cache lines)
     MAX_GROUP = 256        # grids per sweep over the rows at most (their ids are staged per row block)
+    MAX_WIDE = 8           # wide-slot tables (multi-word or fat) per sweep at most (see fit_grid_block)
     TOUCH_AHEAD = 4        # row blocks ahead at which fit's threads first touch ids (see fit_grid_block)
     PAGE_BYTES = 4096
     PRESIZE_ROWS = 8192    # rows after which a table is sized for all rows (multiple of ROW_BLOCK)
@@ -275,6 +290,7 @@ ctypedef struct Layout:
     const int64_t *shift        # (R, d) bit offset of that field
     const int32_t *n_words      # (R,) 64-bit words of grid r's packed key
     const int32_t *top_bits     # (R,) bits used in the last word of grid r's key
+    const int32_t *word_bits    # (R, max_words) bits used in each word of grid r's key
     const int64_t *thr_ptr      # (R + 1,) grid r's thresholds: thr_ptr[r] .. thr_ptr[r + 1] - 1
     const unsigned char *use_thr  # (R,) grid r's keys come from its thresholds
     const int32_t *ent_j        # column of each threshold (sorted by grid, column, bin)
@@ -351,8 +367,9 @@ ctypedef struct Table:
     # One grid during fit. Exactly one of direct / pk / fat / slots is the
     # probe structure (see table_init); table_finish turns any of them into
     # the bucketed table ct (binning_table.h) that transform reads.
-    uint64_t *slots     # multi-word keys: capacity slots, 0 empty, else
-                        # tag << 32 | (local id + 1); keys in keys
+    uint64_t *slots     # multi-word keys: capacity slots (any capacity; slot of hash h:
+                        # mulhi64(h, capacity)), 0 empty, else (h mod 2**32) << 32 |
+                        # (local id + 1); keys in keys
     DirSlot *direct     # small key spaces: one slot per possible key
                         # (2**direct_bits), no hashing or probing
     int64_t direct_size
@@ -363,10 +380,11 @@ ctypedef struct Table:
                         # local id + 1 (any capacity, slots as pk); counts in counts
     uint64_t *keys      # n_bins * n_words packed keys, in local id order
     uint32_t *counts    # n_bins training rows per bin (N < 2**32 - 1)
-    int64_t capacity    # power of two (slots); any (pk, fat)
+    int64_t capacity    # slots of the probe structure (any number)
     int64_t n_bins
     int64_t keys_room   # bins that fit in keys / counts before a realloc
     int n_words
+    const int32_t *wbits  # (n_words,) key bits of each key word (the bucketed table's geometry)
     int used            # key bits of the last key word (pk: the id sits above them)
     uint64_t kmask      # (1 << used) - 1 (pk)
     int failed          # 1 after an allocation failure
@@ -374,7 +392,7 @@ ctypedef struct Table:
     CtArrays ct         # the fitted table, built by table_finish
 
 
-cdef int table_init(Table *t, int n_words, int used, int direct_bits,
+cdef int table_init(Table *t, int n_words, const int32_t *wbits, int used, int direct_bits,
                     int64_t n_rows) noexcept nogil:
     """An empty fit table: direct when ``direct_bits >= 0``, else pk for a
     single-word key whose ``used`` bits leave room for ids up to ``n_rows``, else
@@ -383,6 +401,7 @@ cdef int table_init(Table *t, int n_words, int used, int direct_bits,
     t.capacity = INITIAL_CAPACITY
     t.keys_room = INITIAL_CAPACITY // 2
     t.n_words = n_words
+    t.wbits = wbits
     t.used = used
     if direct_bits >= 0:
         t.direct_size = (<int64_t> 1) << direct_bits
@@ -391,7 +410,7 @@ cdef int table_init(Table *t, int n_words, int used, int direct_bits,
             t.failed = 1
             return -1
         return 0
-    if n_words == 1 and ct_packed(n_rows, used):
+    if n_words == 1 and used + _bit_length(<uint64_t> n_rows) <= 64:
         t.kmask = ((<uint64_t> 1) << used) - 1
         t.pk = <uint64_t *> big_calloc(t.capacity, sizeof(uint64_t))
         t.counts = <uint32_t *> big_malloc(t.keys_room * sizeof(uint32_t))
@@ -415,6 +434,14 @@ cdef int table_init(Table *t, int n_words, int used, int direct_bits,
     return 0
 
 
+cdef inline bint wide_table(int n_words, int used, int direct_bits, int64_t n_rows) noexcept nogil:
+    """True if table_init gives this grid a wide fit table: slots + keys (multi-word
+    keys) or fat slots (a single-word key without room for ids up to n_rows)."""
+    if direct_bits >= 0:
+        return False
+    return n_words > 1 or used + _bit_length(<uint64_t> n_rows) > 64
+
+
 cdef void table_free(Table *t) noexcept nogil:
     free(t.fat)
     t.fat = NULL
@@ -429,11 +456,11 @@ cdef void table_free(Table *t) noexcept nogil:
     t.keys = NULL
     t.counts = NULL
     free(t.ct.dir)
+    free(t.ct.off)
     free(t.ct.ent)
-    free(t.ct.ids)
     t.ct.dir = NULL
+    t.ct.off = NULL
     t.ct.ent = NULL
-    t.ct.ids = NULL
 
 
 cdef int fat_resize(Table *t, int64_t new_cap) noexcept nogil:
@@ -574,7 +601,7 @@ cdef int table_resize(Table *t, int64_t new_cap) noexcept nogil:
     Hashes of 16 keys (read in id order) are computed and their new slots
     prefetched before the inserts, so the random writes overlap.
     """
-    cdef uint64_t mask = <uint64_t> new_cap - 1, pos
+    cdef uint64_t cap = <uint64_t> new_cap, pos
     cdef uint64_t hs[16]
     cdef int64_t base, local, m, k
     if t.fat != NULL:
@@ -589,13 +616,15 @@ cdef int table_resize(Table *t, int64_t new_cap) noexcept nogil:
         m = t.n_bins - base if t.n_bins - base < 16 else 16
         for k in range(m):
             hs[k] = key_hash(t.keys + (base + k) * t.n_words, t.n_words)
-            prefetch(slots + (hs[k] & mask))
+            prefetch(slots + mulhi64(hs[k], cap))
         for k in range(m):
             local = base + k
-            pos = hs[k] & mask
+            pos = mulhi64(hs[k], cap)
             while slots[pos] != 0:
-                pos = (pos + 1) & mask
-            slots[pos] = ((hs[k] >> 32) << 32) | <uint64_t> (local + 1)
+                pos += 1
+                if pos == cap:
+                    pos = 0
+            slots[pos] = ((hs[k] & LOW32) << 32) | <uint64_t> (local + 1)
         base += m
     free(t.slots)
     t.slots = slots
@@ -632,8 +661,8 @@ cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nog
     Only when most rows so far opened a new bin (fine grids): then the count
     keeps growing about linearly and extrapolating it (at most n_rows) saves
     a chain of doublings over a large table. Coarse grids saturate and keep
-    the doubling. A pk or fat table (any capacity) gets exactly the load 0.7
-    for the estimate, and its counts room for it.
+    the doubling. The table (any capacity) gets exactly the load 0.7 for the
+    estimate, and its counts (and keys) room for it.
     """
     cdef int64_t est, cap
     if rows_seen <= 0 or 2 * t.n_bins <= rows_seen:
@@ -641,14 +670,9 @@ cdef int table_presize(Table *t, int64_t rows_seen, int64_t n_rows) noexcept nog
     est = <int64_t> (<double> t.n_bins * (<double> n_rows / <double> rows_seen)) + 1
     if est > n_rows:
         est = n_rows
-    cap = t.capacity
-    if t.pk != NULL or t.fat != NULL:
-        cap = (10 * est + 6) // 7 + 1
-        if table_room(t, est) != 0:
-            return -1
-    else:
-        while 7 * cap < 10 * est:
-            cap *= 2
+    cap = (10 * est + 6) // 7 + 1
+    if table_room(t, est) != 0:
+        return -1
     if cap > t.capacity:
         return table_resize(t, cap)
     return 0
@@ -689,7 +713,7 @@ cdef inline int64_t pk_add(Table *t, uint64_t key, uint64_t h) noexcept nogil:
 cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcept nogil:
     """Local id of ``key`` (fat or slots table), inserting it (next id) if new;
     -1 on allocation failure."""
-    cdef uint64_t mask, cap, pos, tag = h >> 32, s
+    cdef uint64_t cap, pos, tag = h & LOW32, s
     cdef int64_t local
     cdef FatSlot *f
     if 10 * (t.n_bins + 1) > 7 * t.capacity:  # load <= 0.7
@@ -720,8 +744,8 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
         t.counts[local] = 1
         t.n_bins += 1
         return local
-    mask = <uint64_t> t.capacity - 1
-    pos = h & mask
+    cap = <uint64_t> t.capacity
+    pos = mulhi64(h, cap)
     while True:
         s = t.slots[pos]
         if s == 0:
@@ -731,7 +755,9 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
             if keys_equal(t.keys + local * t.n_words, key, t.n_words):
                 t.counts[local] += 1
                 return local
-        pos = (pos + 1) & mask
+        pos += 1
+        if pos == cap:
+            pos = 0
     # first appearance: the next local id
     if t.n_bins == t.keys_room:
         if table_room(t, 2 * t.keys_room) != 0:
@@ -744,11 +770,11 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
     return local
 
 
-cdef void table_finish(Table *t) noexcept nogil:
+cdef void table_finish(Table *t, bint keep_counts) noexcept nogil:
     """End of fit for one table: keys and counts in id order (the probe structure
-    freed first where it can be), the largest bin count, then the bucketed table
-    t.ct (binning_table.h) and the keys freed. Afterwards the table holds only
-    t.ct and t.counts."""
+    freed first where it can be), the largest bin count (then the counts freed
+    unless ``keep_counts``), then the bucketed table t.ct (binning_table.h) and
+    the keys freed. Afterwards the table holds only t.ct (and t.counts if kept)."""
     cdef int64_t local
     cdef int rc = 0
     if t.failed:
@@ -770,7 +796,10 @@ cdef void table_finish(Table *t) noexcept nogil:
     for local in range(t.n_bins):
         if t.counts[local] > t.max_count:
             t.max_count = t.counts[local]
-    if ct_build(t.keys, t.n_bins, t.n_words, t.used, &t.ct) != 0:
+    if not keep_counts:
+        free(t.counts)
+        t.counts = NULL
+    if ct_build(t.keys, t.n_bins, t.n_words, t.wbits, &t.ct) != 0:
         t.failed = 1
         return
     free(t.keys)
@@ -805,6 +834,7 @@ ctypedef struct FitJob:
     bint simd                   # AVX-512 bins of division keys
     bint vec                    # AVX-512 threshold keys (over a transposed row block)
     bint thresholds             # threshold keys where the layout has them
+    bint keep_counts            # keep each table's bin counts after fit (want_counts)
 
 
 cdef void fit_grid_block(
@@ -847,16 +877,28 @@ cdef void fit_grid_block(
         for r in range(g0, g1):
             tables[r].failed = 1
     else:
-        # One sweep over the rows for all of the thread's grids (in groups of
-        # at most MAX_GROUP): X is read once, and each row block's ids are
-        # written row by row from the stage, whole cache lines at a time.
-        # A group's tables are created at its start and finished (exported)
-        # at its end.
+        # One sweep over the rows for a group of the thread's grids: X is
+        # read once per group, and each row block's ids are written row by
+        # row from the stage. A group's tables are created at its start and
+        # finished (exported to their compact form) at its end, so a group
+        # bounds the fit tables alive at once: at most MAX_GROUP grids, of
+        # which at most MAX_WIDE have wide fit tables (multi-word keys: slots,
+        # keys and counts, about 30-40 bytes per bin; fat: about 21). A thread
+        # of pk and direct tables only (at most about 15 bytes per bin) sweeps
+        # once.
         ga = g0
         while ga < g1:
-            gb = ga + MAX_GROUP if ga + MAX_GROUP < g1 else g1
+            gb = ga
+            n_g = 0
+            while gb < g1 and gb - ga < MAX_GROUP:
+                if wide_table(n_words[gb], L.top_bits[gb], direct_bits[gb], N):
+                    if n_g == MAX_WIDE:
+                        break
+                    n_g = n_g + 1
+                gb = gb + 1
             for r in range(ga, gb):
-                table_init(&tables[r], n_words[r], L.top_bits[r], direct_bits[r], N)
+                table_init(&tables[r], n_words[r], L.word_bits + r * L.max_words, L.top_bits[r],
+                           direct_bits[r], N)
             i0 = 0
             while i0 < N:
                 i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
@@ -921,7 +963,7 @@ cdef void fit_grid_block(
                         if t.fat != NULL:
                             prefetch(t.fat + mulhi64(hashes[k], <uint64_t> t.capacity))
                         else:
-                            prefetch(t.slots + (hashes[k] & <uint64_t> (t.capacity - 1)))
+                            prefetch(t.slots + mulhi64(hashes[k], <uint64_t> t.capacity))
                     if i0 == PRESIZE_ROWS:
                         if table_presize(t, i0, N) != 0:
                             t.failed = 1
@@ -944,7 +986,9 @@ cdef void fit_grid_block(
                         kc = kk
                 i0 = i1
             for r in range(ga, gb):
-                table_finish(&tables[r])
+                table_finish(&tables[r], job.keep_counts)
+            if gb < g1:
+                release_free_memory()  # the group's fit tables, before the next group's
             ga = gb
     PyMem_RawFree(q)
     PyMem_RawFree(keys)
@@ -1044,8 +1088,10 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
 
     Field j of grid r gets ``bit_length(hi - lo)`` bits, packed greedily into
     64-bit words (a field never straddles two words). Returns ``(word, shift,
-    n_words, top_bits)`` with shapes (R, d), (R, d), (R,), (R,): int32, int64, int32,
-    int32 (top_bits: the bits used in the last word of the key).
+    n_words, top_bits, word_bits)`` with shapes (R, d), (R, d), (R,), (R,), (R, W): int32,
+    int64, int32, int32, int32 (top_bits: the bits used in the last word of the key;
+    word_bits[r, k]: the bits used in word k of grid r's key, 0 past its last word,
+    W = the largest n_words).
     """
     cdef Py_ssize_t R = lo.shape[0], d = lo.shape[1], r, j
     word_arr = np.zeros((R, d), dtype=np.int32)
@@ -1078,7 +1124,16 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
             cur_shift += bits
         n_words[r] = cur_word + 1
         top[r] = cur_shift
-    return word_arr, shift_arr, n_words_arr, top_arr
+    wbits_arr = np.zeros((R, int(n_words_arr.max()) if R else 1), dtype=np.int32)
+    cdef int32_t[:, ::1] wbits = wbits_arr
+    for r in range(R):
+        for j in range(d):
+            span = <uint64_t> hi[r, j] - <uint64_t> lo[r, j]
+            if span:
+                bits = _bit_length(span) + <int> shift[r, j]
+                if bits > wbits[r, word[r, j]]:
+                    wbits[r, word[r, j]] = bits
+    return word_arr, shift_arr, n_words_arr, top_arr, wbits_arr
 
 
 def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] direct_bits,
@@ -1096,9 +1151,9 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see ``random_binning._grid_bounds``).
     paths : ``random_binning._Paths`` (its ``simd`` and ``thresholds``).
 
-    Returns ``(n_bins, max_count, dirs, ents, idss, counts)``: int64 (R,) arrays,
+    Returns ``(n_bins, max_count, dirs, offs, ents, counts)``: int64 (R,) arrays,
     lists of the per-grid arrays of the bucketed tables (binning_table.h: uint32
-    dir, uint64 entries, uint32 ids or None when packed), and the concatenated
+    dir, uint8 offsets, uint8 records), and the concatenated
     int64 bin counts in column order (None unless want_counts).
     Identical for every thread count: a grid's table is built by one thread.
     """
@@ -1128,6 +1183,7 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
     job.vec = bool(paths.simd) and avx512_available()
     job.simd = job.vec and grids.L.normal_widths
     job.thresholds = bool(paths.thresholds)
+    job.keep_counts = want_counts
     cdef Table *tables = <Table *> PyMem_RawCalloc(R, sizeof(Table))
     if tables == NULL:
         raise MemoryError("cannot allocate the bin tables")
@@ -1143,8 +1199,8 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         n_bins = np.empty(R, dtype=np.int64)
         max_count = np.empty(R, dtype=np.int64)
         dirs = []
+        offs = []
         ents = []
-        idss = []
         total = 0
         for r in range(R):
             n_bins[r] = tables[r].n_bins
@@ -1155,14 +1211,10 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
             # hand the table storage to numpy (no copy); the arrays free it
             dirs.append(_adopt(tables[r].ct.dir, tables[r].ct.n_dir, np.uint32))
             tables[r].ct.dir = NULL
-            ents.append(_adopt(tables[r].ct.ent, tables[r].n_bins * tables[r].n_words,
-                               np.uint64))
+            offs.append(_adopt(tables[r].ct.off, tables[r].ct.n_off, np.uint8))
+            tables[r].ct.off = NULL
+            ents.append(_adopt(tables[r].ct.ent, tables[r].ct.n_ent, np.uint8))
             tables[r].ct.ent = NULL
-            if tables[r].ct.ids != NULL:
-                idss.append(_adopt(tables[r].ct.ids, tables[r].n_bins, np.uint32))
-                tables[r].ct.ids = NULL
-            else:
-                idss.append(None)
             max_count[r] = tables[r].max_count
             if want_counts:
                 counts[total:total + tables[r].n_bins] = _copy_u32(tables[r].counts,
@@ -1175,7 +1227,7 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         PyMem_RawFree(tables)
         with nogil:
             release_free_memory()  # the fit tables' pages (see binning_alloc.h)
-    return n_bins, max_count, dirs, ents, idss, counts
+    return n_bins, max_count, dirs, offs, ents, counts
 
 
 _FORMATS = {
@@ -1211,14 +1263,14 @@ def empty(Py_ssize_t n, dtype):
 
 
 cdef object _adopt(void *ptr, Py_ssize_t n, dtype):
-    """A numpy array of ``n`` items of ``dtype`` (uint32 or uint64) owning the
+    """A numpy array of ``n`` items of ``dtype`` (uint8, uint32 or uint64) owning the
     malloc'd ``ptr`` (freed with the array)."""
     cdef cvarray arr
     dt = np.dtype(dtype)
     if n == 0:
         free(ptr)
         return np.empty(0, dtype=dt)
-    arr = cvarray(shape=(n,), itemsize=dt.itemsize, format="Q" if dt.itemsize == 8 else "I",
+    arr = cvarray(shape=(n,), itemsize=dt.itemsize, format={8: "Q", 4: "I", 1: "B"}[dt.itemsize],
                   mode="c", allocate_buffer=False)
     arr.data = <char *> ptr
     arr.callback_free_data = free
@@ -1306,6 +1358,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
     cdef double *xt
     cdef uint64_t *keys
     cdef uint64_t *hashes
+    cdef uint64_t *recs
     cdef unsigned char *inside
     cdef int64_t *stage
     cdef const CTable *tab
@@ -1320,6 +1373,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
     xt = NULL
     keys = NULL
     hashes = NULL
+    recs = NULL
     inside = NULL
     stage = NULL
     with nogil, parallel(num_threads=max(1, n_threads)):
@@ -1327,10 +1381,13 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
         xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK, sizeof(double))
         keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
         hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
+        # recs[k * max_words ..]: the record key bits of row i0 + k (rbcd_ct_query)
+        recs = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
         inside = <unsigned char *> PyMem_RawMalloc(ROW_BLOCK * sizeof(unsigned char))
         # stage[r * ROW_BLOCK + k]: local id of row i0 + k in grid r, or -1
         stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * R * sizeof(int64_t))
-        if q == NULL or xt == NULL or keys == NULL or hashes == NULL or inside == NULL or stage == NULL:
+        if (q == NULL or xt == NULL or keys == NULL or hashes == NULL or recs == NULL
+                or inside == NULL or stage == NULL):
             failed[0] = 1
         else:
             for b in prange(n_blocks, schedule="static"):
@@ -1346,19 +1403,16 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                             transpose_block(&X[0, 0], d, i0, i1, xt)
                             xt_ready = True
                         thr_keys_avx512(xt, ROW_BLOCK, n, d, L.range_lo + r * d, L.range_hi + r * d,
-                                        grid_thresholds(L, r), keys, hashes, inside)
+                                        grid_thresholds(L, r), keys, NULL, inside)
                     elif use_thresholds and L.use_thr[r]:
                         for k in range(n):
                             inside[k] = thr_key_range(&X[i0 + k, 0], d, L.range_lo + r * d,
                                                       L.range_hi + r * d, L.ent_j + e0,
                                                       L.ent_t + e0, L.ent_add + e0,
                                                       L.thr_ptr[r + 1] - e0, keys + k)
-                            hashes[k] = key_hash(keys + k, 1)
                     else:
                         for k in range(n):
                             inside[k] = grid_key(L, r, &X[i0 + k, 0], simd, q, keys + k * W)
-                            if inside[k]:
-                                hashes[k] = key_hash(keys + k * W, W)
                     index = G[r].index if use_index else NULL
                     if index != NULL:
                         for k in range(n):
@@ -1370,25 +1424,32 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                                 stage[r * ROW_BLOCK + k] = <int64_t> index[keys[k]] - 1
                         continue
                     tab = &G[r].tab
-                    # the buckets' dir entries prefetched (hashes[k] := the bucket) ...
-                    for k in range(n):
-                        if inside[k]:
-                            hashes[k] = ct_bucket(hashes[k], tab.bbits)
-                            prefetch(tab.dir + hashes[k])
+                    # the buckets (hashes[k]) and records of the keys, the buckets'
+                    # offsets prefetched ...
+                    if vec and W == 1:
+                        ct_query1_avx512(tab, keys, n, recs, max_words, hashes)
+                        for k in range(n):
+                            if inside[k]:
+                                prefetch(tab.off + hashes[k])
+                    else:
+                        for k in range(n):
+                            if inside[k]:
+                                hashes[k] = ct_query(tab, keys + k * W, recs + k * max_words)
+                                prefetch(tab.off + hashes[k])
                     # ... the bucket bounds read (stage := start | stop << 32) and
                     # the first entries prefetched ...
                     for k in range(n):
                         stage[r * ROW_BLOCK + k] = -1
                         if inside[k]:
-                            p0 = tab.dir[hashes[k]]
-                            p1 = tab.dir[hashes[k] + 1]
+                            p0 = ct_start(tab, hashes[k])
+                            p1 = ct_start(tab, hashes[k] + 1)
                             stage[r * ROW_BLOCK + k] = <int64_t> (<uint64_t> p0 | (<uint64_t> p1 << 32))
-                            prefetch(tab.ent + <uint64_t> p0 * <uint64_t> W)
+                            prefetch(tab.ent + <uint64_t> p0 * <uint64_t> tab.E)
                     # ... then the buckets scanned (exact key compare)
                     for k in range(n):
                         if inside[k]:
                             span = <uint64_t> stage[r * ROW_BLOCK + k]
-                            stage[r * ROW_BLOCK + k] = ct_scan(tab, keys + k * W,
+                            stage[r * ROW_BLOCK + k] = ct_scan(tab, recs + k * max_words,
                                                                <uint32_t> (span & LOW32),
                                                                <uint32_t> (span >> 32))
                 # row by row: the columns found, in grid order (sorted);
@@ -1405,6 +1466,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
         PyMem_RawFree(xt)
         PyMem_RawFree(keys)
         PyMem_RawFree(hashes)
+        PyMem_RawFree(recs)
         PyMem_RawFree(inside)
         PyMem_RawFree(stage)
     if failed[0]:
@@ -1756,9 +1818,9 @@ cdef class GridTables:
     cdef GridTable *grids
     cdef readonly bint fitted
     cdef readonly object widths, offsets, cmin, cmax, lo, hi, inv
-    cdef readonly object word, shift, n_words, top_bits
+    cdef readonly object word, shift, n_words, top_bits, word_bits
     cdef readonly object thr_ptr, use_thr, ent_j, ent_t, ent_add, range_lo, range_hi
-    cdef readonly object grid_ptr, dirs, ents, idss, index
+    cdef readonly object grid_ptr, dirs, offs, ents, index
 
     def __cinit__(self):
         self.grids = NULL
@@ -1785,7 +1847,8 @@ cdef class GridTables:
             raise ValueError("grid tables: lo must not exceed hi")
         if not (np.all(np.isfinite(self.widths)) and np.all(self.widths > 0)):
             raise ValueError("grid tables: widths must be finite and positive")
-        self.word, self.shift, self.n_words, self.top_bits = pack_layout(self.lo, self.hi)
+        (self.word, self.shift, self.n_words, self.top_bits,
+         self.word_bits) = pack_layout(self.lo, self.hi)
         self.inv = np.ascontiguousarray(1.0 / self.widths)
         if len(thresholds) != 7:
             raise ValueError("grid tables: thresholds must have 7 parts")
@@ -1820,6 +1883,7 @@ cdef class GridTables:
         cdef const int64_t[:, ::1] shift = self.shift
         cdef const int32_t[::1] n_words = self.n_words
         cdef const int32_t[::1] top_bits = self.top_bits
+        cdef const int32_t[:, ::1] word_bits = self.word_bits
         cdef const int64_t[::1] thr_ptr = self.thr_ptr
         cdef const unsigned char[::1] use_thr = self.use_thr
         cdef const int32_t[::1] ent_j = self.ent_j
@@ -1839,6 +1903,7 @@ cdef class GridTables:
         self.L.shift = &shift[0, 0]
         self.L.n_words = &n_words[0]
         self.L.top_bits = &top_bits[0]
+        self.L.word_bits = &word_bits[0, 0]
         self.L.thr_ptr = &thr_ptr[0]
         self.L.use_thr = &use_thr[0]
         self.L.ent_j = &ent_j[0] if ent_j.shape[0] else NULL
@@ -1852,75 +1917,70 @@ cdef class GridTables:
                 self.L.max_words = n_words[r]
         self.L.normal_widths = normal_widths(self.widths)
 
-    def set_tables(self, grid_ptr, dirs, ents, idss, bint check):
+    def set_tables(self, grid_ptr, dirs, offs, ents, bint check):
         """The fitted tables: ``grid_ptr`` (R + 1,) int64 column boundaries and per
-        grid the bucketed table of binning_table.h: ``dirs[r]`` uint32 (2**bbits + 1,),
-        ``ents[r]`` uint64 (n_bins * n_words,), ``idss[r]`` uint32 (n_bins,) or None
-        (packed). Dense indexes: ``set_index``.
+        grid the bucketed table of binning_table.h: ``offs[r]`` uint8 (2**bbits + 2,),
+        the buckets' offsets then dshift, ``dirs[r]`` uint32 (2**(bbits - dshift) + 1,)
+        and ``ents[r]`` uint8 (n_bins * E + RBCD_CT_PAD,), the records. Dense indexes:
+        ``set_index``.
 
-        Shapes and dtypes are always checked; with ``check`` also the bucket
-        directory's contract (from 0 to n_bins, non-decreasing: every lookup ends
-        within the entries) and every id within the grid's bins."""
+        Shapes and dtypes are always checked; with ``check`` also the bucket starts'
+        contract (from 0 to n_bins, non-decreasing: every lookup ends within the
+        records) and every record's id within the grid's bins."""
         cdef Py_ssize_t R = self.L.R, r
         cdef GridTable *G
         cdef const uint32_t[::1] dv
-        cdef const uint64_t[::1] ev
-        cdef const uint32_t[::1] iv
-        cdef const int32_t[::1] top = self.top_bits
+        cdef const unsigned char[::1] ov
+        cdef const unsigned char[::1] ev
+        cdef int64_t nb
         gp = _array(grid_ptr, np.int64, (R + 1,), "grid_ptr")
         if gp[0] != 0 or np.any(np.diff(gp) < 0):
             raise ValueError("grid tables: grid_ptr must be non-decreasing from 0")
-        if not (isinstance(dirs, list) and isinstance(ents, list) and isinstance(idss, list)
-                and len(dirs) == R and len(ents) == R and len(idss) == R):
-            raise ValueError(f"grid tables: dirs, ents and idss must be lists of {R} arrays")
+        if not (isinstance(dirs, list) and isinstance(offs, list) and isinstance(ents, list)
+                and len(dirs) == R and len(offs) == R and len(ents) == R):
+            raise ValueError(f"grid tables: dirs, offs and ents must be lists of {R} arrays")
         n_bins = np.diff(gp)
         if np.any(n_bins >= <int64_t> LOW32):
             raise ValueError("grid tables: a grid has too many bins")
-        dirs = [_array(a, np.uint32, ((1 << ct_bits(n_bins[r])) + 1,), f"dirs[{r}]")
-                for r, a in enumerate(dirs)]
-        ents = [_array(a, np.uint64, (int(n_bins[r]) * int(self.n_words[r]),), f"ents[{r}]")
-                for r, a in enumerate(ents)]
-        for r in range(R):
-            if ct_packed(n_bins[r], top[r]):
-                if idss[r] is not None:
-                    raise ValueError(f"grid tables: idss[{r}] must be None (packed)")
-            else:
-                idss[r] = _array(idss[r], np.uint32, (int(n_bins[r]),), f"idss[{r}]")
-        if check:
-            for r in range(R):
-                d_ = dirs[r]
-                if d_[0] != 0 or d_[d_.shape[0] - 1] != n_bins[r] or np.any(d_[1:] < d_[:-1]):
-                    raise ValueError(f"grid tables: dirs[{r}] must rise from 0 to the grid's bins")
-                if idss[r] is not None:
-                    if n_bins[r] and idss[r].max() >= n_bins[r]:
-                        raise ValueError(f"grid tables: idss[{r}] holds ids beyond the grid's bins")
-                elif n_bins[r]:
-                    last = ents[r][int(self.n_words[r]) - 1::int(self.n_words[r])] >> np.uint64(top[r])
-                    if last.min() < 1 or last.max() > n_bins[r]:
-                        raise ValueError(f"grid tables: ents[{r}] holds ids beyond the grid's bins")
         G = <GridTable *> PyMem_RawCalloc(max(R, 1), sizeof(GridTable))
         if G == NULL:
             raise MemoryError("cannot allocate the grid tables")
-        for r in range(R):
-            dv = dirs[r]
-            ev = ents[r]
-            G[r].tab.dir = &dv[0]
-            G[r].tab.ent = &ev[0] if ev.shape[0] else NULL
-            G[r].tab.ids = NULL
-            if idss[r] is not None:
-                iv = idss[r]
-                G[r].tab.ids = &iv[0] if iv.shape[0] else NULL
-            G[r].tab.n = n_bins[r]
-            G[r].tab.W = self.L.n_words[r]
-            G[r].tab.used = top[r]
-            G[r].tab.bbits = ct_bits(n_bins[r])
-            G[r].tab.kmask = ((<uint64_t> 1) << top[r]) - 1 if idss[r] is None else ~(<uint64_t> 0)
-            G[r].n_bins = n_bins[r]
-            G[r].col0 = gp[r]
-            G[r].index = NULL
+        try:
+            dirs, offs, ents = list(dirs), list(offs), list(ents)
+            for r in range(R):
+                ct_geometry(&G[r].tab, n_bins[r], self.L.n_words[r],
+                            self.L.word_bits + r * self.L.max_words)
+                nb = (<int64_t> 1) << G[r].tab.bbits
+                offs[r] = _array(offs[r], np.uint8, (nb + 2,), f"offs[{r}]")
+                G[r].tab.dshift = offs[r][nb + 1]
+                if G[r].tab.dshift > min(CT_DSHIFT, G[r].tab.bbits):
+                    raise ValueError(f"grid tables: offs[{r}] ends with a bad dshift")
+                dirs[r] = _array(dirs[r], np.uint32, ((nb >> G[r].tab.dshift) + 1,), f"dirs[{r}]")
+                ents[r] = _array(ents[r], np.uint8, (int(n_bins[r]) * G[r].tab.E + CT_PAD,),
+                                 f"ents[{r}]")
+                dv = dirs[r]
+                ov = offs[r]
+                ev = ents[r]
+                G[r].tab.dir = &dv[0]
+                G[r].tab.off = &ov[0]
+                G[r].tab.ent = &ev[0]
+                G[r].n_bins = n_bins[r]
+                G[r].col0 = gp[r]
+                G[r].index = NULL
+                if check:
+                    starts = (dirs[r][np.arange(nb + 1) >> G[r].tab.dshift].astype(np.int64)
+                              + offs[r][:nb + 1])
+                    if starts[0] != 0 or starts[nb] != n_bins[r] or np.any(np.diff(starts) < 0):
+                        raise ValueError(f"grid tables: dirs[{r}] and offs[{r}] must rise from 0 "
+                                         "to the grid's bins")
+                    if not ct_ids_ok(&G[r].tab):
+                        raise ValueError(f"grid tables: ents[{r}] holds ids beyond the grid's bins")
+        except BaseException:
+            PyMem_RawFree(G)
+            raise
         PyMem_RawFree(self.grids)
         self.grids = G
-        self.grid_ptr, self.dirs, self.ents, self.idss = gp, dirs, ents, idss
+        self.grid_ptr, self.dirs, self.offs, self.ents = gp, dirs, offs, ents
         self.index = [None] * R
         self.fitted = True
 
@@ -1985,12 +2045,12 @@ cdef class GridTables:
         """Bytes of every array this object holds."""
         total = 0
         for a in (self.widths, self.offsets, self.cmin, self.cmax, self.lo, self.hi, self.inv,
-                  self.word, self.shift, self.n_words, self.top_bits, self.thr_ptr, self.use_thr,
+                  self.word, self.shift, self.n_words, self.top_bits, self.word_bits, self.thr_ptr, self.use_thr,
                   self.ent_j, self.ent_t, self.ent_add, self.range_lo, self.range_hi,
                   self.grid_ptr):
             if a is not None:
                 total += a.nbytes
-        for group in (self.dirs, self.ents, self.idss, self.index):
+        for group in (self.dirs, self.offs, self.ents, self.index):
             for a in group or ():
                 if a is not None:
                     total += a.nbytes
@@ -2018,19 +2078,19 @@ def tables_from_keys(GridTables gt, grid_ptr, keys):
     n_bins = np.diff(gp)
     if np.any(n_bins >= <int64_t> LOW32):
         raise ValueError("grid tables: a grid has too many bins")
-    dirs, ents, idss = [], [], []
+    dirs, offs, ents = [], [], []
     for r in range(R):
         W = gt.L.n_words[r]
         n = n_bins[r]
         k = _array(keys[r], np.uint64, (int(n) * W,), f"keys[{r}]")
         _check_keys(gt, r, k, n)
         kv = k
-        if ct_build(&kv[0] if n else NULL, n, W, gt.L.top_bits[r], &ct) != 0:
+        if ct_build(&kv[0] if n else NULL, n, W, gt.L.word_bits + r * gt.L.max_words, &ct) != 0:
             raise MemoryError("cannot allocate the grid tables")
         dirs.append(_adopt(ct.dir, ct.n_dir, np.uint32))
-        ents.append(_adopt(ct.ent, n * W, np.uint64))
-        idss.append(_adopt(ct.ids, n, np.uint32) if ct.ids != NULL else None)
-    gt.set_tables(gp, dirs, ents, idss, True)
+        offs.append(_adopt(ct.off, ct.n_off, np.uint8))
+        ents.append(_adopt(ct.ent, ct.n_ent, np.uint8))
+    gt.set_tables(gp, dirs, offs, ents, True)
     # no key repeats: every key is found under its own id (a repeated key would be
     # found under the first of its ids)
     for r in range(R):
@@ -2043,8 +2103,10 @@ cdef bint _keys_found(GridTables gt, Py_ssize_t r, keys_arr):
     cdef const CTable *t = &gt.grids[r].tab
     cdef int W = t.W
     cdef int64_t local
+    rec_arr = np.zeros(W + 1, dtype=np.uint64)
+    cdef uint64_t[::1] rec = rec_arr
     for local in range(t.n):
-        if ct_find(t, &keys[local * W], key_hash(&keys[local * W], W)) != local:
+        if ct_find(t, &keys[local * W], &rec[0]) != local:
             return False
     return True
 
@@ -2144,3 +2206,68 @@ cdef inline int _bit_length(uint64_t v) noexcept nogil:
         bits += 1
         v >>= 1
     return bits
+
+
+def _ct_check(keys_arr, wbits_arr, probes_arr):
+    """Test hook for binning_table.h: build the bucketed table of ``keys_arr``
+    (uint64 (n, W), distinct, word k within ``wbits_arr[k]`` bits) and return
+    ``(keys_out, found, buckets, recs, buckets_vec, recs_vec, dshift)``: its keys exported in
+    id order, the id found by lookup of each of ``probes_arr`` (uint64 (m, W), each
+    word within its bits; -1 if absent), and each key's bucket and first record word
+    from rbcd_ct_query and (single-word keys on an AVX-512 CPU, else None)
+    rbcd_ct_query1_avx512, and the table's dshift."""
+    keys = np.ascontiguousarray(keys_arr, dtype=np.uint64)
+    probes = np.ascontiguousarray(probes_arr, dtype=np.uint64)
+    wb = np.ascontiguousarray(wbits_arr, dtype=np.int32)
+    cdef int64_t n = keys.shape[0], m = probes.shape[0], k
+    if probes.ndim != 2 or probes.shape[1] != keys.shape[1]:
+        raise ValueError("probes must have the keys' words")
+    cdef int W = keys.shape[1]
+    if wb.shape[0] != W or W < 1:
+        raise ValueError("one bit count per key word")
+    cdef const uint64_t[:, ::1] kv = keys
+    cdef const uint64_t[:, ::1] pv = probes
+    cdef const int32_t[::1] wv = wb
+    cdef CtArrays ct
+    cdef CTable t
+    if ct_build(&kv[0, 0] if n else NULL, n, W, &wv[0], &ct) != 0:
+        raise MemoryError("cannot build the table")
+    dirs = _adopt(ct.dir, ct.n_dir, np.uint32)
+    offs = _adopt(ct.off, ct.n_off, np.uint8)
+    ents = _adopt(ct.ent, ct.n_ent, np.uint8)
+    cdef const uint32_t[::1] dv = dirs
+    cdef const unsigned char[::1] ov = offs
+    cdef const unsigned char[::1] ev = ents
+    ct_geometry(&t, n, W, &wv[0])
+    t.dir = &dv[0]
+    t.off = &ov[0]
+    t.ent = &ev[0]
+    t.dshift = ov[ov.shape[0] - 1]
+    out = np.zeros((n, W), dtype=np.uint64)
+    found = np.full(m, -2, dtype=np.int64)
+    buckets = np.zeros(n, dtype=np.uint64)
+    recs = np.zeros((n, W + 1), dtype=np.uint64)
+    cdef uint64_t[:, ::1] outv = out
+    cdef int64_t[::1] fv = found
+    cdef uint64_t[::1] bv = buckets
+    cdef uint64_t[:, ::1] rv = recs
+    if not ct_ids_ok(&t):
+        raise ValueError("ids out of range")
+    if n:
+        ct_keys(&t, &outv[0, 0])
+        for k in range(m):
+            fv[k] = ct_find(&t, &pv[k, 0], &rv[0, 0])
+        for k in range(n):
+            bv[k] = ct_query(&t, &kv[k, 0], &rv[k, 0])
+    buckets_vec = recs_vec = None
+    cdef uint64_t[::1] bvv
+    cdef uint64_t[:, ::1] rvv
+    if W == 1 and avx512_available():
+        buckets_vec = np.zeros(n, dtype=np.uint64)
+        recs_vec = np.zeros((n, 2), dtype=np.uint64)
+        bvv = buckets_vec
+        rvv = recs_vec
+        if n:
+            ct_query1_avx512(&t, &kv[0, 0], n, &rvv[0, 0], 2, &bvv[0])
+        recs_vec = recs_vec[:, 0]
+    return out, found, buckets, recs[:, 0].copy(), buckets_vec, recs_vec, int(t.dshift)

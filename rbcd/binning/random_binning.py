@@ -865,8 +865,8 @@ def _fit_memory(n_rows, n_grids, n_varying, copy_bytes, out_bytes_per_entry):
     """A lower estimate of the bytes a fit or transform needs at its peak: the grid
     arrays, the dense copy of the varying columns, and Z's arrays (``out_bytes_per_entry``
     per row and grid: indices, values and the kernels' scratch). The tables come on
-    top (they depend on the bins found, from a few bytes per grid to, with single-word
-    keys, about 15 bytes per bin during fit and 9 after: _binning's design notes)."""
+    top (they depend on the bins found, from a few bytes per grid to about 15 bytes per
+    bin during fit and (key bits + 1) / 8 + 0.7 after: _binning's design notes)."""
     return (GRID_BYTES_PER_ENTRY * n_grids * max(n_varying, 1) + copy_bytes
             + out_bytes_per_entry * n_rows * n_grids + 8 * (n_rows + n_grids))
 
@@ -1245,7 +1245,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         direct = _direct_bits(lo, hi, grids.n_words, n_samples, key_bits, paths.direct)
         bounds = _grid_bounds(_grid_costs(grids.thr_ptr, grids.use_thr, direct, grids.n_words,
                                           X.shape[1]), n_threads)
-        n_bins, max_count, dirs, ents, idss, counts = _binning.fit_tables(
+        n_bins, max_count, dirs, offs, ents, counts = _binning.fit_tables(
             X, grids, direct, ids, mode == "columns", bounds, paths)
         self._constant_columns = constant
         self._widths, self._offsets = (None, None) if constant is not None else (widths, offsets)
@@ -1260,7 +1260,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             self.grid_ptr_ = np.zeros(R + 1, dtype=np.int64)
             np.cumsum(n_bins, out=self.grid_ptr_[1:])
             self.n_features_out_ = int(self.grid_ptr_[-1])
-            grids.set_tables(self.grid_ptr_, dirs, ents, idss, False)
+            grids.set_tables(self.grid_ptr_, dirs, offs, ents, False)
             grids.set_index(_dense_index(lo, hi, grids.n_words, n_bins, grids.keys_by_id,
                                          key_bits))
             self._tables = grids
@@ -1268,7 +1268,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             self.grid_ptr_ = None
             self.n_features_out_ = int(self.n_features)
             self._tables = None
-            del dirs, ents, idss
+            del dirs, offs, ents
         return X, ids, counts, n_threads
 
     @fit_context

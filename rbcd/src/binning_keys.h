@@ -257,7 +257,8 @@ static inline __m512i rbcd_mix64v(__m512i z)
  * number of the grid's thresholds (thr) of column j that x_j reaches.
  * Eight rows per vector: xt is the row block transposed (column j at
  * xt + j * stride, lanes past n are computed and ignored). Also the key
- * hashes (key_hash with one word: mix64((GOLDEN ^ key) + GOLDEN)).
+ * hashes (key_hash with one word: mix64((GOLDEN ^ key) + GOLDEN)) unless
+ * hashes is NULL.
  * For new rows (transform) rlo / rhi are given and inside[k] = 1 iff every
  * column of row k lies within the grid's training bins, i.e.
  * rlo[j] <= x_j < rhi[j] (rlo: smallest value in bin lo, rhi: smallest
@@ -303,8 +304,9 @@ static void rbcd_thr_keys_avx512(const double *xt, Py_ssize_t stride, Py_ssize_t
             }
         }
         _mm512_storeu_si512((void *)(keys + k), acc);
-        _mm512_storeu_si512((void *)(hashes + k),
-                            rbcd_mix64v(_mm512_add_epi64(_mm512_xor_si512(golden, acc), golden)));
+        if (hashes != NULL)
+            _mm512_storeu_si512((void *)(hashes + k),
+                                rbcd_mix64v(_mm512_add_epi64(_mm512_xor_si512(golden, acc), golden)));
         if (inside != NULL)
             for (m = 0; m < 8; m++) inside[k + m] = (unsigned char)((in >> m) & 1);
     }
