@@ -41,36 +41,40 @@ def _dense(X):
     return X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
 
 
-def median_l1_distance(X, n_pairs=N_PAIRS):
+def _median_pair_distance(X, n_pairs, pair_distance):
+    """The median of pair_distance(row i, row j) over the sampled pairs (1.0 for fewer
+    than two rows; the fallback of _median_or_fallback when the median is 0)."""
     n = X.shape[0]
     if n < 2:
         return 1.0
     dense = _dense(X)
-    distances = []
-    for i, j in _pairs(n, n_pairs):
-        total = 0.0
-        for k in range(dense.shape[1]):
-            total += abs(float(dense[i, k]) - float(dense[j, k]))
-        distances.append(total)
-    return _median_or_fallback(distances)
+    return _median_or_fallback([pair_distance(dense[i], dense[j]) for i, j in _pairs(n, n_pairs)])
+
+
+def _l1(a, b):
+    total = 0.0
+    for k in range(a.shape[0]):
+        total += abs(float(a[k]) - float(b[k]))
+    return total
+
+
+def _l2(a, b):
+    total = 0.0
+    for k in range(a.shape[0]):
+        diff = float(a[k]) - float(b[k])
+        total += diff * diff
+    return np.sqrt(total)
+
+
+def median_l1_distance(X, n_pairs=N_PAIRS):
+    return _median_pair_distance(X, n_pairs, _l1)
 
 
 L2_FACTOR = 0.35
 
 
 def median_l2_distance(X, n_pairs=N_PAIRS):
-    n = X.shape[0]
-    if n < 2:
-        return 1.0
-    dense = _dense(X)
-    distances = []
-    for i, j in _pairs(n, n_pairs):
-        total = 0.0
-        for k in range(dense.shape[1]):
-            diff = float(dense[i, k]) - float(dense[j, k])
-            total += diff * diff
-        distances.append(np.sqrt(total))
-    return _median_or_fallback(distances)
+    return _median_pair_distance(X, n_pairs, _l2)
 
 
 def scale_sigma_l2(X, factor=L2_FACTOR):

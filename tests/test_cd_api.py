@@ -426,3 +426,15 @@ def test_uncentred_advice_is_the_same_from_counts_and_from_unit_weights():
         msgs.append(str(rec[0].message))
     assert "not centred: column 2 has" in msgs[0]
     assert msgs[0] == msgs[1]
+
+
+def test_serial_mode_runs_on_one_thread_whatever_n_jobs():
+    # serial CD (parallel=None, or "auto" below the grid size) runs its epochs and its
+    # per-epoch passes on one thread (rbcd.solvers.cd._resolve_mode): n_jobs=2 gives the
+    # same fit, reported as one thread
+    Z, y = data()
+    fits = [quiet_fit(CDRegressor(max_epochs=5, n_jobs=n, parallel=p, random_state=0), Z, y)
+            for p in (None, "auto") for n in (1, 2)]
+    for est in fits:
+        assert est.parallel_ is None and est.n_threads_ == 1
+        assert np.array_equal(est.coef_, fits[0].coef_)

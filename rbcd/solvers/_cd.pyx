@@ -340,13 +340,12 @@ cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double
         if z != NULL:
             dz = delta * z[k]
         if tx != NULL:
-            atomic_add(&u[i], dz)  # (P.ex goes stale: Hogwild refreshes it after the epoch)
+            atomic_add(&u[i], dz)
+            # (P.ex goes stale: Hogwild refreshes it after the epoch)
+            dv[i] = loss_deriv(loss, u[i], y[i])
         else:
             u[i] += dz
-            if P.ex != NULL:
-                set_deriv(P, i)
-                continue
-        dv[i] = loss_deriv(loss, u[i], y[i])
+            set_deriv(P, i)
 
 
 cdef inline void set_deriv(const Prob* P, Py_ssize_t i) noexcept nogil:
@@ -361,12 +360,17 @@ cdef inline void set_deriv(const Prob* P, Py_ssize_t i) noexcept nogil:
         P.dv[i] = loss_deriv(P.loss, P.u[i], P.y[i])
 
 
-cdef void _shift_rows(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, double delta) noexcept nogil:
-    # numpy: p[lo:hi] += delta, then loss' (and the logistic state) from p afresh
-    cdef Py_ssize_t i
-    for i in range(lo, hi):
-        P.u[i] += delta
-    refresh_derivs(P, lo, hi)
+cdef void shift_rows(const Prob* P, double delta, int T) noexcept nogil:
+    # numpy: p += delta (if delta != 0), then loss' (and the logistic state) from p afresh;
+    # elementwise, in parallel blocks of OBJ_BLOCK rows
+    cdef Py_ssize_t q, i, lo, hi
+    for q in prange((P.N + OBJ_BLOCK - 1) // OBJ_BLOCK, num_threads=T, schedule="static"):
+        lo = q * OBJ_BLOCK
+        hi = min(P.N, (q + 1) * OBJ_BLOCK)
+        if delta != 0.0:
+            for i in range(lo, hi):
+                P.u[i] += delta
+        refresh_derivs(P, lo, hi)
 
 
 cdef void refresh_derivs(const Prob* P, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
@@ -1268,7 +1272,6 @@ cdef class CDProblem:
         """b <- b - g_b / beta, p += delta_b (exact for the squared loss); the loss' and the
         logistic state from p afresh (elementwise, in parallel row blocks)."""
         cdef double g, delta, b_new
-        cdef Py_ssize_t q, nbk = (self.P.N + OBJ_BLOCK - 1) // OBJ_BLOCK
         cdef int T = self._pass_threads(n_threads)
         self.sums_ok = False
         with nogil:
@@ -1276,9 +1279,7 @@ cdef class CDProblem:
             b_new = self.b - g / self.beta
             delta = b_new - self.b
             if delta != 0.0:
-                for q in prange(nbk, num_threads=T, schedule="static"):
-                    _shift_rows(&self.P, q * OBJ_BLOCK, min(self.P.N, (q + 1) * OBJ_BLOCK),
-                                delta)
+                shift_rows(&self.P, delta, T)
         self.b = b_new
 
     def epoch(self, int mode, int n_threads):
@@ -1288,16 +1289,12 @@ cdef class CDProblem:
 
         The logistic state exp(y p) (cd_kernels.h) is moved by factors during the epoch and
         computed afresh from p once per epoch: by the intercept step, or here without one."""
-        cdef Py_ssize_t q, nbk
-        cdef int T
+        cdef int T = self._pass_threads(n_threads)
         self._epoch(mode, n_threads)
         if self.P.ex != NULL and not self.fit_intercept and not (
                 mode == HOGWILD and n_threads > 1):  # (Hogwild's threads refreshed it)
-            T = self._pass_threads(n_threads)
-            nbk = (self.P.N + OBJ_BLOCK - 1) // OBJ_BLOCK
             with nogil:
-                for q in prange(nbk, num_threads=T, schedule="static"):
-                    refresh_derivs(&self.P, q * OBJ_BLOCK, min(self.P.N, (q + 1) * OBJ_BLOCK))
+                shift_rows(&self.P, 0.0, T)
 
     cdef _epoch(self, int mode, int n_threads):
         cdef Prob* P = &self.P
