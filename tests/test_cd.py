@@ -242,6 +242,46 @@ def test_grid_mode_large_grids_bitwise_thread_invariant(selection):
     assert a.objective_history_[-1] <= c.objective_history_[0]
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_grids_of_one_row_per_bin_split_across_threads_bitwise(loss):
+    # every row alone in its bins (D = N R): the grids take their bins' own steps, split
+    # into chunks of contiguous bins across threads from grid_par_min entries; 20,000
+    # entries per grid make several chunks. Streamed and per-bin grid epochs, 1-3 threads
+    # and the serial cyclic epoch (the same steps in order) agree bit for bit; the twin to
+    # rounding.
+    from rbcd.binning.random_binning import RandomBinning
+
+    rng = np.random.default_rng(11)
+    X = rng.uniform(size=(20000, 6))
+    t = np.sin(6 * X[:, 0]) + X[:, 1] + 0.1 * rng.standard_normal(20000)
+    rb = RandomBinning(n_grids=3, sigma=0.01, random_state=0).fit(X)
+    Z = rb.transform(X)
+    assert Z.shape[1] > 0.99 * Z.nnz  # about one row per bin
+    if loss != "squared":
+        t = np.where(t > np.median(t), 1.0, -1.0)
+    Est = CDRegressor if loss == "squared" else CDClassifier
+    kw = dict(alpha=1e-5, l1_ratio=0.7, max_epochs=3, tol=0.0, selection="cyclic",
+              random_state=2)
+    fits = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for stream in (True, False):
+            with forced_paths(grid_stream=stream, grid_par_min=0):
+                for n_jobs in (1, 2, 3):
+                    fits[stream, n_jobs] = Est(parallel="grid", n_jobs=n_jobs, **kw).fit(
+                        Z, t, columns=rb)
+        fits["serial"] = Est(parallel=None, n_jobs=1, **kw).fit(Z, t, columns=rb)
+        b = estimator(ref, loss, parallel="grid", **kw).fit(Z, t, columns=rb)
+    a = fits[True, 1]
+    assert np.count_nonzero(a.coef_) > 1000
+    for key, f in fits.items():
+        assert np.array_equal(f.coef_, a.coef_), key
+        assert np.array_equal(np.asarray(f.intercept_), np.asarray(a.intercept_)), key
+        assert f.objective_history_ == a.objective_history_, key
+    assert fits[True, 2].n_threads_ == (2 if openmp_is_enabled() else 1)
+    assert np.allclose(a.coef_, b.coef_, **TIGHT)
+
+
 def test_grid_mode_with_random_binning_and_rbcolumns():
     from rbcd.binning.random_binning import RandomBinning
 

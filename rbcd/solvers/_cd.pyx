@@ -25,7 +25,7 @@ RB fast path: when every stored value of Z equals one constant (random binning: 
 import numpy as np
 
 from cython.parallel cimport prange
-from libc.math cimport exp, fabs, log1p
+from libc.math cimport NAN, exp, fabs, log1p
 from libc.stdlib cimport free, malloc
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
@@ -90,6 +90,7 @@ cdef enum:
     # execution overlaps those misses)
     LOOK = 8
     GRID_CHUNK = 16
+    GRID_CHUNK_ENTRIES = 4096
     # Hogwild threads claim the epoch's steps in chunks of this many from a shared counter,
     # so a thread that the OS preempts holds up at most one chunk, not half the epoch
     HOGWILD_CHUNK = 1024
@@ -101,6 +102,10 @@ cdef enum:
     # two factors (two exps for the column), a shorter one by one exp per row
     FACTOR_MIN_ROWS = 3
     OBJ_BLOCK = 65536
+    # a column block of the passes over the columns (objective norms, convergence scan)
+    # ends at COL_BLOCK columns or before it would exceed COL_BLOCK_ENTRIES stored entries
+    COL_BLOCK = 4096
+    COL_BLOCK_ENTRIES = 32768
 
 ctypedef fused idx_t:
     int32_t
@@ -229,6 +234,8 @@ cdef struct Prob:
     Loss loss
     double lam1
     double lam2
+    const int64_t* cblk        # (n_cblk + 1,) the column blocks of the passes over the
+    Py_ssize_t n_cblk          # columns (column_blocks): fixed by the matrix, not by T
 
 
 cdef struct Tx:
@@ -816,15 +823,21 @@ cdef void grid_epoch(const Prob* P, const Grids* G, Sched* S, int T) noexcept no
 
 cdef void grid_bin_steps(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, int T) noexcept nogil:
     """The steps of the bins lo..hi-1 of one grid, each on its own column: their rows are
-    disjoint, so any order and any split across threads (chunks of GRID_CHUNK bins) gives
-    the same iterates."""
-    cdef Py_ssize_t c
-    if T == 1:
+    disjoint, so any order and any split across threads gives the same iterates. The split:
+    contiguous chunks of bins, each about GRID_CHUNK_ENTRIES stored entries and at least
+    GRID_CHUNK bins (a chunk's claim from the shared counter costs a cache-line transfer,
+    which must stay small next to the chunk's steps)."""
+    cdef Py_ssize_t c, n_chunks
+    cdef Py_ssize_t n_bins = hi - lo
+    cdef int64_t entries = P.indptr[hi] - P.indptr[lo]
+    if T == 1 or n_bins < 2:
         run_order(P, NULL, lo, hi, NULL)
         return
-    for c in prange((hi - lo + GRID_CHUNK - 1) // GRID_CHUNK, num_threads=T,
-                    schedule="dynamic"):
-        run_order(P, NULL, lo + c * GRID_CHUNK, min(hi, lo + (c + 1) * GRID_CHUNK), NULL)
+    n_chunks = min((n_bins + GRID_CHUNK - 1) // GRID_CHUNK,
+                   max(entries // GRID_CHUNK_ENTRIES, 1))
+    for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
+        run_order(P, NULL, lo + (n_bins * c) // n_chunks, lo + (n_bins * (c + 1)) // n_chunks,
+                  NULL)
 
 
 cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept nogil:
@@ -860,13 +873,13 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
         if part == NULL:
             # about one row per bin: the bins' own steps (one gather and one add per bin)
             # beat a column pass for the weights plus a row pass for the moves; the same
-            # bits (the streamed step would sum each bin over its column here, too). On one
-            # thread: steps of a few ns on rows scattered over u gained nothing from a split
-            # (0.90-0.92x on 2 threads at N = 1e5, docs/benchmarks/cd.md)
+            # bits (the streamed step would sum each bin over its column here, too). Split
+            # across threads in chunks of contiguous bins (grid_bin_steps): a step is a
+            # few ns, so a chunk must hold thousands of them
             if prev >= 0:
                 stream_pair(P, G, prev, -1, NULL, 0, T)
                 prev = -1
-            grid_bin_steps(P, lo, hi, 1)
+            grid_bin_steps(P, lo, hi, Tg)
             continue
         if part != NULL:
             # apply the pending grid and sum this one in one pass
@@ -941,48 +954,106 @@ cdef double intercept_grad(const Prob* P) noexcept nogil:
     return acc / P.S
 
 
-cdef void objective_sums(const Prob* P, Py_ssize_t rb, int T, double* out) noexcept nogil:
-    # out = [sum s loss, sum s u^2, -sum s u y, ||w||_1, ||w||^2], each summed in fixed
-    # blocks (partial sums added in block order): the same for every thread count. The
-    # rows go in the streamed grid step's blocks when it has them, so that each thread
-    # reads the rows it owns there (rb: rows per block).
+cdef Py_ssize_t column_blocks(const int64_t* indptr, Py_ssize_t D, int64_t* out) noexcept nogil:
+    """The column blocks of the passes over the columns: block q holds the columns
+    out[q] .. out[q + 1] - 1, each block as many columns as fit within COL_BLOCK columns
+    and COL_BLOCK_ENTRIES stored entries (at least one). Returns the number of blocks;
+    ``out`` NULL only counts them, else receives n + 1 boundaries. Blocks of a fixed
+    matrix, so that block sums come out the same for every thread count."""
+    cdef Py_ssize_t n = 0, a = 0, b
+    if out != NULL:
+        out[0] = 0
+    while a < D:
+        b = a + 1
+        while b < D and b - a < COL_BLOCK and indptr[b + 1] - indptr[a] <= COL_BLOCK_ENTRIES:
+            b += 1
+        n += 1
+        if out != NULL:
+            out[n] = b
+        a = b
+    return n
+
+
+cdef void row_sums(const Prob* P, Py_ssize_t rb, int T, double* out) noexcept nogil:
+    # out = [sum s loss, sum s u^2, -sum s u y], summed in fixed blocks of rb rows (partial
+    # sums added in block order): the same for every thread count. The rows go in the
+    # streamed grid step's blocks when it has them, so that each thread reads the rows it
+    # owns there.
     cdef Py_ssize_t q, k
     cdef Py_ssize_t nbr = (P.N + rb - 1) // rb
-    cdef Py_ssize_t nbc = (P.D + OBJ_BLOCK - 1) // OBJ_BLOCK
-    cdef double* part = <double*>malloc((3 * nbr + 2 * nbc + 1) * sizeof(double))
-    for k in range(5):
+    cdef double* part = <double*>malloc((3 * nbr + 1) * sizeof(double))
+    for k in range(3):
         out[k] = 0.0
     if part == NULL:
         return
     for q in prange(nbr, num_threads=T, schedule="static"):
         _row_sums(P, q * rb, min(P.N, (q + 1) * rb), &part[3 * q])
-    for q in prange(nbc, num_threads=T, schedule="static"):
-        _norm_sums(P, q * OBJ_BLOCK, min(P.D, (q + 1) * OBJ_BLOCK),
-                   &part[3 * nbr + 2 * q])
     for q in range(nbr):
         for k in range(3):
             out[k] += part[3 * q + k]
-    for q in range(nbc):
-        out[3] += part[3 * nbr + 2 * q]
-        out[4] += part[3 * nbr + 2 * q + 1]
     free(part)
 
 
-cdef void gap_terms(const Prob* P, Py_ssize_t rb, double* rn2, double* ry, double* l1,
-                    double* l2, int T, const double* sums) noexcept nogil:
-    # Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y (r = y - p = -u), ||w||_1, ||w||^2
-    # sums: objective_sums of the current state when the caller has them (else NULL)
-    cdef double out[5]
-    cdef int k
-    if sums != NULL:
-        for k in range(5):
-            out[k] = sums[k]
-    else:
-        objective_sums(P, rb, T, out)
-    rn2[0] = out[1] / P.S
-    ry[0] = out[2] / P.S
-    l1[0] = out[3]
-    l2[0] = out[4]
+cdef void _scan_block(const Prob* P, int check, Py_ssize_t a, Py_ssize_t b, double* score,
+                      double* out) noexcept nogil:
+    # columns a..b-1, in order: score[j] = |g_j| (gap) or the subgradient v_j; out[0] = the
+    # largest score, out[1] = sum |w_j|, out[2] = sum w_j^2 (the order of _norm_sums)
+    cdef Py_ssize_t j
+    cdef double gj, wj, v, vmax = 0.0, l1 = 0.0, l2 = 0.0
+    for j in range(a, b):
+        gj = col_grad(P, j)
+        wj = P.rec[j].w
+        l1 += fabs(wj)
+        l2 += wj * wj
+        v = fabs(gj) if check == DUALITY_GAP else violation(P, j, gj)
+        score[j] = v
+        if v > vmax:
+            vmax = v
+    out[0] = vmax
+    out[1] = l1
+    out[2] = l2
+
+
+cdef double scan_columns(const Prob* P, int check, double* score, int T,
+                         double* norms) noexcept nogil:
+    """One pass over all columns, block by block (column_blocks): the scores (|g_j| for
+    the gap, v_j for the subgradient) into score[j], their maximum (returned), and
+    norms = [||w||_1, ||w||^2] summed as objective_sums sums them (the same bits). One
+    read of each column record serves the gradient and the norms."""
+    cdef Py_ssize_t q
+    cdef double vmax = 0.0
+    cdef double* part = <double*>malloc((3 * P.n_cblk + 1) * sizeof(double))
+    norms[0] = 0.0
+    norms[1] = 0.0
+    if part == NULL:
+        return NAN
+    for q in prange(P.n_cblk, num_threads=T, schedule="dynamic"):
+        _scan_block(P, check, P.cblk[q], P.cblk[q + 1], score, &part[3 * q])
+    for q in range(P.n_cblk):
+        if part[3 * q] > vmax:
+            vmax = part[3 * q]
+        norms[0] += part[3 * q + 1]
+        norms[1] += part[3 * q + 2]
+    free(part)
+    return vmax
+
+
+cdef void objective_sums(const Prob* P, Py_ssize_t rb, int T, double* out) noexcept nogil:
+    # out = [sum s loss, sum s u^2, -sum s u y, ||w||_1, ||w||^2]: row_sums, then the norms
+    # over the column blocks (partial sums added in block order): the same for every T
+    cdef Py_ssize_t q
+    cdef double* part = <double*>malloc((2 * P.n_cblk + 1) * sizeof(double))
+    row_sums(P, rb, T, out)
+    out[3] = 0.0
+    out[4] = 0.0
+    if part == NULL:
+        return
+    for q in prange(P.n_cblk, num_threads=T, schedule="static"):
+        _norm_sums(P, P.cblk[q], P.cblk[q + 1], &part[2 * q])
+    for q in range(P.n_cblk):
+        out[3] += part[2 * q]
+        out[4] += part[2 * q + 1]
+    free(part)
 
 
 cdef inline double violation(const Prob* P, Py_ssize_t j, double gj) noexcept nogil:
@@ -996,45 +1067,25 @@ cdef inline double violation(const Prob* P, Py_ssize_t j, double gj) noexcept no
     return v if v > 0 else 0.0
 
 
-cdef double check_value(const Prob* P, int check, bint fit_intercept, const int64_t* cols,
-                        Py_ssize_t n, double* g, Py_ssize_t rb, int T, bint lower,
-                        const double* sums) noexcept nogil:
-    """The one convergence routine: the duality gap or the largest minimum-norm
-    subgradient, from the columns cols[0..n-1] (cols NULL: all D columns, n = D).
+cdef double check_result(const Prob* P, int check, bint fit_intercept, double vmax,
+                         const double* sums, bint lower) noexcept nogil:
+    """The convergence value from the largest score ``vmax`` (dn = max_j |g_j| for the gap)
+    and the objective's sums at the same state (objective_sums).
 
-    g[k] receives the column's score (|g_j| for the gap, v_j for the subgradient).
-    ``lower`` False: the value itself (cols NULL). ``lower`` True: a certified lower
-    bound on the full value from the listed columns only. Subgradient: the max of v_j
-    over the listed columns (and |g_b|) is <= the full max. Gap: dn >= dn_s (the max
-    |XtA_j| over the listed columns), so the full check's dual scaling
-    c = min(1, lam1 / dn) lies in (0, c_s], c_s = min(1, lam1 / dn_s); the gap is a
-    convex quadratic in c (``gap_at``), and its minimum over [0, c_s] bounds it.
-    """
-    cdef Py_ssize_t k, j
-    cdef double v, vmax = 0.0, dn = 0.0, rn2 = 0.0, ry = 0.0, l1 = 0.0, l2 = 0.0
-    cdef double c, A
-    cdef int64_t entries = 0
-    cdef int TW = T
-    if cols != NULL:
-        for k in range(n):
-            entries += P.rec[cols[k]].end - P.rec[cols[k]].start
-        TW = T if entries >= PAR_MIN_ENTRIES else 1
-    # the columns' gradients in parallel (each summed alone: the same for any T)
-    for k in prange(n, num_threads=TW, schedule="guided"):
-        g[k] = col_grad(P, cols[k] if cols != NULL else k)
-    for k in range(n):
-        j = cols[k] if cols != NULL else k
-        if check == DUALITY_GAP:
-            g[k] = fabs(g[k])  # |XtA_j|, XtA = -g
-            if g[k] > dn:
-                dn = g[k]
-        else:
-            g[k] = violation(P, j, g[k])
-            if g[k] > vmax:
-                vmax = g[k]
+    ``lower`` False: the value itself (vmax over all columns). ``lower`` True: vmax over a
+    few columns only, and the result a certified lower bound on the full value. Subgradient:
+    the max of v_j over the listed columns (and |g_b|) is <= the full max. Gap: dn >= dn_s
+    (the listed columns' max), so the full check's dual scaling c = min(1, lam1 / dn) lies
+    in (0, c_s], c_s = min(1, lam1 / dn_s); the gap is a convex quadratic in c
+    (``gap_at``), and its minimum over [0, c_s] bounds it."""
+    cdef double rn2, ry, l1, l2, c, A, v
     if check == DUALITY_GAP:
-        gap_terms(P, rb, &rn2, &ry, &l1, &l2, T, sums)
-        c = P.lam1 / dn if dn > P.lam1 else 1.0
+        # Rn2 = (1/S) sum s r^2, ry = (1/S) sum s r y (r = y - p = -u)
+        rn2 = sums[1] / P.S
+        ry = sums[2] / P.S
+        l1 = sums[3]
+        l2 = sums[4]
+        c = P.lam1 / vmax if vmax > P.lam1 else 1.0
         if lower:
             # argmin over [0, c] of gap_at: A (1 + c^2) - c ry + const
             A = 0.5 * (rn2 + P.lam2 * l2)
@@ -1045,6 +1096,25 @@ cdef double check_value(const Prob* P, int check, bint fit_intercept, const int6
         v = fabs(intercept_grad(P))
         if v > vmax:
             vmax = v
+    return vmax
+
+
+cdef double listed_scores(const Prob* P, int check, const int64_t* cols, Py_ssize_t n,
+                          double* score, int T) noexcept nogil:
+    # the scores of the columns cols[0..n-1] into score[k] (as scan_columns), their max
+    cdef Py_ssize_t k
+    cdef double vmax = 0.0
+    cdef int64_t entries = 0
+    for k in range(n):
+        entries += P.rec[cols[k]].end - P.rec[cols[k]].start
+    # the columns' gradients in parallel (each summed alone: the same for any T)
+    for k in prange(n, num_threads=T if entries >= PAR_MIN_ENTRIES else 1,
+                    schedule="guided"):
+        score[k] = col_grad(P, cols[k])
+    for k in range(n):
+        score[k] = fabs(score[k]) if check == DUALITY_GAP else violation(P, cols[k], score[k])
+        if score[k] > vmax:
+            vmax = score[k]
     return vmax
 
 
@@ -1132,10 +1202,16 @@ cdef class CDProblem:
             self.P.rec[j].end = indptr_v[j + 1]
             self.P.rec[j].M = M_v[j]
             self.P.rec[j].w = 0.0
-        self._keep = (indptr, indices, data, y, s, M)
         self.P.N = N
         self.P.D = D
         self.P.indptr = &indptr_v[0]
+        n_cblk = column_blocks(&indptr_v[0], D, NULL)
+        cblk = np.zeros(n_cblk + 1, dtype=np.int64)
+        cdef int64_t[::1] cblk_v = cblk
+        column_blocks(&indptr_v[0], D, &cblk_v[0])
+        self.P.cblk = &cblk_v[0]
+        self.P.n_cblk = n_cblk
+        self._keep = (indptr, indices, data, y, s, M, cblk)
         self.P.ind32 = NULL
         self.P.ind64 = NULL
         if indices.dtype == np.int64:
@@ -1389,13 +1465,14 @@ cdef class CDProblem:
 
     def objective(self, int n_threads=1):
         """P(w, b) = (1/S) sum s_i loss(p_i, y_i) + lam1 ||w||_1 + lam2/2 ||w||^2 (its sums
-        in fixed blocks, so the value does not depend on ``n_threads``)."""
+        in fixed blocks, so the value does not depend on ``n_threads``). Free after a
+        ``convergence`` or ``lower_bound`` at the same state, which keep the sums."""
         cdef double* out = self.sums
         cdef int T = self._pass_threads(n_threads)
-        with nogil:
-            objective_sums(&self.P, self._row_block(), T, out)
-        # kept for a duality gap at the same point (the same sums, not summed twice)
-        self.sums_ok = True
+        if not self.sums_ok:
+            with nogil:
+                objective_sums(&self.P, self._row_block(), T, out)
+            self.sums_ok = True
         return out[0] / self.P.S + self.P.lam1 * out[3] + 0.5 * self.P.lam2 * out[4]
 
     def gradients(self, int n_threads):
@@ -1407,11 +1484,6 @@ cdef class CDProblem:
             for j in prange(self.P.D, num_threads=T, schedule="guided"):
                 g[j] = col_grad(&self.P, j)
         return np.asarray(g).copy()
-
-    cdef const double* _sums(self) noexcept nogil:
-        # the objective's sums at the current state, if ``objective`` computed them since
-        # the state last changed (every mutating method clears sums_ok), else NULL
-        return self.sums if self.sums_ok else NULL
 
     cdef Py_ssize_t _row_block(self) noexcept nogil:
         # rows per block of the objective's sums: the streamed grid step's blocks when it
@@ -1427,16 +1499,24 @@ cdef class CDProblem:
         """The raw convergence value: duality gap, or largest minimum-norm subgradient.
 
         Checked after the intercept step (docs/internals.md, "Convergence"). Leaves the
-        per-column score (|g_j| for the gap, the subgradient v_j otherwise) in ``scores()``.
+        per-column score (|g_j| for the gap, the subgradient v_j otherwise) in ``scores()``,
+        and the objective's sums (``objective`` is then free): one pass over the columns
+        for both (``scan_columns``).
         """
         cdef double[::1] g = self.scratch
         cdef int T = self._pass_threads(n_threads)
-        cdef double out
+        cdef double vmax, out
+        cdef double norms[2]
         if self.P.D == 0:
             g = np.zeros(1)
         with nogil:
-            out = check_value(&self.P, check, self.fit_intercept, NULL, self.P.D, &g[0],
-                              self._row_block(), T, False, self._sums())
+            vmax = scan_columns(&self.P, check, &g[0], T, norms)
+            if not self.sums_ok:
+                row_sums(&self.P, self._row_block(), T, self.sums)
+                self.sums[3] = norms[0]
+                self.sums[4] = norms[1]
+                self.sums_ok = True
+            out = check_result(&self.P, check, self.fit_intercept, vmax, self.sums, False)
         return out
 
     def scores(self):
@@ -1445,18 +1525,22 @@ cdef class CDProblem:
 
     def lower_bound(self, int check, cols, int n_threads=1):
         """A certified lower bound on ``convergence(check)`` from the columns ``cols`` only
-        (``check_value``). Cost: the columns' entries plus O(N + D)."""
+        (``check_result``). Cost: the columns' entries plus O(N + D) (the objective's sums,
+        kept for ``objective``)."""
         cdef const int64_t[::1] cv = cols
         cdef int T = self._pass_threads(n_threads)
         cdef Py_ssize_t n = cv.shape[0]
         gbuf = np.empty(max(n, 1), dtype=np.float64)
         cdef double[::1] g = gbuf
-        cdef double out
+        cdef double vmax, out
         if n == 0:
             cv = np.zeros(1, dtype=np.int64)
         with nogil:
-            out = check_value(&self.P, check, self.fit_intercept, &cv[0], n, &g[0],
-                              self._row_block(), T, True, self._sums())
+            if not self.sums_ok:
+                objective_sums(&self.P, self._row_block(), T, self.sums)
+                self.sums_ok = True
+            vmax = listed_scores(&self.P, check, &cv[0], n, &g[0], T)
+            out = check_result(&self.P, check, self.fit_intercept, vmax, self.sums, True)
         return out
 
     def predictions(self):

@@ -24,8 +24,9 @@ __all__ = ["AUTO_GRID_MIN_ENTRIES", "CDPaths", "GRID_PAR_MIN_ENTRIES", "current_
 #: 2 vCPUs; docs/benchmarks/cd.md) splitting every grid gave 0.40x at N = 10^4 (d = 8,
 #: R = 32) and 1.82x at N = 10^5 on 2 threads. (An earlier 2^18 had been measured while a
 #: BLAS thread, woken by the fit itself, spun on the second core.) Grids of about one row per
-#: bin are never split (their bins' steps, rbcd.solvers._cd). The grid step's iterates are
-#: the same for any thread count, so this threshold changes speed only, never results.
+#: bin take their bins' own steps, split in chunks of thousands of bins (rbcd.solvers._cd).
+#: The grid step's iterates are the same for any thread count, so this threshold changes
+#: speed only, never results.
 GRID_PAR_MIN_ENTRIES = 1 << 15
 #: ``parallel="auto"`` picks grid mode (else serial) when the grid structure is given and its
 #: grids hold at least this many stored entries on average. A property of the problem, never

@@ -39,9 +39,8 @@ Parallel modes (``parallel=``):
     - otherwise  ->  None (serial, one thread, whatever ``n_jobs``).
 
   Inside grid mode a grid with fewer than ``GRID_PAR_MIN_ENTRIES`` = 2^15 entries (RB
-  training data: N below 32,768), or whose bins hold about one row each, is updated on one
-  thread: there the split lost on 2 vCPUs (docs/benchmarks/cd.md); the iterates are the
-  same either way. Serial CD (``parallel=None``, or "auto" below the grid size) runs on
+  training data: N below 32,768) is updated on one thread: there the split lost on 2
+  vCPUs (docs/benchmarks/cd.md); the iterates are the same either way. Serial CD (``parallel=None``, or "auto" below the grid size) runs on
   one thread, its per-epoch passes too. Hogwild is never chosen (see above).
 
 Convergence is decided once per epoch, after the intercept step (docs/internals.md). The
@@ -49,6 +48,7 @@ full check is an O(nnz) pass; when a certified lower bound computed from the few
 that violated most at the last full check (at most 1/64 of the entries) already exceeds
 tol, the decision "not converged" is known and the pass is skipped. Fits therefore stop at
 the same epoch as with a full check every epoch; ``dual_gap_`` is always a full check.
+The full check reads each column once for its gradient and for the objective's norms.
 """
 import numbers
 import time
@@ -422,16 +422,18 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         if fit_intercept:
             prob.intercept_step(n_threads)
         n_iter = epoch + 1
-        history.append(prob.objective(n_threads))
         # The full check is an O(nnz) pass. When a certified lower bound from the columns
         # that violated most at the last full check already exceeds tol, the stopping
         # decision is known ("not yet") and the pass is skipped: the same epochs run as
         # with a full check every epoch. Never skipped on the last epoch or at verbose >= 2
-        # (which prints every epoch's value).
+        # (which prints every epoch's value). Either computes the objective's sums on the
+        # way (the full check in its pass over the columns), so ``objective`` is free.
         if watch is not None and verbose < 2 and epoch < max_epochs - 1:
             if prob.lower_bound(check, watch, n_threads) > tol * scale + slack:
+                history.append(prob.objective(n_threads))
                 continue
         raw = prob.convergence(check, n_threads)
+        history.append(prob.objective(n_threads))
         value = raw / scale
         # A lower bound from a few columns can only skip a check while the full value is
         # well above the stopping threshold; near it (or at a gap in rounding, tol = 0) the
