@@ -172,18 +172,29 @@ def test_grid_step_kernel(loss, weighted):
     ref_u, ref = _grid_step_reference(loss, lab0, dz, lab1, u0, y, s, nb1)
     ref_u0, ref0 = _grid_step_reference(loss, lab0, dz, lab0, u0, y, s, nb0)
     outs = []
+    # the logistic loss also with its state exp(y p), moved by the bins' factors
+    kept = (False, True) if loss == "logistic" else (False,)
     for threads in (1, 2):
-        for lab, nb, r_u, r in ((lab1, nb1, ref_u, ref), (lab0, nb0, ref_u0, ref0)):
-            u = u0.copy()
-            dv = u if loss == "squared" else np.ascontiguousarray(loss_deriv(loss, p0, y))
-            out = np.empty(nb)
-            part = np.empty((_kernels.block_rows(n, nb), nb))
-            _kernels.grid_step(lab0, dz, lab, u, dv, y, np.zeros(0) if s is None else s,
-                               LOSS_CODES[loss], part, out, threads)
-            np.testing.assert_allclose(u, r_u, rtol=0, atol=1e-15)
-            np.testing.assert_allclose(out, r, rtol=1e-12, atol=1e-12)
-            outs.append(out)
-    assert np.array_equal(outs[0], outs[2]) and np.array_equal(outs[1], outs[3])
+        for with_ex in kept:
+            for lab, nb, r_u, r in ((lab1, nb1, ref_u, ref), (lab0, nb0, ref_u0, ref0)):
+                u = u0.copy()
+                dv = u if loss == "squared" else np.ascontiguousarray(loss_deriv(loss, p0, y))
+                ex = np.exp(y * p0) if with_ex else np.zeros(0)
+                out = np.empty(nb)
+                part = np.empty((_kernels.block_rows(n, nb), nb))
+                _kernels.grid_step(lab0, dz, lab, u, dv, ex, y,
+                                   np.zeros(0) if s is None else s, LOSS_CODES[loss], part,
+                                   out, threads)
+                np.testing.assert_allclose(u, r_u, rtol=0, atol=1e-15)
+                np.testing.assert_allclose(out, r, rtol=1e-12, atol=1e-12)
+                if with_ex:
+                    np.testing.assert_allclose(ex, np.exp(y * u), rtol=1e-14)
+                    np.testing.assert_allclose(dv, loss_deriv(loss, u, y), rtol=1e-14,
+                                               atol=1e-300)
+                outs.append(out)
+    k = len(outs) // 2
+    for a_, b_ in zip(outs[:k], outs[k:]):   # 1 thread and 2 threads: the same bits
+        assert np.array_equal(a_, b_)
 
 
 def test_exact_binning_random_state_generator_and_float32(client):
@@ -404,12 +415,14 @@ def test_cd_regressor_reaches_the_local_optimum(client):
     assert m.n_iter_ == 1
 
 
-@pytest.mark.parametrize("loss, weighted", [("squared", True), ("logistic", False),
-                                           ("squared_hinge", True)])
-def test_cd_cyclic_iterates_equal_local_grid_mode(client, loss, weighted):
+@pytest.mark.parametrize("loss, weighted, fit_intercept",
+                         [("squared", True, True), ("logistic", False, True),
+                          ("logistic", True, False), ("squared_hinge", True, True)])
+def test_cd_cyclic_iterates_equal_local_grid_mode(client, loss, weighted, fit_intercept):
     """selection="cyclic": the distributed grid steps are those of the local grid mode
     (same grids in the same order), so after a fixed number of epochs the coefficients
-    agree to rounding, with sample weights and for each loss."""
+    agree to rounding, with sample weights and for each loss (the logistic state exp(y p),
+    moved by factors, refreshed by the intercept step or, without one, by the check)."""
     X, y = data(2500)
     if loss != "squared":
         y = np.where(y > np.median(y), 1, -1)
@@ -418,7 +431,8 @@ def test_cd_cyclic_iterates_equal_local_grid_mode(client, loss, weighted):
     Zd = drb.fit_transform(da.from_array(X, chunks=((1000, 0, 1500), 3)))
     lrb = rbcd.RandomBinning(n_grids=8, sigma=1.0, random_state=0)
     Z = lrb.fit_transform(X)
-    kw = dict(loss=loss, alpha=1e-3, l1_ratio=0.5, tol=0.0, max_epochs=4, selection="cyclic")
+    kw = dict(loss=loss, alpha=1e-3, l1_ratio=0.5, tol=0.0, max_epochs=4, selection="cyclic",
+              fit_intercept=fit_intercept)
     dcls, lcls = ((rd.CDRegressor, rbcd.CDRegressor) if loss == "squared"
                   else (rd.CDClassifier, rbcd.CDClassifier))
     with warnings.catch_warnings():

@@ -21,8 +21,14 @@ from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint16_t
 from libc.stdlib cimport free, malloc
 
+from libc.math cimport exp
+
 from rbcd.binning._grid cimport label_t, label2_t
 from rbcd.solvers._losses cimport logistic_deriv, sqhinge_deriv
+
+cdef extern from "cd_kernels.h" nogil:
+    double logistic_move "rbcd_logistic_move"(double *ex, double p, double y,
+                                              const double *f) noexcept
 
 ctypedef fused idx_t:
     int32_t
@@ -37,6 +43,22 @@ cdef enum:
     SQUARED = 0
     LOGISTIC = 1
     SQUARED_HINGE = 2
+    # a grid's move goes by per-bin factors (cd_kernels.h) when the partition's rows
+    # average at least this many per bin of the moving grid (two exps per bin must cost
+    # less than one exp per row), as the local kernels' FACTOR_MIN_ROWS per column
+    FACTOR_MIN_ROWS = 3
+
+
+cdef struct Rows:
+    # a partition's rows and state (rbcd.dask.cd._Part): u = p - y (squared) or p, dv =
+    # loss'(p, y) (u itself for the squared loss), ex = exp(y p) for the logistic loss with
+    # y = +-1 (else NULL), y, s (NULL: unit weights)
+    double* u
+    double* dv
+    double* ex
+    const double* y
+    const double* s
+    int loss
 
 
 # ---------------------------------------------------------------------------- binning
@@ -126,35 +148,54 @@ cdef inline double deriv(int loss, double u, double y) noexcept nogil:
     return sqhinge_deriv(u, y)
 
 
-cdef void _step_block(const label_t *lab_prev, const double *dz, const label2_t *lab,
-                      double *u, double *dv, const double *y, const double *s, int loss,
-                      double *part, Py_ssize_t a, Py_ssize_t b) noexcept nogil:
+cdef inline void _move_row(const Rows* X, Py_ssize_t i, double d,
+                           const double* fac) noexcept nogil:
+    # p_i += d and loss'(p_i, y_i), for the losses other than squared: by the bin's factors
+    # fac (two entries; unmoved bins 1 and 1) when given, else, if the row moved, afresh
+    cdef double e
+    if fac != NULL:
+        X.u[i] += d
+        X.dv[i] = logistic_move(&X.ex[i], X.u[i], X.y[i], fac)
+    elif d != 0.0:
+        X.u[i] += d
+        if X.ex != NULL:
+            e = exp(X.y[i] * X.u[i])
+            X.ex[i] = e
+            X.dv[i] = -X.y[i] / (1.0 + e)
+        else:
+            X.dv[i] = deriv(X.loss, X.u[i], X.y[i])
+
+
+cdef void _step_block(const Rows* X, const label_t *lab_prev, const double *dz,
+                      const double* fac, const label2_t *lab, double *part, Py_ssize_t a,
+                      Py_ssize_t b) noexcept nogil:
     # rows a..b-1 in order: u_i += dz[lab_prev[i]] (non-squared: dv_i refreshed where the
-    # move is not 0) if lab_prev; then part[lab[i]] += s_i dv_i if lab (part zeroed by the
-    # caller). For the squared loss dv is u.
+    # move is not 0, or by the bin's factors fac[2 l], fac[2 l + 1] when fac is given) if
+    # lab_prev; then part[lab[i]] += s_i dv_i if lab (part zeroed by the caller). For the
+    # squared loss dv is u.
     cdef Py_ssize_t i
     cdef double d
+    cdef double* u = X.u
+    cdef const double* dv = X.dv
+    cdef const double* s = X.s
     if lab_prev != NULL and lab != NULL:
         # both in one pass over the rows (row i's sum reads only row i's fresh dv_i)
         for i in range(a, b):
             d = dz[lab_prev[i]]
-            if loss == SQUARED:
+            if X.loss == SQUARED:
                 u[i] += d
-            elif d != 0.0:
-                u[i] += d
-                dv[i] = deriv(loss, u[i], y[i])
+            else:
+                _move_row(X, i, d, &fac[2 * lab_prev[i]] if fac != NULL else NULL)
             part[lab[i]] += dv[i] if s == NULL else s[i] * dv[i]
         return
     if lab_prev != NULL:
-        if loss == SQUARED:
+        if X.loss == SQUARED:
             for i in range(a, b):
                 u[i] += dz[lab_prev[i]]
         else:
             for i in range(a, b):
-                d = dz[lab_prev[i]]
-                if d != 0.0:
-                    u[i] += d
-                    dv[i] = deriv(loss, u[i], y[i])
+                _move_row(X, i, dz[lab_prev[i]],
+                          &fac[2 * lab_prev[i]] if fac != NULL else NULL)
     if lab != NULL:
         if s == NULL:
             for i in range(a, b):
@@ -181,8 +222,9 @@ cdef inline Py_ssize_t _rows_per_block(Py_ssize_t n, Py_ssize_t n_blocks) noexce
 
 
 def grid_step(const label_t[::1] lab_prev, const double[::1] dz, const label2_t[::1] lab,
-              double[::1] u, double[::1] dv, const double[::1] y, const double[::1] s,
-              int loss, double[:, ::1] part, double[::1] out, int n_threads):
+              double[::1] u, double[::1] dv, double[::1] ex, const double[::1] y,
+              const double[::1] s, int loss, double[:, ::1] part, double[::1] out,
+              int n_threads):
     """One pipelined grid step on a partition's rows (module docstring).
 
     lab_prev : (n,) labels of the grid whose move is pending, or empty for none.
@@ -191,6 +233,9 @@ def grid_step(const label_t[::1] lab_prev, const double[::1] dz, const label2_t[
     u : (n,) the state, updated in place (p - y for the squared loss, else p).
     dv : (n,) loss'(p, y), kept up to date for the non-squared losses; the squared loss
         passes u itself.
+    ex : (n,) exp(y p) for the logistic loss with y = +-1, kept up to date (moved by each
+        bin's factors exp(+-dz), cd_kernels.h; the caller recomputes it from p once per
+        epoch), or empty.
     y : (n,) targets; s : (n,) weights, or empty for unit weights.
     loss : the code of rbcd.solvers._cd.Loss.
     part : (blocks, len(out)) scratch: block q (``ceil(n / blocks)`` rows rounded up to a
@@ -205,10 +250,15 @@ def grid_step(const label_t[::1] lab_prev, const double[::1] dz, const label2_t[
     cdef const label2_t *lb = &lab[0] if lab.shape[0] else NULL
     cdef const double *sp = &s[0] if s.shape[0] else NULL
     cdef const double *dzp = &dz[0] if dz.shape[0] else NULL
-    cdef double acc
+    cdef double acc, d
+    cdef double* fac = NULL
+    cdef Py_ssize_t c
+    cdef Rows X
     if (lab_prev.shape[0] not in (0, n) or lab.shape[0] not in (0, n) or dv.shape[0] != n
-            or y.shape[0] != n or s.shape[0] not in (0, n)):
-        raise ValueError("the labels, dv, y and s must have the rows of u (or be empty)")
+            or y.shape[0] != n or s.shape[0] not in (0, n) or ex.shape[0] not in (0, n)):
+        raise ValueError("the labels, dv, ex, y and s must have the rows of u (or be empty)")
+    if ex.shape[0] and loss != LOGISTIC:
+        raise ValueError("ex is the logistic loss's state")
     n_blocks = part.shape[0]
     if n_blocks < 1 or part.shape[1] != nb:
         raise ValueError("part must have shape (blocks >= 1, len(out))")
@@ -218,6 +268,21 @@ def grid_step(const label_t[::1] lab_prev, const double[::1] dz, const label2_t[
     if n == 0:
         out[:] = 0.0
         return
+    X.u = &u[0]
+    X.dv = &dv[0]
+    X.ex = &ex[0] if ex.shape[0] else NULL
+    X.y = &y[0]
+    X.s = sp
+    X.loss = loss
+    if X.ex != NULL and lp != NULL and n >= FACTOR_MIN_ROWS * dz.shape[0]:
+        # the moving grid's factors, exp(dz) and exp(-dz) per bin (1 and 1 unmoved)
+        fac = <double*>malloc(2 * dz.shape[0] * sizeof(double))
+        if fac == NULL:
+            raise MemoryError()
+        for c in range(dz.shape[0]):
+            d = dz[c]
+            fac[2 * c] = exp(d) if d != 0.0 else 1.0
+            fac[2 * c + 1] = exp(-d) if d != 0.0 else 1.0
     with nogil:
         if lb != NULL:
             for q in range(n_blocks):
@@ -225,8 +290,9 @@ def grid_step(const label_t[::1] lab_prev, const double[::1] dz, const label2_t[
                     part[q, j] = 0.0
         for q in prange(n_blocks, schedule="static", num_threads=max(1, min(n_threads, n_blocks))):
             if q * rows < n:
-                _step_block(lp, dzp, lb, &u[0], &dv[0], &y[0], sp, loss, &part[q, 0],
-                            q * rows, min(n, (q + 1) * rows))
+                _step_block(&X, lp, dzp, fac, lb, &part[q, 0], q * rows,
+                            min(n, (q + 1) * rows))
+        free(fac)
         if lb != NULL:
             for j in range(nb):
                 acc = 0.0

@@ -97,6 +97,7 @@ class _Part:
         self.y = None
         self.u = None
         self.dv = None
+        self.ex = None
 
     @staticmethod
     def _labels_of(Z, grid_ptr, R, n):
@@ -129,19 +130,33 @@ class _Part:
         return self.u + self.y if loss == "squared" else self.u
 
     def reset(self, loss, p):
-        """Start the problem's state from the predictions p."""
+        """Start the problem's state from the predictions p. The logistic loss with every
+        y = +-1 also keeps exp(y p) (rbcd.dask._kernels.grid_step moves it by factors)."""
         if loss == "squared":
             self.u = p - self.y
             self.dv = self.u
-        else:
-            self.u = p
-            self.dv = np.ascontiguousarray(loss_deriv(loss, p, self.y))
+            self.ex = None
+            return
+        self.u = np.ascontiguousarray(p, dtype=np.float64)
+        self.ex = (np.empty_like(self.u) if loss == "logistic" and np.all(np.abs(self.y) == 1.0)
+                   else None)
+        self.refresh(loss)
+
+    def refresh(self, loss):
+        """loss' (and exp(y p)) from p afresh; nothing for the squared loss."""
+        if loss == "squared":
+            return
+        if self.ex is None:
+            self.dv = np.ascontiguousarray(loss_deriv(loss, self.u, self.y))
+            return
+        with np.errstate(over="ignore"):
+            np.exp(self.y * self.u, out=self.ex)
+        self.dv = np.ascontiguousarray(-self.y / (1.0 + self.ex))
 
     def shift(self, loss, b):
         """p += b (the intercept's move): u, and loss' everywhere for the other losses."""
         self.u += b
-        if loss != "squared":
-            self.dv = np.ascontiguousarray(loss_deriv(loss, self.u, self.y))
+        self.refresh(loss)
 
     def step(self, loss, grid, step, want, n_threads):
         """The compiled grid step (rbcd.dask._kernels.grid_step): u += step[label of grid
@@ -153,7 +168,8 @@ class _Part:
         _kernels.grid_step(self.labels[grid] if grid >= 0 else _NO_LABELS,
                            step if grid >= 0 else _NONE,
                            self.labels[want] if want >= 0 else _NO_LABELS,
-                           self.u, self.dv, self.y, _NONE if self.s is None else self.s,
+                           self.u, self.dv, _NONE if self.ex is None else self.ex, self.y,
+                           _NONE if self.s is None else self.s,
                            LOSS_CODES[loss], part, out, n_threads)
         return out
 
@@ -315,6 +331,10 @@ class CDWorker:
                 continue
             if step is not None:
                 q.step(self.loss, grid, step, -1, T)
+            if want == "check" and shift == 0.0:
+                # once per epoch the logistic state from p afresh (the grid steps moved it by
+                # factors; their rounding never accumulates over more than an epoch)
+                q.refresh(self.loss)
             d = q.weighted(q.dv)
             if want == "intercept":
                 out.append(float(d.sum()))
