@@ -845,6 +845,34 @@ def test_serial_cyclic_on_rb_columns_takes_the_streamed_grid_step(monkeypatch, l
     assert np.allclose(blocks.coef_, b.coef_, **TIGHT)
 
 
+def test_serial_cyclic_streams_only_from_its_row_threshold():
+    # below serial_stream_min_rows rows serial cyclic CD with the grid structure takes the
+    # coordinates' own steps (bitwise the fit without the structure); from it, the streamed
+    # step (block partial sums: the same iterates to rounding, not to the bit)
+    from rbcd.binning.random_binning import RandomBinning
+    from rbcd.solvers._paths import SERIAL_STREAM_MIN_ROWS
+
+    rng = np.random.default_rng(8)
+    X = rng.uniform(size=(6000, 3))
+    y = np.sin(6 * X[:, 0]) + X[:, 1]
+    rb = RandomBinning(n_grids=4, sigma=0.5, random_state=3)
+    Z = rb.fit_transform(X)
+    kw = dict(alpha=1e-5, max_epochs=3, tol=0.0, parallel=None, selection="cyclic")
+    assert Z.shape[0] < SERIAL_STREAM_MIN_ROWS
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        plain = CDRegressor(**kw).fit(Z, y)
+        below = CDRegressor(**kw).fit(Z, y, columns=rb)
+        with forced_paths(serial_stream_min_rows=Z.shape[0], stream_max_partials=1e9):
+            at = CDRegressor(**kw).fit(Z, y, columns=rb)
+    assert np.array_equal(below.coef_, plain.coef_)
+    assert not np.array_equal(at.coef_, plain.coef_)      # the streamed step ran
+    assert np.allclose(at.coef_, plain.coef_, **TIGHT)
+    with pytest.raises(ValueError, match="serial_stream_min_rows"):
+        with forced_paths(serial_stream_min_rows=-1):
+            pass
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.sampled_from([0.0, 1.0, 2.5, -1.0, 3.0, np.inf]), max_size=60)
        | st.lists(st.floats(-1e3, 1e3), max_size=300),

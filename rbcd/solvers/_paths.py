@@ -32,6 +32,12 @@ GRID_PAR_MIN_ENTRIES = 1 << 15
 #: grids hold at least this many stored entries on average. A property of the problem, never
 #: of the machine, so that the chosen mode, and the coefficients, are the same everywhere.
 AUTO_GRID_MIN_ENTRIES = 32768
+#: Serial cyclic CD on RB columns (grid after grid) takes the streamed grid step from this
+#: many rows; below it the coordinates' own steps, whose rows fit in cache there. On the
+#: project's machine (Intel Xeon, 2 vCPUs; d = 8, R = 32, sigma = 1) the per-coordinate
+#: epoch was the faster at N = 10^4 and the streamed one from N = 2 x 10^4
+#: (benchmarks/compare_cd.py). A property of the problem: the same path on every machine.
+SERIAL_STREAM_MIN_ROWS = 1 << 14
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +47,8 @@ class CDPaths:
     grid_stream : bool
         Grid mode (and serial cyclic CD on RB columns) streams over the rows with the grid
         labels when the stored values are constant; False: per-bin column updates.
+    serial_stream_min_rows : int
+        Serial cyclic CD streams from this many rows. Default ``SERIAL_STREAM_MIN_ROWS``.
     grid_par_min : int
         A grid is updated on several threads when it holds at least this many stored
         entries (and two or more bins). Default ``GRID_PAR_MIN_ENTRIES``.
@@ -58,6 +66,7 @@ class CDPaths:
     """
 
     grid_stream: bool = True
+    serial_stream_min_rows: int = SERIAL_STREAM_MIN_ROWS
     grid_par_min: int = GRID_PAR_MIN_ENTRIES
     auto_grid_min: int = AUTO_GRID_MIN_ENTRIES
     stream_max_partials: float = 2.0
@@ -67,8 +76,10 @@ class CDPaths:
         if self.transactions not in ("auto", "off", "abort"):
             raise ValueError(f"transactions must be 'auto', 'off' or 'abort', got "
                              f"{self.transactions!r}")
-        if self.grid_par_min < 0 or not self.stream_max_partials >= 0:
-            raise ValueError("grid_par_min and stream_max_partials must be >= 0")
+        if (self.grid_par_min < 0 or self.serial_stream_min_rows < 0
+                or not self.stream_max_partials >= 0):
+            raise ValueError("grid_par_min, serial_stream_min_rows and stream_max_partials "
+                             "must be >= 0")
 
 
 _CURRENT = contextvars.ContextVar("rbcd_cd_paths", default=CDPaths())

@@ -353,9 +353,11 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         with np.errstate(over="ignore"):
             out["history"] = [h * c * c for h in out["history"]]
         return out
-    # grid mode, and serial cyclic CD on RB columns (grid after grid), take the streamed step
+    # grid mode, and serial cyclic CD on RB columns (grid after grid) from
+    # paths.serial_stream_min_rows rows, take the streamed step
     stream = mode == "grid" or (mode is None and selection == "cyclic"
-                                and cols.grid_ptr is not None)
+                                and cols.grid_ptr is not None
+                                and N >= paths.serial_stream_min_rows)
     prob = _cd.CDProblem(
         cols.indptr, cols.indices, cols.data, cols.zval, y, s, S, M, LOSSES[loss], lam1, lam2,
         fit_intercept, SELECTIONS[selection], seed & _MASK64,
