@@ -37,11 +37,16 @@ Per cell, on one RB matrix Z (CSR, with the CSC copy scikit-learn walks), no int
   - ``parallel="auto"`` (what ``n_jobs=None`` gets: grid or serial, by the size rule).
 
 Epoch time = (T(k epochs) - T(1 epoch)) / (k - 1), each T the best of --repeat fits (at
-least 7 below 10^6 stored entries, where a fit lasts milliseconds) with
-tol = 0: this removes what a fit does once (validation, copies, scikit-learn's final gap)
-from both libraries alike. rbcd's epoch includes its per-epoch convergence check (at
-tol = 0 the full O(nnz) duality gap every epoch, and the objective history); scikit-learn's
-Lasso computes its gap only when its coefficient updates become small, so the comparison
+least 7 below 10^6 stored entries, where a fit lasts milliseconds) with tol = 0. The
+two sides of a ratio are timed in turns (rbcd, peer, rbcd, peer, ...; 1 thread, 2
+threads, ...), because a VM's speed can drift by tens of percent over seconds. Below
+10^6 stored entries k also grows, to --epochs x 10^6 / nnz (at most 8 x --epochs), so
+that the k-epoch fit lasts about as long as at 10^6 entries and the difference is not
+lost in one fit's run-to-run noise; each cell prints its k. The difference removes what
+a fit does once (validation, copies, scikit-learn's final gap) from both libraries alike.
+rbcd's epoch includes its per-epoch convergence check (at tol = 0 the full O(nnz)
+duality gap every epoch, and the objective history); scikit-learn's Lasso computes its
+gap only when its coefficient updates become small, so the comparison
 is, if anything, unfavourable to rbcd.
 
 Run it on a quiet machine (nothing else running; the ratios are the result), with the
@@ -77,7 +82,8 @@ TARGET_PAR_2T = 1.6           # issue 18: grid / auto on 2 threads at N >= 10^5
 TARGET_NEVER_SLOWER = 1.0     # issue 18: the automatic choice never slower on 2 threads
 # seconds between timed fits: the BLAS threads a peer's fit woke stop spinning (best_of)
 SETTLE = 0.25
-# cells below this many stored entries (N = 10^4 at R = 32) take at least 7 repeats
+# cells below this many stored entries (N = 10^4 at R = 32) take at least 7 repeats, and
+# their long fit runs more epochs (_Cell)
 SHORT_FIT_NNZ = 10**6
 
 
@@ -132,7 +138,8 @@ def main(argv=None):
 
     rtm = bool(_cd.rtm_available())
     print(f"Intel RTM (hardware transactions): {'yes' if rtm else 'no'}; "
-          f"k = {k} epochs; alpha = {args.alpha_ratio} * alpha_max\n", flush=True)
+          f"k = {k} epochs (more below 10^6 entries); "
+          f"alpha = {args.alpha_ratio} * alpha_max\n", flush=True)
 
     serial_rows, par_rows, summary = [], [], []
     for n in args.sizes:
@@ -148,26 +155,25 @@ def main(argv=None):
                 y = _target(X, loss, args.seed)
                 c = _Cell(Z, Zc, cols, y, loss, args, k)
                 name = f"{cell} {loss}"
-                print(f"-- {name}", flush=True)
+                print(f"-- {name} (k = {c.k} epochs)", flush=True)
                 for sel in ("random", "cyclic"):
-                    ours = c.epoch(lambda e, s=sel: c.cd(None, 1, s, e), c.fit_rb)
-                    peer, peer_name = (float("nan"), "-")
+                    mine = (lambda e, s=sel: c.cd(None, 1, s, e), c.fit_rb, None)
                     if args.no_peer:
-                        pass
+                        ours, = c.epochs(mine)
+                        serial_rows.append([name, sel, fmt_time(ours), "-", "-", "-", ""])
                     elif loss == "logistic" and sel == "random":
                         # no coordinate descent peer draws coordinates at random: saga
                         # (one pass over the rows) as a reference, without a target
-                        peer = c.epoch(lambda e: c.saga(e), c.fit_sk_csr)
-                        r = ratio(ours, peer)
+                        ours, peer = c.epochs(mine, (c.saga, c.fit_sk_csr, None))
                         serial_rows.append([name, sel, fmt_time(ours), "saga (rows)",
-                                            fmt_time(peer), fmt_ratio(r), ""])
-                        _progress(serial_rows[-1])
-                        continue
+                                            fmt_time(peer), fmt_ratio(ratio(ours, peer)), ""])
                     else:
-                        peer, peer_name = c.peer_epoch(sel)
-                    r = ratio(ours, peer)
-                    serial_rows.append([name, sel, fmt_time(ours), peer_name, fmt_time(peer),
-                                        fmt_ratio(r), check(r, TARGET_SERIAL_VS_PEER, False)])
+                        make, fit, peer_name = c.peer(sel)
+                        ours, peer = c.epochs(mine, (make, fit, None))
+                        r = ratio(ours, peer)
+                        serial_rows.append([name, sel, fmt_time(ours), peer_name,
+                                            fmt_time(peer), fmt_ratio(r),
+                                            check(r, TARGET_SERIAL_VS_PEER, False)])
                     _progress(serial_rows[-1])
                 modes = [("hogwild", {"transactions": "off"}, "hogwild, atomic adds")]
                 if rtm:
@@ -176,8 +182,9 @@ def main(argv=None):
                           ("grid", {"grid_par_min": 0}, "grid, every grid split"),
                           ("auto", {}, "auto")]
                 for mode, paths, label in modes:
-                    t1 = c.epoch(lambda e, m=mode: c.cd(m, 1, "random", e), c.fit_rb, paths)
-                    t2 = c.epoch(lambda e, m=mode: c.cd(m, 2, "random", e), c.fit_rb, paths)
+                    t1, t2 = c.epochs(
+                        (lambda e, m=mode: c.cd(m, 1, "random", e), c.fit_rb, paths),
+                        (lambda e, m=mode: c.cd(m, 2, "random", e), c.fit_rb, paths))
                     s = ratio(t1, t2)
                     if mode == "auto" and np.max(c.last.n_threads_) == 1:
                         # below the grid size auto is serial CD on one thread whatever
@@ -234,7 +241,9 @@ class _Cell:
 
     def __init__(self, Z, Zc, cols, y, loss, args, k):
         self.Z, self.Zc, self.cols, self.y, self.loss = Z, Zc, cols, y, loss
-        self.args, self.k = args, k
+        # short fits: more epochs, so that T(k) - T(1) outweighs the noise of one fit
+        grow = -(-k * SHORT_FIT_NNZ // max(Z.nnz, 1))
+        self.args, self.k = args, min(max(k, grow), 8 * k)
         N = Z.shape[0]
         if loss == "squared":
             g = np.abs(Zc.T @ y) / N
@@ -259,14 +268,15 @@ class _Cell:
     def fit_sk_csr(self, est):
         return est.fit(self.Z, self.y)
 
-    def peer_epoch(self, selection):
+    def peer(self, selection):
+        """(make, fit, name) of the scikit-learn peer of this cell's loss."""
         from sklearn.linear_model import Lasso, LogisticRegression
 
         if self.loss == "squared":
             def make(e):
                 return Lasso(alpha=self.alpha, fit_intercept=False, max_iter=e, tol=0.0,
                              selection=selection, random_state=self.args.seed)
-            return self.epoch(make, self.fit_sk), f"Lasso ({selection})"
+            return make, self.fit_sk, f"Lasso ({selection})"
 
         def make(e):
             return LogisticRegression(solver="liblinear", l1_ratio=1.0,
@@ -275,7 +285,7 @@ class _Cell:
                                       random_state=self.args.seed)
         # (liblinear refuses tol = 0; 1e-300 never stops it. It converts any input to its
         # own row format; CSR is the cheapest, and the conversion is a one-off that cancels)
-        return self.epoch(make, self.fit_sk_csr), "liblinear L1"
+        return make, self.fit_sk_csr, "liblinear L1"
 
     def saga(self, epochs):
         from sklearn.linear_model import LogisticRegression
@@ -284,9 +294,14 @@ class _Cell:
                                   C=1.0 / (self.Z.shape[0] * self.alpha), fit_intercept=False,
                                   max_iter=epochs, tol=0.0, random_state=self.args.seed)
 
-    def epoch(self, make, fit, paths=None):
-        """Per-epoch time (T(k) - T(1)) / (epochs run by the k-epoch fit - 1), best of
-        --repeat; nan below timer noise or when the fit stopped after one epoch.
+    def epochs(self, *contenders):
+        """Per-epoch time of each contender ``(make, fit, paths)``: (T(k) - T(1)) / (epochs
+        run by the k-epoch fit - 1), each T the best of --repeat; nan below timer noise or
+        when the fit stopped after one epoch. Returns a list, one time per contender.
+
+        The contenders are timed in turns (round q: each contender's 1-epoch and k-epoch
+        fit), not one after the other: this VM's speed drifts by tens of percent over
+        seconds, and a ratio of two times taken minutes apart measures the drift.
 
         A solver may stop before k epochs even at tol = 0: once its gap is <= 0 in rounding
         (the large-D shape separates into one small problem per row when every row is alone
@@ -294,21 +309,27 @@ class _Cell:
         """
         from rbcd.solvers._paths import forced_paths
 
-        def run(e):
+        def run(make, fit, paths, e):
             with forced_paths(**(paths or {})):
                 return fit(make(e))
 
         # fits of a few ms vary by +-15% from run to run (thread wake-ups, the VM): more
         # repeats where they are cheap
         reps = self.args.repeat if self.Z.nnz >= SHORT_FIT_NNZ else max(self.args.repeat, 7)
-        t1, _ = best_of(lambda: run(1), reps, settle=SETTLE)
-        tk, est = best_of(lambda: run(self.k), reps, settle=SETTLE)
-        self.last = est  # the k-epoch fit (its n_threads_, parallel_)
-        ran = int(np.max(est.n_iter_))
-        if ran <= 1:
-            return float("nan")
-        per = (tk - t1) / (ran - 1)
-        return per if per > 0 else float("nan")
+        n = len(contenders)
+        t1, tk, last = [np.inf] * n, [np.inf] * n, [None] * n
+        for _ in range(reps):
+            for c, (make, fit, paths) in enumerate(contenders):
+                a, _ = best_of(lambda: run(make, fit, paths, 1), 1, settle=SETTLE)
+                b, last[c] = best_of(lambda: run(make, fit, paths, self.k), 1, settle=SETTLE)
+                t1[c], tk[c] = min(t1[c], a), min(tk[c], b)
+        self.last = last[-1]  # the last contender's k-epoch fit (its n_threads_, parallel_)
+        out = []
+        for c in range(n):
+            ran = int(np.max(last[c].n_iter_))
+            per = (tk[c] - t1[c]) / (ran - 1) if ran > 1 else float("nan")
+            out.append(per if per > 0 else float("nan"))
+        return out
 
 
 if __name__ == "__main__":
