@@ -926,3 +926,81 @@ def test_logistic_state_at_extreme_margins_matches_the_twin(parallel, fit_interc
         assert np.all(np.isfinite(a.coef_))
         np.testing.assert_allclose(a.coef_, b.coef_, rtol=1e-9, atol=1e-9)
         np.testing.assert_allclose(a.objective_history_, b.objective_history_, rtol=1e-9)
+
+
+def _streamed_epochs_numpy(labels, grid_ptr, y, zval, lam1, epochs):
+    """Serial cyclic CD on RB columns as the streamed grid step computes it
+    (docs/internals.md, "Grid mode": row blocks fixed by N, 4 lanes per block where they
+    take at most a double per 8 rows): squared loss, unit weights, no intercept,
+    l1_ratio = 1. numpy's ufunc.at adds in index order, so each lane sums its rows in
+    increasing order, as the kernel does."""
+    N = y.shape[0]
+    B = 1
+    while B < 16 and N >= 2 * B * 16384:
+        B *= 2
+    block = ((N + B - 1) // B + 7) // 8 * 8
+    starts = list(range(0, N, block))
+    w = np.zeros(grid_ptr[-1])
+    u = -y.astype(np.float64)  # p - y at w = 0
+    S = float(N)
+    for _ in range(epochs):
+        for r, lab in enumerate(labels):
+            lo, hi = grid_ptr[r], grid_ptr[r + 1]
+            nb = hi - lo
+            c = (nb + 1 + 7) // 8 * 8
+            lanes = 4 if 4 * len(starts) * c * 8 <= N else 1
+            acc = np.zeros(nb)
+            for a in starts:
+                b = min(N, a + block)
+                part = np.zeros((lanes, nb + 1))
+                for l in range(lanes):
+                    rows = np.arange(a + l, b, lanes)
+                    np.add.at(part[l], lab[rows], u[rows])
+                blk = part[0] if lanes == 1 else (part[0] + part[1]) + (part[2] + part[3])
+                acc = acc + blk[:nb]
+            counts = np.bincount(lab, minlength=nb)[:nb]
+            M = counts * (zval * zval) / S
+            g = (acc * zval) / S + 0.0 * w[lo:hi]
+            v = w[lo:hi] - g / M
+            t = lam1 / M
+            new = np.where(v > t, v - t, np.where(v < -t, v + t, 0.0))
+            dz = np.append((new - w[lo:hi]) * zval, 0.0)
+            w[lo:hi] = new
+            u = u + dz[lab]
+    return w
+
+
+@pytest.mark.skipif(not openmp_is_enabled(), reason="needs OpenMP for n_jobs=2 grid mode")
+def test_streamed_step_sums_in_lanes_as_documented():
+    # bit for bit the documented order of the streamed step's partial sums: row blocks
+    # (2 of them at 40,000 rows), 4 lanes for grids of a few bins, 1 lane for a grid of
+    # 700 bins (4 x 2 x 704 x 8 > N); popular bins (half the rows in one bin) are what the
+    # lanes are for. Serial cyclic CD streams; grid mode with cyclic grids is the same step
+    from rbcd.binning.random_binning import column_structure
+
+    rng = np.random.default_rng(5)
+    N, bins = 40000, [3, 40, 700, 9]
+    labels = []
+    for nb in bins:
+        p = rng.dirichlet(np.full(nb, 0.3))
+        lab = rng.choice(nb, size=N, p=p)
+        lab[:nb] = np.arange(nb)  # every bin holds a row
+        labels.append(lab.astype(np.int64))
+    grid_ptr = np.concatenate([[0], np.cumsum(bins)]).astype(np.int64)
+    zval = 1.0 / np.sqrt(len(bins))
+    cols_idx = np.stack([grid_ptr[r] + labels[r] for r in range(len(bins))], axis=1)
+    Z = sp.csr_matrix((np.full(N * len(bins), zval), cols_idx.ravel(),
+                       np.arange(0, N * len(bins) + 1, len(bins))), shape=(N, grid_ptr[-1]))
+    y = np.sin(1.7 * cols_idx).sum(axis=1) + 0.1 * rng.standard_normal(N)
+    alpha = 1e-5
+    want = _streamed_epochs_numpy(labels, grid_ptr, y, zval, alpha, epochs=2)
+    cols = column_structure(Z, grid_ptr)
+    kw = dict(alpha=alpha, l1_ratio=1.0, fit_intercept=False, max_epochs=2, tol=0.0,
+              selection="cyclic")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        serial = CDRegressor(parallel=None, n_jobs=1, **kw).fit(Z, y, columns=cols)
+        grid = CDRegressor(parallel="grid", n_jobs=2, **kw).fit(Z, y, columns=cols)
+    assert np.count_nonzero(want) > 100
+    assert np.array_equal(serial.coef_, want)
+    assert np.array_equal(grid.coef_, want)

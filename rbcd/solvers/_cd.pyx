@@ -102,6 +102,12 @@ cdef enum:
     # two factors (two exps for the column), a shorter one by one exp per row
     FACTOR_MIN_ROWS = 3
     OBJ_BLOCK = 65536
+    # the streamed step sums a grid's rows into STREAM_LANES partial sums per bin and row
+    # block (row i of the block into lane i % STREAM_LANES) where those take at most one
+    # double per STREAM_LANES_ROWS rows (stream_lanes): consecutive rows of one bin then add
+    # to different addresses, which breaks the store-to-load chains of a popular bin
+    STREAM_LANES = 4
+    STREAM_LANES_ROWS = 8
     # a column block of the passes over the columns (objective norms, convergence scan)
     # ends at COL_BLOCK columns or before it would exceed COL_BLOCK_ENTRIES stored entries
     COL_BLOCK = 4096
@@ -541,33 +547,58 @@ cdef inline void _move_row(const Prob* P, const Moves* mv, Py_ssize_t l,
 
 
 cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const Moves* mv,
-                       const label2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t a,
-                       Py_ssize_t b) noexcept nogil:
+                       const label2_t* lab, double* part, Py_ssize_t nb, int lanes,
+                       Py_ssize_t a, Py_ssize_t b) noexcept nogil:
     # rows a..b-1, in order: the pending grid's update u_i += dz[lab_prev[i]] (and the
     # loss' refresh) if lab_prev is not NULL; then, if lab is not NULL, the next grid's partial
-    # sums part[lab[i]] += s_i loss'(p_i, y_i) (part[:nb] zeroed first)
-    cdef Py_ssize_t i
-    cdef double d
+    # sums: row i adds s_i loss'(p_i, y_i) to lane (i - a) % lanes, part[lane nb + lab[i]]
+    # (lanes 1 or STREAM_LANES; part[:lanes nb] zeroed first)
+    cdef Py_ssize_t i, m
+    cdef double x0, x1, x2, x3
     cdef double* u = P.u
     cdef double* dv = P.dv
     cdef const double* s = P.s
     cdef const double* dz_prev = mv.dz
     cdef Loss loss = P.loss
+    cdef Py_ssize_t lmask = lanes - 1
     if lab != NULL:
-        for i in range(nb):
+        for i in range(lanes * nb):
             part[i] = 0.0
     if lab_prev != NULL and lab != NULL:
-        if loss == SQUARED and s == NULL:
+        if loss == SQUARED and s == NULL and lanes == STREAM_LANES:
+            # the hot loop, unrolled by the lanes: rows a + 4m + l go to lane l
+            i = a
+            while i + 4 <= b:
+                x0 = u[i] + dz_prev[lab_prev[i]]
+                x1 = u[i + 1] + dz_prev[lab_prev[i + 1]]
+                x2 = u[i + 2] + dz_prev[lab_prev[i + 2]]
+                x3 = u[i + 3] + dz_prev[lab_prev[i + 3]]
+                u[i] = x0
+                u[i + 1] = x1
+                u[i + 2] = x2
+                u[i + 3] = x3
+                part[lab[i]] += x0
+                part[nb + lab[i + 1]] += x1
+                part[2 * nb + lab[i + 2]] += x2
+                part[3 * nb + lab[i + 3]] += x3
+                i = i + 4
+            m = 0
+            while i < b:
+                u[i] += dz_prev[lab_prev[i]]
+                part[m * nb + lab[i]] += u[i]
+                i = i + 1
+                m = m + 1
+        elif loss == SQUARED and s == NULL:
             for i in range(a, b):
                 u[i] += dz_prev[lab_prev[i]]
-                part[lab[i]] += u[i]
+                part[((i - a) & lmask) * nb + lab[i]] += u[i]
         else:
             for i in range(a, b):
                 if loss == SQUARED:
                     u[i] += dz_prev[lab_prev[i]]
                 else:
                     _move_row(P, mv, lab_prev[i], i)
-                part[lab[i]] += dv[i] if s == NULL else s[i] * dv[i]
+                part[((i - a) & lmask) * nb + lab[i]] += dv[i] if s == NULL else s[i] * dv[i]
     elif lab_prev != NULL:
         if loss == SQUARED:
             for i in range(a, b):
@@ -578,24 +609,30 @@ cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const Moves* mv,
     elif lab != NULL:
         if s == NULL:
             for i in range(a, b):
-                part[lab[i]] += dv[i]
+                part[((i - a) & lmask) * nb + lab[i]] += dv[i]
         else:
             for i in range(a, b):
-                part[lab[i]] += s[i] * dv[i]
+                part[((i - a) & lmask) * nb + lab[i]] += s[i] * dv[i]
 
 
 cdef void _weights_from_partials(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_ssize_t lo,
-                                 const double* part, Py_ssize_t stride, Py_ssize_t n_blocks,
-                                 const Moves* mv) noexcept nogil:
+                                 const double* part, Py_ssize_t stride, int lanes,
+                                 Py_ssize_t n_blocks, const Moves* mv) noexcept nogil:
     # bins a..b-1 of the grid at column lo: g_j from the block partial sums (added in block
-    # order), then w_j as cd_step, and its move in mv (set_move)
+    # order; a block of STREAM_LANES lanes gives (l0 + l1) + (l2 + l3)), then w_j as
+    # cd_step, and its move in mv (set_move)
     cdef Py_ssize_t j, q
     cdef ColRec* rj
+    cdef const double* pq
     cdef double acc, wj, g, Mj, new
     for j in range(a, b):
         acc = 0.0
         for q in range(n_blocks):
-            acc += part[q * stride + (j - lo)]
+            pq = part + q * lanes * stride + (j - lo)
+            if lanes == STREAM_LANES:
+                acc += (pq[0] + pq[stride]) + (pq[2 * stride] + pq[3 * stride])
+            else:
+                acc += pq[0]
         rj = &P.rec[j]
         wj = rj.w
         g = (acc * P.zval) / P.S + P.lam2 * wj
@@ -606,20 +643,21 @@ cdef void _weights_from_partials(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_s
 
 
 cdef void stream_rows(const Prob* P, const label_t* lab_prev, const Moves* mv,
-                      const label2_t* lab, double* part, Py_ssize_t nb, Py_ssize_t block,
-                      int T) noexcept nogil:
+                      const label2_t* lab, double* part, Py_ssize_t nb, int lanes,
+                      Py_ssize_t block, int T) noexcept nogil:
     """_stream_pass over all rows in fixed blocks of ``block`` rows, block q writing the
-    partial sums part[q nb : (q + 1) nb]; blocks independent of T (identical results)."""
+    partial sums part[q lanes nb : (q + 1) lanes nb]; blocks and lanes independent of T
+    (identical results)."""
     cdef Py_ssize_t q
     cdef Py_ssize_t n_blocks = (P.N + block - 1) // block
     if T == 1:
         for q in range(n_blocks):
-            _stream_pass(P, lab_prev, mv, lab, part + q * nb if lab != NULL else NULL, nb,
-                         q * block, min(P.N, (q + 1) * block))
+            _stream_pass(P, lab_prev, mv, lab, part + q * lanes * nb if lab != NULL else NULL,
+                         nb, lanes, q * block, min(P.N, (q + 1) * block))
         return
     for q in prange(n_blocks, num_threads=T, schedule="static"):
-        _stream_pass(P, lab_prev, mv, lab, part + q * nb if lab != NULL else NULL, nb,
-                     q * block, min(P.N, (q + 1) * block))
+        _stream_pass(P, lab_prev, mv, lab, part + q * lanes * nb if lab != NULL else NULL,
+                     nb, lanes, q * block, min(P.N, (q + 1) * block))
 
 
 cdef inline Py_ssize_t part_stride(Py_ssize_t n_bins) noexcept nogil:
@@ -629,8 +667,18 @@ cdef inline Py_ssize_t part_stride(Py_ssize_t n_bins) noexcept nogil:
     return (n_bins + 1 + 7) // 8 * 8
 
 
+cdef inline int stream_lanes(Py_ssize_t n_blocks, Py_ssize_t n_bins, Py_ssize_t N) noexcept nogil:
+    """Lanes of a streamed grid's partial sums: STREAM_LANES while they take at most one
+    double per STREAM_LANES_ROWS rows (a grid of a few hundred bins; its zeroing and
+    reduction stay a small part of the pass over the rows), else 1. A property of the
+    problem (N, the grid's bins, the row blocks fixed by N): the same for every T."""
+    if STREAM_LANES * n_blocks * part_stride(n_bins) * STREAM_LANES_ROWS <= N:
+        return STREAM_LANES
+    return 1
+
+
 cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const double* part,
-                         Py_ssize_t n_blocks, Moves* mv, int T) noexcept nogil:
+                         int lanes, Py_ssize_t n_blocks, Moves* mv, int T) noexcept nogil:
     """New weights of the bins lo..hi-1 from the row blocks' partial sums (reading u, not
     writing it); mv.dz[j - lo] = (w_new - w_old) zval, and the logistic state's factors
     where they save exps (Moves)."""
@@ -638,13 +686,13 @@ cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const doub
     cdef Py_ssize_t nb = part_stride(hi - lo)
     set_move(P, mv, hi - lo, 0.0, 0)  # rows without an entry in the grid (label hi - lo)
     if T == 1 or hi - lo < 2 * WEIGHT_CHUNK or (hi - lo) * n_blocks < WEIGHT_PAR_MIN:
-        _weights_from_partials(P, lo, hi, lo, part, nb, n_blocks, mv)
+        _weights_from_partials(P, lo, hi, lo, part, nb, lanes, n_blocks, mv)
     else:
         for c in prange((hi - lo + WEIGHT_CHUNK - 1) // WEIGHT_CHUNK, num_threads=T,
                         schedule="static"):
             _weights_from_partials(P, lo + c * WEIGHT_CHUNK,
                                    min(hi, lo + (c + 1) * WEIGHT_CHUNK), lo, part, nb,
-                                   n_blocks, mv)
+                                   lanes, n_blocks, mv)
 
 
 cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, label_t* lab, Py_ssize_t N,
@@ -759,8 +807,8 @@ cdef struct Grids:
     const uint64_t* label_ptr  # (n_grids,) addresses of the label arrays (_grid.pxd)
     const unsigned char* label_wide  # (n_grids,) 1 where a grid's labels are int32
     Moves mv                   # the visited grid's moves (max bins + 1 entries each)
-    double* part               # block partial sums, ``cap`` entries
-    Py_ssize_t cap
+    double* part               # block partial sums (stream_lanes lanes per block)
+    Py_ssize_t cap             # a grid takes them while n_blocks part_stride(bins) <= cap
     Py_ssize_t block           # rows per block (fixed by N: results for any thread count)
     int64_t* order             # (n_grids,) the epoch's grid sequence
 
@@ -849,7 +897,7 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
     (docs/internals.md, "Grid mode"). The same iterates as grid_epoch, for any T."""
     cdef Py_ssize_t it, r, prev
     cdef int64_t lo, hi
-    cdef int Tg
+    cdef int Tg, lanes
     cdef double* part
     cdef Py_ssize_t n_blocks = (P.N + G.block - 1) // G.block
     if S.sel == PERMUTATION:
@@ -863,7 +911,7 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
         hi = G.grid_ptr[r + 1]
         if hi - lo < 2:  # one bin: a single coordinate step
             if prev >= 0:
-                stream_pair(P, G, prev, -1, NULL, 0, T)
+                stream_pair(P, G, prev, -1, NULL, 0, 1, T)
                 prev = -1
             run_order(P, NULL, lo, hi, NULL)
             continue
@@ -880,36 +928,38 @@ cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept n
             # across threads in chunks of contiguous bins (grid_bin_steps): a step is a
             # few ns, so a chunk must hold thousands of them
             if prev >= 0:
-                stream_pair(P, G, prev, -1, NULL, 0, T)
+                stream_pair(P, G, prev, -1, NULL, 0, 1, T)
                 prev = -1
             grid_bin_steps(P, lo, hi, Tg)
             continue
-        if part != NULL:
-            # apply the pending grid and sum this one in one pass
-            stream_pair(P, G, prev, r, part, part_stride(hi - lo), Tg)
-        elif prev >= 0:
-            stream_pair(P, G, prev, -1, NULL, 0, Tg)
-        stream_weights(P, lo, hi, part, n_blocks, &G.mv, Tg)
+        # apply the pending grid and sum this one in one pass
+        lanes = stream_lanes(n_blocks, hi - lo, P.N)
+        stream_pair(P, G, prev, r, part, part_stride(hi - lo), lanes, Tg)
+        stream_weights(P, lo, hi, part, lanes, n_blocks, &G.mv, Tg)
         prev = r
     if prev >= 0:
-        stream_pair(P, G, prev, -1, NULL, 0, T)
+        stream_pair(P, G, prev, -1, NULL, 0, 1, T)
 
 
 cdef inline void stream_pair(const Prob* P, const Grids* G, Py_ssize_t prev, Py_ssize_t r,
-                             double* part, Py_ssize_t nb, int T) noexcept nogil:
+                             double* part, Py_ssize_t nb, int lanes, int T) noexcept nogil:
     # stream_rows for the label widths of grids prev and r (-1: none)
     cdef bint wp = prev >= 0 and G.label_wide[prev]
     cdef bint wr = r >= 0 and G.label_wide[r]
     cdef const void* a = <const void*>G.label_ptr[prev] if prev >= 0 else NULL
     cdef const void* b = <const void*>G.label_ptr[r] if r >= 0 else NULL
     if not wp and not wr:
-        stream_rows(P, <const uint16_t*>a, &G.mv, <const uint16_t*>b, part, nb, G.block, T)
+        stream_rows(P, <const uint16_t*>a, &G.mv, <const uint16_t*>b, part, nb, lanes, G.block,
+                    T)
     elif not wp:
-        stream_rows(P, <const uint16_t*>a, &G.mv, <const int32_t*>b, part, nb, G.block, T)
+        stream_rows(P, <const uint16_t*>a, &G.mv, <const int32_t*>b, part, nb, lanes, G.block,
+                    T)
     elif not wr:
-        stream_rows(P, <const int32_t*>a, &G.mv, <const uint16_t*>b, part, nb, G.block, T)
+        stream_rows(P, <const int32_t*>a, &G.mv, <const uint16_t*>b, part, nb, lanes, G.block,
+                    T)
     else:
-        stream_rows(P, <const int32_t*>a, &G.mv, <const int32_t*>b, part, nb, G.block, T)
+        stream_rows(P, <const int32_t*>a, &G.mv, <const int32_t*>b, part, nb, lanes, G.block,
+                    T)
 
 
 cdef void _row_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noexcept nogil:
@@ -1446,8 +1496,8 @@ cdef class CDProblem:
         self.grid_block = ((self.P.N + n_blocks - 1) // n_blocks + 7) // 8 * 8
         n_blocks = (self.P.N + self.grid_block - 1) // self.grid_block
         cap = int(self.max_partials * self.P.N)
-        need = [n_blocks * part_stride(int(w)) for w in widths
-                if n_blocks * part_stride(int(w)) <= cap]
+        need = [stream_lanes(n_blocks, int(w), self.P.N) * n_blocks * part_stride(int(w))
+                for w in widths if n_blocks * part_stride(int(w)) <= cap]
         self.grid_part = _aligned_zeros(max(max(need, default=0), 1))
         self.grid_order = np.zeros(max(len(widths), 1), dtype=np.int64)
         lp = self.grid_label_ptr
@@ -1461,7 +1511,7 @@ cdef class CDProblem:
         if self.P.ex != NULL:
             self.G.mv.fac = &dz[1, 0]
         self.G.part = &part[0]
-        self.G.cap = max(need, default=0)
+        self.G.cap = cap  # the rule (one lane's partial sums); the buffer holds the lanes
         self.G.block = self.grid_block
         self.G.order = &order[0]
         return True
