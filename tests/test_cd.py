@@ -1004,3 +1004,36 @@ def test_streamed_step_sums_in_lanes_as_documented():
     assert np.count_nonzero(want) > 100
     assert np.array_equal(serial.coef_, want)
     assert np.array_equal(grid.coef_, want)
+
+
+def test_classification_losses_stream_from_their_own_row_threshold():
+    # between the two thresholds (2^13 <= N < 2^14) serial cyclic CD streams for the squared
+    # loss but not for the logistic loss (bitwise the fit without the grid structure)
+    from rbcd.binning.random_binning import RandomBinning
+    from rbcd.solvers._paths import (SERIAL_STREAM_MIN_ROWS,
+                                     SERIAL_STREAM_MIN_ROWS_CLASSIFICATION)
+
+    rng = np.random.default_rng(9)
+    X = rng.uniform(size=(10000, 3))
+    y = np.sin(6 * X[:, 0]) + X[:, 1]
+    yc = np.where(y > np.median(y), 1, -1)
+    rb = RandomBinning(n_grids=4, sigma=0.5, random_state=3)
+    Z = rb.fit_transform(X)
+    assert SERIAL_STREAM_MIN_ROWS <= Z.shape[0] < SERIAL_STREAM_MIN_ROWS_CLASSIFICATION
+    kw = dict(alpha=1e-5, max_epochs=3, tol=0.0, parallel=None, selection="cyclic")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        reg_plain = CDRegressor(**kw).fit(Z, y)
+        reg = CDRegressor(**kw).fit(Z, y, columns=rb)
+        clf_plain = CDClassifier(**kw).fit(Z, yc)
+        clf = CDClassifier(**kw).fit(Z, yc, columns=rb)
+        with forced_paths(serial_stream_min_rows_classification=Z.shape[0]):
+            clf_at = CDClassifier(**kw).fit(Z, yc, columns=rb)
+    assert not np.array_equal(reg.coef_, reg_plain.coef_)   # streamed
+    assert np.allclose(reg.coef_, reg_plain.coef_, **TIGHT)
+    assert np.array_equal(clf.coef_, clf_plain.coef_)       # the coordinates' own steps
+    assert not np.array_equal(clf_at.coef_, clf_plain.coef_)
+    assert np.allclose(clf_at.coef_, clf_plain.coef_, rtol=1e-7, atol=1e-10)
+    with pytest.raises(ValueError, match="serial_stream_min_rows"):
+        with forced_paths(serial_stream_min_rows_classification=-1):
+            pass

@@ -354,10 +354,12 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
             out["history"] = [h * c * c for h in out["history"]]
         return out
     # grid mode, and serial cyclic CD on RB columns (grid after grid) from
-    # paths.serial_stream_min_rows rows, take the streamed step
+    # paths.serial_stream_min_rows rows (..._classification for the other losses), take the
+    # streamed step
+    min_rows = (paths.serial_stream_min_rows if loss == "squared"
+                else paths.serial_stream_min_rows_classification)
     stream = mode == "grid" or (mode is None and selection == "cyclic"
-                                and cols.grid_ptr is not None
-                                and N >= paths.serial_stream_min_rows)
+                                and cols.grid_ptr is not None and N >= min_rows)
     prob = _cd.CDProblem(
         cols.indptr, cols.indices, cols.data, cols.zval, y, s, S, M, LOSSES[loss], lam1, lam2,
         fit_intercept, SELECTIONS[selection], seed & _MASK64,
