@@ -533,17 +533,23 @@ cdef inline void set_move(const Prob* P, const Moves* mv, Py_ssize_t c, double d
             mv.fac[2 * c + 1] = 0.0
 
 
-cdef inline void _move_row(const Prob* P, const Moves* mv, Py_ssize_t l,
-                           Py_ssize_t i) noexcept nogil:
+cdef inline double _move_row(const Prob* P, const Moves* mv, Py_ssize_t l,
+                             Py_ssize_t i) noexcept nogil:
     # p_i += dz[l] and loss'(p_i, y_i), for the losses other than squared: by the bin's
-    # factors (unmoved bins too: factors 1), else only if the bin moved, by a fresh exp
+    # factors (unmoved bins too: factors 1), else only if the bin moved, by a fresh exp.
+    # Returns the new dv[i] (the caller's partial sum adds it from a register instead of
+    # reading back the store)
     cdef double d = mv.dz[l]
+    cdef double g
     if mv.fac != NULL and mv.fac[2 * l] != 0.0:
         P.u[i] += d
-        P.dv[i] = logistic_move(&P.ex[i], P.u[i], P.y[i], &mv.fac[2 * l])
-    elif d != 0.0:
+        g = logistic_move(&P.ex[i], P.u[i], P.y[i], &mv.fac[2 * l])
+        P.dv[i] = g
+        return g
+    if d != 0.0:
         P.u[i] += d
         set_deriv(P, i)
+    return P.dv[i]
 
 
 cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const Moves* mv,
@@ -592,13 +598,14 @@ cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const Moves* mv,
             for i in range(a, b):
                 u[i] += dz_prev[lab_prev[i]]
                 part[((i - a) & lmask) * nb + lab[i]] += u[i]
+        elif loss == SQUARED:
+            for i in range(a, b):
+                u[i] += dz_prev[lab_prev[i]]
+                part[((i - a) & lmask) * nb + lab[i]] += s[i] * u[i]
         else:
             for i in range(a, b):
-                if loss == SQUARED:
-                    u[i] += dz_prev[lab_prev[i]]
-                else:
-                    _move_row(P, mv, lab_prev[i], i)
-                part[((i - a) & lmask) * nb + lab[i]] += dv[i] if s == NULL else s[i] * dv[i]
+                x0 = _move_row(P, mv, lab_prev[i], i)
+                part[((i - a) & lmask) * nb + lab[i]] += x0 if s == NULL else s[i] * x0
     elif lab_prev != NULL:
         if loss == SQUARED:
             for i in range(a, b):
