@@ -594,14 +594,10 @@ cdef void _stream_pass(const Prob* P, const label_t* lab_prev, const Moves* mv,
                 part[m * nb + lab[i]] += u[i]
                 i = i + 1
                 m = m + 1
-        elif loss == SQUARED and s == NULL:
-            for i in range(a, b):
-                u[i] += dz_prev[lab_prev[i]]
-                part[((i - a) & lmask) * nb + lab[i]] += u[i]
         elif loss == SQUARED:
             for i in range(a, b):
                 u[i] += dz_prev[lab_prev[i]]
-                part[((i - a) & lmask) * nb + lab[i]] += s[i] * u[i]
+                part[((i - a) & lmask) * nb + lab[i]] += u[i] if s == NULL else s[i] * u[i]
         else:
             for i in range(a, b):
                 x0 = _move_row(P, mv, lab_prev[i], i)
