@@ -184,6 +184,51 @@ def test_int64_indices_and_csc_input_give_same_iterates():
     assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.coef_, c.coef_)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_column_adds_in_groups_are_bitwise_the_plain_adds(dtype):
+    # the squared loss's adds go in groups of loads then stores (rbcd/src/cd_kernels.h,
+    # RBCD_CD_ADD_GROUP = 16): every length around the group boundaries, with constant and
+    # stored values, must give each row exactly the plain loop's one add
+    rng = np.random.default_rng(5)
+    for n in [0, 1, 15, 16, 17, 31, 32, 33, 47, 100]:
+        rows = np.sort(rng.choice(500, size=n, replace=False)).astype(dtype)
+        z = rng.normal(size=n)
+        delta = float(rng.normal())
+        for values in (None, z):
+            u = rng.normal(size=500)
+            expected = u.copy()
+            expected[rows] += delta * (0.25 if values is None else values)
+            _cd.column_add(u, rows, values, delta, 0.25)
+            assert np.array_equal(u, expected), (n, values is None)
+
+
+@pytest.mark.parametrize("constant", [True, False])
+@pytest.mark.parametrize("selection", ["random", "cyclic"])
+def test_long_columns_match_ref(constant, selection):
+    # columns of 100+ rows (the hypothesis problems' columns are shorter than one group of
+    # adds), lengths not multiples of 16, with int32 and int64 row indices
+    rng = np.random.default_rng(3)
+    Z = sp.random(301, 9, density=0.4, format="csc", random_state=rng,
+                  data_rvs=lambda k: rng.normal(size=k))
+    if constant:
+        Z.data[:] = 0.25
+    assert np.diff(Z.indptr).min() >= 100
+    Z64 = sp.csc_matrix((Z.data, Z.indices.astype(np.int64), Z.indptr.astype(np.int64)),
+                        shape=Z.shape)
+    y = rng.normal(size=301) + 0.5
+    kw = dict(alpha=1e-3, l1_ratio=1.0, fit_intercept=False, max_epochs=5, tol=0.0,
+              selection=selection, parallel=None, random_state=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = CDRegressor(**kw).fit(Z, y)
+        a64 = CDRegressor(**kw).fit(Z64, y)
+        b = ref.CDRegressor(**kw).fit(Z, y)
+    assert np.count_nonzero(a.coef_) >= 5
+    assert np.array_equal(a.coef_, a64.coef_)
+    assert np.allclose(a.coef_, b.coef_, **TIGHT)
+    assert np.allclose(a.objective_history_, b.objective_history_, **TIGHT)
+
+
 def test_unsorted_duplicate_entries_are_summed():
     Z, y, _ = random_problem(8, "squared", n=25, d=6)
     coo = Z.tocoo()

@@ -50,6 +50,12 @@ cdef extern from "cd_kernels.h" nogil:
     double gather_sum_i64 "rbcd_cd_gather_sum_i64"(const double *dv, const double *s,
                                                    const double *z, const int64_t *ind,
                                                    int64_t start, int64_t end) noexcept
+    void column_add_i32 "rbcd_cd_column_add_i32"(double *u, const int32_t *ind,
+                                                 const double *z, int64_t start, int64_t end,
+                                                 double dz, double delta) noexcept
+    void column_add_i64 "rbcd_cd_column_add_i64"(double *u, const int64_t *ind,
+                                                 const double *z, int64_t start, int64_t end,
+                                                 double dz, double delta) noexcept
     double logistic_move "rbcd_logistic_move"(double *ex, double p, double y,
                                               const double *f) noexcept
 
@@ -316,9 +322,10 @@ cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double
                            Tx* tx) noexcept nogil:
     # numpy: p[rows] += delta * z[rows, j]; dv[rows] = loss'(p[rows], y[rows])
     # (tx not NULL: atomic adds for Hogwild; for the squared loss dv is p - y itself).
-    # Rows are independent, so the order is free: the plain loops run backwards, from the
-    # rows the gradient's gather (forwards) touched last, which are still in cache when
-    # the column's rows span more lines than the cache holds (benchmarks/compare_cd.py)
+    # Rows are distinct and independent, so the order is free: the plain loops run
+    # backwards, from the rows the gradient's gather (forwards) touched last, which are
+    # still in cache when the column's rows span more lines than the cache holds
+    # (benchmarks/compare_cd.py); the squared loss's in groups (rbcd/src/cd_kernels.h)
     cdef int64_t k
     cdef int64_t start = P.rec[j].start
     cdef int64_t end = P.rec[j].end
@@ -333,13 +340,10 @@ cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double
     if loss == SQUARED:
         if tx != NULL:
             _tx_adds(P, ind, start, end, delta, tx)
-        elif z == NULL:
-            dz = delta * P.zval
-            for k in range(end - 1, start - 1, -1):
-                u[ind[k]] += dz
+        elif idx_t is int32_t:
+            column_add_i32(u, ind, z, start, end, delta * P.zval, delta)
         else:
-            for k in range(end - 1, start - 1, -1):
-                u[ind[k]] += delta * z[k]
+            column_add_i64(u, ind, z, start, end, delta * P.zval, delta)
         return
     dz = delta * P.zval
     if P.ex != NULL and tx == NULL and z == NULL and end - start >= FACTOR_MIN_ROWS:
@@ -362,6 +366,27 @@ cdef inline void _col_axpy(const Prob* P, const idx_t* ind, Py_ssize_t j, double
         else:
             u[i] += dz
             set_deriv(P, i)
+
+
+def column_add(double[::1] u, indices, const double[::1] z, double delta, double zval):
+    """The squared loss's adds of one column step, in place (for tests): u[indices] +=
+    delta z, or delta zval when ``z`` is None; ``indices`` int32 or int64, distinct."""
+    cdef Py_ssize_t n = indices.shape[0]
+    cdef const int32_t[::1] i32
+    cdef const int64_t[::1] i64
+    cdef const double* zp = NULL
+    if n == 0:
+        return
+    if z is not None:
+        if z.shape[0] != n:
+            raise ValueError("z and indices differ in length")
+        zp = &z[0]
+    if indices.dtype == np.int64:
+        i64 = indices
+        column_add_i64(&u[0], &i64[0], zp, 0, n, delta * zval, delta)
+    else:
+        i32 = indices
+        column_add_i32(&u[0], &i32[0], zp, 0, n, delta * zval, delta)
 
 
 cdef inline void set_deriv(const Prob* P, Py_ssize_t i) noexcept nogil:

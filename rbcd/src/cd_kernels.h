@@ -78,6 +78,61 @@ RBCD_ALWAYS_INLINE double NAME(const double *dv, const double *s, const double *
 RBCD_DEFINE_GATHER_SUM(rbcd_cd_gather_sum_i32, int32_t)
 RBCD_DEFINE_GATHER_SUM(rbcd_cd_gather_sum_i64, int64_t)
 
+/* u[ind[k]] += dz (z NULL) or u[ind[k]] += delta z[k], k = end - 1 down to start: the adds
+   of a column step. A column's rows are distinct (the solvers' columns are canonical CSC:
+   sorted, no duplicates; RB columns hold one entry per row and grid), so the adds commute
+   and each row gets exactly one add, whatever the grouping: every result bit is that of the
+   plain loop u[ind[k]] += dz.
+   The adds go in groups of RBCD_CD_ADD_GROUP: the group's loads first, then its stores.
+   In the plain loop each load follows the previous row's store, and the loads of a random
+   column's rows (a cache miss each when the rows span more lines than L1 holds) wait
+   behind those stores; grouped, the group's misses overlap. Random selection, squared loss,
+   N = 1e5, d = 8, R = 32, sigma = 1, 2-vCPU AMD EPYC (Zen 1): the adds of an epoch take
+   about half the time (benchmarks/compare_cd.py for the epoch). 16 loads fit in the
+   16 vector registers; 32 spill to the stack and lose the gain.
+   Backwards: from the rows the gradient's gather (forwards) touched last, which are still
+   in cache when the column's rows span more lines than the cache holds. */
+#define RBCD_CD_ADD_GROUP 16
+
+#define RBCD_DEFINE_COLUMN_ADD(NAME, IDX)                                                    \
+RBCD_ALWAYS_INLINE void NAME(double *u, const IDX *ind, const double *z, int64_t start,     \
+                             int64_t end, double dz, double delta) {                        \
+    double t[RBCD_CD_ADD_GROUP];                                                            \
+    int64_t k = end, c;                                                                     \
+    if (z == NULL) {                                                                        \
+        while (k - start >= RBCD_CD_ADD_GROUP) {                                            \
+            k -= RBCD_CD_ADD_GROUP;                                                         \
+            RBCD_UNROLL_GROUP                                                               \
+            for (c = RBCD_CD_ADD_GROUP - 1; c >= 0; c--) t[c] = u[ind[k + c]] + dz;         \
+            RBCD_UNROLL_GROUP                                                               \
+            for (c = RBCD_CD_ADD_GROUP - 1; c >= 0; c--) u[ind[k + c]] = t[c];              \
+        }                                                                                   \
+        for (k = k - 1; k >= start; k--) u[ind[k]] += dz;                                   \
+    } else {                                                                                \
+        while (k - start >= RBCD_CD_ADD_GROUP) {                                            \
+            k -= RBCD_CD_ADD_GROUP;                                                         \
+            RBCD_UNROLL_GROUP                                                               \
+            for (c = RBCD_CD_ADD_GROUP - 1; c >= 0; c--)                                    \
+                t[c] = u[ind[k + c]] + delta * z[k + c];                                    \
+            RBCD_UNROLL_GROUP                                                               \
+            for (c = RBCD_CD_ADD_GROUP - 1; c >= 0; c--) u[ind[k + c]] = t[c];              \
+        }                                                                                   \
+        for (k = k - 1; k >= start; k--) u[ind[k]] += delta * z[k];                         \
+    }                                                                                       \
+}
+
+/* the group's loops must be unrolled for t to live in registers */
+#if defined(__clang__)
+#define RBCD_UNROLL_GROUP _Pragma("unroll")
+#elif defined(__GNUC__)
+#define RBCD_UNROLL_GROUP _Pragma("GCC unroll 16")
+#else
+#define RBCD_UNROLL_GROUP
+#endif
+
+RBCD_DEFINE_COLUMN_ADD(rbcd_cd_column_add_i32, int32_t)
+RBCD_DEFINE_COLUMN_ADD(rbcd_cd_column_add_i64, int64_t)
+
 /* The logistic loss's state of one row, y = +-1 (docs/internals.md, "Logistic state"):
    besides p the kernels keep E = exp(y p), and loss'(p, y) = -y / (1 + E). A move p += dz
    multiplies E by exp(y dz): with the two factors f[0] = exp(dz), f[1] = exp(-dz) of a
