@@ -1044,7 +1044,8 @@ def test_streamed_step_sums_in_lanes_as_documented():
               selection="cyclic")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        serial = CDRegressor(parallel=None, n_jobs=1, **kw).fit(Z, y, columns=cols)
+        with forced_paths(serial_stream_min_rows=N):  # (N is below the default)
+            serial = CDRegressor(parallel=None, n_jobs=1, **kw).fit(Z, y, columns=cols)
         grid = CDRegressor(parallel="grid", n_jobs=2, **kw).fit(Z, y, columns=cols)
     assert np.count_nonzero(want) > 100
     assert np.array_equal(serial.coef_, want)
@@ -1052,19 +1053,20 @@ def test_streamed_step_sums_in_lanes_as_documented():
 
 
 def test_classification_losses_stream_from_their_own_row_threshold():
-    # between the two thresholds (2^13 <= N < 2^14) serial cyclic CD streams for the squared
-    # loss but not for the logistic loss (bitwise the fit without the grid structure)
+    # between the two thresholds (2^14 <= N < 2^16) serial cyclic CD streams for the
+    # classification losses but not for the squared loss (bitwise the fit without the grid
+    # structure); each threshold, forced to N, switches its own losses to the stream
     from rbcd.binning.random_binning import RandomBinning
     from rbcd.solvers._paths import (SERIAL_STREAM_MIN_ROWS,
                                      SERIAL_STREAM_MIN_ROWS_CLASSIFICATION)
 
     rng = np.random.default_rng(9)
-    X = rng.uniform(size=(10000, 3))
+    X = rng.uniform(size=(20000, 3))
     y = np.sin(6 * X[:, 0]) + X[:, 1]
     yc = np.where(y > np.median(y), 1, -1)
     rb = RandomBinning(n_grids=4, sigma=0.5, random_state=3)
     Z = rb.fit_transform(X)
-    assert SERIAL_STREAM_MIN_ROWS <= Z.shape[0] < SERIAL_STREAM_MIN_ROWS_CLASSIFICATION
+    assert SERIAL_STREAM_MIN_ROWS_CLASSIFICATION <= Z.shape[0] < SERIAL_STREAM_MIN_ROWS
     kw = dict(alpha=1e-5, max_epochs=3, tol=0.0, parallel=None, selection="cyclic")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -1072,13 +1074,13 @@ def test_classification_losses_stream_from_their_own_row_threshold():
         reg = CDRegressor(**kw).fit(Z, y, columns=rb)
         clf_plain = CDClassifier(**kw).fit(Z, yc)
         clf = CDClassifier(**kw).fit(Z, yc, columns=rb)
-        with forced_paths(serial_stream_min_rows_classification=Z.shape[0]):
-            clf_at = CDClassifier(**kw).fit(Z, yc, columns=rb)
-    assert not np.array_equal(reg.coef_, reg_plain.coef_)   # streamed
-    assert np.allclose(reg.coef_, reg_plain.coef_, **TIGHT)
-    assert np.array_equal(clf.coef_, clf_plain.coef_)       # the coordinates' own steps
-    assert not np.array_equal(clf_at.coef_, clf_plain.coef_)
-    assert np.allclose(clf_at.coef_, clf_plain.coef_, rtol=1e-7, atol=1e-10)
+        with forced_paths(serial_stream_min_rows=Z.shape[0]):
+            reg_at = CDRegressor(**kw).fit(Z, y, columns=rb)
+    assert np.array_equal(reg.coef_, reg_plain.coef_)       # the coordinates' own steps
+    assert not np.array_equal(reg_at.coef_, reg_plain.coef_)   # streamed
+    assert np.allclose(reg_at.coef_, reg_plain.coef_, **TIGHT)
+    assert not np.array_equal(clf.coef_, clf_plain.coef_)   # streamed
+    assert np.allclose(clf.coef_, clf_plain.coef_, rtol=1e-7, atol=1e-10)
     with pytest.raises(ValueError, match="serial_stream_min_rows"):
         with forced_paths(serial_stream_min_rows_classification=-1):
             pass

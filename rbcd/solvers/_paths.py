@@ -35,13 +35,14 @@ GRID_PAR_MIN_ENTRIES = 1 << 15
 AUTO_GRID_MIN_ENTRIES = 32768
 #: Serial cyclic CD on RB columns (grid after grid) takes the streamed grid step from this
 #: many rows (squared loss); below it the coordinates' own steps, whose rows fit in cache
-#: there. d = 8, R = 32, sigma = 1, paired in one process: on a 2-vCPU AMD EPYC (no RTM)
-#: the streamed epoch with its 4-lane partial sums took 570 us at N = 10^4 against
-#: 510-930 us for the coordinates' own steps (their time moves from process to process,
-#: the stream's does not), and tied at N = 2000; on the 2-vCPU Intel Xeon the streamed
-#: epoch before the lanes was 0.27 ms against 0.24 ms at N = 10^4 and ahead from
-#: 2 x 10^4. A property of the problem: the same path on every machine.
-SERIAL_STREAM_MIN_ROWS = 1 << 13
+#: there. d = 8, R = 32, sigma = 1, paired in one process on a 2-vCPU AMD EPYC (Zen 1, no
+#: RTM), epochs of the streamed step / the coordinates' own steps (with their grouped adds,
+#: rbcd/src/cd_kernels.h): 265 / 205 us at N = 4000, 472 / 368 us at 8192, 883 / 703 us at
+#: 16384, 1.60 / 1.35 ms at 30000, 3.62 / 3.50 ms at 65536, 5.6 / 5.9 ms at 10^5 and
+#: 11.6 / 12.3 ms at 2 x 10^5. (Before the grouped adds the stream led from 2^13 rows on
+#: that CPU, and from 2 x 10^4 on a 2-vCPU Intel Xeon.) A property of the problem: the same
+#: path on every machine.
+SERIAL_STREAM_MIN_ROWS = 1 << 16
 #: The same threshold for the classification losses. Their streamed pass moves every row's
 #: loss' (a division per row, and the logistic state) where the coordinates' own steps
 #: touch only the rows of the bins that moved: at N = 10^4 (d = 8, R = 32, sigma = 1,
