@@ -161,19 +161,19 @@ def main(argv=None):
                     mine = (lambda e, s=sel: c.cd(None, 1, s, e), c.fit_rb, None)
                     if args.no_peer:
                         ours, = c.epochs(mine)
-                        serial_rows.append([name, sel, fmt_time(ours), "-", "-", "-", ""])
+                        serial_rows.append([name, sel, c.shown(0, ours), "-", "-", "-", ""])
                     elif loss == "logistic" and sel == "random":
                         # no coordinate descent peer draws coordinates at random: saga
                         # (one pass over the rows) as a reference, without a target
                         ours, peer = c.epochs(mine, (c.saga, c.fit_sk_csr, None))
-                        serial_rows.append([name, sel, fmt_time(ours), "saga (rows)",
-                                            fmt_time(peer), fmt_ratio(ratio(ours, peer)), ""])
+                        serial_rows.append([name, sel, c.shown(0, ours), "saga (rows)",
+                                            c.shown(1, peer), fmt_ratio(ratio(ours, peer)), ""])
                     else:
                         make, fit, peer_name = c.peer(sel)
                         ours, peer = c.epochs(mine, (make, fit, None))
                         r = ratio(ours, peer)
-                        serial_rows.append([name, sel, fmt_time(ours), peer_name,
-                                            fmt_time(peer), fmt_ratio(r),
+                        serial_rows.append([name, sel, c.shown(0, ours), peer_name,
+                                            c.shown(1, peer), fmt_ratio(r),
                                             check(r, TARGET_SERIAL_VS_PEER, False)])
                     _progress(serial_rows[-1])
                 modes = [("hogwild", {"transactions": "off"}, "hogwild, atomic adds")]
@@ -197,7 +197,7 @@ def main(argv=None):
                         target, ok = TARGET_PAR_2T, check(s, TARGET_PAR_2T, True)
                     else:
                         target, ok = None, ""
-                    par_rows.append([name, label, fmt_time(t1), fmt_time(t2), fmt_ratio(s),
+                    par_rows.append([name, label, c.shown(0, t1), c.shown(1, t2), fmt_ratio(s),
                                      f">= {target}x" if target else "", ok])
                     _progress(par_rows[-1])
                     if mode == "auto":
@@ -215,7 +215,10 @@ def main(argv=None):
          "it. rbcd runs on Z with its grid structure (columns=), as RBRegressor does. "
          "'grid, default rule' splits a grid across threads only from grid_par_min stored "
          "entries; 'every grid split' forces it (grid_par_min=0): compare the two to place "
-         "the threshold. 'auto' is parallel='auto' (grid or serial by the size rule).")
+         "the threshold. 'auto' is parallel='auto' (grid or serial by the size rule). "
+         "'(j of k ep)': the k-epoch fit stopped after j epochs (its gap reached 0 in "
+         "rounding), so that time is a difference of fits j - 1 epochs apart: below about "
+         "5 epochs it is mostly the noise of the fits' set-up, and so is its ratio.")
     return 0
 
 
@@ -295,6 +298,12 @@ class _Cell:
                                   C=1.0 / (self.Z.shape[0] * self.alpha), fit_intercept=False,
                                   max_iter=epochs, tol=0.0, random_state=self.args.seed)
 
+    def shown(self, c, t):
+        """Contender c's epoch time t of the last :meth:`epochs`, with the epochs its
+        k-epoch fit ran when it stopped early."""
+        ran = self.ran[c]
+        return fmt_time(t) + (f" ({ran} of {self.k} ep)" if 1 < ran < self.k else "")
+
     def epochs(self, *contenders):
         """Per-epoch time of each contender ``(make, fit, paths)``: (T(k) - T(1)) / (epochs
         run by the k-epoch fit - 1), each T the best of --repeat; nan below timer noise or
@@ -325,9 +334,10 @@ class _Cell:
                 b, last[c] = best_of(lambda: run(make, fit, paths, self.k), 1, settle=SETTLE)
                 t1[c], tk[c] = min(t1[c], a), min(tk[c], b)
         self.last = last[-1]  # the last contender's k-epoch fit (its n_threads_, parallel_)
+        self.ran = [int(np.max(f.n_iter_)) for f in last]
         out = []
         for c in range(n):
-            ran = int(np.max(last[c].n_iter_))
+            ran = self.ran[c]
             per = (tk[c] - t1[c]) / (ran - 1) if ran > 1 else float("nan")
             out.append(per if per > 0 else float("nan"))
         return out
