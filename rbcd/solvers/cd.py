@@ -40,8 +40,9 @@ Parallel modes (``parallel=``):
 
   Inside grid mode a grid with fewer than ``GRID_PAR_MIN_ENTRIES`` = 2^15 entries (RB
   training data: N below 32,768) is updated on one thread: there the split lost on 2
-  vCPUs (docs/benchmarks/cd.md); the iterates are the same either way. Serial CD (``parallel=None``, or "auto" below the grid size) runs on
-  one thread, its per-epoch passes too. Hogwild is never chosen (see above).
+  vCPUs (docs/benchmarks/cd.md); the iterates are the same either way. Serial CD
+  (``parallel=None``, or "auto" below the grid size) runs on one thread, its per-epoch
+  passes too. Hogwild is never chosen (see above).
 
 Convergence is decided once per epoch, after the intercept step (docs/internals.md). The
 full check is an O(nnz) pass; when a certified lower bound computed from the few columns
