@@ -94,6 +94,17 @@ RBCD_DEFINE_GATHER_SUM(rbcd_cd_gather_sum_i64, int64_t)
    in cache when the column's rows span more lines than the cache holds. */
 #define RBCD_CD_ADD_GROUP 16
 
+/* the group's loops must be unrolled, RBCD_CD_ADD_GROUP times, for t to live in registers */
+#define RBCD_PRAGMA(text) _Pragma(#text)
+#define RBCD_GCC_UNROLL(n) RBCD_PRAGMA(GCC unroll n)
+#if defined(__clang__)
+#define RBCD_UNROLL_GROUP _Pragma("unroll")
+#elif defined(__GNUC__)
+#define RBCD_UNROLL_GROUP RBCD_GCC_UNROLL(RBCD_CD_ADD_GROUP)
+#else
+#define RBCD_UNROLL_GROUP
+#endif
+
 #define RBCD_DEFINE_COLUMN_ADD(NAME, IDX)                                                    \
 RBCD_ALWAYS_INLINE void NAME(double *u, const IDX *ind, const double *z, int64_t start,     \
                              int64_t end, double dz, double delta) {                        \
@@ -120,15 +131,6 @@ RBCD_ALWAYS_INLINE void NAME(double *u, const IDX *ind, const double *z, int64_t
         for (k = k - 1; k >= start; k--) u[ind[k]] += delta * z[k];                         \
     }                                                                                       \
 }
-
-/* the group's loops must be unrolled for t to live in registers */
-#if defined(__clang__)
-#define RBCD_UNROLL_GROUP _Pragma("unroll")
-#elif defined(__GNUC__)
-#define RBCD_UNROLL_GROUP _Pragma("GCC unroll 16")
-#else
-#define RBCD_UNROLL_GROUP
-#endif
 
 RBCD_DEFINE_COLUMN_ADD(rbcd_cd_column_add_i32, int32_t)
 RBCD_DEFINE_COLUMN_ADD(rbcd_cd_column_add_i64, int64_t)
