@@ -140,6 +140,7 @@ _RB_CONSTRAINTS = {
     "n_jobs": N_JOBS,
     "random_state": "no_validation",  # checked by RandomBinning and the CD solvers
     "verbose": VERBOSE,
+    "device": [StrOptions({"cpu", "cuda"})],  # "cuda": rbcd.cuda (docs/gpu.md; cg only)
 }
 
 
@@ -191,7 +192,7 @@ class _RBBase(BaseEstimator):
         return _random_binning_class()(
             n_grids=self._n_grids(self.n_features_in_), sigma=self.sigma, kernel=self.kernel,
             n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
-            random_state=self.random_state,
+            random_state=self.random_state, device=self.device,
         )
 
     def _make_solver(self, shape=None, structured=False, n_weight=None):
@@ -202,7 +203,7 @@ class _RBBase(BaseEstimator):
             return cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
                        max_iter=self.max_iter,
                        preconditioner=_preconditioner(self.preconditioner, tol, shape, structured),
-                       n_jobs=self.n_jobs, verbose=self.verbose, **extra)
+                       n_jobs=self.n_jobs, verbose=self.verbose, device=self.device, **extra)
         cls = CDClassifier if self._classifier else CDRegressor
         params = dict(loss=loss, alpha=alpha, l1_ratio=self.l1_ratio,
                       fit_intercept=self.fit_intercept, max_epochs=self.max_epochs, tol=tol,
@@ -223,6 +224,9 @@ class _RBBase(BaseEstimator):
         y : targets (regression, 1-D or 2-D) or
         class labels; sample_weight : optional non-negative weights.
         """
+        if self.device == "cuda":  # binning and CG on the GPU (rbcd.cuda.estimators)
+            from .cuda.estimators import rb_fit
+            return rb_fit(self, X, y, sample_weight)
         solver = self._solver_name()
         self._effective()  # parameter errors before any work
         X = validate_data(self, X, reset=True, accept_sparse=["csr", "csc"],
@@ -256,8 +260,15 @@ class _RBBase(BaseEstimator):
     # ------------------------------------------------------------------ predict
     # (no public ``transform``: it would make the model a scikit-learn transformer;
     # the features of new data are ``binning_.transform(X)``)
+    def to_cpu(self):
+        """This model with device="cpu" (a device fit's binning tables rebuilt on the host)."""
+        from .cuda.estimators import rb_to_cpu
+        return rb_to_cpu(self)
+
     def _features(self, X):
         check_is_fitted(self, "solver_")
+        if "_cuda_tables" in self.binning_.__dict__:  # fitted with device="cuda"
+            return self.binning_.transform(X)
         X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"],
                           dtype=np.float64, ensure_all_finite=False)
         return self.binning_.transform(X)
@@ -325,6 +336,10 @@ _PARAMS_DOC = """
     random_state : int, Generator, RandomState or None
         Seeds the grids and the CD coordinate stream.
     verbose : int
+    device : "cpu" or "cuda", default "cpu"
+        "cuda": binning, CG and prediction on one GPU through CuPy (the ``rbcd[cuda]``
+        extra; solver="cg", exact mode, calibration "train" or None). The same Z bit for
+        bit, the same objective; ``to_cpu()`` gives the equal CPU model (docs/gpu.md).
 """
 
 
@@ -347,7 +362,8 @@ class RBRegressor(RegressorMixin, _RBBase):
                  solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
-                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
+                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0, device="cpu"):
+        self.device = device
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -416,7 +432,8 @@ class RBClassifier(ClassifierMixin, _RBBase):
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, calibration="train", dtype=np.float64, n_jobs=None,
-                 random_state=None, verbose=0):
+                 random_state=None, verbose=0, device="cpu"):
+        self.device = device
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel

@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _ops
+from ._ops import get_xp  # noqa: F401 (the estimators' hooks take it from here)
 from .._random import make_generator
 from .._scale import DEFAULT_FACTOR, N_PAIRS, _robust_median, _sampled_pairs
 from .._validation import index_dtype

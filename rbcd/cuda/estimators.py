@@ -117,7 +117,8 @@ def ridge_decision(est, X):
     coef = _ops.on_device(xp, np.atleast_2d(est.coef_), np.float64)
     out = Z @ coef.T
     out = _ops.to_host(out.toarray() if hasattr(out, "toarray") else out)
-    return np.asarray(out).reshape(Z.shape[0], -1) + np.atleast_1d(est.intercept_)
+    out = np.asarray(out).reshape(Z.shape[0], -1) + np.atleast_1d(est.intercept_)
+    return out[:, 0] if np.ndim(est.coef_) == 1 else out  # the CPU's shapes
 
 
 def _cpu_copy(est):

@@ -596,6 +596,7 @@ _CG_CONSTRAINTS = {
     "preconditioner": [StrOptions({"jacobi"}), None],
     "n_jobs": N_JOBS,
     "verbose": VERBOSE,
+    "device": [StrOptions({"cpu", "cuda"})],  # "cuda": rbcd.cuda (docs/gpu.md)
 }
 
 
@@ -646,8 +647,16 @@ class _RidgeCGBase(BaseEstimator):
         self.residual_ = info["residual"]
         return coef, intercept
 
+    def to_cpu(self):
+        """This estimator with device="cpu" (the coefficients always live on the host)."""
+        from ..cuda.estimators import ridge_to_cpu
+        return ridge_to_cpu(self)
+
     def _decision(self, X):
         check_is_fitted(self)
+        if self.__dict__.get("_cuda_fitted"):  # fitted with device="cuda"
+            from ..cuda.estimators import ridge_decision
+            return ridge_decision(self, X)
         X = self._validate_X(X, reset=False)
         coef = np.asarray(self.coef_)
         if sp.issparse(X):
@@ -688,6 +697,10 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     verbose : int, default 0. Printed to stdout (scikit-learn's levels): 1, one summary
         line per fit (iterations, the final relative residual, converged or not, threads,
         time); 2 and above, also a line per CG iteration.
+    device : "cpu" or "cuda", default "cpu". "cuda": the block PCG on one GPU through
+        CuPy (rbcd.cuda; the same objective, agreeing to the tolerance); X may then also be
+        the ``rbcd.cuda.GridLayout`` of a device binning (or be passed as ``columns``).
+        Coefficients are numpy arrays either way; ``to_cpu()`` gives the CPU estimator.
 
     Attributes
     ----------
@@ -702,7 +715,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     _parameter_constraints = dict(_CG_CONSTRAINTS)
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None, verbose=0):
+                 preconditioner="jacobi", n_jobs=None, verbose=0, device="cpu"):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.tol = tol
@@ -710,6 +723,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         self.preconditioner = preconditioner
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.device = device
 
     @fit_context
     def fit(self, X, y, sample_weight=None, columns=None):
@@ -722,6 +736,9 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         binning training data (module docstring) and saves the transposed copy of X; the
         solution does not change. A structure that is not X's is a ValueError.
         """
+        if self.device == "cuda":  # X: any matrix, or a rbcd.cuda.GridLayout (docs/gpu.md)
+            from ..cuda.estimators import ridge_fit
+            return ridge_fit(self, X, y, sample_weight, columns)
         X, y = validate_data(
             self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32],
             multi_output=True, y_numeric=True,
@@ -765,7 +782,8 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     }
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0):
+                 preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0,
+                 device="cpu"):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
         self.tol = tol
@@ -774,6 +792,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         self.class_weight = class_weight
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.device = device
 
     @fit_context
     def fit(self, X, y, sample_weight=None, columns=None):
@@ -782,6 +801,9 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         ``columns``: optional grid structure of X, as in ``RidgeCG.fit``; it speeds up the
         Jacobi preconditioner, same solution.
         """
+        if self.device == "cuda":
+            from ..cuda.estimators import ridge_fit
+            return ridge_fit(self, X, y, sample_weight, columns, classifier=True)
         X, y = validate_data(
             self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32],
             multi_output=False,
