@@ -35,16 +35,20 @@ class MatrixOperator:
 
     def __init__(self, xp, Z):
         self.xp = xp
-        self.Z = Z
         self.shape = tuple(int(s) for s in Z.shape)
         self.sparse = sp.issparse(Z) or type(Z).__module__.startswith("cupyx.scipy.sparse")
+        if self.sparse:  # canonical CSR: Z * Z is then the square of the stored values
+            Z = Z.tocsr().copy()
+            Z.sum_duplicates()
+        self.Z = Z
         self.ZT = Z.T.tocsr() if self.sparse else None
 
     def dot(self, P):
-        out = self.Z @ P
+        out = self.Z @ self.xp.ascontiguousarray(P)
         return self.xp.asarray(out.toarray() if hasattr(out, "toarray") else out)
 
     def tdot(self, U):
+        U = self.xp.ascontiguousarray(U)
         out = (self.ZT @ U) if self.sparse else (self.Z.T @ U)
         return self.xp.asarray(out.toarray() if hasattr(out, "toarray") else out)
 
@@ -58,8 +62,8 @@ class MatrixOperator:
         xp = self.xp
         colsum = self.tdot(s[:, None])[:, 0]
         if self.sparse:
-            Z2 = self.Z.multiply(self.Z)
-            Z2 = Z2.T.tocsr()
+            Z2 = self.ZT.copy()
+            Z2.data = Z2.data * Z2.data
             colsq = Z2 @ s
             colsq = xp.asarray(colsq.toarray() if hasattr(colsq, "toarray") else colsq).ravel()
         else:

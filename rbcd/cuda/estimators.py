@@ -114,8 +114,8 @@ def ridge_decision(est, X):
     if Z.shape[1] != est.n_features_in_:
         raise ValueError(f"X has {Z.shape[1]} features, but {type(est).__name__} is "
                          f"expecting {est.n_features_in_} features as input")
-    coef = _ops.on_device(xp, np.atleast_2d(est.coef_), np.float64)
-    out = Z @ coef.T
+    coef_t = _ops.on_device(xp, np.atleast_2d(est.coef_).T, np.float64)  # (D, k), C order
+    out = Z @ coef_t
     out = _ops.to_host(out.toarray() if hasattr(out, "toarray") else out)
     out = np.asarray(out).reshape(Z.shape[0], -1) + np.atleast_1d(est.intercept_)
     return out[:, 0] if np.ndim(est.coef_) == 1 else out  # the CPU's shapes
