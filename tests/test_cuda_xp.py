@@ -268,3 +268,98 @@ def test_estimators_on_numpy_device(numpy_device):
     k_cpu = RidgeCGClassifier(alpha=1.0, tol=1e-11).fit(Zc, labels)
     np.testing.assert_allclose(k_dev.coef_, k_cpu.coef_, atol=1e-8)
     assert k_dev.to_cpu().device == "cpu"
+
+
+# ------------------------------------------------------------------------------------------
+# The CuPy branches without a GPU: an array module that is not numpy (so every "cupy" branch
+# runs) and the four CUDA kernels emulated from their source's contract, each launch's
+# argument types, shapes and grid size checked as CUDA would need them.
+class _FakeCupy:
+    __name__ = "fakecupy"
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def argsort(a):  # cupy's argsort is stable
+        return np.argsort(a, kind="stable")
+
+
+def _check_args(args, spec):
+    assert len(args) == len(spec)
+    for a, s in zip(args, spec):
+        if isinstance(s, str):  # a pointer: a C-contiguous array of that dtype
+            assert isinstance(a, np.ndarray) and a.dtype == np.dtype(s), (a, s)
+            assert a.flags.c_contiguous
+        else:                   # a scalar of exactly that numpy type
+            assert type(a) is s, (type(a), s)
+
+
+def _emulated(name):
+    def rb_grid_keys(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int32, "float64", "float64", "int64",
+                           "int64", "int64", np.int32, np.int32, "uint64", "uint8"])
+        X, n, d, u, w, lo, hi, shift, row_bits, mode, keys, inside = args
+        assert grid[0] * block[0] >= n and X.shape == (n, d) and u.shape == (d,)
+        if mode == 1:
+            keys[:] = _ops.grid_keys(np, X, u, w, lo, hi, shift, int(row_bits), True)
+        else:
+            k, ins = _ops.grid_keys(np, X, u, w, lo, hi, shift, 0, False)
+            keys[:], inside[:] = k, ins
+
+    def rb_zdot(grid, block, args):
+        _check_args(args, ["int32", np.int64, np.int32, "int64", "float64", np.int32,
+                           np.int32, np.int32, np.float64, "float64"])
+        labels, n, R, gp, W, k, k0, kc, value, out = args
+        assert grid[0] * block[0] >= n and labels.shape == (R, n) and 1 <= kc <= 8
+        assert W.shape[1] == k and out.shape == (n, k)
+        out[:, k0:k0 + kc] = _ops.zdot(np, labels, gp, W[:, k0:k0 + kc], float(value))
+
+    def rb_piece_sums(grid, block, args):
+        _check_args(args, ["int32", "int64", "int64", np.int64, "float64", np.int32,
+                           np.int32, np.int32, "float64"])
+        rows, ps, pe, n_pieces, U, k, k0, kc, partial = args
+        assert grid[0] * block[0] >= 32 * n_pieces and block[0] % 32 == 0
+        assert ps.shape == pe.shape == (n_pieces,) and partial.shape == (n_pieces, k)
+        partial[:, k0:k0 + kc] = _ops.piece_sums(np, rows, ps, pe, U[:, k0:k0 + kc])
+
+    def rb_segment_sums(grid, block, args):
+        _check_args(args, ["float64", "int64", np.int64, np.int32, np.float64, "float64"])
+        V, ptr, n_seg, k, scale, out = args
+        assert grid[0] * block[0] >= n_seg and ptr.shape == (n_seg + 1,) and V.shape[1] == k
+        out[:] = _ops.segment_sums(np, V, ptr, float(scale))
+
+    return locals()[name]
+
+
+def test_cupy_branches_with_emulated_kernels(monkeypatch):
+    fake = _FakeCupy()
+    monkeypatch.setattr(_ops, "_kernel", _emulated)
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(3000, 6))
+    X[:, 5] = 1.0
+    y = np.sin(5 * X[:, 0]) + X[:, 1]
+    Xt = rng.uniform(-0.1, 1.1, size=(400, 6))
+    cpu, Z, cols = _cpu_Z(X, 12, "scale", 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = RandomBinning(n_grids=12, random_state=3)
+        layout = cb.fit_layout(est, X, fake)
+    arrays = cb.csr_arrays(fake, layout.labels, est.grid_ptr_, est.n_features_out_,
+                           est._value(), est._dtype_)
+    _assert_same_Z(arrays, Z)
+    np.testing.assert_array_equal(layout.rows, cols.indices)
+    labels = cb.transform_labels(est, Xt, fake)
+    Zt = cpu.transform(Xt)
+    _assert_same_Z(cb.csr_arrays(fake, labels, est.grid_ptr_, est.n_features_out_,
+                                 est._value(), est._dtype_), Zt)
+    W = rng.normal(size=(layout.n_columns, 11))   # k = 11: two passes of 8 targets
+    U = rng.normal(size=(layout.n_rows, 11))
+    np.testing.assert_allclose(layout.dot(W), Z @ W, atol=1e-12)
+    np.testing.assert_allclose(layout.tdot(U), Z.T @ U, atol=1e-10)
+    Y = np.c_[y, 2 * y]
+    c1, b1, _ = solve_ridge_cg(Z, Y, None, alpha=0.3, tol=1e-11, columns=cols)
+    c2, b2, _, _ = ccg.solve_ridge(fake, layout, Y, None, alpha=0.3, tol=1e-11,
+                                   structured=True)
+    np.testing.assert_allclose(c2, c1, atol=1e-7)
+    np.testing.assert_allclose(b2, b1, atol=1e-7)
