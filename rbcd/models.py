@@ -253,8 +253,10 @@ class _RBBase(BaseEstimator):
             self._fit_calibration(est, Z, y, sample_weight, n_weight)
         self.fit_time_ = {"binning": t1 - t0, "solver": t2 - t1}
         if self.verbose:
+            form = f" ({est.solver_})" if solver in _RIDGE_SOLVERS else ""
             print(f"[{type(self).__name__}] {binning.n_features_out_} features from "
-                  f"{Z.shape[0]} rows in {t1 - t0:.3f}s; {solver} solver in {t2 - t1:.3f}s")
+                  f"{Z.shape[0]} rows in {t1 - t0:.3f}s; {solver}{form} solver in "
+                  f"{t2 - t1:.3f}s")
         return self
 
     # ------------------------------------------------------------------ predict
@@ -278,7 +280,7 @@ class _RBBase(BaseEstimator):
 
     @property
     def n_iter_(self):
-        """CG iterations per target, or CD epochs."""
+        """CG iterations per target (1 for a direct solve), or CD epochs."""
         return self.solver_.n_iter_
 
     def __sklearn_tags__(self):

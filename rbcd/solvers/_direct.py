@@ -233,7 +233,9 @@ def _eig_solve(G, rhs, alpha):
 
 def solve_direct(system, alpha, form, columns, tol=None):
     """W (D, k) of ``system`` (a rbcd.solvers.cg._RidgeSystem) in ``form`` "dual" or
-    "primal"; returns (W, n_iter (zeros), info as solve_ridge_cg's, ``stop`` "direct").
+    "primal"; returns (W, n_iter (ones: one factorization, scikit-learn's convention that
+    a fitted solver made at least one iteration), info as solve_ridge_cg's, ``stop``
+    "direct").
 
     One Cholesky factorization per distinct alpha (one for all targets in the usual
     case). Where it fails (alpha = 0 and a singular Gram matrix), the Gram matrix is
@@ -277,4 +279,4 @@ def solve_direct(system, alpha, form, columns, tol=None):
     converged = residual <= (tol if tol is not None else np.inf)
     info = dict(converged=converged, residual=residual,
                 stop=np.array(["direct"] * k))
-    return W, np.zeros(k, dtype=np.int64), info
+    return W, np.ones(k, dtype=np.int64), info

@@ -412,8 +412,8 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
     (one Cholesky factorization for every target, rbcd.solvers._direct), "direct" (the
     smaller of the two) or "auto" (the cheapest of the three by rbcd.solvers._direct's
     cost model). The same returns as solve_ridge_cg, and ``info["method"]`` the form
-    used; a direct solve reports 0 iterations and the relative residual of its solution
-    (``stop`` "direct").
+    used; a direct solve reports 1 iteration (the factorization) and the relative
+    residual of its solution (``stop`` "direct").
 
     Scaling: the objective sum_i s_i (y_i - z_i w - b)^2 + alpha ||w||^2 is quadratic, so
     with Y' = Y / cy the solution is (w, b) / cy; and with s' = s / cs, alpha' = alpha / cs
@@ -784,7 +784,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     ----------
     coef_ : (D,) for 1-D y, (n_targets, D) for 2-D y; float32 for float32 input
     intercept_ : float or (n_targets,)
-    n_iter_ : (n_targets,) CG iterations per target (0 for a direct solve)
+    n_iter_ : (n_targets,) CG iterations per target (1 for a direct solve: the factorization)
     solver_ : str, the form used: "cg", "dual" or "primal"
     converged_ : bool, every target reached ``tol``
     residual_ : (n_targets,) final relative residual ||r|| / ||b|| per target

@@ -196,7 +196,7 @@ class _RidgeCGBase(BaseEstimator):
                                   preconditioner)
         form = "dual" if Z.shape[0] <= Z.shape[1] else "primal"
         W, B = ridge_direct_solve(Z, Y, s, alpha, bool(self.fit_intercept), form)
-        return W, B, np.zeros(Y.shape[1], dtype=np.int64)
+        return W, B, np.ones(Y.shape[1], dtype=np.int64)     # one factorization
 
     def _decision(self, Z):
         check_is_fitted(self, "coef_")
@@ -216,7 +216,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     Same solution as ``sklearn.linear_model.Ridge(alpha)`` (with sample weights and several
     targets). ``solver``: "cg", or "direct" / "auto" (an exact dense solve here, see
     ``_solve``). ``n_jobs`` is accepted and ignored. Attributes: ``coef_`` (D,) or (T, D),
-    ``intercept_`` float or (T,), ``n_iter_`` (T,) CG iterations per target (0: direct).
+    ``intercept_`` float or (T,), ``n_iter_`` (T,) CG iterations per target (1: direct).
     """
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
