@@ -249,7 +249,7 @@ def test_estimators_on_numpy_device(numpy_device):
     np.testing.assert_allclose(gc.predict_proba(Xt), cc.predict_proba(Xt), atol=1e-6)
     with pytest.raises(ValueError, match="holdout"):
         RBClassifier(device="cuda", calibration="holdout").fit(X, labels)
-    with pytest.raises(ValueError, match="solver='cg'"):
+    with pytest.raises(ValueError, match="solver must be 'auto' or 'cg'"):
         RBRegressor(device="cuda", solver="cd").fit(X, y)
     # RandomBinning + RidgeCG(Classifier) with the device column structure, or plain Z
     rb = RandomBinning(n_grids=8, random_state=1, device="cuda")

@@ -48,6 +48,9 @@ def ridge_fit(est, X, y, sample_weight=None, columns=None, classifier=False):
     GridLayout as ``columns`` (RandomBinning(device='cuda').fit_transform(X,
     return_columns=True)), or any dense / sparse matrix."""
     xp = _xp(est)
+    if getattr(est, "solver", "cg") not in ("auto", "cg"):
+        raise ValueError(f"device='cuda' solves ridge by CG: solver must be 'auto' or 'cg', "
+                         f"got {est.solver!r}")
     if not np.isfinite(float(est.tol)):
         raise ValueError(f"tol must be finite, got {est.tol!r}")
     if isinstance(X, GridLayout):
@@ -93,6 +96,7 @@ def ridge_fit(est, X, y, sample_weight=None, columns=None, classifier=False):
         xp, op, Y, s_d, est.alpha, est.fit_intercept, est.tol, est.max_iter,
         est.preconditioner, structured, int(est.verbose))
     est.n_iter_ = n_iter
+    est.solver_ = "cg"
     est.converged_ = bool(np.all(info["converged"]))
     est.residual_ = info["residual"]
     est.n_features_in_ = D
@@ -141,8 +145,9 @@ def rb_fit(model, X, y, sample_weight=None):
     xp = _xp(model)
     solver = model._solver_name()
     model._effective()  # parameter errors before any work
-    if solver != "cg":
-        raise ValueError("device='cuda' supports solver='cg' only (ridge by CG)")
+    if solver not in ("auto", "cg"):
+        raise ValueError(f"device='cuda' solves ridge by CG: solver must be 'auto' or 'cg', "
+                         f"got {solver!r}")
     if model.n_features is not None:
         raise ValueError("device='cuda' supports exact mode only (n_features=None)")
     if model._classifier and model.calibration == "holdout":
