@@ -176,11 +176,13 @@ def rb_cpu(X, y, Xt, R, tol):
 
 
 # ------------------------------------------------------------------------------- RFF, GPU
-def rff(xp, X, y, Xt, m, sigma, seed=0, chunk=1 << 19):
+def rff(xp, X, y, Xt, m, sigma, seed=0, chunk=None):
     """Random Fourier features of the Laplacian kernel exp(-||x - y||_1 / sigma) (Cauchy
     frequencies of scale 1/sigma) + ridge (alpha 1e-4 per row) by the normal equations, in
     float32 feature chunks accumulated in float64. Returns (seconds fit, seconds predict, pred)."""
     n, d = X.shape
+    if chunk is None:  # feature chunks of about 1 GiB
+        chunk = max(4096, (1 << 30) // (4 * m))
     rng = np.random.default_rng(seed)
     W = _ops.on_device(xp, rng.standard_cauchy((d, m)) / sigma, np.float32)
     b = _ops.on_device(xp, rng.uniform(0, 2 * np.pi, m), np.float32)
@@ -229,7 +231,7 @@ def fmt(x, unit="s"):
 
 def row_of(r):
     g, c, f = r.get("gpu"), r.get("cpu"), r.get("rff")
-    cells = [f"{r['N']:.0e}".replace("e+0", "e"), str(r["R"])]
+    cells = [f"{int(r['N']):,}", str(r["R"])]
     if g is None:
         return cells + [r.get("skipped", "skipped")] + ["-"] * (len(COLUMNS) - 3)
     bc = g["binning"] + g["cg"]
@@ -266,7 +268,7 @@ def write(out, meta, results):
               "same w: max |GPU predict - CPU predict| with the CPU's coefficients.", ""]
     skipped = [r for r in results if r.get("gpu") is None]
     if skipped:
-        lines += ["Skipped: " + "; ".join(f"N={r['N']:.0e} R={r['R']}: {r['skipped']}"
+        lines += ["Skipped: " + "; ".join(f"N={int(r['N']):,} R={r['R']}: {r['skipped']}"
                                           for r in skipped), ""]
     with open(os.path.join(out, "gpu.md"), "w") as f:
         f.write("\n".join(lines))
@@ -308,64 +310,76 @@ def main():
                 print(f"N={n} R={R}: skipped ({rec['skipped']})", flush=True)
                 write(args.out, meta, results)
                 continue
-            run_cpu = n <= args.cpu_max and n * R <= args.cpu_max_work
-            if run_cpu:  # the same rows on both sides
-                drng = np.random.default_rng(n)
-                X = drng.uniform(size=(n, args.d))
-                y = target(np, X, drng)
-                Xd, yd = _ops.on_device(xp, X), _ops.on_device(xp, y)
-            else:
-                X = y = None
-                Xd, yd = make_data(xp, n, args.d, n)
-            best = None
-            for _ in range(max(1, args.repeat)):
-                g, (est, layout, pred, labels) = rb_gpu(xp, Xd, yd, Xt_dev, R, args.tol)
-                if best is None or g["binning"] + g["cg"] < best[0]["binning"] + best[0]["cg"]:
-                    best = (g, (est, layout, pred, labels))
-            g, (est, layout, pred, labels) = best
-            g["r2"] = r2(yt, pred)
-            rec["gpu"] = g
-            print(f"N={n} R={R}: GPU binning {g['binning']:.3f} s, CG {g['cg']:.3f} s "
-                  f"({g['iters']} it), predict {g['predict']:.3f} s, R^2 {g['r2']:.4f}",
-                  flush=True)
-            if run_cpu:
-                c, (rb, Z, ridge, cpred) = rb_cpu(X, y, Xt, R, args.tol)
-                c["r2"] = r2(yt, cpred)
-                rec["cpu"] = c
-                data, indices, indptr = cb.csr_arrays(xp, layout.labels, est.grid_ptr_,
-                                                      est.n_features_out_, est._value(),
-                                                      est._dtype_)
-                rec["z_equal"] = bool(
-                    _ops.to_host(indices).dtype == Z.indices.dtype
-                    and np.array_equal(_ops.to_host(indices), Z.indices)
-                    and np.array_equal(_ops.to_host(indptr), Z.indptr)
-                    and np.array_equal(_ops.to_host(data), Z.data))
-                del data, indices, indptr
-                same_w = _ops.to_host(_ops.zdot(xp, labels, layout.grid_ptr,
-                                                _ops.on_device(xp, ridge.coef_[:, None]),
-                                                layout.value))[:, 0] + ridge.intercept_
-                rec["pred_diff_same_w"] = float(np.max(np.abs(same_w - cpred)))
-                rec["pred_diff_fit"] = float(np.max(np.abs(pred - cpred)))
-                print(f"  CPU binning {c['binning']:.3f} s, CG {c['cg']:.3f} s ({c['iters']} it), "
-                      f"R^2 {c['r2']:.4f}; Z equal {rec['z_equal']}; pred diff same w "
-                      f"{rec['pred_diff_same_w']:.1e}", flush=True)
-                del Z, rb, ridge
-            if n <= args.rff_max:
-                f = None
-                for m in args.rff_features:
-                    fit_s, pred_s, fpred = rff(xp, Xd, yd, Xt_dev, m, float(est.sigma_))
-                    f = dict(m=m, fit=fit_s, predict=pred_s, r2=r2(yt, fpred), reached=False)
-                    print(f"  RFF m={m}: fit {fit_s:.3f} s, R^2 {f['r2']:.4f}", flush=True)
-                    if f["r2"] >= g["r2"] - args.rff_slack:
-                        f["reached"] = True
-                        break
-                rec["rff"] = f
-            del layout, labels, est, Xd, yd, X, y
+            try:
+                measure(args, xp, rec, n, R, Xt, yt, Xt_dev)
+            except Exception as exc:  # out of memory, say: record it and go on
+                rec.pop("gpu", None)
+                rec["skipped"] = f"failed: {type(exc).__name__}: {str(exc)[:200]}"
+                print(f"N={n} R={R}: {rec['skipped']}", flush=True)
+            if not _ops.is_numpy(xp):
+                xp.get_default_memory_pool().free_all_blocks()
             write(args.out, meta, results)
     lines = write(args.out, meta, results)
     print("\n".join(lines[4:]))
     print(f"wrote {os.path.join(args.out, 'gpu_results.json')} and gpu.md "
           f"({time.perf_counter() - start:.0f} s)")
+
+
+def measure(args, xp, rec, n, R, Xt, yt, Xt_dev):
+    """One configuration: GPU fit + predict, the CPU's where it runs, the RFF baseline."""
+    run_cpu = n <= args.cpu_max and n * R <= args.cpu_max_work
+    if run_cpu:  # the same rows on both sides
+        drng = np.random.default_rng(n)
+        X = drng.uniform(size=(n, args.d))
+        y = target(np, X, drng)
+        Xd, yd = _ops.on_device(xp, X), _ops.on_device(xp, y)
+    else:
+        X = y = None
+        Xd, yd = make_data(xp, n, args.d, n)
+    best = None
+    for _ in range(max(1, args.repeat)):
+        g, (est, layout, pred, labels) = rb_gpu(xp, Xd, yd, Xt_dev, R, args.tol)
+        if best is None or g["binning"] + g["cg"] < best[0]["binning"] + best[0]["cg"]:
+            best = (g, (est, layout, pred, labels))
+    g, (est, layout, pred, labels) = best
+    g["r2"] = r2(yt, pred)
+    rec["gpu"] = g
+    print(f"N={n} R={R}: GPU binning {g['binning']:.3f} s, CG {g['cg']:.3f} s "
+          f"({g['iters']} it), predict {g['predict']:.3f} s, R^2 {g['r2']:.4f}",
+          flush=True)
+    if run_cpu:
+        c, (rb, Z, ridge, cpred) = rb_cpu(X, y, Xt, R, args.tol)
+        c["r2"] = r2(yt, cpred)
+        rec["cpu"] = c
+        data, indices, indptr = cb.csr_arrays(xp, layout.labels, est.grid_ptr_,
+                                              est.n_features_out_, est._value(),
+                                              est._dtype_)
+        rec["z_equal"] = bool(
+            _ops.to_host(indices).dtype == Z.indices.dtype
+            and np.array_equal(_ops.to_host(indices), Z.indices)
+            and np.array_equal(_ops.to_host(indptr), Z.indptr)
+            and np.array_equal(_ops.to_host(data), Z.data))
+        del data, indices, indptr
+        same_w = _ops.to_host(_ops.zdot(xp, labels, layout.grid_ptr,
+                                        _ops.on_device(xp, ridge.coef_[:, None]),
+                                        layout.value))[:, 0] + ridge.intercept_
+        rec["pred_diff_same_w"] = float(np.max(np.abs(same_w - cpred)))
+        rec["pred_diff_fit"] = float(np.max(np.abs(pred - cpred)))
+        print(f"  CPU binning {c['binning']:.3f} s, CG {c['cg']:.3f} s ({c['iters']} it), "
+              f"R^2 {c['r2']:.4f}; Z equal {rec['z_equal']}; pred diff same w "
+              f"{rec['pred_diff_same_w']:.1e}", flush=True)
+        del Z, rb, ridge
+    if n <= args.rff_max:
+        f = None
+        for m in args.rff_features:
+            fit_s, pred_s, fpred = rff(xp, Xd, yd, Xt_dev, m, float(est.sigma_))
+            f = dict(m=m, fit=fit_s, predict=pred_s, r2=r2(yt, fpred), reached=False)
+            print(f"  RFF m={m}: fit {fit_s:.3f} s, R^2 {f['r2']:.4f}", flush=True)
+            if f["r2"] >= g["r2"] - args.rff_slack:
+                f["reached"] = True
+                break
+        rec["rff"] = f
+    del layout, labels, est, Xd, yd, X, y
 
 
 if __name__ == "__main__":

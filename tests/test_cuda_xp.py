@@ -363,3 +363,22 @@ def test_cupy_branches_with_emulated_kernels(monkeypatch):
                                    structured=True)
     np.testing.assert_allclose(c2, c1, atol=1e-7)
     np.testing.assert_allclose(b2, b1, atol=1e-7)
+
+
+def test_compare_gpu_dry_run(tmp_path):
+    """benchmarks/compare_gpu.py runs end to end on the numpy twins and reports Z equal."""
+    import json
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "compare_gpu.py"), "--xp", "numpy",
+         "--sizes", "1500", "--grids", "4", "--n-test", "500", "--rff-features", "32",
+         "--cpu-max", "1e4", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.load(open(tmp_path / "gpu_results.json"))["results"]
+    assert res[0]["z_equal"] is True and res[0]["pred_diff_same_w"] <= 1e-6
+    assert res[0]["gpu"]["iters"] == res[0]["cpu"]["iters"]
+    md = open(tmp_path / "gpu.md").read()
+    assert "| 1,500 | 4 |" in md and "| yes |" in md
