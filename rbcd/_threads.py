@@ -37,7 +37,7 @@ import warnings
 from contextlib import contextmanager
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ._openmp_info import max_threads, openmp_is_enabled
 
@@ -137,8 +137,40 @@ def serial_dot(a, b):
     return float(np.einsum("i,i->", a, b))
 
 
+class _Blas:
+    """The process's threadpoolctl controller, made on first use: making one inspects
+    every loaded library (about a millisecond), applying a limit with it does not."""
+
+    __slots__ = ("controller",)
+
+    def __init__(self):
+        self.controller = None
+
+    def get(self):
+        if self.controller is None:
+            self.controller = ThreadpoolController()
+        return self.controller
+
+
+_BLAS = _Blas()
+
+
 @contextmanager
 def limit_blas(n=1):
-    """Cap BLAS threads while our own OpenMP regions run (no oversubscription)."""
-    with threadpool_limits(limits=n, user_api="blas"):
+    """Cap BLAS threads while our own OpenMP regions run (no oversubscription), or for a
+    LAPACK call of a size given by :func:`blas_threads`."""
+    with _BLAS.get().limit(limits=int(n), user_api="blas"):
         yield
+
+
+#: flops per BLAS thread below which a LAPACK call (the direct ridge solves) runs on
+#: fewer threads: OpenBLAS's threads busy-wait between calls, and on a machine whose
+#: cores are busy with other processes a second thread made a 569 x 569 Cholesky
+#: factorization 3-20x slower than one thread (2-vCPU AMD EPYC, compare_sizes --busy)
+BLAS_GRAIN_FLOPS = 2e9
+
+
+def blas_threads(n_threads, flops):
+    """BLAS threads for a LAPACK call of ``flops`` floating-point operations: at most
+    ``n_threads``, one per BLAS_GRAIN_FLOPS."""
+    return max(1, min(int(n_threads), int(flops // BLAS_GRAIN_FLOPS)))

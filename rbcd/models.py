@@ -68,7 +68,9 @@ from ._validation import (
 from .solvers.cd import CDClassifier, CDRegressor
 from .solvers.cg import RidgeCG, RidgeCGClassifier
 
-_SOLVERS = ("cg", "cd")
+_SOLVERS = ("auto", "cg", "direct", "cd")
+#: the ridge solvers (rbcd.RidgeCG's ``solver``): squared loss, Ridge's alpha units
+_RIDGE_SOLVERS = ("auto", "cg", "direct")
 
 
 def _random_binning_class():
@@ -150,7 +152,8 @@ class _RBBase(BaseEstimator):
     # ------------------------------------------------------------------ parameters
     def _solver_name(self):
         if not (isinstance(self.solver, str) and self.solver in _SOLVERS):
-            raise ValueError(f"solver must be 'cg' or 'cd', got {self.solver!r}")
+            raise ValueError(
+                f"solver must be 'auto', 'cg', 'direct' or 'cd', got {self.solver!r}")
         return self.solver
 
     def _effective(self, n_weight=None):
@@ -160,20 +163,21 @@ class _RBBase(BaseEstimator):
         default alpha scales with; None gives that default as a description.
         """
         solver = self._solver_name()
+        ridge = solver in _RIDGE_SOLVERS
         if self.alpha is not None:
             alpha = self.alpha
-        elif solver == "cd":
+        elif not ridge:
             alpha = ALPHA_PER_ROW
         elif n_weight is None:
             alpha = f"{ALPHA_PER_ROW:g} * n_samples"
         else:
             alpha = ALPHA_PER_ROW * float(n_weight)
-        tol = self.tol if self.tol is not None else (CG_TOL if solver == "cg" else CD_TOL)
-        if solver == "cg":
+        tol = self.tol if self.tol is not None else (CG_TOL if ridge else CD_TOL)
+        if ridge:
             if self.loss is not None and not (isinstance(self.loss, str) and self.loss == "squared"):
                 raise ValueError(
-                    f"solver='cg' solves ridge (squared loss); loss must be None or 'squared', "
-                    f"got {self.loss!r}"
+                    f"solver={solver!r} solves ridge (squared loss); loss must be None or "
+                    f"'squared', got {self.loss!r}"
                 )
             loss = "squared"
         elif self.loss is None:
@@ -197,9 +201,9 @@ class _RBBase(BaseEstimator):
     def _make_solver(self, shape=None, structured=False, n_weight=None):
         solver, alpha, tol, loss = self._effective(n_weight)
         extra = {"class_weight": self.class_weight} if self._classifier else {}
-        if solver == "cg":
+        if solver in _RIDGE_SOLVERS:
             cls = RidgeCGClassifier if self._classifier else RidgeCG
-            return cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
+            return cls(alpha=alpha, solver=solver, fit_intercept=self.fit_intercept, tol=tol,
                        max_iter=self.max_iter,
                        preconditioner=_preconditioner(self.preconditioner, tol, shape, structured),
                        n_jobs=self.n_jobs, verbose=self.verbose, **extra)
@@ -249,8 +253,10 @@ class _RBBase(BaseEstimator):
             self._fit_calibration(est, Z, y, sample_weight, n_weight)
         self.fit_time_ = {"binning": t1 - t0, "solver": t2 - t1}
         if self.verbose:
+            form = f" ({est.solver_})" if solver in _RIDGE_SOLVERS else ""
             print(f"[{type(self).__name__}] {binning.n_features_out_} features from "
-                  f"{Z.shape[0]} rows in {t1 - t0:.3f}s; {solver} solver in {t2 - t1:.3f}s")
+                  f"{Z.shape[0]} rows in {t1 - t0:.3f}s; {solver}{form} solver in "
+                  f"{t2 - t1:.3f}s")
         return self
 
     # ------------------------------------------------------------------ predict
@@ -274,7 +280,7 @@ class _RBBase(BaseEstimator):
 
     @property
     def n_iter_(self):
-        """CG iterations per target, or CD epochs."""
+        """CG iterations per target (1 for a direct solve), or CD epochs."""
         return self.solver_.n_iter_
 
     def __sklearn_tags__(self):
@@ -297,11 +303,16 @@ _PARAMS_DOC = """
     n_features : None or int
         None: exact bins (one column per non-empty training bin). An int m: hashed
         columns (stateless, m columns).
-    solver : "cg" or "cd", default "cg"
+    solver : "auto", "cg", "direct" or "cd", default "auto"
+        "auto", "cg" and "direct" solve ridge (:class:`rbcd.RidgeCG`'s ``solver``): "cg" by
+        conjugate gradient, "direct" by one Cholesky factorization of the smaller Gram
+        matrix (n x n or D x D) for every class or target at once, "auto" by whichever of
+        them a fixed cost model of (n_samples, columns, n_grids, targets) says is cheapest
+        (direct on small data, CG on large). "cd": coordinate descent.
     alpha : float or None
-        Penalty. cg: Ridge's units (sum of squares + alpha ||w||^2); cd: mean-loss units
-        (DESIGN contract 8). None: 1e-4 per training row in both, i.e. 1e-4 * n_samples
-        (the sum of sample_weight) for cg and 1e-4 for cd.
+        Penalty. Ridge solvers: Ridge's units (sum of squares + alpha ||w||^2); cd:
+        mean-loss units (DESIGN contract 8). None: 1e-4 per training row in both, i.e.
+        1e-4 * n_samples (the sum of sample_weight) for ridge and 1e-4 for cd.
     l1_ratio : float in [0, 1], default 1.0 (cd only)
     loss : None or str
         None -> squared (regression / cg) or logistic (cd classification); cd also
@@ -344,7 +355,7 @@ class RBRegressor(RegressorMixin, _RBBase):
     """
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
-                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 solver="auto", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
@@ -412,7 +423,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
     }
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
-                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 solver="auto", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, calibration="train", dtype=np.float64, n_jobs=None,

@@ -127,7 +127,8 @@ def test_every_parameter_reaches_its_stage(board):
     assert (s.selection, s.parallel, s.class_weight, s.random_state) == (
         "cyclic", None, "balanced", 3)
     assert s.coef_.dtype == np.float32
-    cg = RBRegressor(n_grids=5, max_iter=3, preconditioner=None, tol=1e-30, random_state=0)
+    cg = RBRegressor(n_grids=5, solver="cg", max_iter=3, preconditioner=None, tol=1e-30,
+                     random_state=0)
     with pytest.warns(ConvergenceWarning):
         cg.fit(Xt, yt.astype(float))
     assert cg.solver_.max_iter == 3 and cg.solver_.preconditioner is None
@@ -282,9 +283,11 @@ def test_cd_warm_start_reuses_coefficients(board):
 
 def test_verbose_reports_stages(board, capsys):
     Xt, yt, _, _ = board
-    RBClassifier(n_grids=4, verbose=1, random_state=0).fit(Xt, yt)
+    RBClassifier(n_grids=4, solver="cg", verbose=1, random_state=0).fit(Xt, yt)
     out = capsys.readouterr().out
-    assert "features" in out and "cg solver" in out
+    assert "features" in out and "cg (cg) solver" in out
+    RBClassifier(n_grids=4, verbose=1, random_state=0).fit(Xt[:100], yt[:100])
+    assert "auto (dual) solver" in capsys.readouterr().out
 
 
 def test_hashed_mode(board):

@@ -385,12 +385,6 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
                    verbose=0, return_info=False):
     """Block preconditioned CG for ridge; validated inputs, Y of shape (n, k).
 
-    Scaling: the objective sum_i s_i (y_i - z_i w - b)^2 + alpha ||w||^2 is quadratic, so
-    with Y' = Y / cy the solution is (w, b) / cy; and with s' = s / cs, alpha' = alpha / cs
-    the objective is divided by cs, the same minimizer. Targets or weights whose magnitude
-    would overflow or underflow the squared norms (beyond 2**+-100) are solved in those
-    units, cy and cs powers of two (exact), and the solution scaled back.
-
     ``columns``: optional column structure of Z (see _Products), e.g. an
     ``rbcd.binning.random_binning.RBColumns``. If it also has a ``grid_ptr`` -- a promise that each
     grid's columns hold at most one entry per row -- and the Jacobi preconditioner is
@@ -407,7 +401,26 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
         ("tol"; "breakdown": the search direction vanished, p^T A p <= 0, so the residual
         cannot decrease further in float64; or "max_iter")
     """
-    n, D = Z.shape
+    return solve_ridge(Z, Y, sample_weight, alpha, fit_intercept, tol, max_iter,
+                       preconditioner, n_threads, columns, verbose, return_info, method="cg")
+
+
+def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
+                max_iter=None, preconditioner="jacobi", n_threads=1, columns=None,
+                verbose=0, return_info=False, method="cg"):
+    """Ridge on validated inputs by ``method``: "cg" (solve_ridge_cg), "dual" or "primal"
+    (one Cholesky factorization for every target, rbcd.solvers._direct), "direct" (the
+    smaller of the two) or "auto" (the cheapest of the three by rbcd.solvers._direct's
+    cost model). The same returns as solve_ridge_cg, and ``info["method"]`` the form
+    used; a direct solve reports 1 iteration (the factorization) and the relative
+    residual of its solution (``stop`` "direct").
+
+    Scaling: the objective sum_i s_i (y_i - z_i w - b)^2 + alpha ||w||^2 is quadratic, so
+    with Y' = Y / cy the solution is (w, b) / cy; and with s' = s / cs, alpha' = alpha / cs
+    the objective is divided by cs, the same minimizer. Targets or weights whose magnitude
+    would overflow or underflow the squared norms (beyond 2**+-100) are solved in those
+    units, cy and cs powers of two (exact), and the solution scaled back.
+    """
     k = Y.shape[1]
     alpha = _check_alpha(alpha, k)
     zmax = _max_abs(Z)
@@ -417,58 +430,134 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
         # may underflow to 0: alpha is then nothing against Z^T Z (least squares). The
         # grid structure's values are not Z''s: it is not passed on (RB values are small).
         cz = pow2_scale(np.array([zmax]))
-        out = solve_ridge_cg(
+        out = solve_ridge(
             Z / cz, Y, sample_weight, alpha / (cz * cz), fit_intercept, tol, max_iter,
-            preconditioner, n_threads, None, verbose, return_info=True)
+            preconditioner, n_threads, None, verbose, return_info=True, method=method)
         out[0][...] /= cz
         return out if return_info else out[:3]
     cy = pow2_scale(Y)
     cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
     if cy != 1.0 or cs != 1.0:
-        coef, intercept, n_iter, info = solve_ridge_cg(
+        coef, intercept, n_iter, info = solve_ridge(
             Z, Y / cy, None if sample_weight is None else sample_weight / cs, alpha / cs,
             fit_intercept, tol, max_iter, preconditioner, n_threads, columns, verbose,
-            return_info=True)
+            return_info=True, method=method)
         coef *= cy
         intercept *= cy
         return (coef, intercept, n_iter, info) if return_info else (coef, intercept, n_iter)
-    op = _Products(Z, n_threads, columns=columns)
-    s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    S = float(s.sum())
-    colsum, colsq = op.col_stats(s)
-    if fit_intercept:
-        zbar = colsum / S                               # weighted column means
-        ybar = np.einsum("i,ik->k", s, Y) / S         # not BLAS (see serial_dot)
-        Yc = Y - ybar
-        diag = colsq - S * zbar * zbar                  # diag(Zc^T S Zc)
+    system = _RidgeSystem(Z, Y, sample_weight, fit_intercept, n_threads, columns)
+    if method in ("auto", "direct"):
+        from ._direct import choose
+        method = choose(system, columns, method)
+    if method == "cg":
+        coef, n_iter, info = _cg_iterate(system, alpha, tol, max_iter, preconditioner,
+                                         columns, verbose)
     else:
-        zbar = None
-        ybar = np.zeros(k)
-        Yc = Y
-        diag = colsq
-    diag = np.maximum(diag, 0.0)                        # rounding can make it slightly < 0
-    # Numerically constant columns: with an intercept, a column whose centred square sum
-    # is within the rounding of its raw square sum (n eps colsq) has no resolvable
-    # variation, and the implicit centring (Z p - zbar . p, Z^T r - zbar sum r) would
-    # return only rounding noise for it. Its centred column is taken as exactly 0, as
-    # explicit centring gives for a constant column: w_j = 0 (scikit-learn's Ridge).
-    flat = (np.flatnonzero((diag <= n * np.finfo(np.float64).eps * colsq) & (colsq > 0))
-            if fit_intercept else np.zeros(0, dtype=np.int64))
-    if flat.size:
-        diag[flat] = 0.0
-    sY = s[:, None] * Yc
+        from ._direct import solve_direct
+        coef, n_iter, info = solve_direct(system, alpha, method, columns, tol)
+    info["method"] = method
+    coef = coef.T.copy()
+    if system.zbar is not None:
+        intercept = system.ybar - np.einsum("kj,j->k", coef, system.zbar)
+    else:
+        intercept = np.zeros(k)
+    if return_info:
+        return coef, intercept, n_iter, info
+    return coef, intercept, n_iter
 
-    weighted = sample_weight is not None
+
+class _RidgeSystem:
+    """The centred, weighted ridge system of one fit (module docstring), without Z^T Z:
+
+    ``op`` the products with Z; ``s`` the weights (ones without), ``S`` their sum;
+    ``zbar`` the weighted column means (None without intercept), ``ybar`` the targets'
+    (zeros without); ``sY`` = S Yc; ``B`` = Zc^T S Yc, the right-hand sides; ``diag`` the
+    diagonal of Zc^T S Zc; ``flat`` the numerically constant columns, whose centred column
+    is taken as exactly 0 (w_j = 0, as scikit-learn's Ridge with explicit centring).
+    """
+
+    def __init__(self, Z, Y, sample_weight, fit_intercept, n_threads, columns):
+        n, D = Z.shape
+        k = Y.shape[1]
+        self.shape = (n, D)
+        self.op = op = _Products(Z, n_threads, columns=columns)
+        self.weighted = sample_weight is not None
+        self.s = s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        self.S = S = float(s.sum())
+        colsum, colsq = op.col_stats(s)
+        if fit_intercept:
+            self.zbar = zbar = colsum / S                       # weighted column means
+            self.ybar = np.einsum("i,ik->k", s, Y) / S        # not BLAS (see serial_dot)
+            Yc = Y - self.ybar
+            diag = colsq - S * zbar * zbar                      # diag(Zc^T S Zc)
+        else:
+            self.zbar = None
+            self.ybar = np.zeros(k)
+            Yc = Y
+            diag = colsq
+        diag = np.maximum(diag, 0.0)                            # rounding can make it < 0
+        # Numerically constant columns: with an intercept, a column whose centred square
+        # sum is within the rounding of its raw square sum (n eps colsq) has no resolvable
+        # variation, and the implicit centring (Z p - zbar . p, Z^T r - zbar sum r) would
+        # return only rounding noise for it. Its centred column is taken as exactly 0, as
+        # explicit centring gives for a constant column: w_j = 0 (scikit-learn's Ridge).
+        self.flat = (np.flatnonzero((diag <= n * np.finfo(np.float64).eps * colsq) & (colsq > 0))
+                     if fit_intercept else np.zeros(0, dtype=np.int64))
+        if self.flat.size:
+            diag[self.flat] = 0.0
+        self.diag = np.ascontiguousarray(diag)
+        self.Yc = Yc
+        self.sY = s[:, None] * Yc
+        B = op.tdot(self.sY)                                    # Zc^T S Yc
+        if self.zbar is not None:
+            B -= np.outer(self.zbar, self.sY.sum(axis=0))
+        if self.flat.size:
+            B[self.flat] = 0.0
+        self.B = B
+
+    def ztimes(self, P):
+        """Zc @ P, (D, m) -> (n, m)."""
+        T = self.op.dot(P)
+        if self.zbar is not None:
+            # zbar . P by einsum, not BLAS: a BLAS gemv here would wake the BLAS thread
+            # team every iteration next to our OpenMP regions
+            T -= np.einsum("j,jk->k", self.zbar, P)
+        return T
+
+    def ztimes_t(self, U):
+        """Zc^T @ U, (n, m) -> (D, m), with the constant columns' entries 0."""
+        Q = self.op.tdot(U)
+        if self.zbar is not None:
+            Q -= np.outer(self.zbar, U.sum(axis=0))
+        if self.flat.size:
+            Q[self.flat] = 0.0
+        return Q
+
+    def relative_residual(self, W, alpha):
+        """||B - (Zc^T S Zc + alpha) W|| / ||B|| per target (0 where B = 0)."""
+        T = self.ztimes(W)
+        if self.weighted:
+            T *= self.s[:, None]
+        R = self.B - self.ztimes_t(T) - W * alpha[None, :]
+        bnorm = np.linalg.norm(self.B, axis=0)
+        rnorm = np.linalg.norm(R, axis=0)
+        return np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)
+
+
+def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose):
+    """The block PCG loop on ``system`` (a _RidgeSystem): returns (W (D, k), n_iter, info)."""
+    op, s, zbar, flat, diag = system.op, system.s, system.zbar, system.flat, system.diag
+    n, D = system.shape
+    B = system.B
+    k = B.shape[1]
+    weighted = system.weighted
     zb = zbar if zbar is not None else np.zeros(0)
+    fit_intercept = zbar is not None
 
     def apply_A(Pa, a):
         # Q = Zc^T S Zc Pa + alpha Pa, Zc = Z - 1 zbar^T applied implicitly (never formed);
         # also returns the block sums of Pa * Q (for p^T A p)
-        T = op.dot(Pa)
-        if zbar is not None:
-            # zbar . Pa by einsum, not BLAS: a BLAS gemv here would wake the BLAS thread
-            # team every iteration next to our OpenMP regions
-            T -= np.einsum("j,jk->k", zbar, Pa)
+        T = system.ztimes(Pa)
         if weighted:
             T *= s[:, None]
         Q = op.tdot(T)
@@ -482,14 +571,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
                                    # to the block sums of Pa * Q)
         return Q, partial.sum(axis=0)
 
-    B = op.tdot(sY)                                     # Zc^T S Yc
-    if zbar is not None:
-        B -= np.outer(zbar, sY.sum(axis=0))
-    if flat.size:
-        B[flat] = 0.0
     use_diag = preconditioner == "jacobi"
-    diag = np.ascontiguousarray(diag)
-
     if max_iter is None:
         max_iter = default_max_iter(D)
     n_blocks = max(1, -(-D // _sparse.CG_BLOCK))
@@ -558,30 +640,28 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
     relres = np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)
     stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))
     if np.any(unconverged):
-        worst = int(np.argmax(np.where(unconverged, relres, -1.0)))
-        n_bad = int(unconverged.sum())
-        if stop_reason[worst] == "breakdown":
-            why = (f"stopped after {int(n_iter[worst])} iterations because the search "
-                   f"direction vanished (p^T A p <= 0): the relative residual "
-                   f"{relres[worst]:.3e} cannot decrease further in float64, and tol={tol:g} "
-                   f"asks for less. Use a tol above the attainable residual")
-        else:
-            why = (f"did not converge in max_iter={max_iter} iterations: relative residual "
-                   f"{relres[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha")
-        warnings.warn(
-            f"RidgeCG {why} ({n_bad} of {k} targets not converged).",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
-    coef = X.T.copy()
-    if zbar is not None:
-        intercept = ybar - np.einsum("kj,j->k", coef, zbar)
+        _warn_unconverged(unconverged, relres, stop_reason, n_iter, tol, max_iter)
+    return X, n_iter, dict(converged=~unconverged, residual=relres, stop=stop_reason)
+
+
+def _warn_unconverged(unconverged, relres, stop_reason, n_iter, tol, max_iter):
+    """The ConvergenceWarning of a CG fit that left targets above ``tol``."""
+    k = unconverged.shape[0]
+    worst = int(np.argmax(np.where(unconverged, relres, -1.0)))
+    n_bad = int(unconverged.sum())
+    if stop_reason[worst] == "breakdown":
+        why = (f"stopped after {int(n_iter[worst])} iterations because the search "
+               f"direction vanished (p^T A p <= 0): the relative residual "
+               f"{relres[worst]:.3e} cannot decrease further in float64, and tol={tol:g} "
+               f"asks for less. Use a tol above the attainable residual")
     else:
-        intercept = np.zeros(k)
-    if return_info:
-        return coef, intercept, n_iter, dict(converged=~unconverged, residual=relres,
-                                             stop=stop_reason)
-    return coef, intercept, n_iter
+        why = (f"did not converge in max_iter={max_iter} iterations: relative residual "
+               f"{relres[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha")
+    warnings.warn(
+        f"RidgeCG {why} ({n_bad} of {k} targets not converged).",
+        ConvergenceWarning,
+        stacklevel=5,
+    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -590,6 +670,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
 
 _CG_CONSTRAINTS = {
     "alpha": [RealInterval(0, None, closed="left"), "array-like"],
+    "solver": [StrOptions({"cg", "direct", "auto"})],
     "fit_intercept": ["boolean"],
     "tol": TOL,
     "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
@@ -622,13 +703,13 @@ class _RidgeCGBase(BaseEstimator):
             # (below this size the products run on one thread, and threadpoolctl's
             # library inspection would dominate small fits)
             with limit_blas(1):
-                out = solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
-                                     self.max_iter, self.preconditioner, n_threads, columns,
-                                     verbose=verbose, return_info=True)
+                out = solve_ridge(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
+                                  self.max_iter, self.preconditioner, n_threads, columns,
+                                  verbose=verbose, return_info=True, method=self.solver)
         else:
-            out = solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
-                                 self.max_iter, self.preconditioner, n_threads, columns,
-                                 verbose=verbose, return_info=True)
+            out = solve_ridge(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
+                              self.max_iter, self.preconditioner, n_threads, columns,
+                              verbose=verbose, return_info=True, method=self.solver)
         coef, intercept, n_iter, info = out
         if verbose:
             k = Y.shape[1]
@@ -637,11 +718,13 @@ class _RidgeCGBase(BaseEstimator):
             verdict = ("converged" if np.all(ok) else
                        f"NOT converged ({int((~ok).sum())} of {k} targets; "
                        f"{info['stop'][worst]})")
-            print(f"[RidgeCG] {type(self).__name__}: {int(np.max(n_iter, initial=0))} "
-                  f"iteration(s), relative residual {info['residual'][worst]:.3e}"
+            how = (f"{int(np.max(n_iter, initial=0))} iteration(s)" if info["method"] == "cg"
+                   else f"{info['method']} direct solve")
+            print(f"[RidgeCG] {type(self).__name__}: {how}, relative residual {info['residual'][worst]:.3e}"
                   f"{f' (worst of {k} targets)' if k > 1 else ''} (tol {float(self.tol):.1e}), "
                   f"{verdict}, {n_threads} thread(s), {time.perf_counter() - t0:.3f}s")
         self.n_iter_ = n_iter
+        self.solver_ = info["method"]
         self.converged_ = bool(np.all(info["converged"]))
         self.residual_ = info["residual"]
         return coef, intercept
@@ -672,6 +755,14 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     Parameters
     ----------
     alpha : float >= 0 or array of one value per target
+    solver : "cg", "direct" or "auto", default "cg"
+        "cg": block preconditioned conjugate gradient. "direct": one Cholesky
+        factorization of the dual (n x n, Z Z^T) or the primal (D x D, Z^T Z) Gram
+        matrix, the smaller, for every target at once. "auto": the cheapest of the three
+        by a fixed cost model (rbcd.solvers._direct.plan), direct forms only for random
+        binning training data given with its grid structure (``fit(..., columns=)``).
+        The solution is the same up to the solver's accuracy: CG's ``tol``, or the
+        rounding of the factorization.
     fit_intercept : bool
     tol : float, stop a target when ||residual|| <= tol * ||right-hand side||
     max_iter : int or None; None means ``min(10 * D, 10_000)``
@@ -693,7 +784,8 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     ----------
     coef_ : (D,) for 1-D y, (n_targets, D) for 2-D y; float32 for float32 input
     intercept_ : float or (n_targets,)
-    n_iter_ : (n_targets,) CG iterations per target
+    n_iter_ : (n_targets,) CG iterations per target (1 for a direct solve: the factorization)
+    solver_ : str, the form used: "cg", "dual" or "primal"
     converged_ : bool, every target reached ``tol``
     residual_ : (n_targets,) final relative residual ||r|| / ||b|| per target
     n_features_in_ : int
@@ -702,8 +794,9 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     _parameter_constraints = dict(_CG_CONSTRAINTS)
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None, verbose=0):
+                 preconditioner="jacobi", n_jobs=None, verbose=0, solver="cg"):
         self.alpha = alpha
+        self.solver = solver
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
@@ -756,7 +849,8 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     ``class_weight`` (None, "balanced" or a dict), which multiplies sample_weight.
 
     Attributes: ``classes_``, ``coef_`` (1, D) for two classes else (n_classes, D),
-    ``intercept_``, ``n_iter_``, ``converged_``, ``residual_``, ``n_features_in_``.
+    ``intercept_``, ``n_iter_``, ``solver_``, ``converged_``, ``residual_``,
+    ``n_features_in_``.
     """
 
     _parameter_constraints = {
@@ -765,8 +859,10 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     }
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0):
+                 preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0,
+                 solver="cg"):
         self.alpha = alpha
+        self.solver = solver
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter

@@ -138,12 +138,43 @@ def ridge_cg_solve(Z, Y, s, alpha, fit_intercept, tol, max_iter, preconditioner)
     return W, B, n_iter
 
 
+def ridge_direct_solve(Z, Y, s, alpha, fit_intercept, form):
+    """The same problem by one dense factorization for all targets (oracle of
+    rbcd.solvers._direct). With Zs = S^1/2 Zc and ys = S^1/2 yc:
+
+        dual    (form "dual"):   (Zs Zs^T + alpha I) a = ys,   w = Zs^T a
+        primal  (form "primal"): (Zs^T Zs + alpha I) w = Zs^T ys
+
+    (the same w: (Zs^T Zs + alpha I)^-1 Zs^T = Zs^T (Zs Zs^T + alpha I)^-1). With
+    alpha = 0 the minimum-norm least-squares solution (numpy's lstsq), which is what CG
+    from a zero start converges to. Returns W (T x D), b (T,)."""
+    Zd = np.asarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float64)
+    S = float(s.sum())
+    zbar = (s @ Zd) / S if fit_intercept else np.zeros(Zd.shape[1])
+    ybar = (s @ Y) / S if fit_intercept else np.zeros(Y.shape[1])
+    root = np.sqrt(s)[:, None]
+    Zs = root * (Zd - zbar)
+    ys = root * (Y - ybar)
+    if alpha == 0:
+        W = np.linalg.lstsq(Zs, ys, rcond=None)[0]
+    elif form == "dual":
+        K = Zs @ Zs.T
+        W = Zs.T @ np.linalg.solve(K + alpha * np.eye(K.shape[0]), ys)
+    else:
+        G = Zs.T @ Zs
+        W = np.linalg.solve(G + alpha * np.eye(G.shape[0]), Zs.T @ ys)
+    W = W.T
+    B = ybar - W @ zbar if fit_intercept else np.zeros(Y.shape[1])
+    return W, B
+
+
 class _RidgeCGBase(BaseEstimator):
     def _check_params(self):
         alpha = check_real(self.alpha, "alpha", low=0.0)
         tol = check_real(self.tol, "tol", low=0.0)
         max_iter = None if self.max_iter is None else check_int(self.max_iter, "max_iter", low=1)
         preconditioner = check_choice(self.preconditioner, "preconditioner", ("jacobi", None))
+        check_choice(self.solver, "solver", ("cg", "direct", "auto"))
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
         if self.n_jobs is not None:
@@ -156,9 +187,16 @@ class _RidgeCGBase(BaseEstimator):
         return sp.csr_matrix(Z)
 
     def _solve(self, Z, Y, s):
+        """W, b, n_iter. ``solver`` "direct" and "auto" factor the smaller Gram matrix
+        (rbcd's "auto" chooses CG on large problems by a cost model; this oracle, meant
+        for small inputs, always solves exactly: the two agree to CG's tolerance)."""
         alpha, tol, max_iter, preconditioner = self._check_params()
-        return ridge_cg_solve(Z, Y, s, alpha, bool(self.fit_intercept), tol, max_iter,
-                              preconditioner)
+        if self.solver == "cg":
+            return ridge_cg_solve(Z, Y, s, alpha, bool(self.fit_intercept), tol, max_iter,
+                                  preconditioner)
+        form = "dual" if Z.shape[0] <= Z.shape[1] else "primal"
+        W, B = ridge_direct_solve(Z, Y, s, alpha, bool(self.fit_intercept), form)
+        return W, B, np.ones(Y.shape[1], dtype=np.int64)     # one factorization
 
     def _decision(self, Z):
         check_is_fitted(self, "coef_")
@@ -176,13 +214,15 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     """Ridge regression solved by (Jacobi-preconditioned) conjugate gradient.
 
     Same solution as ``sklearn.linear_model.Ridge(alpha)`` (with sample weights and several
-    targets). ``n_jobs`` is accepted and ignored. Attributes: ``coef_`` (D,) or (T, D),
-    ``intercept_`` float or (T,), ``n_iter_`` (T,) CG iterations per target.
+    targets). ``solver``: "cg", or "direct" / "auto" (an exact dense solve here, see
+    ``_solve``). ``n_jobs`` is accepted and ignored. Attributes: ``coef_`` (D,) or (T, D),
+    ``intercept_`` float or (T,), ``n_iter_`` (T,) CG iterations per target (1: direct).
     """
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None):
+                 preconditioner="jacobi", n_jobs=None, solver="cg"):
         self.alpha = alpha
+        self.solver = solver
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
@@ -222,8 +262,9 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     """
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None, class_weight=None):
+                 preconditioner="jacobi", n_jobs=None, class_weight=None, solver="cg"):
         self.alpha = alpha
+        self.solver = solver
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
