@@ -88,6 +88,8 @@ class CGIterations(Big):
         quiet_convergence()
         _, _, self.Z, self.cols, self.y, _ = _problem()
         self.est = RidgeCG(alpha=1.0, tol=0.0, max_iter=CG_ITERS, n_jobs=n_jobs)
+        if "solver" in self.est.get_params():
+            self.est.set_params(solver="cg")  # never a direct solve
 
     def time_fit(self, n_jobs):
         self.est.fit(self.Z, self.y, columns=self.cols)
