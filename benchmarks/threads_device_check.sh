@@ -13,8 +13,9 @@
 #   BENCH_BUDGET (140)   the benchmark starts no further thread count after this long;
 #   BENCH_TIMEOUT (190)  hard limit of the benchmark process (timeout -k).
 # Measured on a 2-vCPU AMD EPYC at N = 1e6 (busy machine): set-up 6 s, one thread's
-# stages 20 s; N = 4e6 on the 16-core Xeon: set-up about 15 s, 1 thread about 30 s,
-# all five counts about 90 s.
+# stages 20 s. Estimated from that and issue 33's 1-thread times for N = 4e6 on the
+# 16-core Xeon (not yet run there): set-up about 15 s, 1 thread about 30 s, all five
+# counts about 90 s, the build 40-90 s.
 set -u
 OUT=${OUT:-threads_out}
 mkdir -p "$OUT"
