@@ -30,6 +30,8 @@ root. Its default factor, 0.35, is below scikit-learn's ``gamma="scale"`` (which
 about 0.5 times the median L2 distance of standardized data); it is the value used by
 DoublyStochasticKernelClassifier (docs/benchmarks/related.md shows the measurements).
 """
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -69,10 +71,15 @@ def median_l1_distance(X, n_pairs=N_PAIRS):
     return _robust_median(dist)
 
 
+@functools.lru_cache(maxsize=16)
 def _sampled_pairs(n, n_pairs):
+    """The pairs (i, j) for N = n rows (read-only arrays, cached: the stream is fixed, and
+    drawing it costs as much as the distances of a small X)."""
     rng = np.random.default_rng(PAIR_SEED)
     i = rng.integers(0, n, size=n_pairs)
     j = (i + rng.integers(1, n, size=n_pairs)) % n
+    i.flags.writeable = False
+    j.flags.writeable = False
     return i, j
 
 

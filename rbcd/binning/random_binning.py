@@ -273,48 +273,17 @@ def _constant_data(nnz, value, dtype, n_threads):
 # on average: each costs a compare and an add, against about 13 vector
 # operations per column for the reciprocal-and-check path.
 THRESHOLDS_PER_COLUMN = 6
-_SIGN_OFF = np.int64(0x7FFFFFFFFFFFFFFF)
-
-
-def _ordered(bits):
-    """Map float64 bit patterns (as int64) to int64 in the order of the values
-    (an involution: it also maps back)."""
-    return np.where(bits < 0, bits ^ _SIGN_OFF, bits)
-
-
-def _bisect(a, b, reached, guess):
-    """Smallest float64 in (value(a), value(b)] with ``reached(x, sel)`` true, per entry,
-    for ordered bit patterns a < b with reached false at a and true at b (reached must
-    be monotone in the value; ``sel`` indexes the entries x belongs to).
-
-    The bracket is first narrowed to 64 values either side of ``guess`` (a float64
-    estimate, e.g. u + k * w) wherever that bracket holds, so most entries need about
-    seven rounds; the others bisect their whole range (at most 64 rounds).
-    """
-    a = a.copy()
-    b = b.copy()
-    finite = np.isfinite(guess)
-    g = np.where(finite, _ordered(np.ascontiguousarray(guess, dtype=np.float64).view(np.int64)), a)
-    lo_g = np.maximum(g - 64, a)
-    hi_g = np.minimum(g + 64, b)
-    sel = np.flatnonzero(finite & (lo_g < hi_g))
-    if sel.size:
-        ok = (~reached(_ordered(lo_g[sel]).view(np.float64), sel)
-              & reached(_ordered(hi_g[sel]).view(np.float64), sel))
-        sel = sel[ok]
-        a[sel] = lo_g[sel]
-        b[sel] = hi_g[sel]
-    idx = np.arange(a.shape[0])
-    for _ in range(66):  # the gap, below 2**64, halves each round
-        idx = idx[(b[idx].view(np.uint64) - a[idx].view(np.uint64)) > 1]
-        if idx.size == 0:
-            break
-        ai, bi = a[idx], b[idx]
-        mid = (ai >> 1) + (bi >> 1) + (ai & bi & 1)
-        got = reached(_ordered(mid).view(np.float64), idx)
-        b[idx] = np.where(got, mid, bi)
-        a[idx] = np.where(got, ai, mid)
-    return np.ascontiguousarray(_ordered(b).view(np.float64))
+def _use_thresholds(lo, hi, n_words, enabled=True):
+    """The grids whose keys come from thresholds (uint8 (R,)): single-word grids with at
+    most THRESHOLDS_PER_COLUMN thresholds per column on average whose bins stay below
+    2**52 in magnitude (the search compares bins as float64), none if not ``enabled``."""
+    R, d = lo.shape
+    if not enabled:
+        return np.zeros(R, dtype=np.uint8)
+    span = hi.astype(np.float64) - lo.astype(np.float64)  # no int64 overflow
+    use = ((n_words == 1) & (span.sum(axis=1) <= THRESHOLDS_PER_COLUMN * d)
+           & np.all((np.abs(lo) < 2**52) & (np.abs(hi) < 2**52 - 1), axis=1))
+    return use.astype(np.uint8)
 
 
 def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words, enabled=True):
@@ -323,84 +292,53 @@ def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words, enabled=Tru
     ``bin(x) = floor((x - u) / w)`` is monotone in x (IEEE subtraction,
     division by w > 0 and floor all are), so for each bin k in (lo, hi] there
     is a smallest float64 ``t_k`` with ``bin(t_k) >= k``, and for any x in
-    [cmin, cmax]: ``bin(x) - lo = #{k : x >= t_k}``. A bisection over the
+    [cmin, cmax]: ``bin(x) - lo = #{k : x >= t_k}``. A search over the
     float64 values between the column extremes finds each ``t_k`` with the very
-    formula of the bins, so keys built by counting thresholds are the keys of
-    the division, bit for bit. Used for single-word grids with few thresholds
-    (the common case: a few bins per column) whose bins stay below 2**52 in
-    magnitude (``_range_bounds`` compares bins as float64), unless ``enabled`` is
-    False; the kernels compute the other grids' bins by division.
+    formula of the bins (``rbcd/src/binning_plan.h``), so keys built by counting
+    thresholds are the keys of the division, bit for bit. Used for the grids of
+    :func:`_use_thresholds` (the common case: a few bins per column); the kernels
+    compute the other grids' bins by division.
 
     Returns ``(thr_ptr, use_thr, ent_j, ent_t, ent_add)``: entries sorted by
     grid, column and bin; ``ent_add = 1 << shift`` of the entry's column.
     """
-    R, d = widths.shape
-    span = hi.astype(np.float64) - lo.astype(np.float64)  # no int64 overflow
-    use = ((n_words == 1) & (span.sum(axis=1) <= THRESHOLDS_PER_COLUMN * d)
-           & np.all((np.abs(lo) < 2**52) & (np.abs(hi) < 2**52 - 1), axis=1) & bool(enabled))
-    counts = np.where(use[:, None], hi - lo, 0).astype(np.int64).ravel()  # (R * d,)
-    n_ent = int(counts.sum())
-    thr_ptr = np.zeros(R + 1, dtype=np.int64)
-    np.cumsum(counts.reshape(R, d).sum(axis=1), out=thr_ptr[1:])
-    flat = np.repeat(np.arange(R * d), counts)
-    first = np.repeat(np.cumsum(counts) - counts, counts)
-    k = lo.ravel()[flat] + 1 + (np.arange(n_ent) - first)  # the bin whose threshold
-    j = flat % d
-    u = offsets.ravel()[flat]
-    w = widths.ravel()[flat]
-    # bin(cmin) = lo < k <= hi = bin(cmax); bins of values in between fit in int64
-    a = _ordered(np.ascontiguousarray(cmin[j], dtype=np.float64).view(np.int64))
-    b = _ordered(np.ascontiguousarray(cmax[j], dtype=np.float64).view(np.int64))
-    with np.errstate(all="ignore"):
-        ent_t = _bisect(a, b, lambda x, i: np.floor((x - u[i]) / w[i]).astype(np.int64) >= k[i],
-                        u + k * w)
-    ent_add = np.left_shift(np.uint64(1), shift.ravel()[flat].astype(np.uint64))
-    return (thr_ptr, use.astype(np.uint8), j.astype(np.int32), ent_t,
-            np.ascontiguousarray(ent_add, dtype=np.uint64))
+    use = _use_thresholds(lo, hi, n_words, enabled)
+    thr_ptr, ent_j, ent_t, ent_add = _binning.thresholds(
+        widths, offsets, lo, hi, np.ascontiguousarray(cmin, dtype=np.float64),
+        np.ascontiguousarray(cmax, dtype=np.float64), shift, use)
+    return thr_ptr, use, ent_j, ent_t, ent_add
 
 
 def _range_bounds(widths, offsets, lo, hi, cmin, cmax, use):
     """For transform: per (grid, column) the smallest float64 in bin lo and the
     smallest past bin hi (-inf / +inf when no finite value is), so that a new
     value's bin lies in [lo, hi] iff ``range_lo <= x < range_hi``. Grids whose
-    bins reach 2**52 in magnitude are left out of ``use`` (the bisection compares
+    bins reach 2**52 in magnitude are left out of ``use`` (the search compares
     floored quotients with bins as float64, exact below 2**52)."""
-    R, d = widths.shape
-    use = use.copy()
-    use &= np.all((np.abs(lo) < 2**52) & (np.abs(hi) < 2**52 - 1), axis=1).astype(np.uint8)
-    range_lo = np.full((R, d), -np.inf)
-    range_hi = np.full((R, d), np.inf)
-    rows = np.flatnonzero(use)
-    if rows.size == 0:
-        return use, range_lo, range_hi
-    u = offsets[rows].ravel()
-    w = widths[rows].ravel()
-    big = np.finfo(np.float64).max
-    j = np.tile(np.arange(d), rows.size)
-    with np.errstate(all="ignore"):
-        def bins(x, i=slice(None)):
-            return np.floor((x - u[i]) / w[i])
-        # bin lo: reached at cmin; below every finite value?
-        k_lo = lo[rows].ravel().astype(np.float64)
-        t = _bisect(_ordered(np.full(u.shape, -big).view(np.int64)),
-                    _ordered(np.ascontiguousarray(cmin[j]).view(np.int64)),
-                    lambda x, i: bins(x, i) >= k_lo[i], u + k_lo * w)
-        t = np.where(bins(np.full(u.shape, -big)) >= k_lo, -np.inf, t)
-        range_lo[rows] = t.reshape(rows.size, d)
-        # bin hi + 1: not reached at cmax; reached by some finite value?
-        k_hi = hi[rows].ravel().astype(np.float64) + 1.0
-        t = _bisect(_ordered(np.ascontiguousarray(cmax[j]).view(np.int64)),
-                    _ordered(np.full(u.shape, big).view(np.int64)),
-                    lambda x, i: bins(x, i) >= k_hi[i], u + k_hi * w)
-        t = np.where(bins(np.full(u.shape, big)) >= k_hi, t, np.inf)
-        range_hi[rows] = t.reshape(rows.size, d)
+    use = use & np.all((np.abs(lo) < 2**52) & (np.abs(hi) < 2**52 - 1), axis=1).astype(np.uint8)
+    range_lo, range_hi = _binning.range_bounds(
+        widths, offsets, lo, hi, np.ascontiguousarray(cmin, dtype=np.float64),
+        np.ascontiguousarray(cmax, dtype=np.float64), np.ascontiguousarray(use, dtype=np.uint8))
     return use, range_lo, range_hi
 
 
+def _bit_length(v):
+    """int.bit_length of each entry of a uint64 array (int64 result)."""
+    v = np.asarray(v, dtype=np.uint64).copy()
+    n = np.zeros(v.shape, dtype=np.int64)
+    for s in (32, 16, 8, 4, 2, 1):
+        big = v >= np.uint64(1 << s)
+        n += big * s
+        v = np.where(big, v >> np.uint64(s), v)
+    return n + (v > 0)
+
+
 def _key_bits(lo, hi, n_words):
-    """Bits of each grid's packed key (single-word grids), -1 for multi-word grids."""
-    return [sum(int(h - l).bit_length() for l, h in zip(lo[r].tolist(), hi[r].tolist()))
-            if n_words[r] == 1 else -1 for r in range(lo.shape[0])]
+    """Bits of each grid's packed key (single-word grids), -1 for multi-word grids: an
+    int64 (R,) array."""
+    span = hi.astype(np.uint64) - lo.astype(np.uint64)  # modulo 2**64, as pack_layout
+    bits = _bit_length(span).sum(axis=1)
+    return np.where(np.asarray(n_words) == 1, bits, -1).astype(np.int64)
 
 
 # Dense transform index (uint32 id + 1 per possible key) for single-word grids of
@@ -413,15 +351,18 @@ INDEX_PER_BIN = 8
 def _dense_index(lo, hi, n_words, n_bins, keys_of, key_bits=None):
     """Per grid the dense index of its fitted keys, or None (``keys_of(r)``: grid r's
     keys in local id order; ``key_bits``: the grids' _key_bits, when already computed)."""
-    out = []
     if key_bits is None:
         key_bits = _key_bits(lo, hi, n_words)
-    for r, bits in enumerate(key_bits):
-        index = None
-        if 0 <= bits <= INDEX_MAX_BITS and (1 << bits) <= INDEX_PER_BIN * max(int(n_bins[r]), 8):
-            index = np.zeros(1 << bits, dtype=np.uint32)
-            index[keys_of(r).astype(np.intp)] = np.arange(1, int(n_bins[r]) + 1, dtype=np.uint32)
-        out.append(index)
+    bits = np.asarray(key_bits, dtype=np.int64)
+    n_bins = np.asarray(n_bins, dtype=np.int64)
+    small = (bits >= 0) & (bits <= INDEX_MAX_BITS)
+    dense = small & ((np.int64(1) << np.where(small, bits, 0))
+                     <= INDEX_PER_BIN * np.maximum(n_bins, 8))
+    out = [None] * bits.shape[0]
+    for r in np.flatnonzero(dense).tolist():
+        index = np.zeros(1 << int(bits[r]), dtype=np.uint32)
+        index[keys_of(r).astype(np.intp)] = np.arange(1, int(n_bins[r]) + 1, dtype=np.uint32)
+        out[r] = index
     return out
 
 
@@ -447,14 +388,13 @@ def _direct_bits(lo, hi, n_words, n_samples, key_bits=None, enabled=True):
     bits = np.array(key_bits, dtype=np.int64)
     bits[bits < 0] = DIRECT_MAX_BITS + 1  # multi-word grids never
     budget = max(DIRECT_BYTES_PER_ENTRY * n_samples * R, 2**16)
-    used = 0
-    for r in np.argsort(bits, kind="stable"):
-        b = int(bits[r])
-        size = 8 << b
-        if b > DIRECT_MAX_BITS or (1 << b) > max(DIRECT_PER_ROW * n_samples, 64) or used + size > budget:
-            break
-        out[r] = b
-        used += size
+    # the smallest first, while each fits and all of them together stay in the budget
+    order = np.argsort(bits, kind="stable")
+    b = np.minimum(bits[order], DIRECT_MAX_BITS + 1)
+    ok = ((b <= DIRECT_MAX_BITS) & ((np.int64(1) << b) <= max(DIRECT_PER_ROW * n_samples, 64))
+          & (np.cumsum(np.int64(8) << b) <= budget))
+    n_ok = int(np.argmin(ok)) if not ok.all() else R
+    out[order[:n_ok]] = b[:n_ok]
     return out
 
 
@@ -474,18 +414,14 @@ COST_DIVISION_COLUMN = 8.0
 
 def _grid_costs(thr_ptr, use_thr, direct, n_words, d):
     """Estimated relative fit cost of each grid (see COST_GRID)."""
-    R = len(direct)
-    cost = np.full(R, COST_GRID)
-    for r in range(R):
-        if use_thr[r]:
-            cost[r] += float(thr_ptr[r + 1] - thr_ptr[r])
-        else:
-            cost[r] += COST_DIVISION_COLUMN * d * int(n_words[r])
-        if direct[r] >= 0:
-            x = (8 << int(direct[r])) / COST_L2_BYTES
-            cost[r] += COST_DIRECT + COST_DIRECT_L2 * min(x * x, 1.5)
-        else:
-            cost[r] += COST_HASH
+    direct = np.asarray(direct, dtype=np.int64)
+    use_thr = np.asarray(use_thr).astype(bool)
+    n_thr = np.diff(np.asarray(thr_ptr, dtype=np.int64)).astype(np.float64)
+    keys = np.where(use_thr, n_thr, COST_DIVISION_COLUMN * d * np.asarray(n_words, np.float64))
+    x = (np.float64(8) * np.exp2(np.maximum(direct, 0).astype(np.float64))) / COST_L2_BYTES
+    table = np.where(direct >= 0, COST_DIRECT + COST_DIRECT_L2 * np.minimum(x * x, 1.5),
+                     COST_HASH)
+    cost = COST_GRID + keys + table
     return cost
 
 
@@ -871,8 +807,15 @@ def _fit_memory(n_rows, n_grids, n_varying, copy_bytes, out_bytes_per_entry):
             + out_bytes_per_entry * n_rows * n_grids + 8 * (n_rows + n_grids))
 
 
+#: Estimates below this many bytes are not compared with the memory available (reading
+#: /proc/meminfo costs about as much as binning a few hundred rows).
+MEMORY_CHECK_FLOOR = 64 << 20
+
+
 def _check_memory(estimate, what, n_grids):
     """ValueError before any work when ``estimate`` exceeds the memory available."""
+    if estimate < MEMORY_CHECK_FLOOR:
+        return
     available = _available_memory()
     if available is not None and estimate > available:
         raise ValueError(
