@@ -53,7 +53,7 @@ def median_l1_distance(X, n_pairs=N_PAIRS):
     n = X.shape[0]
     if n < 2:
         return 1.0
-    i, j = _sampled_pairs(n, n_pairs)
+    i, j = _sampled_pairs(n, int(n_pairs))
     dist = np.zeros(n_pairs)
     if sp.issparse(X):
         diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]
@@ -63,11 +63,10 @@ def median_l1_distance(X, n_pairs=N_PAIRS):
             if terms.shape[0]:
                 dist[p] = np.cumsum(terms)[-1]  # a running sum in column order
     else:
-        Xd = np.asarray(X, dtype=np.float64)
-        step = max(1, (1 << 20) // max(1, Xd.shape[1]))  # bounded scratch: step x d doubles
-        for s in range(0, n_pairs, step):
-            terms = np.abs(Xd[i[s:s + step]] - Xd[j[s:s + step]])
-            dist[s:s + step] = np.cumsum(terms, axis=1)[:, -1]  # a running sum in column order
+        from .binning._binning import pair_l1  # (compiled; imported here: no import cycle)
+
+        # the running sums of cumsum(abs(X[i] - X[j]), axis=1)[:, -1], bit for bit
+        dist = pair_l1(np.ascontiguousarray(X, dtype=np.float64), i, j)
     return _robust_median(dist)
 
 

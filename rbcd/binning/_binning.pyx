@@ -110,6 +110,7 @@ cnp.import_array()
 
 cdef extern from "math.h" nogil:
     double floor_double "floor"(double x)
+    double fabs(double x)
 
 cdef extern from "binning_alloc.h" nogil:
     void *big_malloc "rbcd_big_malloc"(size_t nbytes) noexcept
@@ -1146,6 +1147,32 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
     return word_arr, shift_arr, n_words_arr, top_arr, wbits_arr
 
 
+def pair_l1(const double[:, ::1] X, const int64_t[::1] i, const int64_t[::1] j):
+    """L1 distances of the row pairs (i[p], j[p]) of X, each a running sum over the columns
+    in increasing order, one term at a time (``rbcd._scale``'s contract: bit for bit
+    ``cumsum(abs(X[i] - X[j]), axis=1)[:, -1]``). Indices are the caller's to check."""
+    cdef Py_ssize_t n = i.shape[0], d = X.shape[1], p, c
+    cdef double acc
+    if j.shape[0] != n:
+        raise ValueError("i and j must have the same length")
+    out = np.empty(n, dtype=np.float64)
+    cdef double[::1] ov = out
+    cdef const double *a
+    cdef const double *b
+    if d == 0:
+        out[:] = 0.0
+        return out
+    with nogil:
+        for p in range(n):
+            a = &X[i[p], 0]
+            b = &X[j[p], 0]
+            acc = 0.0
+            for c in range(d):
+                acc = acc + fabs(a[c] - b[c])
+            ov[p] = acc
+    return out
+
+
 def first_reaching_array(const double[::1] a, const double[::1] b, const double[::1] u,
                          const double[::1] w, const double[::1] k, const double[::1] guess):
     """Per entry the smallest float64 t in (a, b] with ``floor((t - u) / w) >= k``
@@ -1823,6 +1850,132 @@ cdef void _csc_fill_block(const idx_t *ids, int64_t *next_pos, Py_ssize_t N,
                 rows[next_pos[col]] = <row_t> i
                 next_pos[col] += 1
         i0 = i1
+
+
+def structure_mismatch(const int64_t[::1] z_indptr, const idx_t[::1] z_indices,
+                       const int64_t[::1] col_ptr, const row_t[::1] rows):
+    """Whether a CSR matrix and a CSC structure hold exactly the same entries (positions).
+
+    z_indptr, z_indices : the CSR rows, column ids increasing within each row.
+    col_ptr, rows : the CSC columns, row ids of each column (increasing within a column).
+    Returns ``(-1, -1)`` when they agree, else ``(row, column)`` of an entry that one holds
+    and the other does not. O(nnz + N + D) time, N cursors of scratch: the columns are
+    walked in increasing order, and each row's next CSR entry must be the column met.
+    """
+    cdef Py_ssize_t N = z_indptr.shape[0] - 1, D = col_ptr.shape[0] - 1, j, i
+    cdef int64_t p, c, bad_row = -1, bad_col = -1
+    if N < 0 or D < 0:
+        raise ValueError("indptr arrays must not be empty")
+    if z_indptr[N] > z_indices.shape[0] or col_ptr[D] > rows.shape[0]:
+        raise ValueError("indptr arrays point past their indices")
+    cdef int64_t *cur = <int64_t *> PyMem_RawMalloc(max(N, 1) * sizeof(int64_t))
+    if cur == NULL:
+        raise MemoryError("cannot allocate the row cursors")
+    with nogil:
+        for i in range(N):
+            cur[i] = z_indptr[i]
+        for j in range(D):
+            for p in range(col_ptr[j], col_ptr[j + 1]):
+                i = rows[p]
+                if i < 0 or i >= N:
+                    bad_row = i
+                    bad_col = j
+                    break
+                c = cur[i]
+                if c >= z_indptr[i + 1] or z_indices[c] != j:
+                    bad_row = i
+                    bad_col = j
+                    break
+                cur[i] = c + 1
+            if bad_row != -1 or bad_col != -1:
+                break
+        if bad_col == -1:
+            for i in range(N):
+                if cur[i] != z_indptr[i + 1]:  # the CSR row has an entry left over
+                    bad_row = i
+                    bad_col = z_indices[cur[i]]
+                    break
+    PyMem_RawFree(cur)
+    return int(bad_row), int(bad_col)
+
+
+def labels_mismatch(labels, const int64_t[::1] col_ptr, const row_t[::1] rows,
+                    const int64_t[::1] grid_ptr, Py_ssize_t n_rows):
+    """Whether grid labels (``_grid.pxd`` layout, checked by the caller: R arrays of
+    n_rows uint16 / int32) describe the CSC structure: label[i] of grid r is j - grid_ptr[r]
+    for the column j of grid r holding row i, the grid's bin count where none does.
+
+    Returns ``(-1, -1, -1)`` when they agree, else ``(grid, row, label)`` of a label that
+    does not (for a label past the sentinel, or a row labelled with a bin whose column does
+    not hold it, ``row`` is the first such row). O(N R + nnz).
+    """
+    cdef Py_ssize_t R = grid_ptr.shape[0] - 1, g, i
+    cdef int64_t j, p, nb, lab, n_set, lo_, hi_, mid, bad_g = -1, bad_i = -1, bad_l = -1
+    cdef uint16_t *l16
+    cdef int32_t *l32
+    cdef bint w
+    if len(labels) != R:
+        raise ValueError("one label array per grid")
+    cdef uintptr_t[::1] ptr = np.empty(max(R, 1), dtype=np.uintp)
+    cdef unsigned char[::1] wide = np.empty(max(R, 1), dtype=np.uint8)
+    for g in range(R):
+        a = labels[g]
+        if not (_is_vector(a, _U16, n_rows) or _is_vector(a, _I32, n_rows)):
+            raise ValueError("label arrays must be uint16 or int32 arrays of n_rows entries")
+        ptr[g] = <uintptr_t> cnp.PyArray_DATA(<cnp.ndarray> a)
+        wide[g] = cnp.PyArray_TYPE(<cnp.ndarray> a) == _I32
+    with nogil:
+        for g in range(R):
+            nb = grid_ptr[g + 1] - grid_ptr[g]
+            w = wide[g]
+            l16 = <uint16_t *> ptr[g]
+            l32 = <int32_t *> ptr[g]
+            # every entry of the grid's columns is labelled with its bin
+            for j in range(grid_ptr[g], grid_ptr[g + 1]):
+                for p in range(col_ptr[j], col_ptr[j + 1]):
+                    i = rows[p]
+                    lab = l32[i] if w else l16[i]
+                    if lab != j - grid_ptr[g]:
+                        bad_g = g
+                        bad_i = i
+                        bad_l = lab
+                        break
+                if bad_g >= 0:
+                    break
+            if bad_g >= 0:
+                break
+            # and no other row is: as many labels below the sentinel as entries
+            n_set = 0
+            for i in range(n_rows):
+                lab = l32[i] if w else l16[i]
+                if lab < 0 or lab > nb:
+                    bad_g = g
+                    bad_i = i
+                    bad_l = lab
+                    break
+                n_set += lab < nb
+            if bad_g >= 0:
+                break
+            if n_set != col_ptr[grid_ptr[g + 1]] - col_ptr[grid_ptr[g]]:
+                bad_g = g
+                for i in range(n_rows):  # the first row labelled where its column is not
+                    lab = l32[i] if w else l16[i]
+                    if lab < nb:
+                        j = grid_ptr[g] + lab
+                        lo_ = col_ptr[j]  # binary search of i in the column's rows
+                        hi_ = col_ptr[j + 1]
+                        while lo_ < hi_:
+                            mid = (lo_ + hi_) // 2
+                            if rows[mid] < i:
+                                lo_ = mid + 1
+                            else:
+                                hi_ = mid
+                        if lo_ == col_ptr[j + 1] or rows[lo_] != i:
+                            bad_i = i
+                            bad_l = lab
+                            break
+                break
+    return int(bad_g), int(bad_i), int(bad_l)
 
 
 def check_grid_rows(const idx_t[::1] indptr, const idx_t[::1] indices,

@@ -109,7 +109,7 @@ class RBColumns:
     :func:`column_structure` builds one from any Z whose columns are grouped by
     grid. An RBColumns describes exactly that Z (same shape, same entries); the
     solvers take it as ``columns=`` instead of building it again, and
-    :meth:`check_matrix` verifies cheaply that a matrix is the one it describes.
+    :meth:`check_matrix` verifies, in O(nnz), that a matrix is the one it describes.
     All stored values of Z are the same constant ``value`` (1/sqrt(R), docs/design.md
     contract 6), so only the structure is kept.
 
@@ -152,15 +152,15 @@ class RBColumns:
     def n_grids(self):
         return self.grid_ptr.shape[0] - 1
 
-    def check_matrix(self, Z, n_samples=16):
-        """Raise ValueError unless Z is (very likely) the matrix this structure describes.
+    def check_matrix(self, Z, n_samples=None):
+        """Raise ValueError unless Z is exactly the matrix this structure describes.
 
-        Checks Z's shape and nnz, then, for ``n_samples`` rows spread evenly over Z
-        (a deterministic sample), that every column of the row holds the row in this
-        structure (a binary search in the column's sorted row ids) with Z's value
-        ``value``, and, where ``grid_labels`` are present, that the row's column in
-        each grid is the labelled one. Cost O(n_samples * R * log N); Z is not copied
-        when it is CSR.
+        Checks Z's shape, nnz and stored values, then every entry of Z against the
+        structure and, where ``grid_labels`` are present, every label
+        (:func:`structure_difference`): O(nnz + N R) in one pass each, serial, with N
+        cursors of scratch; Z is not copied when it is CSR with sorted indices.
+        ``n_samples`` is accepted for compatibility and ignored (the check once sampled
+        rows; it now reads them all).
         """
         if not sp.issparse(Z):
             raise ValueError(f"Z must be a scipy sparse matrix, got {type(Z).__name__}")
@@ -175,56 +175,59 @@ class RBColumns:
             raise ValueError(
                 f"Z has {Z.nnz} stored entries, the column structure {self.indices.shape[0]}"
             )
-        if self.n_rows == 0 or Z.nnz == 0:
-            return
-        rows = np.unique(np.linspace(0, self.n_rows - 1, min(int(n_samples), self.n_rows))
-                         .astype(np.int64))
-        starts, stops = Z.indptr[rows].astype(np.int64), Z.indptr[rows + 1].astype(np.int64)
-        lengths = stops - starts
-        pos = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
-        row_of = np.repeat(rows, lengths)
-        cols = Z.indices[pos].astype(np.int64)
-        if np.any(Z.data[pos] != self.value):
+        if Z.nnz and np.any(Z.data != self.value):
             raise ValueError("Z's values differ from the column structure's value")
-        if np.any(cols < 0) or np.any(cols >= self.n_columns):
-            raise ValueError("Z has column ids outside the column structure")
-        # binary search of each sampled row in its columns' sorted row ids
-        lo = self.indptr[cols].copy()
-        hi = self.indptr[cols + 1].copy()
-        while True:
-            active = lo < hi
-            if not active.any():
-                break
-            mid = (lo + hi) // 2
-            mid_a = np.where(active, mid, 0)
-            less = active & (self.indices[np.minimum(mid_a, self.indices.shape[0] - 1)] < row_of)
-            lo = np.where(less, mid + 1, lo)
-            hi = np.where(active & ~less, mid, hi)
-        found = lo < self.indptr[cols + 1]
-        found[found] = self.indices[lo[found]] == row_of[found]
-        if not found.all():
-            k = int(np.flatnonzero(~found)[0])
-            raise ValueError(
-                f"Z does not match the column structure: row {int(row_of[k])} has column "
-                f"{int(cols[k])} in Z but not in the structure"
-            )
-        if self.grid_labels is not None:
-            grid = np.searchsorted(self.grid_ptr, cols, side="right") - 1
-            for r in range(self.n_grids):
-                want = self.grid_ptr[r] + np.asarray(self.grid_labels[r])[rows].astype(np.int64)
-                got = np.full(rows.shape[0], -1, dtype=np.int64)
-                sel = grid == r
-                got[np.searchsorted(rows, row_of[sel])] = cols[sel]
-                if np.any(got != want):
-                    raise ValueError(
-                        f"Z does not match the column structure's labels of grid {r}"
-                    )
+        detail = structure_difference(Z, self.indptr, self.indices, self.grid_ptr,
+                                      self.grid_labels)
+        if detail is not None:
+            raise ValueError(f"Z does not match the column structure: {detail}")
 
     def __repr__(self):
         return (
             f"RBColumns(n_rows={self.n_rows}, n_columns={self.n_columns}, "
             f"n_grids={self.n_grids}, nnz={self.indices.shape[0]}, value={self.value!r})"
         )
+
+
+def structure_difference(Z, indptr, indices, grid_ptr, grid_labels=None):
+    """None when CSR Z holds exactly the entries of the column structure ``(indptr,
+    indices)`` (and, with ``grid_labels``, those labels describe the structure), else
+    what differs, in words. Shapes, nnz and values are the caller's to check; the
+    labels' layout too (R arrays of N uint16 / int32, ``_grid.pxd``).
+
+    Exact (issue 31 item 1: a sampled check passed Z with two rows swapped): each row's
+    entries are walked in column order against the structure's columns
+    (``_binning.structure_mismatch``, O(nnz + N + D)), then each grid's labels against
+    its columns (``_binning.labels_mismatch``, O(N R + nnz)).
+    """
+    if not Z.has_sorted_indices:
+        Z = Z.sorted_indices()
+    z_indices = Z.indices
+    if z_indices.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        z_indices = z_indices.astype(np.int64)
+    rows = np.asarray(indices)
+    if rows.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        rows = rows.astype(np.int64)
+    col_ptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    i, j = _binning.structure_mismatch(np.ascontiguousarray(Z.indptr, dtype=np.int64),
+                                       np.ascontiguousarray(z_indices), col_ptr,
+                                       np.ascontiguousarray(rows))
+    if i != -1 or j != -1:
+        return (f"Z and the structure differ at row {i}, column {j} (one of them holds "
+                "that entry, the other not)")
+    if grid_labels is None or callable(grid_labels):
+        return None
+    g, i, label = _binning.labels_mismatch(list(grid_labels), col_ptr, np.ascontiguousarray(rows),
+                                           np.ascontiguousarray(grid_ptr, dtype=np.int64),
+                                           Z.shape[0])
+    if g == -1:
+        return None
+    n_bins = int(grid_ptr[g + 1] - grid_ptr[g])
+    if label > n_bins or label < 0:
+        return (f"grid labels of grid {g} are corrupt: label {label} of row {i} exceeds the "
+                f"grid's {n_bins} bins")
+    return (f"grid labels of grid {g} are corrupt: row {i} is labelled {label}, not the bin "
+            "that holds it in the structure")
 
 
 SMALL_WORK = 1 << 17
@@ -1184,7 +1187,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         nnz = n_samples * R
         idx = index_dtype(0, nnz)  # D <= nnz for the training rows
         ids = _binning.empty(nnz if (exact and mode != "fit") else 0, idx)
-        key_bits = _key_bits(lo, hi, grids.n_words)
+        # bits of each single-word key: the bits used in its one word (pack_layout)
+        key_bits = np.where(grids.n_words == 1, grids.top_bits, -1).astype(np.int64)
         direct = _direct_bits(lo, hi, grids.n_words, n_samples, key_bits, paths.direct)
         bounds = _grid_bounds(_grid_costs(grids.thr_ptr, grids.use_thr, direct, grids.n_words,
                                           X.shape[1]), n_threads)
