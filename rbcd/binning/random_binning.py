@@ -614,35 +614,52 @@ class _GridDraw:
         return np.random.Generator(bit_generator)
 
     def blocks(self, rng=None):
-        """Yield ``(r0, widths[r0:r1], offsets[r0:r1])`` block by block. ``rng``: the live
-        generator, at the saved state, is left where one draw of the whole arrays leaves
-        it (None: a fresh copy)."""
+        """Yield ``(r0, j0, widths[r0:r1, j0:j1], offsets[r0:r1, j0:j1])`` block by block, in
+        the order of the stream: whole grids (j0 = 0, all d columns) while a grid has at most
+        DRAW_BLOCK entries, else one grid in pieces of DRAW_BLOCK columns (so the scratch
+        stays bounded for any d). ``rng``: the live generator, at the saved state, is left
+        where one draw of the whole arrays leaves it (None: a fresh copy)."""
         R, d = self.shape
-        step = max(1, DRAW_BLOCK // max(d, 1))
         if rng is None:
             rng = self.generator()
-        if step >= R:
+        if R * d <= DRAW_BLOCK:
             widths = rng.gamma(2.0, self.sigma, size=(R, d))
-            yield 0, widths, rng.uniform(0.0, 1.0, size=(R, d)) * widths
+            yield 0, 0, widths, rng.uniform(0.0, 1.0, size=(R, d)) * widths
             return
+        sigma = np.asarray(self.sigma, dtype=np.float64)
+        per_col = sigma.ndim == 1
+        if d <= DRAW_BLOCK:
+            pieces = [(r0, min(DRAW_BLOCK // d, R - r0), 0, d)
+                      for r0 in range(0, R, DRAW_BLOCK // d)]
+        else:
+            pieces = [(r0, 1, j0, min(DRAW_BLOCK, d - j0))
+                      for r0 in range(R) for j0 in range(0, d, DRAW_BLOCK)]
+
+        def gamma(gen, k, j0, m):
+            scale = sigma[j0:j0 + m] if per_col else self.sigma
+            return gen.gamma(2.0, scale, size=(k, m))
+
+        for _, k, j0, m in pieces:  # the widths, to reach the offsets' part of the stream
+            gamma(rng, k, j0, m)
         again = self.generator()  # the widths a second time, beside the offsets
-        for r0 in range(0, R, step):
-            rng.gamma(2.0, self.sigma, size=(min(step, R - r0), d))
-        for r0 in range(0, R, step):
-            k = min(step, R - r0)
-            widths = again.gamma(2.0, self.sigma, size=(k, d))
-            yield r0, widths, rng.uniform(0.0, 1.0, size=(k, d)) * widths
+        for r0, k, j0, m in pieces:
+            widths = gamma(again, k, j0, m)
+            yield r0, j0, widths, rng.uniform(0.0, 1.0, size=(k, m)) * widths
 
     def columns(self, cols=None):
-        """``(widths[:, cols], offsets[:, cols])`` (all columns when cols is None)."""
+        """``(widths[:, cols], offsets[:, cols])`` (all columns when cols is None; cols
+        increasing)."""
         R, d = self.shape
-        n = d if cols is None else len(cols)
+        cols = np.arange(d) if cols is None else np.asarray(cols, dtype=np.int64)
+        n = cols.shape[0]
         widths = np.empty((R, n))
         offsets = np.empty((R, n))
-        for r0, w, o in self.blocks():
-            k = w.shape[0]
-            widths[r0:r0 + k] = w if cols is None else w[:, cols]
-            offsets[r0:r0 + k] = o if cols is None else o[:, cols]
+        for r0, j0, w, o in self.blocks():
+            k, m = w.shape
+            lo, hi = np.searchsorted(cols, [j0, j0 + m])
+            if lo < hi:
+                widths[r0:r0 + k, lo:hi] = w[:, cols[lo:hi] - j0]
+                offsets[r0:r0 + k, lo:hi] = o[:, cols[lo:hi] - j0]
         return widths, offsets
 
 
@@ -696,69 +713,126 @@ class _ConstantColumns:
     is computed again from the repeated draw, and in each grid where it differs from
     the training value's bin the row gets no entry (a bin unseen in fit, contract 6).
 
-    ``draw``: the :class:`_GridDraw`; ``varying``, ``constant``: column numbers;
-    ``value``, ``low``, ``high``: per constant column.
+    ``draw``: the :class:`_GridDraw`; ``varying``, ``constant``: column numbers, increasing;
+    ``value``, ``low``, ``high``: per constant column. ``zero_rest`` (fits on sparse X):
+    the columns in neither list were 0 in every training row, and are kept as nothing at
+    all (the state grows with the stored columns, not with d); a new value other than 0
+    in one of them is binned again. Otherwise the two lists cover every column.
     """
 
-    def __init__(self, draw, varying, constant, value, low, high):
+    def __init__(self, draw, varying, constant, value, low, high, zero_rest=False):
         self.draw = draw
         self.varying = varying
         self.constant = constant
         self.value = value
         self.low = low
         self.high = high
+        self.zero_rest = bool(zero_rest)
 
     def check(self, n_features_in, tables_d):
         """ValueError unless the state is consistent (a damaged pickle)."""
+        zero_rest = bool(self.__dict__.get("zero_rest", False))  # earlier pickles: False
         try:
             arrays = (self.varying, self.constant, self.value, self.low, self.high)
+            known = (np.concatenate([self.varying, self.constant])
+                     if all(isinstance(a, np.ndarray) for a in arrays) else None)
             ok = (all(isinstance(a, np.ndarray) and a.ndim == 1 for a in arrays)
                   and self.varying.dtype == np.int64 and self.constant.dtype == np.int64
-                  and self.varying.shape[0] + self.constant.shape[0] == n_features_in
                   and max(self.varying.shape[0], 1) == tables_d
                   and self.value.shape == self.low.shape == self.high.shape
                   == self.constant.shape
-                  and np.array_equal(np.sort(np.concatenate([self.varying, self.constant])),
-                                     np.arange(n_features_in))
                   and tuple(self.draw.shape)[1] == n_features_in
-                  and np.all(self.low <= self.value) and np.all(self.value <= self.high))
+                  and np.all(self.low <= self.value) and np.all(self.value <= self.high)
+                  and np.all(np.diff(self.varying) > 0) and np.all(np.diff(self.constant) > 0))
+            if ok and zero_rest:
+                ok = (known.shape[0] <= n_features_in
+                      and (known.shape[0] == 0 or (known.min() >= 0
+                                                   and known.max() < n_features_in))
+                      and np.unique(known).shape[0] == known.shape[0])
+            elif ok:
+                ok = (known.shape[0] == n_features_in
+                      and np.array_equal(np.sort(known), np.arange(n_features_in)))
         except (AttributeError, TypeError, ValueError):
             ok = False
         if not ok:
             raise ValueError("damaged RandomBinning state: the constant-feature record does "
                              "not match the fitted tables")
 
+    def _candidates(self, X):
+        """(rows, columns, values, training values) of the entries of a new X that may
+        leave their training bin: outside [low, high] of a constant column, implicit zeros
+        of a constant column whose span excludes 0, and (``zero_rest``) values other than
+        0 in a column in neither list. Columns in full numbering. O(nnz) for sparse X."""
+        C = self.constant
+        zero_rest = bool(self.__dict__.get("zero_rest", False))
+        n, d = X.shape
+        rows, cols, vals, train = [], [], [], []
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+            r_all = np.repeat(np.arange(n, dtype=np.int64), np.diff(X.indptr))
+            c_all = X.indices.astype(np.int64)
+            v_all = np.asarray(X.data, dtype=np.float64)
+            pos = np.minimum(np.searchsorted(C, c_all), max(C.shape[0] - 1, 0))
+            in_c = (C[pos] == c_all) if C.shape[0] else np.zeros(c_all.shape[0], dtype=bool)
+            p = pos[in_c]
+            out = (v_all[in_c] < self.low[p]) | (v_all[in_c] > self.high[p])
+            rows.append(r_all[in_c][out])
+            cols.append(c_all[in_c][out])
+            vals.append(v_all[in_c][out])
+            train.append(self.value[p][out])
+            for jj in np.flatnonzero((0.0 < self.low) | (0.0 > self.high)):
+                present = np.zeros(n, dtype=bool)
+                present[r_all[in_c][p == jj]] = True
+                missing = np.flatnonzero(~present)
+                rows.append(missing)
+                cols.append(np.full(missing.shape[0], C[jj]))
+                vals.append(np.zeros(missing.shape[0]))
+                train.append(np.full(missing.shape[0], self.value[jj]))
+            if zero_rest:
+                V = self.varying
+                vpos = np.minimum(np.searchsorted(V, c_all), max(V.shape[0] - 1, 0))
+                in_v = (V[vpos] == c_all) if V.shape[0] else np.zeros(c_all.shape[0], bool)
+                rest = ~in_c & ~in_v & (v_all != 0)
+                rows.append(r_all[rest])
+                cols.append(c_all[rest])
+                vals.append(v_all[rest])
+                train.append(np.zeros(int(rest.sum())))
+        else:
+            if C.shape[0]:
+                Xc = X[:, C]
+                r, c = np.nonzero((Xc < self.low) | (Xc > self.high))
+                rows.append(r)
+                cols.append(C[c])
+                vals.append(Xc[r, c])
+                train.append(self.value[c])
+            if zero_rest:
+                known = np.zeros(d, dtype=bool)  # dense X is O(N d) already
+                known[self.varying] = True
+                known[C] = True
+                U = np.flatnonzero(~known)
+                Xu = X[:, U]
+                r, c = np.nonzero(Xu != 0)
+                rows.append(r)
+                cols.append(U[c])
+                vals.append(Xu[r, c])
+                train.append(np.zeros(r.shape[0]))
+        if not rows:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, np.zeros(0), np.zeros(0)
+        return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64),
+                np.concatenate(vals).astype(np.float64),
+                np.concatenate(train).astype(np.float64))
+
     def misses(self, X):
         """(rows, grids, bad_columns) of a new X: the (row, grid) pairs that get no entry,
         and the columns (full numbering) whose bins do not fit in int64."""
-        C = self.constant
         empty = np.zeros(0, dtype=np.int64)
-        if C.shape[0] == 0:
-            return empty, empty, empty
-        if sp.issparse(X):
-            Xc = sp.csc_matrix(X[:, C])
-            Xc.sort_indices()
-            coo = Xc.tocoo()
-            out = (coo.data < self.low[coo.col]) | (coo.data > self.high[coo.col])
-            rows, cols, vals = [coo.row[out]], [coo.col[out]], [coo.data[out]]
-            for jj in np.flatnonzero((0.0 < self.low) | (0.0 > self.high)):
-                present = np.zeros(X.shape[0], dtype=bool)
-                present[Xc.indices[Xc.indptr[jj]:Xc.indptr[jj + 1]]] = True
-                missing = np.flatnonzero(~present)
-                rows.append(missing)
-                cols.append(np.full(missing.shape[0], jj))
-                vals.append(np.zeros(missing.shape[0]))
-            rows = np.concatenate(rows).astype(np.int64)
-            cols = np.concatenate(cols).astype(np.int64)
-            vals = np.concatenate(vals)
-        else:
-            Xc = X[:, C]
-            rows, cols = np.nonzero((Xc < self.low) | (Xc > self.high))
-            vals = Xc[rows, cols]
+        rows, cols, vals, train = self._candidates(X)
         if rows.shape[0] == 0:
             return empty, empty, empty
         J, pos = np.unique(cols, return_inverse=True)
-        widths, offsets = self.draw.columns(C[J])
+        pos = pos.ravel()
+        widths, offsets = self.draw.columns(J)
         R = widths.shape[0]
         miss_rows, miss_grids, bad_cols = [], [], []
         step = max(1, DRAW_BLOCK // R)
@@ -767,10 +841,10 @@ class _ConstantColumns:
                 p = pos[s:s + step]
                 w, o = widths[:, p], offsets[:, p]
                 q = np.floor((vals[s:s + step] - o) / w)
-                k = np.floor((self.value[J[p]] - o) / w)
+                k = np.floor((train[s:s + step] - o) / w)
                 bad = ~((q >= INT64_LOW) & (q < INT64_HIGH))
                 if bad.any():
-                    bad_cols.append(C[J[p[bad.any(axis=0)]]])
+                    bad_cols.append(J[p[bad.any(axis=0)]])
                 r, e = np.nonzero(q != k)
                 miss_rows.append(rows[s:s + step][e])
                 miss_grids.append(r)
@@ -794,6 +868,11 @@ def _available_memory():
     except (AttributeError, ValueError, OSError):
         return None
 
+
+#: The most grid entries (n_grids x n_features_in) a fit draws: every feature's width and
+#: offset are drawn, in order (docs/design.md contract 2), at about 60 ns an entry, so
+#: beyond this a fit would run for many minutes before any binning; it is refused.
+MAX_DRAW_ENTRIES = 1 << 33
 
 #: Bytes per (grid, varying feature) of the fit's grid arrays (widths, offsets, inverse
 #: widths, bin bounds, key layout, range bounds, threshold scratch).
@@ -840,23 +919,71 @@ def _drop_constants(X, n_grids, n_varying, rule):
     return 8 * n * n_varying <= GRID_BYTES_PER_ENTRY * n_grids * (d - n_varying)
 
 
+def _sparse_extremes(X):
+    """``(cols, cmin, cmax)`` of CSR X (canonical): the columns holding a stored entry,
+    increasing, and their minima and maxima, the implicit zeros of a column with fewer
+    than N entries counted as 0. Every other column is 0 in every row. O(nnz log nnz)
+    time, O(nnz) memory: nothing of length d (issue 31 item 8: X.min(axis=0) went through
+    a CSC copy with an indptr of d + 1 entries)."""
+    n = X.shape[0]
+    idx = X.indices
+    if idx.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
+    order = np.argsort(idx, kind="stable")
+    c = idx[order]
+    v = np.asarray(X.data, dtype=np.float64)[order]
+    starts = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
+    cols = c[starts].astype(np.int64)
+    cmin = np.minimum.reduceat(v, starts)
+    cmax = np.maximum.reduceat(v, starts)
+    part = np.diff(np.append(starts, c.shape[0])) < n  # some rows hold an implicit 0
+    cmin[part] = np.minimum(cmin[part], 0.0)
+    cmax[part] = np.maximum(cmax[part], 0.0)
+    return cols, cmin, cmax
+
+
 def _extremes(X, n_threads):
     """Column minima and maxima of X (dense, or sparse with implicit zeros as 0); raises
-    the ValueError naming the first non-finite entry of dense X (check_X did sparse)."""
+    the ValueError naming the first non-finite entry of dense X (check_X did sparse).
+    Arrays of length d: for wide sparse X, see :func:`_sparse_extremes`."""
     if sp.issparse(X):
-        return (np.asarray(X.min(axis=0).toarray(), dtype=np.float64).ravel(),
-                np.asarray(X.max(axis=0).toarray(), dtype=np.float64).ravel())
+        cols, pmin, pmax = _sparse_extremes(X)
+        cmin = np.zeros(X.shape[1])
+        cmax = np.zeros(X.shape[1])
+        cmin[cols] = pmin
+        cmax[cols] = pmax
+        return cmin, cmax
     cmin, cmax, bad = _binning.scan_columns(X, n_threads)
     if bad >= 0:
         raise_non_finite(X, bad)
     return cmin, cmax
 
 
+def _sparse_take(X, cols):
+    """Dense ``X[:, cols]`` of CSR X in O(nnz + N len(cols)) (scipy's column indexing
+    allocates an array of length d)."""
+    n = X.shape[0]
+    cols = np.asarray(cols, dtype=np.int64)
+    uniq, inverse = np.unique(cols, return_inverse=True)
+    out = np.zeros((n, uniq.shape[0]))
+    if uniq.shape[0] and X.nnz:
+        idx = X.indices
+        pos = np.minimum(np.searchsorted(uniq, idx), uniq.shape[0] - 1)
+        hit = uniq[pos] == idx
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(X.indptr))
+        out[rows[hit], pos[hit]] = X.data[hit]
+    if uniq.shape[0] != cols.shape[0] or np.any(uniq != cols):
+        out = np.ascontiguousarray(out[:, inverse.ravel()])
+    return out
+
+
 def _take_columns(X, cols=None):
     """X[:, cols] as a C-ordered float64 array (X itself when it is dense and cols is all
     of it)."""
     if sp.issparse(X):
-        return np.ascontiguousarray((X if cols is None else X[:, cols]).toarray())
+        if cols is None:
+            return np.ascontiguousarray(X.toarray())
+        return _sparse_take(X, cols)
     if cols is None or (cols.shape[0] == X.shape[1]):
         return X
     return np.ascontiguousarray(X[:, cols])
@@ -1114,9 +1241,24 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         n_threads = _threads_for(n_threads, n_samples * n_grids * d, paths)
         if n_samples >= 2**32 - 1:
             raise ValueError(f"at most 2**32 - 2 samples are supported, got {n_samples}")
-        cmin, cmax = _extremes(X, n_threads)
-        varying = np.flatnonzero(cmin < cmax).astype(np.int64)
+        sparse = sp.issparse(X)
+        if sparse:  # O(nnz): nothing of length d (issue 31 item 8)
+            present, pmin, pmax = _sparse_extremes(X)
+            vary = pmin < pmax
+            varying = present[vary]
+            cmin = cmax = None
+        else:
+            cmin, cmax = _extremes(X, n_threads)
+            varying = np.flatnonzero(cmin < cmax).astype(np.int64)
         self._check_fit_memory(X, n_grids, varying, dtype, mode)
+        if n_grids * d > MAX_DRAW_ENTRIES:
+            raise ValueError(
+                f"drawing the grids takes n_grids x n_features_in = {n_grids} x {d} random "
+                f"widths and offsets (docs/design.md contract 2 draws every feature's, "
+                f"in order), more than {MAX_DRAW_ENTRIES:.3g}: use fewer grids, or drop the "
+                "features that are zero in every row first (for sparse X: "
+                "X[:, np.unique(X.indices)])"
+            )
         if isinstance(self.sigma, str):
             # the L1 distances over the varying columns only: the running sums of
             # rbcd._scale add exact zeros for the others, so the value is the same
@@ -1127,28 +1269,37 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         if (self.n_features is None and _GridDraw.can_repeat(rng)
                 and _drop_constants(X, n_grids, varying.shape[0], paths.constants)):
             draw = _GridDraw(rng, sigma, n_grids, d)
-            const = np.flatnonzero(~(cmin < cmax)).astype(np.int64)
-            value = np.ascontiguousarray(cmin[const])
+            if sparse:  # constant: the stored columns that do not vary; the others are 0
+                const, value = present[~vary], np.ascontiguousarray(pmin[~vary])
+                cmin_v, cmax_v = pmin[vary], pmax[vary]
+            else:
+                const = np.flatnonzero(~(cmin < cmax)).astype(np.int64)
+                value = np.ascontiguousarray(cmin[const])
+                cmin_v, cmax_v = cmin[varying], cmax[varying]
             widths = np.empty((n_grids, varying.shape[0]))
             offsets = np.empty((n_grids, varying.shape[0]))
-            # the spans over all columns (cheaper than copying the constant ones out of
-            # each block); only the constant columns' are kept
-            low = np.full(d, -np.inf)
-            high = np.full(d, np.inf)
-            bad_any = np.zeros(d, dtype=bool)
-            for r0, w, o in draw.blocks(rng):
-                k = w.shape[0]
-                widths[r0:r0 + k] = w[:, varying]
-                offsets[r0:r0 + k] = o[:, varying]
-                _, a, b, bad = _constant_spans(cmin, w, o)
-                np.maximum(low, a.max(axis=0), out=low)
-                np.minimum(high, b.min(axis=0), out=high)
-                bad_any |= bad.any(axis=0)
-            low, high, bad_const = low[const], high[const], bad_any[const]
-            constant = _ConstantColumns(draw, varying, const, value, low, high)
+            low = np.full(const.shape[0], -np.inf)
+            high = np.full(const.shape[0], np.inf)
+            bad_const = np.zeros(const.shape[0], dtype=bool)
+            for r0, j0, w, o in draw.blocks(rng):
+                k, m = w.shape
+                v0, v1 = np.searchsorted(varying, [j0, j0 + m])
+                widths[r0:r0 + k, v0:v1] = w[:, varying[v0:v1] - j0]
+                offsets[r0:r0 + k, v0:v1] = o[:, varying[v0:v1] - j0]
+                c0, c1 = np.searchsorted(const, [j0, j0 + m])
+                if c0 < c1:
+                    cj = const[c0:c1] - j0
+                    _, a, b, bad = _constant_spans(value[c0:c1], w[:, cj], o[:, cj])
+                    np.maximum(low[c0:c1], a.max(axis=0), out=low[c0:c1])
+                    np.minimum(high[c0:c1], b.min(axis=0), out=high[c0:c1])
+                    bad_const[c0:c1] |= bad.any(axis=0)
+            # sparse X: a column without stored entries is 0 in every training row; its bin
+            # of 0, floor(-u / w) with 0 <= u < w, is -1 or 0 (no range check), and a new
+            # value other than 0 there is binned again in transform (_ConstantColumns)
+            constant = _ConstantColumns(draw, varying, const, value, low, high,
+                                        zero_rest=sparse)
             if varying.shape[0]:
                 XV = _take_columns(X, varying)
-                cmin_v, cmax_v = cmin[varying], cmax[varying]
             else:  # nothing varies: one zero column, in one bin of every grid
                 XV = np.zeros((n_samples, 1))
                 widths = np.ones((n_grids, 1))
@@ -1159,6 +1310,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                 cols = np.union1d(varying[bad_v[:varying.shape[0]]], const[bad_const])
                 _raise_bad_bins(X, cols, *draw.columns(cols), sigma)
         else:
+            if sparse:
+                cmin, cmax = _extremes(X, n_threads)  # (R, d) arrays follow anyway
             # docs/design.md contract 2: widths first, then offsets
             widths = rng.gamma(2.0, sigma, size=(n_grids, d))
             offsets = rng.uniform(0.0, 1.0, size=(n_grids, d)) * widths
@@ -1353,12 +1506,17 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         R = self.n_bins_.shape[0]
         n, d = X.shape
         idx = 4 if n * R < 2**31 else 8
-        _check_memory(_fit_memory(n, R, 0, 8 * n * d if sp.issparse(X) else 0,
+        constant = self.__dict__.get("_constant_columns")
+        n_copy = d if constant is None else max(constant.varying.shape[0], 1)
+        _check_memory(_fit_memory(n, R, 0, 8 * n * n_copy if sp.issparse(X) else 0,
                                   2 * idx + 8 + 4),
                       f"RandomBinning.transform of {n} rows", R)
-        cmin, cmax = _extremes(X, n_threads)  # the non-finite check, every column
         if self.grid_ptr_ is not None:  # the mode of the fit, not of later set_params
+            # dense X: the non-finite check of every column (check_X did sparse X, whose
+            # extremes are those of its varying columns only: nothing of length d)
+            cmin, cmax = (None, None) if sp.issparse(X) else _extremes(X, n_threads)
             return self._transform_exact(X, cmin, cmax, n_threads, paths)
+        cmin, cmax = _extremes(X, n_threads)
         widths, offsets = self._drawn_grids()
         _, _, bad = _bin_range(widths, offsets, cmin, cmax)
         if bad.any():
@@ -1375,30 +1533,38 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         if D != int(grids.grid_ptr[-1]):
             raise ValueError("n_features_out_ does not match the fitted grid tables")
         constant = self.__dict__.get("_constant_columns")
+        # cmin / cmax: None for sparse X, whose varying columns' extremes are taken from
+        # their dense copy (nothing of length d)
         if constant is None:
             if grids.n_features_in != X.shape[1]:
                 raise ValueError("the fitted grid tables do not match n_features_in_")
             miss_rows = np.zeros(0, dtype=np.int64)
+            XV = _take_columns(X)
+            if cmin is None:
+                cmin, cmax = _extremes(XV, n_threads)
             _, _, bad = _bin_range(grids.widths, grids.offsets, cmin, cmax)
             if bad.any():
                 cols = np.flatnonzero(bad)
                 _raise_bad_bins(X, cols, grids.widths[:, cols], grids.offsets[:, cols])
-            X = _take_columns(X)
         else:
             constant.check(X.shape[1], grids.n_features_in)
             varying = constant.varying
             miss_rows, miss_grids, bad_const = constant.misses(X)
             if varying.shape[0]:
-                _, _, bad = _bin_range(grids.widths, grids.offsets, cmin[varying],
-                                       cmax[varying])
+                XV = _take_columns(X, varying)
+                if cmin is None:
+                    vmin, vmax = _extremes(XV, n_threads)
+                else:
+                    vmin, vmax = cmin[varying], cmax[varying]
+                _, _, bad = _bin_range(grids.widths, grids.offsets, vmin, vmax)
                 bad_var = varying[bad]
             else:
+                XV = np.zeros((X.shape[0], 1))
                 bad_var = varying
             if bad_var.shape[0] or bad_const.shape[0]:
                 cols = np.union1d(bad_var, bad_const)
                 _raise_bad_bins(X, cols, *constant.draw.columns(cols))
-            X = (_take_columns(X, varying) if varying.shape[0]
-                 else np.zeros((X.shape[0], 1)))
+        X = XV
         n_samples = X.shape[0]
         tmp_idx = index_dtype(D, n_samples * R)
         out = _binning.empty(n_samples * R, tmp_idx)
