@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 
 from . import _binning
 from .._random import make_generator
@@ -869,6 +869,9 @@ def _available_memory():
         return None
 
 
+#: get_feature_names_out names at most this many columns (hashed mode may ask for 2**62).
+MAX_FEATURE_NAMES = 1 << 26
+
 #: The most grid entries (n_grids x n_features_in) a fit draws: every feature's width and
 #: offset are drawn, in order (docs/design.md contract 2), at about 60 ns an entry, so
 #: beyond this a fit would run for many minutes before any binning; it is refused.
@@ -999,9 +1002,11 @@ def _bin_range(widths, offsets, cmin, cmax):
     return qlo, qhi, ~np.all(ok, axis=0)
 
 
-def _raise_bad_bins(X, cols, widths, offsets, sigma=None):
+def _raise_bad_bins(X, cols, widths, offsets, sigma=None, param=None):
     """Raise the ValueError naming the first (row, column), then grid, whose bin does not
-    fit in int64, among columns ``cols`` of X (``widths``/``offsets``: those columns)."""
+    fit in int64, among columns ``cols`` of X (``widths``/``offsets``: those columns).
+    At fit, ``sigma`` is the value used and ``param`` the parameter that gave it (the
+    advice differs when it was already sigma='scale')."""
     cols = np.asarray(cols, dtype=np.int64)
     found = _binning.first_bad_bin(_take_columns(X, cols), np.ascontiguousarray(widths),
                                    np.ascontiguousarray(offsets),
@@ -1015,9 +1020,15 @@ def _raise_bad_bins(X, cols, widths, offsets, sigma=None):
     try:
         raise_too_large(*found)
     except ValueError as exc:  # at fit: the cause is a sigma too small for X
+        if isinstance(param, str):  # sigma="scale" gave it: the values are outliers
+            advice = ("sigma='scale' took it from the median distance between rows, far "
+                      "below these values: scale or clip the features (e.g. "
+                      "sklearn.preprocessing.RobustScaler), or give a larger sigma")
+        else:
+            advice = "use a larger sigma, e.g. sigma='scale'"
         raise ValueError(
             f"{exc}; sigma is too small for the size of these values "
-            f"({_describe_sigma(sigma)}): use a larger sigma, e.g. sigma='scale'"
+            f"({_describe_sigma(sigma)}): {advice}"
         ) from None
 
 
@@ -1308,7 +1319,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             qlo, qhi, bad_v = _bin_range(widths, offsets, cmin_v, cmax_v)
             if bad_v.any() or bad_const.any():
                 cols = np.union1d(varying[bad_v[:varying.shape[0]]], const[bad_const])
-                _raise_bad_bins(X, cols, *draw.columns(cols), sigma)
+                _raise_bad_bins(X, cols, *draw.columns(cols), sigma, self.sigma)
         else:
             if sparse:
                 cmin, cmax = _extremes(X, n_threads)  # (R, d) arrays follow anyway
@@ -1320,7 +1331,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             qlo, qhi, bad = _bin_range(widths, offsets, cmin, cmax)
             if bad.any():
                 cols = np.flatnonzero(bad)
-                _raise_bad_bins(X, cols, widths[:, cols], offsets[:, cols], sigma)
+                _raise_bad_bins(X, cols, widths[:, cols], offsets[:, cols], sigma,
+                                self.sigma)
         return (XV, widths, offsets, qlo.astype(np.int64), qhi.astype(np.int64), cmin_v,
                 cmax_v, sigma, dtype, n_threads, constant)
 
@@ -1624,6 +1636,32 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         Z = sp.csr_matrix((data, indices, indptr), shape=(n_samples, m), copy=False)
         Z.has_sorted_indices = True
         return Z
+
+    # ------------------------------------------------------------------ feature names
+    def get_feature_names_out(self, input_features=None):
+        """Names of Z's columns, scikit-learn style: ``randombinning0``,
+        ``randombinning1``, ... (``n_features_out_`` of them; a column is a bin of a grid,
+        not a function of one input feature).
+
+        Parameters
+        ----------
+        input_features : array-like of str or None
+            Checked against ``feature_names_in_`` / ``n_features_in_`` when given.
+
+        Returns
+        -------
+        ndarray of str objects (n_features_out_,)
+        """
+        check_is_fitted(self, "n_bins_")
+        _check_feature_names_in(self, input_features, generate_names=False)
+        n = int(self.n_features_out_)
+        if n > MAX_FEATURE_NAMES:
+            raise ValueError(
+                f"Z has {n} columns (n_features={self.n_features}), more than the "
+                f"{MAX_FEATURE_NAMES} this method names: use a smaller n_features"
+            )
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(n)], dtype=object)
 
     # ------------------------------------------------------------------ diagnostics
     def predicted_speedup(self, n_threads):
