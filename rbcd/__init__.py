@@ -21,7 +21,12 @@ Public names are imported lazily, so ``import rbcd`` is cheap.
 """
 import importlib
 
+from ._openmp_env import set_wait_policy as _set_wait_policy
+
 __version__ = "0.1.0"
+
+# before any compiled module loads libgomp (rbcd._openmp_env: the busy-machine rule)
+_WAIT_POLICY = _set_wait_policy()
 
 _PUBLIC = {
     "RandomBinning": "binning",
@@ -74,5 +79,6 @@ def show_config(file=None):
     print(f"rbcd {__version__}", file=out)
     print(f"  OpenMP:          {'enabled' if omp else 'DISABLED (serial kernels)'}", file=out)
     print(f"  default threads: {effective_n_threads(None)}", file=out)
+    print(f"  OpenMP waiting:  {_WAIT_POLICY}", file=out)
     print(f"  numpy {numpy.__version__}, scipy {scipy.__version__}, scikit-learn {sklearn.__version__}", file=out)
     return {"openmp": omp, "threads": effective_n_threads(None)}

@@ -36,7 +36,7 @@ def test_public_import_and_defaults():
     assert rbcd.RandomBinning is RandomBinning
     p = RandomBinning().get_params()
     assert p == dict(n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
-                     dtype=np.float64, n_jobs=None, random_state=None)
+                     dtype=np.float64, n_jobs=None, random_state=None, device="cpu")
 
 
 # ---------------------------------------------------------------- inputs

@@ -1097,6 +1097,11 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         threadpoolctl limits; -1: all cores). The output does not depend on it.
     random_state : None, int, SeedSequence, Generator or RandomState
         Seeds the grid draw.
+    device : "cpu" or "cuda", default "cpu"
+        "cuda": fit and transform on one GPU through CuPy (the ``rbcd[cuda]`` extra, exact
+        mode only; docs/gpu.md): the same grids, the same Z bit for bit, returned as a
+        cupyx.scipy.sparse CSR matrix; X may be numpy, CuPy or any array with
+        ``__cuda_array_interface__``. ``to_cpu()`` gives the equal CPU binning.
 
     Attributes
     ----------
@@ -1168,7 +1173,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
-                 dtype=np.float64, n_jobs=None, random_state=None):
+                 dtype=np.float64, n_jobs=None, random_state=None, device="cpu"):
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -1176,6 +1181,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.device = device
 
     _parameter_constraints = {
         "n_grids": POSITIVE_INT,
@@ -1186,6 +1192,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         "n_jobs": N_JOBS,
         # what rbcd._random.make_generator takes (docs/design.md contract 2)
         "random_state": RANDOM_STATE,
+        "device": [StrOptions({"cpu", "cuda"})],  # "cuda": rbcd.cuda (docs/gpu.md)
     }
 
     # ------------------------------------------------------------------ checks
@@ -1398,6 +1405,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         -------
         self
         """
+        if self.device == "cuda":
+            from ..cuda import binning as cuda_binning
+            return cuda_binning.fit(self, X, cuda_binning.get_xp("cuda"))
         self._fit(X, "fit", _paths)
         return self
 
@@ -1424,6 +1434,10 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         columns : RBColumns
             Only with ``return_columns=True``; describes exactly this Z.
         """
+        if self.device == "cuda":  # Z as a cupyx CSR; the columns: a rbcd.cuda.GridLayout
+            from ..cuda import binning as cuda_binning
+            return cuda_binning.fit_transform(self, X, cuda_binning.get_xp("cuda"),
+                                              return_columns)
         paths = _DEFAULT_PATHS if _paths is None else _paths
         if return_columns:
             return self._columns_of_training(X, paths)
@@ -1480,6 +1494,12 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     def _value(self):
         return np.float64(1.0) / np.sqrt(np.float64(self.n_bins_.shape[0]))
 
+    def to_cpu(self):
+        """This binning with device="cpu": a device fit's tables rebuilt on the host (the
+        same Z for any X); a CPU-fitted binning is returned as it is."""
+        from ..cuda.binning import to_cpu
+        return to_cpu(self)
+
     @property
     def widths_(self):
         """delta[r, j], shape (n_grids, n_features_in_) (drawn again on each access when
@@ -1511,6 +1531,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         documented hash, duplicates within a row summed.
         """
         check_is_fitted(self, "n_bins_")
+        if "_cuda_tables" in self.__dict__:  # fitted with device="cuda": Z as a cupyx CSR
+            from ..cuda import binning as cuda_binning
+            return cuda_binning.transform(self, X, cuda_binning.get_xp("cuda"))
         paths = _DEFAULT_PATHS if _paths is None else _paths
         X = check_X(self, X, reset=False)
         n_threads = _threads_for(effective_n_threads(self.n_jobs),

@@ -1,0 +1,187 @@
+"""The array module switch and the four kernels of rbcd.cuda, each with its numpy twin.
+
+Every function takes the array module ``xp`` (numpy or cupy). With numpy the twin runs (CI
+checks the algorithms with it); with cupy the CUDA kernel of ``kernels.cu`` runs. Twin and
+kernel compute the same values; sums may differ in the order of their additions (the CG
+agrees to its tolerance), keys are identical bit for bit.
+"""
+import functools
+import os
+
+import numpy as np
+
+#: threads per block of every kernel launch (a multiple of 32: rb_piece_sums needs full warps)
+BLOCK = 256
+#: targets per kernel pass (RB_KMAX of kernels.cu)
+KMAX = 8
+#: entries of the grid-sorted layout summed by one warp (rb_piece_sums)
+PIECE = 2048
+
+_INSTALL = ("device='cuda' needs CuPy and a CUDA GPU: install the optional extra "
+            "(pip install 'rbcd[cuda]', or the cupy-cudaXXx wheel matching your CUDA driver)")
+
+
+def cupy_module():
+    """The cupy module with a usable GPU, or a clear ImportError."""
+    try:
+        import cupy
+    except ImportError as exc:
+        raise ImportError(f"{_INSTALL}; CuPy is not importable ({exc})") from None
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:  # no driver, no device: CUDARuntimeError and friends
+        raise ImportError(f"{_INSTALL}; no CUDA device is usable ({exc})") from None
+    if n < 1:
+        raise ImportError(f"{_INSTALL}; no CUDA device found")
+    return cupy
+
+
+def get_xp(device):
+    """numpy for device "cpu", cupy for "cuda" (ImportError if unusable)."""
+    if device == "cuda":
+        return cupy_module()
+    if device == "cpu":
+        return np
+    raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+
+
+def is_numpy(xp):
+    return xp is np
+
+
+def to_host(a):
+    """A numpy array of ``a`` (a cupy array is copied to the host; numpy passes through)."""
+    if isinstance(a, np.ndarray):
+        return a
+    get = getattr(a, "get", None)
+    if get is not None:
+        return get()
+    return np.asarray(a)
+
+
+def on_device(xp, a, dtype=None):
+    """``a`` as a C-contiguous array of ``xp`` (copies only when needed)."""
+    if is_numpy(xp):
+        return np.ascontiguousarray(to_host(a), dtype=dtype)
+    return xp.ascontiguousarray(xp.asarray(a), dtype=dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _module():
+    cupy = cupy_module()
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels.cu")
+    with open(path) as f:
+        source = f.read()
+    return cupy.RawModule(code=source)
+
+
+def _kernel(name):
+    return _module().get_function(name)
+
+
+def _blocks(n, per_block=BLOCK):
+    return (max(1, -(-int(n) // per_block)),)
+
+
+# ------------------------------------------------------------------------------ keys
+def grid_keys(xp, X, u, w, lo, hi, shift, row_bits, fit):
+    """Packed single-word keys of one grid for the rows of X (kernels.cu, rb_grid_keys).
+
+    fit: returns ``key << row_bits | row`` (uint64), every bin known to lie in [lo, hi].
+    Otherwise returns ``(key, inside)``; key is meaningless where inside is False.
+    u, w, lo, hi, shift: this grid's (d,) arrays (float64, float64, int64, int64, int64).
+    """
+    n, d = X.shape
+    if is_numpy(xp):
+        with np.errstate(all="ignore"):
+            b = np.floor((X - u) / w)
+        b = b.astype(np.int64)
+        inside = np.all((b >= lo) & (b <= hi), axis=1)
+        field = np.where((b >= lo) & (b <= hi), b - lo, 0).astype(np.uint64)
+        key = np.sum(field << shift.astype(np.uint64), axis=1, dtype=np.uint64)  # disjoint bits
+        if fit:
+            return (key << np.uint64(row_bits)) | np.arange(n, dtype=np.uint64)
+        return key, inside
+    keys = xp.empty(n, dtype=xp.uint64)
+    inside = xp.empty(n if not fit else 1, dtype=xp.uint8)
+    if n:
+        _kernel("rb_grid_keys")(
+            _blocks(n), (BLOCK,),
+            (X, np.int64(n), np.int32(d), u, w, lo, hi, shift, np.int32(row_bits),
+             np.int32(1 if fit else 0), keys, inside))
+    if fit:
+        return keys
+    return keys, inside.astype(xp.bool_)
+
+
+# ------------------------------------------------------------------------------ products
+def zdot(xp, labels, grid_ptr, W, value):
+    """Z @ W for Z given by its grid labels: (R, n) int32 local bin ids (-1: no entry),
+    grid_ptr (R + 1,) int64; W (D, k) float64. Returns (n, k) float64."""
+    R, n = labels.shape
+    k = W.shape[1]
+    if is_numpy(xp):
+        out = np.zeros((n, k))
+        for r in range(R):
+            lab = labels[r]
+            hit = lab >= 0
+            out[hit] += W[grid_ptr[r] + lab[hit].astype(np.int64)]
+        out *= value
+        return out
+    out = xp.empty((n, k), dtype=xp.float64)
+    if n == 0 or k == 0:
+        return out
+    W = xp.ascontiguousarray(W, dtype=xp.float64)
+    f = _kernel("rb_zdot")
+    for k0 in range(0, k, KMAX):
+        kc = min(KMAX, k - k0)
+        f(_blocks(n), (BLOCK,),
+          (labels, np.int64(n), np.int32(R), grid_ptr, W, np.int32(k), np.int32(k0),
+           np.int32(kc), np.float64(value), out))
+    return out
+
+
+def piece_sums(xp, rows, piece_start, piece_end, U):
+    """partial[p] = sum over entries e of piece p of U[rows[e]]: (n_pieces, k)."""
+    n_pieces = piece_start.shape[0]
+    k = U.shape[1]
+    if is_numpy(xp):
+        out = np.zeros((n_pieces, k))
+        if n_pieces and rows.shape[0]:
+            g = U[rows]
+            nz = piece_end > piece_start
+            out[nz] = np.add.reduceat(g, piece_start[nz], axis=0)
+        return out
+    out = xp.empty((n_pieces, k), dtype=xp.float64)
+    if n_pieces == 0 or k == 0:
+        return out
+    U = xp.ascontiguousarray(U, dtype=xp.float64)
+    f = _kernel("rb_piece_sums")
+    for k0 in range(0, k, KMAX):
+        kc = min(KMAX, k - k0)
+        f(_blocks(n_pieces * 32), (BLOCK,),
+          (rows, piece_start, piece_end, np.int64(n_pieces), U, np.int32(k), np.int32(k0),
+           np.int32(kc), out))
+    return out
+
+
+def segment_sums(xp, V, ptr, scale=1.0):
+    """out[c] = scale * V[ptr[c]:ptr[c + 1]].sum(axis=0): (len(ptr) - 1, k)."""
+    n_seg = ptr.shape[0] - 1
+    k = V.shape[1]
+    if is_numpy(xp):
+        out = np.zeros((n_seg, k))
+        starts = ptr[:-1]
+        nz = ptr[1:] > starts
+        if nz.any():
+            out[nz] = np.add.reduceat(V, starts[nz], axis=0)
+        out *= scale
+        return out
+    out = xp.empty((n_seg, k), dtype=xp.float64)
+    if n_seg == 0 or k == 0:
+        return out
+    V = xp.ascontiguousarray(V, dtype=xp.float64)
+    _kernel("rb_segment_sums")(
+        _blocks(n_seg), (BLOCK,),
+        (V, ptr, np.int64(n_seg), np.int32(k), np.float64(scale), out))
+    return out

@@ -1,0 +1,122 @@
+// CUDA kernels of rbcd.cuda (compiled at first use by cupy.RawModule; rbcd/cuda/_ops.py
+// launches them and holds the numpy twin of each, which CI runs).
+//
+// Contracts (docs/gpu.md):
+// * rb_grid_keys: the packed key of one single-word grid, bit for bit the CPU's
+//   (docs/design.md contract 3: b_j = floor((x_j - u_j) / w_j) in float64 with a true
+//   division; CUDA's double division is IEEE round-to-nearest, and there is no
+//   multiply to contract into an FMA). Field j, b_j - lo_j, sits at bit shift_j
+//   (rbcd.binning._binning.pack_layout). mode 1 (fit): keys[i] = key << row_bits | i, the
+//   (key, row) pair as one sortable word (the caller checks that it fits). mode 0
+//   (transform): keys[i] = key and inside[i] = 1 iff every b_j lies in [lo_j, hi_j].
+//   The caller has checked that every bin fits in int64.
+// * rb_zdot: out[i, k0:k0+kc] = value * sum_r W[grid_ptr[r] + labels[r, i], k0:k0+kc]
+//   (labels < 0: no entry). One thread per row; labels are grid-major (R, n) so each
+//   grid's read is coalesced. kc <= 8.
+// * rb_piece_sums: one warp per piece of the grid-sorted (CSC) entries: partial[p, t] =
+//   sum_{e in piece p} U[rows[e], k0 + t]. No atomics: each piece is one warp's.
+// * rb_segment_sums: out[c, t] = scale * sum_{p in [ptr[c], ptr[c + 1])} V[p, t], one thread
+//   per segment (pieces -> columns, or columns -> grids).
+
+#define RB_KMAX 8
+
+extern "C" __global__ void rb_grid_keys(
+    const double* __restrict__ X, long long n, int d,
+    const double* __restrict__ u, const double* __restrict__ w,
+    const long long* __restrict__ lo, const long long* __restrict__ hi,
+    const long long* __restrict__ shift, int row_bits, int mode,
+    unsigned long long* __restrict__ keys, unsigned char* __restrict__ inside)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double* x = X + i * (long long)d;
+    unsigned long long key = 0ULL;
+    int in = 1;
+    for (int j = 0; j < d; j++) {
+        double q = (x[j] - u[j]) / w[j];
+        long long b = (long long)floor(q);
+        if (b < lo[j] || b > hi[j]) {
+            in = 0;
+        } else {
+            key |= ((unsigned long long)(b - lo[j])) << shift[j];
+        }
+    }
+    if (mode == 1) {
+        keys[i] = (key << row_bits) | (unsigned long long)i;
+    } else {
+        keys[i] = key;
+        inside[i] = (unsigned char)in;
+    }
+}
+
+extern "C" __global__ void rb_zdot(
+    const int* __restrict__ labels, long long n, int R,
+    const long long* __restrict__ grid_ptr, const double* __restrict__ W,
+    int k, int k0, int kc, double value, double* __restrict__ out)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double acc[RB_KMAX];
+#pragma unroll
+    for (int t = 0; t < RB_KMAX; t++) acc[t] = 0.0;
+    for (int r = 0; r < R; r++) {
+        int l = labels[(long long)r * n + i];
+        if (l < 0) continue;
+        const double* wr = W + (grid_ptr[r] + (long long)l) * k + k0;
+#pragma unroll
+        for (int t = 0; t < RB_KMAX; t++) {
+            if (t < kc) acc[t] += wr[t];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < RB_KMAX; t++) {
+        if (t < kc) out[i * k + k0 + t] = value * acc[t];
+    }
+}
+
+extern "C" __global__ void rb_piece_sums(
+    const int* __restrict__ rows, const long long* __restrict__ piece_start,
+    const long long* __restrict__ piece_end, long long n_pieces,
+    const double* __restrict__ U, int k, int k0, int kc, double* __restrict__ partial)
+{
+    // blockDim.x is a multiple of 32: a warp leaves together, so the shuffles below
+    // always run on full warps
+    long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (p >= n_pieces) return;
+    double acc[RB_KMAX];
+#pragma unroll
+    for (int t = 0; t < RB_KMAX; t++) acc[t] = 0.0;
+    long long end = piece_end[p];
+    for (long long e = piece_start[p] + lane; e < end; e += 32) {
+        const double* ur = U + (long long)rows[e] * k + k0;
+#pragma unroll
+        for (int t = 0; t < RB_KMAX; t++) {
+            if (t < kc) acc[t] += ur[t];
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < RB_KMAX; t++) {
+        for (int off = 16; off > 0; off >>= 1) acc[t] += __shfl_down_sync(0xffffffffu, acc[t], off);
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int t = 0; t < RB_KMAX; t++) {
+            if (t < kc) partial[p * k + k0 + t] = acc[t];
+        }
+    }
+}
+
+extern "C" __global__ void rb_segment_sums(
+    const double* __restrict__ V, const long long* __restrict__ ptr, long long n_seg,
+    int k, double scale, double* __restrict__ out)
+{
+    long long c = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= n_seg) return;
+    long long a = ptr[c], b = ptr[c + 1];
+    for (int t = 0; t < k; t++) {
+        double s = 0.0;
+        for (long long p = a; p < b; p++) s += V[p * k + t];
+        out[c * k + t] = scale * s;
+    }
+}

@@ -1,0 +1,384 @@
+"""The GPU path's algorithms (rbcd.cuda) run on numpy: the same Z bit for bit as the CPU
+binning and rbcd_ref, the first-appearance numbering, the CSC layout, the transform of new
+rows, the CG solution to tolerance, and the device="cuda" estimators end to end (with the
+array module switched to numpy by monkeypatching rbcd.cuda._ops.cupy_module).
+
+tests/test_cuda_gpu.py runs the same checks with CuPy on a GPU (the CUDA kernels)."""
+import pickle
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings, strategies as st
+
+import rbcd_ref
+from rbcd import RandomBinning, RBClassifier, RBRegressor, RidgeCG, RidgeCGClassifier
+from rbcd.cuda import _ops, binning as cb, cg as ccg
+from rbcd.solvers.cg import solve_ridge_cg
+
+
+@pytest.fixture
+def numpy_device(monkeypatch):
+    """device="cuda" runs its algorithms on numpy (the numpy twins of the kernels)."""
+    monkeypatch.setattr(_ops, "cupy_module", lambda: np)
+
+
+def _cpu_Z(X, R, sigma, seed):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
+        Z, cols = cpu.fit_transform(X, return_columns=True)
+    return cpu, Z, cols
+
+
+def _xp_fit(X, R, sigma, seed, combine=True):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
+        layout = cb.fit_layout(est, X, np, combine=combine)
+    data, indices, indptr = cb.csr_arrays(np, layout.labels, est.grid_ptr_,
+                                          est.n_features_out_, est._value(), est._dtype_)
+    return est, layout, (data, indices, indptr)
+
+
+def _assert_same_Z(arrays, Z):
+    data, indices, indptr = arrays
+    assert indices.dtype == Z.indices.dtype and indptr.dtype == Z.indptr.dtype
+    assert data.dtype == Z.data.dtype
+    np.testing.assert_array_equal(indices, Z.indices)
+    np.testing.assert_array_equal(indptr, Z.indptr)
+    np.testing.assert_array_equal(data, Z.data)
+
+
+# values from a small grid so that rows share bins and columns may be constant
+_values = st.sampled_from([-1.5, -0.25, 0.0, 0.1, 0.1000000001, 0.5, 0.75, 2.0, 3.0])
+
+
+@st.composite
+def _problem(draw):
+    n = draw(st.integers(1, 40))
+    d = draw(st.integers(1, 5))
+    X = np.array(draw(st.lists(_values, min_size=n * d, max_size=n * d))).reshape(n, d)
+    R = draw(st.integers(1, 6))
+    sigma = draw(st.sampled_from(["scale", 0.05, 0.7, 5.0]))
+    seed = draw(st.integers(0, 2**16))
+    return X, R, sigma, seed
+
+
+@settings(max_examples=60, deadline=None)
+@given(_problem(), st.booleans())
+def test_Z_equals_cpu_and_ref(problem, combine):
+    X, R, sigma, seed = problem
+    cpu, Z, cols = _cpu_Z(X, R, sigma, seed)
+    est, layout, arrays = _xp_fit(X, R, sigma, seed, combine)
+    _assert_same_Z(arrays, Z)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        Zr = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit_transform(X)
+    _assert_same_Z(arrays, sp.csr_matrix(Zr))
+    # the grid-sorted layout is the CPU's column structure, the fitted attributes its own
+    np.testing.assert_array_equal(layout.col_ptr, cols.indptr)
+    np.testing.assert_array_equal(layout.rows, cols.indices)
+    np.testing.assert_array_equal(est.n_bins_, cpu.n_bins_)
+    np.testing.assert_array_equal(est.grid_ptr_, cpu.grid_ptr_)
+    np.testing.assert_array_equal(est.kappa_per_grid_, cpu.kappa_per_grid_)
+    assert est.sigma_ == cpu.sigma_
+    np.testing.assert_array_equal(est.widths_, cpu.widths_)
+    np.testing.assert_array_equal(est.offsets_, cpu.offsets_)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_problem(), st.lists(_values | st.floats(-4, 4), min_size=1, max_size=60))
+def test_transform_equals_cpu(problem, new_values):
+    X, R, sigma, seed = problem
+    d = X.shape[1]
+    m = max(1, len(new_values) // d)
+    Xt = np.resize(np.array(new_values, dtype=np.float64), (m, d))
+    cpu, _, _ = _cpu_Z(X, R, sigma, seed)
+    est, _, _ = _xp_fit(X, R, sigma, seed)
+    Zc = cpu.transform(Xt)
+    Zg = cb.transform(est, Xt, np)
+    _assert_same_Z((Zg.data, Zg.indices, Zg.indptr), Zc)
+    # to_cpu: the CPU tables rebuilt from the device keys transform the same way
+    _assert_same_Z((Zg.data, Zg.indices, Zg.indptr), est.to_cpu().transform(Xt))
+
+
+def test_multi_word_keys_and_both_sorts():
+    """Grids whose keys need several 64-bit words (many fine columns) take the stable
+    word-by-word sorts; Z is still the CPU's, in fit and transform."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(300, 40))
+    cpu, Z, cols = _cpu_Z(X, 4, 0.02, 5)
+    for combine in (True, False):
+        est, layout, arrays = _xp_fit(X, 4, 0.02, 5, combine)
+        assert max(k.shape[1] for k in est._cuda_tables.keys) > 1
+        _assert_same_Z(arrays, Z)
+        np.testing.assert_array_equal(layout.rows, cols.indices)
+    Xt = np.vstack([X[:50], rng.uniform(-0.1, 1.1, size=(50, 40))])
+    Zg = cb.transform(est, Xt, np)
+    _assert_same_Z((Zg.data, Zg.indices, Zg.indptr), cpu.transform(Xt))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=50), st.integers(1, 3))
+def test_first_appearance_numbering(keys, n_words):
+    """number_grid against a plain loop: bins numbered by first appearance, each bin's rows
+    increasing in the CSC layout, keys kept in id order."""
+    n = len(keys)
+    words = np.array([[k * (w + 1) for k in keys] for w in range(n_words)], dtype=np.uint64)
+    perm = np.arange(n)
+    for w in reversed(range(n_words)):
+        perm = perm[np.argsort(words[w][perm], kind="stable")]
+    labels, col_ptr, rows, kb, max_count = cb.number_grid(np, perm, words[:, perm])
+    first = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, len(first))
+    np.testing.assert_array_equal(labels, [first[k] for k in keys])
+    for k, c in first.items():
+        members = [i for i, kk in enumerate(keys) if kk == k]
+        np.testing.assert_array_equal(rows[col_ptr[c]:col_ptr[c + 1]], members)
+        assert kb[c, 0] == k
+    assert max_count == max(keys.count(k) for k in first)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**16), st.booleans(), st.booleans(), st.sampled_from(["jacobi", None]),
+       st.integers(1, 3))
+def test_cg_matches_cpu(seed, fit_intercept, weighted, preconditioner, k):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 200))
+    X = rng.uniform(size=(n, 3))
+    Y = np.c_[[np.sin(4 * X[:, 0] * (t + 1)) + X[:, 1] for t in range(k)]].T * 10.0
+    s = rng.uniform(0.2, 3.0, size=n) if weighted else None
+    _, Z, cols = _cpu_Z(X, 8, "scale", seed)
+    _, layout, _ = _xp_fit(X, 8, "scale", seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c1, b1, _ = solve_ridge_cg(Z, Y, s, alpha=0.3, fit_intercept=fit_intercept, tol=1e-11,
+                                   preconditioner=preconditioner, columns=cols)
+        c2, b2, _, info = ccg.solve_ridge(np, layout, Y, s, alpha=0.3,
+                                          fit_intercept=fit_intercept, tol=1e-11,
+                                          preconditioner=preconditioner, structured=True)
+        c3, b3, _, _ = ccg.solve_ridge(np, ccg.MatrixOperator(np, Z), Y, s, alpha=0.3,
+                                       fit_intercept=fit_intercept, tol=1e-11,
+                                       preconditioner=preconditioner)
+    scale = max(1.0, float(np.abs(c1).max()))
+    np.testing.assert_allclose(c2, c1, atol=1e-7 * scale)
+    np.testing.assert_allclose(b2, b1, atol=1e-7 * scale)
+    np.testing.assert_allclose(c3, c1, atol=1e-7 * scale)
+    np.testing.assert_allclose(b3, b1, atol=1e-7 * scale)
+    # and the ridge objective's optimality: the gradient of the centred problem vanishes
+    P = ccg.MatrixOperator(np, Z)
+    resid = Y - Z @ c2.T - b2
+    sw = np.ones(n) if s is None else s
+    grad = -2 * (Z.T @ (sw[:, None] * resid)) + 2 * 0.3 * c2.T
+    assert np.abs(grad).max() <= 1e-6 * max(1.0, np.abs(Z.T @ (sw[:, None] * Y)).max())
+    assert P.shape == Z.shape and info["converged"].all()
+
+
+def test_layout_products_equal_sparse_products():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(size=(5000, 2))
+    _, Z, _ = _cpu_Z(X, 5, 0.01, 2)   # fine grids: columns of many sizes, some cut in pieces
+    _, layout, _ = _xp_fit(X, 5, 0.01, 2)
+    W = rng.normal(size=(Z.shape[1], 3))
+    U = rng.normal(size=(Z.shape[0], 3))
+    np.testing.assert_allclose(layout.dot(W), Z @ W, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(layout.tdot(U), Z.T @ U, rtol=1e-12, atol=1e-11)
+    X2 = rng.uniform(size=(20000, 1))
+    _, Z2, _ = _cpu_Z(X2, 2, 50.0, 0)     # one huge bin per grid: many pieces in a column
+    _, layout2, _ = _xp_fit(X2, 2, 50.0, 0)
+    assert layout2.piece_start.shape[0] > layout2.n_columns
+    U2 = rng.normal(size=(20000, 1))
+    np.testing.assert_allclose(layout2.tdot(U2), Z2.T @ U2, rtol=1e-10)
+
+
+def test_errors_match_cpu():
+    X = np.array([[0.0, 1.0], [np.nan, 2.0]])
+    with pytest.raises(ValueError) as cpu_err:
+        RandomBinning(n_grids=2, random_state=0).fit(X)
+    with pytest.raises(ValueError) as xp_err:
+        cb.fit_layout(RandomBinning(n_grids=2, random_state=0), X, np)
+    assert str(xp_err.value) == str(cpu_err.value)
+    X = np.array([[0.0, 1.0], [1e300, 2.0]])
+    with pytest.raises(ValueError) as cpu_err:
+        RandomBinning(n_grids=2, sigma=1e-10, random_state=0).fit(X)
+    with pytest.raises(ValueError) as xp_err:
+        cb.fit_layout(RandomBinning(n_grids=2, sigma=1e-10, random_state=0), X, np)
+    assert str(xp_err.value) == str(cpu_err.value)
+    with pytest.raises(ValueError, match="exact mode only"):
+        cb.fit_layout(RandomBinning(n_features=64), np.zeros((3, 2)), np)
+    with pytest.raises(ValueError, match="sparse"):
+        cb.fit_layout(RandomBinning(), sp.csr_matrix(np.eye(3)), np)
+
+
+def test_cuda_without_cupy_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy fails here
+    with pytest.raises(ImportError, match=r"rbcd\[cuda\]"):
+        RandomBinning(device="cuda").fit(np.zeros((4, 2)))
+    with pytest.raises(ImportError, match=r"rbcd\[cuda\]"):
+        RBRegressor(device="cuda").fit(np.zeros((4, 2)), np.zeros(4))
+    with pytest.raises(ImportError, match=r"rbcd\[cuda\]"):
+        RidgeCG(device="cuda").fit(np.eye(4), np.zeros(4))
+
+
+def test_estimators_on_numpy_device(numpy_device):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(1200, 4))
+    y = np.sin(5 * X[:, 0]) + X[:, 1] * X[:, 2]
+    Xt = rng.uniform(-0.1, 1.1, size=(300, 4))
+    kw = dict(n_grids=32, random_state=0, tol=1e-10)
+    g = RBRegressor(device="cuda", **kw).fit(X, y)
+    c = RBRegressor(**kw).fit(X, y)
+    assert g.binning_.n_features_out_ == c.binning_.n_features_out_
+    pg = g.predict(Xt)
+    assert isinstance(pg, np.ndarray) and pg.shape == (300,)
+    np.testing.assert_allclose(pg, c.predict(Xt), atol=1e-6)
+    back = pickle.loads(pickle.dumps(g))
+    np.testing.assert_array_equal(back.predict(Xt), pg)
+    cpu = g.to_cpu()
+    assert cpu.device == "cpu" and cpu.binning_.device == "cpu" and cpu.solver_.device == "cpu"
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(cpu)).predict(Xt), pg, atol=1e-12)
+    labels = (X[:, 0] + X[:, 1] > 1).astype(int) + (X[:, 2] > 0.7)
+    gc = RBClassifier(device="cuda", **kw).fit(X, labels)
+    cc = RBClassifier(**kw).fit(X, labels)
+    np.testing.assert_allclose(gc.decision_function(Xt), cc.decision_function(Xt), atol=1e-6)
+    np.testing.assert_array_equal(gc.predict(Xt), cc.predict(Xt))
+    np.testing.assert_allclose(gc.predict_proba(Xt), cc.predict_proba(Xt), atol=1e-6)
+    with pytest.raises(ValueError, match="holdout"):
+        RBClassifier(device="cuda", calibration="holdout").fit(X, labels)
+    with pytest.raises(ValueError, match="solver must be 'auto' or 'cg'"):
+        RBRegressor(device="cuda", solver="cd").fit(X, y)
+    # RandomBinning + RidgeCG(Classifier) with the device column structure, or plain Z
+    rb = RandomBinning(n_grids=8, random_state=1, device="cuda")
+    Z, layout = rb.fit_transform(X, return_columns=True)
+    ref = RandomBinning(n_grids=8, random_state=1)
+    Zc = ref.fit_transform(X)
+    assert (Z != Zc).nnz == 0
+    r_dev = RidgeCG(alpha=1.0, tol=1e-11, device="cuda").fit(Z, y, columns=layout)
+    r_plain = RidgeCG(alpha=1.0, tol=1e-11, device="cuda").fit(Z, y)
+    r_cpu = RidgeCG(alpha=1.0, tol=1e-11).fit(Zc, y)
+    np.testing.assert_allclose(r_dev.coef_, r_cpu.coef_, atol=1e-8)
+    np.testing.assert_allclose(r_plain.coef_, r_cpu.coef_, atol=1e-8)
+    np.testing.assert_allclose(r_dev.predict(rb.transform(Xt)), r_cpu.predict(ref.transform(Xt)),
+                               atol=1e-8)
+    k_dev = RidgeCGClassifier(alpha=1.0, tol=1e-11, device="cuda").fit(Z, labels, columns=layout)
+    k_cpu = RidgeCGClassifier(alpha=1.0, tol=1e-11).fit(Zc, labels)
+    np.testing.assert_allclose(k_dev.coef_, k_cpu.coef_, atol=1e-8)
+    assert k_dev.to_cpu().device == "cpu"
+
+
+# ------------------------------------------------------------------------------------------
+# The CuPy branches without a GPU: an array module that is not numpy (so every "cupy" branch
+# runs) and the four CUDA kernels emulated from their source's contract, each launch's
+# argument types, shapes and grid size checked as CUDA would need them.
+class _FakeCupy:
+    __name__ = "fakecupy"
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def argsort(a):  # cupy's argsort is stable
+        return np.argsort(a, kind="stable")
+
+
+def _check_args(args, spec):
+    assert len(args) == len(spec)
+    for a, s in zip(args, spec):
+        if isinstance(s, str):  # a pointer: a C-contiguous array of that dtype
+            assert isinstance(a, np.ndarray) and a.dtype == np.dtype(s), (a, s)
+            assert a.flags.c_contiguous
+        else:                   # a scalar of exactly that numpy type
+            assert type(a) is s, (type(a), s)
+
+
+def _emulated(name):
+    def rb_grid_keys(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int32, "float64", "float64", "int64",
+                           "int64", "int64", np.int32, np.int32, "uint64", "uint8"])
+        X, n, d, u, w, lo, hi, shift, row_bits, mode, keys, inside = args
+        assert grid[0] * block[0] >= n and X.shape == (n, d) and u.shape == (d,)
+        if mode == 1:
+            keys[:] = _ops.grid_keys(np, X, u, w, lo, hi, shift, int(row_bits), True)
+        else:
+            k, ins = _ops.grid_keys(np, X, u, w, lo, hi, shift, 0, False)
+            keys[:], inside[:] = k, ins
+
+    def rb_zdot(grid, block, args):
+        _check_args(args, ["int32", np.int64, np.int32, "int64", "float64", np.int32,
+                           np.int32, np.int32, np.float64, "float64"])
+        labels, n, R, gp, W, k, k0, kc, value, out = args
+        assert grid[0] * block[0] >= n and labels.shape == (R, n) and 1 <= kc <= 8
+        assert W.shape[1] == k and out.shape == (n, k)
+        out[:, k0:k0 + kc] = _ops.zdot(np, labels, gp, W[:, k0:k0 + kc], float(value))
+
+    def rb_piece_sums(grid, block, args):
+        _check_args(args, ["int32", "int64", "int64", np.int64, "float64", np.int32,
+                           np.int32, np.int32, "float64"])
+        rows, ps, pe, n_pieces, U, k, k0, kc, partial = args
+        assert grid[0] * block[0] >= 32 * n_pieces and block[0] % 32 == 0
+        assert ps.shape == pe.shape == (n_pieces,) and partial.shape == (n_pieces, k)
+        partial[:, k0:k0 + kc] = _ops.piece_sums(np, rows, ps, pe, U[:, k0:k0 + kc])
+
+    def rb_segment_sums(grid, block, args):
+        _check_args(args, ["float64", "int64", np.int64, np.int32, np.float64, "float64"])
+        V, ptr, n_seg, k, scale, out = args
+        assert grid[0] * block[0] >= n_seg and ptr.shape == (n_seg + 1,) and V.shape[1] == k
+        out[:] = _ops.segment_sums(np, V, ptr, float(scale))
+
+    return locals()[name]
+
+
+def test_cupy_branches_with_emulated_kernels(monkeypatch):
+    fake = _FakeCupy()
+    monkeypatch.setattr(_ops, "_kernel", _emulated)
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(3000, 6))
+    X[:, 5] = 1.0
+    y = np.sin(5 * X[:, 0]) + X[:, 1]
+    Xt = rng.uniform(-0.1, 1.1, size=(400, 6))
+    cpu, Z, cols = _cpu_Z(X, 12, "scale", 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = RandomBinning(n_grids=12, random_state=3)
+        layout = cb.fit_layout(est, X, fake)
+    arrays = cb.csr_arrays(fake, layout.labels, est.grid_ptr_, est.n_features_out_,
+                           est._value(), est._dtype_)
+    _assert_same_Z(arrays, Z)
+    np.testing.assert_array_equal(layout.rows, cols.indices)
+    labels = cb.transform_labels(est, Xt, fake)
+    Zt = cpu.transform(Xt)
+    _assert_same_Z(cb.csr_arrays(fake, labels, est.grid_ptr_, est.n_features_out_,
+                                 est._value(), est._dtype_), Zt)
+    W = rng.normal(size=(layout.n_columns, 11))   # k = 11: two passes of 8 targets
+    U = rng.normal(size=(layout.n_rows, 11))
+    np.testing.assert_allclose(layout.dot(W), Z @ W, atol=1e-12)
+    np.testing.assert_allclose(layout.tdot(U), Z.T @ U, atol=1e-10)
+    Y = np.c_[y, 2 * y]
+    c1, b1, _ = solve_ridge_cg(Z, Y, None, alpha=0.3, tol=1e-11, columns=cols)
+    c2, b2, _, _ = ccg.solve_ridge(fake, layout, Y, None, alpha=0.3, tol=1e-11,
+                                   structured=True)
+    np.testing.assert_allclose(c2, c1, atol=1e-7)
+    np.testing.assert_allclose(b2, b1, atol=1e-7)
+
+
+def test_compare_gpu_dry_run(tmp_path):
+    """benchmarks/compare_gpu.py runs end to end on the numpy twins and reports Z equal."""
+    import json
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "compare_gpu.py"), "--xp", "numpy",
+         "--sizes", "1500", "--grids", "4", "--n-test", "500", "--rff-features", "32",
+         "--cpu-max", "1e4", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.load(open(tmp_path / "gpu_results.json"))["results"]
+    assert res[0]["z_equal"] is True and res[0]["pred_diff_same_w"] <= 1e-6
+    assert res[0]["gpu"]["iters"] == res[0]["cpu"]["iters"]
+    md = open(tmp_path / "gpu.md").read()
+    assert "| 1,500 | 4 |" in md and "| yes |" in md
