@@ -925,21 +925,30 @@ def _drop_constants(X, n_grids, n_varying, rule):
 def _sparse_extremes(X):
     """``(cols, cmin, cmax)`` of CSR X (canonical): the columns holding a stored entry,
     increasing, and their minima and maxima, the implicit zeros of a column with fewer
-    than N entries counted as 0. Every other column is 0 in every row. O(nnz log nnz)
-    time, O(nnz) memory: nothing of length d (issue 31 item 8: X.min(axis=0) went through
-    a CSC copy with an indptr of d + 1 entries)."""
-    n = X.shape[0]
+    than N entries counted as 0. Every other column is 0 in every row. Wide X (d > nnz +
+    N): O(nnz log nnz) time, O(nnz) memory, nothing of length d (issue 31 item 8:
+    X.min(axis=0) went through a CSC copy with an indptr of d + 1 entries); else one
+    CSC copy, O(nnz + d)."""
+    n, d = X.shape
     idx = X.indices
     if idx.shape[0] == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
-    order = np.argsort(idx, kind="stable")
-    c = idx[order]
-    v = np.asarray(X.data, dtype=np.float64)[order]
-    starts = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
-    cols = c[starts].astype(np.int64)
+    if d <= idx.shape[0] + n:  # not wide: a CSC copy, O(nnz + d), no sort
+        C = X.tocsc()
+        C.sort_indices()
+        counts = np.diff(C.indptr)
+        cols = np.flatnonzero(counts).astype(np.int64)
+        starts = C.indptr[:-1][cols]
+        v = np.asarray(C.data, dtype=np.float64)
+    else:  # wide: sort the stored entries by column, O(nnz log nnz), nothing of length d
+        order = np.argsort(idx, kind="stable")
+        c = idx[order]
+        v = np.asarray(X.data, dtype=np.float64)[order]
+        starts = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
+        cols = c[starts].astype(np.int64)
     cmin = np.minimum.reduceat(v, starts)
     cmax = np.maximum.reduceat(v, starts)
-    part = np.diff(np.append(starts, c.shape[0])) < n  # some rows hold an implicit 0
+    part = np.diff(np.append(starts, v.shape[0])) < n  # some rows hold an implicit 0
     cmin[part] = np.minimum(cmin[part], 0.0)
     cmax[part] = np.maximum(cmax[part], 0.0)
     return cols, cmin, cmax
@@ -986,6 +995,8 @@ def _take_columns(X, cols=None):
     if sp.issparse(X):
         if cols is None:
             return np.ascontiguousarray(X.toarray())
+        if X.shape[1] <= X.nnz + X.shape[0]:  # not wide: scipy's O(nnz + d) indexing
+            return np.ascontiguousarray(X[:, cols].toarray())
         return _sparse_take(X, cols)
     if cols is None or (cols.shape[0] == X.shape[1]):
         return X
