@@ -45,11 +45,29 @@ N_PAIRS = 2000  # sampled pairs: the median's relative standard error is about 3
 DEFAULT_FACTOR = 0.5
 
 
+def _check_data(X):
+    """X as a 2-D float64 array or scipy sparse matrix with at least one row and one
+    column and only finite values, else ValueError (the public helpers are called on
+    raw data; a NaN would make every distance NaN and the fallback return 1.0)."""
+    if not sp.issparse(X):
+        X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be a 2-D array with at least one row and one column, got "
+                         f"shape {X.shape}")
+    values = X.data if sp.issparse(X) else X
+    if not np.all(np.isfinite(values)):
+        raise ValueError("X contains NaN or infinity: the distance scale of such data is "
+                         "undefined")
+    return X
+
+
 def median_l1_distance(X, n_pairs=N_PAIRS):
     """Median L1 distance of ``n_pairs`` sampled pairs of distinct rows of X (see module doc).
 
-    X is a 2-D float array or a scipy sparse matrix, already validated (finite).
+    X is a 2-D float array or a scipy sparse matrix with at least one row, all finite
+    (else ValueError). One row: 1.0 (no pair).
     """
+    X = _check_data(X)
     n = X.shape[0]
     if n < 2:
         return 1.0
@@ -96,8 +114,10 @@ def median_l2_distance(X, n_pairs=N_PAIRS):
     """Median L2 distance of the same ``n_pairs`` sampled pairs as :func:`median_l1_distance`.
 
     Each squared distance is a running sum over the features in increasing column order
-    (an implicit zero of sparse X adds nothing), then one square root; the same fallbacks.
+    (an implicit zero of sparse X adds nothing), then one square root; the same fallbacks
+    and the same ValueError for empty or non-finite X.
     """
+    X = _check_data(X)
     n = X.shape[0]
     if n < 2:
         return 1.0

@@ -169,3 +169,56 @@ def test_a_draw_too_long_is_refused_up_front():
     with pytest.raises(ValueError, match="drawing the grids takes n_grids x n_features_in"):
         _, peak = _peak_bytes(lambda: RandomBinning(random_state=0).fit(X))
     assert time.perf_counter() - t < 10
+
+
+# ---------------------------------------------------------------- item 11: messages
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref._scale"])
+def test_median_l1_distance_refuses_nan_inf_and_empty_input(module):
+    import importlib
+
+    mod = importlib.import_module(module)
+    for bad in (np.array([[0.0, 1.0], [np.nan, 2.0], [3.0, 4.0]]),
+                np.array([[0.0, np.inf], [1.0, 2.0]]),
+                sp.csr_matrix(np.array([[0.0, 1.0], [np.nan, 0.0]]))):
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            mod.median_l1_distance(bad)
+    for empty in (np.zeros((0, 3)), np.zeros((4, 0)), np.zeros(5)):
+        with pytest.raises(ValueError, match="at least one row and one column"):
+            mod.median_l1_distance(empty)
+    assert mod.median_l1_distance(np.ones((1, 3))) == 1.0  # one row: no pair, documented
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    assert mod.median_l1_distance(X) == pytest.approx(
+        np.median(np.abs(X[:, None] - X[None]).sum(-1)[~np.eye(40, dtype=bool)]), rel=0.2)
+
+
+def test_too_large_to_bin_advice_depends_on_where_sigma_came_from():
+    X = np.arange(50.0).reshape(-1, 1)
+    X[7, 0] = 1e300
+    with pytest.raises(ValueError, match="too small") as scale:
+        RandomBinning(n_grids=4, random_state=0).fit(X)
+    assert "e.g. sigma='scale'" not in str(scale.value)
+    assert "sigma='scale' took it from the median distance" in str(scale.value)
+    with pytest.raises(ValueError, match="too small") as given:
+        RandomBinning(n_grids=4, sigma=1.0, random_state=0).fit(X)
+    assert "e.g. sigma='scale'" in str(given.value)
+
+
+# ---------------------------------------------------------------- item 19: feature names
+def test_feature_names_out_and_set_output():
+    X, rb, Z, cols = _pair(n=50, R=4)
+    names = rb.get_feature_names_out()
+    assert names.shape == (Z.shape[1],) and names.dtype == object
+    assert names[0] == "randombinning0" and names[-1] == f"randombinning{Z.shape[1] - 1}"
+    np.testing.assert_array_equal(rb.get_feature_names_out(["x0", "x1", "x2"]), names)
+    with pytest.raises(ValueError):
+        rb.get_feature_names_out(["a", "b"])  # not n_features_in_ names
+    assert rb.set_output(transform="default") is rb
+    assert sp.issparse(rb.transform(X))
+    rb.set_output(transform="pandas")
+    with pytest.raises(ValueError, match="(?i)sparse"):
+        rb.transform(X)  # a sparse Z has no pandas form: scikit-learn's own error
+    rb.set_output(transform="default")
+    with pytest.raises(ValueError, match="use a smaller n_features"):
+        RandomBinning(n_grids=2, n_features=2**40).fit(X).get_feature_names_out()
+    with pytest.raises(Exception):
+        RandomBinning().get_feature_names_out()  # not fitted

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 
 from . import _binning
 from .._random import make_generator
@@ -869,6 +869,9 @@ def _available_memory():
         return None
 
 
+#: get_feature_names_out names at most this many columns (hashed mode may ask for 2**62).
+MAX_FEATURE_NAMES = 1 << 26
+
 #: The most grid entries (n_grids x n_features_in) a fit draws: every feature's width and
 #: offset are drawn, in order (docs/design.md contract 2), at about 60 ns an entry, so
 #: beyond this a fit would run for many minutes before any binning; it is refused.
@@ -922,21 +925,30 @@ def _drop_constants(X, n_grids, n_varying, rule):
 def _sparse_extremes(X):
     """``(cols, cmin, cmax)`` of CSR X (canonical): the columns holding a stored entry,
     increasing, and their minima and maxima, the implicit zeros of a column with fewer
-    than N entries counted as 0. Every other column is 0 in every row. O(nnz log nnz)
-    time, O(nnz) memory: nothing of length d (issue 31 item 8: X.min(axis=0) went through
-    a CSC copy with an indptr of d + 1 entries)."""
-    n = X.shape[0]
+    than N entries counted as 0. Every other column is 0 in every row. Wide X (d > nnz +
+    N): O(nnz log nnz) time, O(nnz) memory, nothing of length d (issue 31 item 8:
+    X.min(axis=0) went through a CSC copy with an indptr of d + 1 entries); else one
+    CSC copy, O(nnz + d)."""
+    n, d = X.shape
     idx = X.indices
     if idx.shape[0] == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
-    order = np.argsort(idx, kind="stable")
-    c = idx[order]
-    v = np.asarray(X.data, dtype=np.float64)[order]
-    starts = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
-    cols = c[starts].astype(np.int64)
+    if d <= idx.shape[0] + n:  # not wide: a CSC copy, O(nnz + d), no sort
+        C = X.tocsc()
+        C.sort_indices()
+        counts = np.diff(C.indptr)
+        cols = np.flatnonzero(counts).astype(np.int64)
+        starts = C.indptr[:-1][cols]
+        v = np.asarray(C.data, dtype=np.float64)
+    else:  # wide: sort the stored entries by column, O(nnz log nnz), nothing of length d
+        order = np.argsort(idx, kind="stable")
+        c = idx[order]
+        v = np.asarray(X.data, dtype=np.float64)[order]
+        starts = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
+        cols = c[starts].astype(np.int64)
     cmin = np.minimum.reduceat(v, starts)
     cmax = np.maximum.reduceat(v, starts)
-    part = np.diff(np.append(starts, c.shape[0])) < n  # some rows hold an implicit 0
+    part = np.diff(np.append(starts, v.shape[0])) < n  # some rows hold an implicit 0
     cmin[part] = np.minimum(cmin[part], 0.0)
     cmax[part] = np.maximum(cmax[part], 0.0)
     return cols, cmin, cmax
@@ -983,6 +995,8 @@ def _take_columns(X, cols=None):
     if sp.issparse(X):
         if cols is None:
             return np.ascontiguousarray(X.toarray())
+        if X.shape[1] <= X.nnz + X.shape[0]:  # not wide: scipy's O(nnz + d) indexing
+            return np.ascontiguousarray(X[:, cols].toarray())
         return _sparse_take(X, cols)
     if cols is None or (cols.shape[0] == X.shape[1]):
         return X
@@ -999,9 +1013,11 @@ def _bin_range(widths, offsets, cmin, cmax):
     return qlo, qhi, ~np.all(ok, axis=0)
 
 
-def _raise_bad_bins(X, cols, widths, offsets, sigma=None):
+def _raise_bad_bins(X, cols, widths, offsets, sigma=None, param=None):
     """Raise the ValueError naming the first (row, column), then grid, whose bin does not
-    fit in int64, among columns ``cols`` of X (``widths``/``offsets``: those columns)."""
+    fit in int64, among columns ``cols`` of X (``widths``/``offsets``: those columns).
+    At fit, ``sigma`` is the value used and ``param`` the parameter that gave it (the
+    advice differs when it was already sigma='scale')."""
     cols = np.asarray(cols, dtype=np.int64)
     found = _binning.first_bad_bin(_take_columns(X, cols), np.ascontiguousarray(widths),
                                    np.ascontiguousarray(offsets),
@@ -1015,9 +1031,15 @@ def _raise_bad_bins(X, cols, widths, offsets, sigma=None):
     try:
         raise_too_large(*found)
     except ValueError as exc:  # at fit: the cause is a sigma too small for X
+        if isinstance(param, str):  # sigma="scale" gave it: the values are outliers
+            advice = ("sigma='scale' took it from the median distance between rows, far "
+                      "below these values: scale or clip the features (e.g. "
+                      "sklearn.preprocessing.RobustScaler), or give a larger sigma")
+        else:
+            advice = "use a larger sigma, e.g. sigma='scale'"
         raise ValueError(
             f"{exc}; sigma is too small for the size of these values "
-            f"({_describe_sigma(sigma)}): use a larger sigma, e.g. sigma='scale'"
+            f"({_describe_sigma(sigma)}): {advice}"
         ) from None
 
 
@@ -1315,7 +1337,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             qlo, qhi, bad_v = _bin_range(widths, offsets, cmin_v, cmax_v)
             if bad_v.any() or bad_const.any():
                 cols = np.union1d(varying[bad_v[:varying.shape[0]]], const[bad_const])
-                _raise_bad_bins(X, cols, *draw.columns(cols), sigma)
+                _raise_bad_bins(X, cols, *draw.columns(cols), sigma, self.sigma)
         else:
             if sparse:
                 cmin, cmax = _extremes(X, n_threads)  # (R, d) arrays follow anyway
@@ -1327,7 +1349,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             qlo, qhi, bad = _bin_range(widths, offsets, cmin, cmax)
             if bad.any():
                 cols = np.flatnonzero(bad)
-                _raise_bad_bins(X, cols, widths[:, cols], offsets[:, cols], sigma)
+                _raise_bad_bins(X, cols, widths[:, cols], offsets[:, cols], sigma,
+                                self.sigma)
         return (XV, widths, offsets, qlo.astype(np.int64), qhi.astype(np.int64), cmin_v,
                 cmax_v, sigma, dtype, n_threads, constant)
 
@@ -1647,6 +1670,32 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         Z = sp.csr_matrix((data, indices, indptr), shape=(n_samples, m), copy=False)
         Z.has_sorted_indices = True
         return Z
+
+    # ------------------------------------------------------------------ feature names
+    def get_feature_names_out(self, input_features=None):
+        """Names of Z's columns, scikit-learn style: ``randombinning0``,
+        ``randombinning1``, ... (``n_features_out_`` of them; a column is a bin of a grid,
+        not a function of one input feature).
+
+        Parameters
+        ----------
+        input_features : array-like of str or None
+            Checked against ``feature_names_in_`` / ``n_features_in_`` when given.
+
+        Returns
+        -------
+        ndarray of str objects (n_features_out_,)
+        """
+        check_is_fitted(self, "n_bins_")
+        _check_feature_names_in(self, input_features, generate_names=False)
+        n = int(self.n_features_out_)
+        if n > MAX_FEATURE_NAMES:
+            raise ValueError(
+                f"Z has {n} columns (n_features={self.n_features}), more than the "
+                f"{MAX_FEATURE_NAMES} this method names: use a smaller n_features"
+            )
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(n)], dtype=object)
 
     # ------------------------------------------------------------------ diagnostics
     def predicted_speedup(self, n_threads):
