@@ -670,6 +670,38 @@ def test_label_tmatmat_ranges_sum_rows_in_order_for_any_thread_count(k):
         np.testing.assert_array_equal(out, want)
 
 
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_label_matmat_ranges_sum_grids_in_order_for_any_thread_count(k):
+    """labels_matmat gathers a block of rows range of grids by range of grids (up to 4
+    grids, up to 256 KiB of V's columns; k = 1 sums a range in a register): every row
+    must still sum its grids in order (the reference: one vector add per grid, in grid
+    order), bit for bit, for any thread count and with rows spread over many blocks.
+    Grids from 2 to 70,000 bins (one int32-labelled) make ranges of one and of several
+    grids; the sentinel label (a row without an entry) adds nothing."""
+    rng = np.random.default_rng(50 + k)
+    n = 70_001
+    sizes = [3, 40000, 5, 6, 70000, 7, 8, 9, 10, 33000, 2, 11, 12, 13]
+    gp = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    labels = []
+    for nb in sizes:
+        dt = np.uint16 if nb < 65536 else np.int32
+        labels.append(np.ascontiguousarray(rng.integers(0, nb + 1, size=n).astype(dt)))
+    ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
+    wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+    V = rng.normal(size=(gp[-1], k))
+    c = 0.125
+    want = np.zeros((n, k))
+    for g, lab in enumerate(labels):
+        rows = np.flatnonzero(lab < sizes[g])
+        want[rows] += V[gp[g] + lab[rows].astype(np.int64)]
+    want *= c
+    for n_jobs in (1, 2, 3, 7, 40):
+        out = np.full((n, k), np.nan)
+        _sparse.labels_matmat(ptrs, wide, gp, c, V, out, n_jobs)
+        np.testing.assert_array_equal(out, want)
+
+
 def _rb_data(n=400, seed=0):
     from rbcd import RandomBinning
 
