@@ -618,3 +618,124 @@ def cg_direction(
             for a in range(na):
                 c = ac[a]
                 pp[j * k + c] = rp[j * k + c] * _inv_diag(dg, al, j, c, use_diag) + bt[a] * pp[j * k + c]
+
+
+# ---------------------------------------------------------------------------------------
+# The grid projection of the preconditioned CG (rbcd.solvers.cg._GridProjection): per grid
+# means of a (D, m) array subtracted from the grid's rows, in parallel (numpy's reduceat /
+# take / subtract each make a serial pass over D x m doubles per iteration).
+
+cdef void _grid_col_sums(const double *V, Py_ssize_t m, Py_ssize_t lo, Py_ssize_t hi,
+                         double *out) noexcept nogil:
+    """out[c] = V[lo:hi, c].sum() for c < m: four running sums in registers (row
+    lo + 4t + q into a_q, the rows after the last full four into a_0), then
+    (a_0 + a_1) + (a_2 + a_3)."""
+    cdef Py_ssize_t j, c, h4 = lo + (hi - lo) // 4 * 4
+    cdef double a0, a1, a2, a3
+    for c in range(m):
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        for j in range(lo, h4, 4):
+            a0 = a0 + V[j * m + c]
+            a1 = a1 + V[(j + 1) * m + c]
+            a2 = a2 + V[(j + 2) * m + c]
+            a3 = a3 + V[(j + 3) * m + c]
+        for j in range(h4, hi):
+            a0 = a0 + V[j * m + c]
+        out[c] = (a0 + a1) + (a2 + a3)
+
+
+cdef void _shift_rows(double *V, Py_ssize_t m, Py_ssize_t lo, Py_ssize_t hi,
+                      const double *shift) noexcept nogil:
+    """V[j, c] -= shift[c] for the rows lo..hi-1."""
+    cdef Py_ssize_t j, c
+    cdef double s0
+    if m == 1:
+        s0 = shift[0]
+        for j in range(lo, hi):
+            V[j] = V[j] - s0
+        return
+    for j in range(lo, hi):
+        for c in range(m):
+            V[j * m + c] = V[j * m + c] - shift[c]
+
+
+cdef inline Py_ssize_t _grid_of(const int64_t *ptr, Py_ssize_t G, Py_ssize_t j) noexcept nogil:
+    """The g with ptr[g] <= j < ptr[g + 1] (ptr increasing, 0 <= j < ptr[G])."""
+    cdef Py_ssize_t a = 0, b = G - 1, h
+    while a < b:
+        h = (a + b + 1) // 2
+        if ptr[h] <= j:
+            a = h
+        else:
+            b = h - 1
+    return a
+
+
+cdef void _shift_block(double *V, Py_ssize_t m, const int64_t *ptr, Py_ssize_t G,
+                       const double *shift, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """V[j] -= shift[g] for the rows lo..hi-1, g the grid of row j."""
+    cdef Py_ssize_t g = _grid_of(ptr, G, lo), e
+    while lo < hi:
+        e = ptr[g + 1] if ptr[g + 1] < hi else hi
+        _shift_rows(V, m, lo, e, shift + g * m)
+        lo = e
+        g = g + 1
+
+
+def grid_center(double[:, ::1] V, const int64_t[::1] ptr, const double[::1] inv_sizes,
+                bint fit_intercept, double inv_total, int n_threads):
+    """In place: V[j] -= shift[g] for the rows j of grid g (rows ptr[g] .. ptr[g + 1] - 1,
+    ptr[-1] == V.shape[0], every grid non-empty), with mean[g] = inv_sizes[g] *
+    V[grid g].sum(0) and shift[g] = mean[g] (fit_intercept) or mean[g] - inv_sizes[g] c,
+    c = inv_total * sum_g mean[g] (summed in grid order). Returns the (G, m) shifts.
+
+    Each grid's sums run on one thread (_grid_col_sums), the grids spread over the
+    threads; the shift is subtracted in parallel over fixed blocks of rows. The same bits
+    for any thread count."""
+    cdef Py_ssize_t G = ptr.shape[0] - 1, D = V.shape[0], m = V.shape[1]
+    cdef Py_ssize_t g, c, blk, n_blocks
+    if G < 0 or inv_sizes.shape[0] != G or (G > 0 and ptr[0] != 0) or ptr[G] != D:
+        raise ValueError("grid_center: ptr must run from 0 to V.shape[0], one size per grid")
+    for g in range(G):
+        if ptr[g + 1] <= ptr[g]:
+            raise ValueError("grid_center: every grid must own at least one row")
+    shift_arr = np.zeros((G, m), dtype=np.float64)
+    if D == 0 or m == 0:
+        return shift_arr
+    cdef double[:, ::1] shift = shift_arr
+    cdef double[::1] tot = np.zeros(m, dtype=np.float64)
+    cdef double *sp = &shift[0, 0]
+    cdef double *vp = &V[0, 0]
+    cdef const int64_t *pp = &ptr[0]
+    cdef const double *inv = &inv_sizes[0]
+    cdef double *tp = &tot[0]
+    n_blocks = (D + _CG_BLOCK - 1) // _CG_BLOCK
+    with nogil:
+        if n_threads <= 1:
+            for g in range(G):
+                _grid_col_sums(vp, m, pp[g], pp[g + 1], sp + g * m)
+        else:
+            for g in prange(G, schedule="dynamic", num_threads=n_threads):
+                _grid_col_sums(vp, m, pp[g], pp[g + 1], sp + g * m)
+        for g in range(G):
+            for c in range(m):
+                sp[g * m + c] = sp[g * m + c] * inv[g]
+        if not fit_intercept:
+            for g in range(G):
+                for c in range(m):
+                    tp[c] = tp[c] + sp[g * m + c]
+            for c in range(m):
+                tp[c] = tp[c] * inv_total
+            for g in range(G):
+                for c in range(m):
+                    sp[g * m + c] = sp[g * m + c] - inv[g] * tp[c]
+        if n_threads <= 1:
+            _shift_block(vp, m, pp, G, sp, 0, D)
+        else:
+            for blk in prange(n_blocks, schedule="static", num_threads=n_threads):
+                _shift_block(vp, m, pp, G, sp, blk * _CG_BLOCK,
+                             min((blk + 1) * _CG_BLOCK, D))
+    return shift_arr
