@@ -326,44 +326,27 @@ class _GridProjection:
     c = sum_g m_g / sum_g (1 / n_g), ``v_j <- v_j - m_g + c / n_g`` for j in grid g.
     Applied in place to the columns of a C-contiguous (D, m) float64 array.
 
-    Grid sums by np.add.reduceat for m <= 2 and by the sparse product E^T V (E the
-    D x G grid indicator matrix) above (reduceat walks each of the m columns with stride
-    m). The shift is gathered into a reused buffer (np.take) and subtracted, so that no
-    D x m temporary is allocated per iteration.
+    Applied by rbcd.solvers._sparse.grid_center: each grid's sums in row order on one
+    thread, the shift subtracted in parallel (n_threads); the same bits for any thread
+    count.
     """
 
-    def __init__(self, grid_ptr, fit_intercept):
+    def __init__(self, grid_ptr, fit_intercept, n_threads=1):
         sizes = np.diff(grid_ptr)
         keep = sizes > 0                       # empty grids own no columns
         self.sizes = np.ascontiguousarray(sizes[keep], dtype=np.intp)
-        self.starts = np.ascontiguousarray(grid_ptr[:-1][keep], dtype=np.intp)
         G = self.sizes.shape[0]
-        D = int(self.sizes.sum())
-        self.grid_of_col = np.repeat(np.arange(G, dtype=np.intp), self.sizes)
-        ptr = np.concatenate([[0], np.cumsum(self.sizes)])
-        self.Et = sp.csr_matrix((np.ones(D), np.arange(D), ptr), shape=(G, D))
+        self.ptr = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         self.inv_sizes = 1.0 / self.sizes
         self.fit_intercept = bool(fit_intercept)
         self.inv_total = 1.0 / float(self.inv_sizes.sum()) if G else 0.0
-        self._buf = None
+        self.n_threads = int(n_threads)
 
     def __call__(self, V):
         if V.shape[0] == 0 or V.shape[1] == 0:
             return V
-        if V.shape[1] <= 2:
-            means = np.add.reduceat(V, self.starts, axis=0)
-        else:
-            means = np.asarray(self.Et @ V)
-        means *= self.inv_sizes[:, None]
-        if not self.fit_intercept:
-            c = means.sum(axis=0) * self.inv_total
-            means -= self.inv_sizes[:, None] * c[None, :]
-        if self._buf is None or self._buf.shape[0] < V.size:
-            self._buf = np.empty(V.size)
-        buf = self._buf[:V.size].reshape(V.shape)
-        # mode="clip": the indices are valid, and "raise" would buffer the output
-        np.take(means, self.grid_of_col, axis=0, out=buf, mode="clip")
-        V -= buf
+        _sparse.grid_center(V, self.ptr, self.inv_sizes, self.fit_intercept, self.inv_total,
+                            self.n_threads)
         return V
 
 
@@ -389,7 +372,7 @@ def _grid_projection(op, columns, fit_intercept):
     entries = np.diff(op.csc[0][gp].astype(np.int64))     # stored entries per grid
     if not np.all(entries == n):
         return None
-    return _GridProjection(gp, fit_intercept)
+    return _GridProjection(gp, fit_intercept, op._threads_for(D))
 
 
 def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
