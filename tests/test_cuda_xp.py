@@ -277,6 +277,11 @@ def test_estimators_on_numpy_device(numpy_device):
 class _FakeCupy:
     __name__ = "fakecupy"
 
+    class cuda:
+        class Device:
+            id = 0
+            compute_capability = "90"
+
     def __getattr__(self, name):
         return getattr(np, name)
 
@@ -295,7 +300,85 @@ def _check_args(args, spec):
             assert type(a) is s, (type(a), s)
 
 
-def _emulated(name):
+_LOWER = np.tril(np.ones((32, 32), dtype=bool), -1)
+
+
+def _hist_tdot_emulated(grid, block, args, shared_mem):
+    """rb_hist_tdot as CUDA runs it: block (grid s fastest, chunk c), warps striding over
+    the chunk, each lane's rank among the lanes of its bin (__match_any_sync), the rounds
+    adding one lane per bin in lane order into the warp's histogram, then the warp
+    histograms summed in warp order. Asserts the launch contract of kernels.cu."""
+    _check_args(args, ["int32", np.int64, np.int64, "int32", "int64", np.int32, np.int64,
+                       "float64", np.int32, np.int32, np.int32, "float64"])
+    labels, n, chunk, grids, hptr, n_sel, n_hcols, U, k, k0, kc, partial = args
+    n, chunk, n_sel, kc, k0 = int(n), int(chunk), int(n_sel), int(kc), int(k0)
+    assert block[0] % 32 == 0 and 32 <= block[0] <= 1024 and len(grid) == 1
+    nw = block[0] // 32
+    n_chunks = -(-n // chunk)
+    assert grid[0] == n_sel * n_chunks and partial.shape == (n_chunks, int(n_hcols), kc)
+    assert 1 <= kc <= _ops.KMAX and U.shape == (n, int(k)) and k0 + kc <= k
+    assert labels.shape[1] == n and hptr.shape == (n_sel + 1,) and hptr[-1] == n_hcols
+    assert grids.shape == (n_sel,) and np.all(grids < labels.shape[0])
+    widths = np.diff(hptr) * kc
+    assert 8 * nw * widths.max() <= shared_mem <= _ops.HIST_SMEM
+    lanes = np.arange(32)
+    for blk in range(grid[0]):
+        s, c = blk % n_sel, blk // n_sel
+        B = int(hptr[s + 1] - hptr[s])
+        hist = np.zeros((nw, B, kc))
+        lab = labels[grids[s]]
+        a, b = c * chunk, min(c * chunk + chunk, n)
+        for warp in range(nw):
+            for base in range(a + 32 * warp, b, block[0]):
+                i = base + lanes
+                ok = i < b
+                l = np.where(ok, lab[np.minimum(i, n - 1)], -1)
+                v = np.where((l >= 0)[:, None], U[np.minimum(i, n - 1), k0:k0 + kc], 0.0)
+                same = (l[:, None] == l[None, :]) & _LOWER   # [j, m]: lane m < j, same bin
+                rank = np.where(l >= 0, same.sum(axis=1), -1)
+                assert np.all(l < B)
+                q = 0
+                while np.any(rank >= q):
+                    m = rank == q
+                    assert len(set(l[m].tolist())) == int(m.sum())  # no two lanes, one bin
+                    hist[warp][l[m]] += v[m]
+                    q += 1
+        acc = np.zeros((B, kc))
+        for w in range(nw):
+            acc = acc + hist[w]
+        partial[c, hptr[s]:hptr[s + 1]] = acc
+
+
+def _hist_tdot_fast(grid, block, args, shared_mem):
+    """rb_hist_tdot's results by bincounts (the launch contract checked as above)."""
+    labels, n, chunk, grids, hptr, n_sel, n_hcols, U, k, k0, kc, partial = args
+    n, chunk, kc, k0 = int(n), int(chunk), int(kc), int(k0)
+    assert grid[0] == int(n_sel) * partial.shape[0] and block[0] % 32 == 0
+    assert 8 * (block[0] // 32) * np.diff(hptr).max() * kc <= shared_mem <= _ops.HIST_SMEM
+    for s in range(int(n_sel)):
+        B = int(hptr[s + 1] - hptr[s])
+        for c in range(partial.shape[0]):
+            lab = labels[grids[s], c * chunk:(c + 1) * chunk]
+            for t in range(kc):
+                partial[c, hptr[s]:hptr[s + 1], t] = np.bincount(
+                    lab, weights=U[c * chunk:(c + 1) * chunk, k0 + t], minlength=B)
+
+
+def _emulated(name, exact=True):
+    def rb_hist_tdot(grid, block, args, shared_mem=0):
+        (_hist_tdot_emulated if exact else _hist_tdot_fast)(grid, block, args, shared_mem)
+
+    def rb_chunk_sums(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int64, np.int32, "int64", np.int32,
+                           np.int32, np.float64, "float64"])
+        partial, n_chunks, J, kc, cols, k, k0, value, out = args
+        assert partial.shape == (n_chunks, J, kc) and cols.shape == (J,)
+        assert grid[0] * block[0] >= J * kc and out.shape[1] == k and k0 + kc <= k
+        acc = np.zeros((int(J), int(kc)))
+        for c in range(int(n_chunks)):
+            acc = acc + partial[c]
+        out[cols, k0:k0 + kc] = float(value) * acc
+
     def rb_grid_keys(grid, block, args):
         _check_args(args, ["float64", np.int64, np.int32, "float64", "float64", "int64",
                            "int64", "int64", np.int32, np.int32, "uint64", "uint8"])
@@ -335,6 +418,7 @@ def _emulated(name):
 def test_cupy_branches_with_emulated_kernels(monkeypatch):
     fake = _FakeCupy()
     monkeypatch.setattr(_ops, "_kernel", _emulated)
+    monkeypatch.setattr(_ops, "has_match_any", lambda xp: True)
     rng = np.random.default_rng(4)
     X = rng.uniform(size=(3000, 6))
     X[:, 5] = 1.0
@@ -357,7 +441,10 @@ def test_cupy_branches_with_emulated_kernels(monkeypatch):
     U = rng.normal(size=(layout.n_rows, 11))
     np.testing.assert_allclose(layout.dot(W), Z @ W, atol=1e-12)
     np.testing.assert_allclose(layout.tdot(U), Z.T @ U, atol=1e-10)
+    np.testing.assert_allclose(layout.tdot_csc(U), Z.T @ U, atol=1e-10)
     Y = np.c_[y, 2 * y]
+    # the CG's many products: rb_hist_tdot by bincounts (the exact emulation is slow)
+    monkeypatch.setattr(_ops, "_kernel", lambda name: _emulated(name, exact=False))
     c1, b1, _ = solve_ridge_cg(Z, Y, None, alpha=0.3, tol=1e-11, columns=cols)
     c2, b2, _, _ = ccg.solve_ridge(fake, layout, Y, None, alpha=0.3, tol=1e-11,
                                    structured=True)
