@@ -469,3 +469,81 @@ def test_compare_gpu_dry_run(tmp_path):
     assert res[0]["gpu"]["iters"] == res[0]["cpu"]["iters"]
     md = open(tmp_path / "gpu.md").read()
     assert "| 1,500 | 4 |" in md and "| yes |" in md
+
+
+@pytest.mark.parametrize("n, R, sigma, k, chunk, smem, paths", [
+    (1, 2, "scale", 1, 1024, None, "narrow"),     # one row, one chunk
+    (33, 3, 0.3, 1, 32, None, "narrow"),          # a chunk of one warp, a tail of one row
+    (700, 5, 0.05, 3, 50, None, "narrow"),        # chunks ending inside a warp, k = 3, 3 warps
+    (2000, 6, 0.2, 11, 256, 7680, "mixed"),       # two passes (8 + 3 targets), 2 warps
+    (3000, 4, 0.5, 1, 4096, 640, "narrow"),       # 4 warps per block
+    (1500, 3, 0.005, 2, 1024, 256, "wide"),       # every grid wide: the CSC path only
+])
+def test_hist_tdot_emulated(monkeypatch, n, R, sigma, k, chunk, smem, paths):
+    """Z^T U by rb_hist_tdot (its exact emulation: warps, ranks, rounds) and the CSC pieces
+    of the wide grids equals scipy's, for every branch of GridLayout.tdot."""
+    fake = _FakeCupy()
+    monkeypatch.setattr(_ops, "_kernel", _emulated)
+    monkeypatch.setattr(_ops, "has_match_any", lambda xp: True)
+    monkeypatch.setattr(_ops, "HIST_MIN_CHUNK", chunk)
+    monkeypatch.setattr(_ops, "HIST_ALIGN", 1)
+    if smem is not None:
+        monkeypatch.setattr(_ops, "HIST_SMEM", smem)
+        monkeypatch.setattr(_ops, "HIST_MAX_WIDTH", smem // 16)
+    rng = np.random.default_rng(n)
+    X = rng.uniform(size=(n, 3))
+    _, Z, _ = _cpu_Z(X, R, sigma, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        layout = cb.fit_layout(RandomBinning(n_grids=R, sigma=sigma, random_state=1), X, fake)
+    U = rng.normal(size=(n, k))
+    got = layout.tdot(U)
+    np.testing.assert_allclose(got, Z.T @ U, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(layout.tdot_csc(U), Z.T @ U, rtol=1e-12, atol=1e-12)
+    plan, wide = layout.tdot_plan(min(k, _ops.KMAX))
+    sizes = np.diff(layout.grid_ptr_host) * min(k, _ops.KMAX)
+    assert (plan is not None) == bool((sizes <= _ops.HIST_MAX_WIDTH).any())
+    assert (wide is not None) == bool((sizes > _ops.HIST_MAX_WIDTH).any())
+    assert paths == {(True, False): "narrow", (True, True): "mixed",
+                     (False, True): "wide"}[(plan is not None, wide is not None)]
+    if plan is not None:
+        assert plan.chunk == chunk and plan.n_chunks == -(-n // chunk)
+        assert 1 <= plan.warps <= _ops.HIST_WARPS
+        assert 8 * plan.warps * plan.bins_max * plan.kc_max <= _ops.HIST_SMEM
+    # the numpy layout (CI's path) takes the same plan and agrees
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lay_np = cb.fit_layout(RandomBinning(n_grids=R, sigma=sigma, random_state=1), X, np)
+    np.testing.assert_allclose(lay_np.tdot(U), got, rtol=1e-12, atol=1e-12)
+    # without __match_any_sync (hist False) every grid takes the CSC path
+    layout.hist = False
+    plan, wide = layout.tdot_plan(min(k, _ops.KMAX))
+    assert plan is None and wide is not None
+    np.testing.assert_allclose(layout.tdot(U), Z.T @ U, rtol=1e-12, atol=1e-12)
+
+
+def test_hist_tdot_missing_entries(monkeypatch):
+    """Labels of -1 (no entry: transform rows outside the training range) add nothing."""
+    fake = _FakeCupy()
+    monkeypatch.setattr(_ops, "_kernel", _emulated)
+    rng = np.random.default_rng(2)
+    n, R = 300, 3
+    gp = np.array([0, 5, 6, 40])
+    labels = np.stack([rng.integers(-1, gp[r + 1] - gp[r], n) for r in range(R)]).astype(np.int32)
+    U = rng.normal(size=(n, 2))
+    want = np.zeros((gp[-1], 2))
+    for r in range(R):
+        hit = labels[r] >= 0
+        np.add.at(want, gp[r] + labels[r][hit], U[hit])
+    for grids in ([0, 1, 2], [2, 0]):
+        plan = _ops.HistPlan(fake, n, grids, gp, 2, chunk=70)
+        for xp in (fake, np):
+            out = np.full((gp[-1], 2), np.nan)
+            part = _ops.hist_tdot(xp, labels, plan, U, 0, 2)
+            _ops.chunk_sums(xp, part, plan.cols, out, 0, 0.5)
+            cols = plan.cols
+            np.testing.assert_allclose(out[cols], 0.5 * want[cols], rtol=1e-12, atol=1e-12)
+            assert np.isnan(np.delete(out, cols, axis=0)).all()  # other columns untouched
+    with pytest.raises(ValueError, match="shared memory"):
+        monkeypatch.setattr(_ops, "HIST_SMEM", 64)
+        _ops.HistPlan(fake, n, [2], gp, 1)

@@ -166,9 +166,14 @@ def piece_sums(xp, rows, piece_start, piece_end, U):
     if is_numpy(xp):
         out = np.zeros((n_pieces, k))
         if n_pieces and rows.shape[0]:
-            g = U[rows]
+            # pieces need not tile the entries (a subset: the wide grids' columns), so each
+            # sum runs from its start to its end: reduceat over (start, end) pairs, the
+            # (end, next start) gaps dropped; a zero row keeps an end of len(rows) valid
+            g = np.concatenate([U[rows], np.zeros((1, k))])
             nz = piece_end > piece_start
-            out[nz] = np.add.reduceat(g, piece_start[nz], axis=0)
+            idx = np.stack([piece_start[nz], piece_end[nz]], axis=1).ravel()
+            if idx.shape[0]:
+                out[nz] = np.add.reduceat(g, idx, axis=0)[::2]
         return out
     out = xp.empty((n_pieces, k), dtype=xp.float64)
     if n_pieces == 0 or k == 0:
