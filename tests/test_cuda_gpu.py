@@ -114,7 +114,7 @@ def test_ridge_on_device_matrices(cp):
 
 @pytest.mark.parametrize("n, R, sigma, max_width", [
     (300_000, 16, "scale", None),   # narrow grids, 74 chunks
-    (50_000, 8, 0.02, None),        # fine grids: wide (CSC) and narrow at k = 11
+    (50_000, 8, 0.02, None),        # fine grids (wide ones take the CSC path)
     (20_000, 6, 0.2, 400),          # a mixed plan at every k
 ])
 def test_hist_tdot_on_device(cp, monkeypatch, n, R, sigma, max_width):

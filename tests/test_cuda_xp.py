@@ -467,6 +467,9 @@ def test_compare_gpu_dry_run(tmp_path):
     res = json.load(open(tmp_path / "gpu_results.json"))["results"]
     assert res[0]["z_equal"] is True and res[0]["pred_diff_same_w"] <= 1e-6
     assert res[0]["gpu"]["iters"] == res[0]["cpu"]["iters"]
+    g = res[0]["gpu"]
+    assert g["t_zdot"] > 0 and g["t_tdot"] > 0 and g["t_tdot_csc"] > 0 and g["bound"] > 0
+    assert g["hist_grids"] == 1.0   # R = 4 coarse grids: all on the histogram path
     md = open(tmp_path / "gpu.md").read()
     assert "| 1,500 | 4 |" in md and "| yes |" in md
 
