@@ -50,6 +50,8 @@ def parse():
     p.add_argument("--cpu-max", type=float, default=1e6, help="largest N run on the CPU")
     p.add_argument("--cpu-max-work", type=float, default=6.4e8,
                    help="largest N * R run on the CPU")
+    p.add_argument("--gpu-max-work", type=float, default=float("inf"),
+                   help="largest N * R run on the GPU (larger ones are skipped)")
     p.add_argument("--rff-max", type=float, default=1e6, help="largest N of the RFF baseline")
     p.add_argument("--rff-features", type=int, nargs="+", default=[256, 1024, 2048, 4096])
     p.add_argument("--rff-slack", type=float, default=0.002,
@@ -262,7 +264,9 @@ def fmt(x, unit="s"):
     if x is None:
         return "-"
     if unit == "s":
-        return f"{x:.3f} s" if x >= 0.1 else f"{1e3 * x:.1f} ms"
+        if x >= 0.1:
+            return f"{x:.3f} s"
+        return f"{1e3 * x:.1f} ms" if x >= 0.01 else f"{1e3 * x:.2f} ms"
     return str(x)
 
 
@@ -346,6 +350,10 @@ def main():
             results.append(rec)
             if time.perf_counter() - start > args.budget:
                 rec["skipped"] = "time budget spent"
+                write(args.out, meta, results)
+                continue
+            if n * R > args.gpu_max_work:
+                rec["skipped"] = f"N * R above --gpu-max-work {args.gpu_max_work:g}"
                 write(args.out, meta, results)
                 continue
             free = free_memory(xp)
