@@ -12,6 +12,7 @@ linear solver on the features Z:
   the grids, the paper's RBCD view) works.
 
 Defaults (the same as rbcd's): ``n_grids="auto"`` -> 256, or 512 above 64 features;
+``alpha="auto"`` -> ridge: chosen from the data (rbcd_ref.solvers.cg.choose_alpha), cd: 1e-4;
 ``alpha=None`` -> 1e-4 per unit of training weight (cg: 1e-4 * sum of weights, cd: 1e-4);
 ``tol=None`` -> 1e-3 (cg) / 1e-4 (cd); ``loss=None`` -> "squared" (regression, cg) / "logistic" (cd
 classification). Parameters one solver does not use are ignored by it.
@@ -63,7 +64,10 @@ class _RBBase(BaseEstimator):
                 f"solver must be 'auto', 'cg', 'direct' or 'cd', got {self.solver!r}")
         solver = self.solver
         ridge = solver in RIDGE_SOLVERS
-        if self.alpha is not None:
+        auto = isinstance(self.alpha, str) and self.alpha == "auto"
+        if auto and ridge:
+            alpha = "auto"
+        elif self.alpha is not None and not auto:
             alpha = self.alpha
         elif ridge:
             alpha = 1e-4 * total_weight
@@ -175,7 +179,7 @@ class RBRegressor(RegressorMixin, _RBBase):
     """
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
-                 solver="auto", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
@@ -221,7 +225,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
     _classifier = True
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
-                 solver="auto", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, dtype=np.float64, n_jobs=None, random_state=None,

@@ -253,3 +253,98 @@ def test_rbcd_loads_openmp_with_passive_waits_and_restores_the_environment():
     assert lines == ["OMP_WAIT_POLICY=PASSIVE (set by rbcd)", "False"]
     assert _python(code, OMP_WAIT_POLICY="active").splitlines() == ["user environment", "True"]
     assert _python(code, GOMP_SPINCOUNT="1000").splitlines()[0] == "user environment"
+
+
+# ---------------------------------------------------------------------------- alpha="auto"
+
+
+def _brute_loo(Z, y, s, alphas, fit_intercept):
+    """Leave-one-out squared error by refitting scikit-learn's Ridge n times per alpha."""
+    out = []
+    for a in alphas:
+        err = 0.0
+        for i in range(Z.shape[0]):
+            keep = np.arange(Z.shape[0]) != i
+            m = Ridge(alpha=a, fit_intercept=fit_intercept).fit(Z[keep].toarray(), y[keep],
+                                                                  sample_weight=s[keep])
+            err += s[i] * (y[i] - m.predict(Z[i].toarray())[0]) ** 2
+        out.append(-err / s.sum())
+    return np.array(out)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_leave_one_out_scores_equal_refitting(fit_intercept, weighted):
+    from rbcd.solvers.cg import _RidgeSystem
+
+    X, y, Z, cols = _rb(n=30, R=8, sigma=0.5, seed=3)
+    s = np.random.default_rng(0).uniform(0.5, 2.0, 30) if weighted else np.ones(30)
+    system = _RidgeSystem(Z, y[:, None], s if weighted else None, fit_intercept, 1, cols)
+    alphas = np.array([0.01, 0.3, 3.0])
+    a, W, scores = _direct.loo_select(system, cols, alphas, False)
+    np.testing.assert_allclose(scores[:, 0], _brute_loo(Z, y, s, alphas, fit_intercept),
+                               rtol=1e-9)
+    assert a == alphas[int(np.argmax(scores[:, 0]))]
+    sk = Ridge(alpha=a, fit_intercept=fit_intercept).fit(Z.toarray(), y, sample_weight=s)
+    np.testing.assert_allclose(W[:, 0], sk.coef_, atol=1e-9)
+
+
+def test_auto_alpha_matches_the_twin_and_is_stored():
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, size=(150, 3))
+    y = np.sin(4 * X[:, 0]) + 0.5 * rng.standard_normal(150)
+    Z, cols = RandomBinning(n_grids=16, random_state=0).fit_transform(X, return_columns=True)
+    fast = RidgeCG(alpha="auto", solver="auto").fit(Z, y, columns=cols)
+    ref = RefRidgeCG(alpha="auto", solver="direct").fit(Z, y)
+    assert fast.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)
+    np.testing.assert_allclose(fast.coef_, ref.coef_, atol=1e-8)
+    # noisier targets choose a larger penalty
+    noisy = RidgeCG(alpha="auto").fit(Z, y + 3 * rng.standard_normal(150), columns=cols)
+    assert noisy.alpha_ > fast.alpha_
+    # a number is that exact penalty
+    assert RidgeCG(alpha=0.25).fit(Z, y).alpha_ == 0.25
+
+
+def test_auto_alpha_classification_scores_accuracy_and_matches_the_twin():
+    from rbcd_ref.solvers.cg import RidgeCGClassifier as RefClassifier
+
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-1, 1, size=(120, 3))
+    y = np.digitize(X[:, 0] * X[:, 1] + 0.2 * rng.standard_normal(120), [-0.2, 0.2])
+    Z = RandomBinning(n_grids=16, random_state=1).fit_transform(X)
+    fast = RidgeCGClassifier(alpha="auto", solver="direct").fit(Z, y)
+    ref = RefClassifier(alpha="auto", solver="direct").fit(Z, y)
+    assert fast.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)
+    np.testing.assert_array_equal(fast.predict(Z), ref.predict(Z))
+
+
+def test_auto_alpha_above_the_leave_one_out_size_uses_a_held_out_fifth(monkeypatch):
+    from rbcd_ref.solvers import cg as ref_cg
+
+    monkeypatch.setattr(_direct, "LOO_MAX_ROWS", 50)
+    monkeypatch.setattr(ref_cg, "LOO_MAX_ROWS", 50)
+    X, y, Z, cols = _rb(n=200, R=8, sigma=0.4, seed=5)
+    fast = RidgeCG(alpha="auto", solver="direct").fit(Z, y, columns=cols)
+    ref = RefRidgeCG(alpha="auto", solver="direct").fit(Z, y)
+    assert fast.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)
+    assert fast.alpha_ / 200 in set(np.round(_direct.HOLDOUT_ALPHAS_PER_ROW, 12)) or \
+        np.isclose(_direct.HOLDOUT_ALPHAS_PER_ROW * 200, fast.alpha_).any()
+    np.testing.assert_allclose(fast.coef_, ref.coef_, atol=1e-8)
+    cg = RidgeCG(alpha="auto", solver="cg", tol=1e-10).fit(Z, y, columns=cols)
+    assert cg.alpha_ == pytest.approx(fast.alpha_)
+
+
+def test_models_default_alpha_is_auto():
+    rng = np.random.default_rng(10)
+    X = rng.uniform(-1, 1, size=(200, 4))
+    y = np.sin(3 * X[:, 0]) + 0.3 * rng.standard_normal(200)
+    m = RBRegressor(n_grids=32, random_state=0).fit(X, y)
+    assert m.get_params()["alpha"] == "auto" and m.alpha_ == m.solver_.alpha_ > 0
+    ref = rbcd_ref.RBRegressor(n_grids=32, random_state=0).fit(X, y)
+    np.testing.assert_allclose(m.predict(X), ref.predict(X), atol=1e-8)
+    fixed = RBRegressor(n_grids=32, alpha=None, random_state=0).fit(X, y)
+    assert fixed.alpha_ == pytest.approx(1e-4 * 200)
+    cd = RBRegressor(n_grids=8, solver="cd", max_epochs=5, random_state=0)
+    with pytest.warns(Warning):
+        cd.fit(X, y)
+    assert cd.alpha_ == 1e-4

@@ -636,6 +636,40 @@ def test_products_from_grid_labels_equal_csr_csc_bitwise(k, kind):
         np.testing.assert_array_equal(out, want[0])
 
 
+@pytest.mark.parametrize("k", [1, 2])
+def test_label_tmatmat_ranges_sum_rows_in_order_for_any_thread_count(k):
+    """labels_tmatmat sweeps U once per range of grids (up to 4 grids, up to 256 KiB of
+    output columns), in row blocks of 2048: every column must still sum its rows in
+    increasing order (np.add.at adds in index order: the reference), bit for bit, for
+    thread counts below, at and above the number of ranges. Grids from 3 to 70,000 bins
+    (one int32-labelled) make ranges of one and of several grids; the sentinel label
+    (a row without an entry) adds nothing."""
+    rng = np.random.default_rng(40 + k)
+    n = 9000
+    sizes = [3, 40000, 5, 6, 70000, 7, 8, 9, 10, 33000, 2, 11, 12, 13]
+    gp = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    labels = []
+    for nb in sizes:
+        dt = np.uint16 if nb < 65536 else np.int32
+        # few distinct bins in the small grids: long runs of adds to one address
+        lab = rng.integers(0, nb + 1, size=n).astype(dt)   # nb: the sentinel
+        labels.append(np.ascontiguousarray(lab))
+    ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
+    wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+    U = rng.normal(size=(n, k))
+    c = 0.125
+    want = np.zeros((gp[-1], k))
+    for g, lab in enumerate(labels):
+        rows = np.flatnonzero(lab < sizes[g])
+        for kk in range(k):
+            np.add.at(want[:, kk], gp[g] + lab[rows].astype(np.int64), U[rows, kk])
+    want *= c
+    for n_jobs in (1, 2, 3, 7, 40):
+        out = np.full((gp[-1], k), np.nan)
+        _sparse.labels_tmatmat(ptrs, wide, gp, c, U, out, n_jobs)
+        np.testing.assert_array_equal(out, want)
+
+
 def _rb_data(n=400, seed=0):
     from rbcd import RandomBinning
 

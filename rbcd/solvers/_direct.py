@@ -280,3 +280,86 @@ def solve_direct(system, alpha, form, columns, tol=None):
     info = dict(converged=converged, residual=residual,
                 stop=np.array(["direct"] * k))
     return W, np.ones(k, dtype=np.int64), info
+
+
+# ------------------------------------------------------------------------------------
+# alpha="auto": the penalty chosen from the data (DESIGN.md, "Direct solves and
+# regularization chosen by the data")
+
+#: candidate penalties per unit of training weight (Ridge units: alpha = c * sum of the
+#: weights; 1e-4 per row was the fixed default before), searched by exact leave-one-out
+AUTO_ALPHAS_PER_ROW = np.logspace(-6, 1, 15)
+#: candidates of the held-out search (each one is a solve of its own there)
+HOLDOUT_ALPHAS_PER_ROW = np.logspace(-6, 0, 7)
+#: exact leave-one-out (one eigendecomposition of the dual Gram matrix, about 15 times the
+#: cost of its Cholesky factorization) up to this many rows; above, a held-out fraction
+LOO_MAX_ROWS = 1000
+#: the held-out fraction of the rows above LOO_MAX_ROWS (a fixed draw: seed 0)
+HOLDOUT_FRACTION = 0.2
+
+
+def _class_index(Y):
+    """The class of each row of one-vs-rest -1/+1 targets (one column: +1 is class 1)."""
+    return (Y[:, 0] > 0).astype(np.int64) if Y.shape[1] == 1 else np.argmax(Y, axis=1)
+
+
+def selection_scores(Y, F, s, classification):
+    """(primary, secondary) scores of predictions F for targets Y, higher is better:
+    classification, the weighted accuracy of the one-vs-rest decisions then minus the
+    weighted squared error; regression, minus the weighted squared error (twice)."""
+    err = float(np.einsum("i,ik->", s, (Y - F) ** 2)) / float(s.sum())
+    if not classification:
+        return -err, -err
+    hit = _class_index(F) == _class_index(Y)
+    return float(np.dot(s, hit)) / float(s.sum()), -err
+
+
+def loo_select(system, columns, alphas, classification):
+    """Exact leave-one-out over ``alphas`` from one eigendecomposition of the dual Gram
+    matrix, and the solution at the best. Returns (alpha, W (D, k), scores (m, 2)).
+
+    With Kc = Zs Zs^T = Q diag(e) Q^T (Zs = S^1/2 Zc, so Kc S^1/2 1 = 0) the hat matrix of
+    the weighted problem with its unpenalised intercept is H = P + Q diag(e / (e + a)) Q^T,
+    P = S^1/2 1 1^T S^1/2 / S, and the weighted residual of the fit is
+    r = ys - Q diag(e / (e + a)) Q^T ys (ys = S^1/2 Yc). Row i's leave-one-out residual is
+    r_i / (1 - H_ii) (weighted units; / sqrt(s_i) for the target's). Each alpha costs
+    O(n^2 k), the eigendecomposition O(n^3) once (scikit-learn's RidgeCV, "eigen" mode).
+    """
+    n = system.shape[0]
+    k = system.B.shape[1]
+    labels = grid_labels(system, columns)
+    G = _dual_gram(system, labels)
+    sw = np.sqrt(system.s)
+    ys = system.Yc * sw[:, None]
+    with limit_blas(blas_threads(system.op.n_threads, 4.0 * n ** 3)):
+        e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True)
+        e = np.maximum(e, 0.0)                           # rounding below 0
+        QtY = Q.T @ ys
+        Q2 = Q * Q
+        p = system.s / system.S if system.zbar is not None else np.zeros(n)
+        Yraw = system.Yc + system.ybar                   # the targets as given
+        scores = np.empty((alphas.shape[0], 2))
+        for j, a in enumerate(alphas):
+            g = e / (e + a)
+            F = Q @ (g[:, None] * QtY)                   # Kc (Kc + a I)^-1 ys
+            h = p + Q2 @ g                               # diag(H)
+            r = ys - F
+            den = 1.0 - h
+            safe = (den > 1e-12) & (sw > 0)
+            loo = np.where(safe[:, None], r / np.where(safe, den * np.where(sw > 0, sw, 1.0), 1.0)[:, None], 0.0)
+            if not np.all(safe[sw > 0]):                 # a row its own fit reproduces exactly
+                scores[j] = -np.inf
+                continue
+            scores[j] = selection_scores(Yraw, Yraw - loo, system.s, classification)
+        best = _best(scores)
+        a = float(alphas[best])
+        A = Q @ ((1.0 / (e + a))[:, None] * QtY)         # (Kc + a I)^-1 ys
+    W = system.ztimes_t(A * sw[:, None])
+    return a, W, scores
+
+
+def _best(scores):
+    """Index of the best row of (primary, secondary) scores; ties go to the larger alpha
+    (later in the grid: the smoother model)."""
+    order = np.lexsort((np.arange(scores.shape[0]), scores[:, 1], scores[:, 0]))
+    return int(order[-1])

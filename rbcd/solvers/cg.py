@@ -65,7 +65,6 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -151,6 +150,19 @@ def _check_sample_weight(sample_weight, n_samples):
     if not s.sum() > 0:
         raise ValueError("sample_weight must contain at least one non-zero weight (all are zero)")
     return s
+
+
+def one_vs_rest_targets(y):
+    """(classes, Y): the sorted classes of the labels y (n,) and the -1/+1 one-vs-rest
+    targets, (n, 1) for two classes (+1 for classes[1], as LabelBinarizer(neg_label=-1)
+    and RidgeClassifier) and (n, n_classes) above."""
+    classes, index = np.unique(y, return_inverse=True)
+    index = index.reshape(-1)
+    if classes.shape[0] <= 2:
+        return classes, np.where(index == 1, 1.0, -1.0)[:, None]
+    Y = np.full((index.shape[0], classes.shape[0]), -1.0)
+    Y[np.arange(index.shape[0]), index] = 1.0
+    return classes, Y
 
 
 # ----------------------------------------------------------------------------------------
@@ -407,7 +419,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
 
 def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
                 max_iter=None, preconditioner="jacobi", n_threads=1, columns=None,
-                verbose=0, return_info=False, method="cg"):
+                verbose=0, return_info=False, method="cg", classification=False):
     """Ridge on validated inputs by ``method``: "cg" (solve_ridge_cg), "dual" or "primal"
     (one Cholesky factorization for every target, rbcd.solvers._direct), "direct" (the
     smaller of the two) or "auto" (the cheapest of the three by rbcd.solvers._direct's
@@ -420,8 +432,18 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
     the objective is divided by cs, the same minimizer. Targets or weights whose magnitude
     would overflow or underflow the squared norms (beyond 2**+-100) are solved in those
     units, cy and cs powers of two (exact), and the solution scaled back.
+
+    ``alpha="auto"``: the penalty chosen from the data (:func:`_solve_auto_alpha`), by the
+    targets' squared error, or with ``classification`` by the accuracy of the one-vs-rest
+    decisions; ``info["alpha"]`` is the choice.
     """
     k = Y.shape[1]
+    if isinstance(alpha, str):
+        if alpha != "auto":
+            raise ValueError(f"alpha must be a non-negative number or 'auto', got {alpha!r}")
+        out = _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter,
+                                preconditioner, n_threads, columns, method, classification)
+        return out if return_info else out[:3]
     alpha = _check_alpha(alpha, k)
     zmax = _max_abs(Z)
     if zmax > 2.0 ** SAFE_EXP:
@@ -464,6 +486,72 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
     if return_info:
         return coef, intercept, n_iter, info
     return coef, intercept, n_iter
+
+
+def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, preconditioner,
+                      n_threads, columns, method, classification):
+    """Ridge with the penalty chosen from the data; returns solve_ridge's four values, with
+    ``info["alpha"]`` (the choice), ``info["alphas"]`` and ``info["scores"]`` (the
+    candidates and their (primary, secondary) scores, rbcd.solvers._direct.selection_scores)
+    and ``info["selection"]``.
+
+    Up to ``LOO_MAX_ROWS`` rows: exact leave-one-out over AUTO_ALPHAS_PER_ROW times the
+    total weight, from one eigendecomposition of the dual Gram matrix (_direct.loo_select).
+    Above: a held-out fraction (HOLDOUT_FRACTION of the rows, a fixed draw) scores
+    HOLDOUT_ALPHAS_PER_ROW times the other rows' weight, all of them solved together (one
+    block of right-hand sides, ``method`` as for any fit), and the best per-row penalty,
+    times the total weight, is solved on every row.
+    """
+    from . import _direct
+
+    n, k = Y.shape
+    s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    cy = pow2_scale(Y)
+    if n <= _direct.LOO_MAX_ROWS:
+        alphas = _direct.AUTO_ALPHAS_PER_ROW * float(s.sum())
+        cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
+        system = _RidgeSystem(Z, Y / cy, None if sample_weight is None else s / cs,
+                              fit_intercept, n_threads, columns)
+        a, W, scores = _direct.loo_select(system, columns, alphas / cs, classification)
+        a_given = np.full(k, a)
+        residual = system.relative_residual(W, a_given)
+        coef = W.T * cy
+        intercept = (system.ybar - np.einsum("kj,j->k", W.T, system.zbar)) * cy \
+            if system.zbar is not None else np.zeros(k)
+        info = dict(converged=residual <= tol, residual=residual,
+                    stop=np.array(["direct"] * k), method="dual", alpha=a * cs,
+                    alphas=alphas, scores=scores, selection="leave-one-out")
+        return coef, intercept, np.ones(k, dtype=np.int64), info
+    held = np.zeros(n, dtype=bool)
+    held[np.random.default_rng(0).permutation(n)[: max(1, int(round(_direct.HOLDOUT_FRACTION * n)))]] = True
+    fit_rows, held_rows = np.flatnonzero(~held), np.flatnonzero(held)
+    Zc = Z.tocsr() if sp.issparse(Z) else np.asarray(Z)
+    Z_fit, Z_held = Zc[fit_rows], Zc[held_rows]
+    sub_columns = None
+    grid_ptr = getattr(columns, "grid_ptr", None)
+    if grid_ptr is not None and sp.issparse(Z_fit):
+        from ..binning import column_structure
+        try:
+            sub_columns = column_structure(Z_fit, grid_ptr)
+        except ValueError:
+            sub_columns = None
+    per_row = _direct.HOLDOUT_ALPHAS_PER_ROW
+    m = per_row.shape[0]
+    s_fit = None if sample_weight is None else s[fit_rows]
+    alphas = np.repeat(per_row * float(s[fit_rows].sum()), k)
+    coef, intercept, _ = solve_ridge(Z_fit, np.tile(Y[fit_rows], (1, m)), s_fit, alphas,
+                                     fit_intercept, tol, max_iter, preconditioner, n_threads,
+                                     sub_columns, method=method)
+    F = np.asarray(Z_held @ coef.T) + intercept
+    scores = np.array([_direct.selection_scores(Y[held_rows], F[:, j * k:(j + 1) * k],
+                                                s[held_rows], classification)
+                       for j in range(m)])
+    a = float(per_row[_direct._best(scores)] * s.sum())
+    coef, intercept, n_iter, info = solve_ridge(
+        Z, Y, sample_weight, a, fit_intercept, tol, max_iter, preconditioner, n_threads,
+        columns, return_info=True, method=method)
+    info.update(alpha=a, alphas=per_row * float(s.sum()), scores=scores, selection="held-out")
+    return coef, intercept, n_iter, info
 
 
 class _RidgeSystem:
@@ -669,7 +757,7 @@ def _warn_unconverged(unconverged, relres, stop_reason, n_iter, tol, max_iter):
 
 
 _CG_CONSTRAINTS = {
-    "alpha": [RealInterval(0, None, closed="left"), "array-like"],
+    "alpha": [RealInterval(0, None, closed="left"), "array-like", StrOptions({"auto"})],
     "solver": [StrOptions({"cg", "direct", "auto"})],
     "fit_intercept": ["boolean"],
     "tol": TOL,
@@ -682,6 +770,7 @@ _CG_CONSTRAINTS = {
 
 
 class _RidgeCGBase(BaseEstimator):
+    _classification = False   # alpha="auto" scores the targets' squared error
     def _validate_X(self, X, reset):
         return validate_data(
             self, X, reset=reset, accept_sparse=["csr", "csc", "coo"],
@@ -692,7 +781,8 @@ class _RidgeCGBase(BaseEstimator):
         """Solve and set n_iter_, converged_ and residual_; returns (coef, intercept)."""
         if not np.isfinite(float(self.tol)):
             raise ValueError(f"tol must be finite, got {self.tol!r}")
-        _check_alpha(self.alpha, Y.shape[1])
+        if not (isinstance(self.alpha, str) and self.alpha == "auto"):
+            _check_alpha(self.alpha, Y.shape[1])
         if columns is not None:
             columns = columns_from(Z, columns, self.n_jobs)
         n_threads = effective_n_threads(self.n_jobs)
@@ -706,11 +796,13 @@ class _RidgeCGBase(BaseEstimator):
             with limit_blas(1):
                 out = solve_ridge(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
                                   self.max_iter, self.preconditioner, n_threads, columns,
-                                  verbose=verbose, return_info=True, method=self.solver)
+                                  verbose=verbose, return_info=True, method=self.solver,
+                                  classification=self._classification)
         else:
             out = solve_ridge(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
                               self.max_iter, self.preconditioner, n_threads, columns,
-                              verbose=verbose, return_info=True, method=self.solver)
+                              verbose=verbose, return_info=True, method=self.solver,
+                              classification=self._classification)
         coef, intercept, n_iter, info = out
         if verbose:
             k = Y.shape[1]
@@ -726,6 +818,11 @@ class _RidgeCGBase(BaseEstimator):
                   f"{verdict}, {n_threads} thread(s), {time.perf_counter() - t0:.3f}s")
         self.n_iter_ = n_iter
         self.solver_ = info["method"]
+        if "alpha" in info:
+            self.alpha_ = float(info["alpha"])
+        else:
+            a = np.asarray(self.alpha, dtype=np.float64)
+            self.alpha_ = float(a) if a.ndim == 0 else a
         self.converged_ = bool(np.all(info["converged"]))
         self.residual_ = info["residual"]
         return coef, intercept
@@ -763,7 +860,12 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
 
     Parameters
     ----------
-    alpha : float >= 0 or array of one value per target
+    alpha : float >= 0, array of one value per target, or "auto"
+        "auto": chosen from the data among 1e-6 .. 10 per unit of training weight, by
+        exact leave-one-out error from one eigendecomposition up to 1,000 rows (RidgeCV's
+        method) and by the error on a held-out fifth of the rows above
+        (rbcd.solvers.cg._solve_auto_alpha); RidgeCGClassifier scores the accuracy of its
+        decisions. The choice is ``alpha_``.
     solver : "cg", "direct" or "auto", default "cg"
         "cg": block preconditioned conjugate gradient. "direct": one Cholesky
         factorization of the dual (n x n, Z Z^T) or the primal (D x D, Z^T Z) Gram
@@ -799,6 +901,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     intercept_ : float or (n_targets,)
     n_iter_ : (n_targets,) CG iterations per target (1 for a direct solve: the factorization)
     solver_ : str, the form used: "cg", "dual" or "primal"
+    alpha_ : float (or the per-target array given), the penalty used
     converged_ : bool, every target reached ``tol``
     residual_ : (n_targets,) final relative residual ||r|| / ||b|| per target
     n_features_in_ : int
@@ -859,6 +962,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
 
 
 class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
+    _classification = True    # alpha="auto" scores the accuracy of the decisions
     """Ridge classification by block preconditioned CG (like RidgeClassifier).
 
     Targets are -1/+1 one-vs-rest indicators, all classes solved as one block of
@@ -866,7 +970,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     ``class_weight`` (None, "balanced" or a dict), which multiplies sample_weight.
 
     Attributes: ``classes_``, ``coef_`` (1, D) for two classes else (n_classes, D),
-    ``intercept_``, ``n_iter_``, ``solver_``, ``converged_``, ``residual_``,
+    ``intercept_``, ``n_iter_``, ``solver_``, ``alpha_``, ``converged_``, ``residual_``,
     ``n_features_in_``.
     """
 
@@ -904,9 +1008,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
             multi_output=False,
         )
         check_classification_targets(y)
-        binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
-        Y = binarizer.fit_transform(y).astype(np.float64)
-        self.classes_ = binarizer.classes_
+        self.classes_, Y = one_vs_rest_targets(y)
         if self.classes_.shape[0] < 2:
             raise ValueError(
                 f"RidgeCGClassifier needs at least 2 classes in y, got 1 class: {self.classes_[0]!r}"

@@ -168,9 +168,82 @@ def ridge_direct_solve(Z, Y, s, alpha, fit_intercept, form):
     return W, B
 
 
+# alpha="auto" (oracle of rbcd.solvers.cg._solve_auto_alpha): the same candidates, rules
+# and held-out draw.
+AUTO_ALPHAS_PER_ROW = np.logspace(-6, 1, 15)
+HOLDOUT_ALPHAS_PER_ROW = np.logspace(-6, 0, 7)
+LOO_MAX_ROWS = 1000
+HOLDOUT_FRACTION = 0.2
+
+
+def selection_scores(Y, F, s, classification):
+    """(primary, secondary), higher is better: the weighted accuracy of the one-vs-rest
+    decisions (classification) or minus the weighted mean squared error, then minus the
+    weighted mean squared error."""
+    err = float(np.sum(s[:, None] * (Y - F) ** 2)) / float(s.sum())
+    if not classification:
+        return -err, -err
+
+    def cls(T):
+        return (T[:, 0] > 0).astype(int) if T.shape[1] == 1 else np.argmax(T, axis=1)
+
+    return float(np.sum(s * (cls(F) == cls(Y)))) / float(s.sum()), -err
+
+
+def best_index(scores):
+    """The best (primary, then secondary) score; ties go to the larger alpha."""
+    best = 0
+    for j in range(1, len(scores)):
+        if tuple(scores[j]) >= tuple(scores[best]):
+            best = j
+    return best
+
+
+def choose_alpha(Z, Y, s, fit_intercept, classification, fit):
+    """The penalty of alpha="auto". Up to LOO_MAX_ROWS rows, exact leave-one-out: with
+    Zs = S^1/2 (Z - 1 zbar^T), K = Zs Zs^T and P the projection on S^1/2 1 (the
+    unpenalised intercept), the hat matrix is H = P + K (K + a I)^-1 and row i's
+    leave-one-out residual (r_i / (1 - H_ii)) / sqrt(s_i), r = ys - K (K + a I)^-1 ys.
+    Above: every candidate fitted (``fit(Z, Y, s, alpha)``) on the rows outside a
+    held-out fifth and scored on it. The candidates are per unit of weight: alpha =
+    c * (sum of the weights of the rows fitted)."""
+    n = Z.shape[0]
+    if n <= LOO_MAX_ROWS:
+        Zd = np.asarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float64)
+        S = float(s.sum())
+        zbar = (s @ Zd) / S if fit_intercept else np.zeros(Zd.shape[1])
+        ybar = (s @ Y) / S if fit_intercept else np.zeros(Y.shape[1])
+        root = np.sqrt(s)
+        Zs = root[:, None] * (Zd - zbar)
+        ys = root[:, None] * (Y - ybar)
+        K = Zs @ Zs.T
+        P = np.outer(root, root) / S if fit_intercept else np.zeros((n, n))
+        alphas = AUTO_ALPHAS_PER_ROW * S
+        scores = []
+        for a in alphas:
+            smooth = K @ np.linalg.inv(K + a * np.eye(n))
+            h = np.diag(P + smooth)
+            r = ys - smooth @ ys
+            loo = r / ((1.0 - h) * np.where(root > 0, root, 1.0))[:, None]
+            loo[root == 0] = 0.0
+            scores.append(selection_scores(Y, Y - loo, s, classification))
+        return float(alphas[best_index(scores)])
+    held = np.zeros(n, dtype=bool)
+    held[np.random.default_rng(0).permutation(n)[: max(1, int(round(HOLDOUT_FRACTION * n)))]] = True
+    Zr = sp.csr_matrix(Z)
+    scores = []
+    for c in HOLDOUT_ALPHAS_PER_ROW:
+        W, B = fit(Zr[~held], Y[~held], s[~held], c * float(s[~held].sum()))
+        F = np.asarray(Zr[held] @ W.T) + B
+        scores.append(selection_scores(Y[held], F, s[held], classification))
+    return float(HOLDOUT_ALPHAS_PER_ROW[best_index(scores)] * s.sum())
+
+
 class _RidgeCGBase(BaseEstimator):
+    _classification = False
     def _check_params(self):
-        alpha = check_real(self.alpha, "alpha", low=0.0)
+        alpha = ("auto" if isinstance(self.alpha, str) and self.alpha == "auto"
+                 else check_real(self.alpha, "alpha", low=0.0))
         tol = check_real(self.tol, "tol", low=0.0)
         max_iter = None if self.max_iter is None else check_int(self.max_iter, "max_iter", low=1)
         preconditioner = check_choice(self.preconditioner, "preconditioner", ("jacobi", None))
@@ -191,12 +264,21 @@ class _RidgeCGBase(BaseEstimator):
         (rbcd's "auto" chooses CG on large problems by a cost model; this oracle, meant
         for small inputs, always solves exactly: the two agree to CG's tolerance)."""
         alpha, tol, max_iter, preconditioner = self._check_params()
-        if self.solver == "cg":
-            return ridge_cg_solve(Z, Y, s, alpha, bool(self.fit_intercept), tol, max_iter,
-                                  preconditioner)
-        form = "dual" if Z.shape[0] <= Z.shape[1] else "primal"
-        W, B = ridge_direct_solve(Z, Y, s, alpha, bool(self.fit_intercept), form)
-        return W, B, np.ones(Y.shape[1], dtype=np.int64)     # one factorization
+        fit_intercept = bool(self.fit_intercept)
+
+        def fit(Zf, Yf, sf, a):
+            if self.solver == "cg":
+                return ridge_cg_solve(Zf, Yf, sf, a, fit_intercept, tol, max_iter,
+                                      preconditioner)
+            form = "dual" if Zf.shape[0] <= Zf.shape[1] else "primal"
+            W, B = ridge_direct_solve(Zf, Yf, sf, a, fit_intercept, form)
+            return W, B, np.ones(Yf.shape[1], dtype=np.int64)     # one factorization
+
+        if alpha == "auto":
+            alpha = choose_alpha(Z, Y, s, fit_intercept, self._classification,
+                                 lambda *a: fit(*a)[:2])
+        self.alpha_ = alpha
+        return fit(Z, Y, s, alpha)
 
     def _decision(self, Z):
         check_is_fitted(self, "coef_")
@@ -259,7 +341,9 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     """Ridge classification by CG: targets -1/+1 per class (one-vs-rest), all classes as one
     block of right-hand sides; for two classes a single column with classes_[1] as +1, like
     ``sklearn.linear_model.RidgeClassifier``. ``class_weight`` multiplies sample weights.
+    ``alpha="auto"`` scores the accuracy of the decisions.
     """
+    _classification = True
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
                  preconditioner="jacobi", n_jobs=None, class_weight=None, solver="cg"):
