@@ -85,7 +85,7 @@ def test_kernels_equal_numpy_twins(cp):
 def test_regressor_and_classifier(cp):
     X, y = _data(20000, 16)
     Xt, _ = _data(4000, 16, seed=1)
-    kw = dict(n_grids=64, random_state=0, tol=1e-10)
+    kw = dict(n_grids=64, random_state=0, tol=1e-10, alpha=None)
     g = RBRegressor(device="cuda", **kw).fit(cp.asarray(X), cp.asarray(y))
     c = RBRegressor(**kw).fit(X, y)
     pg = g.predict(Xt)

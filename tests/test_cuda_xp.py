@@ -229,7 +229,7 @@ def test_estimators_on_numpy_device(numpy_device):
     X = rng.uniform(size=(1200, 4))
     y = np.sin(5 * X[:, 0]) + X[:, 1] * X[:, 2]
     Xt = rng.uniform(-0.1, 1.1, size=(300, 4))
-    kw = dict(n_grids=32, random_state=0, tol=1e-10)
+    kw = dict(n_grids=32, random_state=0, tol=1e-10, alpha=None)
     g = RBRegressor(device="cuda", **kw).fit(X, y)
     c = RBRegressor(**kw).fit(X, y)
     assert g.binning_.n_features_out_ == c.binning_.n_features_out_
@@ -249,6 +249,8 @@ def test_estimators_on_numpy_device(numpy_device):
     np.testing.assert_allclose(gc.predict_proba(Xt), cc.predict_proba(Xt), atol=1e-6)
     with pytest.raises(ValueError, match="holdout"):
         RBClassifier(device="cuda", calibration="holdout").fit(X, labels)
+    with pytest.raises(ValueError, match="does not choose alpha='auto'"):
+        RBRegressor(device="cuda", n_grids=8).fit(X, y)   # main's default alpha="auto"
     with pytest.raises(ValueError, match="solver must be 'auto' or 'cg'"):
         RBRegressor(device="cuda", solver="cd").fit(X, y)
     # RandomBinning + RidgeCG(Classifier) with the device column structure, or plain Z
