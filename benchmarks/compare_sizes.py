@@ -195,7 +195,7 @@ def markdown(rows, title, machine):
 
 
 def main(argv=None):
-    p = C.parser(__doc__, n=None, quick_n=None, repeat=5)
+    p = C.parser(__doc__, n=SIZES[-1], quick_n=QUICK_SIZES[-1], repeat=5)  # --n, --d, --grids unused
     p.add_argument("--busy", action="store_true", help="one busy-loop process per core")
     p.add_argument("--sizes", type=lambda s: tuple(int(v) for v in s.split(",")), default=None,
                    help="synthetic training sizes, comma-separated (default 300,3000,30000,300000)")

@@ -157,20 +157,7 @@ _BLAS = _Blas()
 
 @contextmanager
 def limit_blas(n=1):
-    """Cap BLAS threads while our own OpenMP regions run (no oversubscription), or for a
-    LAPACK call of a size given by :func:`blas_threads`."""
+    """Cap BLAS threads while our own OpenMP regions run (no oversubscription), or around
+    the LAPACK calls of the direct ridge solves (one thread: rbcd.solvers._direct)."""
     with _BLAS.get().limit(limits=int(n), user_api="blas"):
         yield
-
-
-#: flops per BLAS thread below which a LAPACK call (the direct ridge solves) runs on
-#: fewer threads: OpenBLAS's threads busy-wait between calls, and on a machine whose
-#: cores are busy with other processes a second thread made a 569 x 569 Cholesky
-#: factorization 3-20x slower than one thread (2-vCPU AMD EPYC, compare_sizes --busy)
-BLAS_GRAIN_FLOPS = 2e9
-
-
-def blas_threads(n_threads, flops):
-    """BLAS threads for a LAPACK call of ``flops`` floating-point operations: at most
-    ``n_threads``, one per BLAS_GRAIN_FLOPS."""
-    return max(1, min(int(n_threads), int(flops // BLAS_GRAIN_FLOPS)))

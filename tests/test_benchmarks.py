@@ -56,7 +56,7 @@ def _run(args, cwd, env=None, timeout=600):
     return proc.stdout
 
 
-@pytest.mark.parametrize("module", ["binning", "cd", "cg", "end_to_end", "threads"])
+@pytest.mark.parametrize("module", ["binning", "cd", "cg", "end_to_end", "threads", "sizes"])
 def test_asv_benchmarks_run(module, tmp_path):
     out = _run([sys.executable, "-c", ASV_DRIVER.format(root=ROOT, module=module)], tmp_path,
                env={"RBCD_ASV_SMOKE": "1000", "OMP_NUM_THREADS": "2"})
@@ -70,6 +70,8 @@ TINY = ["--n", "1500", "--d", "4", "--grids", "8", "--repeat", "1"]
     ("compare_binning.py", ["--ref-n", "200"]),
     ("compare_cd.py", ["--epochs", "2"]),
     ("compare_ridge.py", []),
+    ("compare_sizes.py", ["--sizes", "300", "--no-bundled", "--svc-max", "300",
+                          "--components", "50"]),
     # a 2-worker LocalCluster of processes: the optional dask extra
     pytest.param("compare_dask.py", ["--epochs", "2", "--latency-reps", "3"],
                  marks=pytest.mark.skipif(importlib.util.find_spec("distributed") is None,

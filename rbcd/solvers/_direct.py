@@ -23,13 +23,21 @@ Which of CG, dual and primal ``solver="auto"`` uses is decided by the cost model
 are the same on every machine. The factorization is LAPACK's (dpotrf); with alpha = 0
 and a singular Gram matrix the minimum-norm solution comes from an eigendecomposition
 instead (what CG converges to from a zero start).
+
+LAPACK_THREADS: the factorizations and eigendecompositions run on one BLAS thread, whatever
+``n_jobs``. OpenBLAS's threads busy-wait for work; with other processes on the cores, two
+threads made a 569 x 569 Cholesky factorization 3-20x and a 1,000 x 1,000
+eigendecomposition 3-9x slower than one (2-vCPU AMD EPYC, load 5), and a threaded LAPACK
+call need not give the same bits as a serial one, while rbcd's results must not depend on
+the thread count. The direct forms are chosen for small systems, where one thread costs
+little.
 """
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
 from . import _gram
-from .._threads import blas_threads, limit_blas
+from .._threads import limit_blas
 
 # ------------------------------------------------------------------------------------
 # the cost model of solver="auto" (units: seconds on the machine of the measurement,
@@ -263,7 +271,7 @@ def solve_direct(system, alpha, form, columns, tol=None):
         Gj = G if j == len(groups) - 1 else G.copy()
         G = None if Gj is G else G
         m = Gj.shape[0]
-        with limit_blas(blas_threads(system.op.n_threads, m ** 3 / 3.0)):
+        with limit_blas(1):                  # LAPACK_THREADS (module docstring)
             try:
                 X[:, cols] = _factor_solve(Gj, np.asfortranarray(rhs[:, cols]), a)
             except np.linalg.LinAlgError:
@@ -289,13 +297,9 @@ def solve_direct(system, alpha, form, columns, tol=None):
 #: candidate penalties per unit of training weight (Ridge units: alpha = c * sum of the
 #: weights; 1e-4 per row was the fixed default before), searched by exact leave-one-out
 AUTO_ALPHAS_PER_ROW = np.logspace(-6, 1, 15)
-#: candidates of the held-out search (each one is a solve of its own there)
-HOLDOUT_ALPHAS_PER_ROW = np.logspace(-6, 0, 7)
 #: exact leave-one-out (one eigendecomposition of the dual Gram matrix, about 15 times the
-#: cost of its Cholesky factorization) up to this many rows; above, a held-out fraction
+#: cost of its Cholesky factorization) up to this many rows; above, on a sample of as many
 LOO_MAX_ROWS = 1000
-#: the held-out fraction of the rows above LOO_MAX_ROWS (a fixed draw: seed 0)
-HOLDOUT_FRACTION = 0.2
 
 
 def _class_index(Y):
@@ -331,7 +335,7 @@ def loo_select(system, columns, alphas, classification):
     G = _dual_gram(system, labels)
     sw = np.sqrt(system.s)
     ys = system.Yc * sw[:, None]
-    with limit_blas(blas_threads(system.op.n_threads, 4.0 * n ** 3)):
+    with limit_blas(1):                      # LAPACK_THREADS (module docstring)
         e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True)
         e = np.maximum(e, 0.0)                           # rounding below 0
         QtY = Q.T @ ys

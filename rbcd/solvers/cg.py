@@ -496,11 +496,13 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     and ``info["selection"]``.
 
     Up to ``LOO_MAX_ROWS`` rows: exact leave-one-out over AUTO_ALPHAS_PER_ROW times the
-    total weight, from one eigendecomposition of the dual Gram matrix (_direct.loo_select).
-    Above: a held-out fraction (HOLDOUT_FRACTION of the rows, a fixed draw) scores
-    HOLDOUT_ALPHAS_PER_ROW times the other rows' weight, all of them solved together (one
-    block of right-hand sides, ``method`` as for any fit), and the best per-row penalty,
-    times the total weight, is solved on every row.
+    total weight, from one eigendecomposition of the dual Gram matrix (_direct.loo_select),
+    which also gives the solution (``method`` "cg": solved again by CG, as asked).
+    Above: the same leave-one-out on a fixed sample (seed 0) of LOO_MAX_ROWS rows chooses
+    the penalty per unit of weight, and that, times the total weight, is solved on every
+    row by ``method``: a bounded cost (one eigendecomposition of LOO_MAX_ROWS rows) on any
+    N. The sample's best penalty per row leans to the large side of the full data's
+    (fewer rows want more smoothing).
     """
     from . import _direct
 
@@ -513,6 +515,12 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
         system = _RidgeSystem(Z, Y / cy, None if sample_weight is None else s / cs,
                               fit_intercept, n_threads, columns)
         a, W, scores = _direct.loo_select(system, columns, alphas / cs, classification)
+        if method == "cg":                   # the choice, solved as asked
+            coef, intercept, n_iter, info = solve_ridge(
+                Z, Y, sample_weight, a * cs, fit_intercept, tol, max_iter, preconditioner,
+                n_threads, columns, return_info=True, method="cg")
+            info.update(alpha=a * cs, alphas=alphas, scores=scores, selection="leave-one-out")
+            return coef, intercept, n_iter, info
         a_given = np.full(k, a)
         residual = system.relative_residual(W, a_given)
         coef = W.T * cy
@@ -522,35 +530,32 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
                     stop=np.array(["direct"] * k), method="dual", alpha=a * cs,
                     alphas=alphas, scores=scores, selection="leave-one-out")
         return coef, intercept, np.ones(k, dtype=np.int64), info
-    held = np.zeros(n, dtype=bool)
-    held[np.random.default_rng(0).permutation(n)[: max(1, int(round(_direct.HOLDOUT_FRACTION * n)))]] = True
-    fit_rows, held_rows = np.flatnonzero(~held), np.flatnonzero(held)
+    # above LOO_MAX_ROWS: leave-one-out on a fixed sample of LOO_MAX_ROWS rows chooses the
+    # penalty per unit of weight, applied to all rows
+    rows = np.sort(np.random.default_rng(0).permutation(n)[:_direct.LOO_MAX_ROWS])
     Zc = Z.tocsr() if sp.issparse(Z) else np.asarray(Z)
-    Z_fit, Z_held = Zc[fit_rows], Zc[held_rows]
+    Z_sub = Zc[rows]
     sub_columns = None
     grid_ptr = getattr(columns, "grid_ptr", None)
-    if grid_ptr is not None and sp.issparse(Z_fit):
+    if grid_ptr is not None and sp.issparse(Z_sub):
         from ..binning import column_structure
         try:
-            sub_columns = column_structure(Z_fit, grid_ptr)
+            sub_columns = column_structure(Z_sub, grid_ptr, n_jobs=n_threads)
         except ValueError:
             sub_columns = None
-    per_row = _direct.HOLDOUT_ALPHAS_PER_ROW
-    m = per_row.shape[0]
-    s_fit = None if sample_weight is None else s[fit_rows]
-    alphas = np.repeat(per_row * float(s[fit_rows].sum()), k)
-    coef, intercept, _ = solve_ridge(Z_fit, np.tile(Y[fit_rows], (1, m)), s_fit, alphas,
-                                     fit_intercept, tol, max_iter, preconditioner, n_threads,
-                                     sub_columns, method=method)
-    F = np.asarray(Z_held @ coef.T) + intercept
-    scores = np.array([_direct.selection_scores(Y[held_rows], F[:, j * k:(j + 1) * k],
-                                                s[held_rows], classification)
-                       for j in range(m)])
-    a = float(per_row[_direct._best(scores)] * s.sum())
+    s_sub = s[rows]
+    cs = pow2_scale(s_sub) if sample_weight is not None else 1.0
+    system = _RidgeSystem(Z_sub, Y[rows] / cy, None if sample_weight is None else s_sub / cs,
+                          fit_intercept, n_threads, sub_columns)
+    per_row = _direct.AUTO_ALPHAS_PER_ROW
+    a_sub, _, scores = _direct.loo_select(system, sub_columns, per_row * float(s_sub.sum()) / cs,
+                                          classification)
+    a = float(a_sub * cs / s_sub.sum() * s.sum())
     coef, intercept, n_iter, info = solve_ridge(
         Z, Y, sample_weight, a, fit_intercept, tol, max_iter, preconditioner, n_threads,
         columns, return_info=True, method=method)
-    info.update(alpha=a, alphas=per_row * float(s.sum()), scores=scores, selection="held-out")
+    info.update(alpha=a, alphas=per_row * float(s.sum()), scores=scores,
+                selection=f"leave-one-out on {rows.shape[0]} of {n} rows")
     return coef, intercept, n_iter, info
 
 

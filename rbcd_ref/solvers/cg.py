@@ -171,9 +171,7 @@ def ridge_direct_solve(Z, Y, s, alpha, fit_intercept, form):
 # alpha="auto" (oracle of rbcd.solvers.cg._solve_auto_alpha): the same candidates, rules
 # and held-out draw.
 AUTO_ALPHAS_PER_ROW = np.logspace(-6, 1, 15)
-HOLDOUT_ALPHAS_PER_ROW = np.logspace(-6, 0, 7)
 LOO_MAX_ROWS = 1000
-HOLDOUT_FRACTION = 0.2
 
 
 def selection_scores(Y, F, s, classification):
@@ -199,44 +197,42 @@ def best_index(scores):
     return best
 
 
-def choose_alpha(Z, Y, s, fit_intercept, classification, fit):
-    """The penalty of alpha="auto". Up to LOO_MAX_ROWS rows, exact leave-one-out: with
-    Zs = S^1/2 (Z - 1 zbar^T), K = Zs Zs^T and P the projection on S^1/2 1 (the
-    unpenalised intercept), the hat matrix is H = P + K (K + a I)^-1 and row i's
-    leave-one-out residual (r_i / (1 - H_ii)) / sqrt(s_i), r = ys - K (K + a I)^-1 ys.
-    Above: every candidate fitted (``fit(Z, Y, s, alpha)``) on the rows outside a
-    held-out fifth and scored on it. The candidates are per unit of weight: alpha =
-    c * (sum of the weights of the rows fitted)."""
+def choose_alpha(Z, Y, s, fit_intercept, classification):
+    """The penalty of alpha="auto" by exact leave-one-out: with Zs = S^1/2 (Z - 1 zbar^T),
+    K = Zs Zs^T and P the projection on S^1/2 1 (the unpenalised intercept), the hat matrix
+    is H = P + K (K + a I)^-1 and row i's leave-one-out residual (r_i / (1 - H_ii)) /
+    sqrt(s_i), r = ys - K (K + a I)^-1 ys. Candidates per unit of weight
+    (AUTO_ALPHAS_PER_ROW * sum of the weights). Above LOO_MAX_ROWS rows the same on the
+    rows of a fixed sample (numpy's default_rng(0).permutation, the first LOO_MAX_ROWS,
+    in row order), its best penalty per unit of weight times the total weight."""
     n = Z.shape[0]
-    if n <= LOO_MAX_ROWS:
-        Zd = np.asarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float64)
-        S = float(s.sum())
-        zbar = (s @ Zd) / S if fit_intercept else np.zeros(Zd.shape[1])
-        ybar = (s @ Y) / S if fit_intercept else np.zeros(Y.shape[1])
-        root = np.sqrt(s)
-        Zs = root[:, None] * (Zd - zbar)
-        ys = root[:, None] * (Y - ybar)
-        K = Zs @ Zs.T
-        P = np.outer(root, root) / S if fit_intercept else np.zeros((n, n))
-        alphas = AUTO_ALPHAS_PER_ROW * S
-        scores = []
-        for a in alphas:
-            smooth = K @ np.linalg.inv(K + a * np.eye(n))
-            h = np.diag(P + smooth)
-            r = ys - smooth @ ys
-            loo = r / ((1.0 - h) * np.where(root > 0, root, 1.0))[:, None]
-            loo[root == 0] = 0.0
-            scores.append(selection_scores(Y, Y - loo, s, classification))
-        return float(alphas[best_index(scores)])
-    held = np.zeros(n, dtype=bool)
-    held[np.random.default_rng(0).permutation(n)[: max(1, int(round(HOLDOUT_FRACTION * n)))]] = True
-    Zr = sp.csr_matrix(Z)
+    if n > LOO_MAX_ROWS:
+        rows = np.sort(np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
+        a = choose_alpha(sp.csr_matrix(Z)[rows], Y[rows], s[rows], fit_intercept,
+                         classification)
+        return float(a / s[rows].sum() * s.sum())
+    Zd = np.asarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float64)
+    S = float(s.sum())
+    zbar = (s @ Zd) / S if fit_intercept else np.zeros(Zd.shape[1])
+    ybar = (s @ Y) / S if fit_intercept else np.zeros(Y.shape[1])
+    root = np.sqrt(s)
+    Zs = root[:, None] * (Zd - zbar)
+    ys = root[:, None] * (Y - ybar)
+    K = Zs @ Zs.T
+    P = np.outer(root, root) / S if fit_intercept else np.zeros((n, n))
+    alphas = AUTO_ALPHAS_PER_ROW * S
     scores = []
-    for c in HOLDOUT_ALPHAS_PER_ROW:
-        W, B = fit(Zr[~held], Y[~held], s[~held], c * float(s[~held].sum()))
-        F = np.asarray(Zr[held] @ W.T) + B
-        scores.append(selection_scores(Y[held], F, s[held], classification))
-    return float(HOLDOUT_ALPHAS_PER_ROW[best_index(scores)] * s.sum())
+    for a in alphas:
+        smooth = K @ np.linalg.inv(K + a * np.eye(n))
+        h = np.diag(P + smooth)
+        r = ys - smooth @ ys
+        if np.any((1.0 - h <= 1e-12) & (root > 0)):   # a row its own fit reproduces
+            scores.append((-np.inf, -np.inf))
+            continue
+        loo = r / ((1.0 - h) * np.where(root > 0, root, 1.0))[:, None]
+        loo[root == 0] = 0.0
+        scores.append(selection_scores(Y, Y - loo, s, classification))
+    return float(alphas[best_index(scores)])
 
 
 class _RidgeCGBase(BaseEstimator):
@@ -275,8 +271,7 @@ class _RidgeCGBase(BaseEstimator):
             return W, B, np.ones(Yf.shape[1], dtype=np.int64)     # one factorization
 
         if alpha == "auto":
-            alpha = choose_alpha(Z, Y, s, fit_intercept, self._classification,
-                                 lambda *a: fit(*a)[:2])
+            alpha = choose_alpha(Z, Y, s, fit_intercept, self._classification)
         self.alpha_ = alpha
         return fit(Z, Y, s, alpha)
 
