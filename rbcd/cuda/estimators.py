@@ -92,6 +92,10 @@ def ridge_fit(est, X, y, sample_weight=None, columns=None, classifier=False):
         cw = compute_sample_weight(est.class_weight, yh)
         s = cw if s is None else s * cw
     s_d = None if s is None else _ops.on_device(xp, s, np.float64)
+    if isinstance(est.alpha, str) and est.alpha == "auto":
+        raise ValueError("device='cuda' does not choose alpha='auto' (the data-driven penalty "
+                         "runs on the CPU, device='cpu'); pass a number, or alpha=None to "
+                         "RBRegressor / RBClassifier for 1e-4 per unit of training weight")
     coef, intercept, n_iter, info = solve_ridge(
         xp, op, Y, s_d, est.alpha, est.fit_intercept, est.tol, est.max_iter,
         est.preconditioner, structured, int(est.verbose))
