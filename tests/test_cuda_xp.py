@@ -249,8 +249,16 @@ def test_estimators_on_numpy_device(numpy_device):
     np.testing.assert_allclose(gc.predict_proba(Xt), cc.predict_proba(Xt), atol=1e-6)
     with pytest.raises(ValueError, match="holdout"):
         RBClassifier(device="cuda", calibration="holdout").fit(X, labels)
+    # alpha="auto" (the default): the CPU's choice, from a sample of 1,000 of the 1,200 rows
+    ga = RBRegressor(device="cuda", n_grids=32, random_state=0, tol=1e-10).fit(X, y)
+    ca = RBRegressor(n_grids=32, random_state=0, tol=1e-10, solver="cg").fit(X, y)
+    assert ga.alpha_ == pytest.approx(ca.alpha_, rel=1e-12)
+    np.testing.assert_allclose(ga.predict(Xt), ca.predict(Xt), atol=1e-6)
+    gca = RBClassifier(device="cuda", n_grids=32, random_state=0, tol=1e-10).fit(X[:500], labels[:500])
+    cca = RBClassifier(n_grids=32, random_state=0, tol=1e-10).fit(X[:500], labels[:500])
+    assert gca.alpha_ == pytest.approx(cca.alpha_, rel=1e-12)
     with pytest.raises(ValueError, match="does not choose alpha='auto'"):
-        RBRegressor(device="cuda", n_grids=8).fit(X, y)   # main's default alpha="auto"
+        RidgeCG(device="cuda", alpha="auto").fit(X, y)
     with pytest.raises(ValueError, match="solver must be 'auto' or 'cg'"):
         RBRegressor(device="cuda", solver="cd").fit(X, y)
     # RandomBinning + RidgeCG(Classifier) with the device column structure, or plain Z

@@ -168,6 +168,8 @@ def rb_fit(model, X, y, sample_weight=None):
     n_weight = n if sample_weight is None else float(
         np.sum(np.broadcast_to(np.asarray(_ops.to_host(sample_weight), dtype=np.float64), (n,))))
     est = model._make_solver(layout.shape, True, n_weight)
+    if isinstance(est.alpha, str) and est.alpha == "auto":
+        est.set_params(alpha=_auto_alpha_on_host(model, binning, X, y, sample_weight, n_weight))
     est.fit(layout, y, sample_weight=sample_weight)
     t2 = time.perf_counter()
     model.binning_ = binning
@@ -192,6 +194,33 @@ def rb_fit(model, X, y, sample_weight=None):
         print(f"[{type(model).__name__}] {binning.n_features_out_} features from {n} rows in "
               f"{t1 - t0:.3f}s; cg solver (cuda) in {t2 - t1:.3f}s")
     return model
+
+
+def _auto_alpha_on_host(model, binning, X, y, sample_weight, n_weight):
+    """alpha="auto" of a device fit: the CPU's rule (rbcd.solvers.cg._solve_auto_alpha) on
+    the host. Above LOO_MAX_ROWS rows the CPU chooses by leave-one-out on a fixed sample
+    of LOO_MAX_ROWS rows; those rows are binned here on the host with the same grids (the
+    fitted sigma, the same random_state), which gives the sample the same dual Gram matrix,
+    hence the same choice per unit of weight, scaled to the total weight."""
+    from ..binning import RandomBinning as _CPUBinning
+    from ..solvers._direct import LOO_MAX_ROWS
+
+    n = int(X.shape[0])
+    rows = np.arange(n) if n <= LOO_MAX_ROWS else np.sort(
+        np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
+    Xs = np.asarray(_ops.to_host(X[rows] if n > LOO_MAX_ROWS else X))
+    yh = np.asarray(_ops.to_host(y))
+    ys = yh[rows]
+    ws = None if sample_weight is None else np.broadcast_to(
+        np.asarray(_ops.to_host(sample_weight), dtype=np.float64), (n,))[rows]
+    cpu = _CPUBinning(n_grids=binning.n_grids, sigma=binning.sigma_, kernel=binning.kernel,
+                      n_jobs=model.n_jobs, random_state=model.random_state)
+    Zs, cols = cpu.fit_transform(Xs, return_columns=True)
+    aux = model._make_solver(Zs.shape, True, float(len(rows)) if ws is None else float(ws.sum()))
+    aux.set_params(solver="direct", device="cpu")
+    aux.fit(Zs, ys, sample_weight=ws, columns=cols)
+    per_weight = aux.alpha_ / (float(len(rows)) if ws is None else float(ws.sum()))
+    return float(per_weight * n_weight)
 
 
 def rb_to_cpu(model):
