@@ -12,6 +12,25 @@ from .._validation import index_dtype
 from ._input import _bin_range, _extremes, _raise_bad_bins, _take_columns
 from .columns import RBColumns
 
+#: Work per thread of one call of a transform kernel, in (row, grid, column + 8) units of
+#: about 1.5 to 2 ns (a row's bin in one grid costs about a division or a threshold
+#: count per column plus a lookup): about 30 ms. The kernels are called on ranges of
+#: rows: a row's columns depend on that row only, so Z is the same for any ranges, and
+#: between two calls Python runs its signal handlers (Ctrl-C during transform, issue 31
+#: item 10).
+TRANSFORM_CHUNK = 1 << 24
+
+
+def _row_ranges(n_rows, n_grids, n_cols, n_threads):
+    """The row ranges ``(i0, i1)`` of the transform kernels' calls on rows of ``n_cols``
+    columns: whole blocks of 256 rows (the kernels' row block), about TRANSFORM_CHUNK
+    units of work per thread each."""
+    per_row = max(int(n_grids), 1) * (8 + max(int(n_cols), 1))
+    step = TRANSFORM_CHUNK * max(int(n_threads), 1) // per_row
+    step = max(256, (step + 255) // 256 * 256)
+    return [(i0, min(i0 + step, n_rows)) for i0 in range(0, n_rows, step)] or [(0, 0)]
+
+
 def _constant_data(nnz, value, dtype, n_threads):
     """The data array of Z, filled in parallel (first touch of fresh pages)."""
     data = _binning.empty(nnz, dtype)
@@ -128,7 +147,9 @@ def transform_exact(est, X, cmin, cmax, n_threads, paths):
     tmp_idx = index_dtype(D, n_samples * R)
     out = _binning.empty(n_samples * R, tmp_idx)
     row_nnz = np.empty(n_samples, dtype=np.int64)
-    _binning.transform_exact(grids, X, out, row_nnz, n_threads, paths)
+    for i0, i1 in _row_ranges(n_samples, R, X.shape[1], n_threads):
+        _binning.transform_exact(grids, X[i0:i1], out[i0 * R:i1 * R], row_nnz[i0:i1],
+                                 n_threads, paths)
     nnz = int(row_nnz.sum())
     idx = index_dtype(D, nnz)
     if nnz == n_samples * R and out.dtype == idx:
@@ -162,8 +183,9 @@ def transform_hashed(est, X, n_threads, paths):
     out = _binning.empty(n_samples * R, np.int32 if m <= 2**31 else np.int64)
     mult = _binning.empty(n_samples * R, np.int32)
     row_nnz = np.empty(n_samples, dtype=np.int64)
-    _binning.transform_hashed(X, widths, offsets, np.uint64(m), out,
-                              mult, row_nnz, n_threads, paths)
+    for i0, i1 in _row_ranges(n_samples, R, X.shape[1], n_threads):
+        _binning.transform_hashed(X[i0:i1], widths, offsets, np.uint64(m), out[i0 * R:i1 * R],
+                                  mult[i0 * R:i1 * R], row_nnz[i0:i1], n_threads, paths)
     nnz = int(row_nnz.sum())
     idx = index_dtype(m, nnz)
     if nnz == n_samples * R and out.dtype == idx:
