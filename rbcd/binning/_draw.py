@@ -466,7 +466,8 @@ def draw_grids(est, X, paths, mode="fit"):
         raise ValueError(f"at most 2**32 - 2 samples are supported, got {n_samples}")
     ext = _Extremes(X, n_threads)
     varying = ext.varying
-    check_fit_memory(X, n_grids, varying.shape[0], dtype, mode, est.n_features is None)
+    check_fit_memory(X, n_grids, varying.shape[0], dtype, mode, est.n_features is None,
+                     n_threads)
     if n_grids * d > MAX_DRAW_ENTRIES:
         raise ValueError(
             f"drawing the grids takes n_grids x n_features_in = {n_grids} x {d} random "

@@ -305,11 +305,40 @@ def _available_memory():
 GRID_BYTES_PER_ENTRY = 96
 
 
+#: Bytes per grid beyond its (grid, feature) arrays: the fitted grid's numpy arrays (keys,
+#: bucketed tables, dense index: about 100 bytes of header each, a capsule each), its C
+#: structs and its entries in the per-grid vectors. Measured about 1.3 KB a grid at 100
+#: to 2,000 rows x 3 features and 10**5 to 10**6 grids, where the estimate without it
+#: was 4.9 to 6.5 times below the peak (issue 31 item 9: n_grids=10**7 at 4x).
+GRID_BYTES_FIXED = 2048
+
+#: Bytes per (grid, feature) of the plan's temporaries on top of GRID_BYTES_PER_ENTRY
+#: (the threshold and range-bound searches' masks and spans): the fit of 100 rows x
+#: 20,000 features, 64 grids, peaked 7% above the estimate without them (twice that here:
+#: the peak varies by a few percent from run to run).
+GRID_BYTES_TRANSIENT = 32
+
+#: Rows of the kernels' row block (_binning's ROW_BLOCK): each thread keeps a block of
+#: rows transposed (8 bytes per value) and the block's ids for its grids.
+SCRATCH_ROWS = 256
+
+
+def _thread_scratch(n_threads, n_rows, n_cols, n_grids, transform):
+    """Bytes of the binning kernels' per-thread scratch: the transposed row block (d
+    values per row, all SCRATCH_ROWS of them: calloc may serve it from the heap, every
+    page touched), and the staged ids of the block (fit: for at most 256 grids at once;
+    transform: for every grid)."""
+    rows = SCRATCH_ROWS
+    staged = int(n_grids) if transform else min(int(n_grids), 256)
+    return int(n_threads) * (8 * max(int(n_cols), 1) * (rows + 2)
+                             + 8 * SCRATCH_ROWS * staged)
+
+
 def _fit_memory(n_rows, n_grids, n_varying, copy_bytes, out_bytes_per_entry):
     """A lower estimate of the bytes a fit or transform needs at its peak: the grid
     arrays, the dense copy of the varying columns, and Z's arrays (``out_bytes_per_entry``
-    per row and grid: indices, values and the kernels' scratch). The tables come on
-    top (they depend on the bins found, from a few bytes per grid to about 15 bytes per
+    per row and grid: indices, values and the kernels' scratch); the callers add each
+    grid's objects and the threads' scratch. The tables come on top (they depend on the bins found, from a few bytes per grid to about 15 bytes per
     bin during fit and (key bits + 1) / 8 + 0.7 after: _binning's design notes)."""
     return (GRID_BYTES_PER_ENTRY * n_grids * max(n_varying, 1) + copy_bytes
             + out_bytes_per_entry * n_rows * n_grids + 8 * (n_rows + n_grids))
@@ -346,10 +375,10 @@ def _drop_constants(X, n_grids, n_varying, rule):
 
 
 
-def check_fit_memory(X, n_grids, n_varying, dtype, mode, exact):
+def check_fit_memory(X, n_grids, n_varying, dtype, mode, exact, n_threads=1):
     """Refuse, before the work, a fit that cannot fit in the memory available (``mode``:
     "fit", "Z" or "columns", as RandomBinning._fit; ``n_varying``: the features that vary
-    over the training rows)."""
+    over the training rows; ``n_threads``: the kernels' threads, each with its scratch)."""
     n, d = X.shape
     n_var = n_varying
     if not (exact and _drop_constants(X, n_grids, n_var, "auto")):
@@ -364,16 +393,23 @@ def check_fit_memory(X, n_grids, n_varying, dtype, mode, exact):
         per_entry = idx + dtype.itemsize + (idx + 4 if mode == "columns" else 0)
     if n_var == d:
         copy += 16 * n_grids * d  # the (R, d) draw itself
+    copy += GRID_BYTES_FIXED * n_grids  # the fitted grids' objects
+    copy += GRID_BYTES_TRANSIENT * n_grids * max(n_var, 1)
+    copy += _thread_scratch(min(n_threads, n_grids), n, n_var, n_grids, transform=False)
+    if not exact and mode != "fit":  # fit_transform: the hashed transform's scratch
+        copy += _thread_scratch(n_threads, n, d, n_grids, transform=True)
     _check_memory(_fit_memory(n, n_grids, n_var, copy, per_entry),
                   f"RandomBinning.fit on {n} rows x {d} features ({n_var} varying)",
                   n_grids)
 
 
-def check_transform_memory(X, n_grids, n_copy):
+def check_transform_memory(X, n_grids, n_copy, n_threads=1):
     """Refuse, before the work, a transform of X that cannot fit in the memory available
-    (``n_copy``: the columns of sparse X copied dense)."""
+    (``n_copy``: the columns binned, copied dense from sparse X; ``n_threads``: the
+    kernels' threads, each with its scratch)."""
     n = X.shape[0]
     idx = 4 if n * n_grids < 2**31 else 8
-    _check_memory(_fit_memory(n, n_grids, 0, 8 * n * n_copy if sp.issparse(X) else 0,
-                              2 * idx + 8 + 4),
+    scratch = _thread_scratch(n_threads, n, n_copy, n_grids, transform=True)
+    _check_memory(_fit_memory(n, n_grids, 0, (8 * n * n_copy if sp.issparse(X) else 0)
+                              + scratch, 2 * idx + 8 + 4),
                   f"RandomBinning.transform of {n} rows", n_grids)

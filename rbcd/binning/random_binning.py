@@ -231,9 +231,10 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     grids so fine that almost every training point has its own bin (D close
     to N * R, ``kappa_`` close to N) the tables are as large as Z; such grids
     also give a useless kernel estimate (fit warns, ``DegenerateBinningWarning``):
-    increase sigma. A fit (or transform) whose estimated memory (a lower bound: grid
-    arrays, the dense copy of the varying features, Z) exceeds the memory available
-    (MemAvailable of /proc/meminfo) is refused before the work starts.
+    increase sigma. A fit (or transform) whose estimated memory (grid arrays and each
+    grid's objects, the dense copy of the varying features, the threads' scratch, Z; the
+    tables of the bins found come on top) exceeds the memory available (MemAvailable of
+    /proc/meminfo) is refused before the work starts.
 
     Examples
     --------
@@ -438,7 +439,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                                  X.shape[0] * X.shape[1] * self.n_bins_.shape[0], paths)
         constant = self.__dict__.get("_constant_columns")
         n_copy = X.shape[1] if constant is None else max(constant.varying.shape[0], 1)
-        check_transform_memory(X, self.n_bins_.shape[0], n_copy)
+        check_transform_memory(X, self.n_bins_.shape[0], n_copy, n_threads)
         if self.grid_ptr_ is not None:  # the mode of the fit, not of later set_params
             # dense X: the non-finite check of every column (check_X did sparse X, whose
             # extremes are those of its varying columns only: nothing of length d)
