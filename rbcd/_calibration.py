@@ -60,7 +60,9 @@ def fit_softmax_calibration(scores, y_index, n_classes, sample_weight=None):
         P = np.exp(log_softmax(a * F, axis=1))
         mean = np.einsum("ik,ik->i", P, F)
         var = np.einsum("ik,ik->i", P, F * F) - mean * mean
-        return float(w @ mean) - target, float(w @ np.maximum(var, 0.0))
+        # einsum, not BLAS (rbcd._threads.serial_dot): no OpenBLAS team woken by a fit
+        return (float(np.einsum("i,i->", w, mean)) - target,
+                float(np.einsum("i,i->", w, np.maximum(var, 0.0))))
 
     hi = MAX_SCALE / spread
     lo = hi * np.exp(-2 * np.log(MAX_SCALE) - 10.0)         # the old search's lower end
