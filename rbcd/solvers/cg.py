@@ -385,7 +385,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
     """Block preconditioned CG for ridge; validated inputs, Y of shape (n, k).
 
     ``columns``: optional column structure of Z (see _Products), e.g. an
-    ``rbcd.binning.random_binning.RBColumns``. If it also has a ``grid_ptr`` -- a promise that each
+    ``rbcd.binning.RBColumns``. If it also has a ``grid_ptr`` -- a promise that each
     grid's columns hold at most one entry per row -- and the Jacobi preconditioner is
     used, the preconditioned residual is projected off the grid indicator null
     directions whenever that is exact (_grid_projection; module docstring).
