@@ -63,6 +63,9 @@ from ._validation import (
     Interval,
     RealInterval,
     StrOptions,
+    check_class_labels,
+    check_regression_target,
+    check_sample_weight,
     fit_context,
 )
 from .solvers.cd import CDClassifier, CDRegressor
@@ -176,6 +179,11 @@ class _RBBase(BaseEstimator):
                     f"got {self.loss!r}"
                 )
             loss = "squared"
+            if self.l1_ratio not in (0, 1):  # 1: the default, unused; 0: ridge, what cg solves
+                raise ValueError(
+                    f"solver='cg' solves ridge (an L2 penalty only); l1_ratio must be 0 or its "
+                    f"default 1.0 (ignored) with cg, got {self.l1_ratio!r}: use solver='cd' "
+                    f"for an elastic net")
         elif self.loss is None:
             loss = "logistic" if self._classifier else "squared"
         else:
@@ -229,6 +237,10 @@ class _RBBase(BaseEstimator):
                           dtype=np.float64, ensure_all_finite=False)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        # y and the weights checked here, before the binning, in this estimator's name
+        y = (check_class_labels(y, X.shape[0], type(self).__name__) if self._classifier
+             else check_regression_target(y, X.shape[0]))
+        sample_weight = check_sample_weight(sample_weight, X.shape[0])
         t0 = time.perf_counter()
         binning = self._make_binning()
         cols = None
@@ -237,8 +249,7 @@ class _RBBase(BaseEstimator):
         else:  # hashed mode: no grid structure
             Z = binning.fit_transform(X)
         t1 = time.perf_counter()
-        n_weight = Z.shape[0] if sample_weight is None else float(
-            np.sum(np.broadcast_to(np.asarray(sample_weight, dtype=np.float64), (Z.shape[0],))))
+        n_weight = Z.shape[0] if sample_weight is None else float(np.sum(sample_weight))
         est = self._make_solver(Z.shape, cols is not None, n_weight)
         est.fit(Z, y, sample_weight=sample_weight, columns=cols)
         t2 = time.perf_counter()

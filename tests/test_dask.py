@@ -572,6 +572,37 @@ def test_bad_input_errors(client):
     assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("bad, words", [
+    (-1.0, "sample_weight must be non-negative"),
+    (np.inf, "sample_weight contains NaN or inf"),
+    (np.nan, "sample_weight contains NaN or inf"),
+])
+def test_sample_weights_are_checked_as_locally(client, bad, words):
+    # issue 31 item 3: coordinate descent accepted a negative weight, fitted NaN with an
+    # inf one and called NaN weights "all zero"; cg's models said "alpha must be finite"
+    X, y = data(600)
+    yc = (y > np.median(y)).astype(int)
+    s = np.ones(600)
+    s[123] = bad
+    drb = rd.RandomBinning(n_grids=4, sigma=2.0, random_state=0)
+    Zd, cols = drb.fit_transform(da.from_array(X, chunks=200), return_columns=True)
+    fits = [lambda w: rd.CDRegressor(max_epochs=3).fit(Zd, y, sample_weight=w, columns=cols),
+            lambda w: rd.CDClassifier(max_epochs=3).fit(Zd, yc, sample_weight=w, columns=cols),
+            lambda w: rd.RidgeCG().fit(Zd, y, sample_weight=w),
+            lambda w: rd.RBRegressor(n_grids=4).fit(X, y, sample_weight=w),
+            lambda w: rd.RBClassifier(n_grids=4, solver="cd", max_epochs=3).fit(X, yc, sample_weight=w)]
+    for fit in fits:
+        for w in (s, da.from_array(s, chunks=250)):
+            with pytest.raises(ValueError, match=words):
+                fit(w)
+    with pytest.raises(ValueError, match=words):   # the local estimators say the same
+        rbcd.RBRegressor(n_grids=4).fit(X, y, sample_weight=s)
+    with pytest.raises(ValueError, match="class_weight"):
+        rd.CDClassifier(class_weight={0: np.nan, 1: 1.0}).fit(Zd, yc, columns=cols)
+    with pytest.raises(ValueError, match="l1_ratio"):
+        rd.RBRegressor(n_grids=4, solver="cg", l1_ratio=0.5).fit(X, y)
+
+
 def test_worker_threads_reach_the_kernels(client):
     # a task on a 1-thread worker: None -> that worker's thread count divided by its tasks
     assert client.submit(_data.resolve_task_jobs, None, 1).result() == 1

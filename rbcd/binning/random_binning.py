@@ -14,7 +14,6 @@ walk (:class:`RBColumns`) is built here too, in O(nnz), never by a sort.
 """
 import copy
 import os
-import warnings
 from dataclasses import dataclass
 from numbers import Integral
 
@@ -45,6 +44,7 @@ from .._validation import (
     raise_non_finite,
     raise_too_large,
 )
+from .._warnings import warn as warn_user
 
 __all__ = ["RandomBinning", "RBColumns", "column_structure", "DegenerateBinningWarning",
            "median_l1_distance"]
@@ -96,9 +96,9 @@ def _warn_if_degenerate(kappa, n_samples, sigma, param):
     else:
         advice = (f"try sigma='scale' (a bandwidth from the data's median L1 distance), or "
                   f"{fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult}")
-    warnings.warn(
+    warn_user(
         f"degenerate random binning with {_describe_sigma(sigma)}: {what}; {advice}",
-        DegenerateBinningWarning, stacklevel=4,
+        DegenerateBinningWarning,
     )
 
 

@@ -31,7 +31,6 @@ Faults: actors are not recomputed by dask. If a worker holding one is lost, the 
 a RuntimeError saying so (no model is set); it never continues with partial state.
 """
 import numbers
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -44,12 +43,14 @@ from distributed import wait
 
 from .._random import solver_seed
 from .._threads import effective_n_threads, serial_dot
+from .._validation import check_class_weight
 from ..solvers import _sparse, _stopping
 from ..solvers.cd import LOSSES
 from . import _kernels
 from ._data import (align_rows, as_rows, check_n_jobs, client_or_error, da, dask, ordered_sum,
                     worker_threads)
 from .cg import build_blocks, decision_dask, regression_targets
+from .._warnings import warn as warn_user
 
 __all__ = ["CDRegressor", "CDClassifier"]
 
@@ -571,10 +572,10 @@ class _CDBase(BaseEstimator):
             r.pop("messages")
             if not r["converged"]:
                 kind = "duality gap" if r["use_gap"] else "largest minimum-norm subgradient"
-                warnings.warn(
+                warn_user(
                     f"Coordinate descent did not converge{label} after {params['max_epochs']} "
                     f"epochs: relative {kind} {r['gap']:.3e} > tol {params['tol']:.3e}. "
-                    "Increase max_epochs, or alpha.", ConvergenceWarning)
+                    "Increase max_epochs, tol or alpha.", ConvergenceWarning)
             results.append(r)
         del act
         self.parallel_ = "grid"
@@ -681,6 +682,7 @@ def class_setup(client, X, y, sample_weight, class_weight):
         if isinstance(class_weight, str) and class_weight == "balanced":
             cw = yd.shape[0] / (classes.shape[0] * counts.astype(np.float64))
         elif isinstance(class_weight, dict):
+            check_class_weight(class_weight)
             unknown = [c for c in class_weight if c not in set(classes.tolist())]
             if unknown:
                 raise ValueError(f"class_weight has labels not in y: {unknown!r}")

@@ -23,7 +23,6 @@ worker's threads divided among the partitions it runs at once (or ``n_jobs``). W
 (hashed mode, dense or general Z) scipy's sparse products on one thread per task.
 """
 import numbers
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,12 +39,14 @@ from ._data import (
     align_rows,
     as_rows,
     check_n_jobs,
+    check_weights,
     client_or_error,
     dask,
     ordered_sum,
     resolve_task_jobs,
     tasks_per_worker,
 )
+from .._warnings import warn as warn_user
 
 __all__ = ["RidgeCG", "RidgeCGClassifier"]
 
@@ -398,11 +399,11 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
     unconverged = rnorm > thresh
     if np.any(unconverged):
         worst = int(np.argmax(np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)))
-        warnings.warn(
+        warn_user(
             f"RidgeCG did not converge in max_iter={max_iter} iterations for "
             f"{int(unconverged.sum())} of {k} targets: relative residual "
             f"{rnorm[worst] / bnorm[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha.",
-            ConvergenceWarning, stacklevel=3,
+            ConvergenceWarning,
         )
     coef = X.T.copy()
     intercept = ybar - np.einsum("kj,j->k", coef, zbar) if zbar is not None else np.zeros(k)
@@ -444,11 +445,7 @@ def build_blocks(client, X, y, sample_weight, target_fn, columns=None, n_jobs=No
     gp = grid_ptr_of(columns, int(X.shape[1]))
     y = align_rows(X, as_rows(y, "y", client, ndim=(1, 2), chunks=X.chunks[0]), "y")
     if sample_weight is not None:
-        if isinstance(sample_weight, numbers.Real):
-            sample_weight = np.full(X.shape[0], float(sample_weight))
-        sample_weight = align_rows(
-            X, as_rows(sample_weight, "sample_weight", client, ndim=(1,), chunks=X.chunks[0]),
-            "sample_weight")
+        sample_weight, _ = check_weights(X, sample_weight, client)
         sw = sample_weight.to_delayed().ravel()
     else:
         sw = [None] * X.numblocks[0]
