@@ -45,6 +45,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._integrity import ChecksummedState
 from ._scale import scale_sigma
 from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealInterval, fit_context
 
@@ -72,7 +73,7 @@ def _positive_grid(values, name):
     return arr
 
 
-class _RBSearchBase(BaseEstimator):
+class _RBSearchBase(ChecksummedState, BaseEstimator):
     _classifier = False
 
     _parameter_constraints = {

@@ -54,6 +54,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._calibration import fit_softmax_calibration, softmax_probabilities
+from ._integrity import ChecksummedState
 from ._validation import (
     N_JOBS,
     POSITIVE_INT,
@@ -146,7 +147,7 @@ _RB_CONSTRAINTS = {
 }
 
 
-class _RBBase(BaseEstimator):
+class _RBBase(ChecksummedState, BaseEstimator):
     _classifier = False
     _parameter_constraints = dict(_RB_CONSTRAINTS)
 

@@ -45,6 +45,7 @@ from .._validation import (
     raise_too_large,
 )
 from .._warnings import warn as warn_user
+from .._integrity import ChecksummedState
 
 __all__ = ["RandomBinning", "RBColumns", "column_structure", "DegenerateBinningWarning",
            "median_l1_distance"]
@@ -965,7 +966,7 @@ def _drop_entries(Z, rows, grids, grid_ptr):
     return out
 
 
-class RandomBinning(TransformerMixin, BaseEstimator):
+class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
     """Random binning features for the Laplacian kernel.
 
     The kernel is the L1 Laplacian ``k(x, y) = exp(-||x - y||_1 / sigma)``

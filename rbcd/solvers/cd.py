@@ -73,6 +73,7 @@ from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, TOL, VERBOSE,
                            check_regression_target, check_sample_weight,
                            fit_context)
 from .._warnings import warn as warn_user
+from .._integrity import ChecksummedState
 
 __all__ = ["CDRegressor", "CDClassifier", "cd_path", "alpha_max"]
 
@@ -468,7 +469,7 @@ def _slow_cause(cols, s, S, h, n_threads):
             f"sklearn.preprocessing.StandardScaler; {advice[0].lower()}{advice[1:]}")
 
 
-class _CDBase(BaseEstimator):
+class _CDBase(ChecksummedState, BaseEstimator):
     """Shared fit machinery of CDRegressor and CDClassifier."""
 
     _loss_choices = REGRESSION_LOSSES + CLASSIFICATION_LOSSES

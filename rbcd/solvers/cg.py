@@ -76,6 +76,7 @@ from .._threads import effective_n_threads, limit_blas
 from .._validation import (N_JOBS, TOL, VERBOSE, Interval, RealInterval, StrOptions,
                            check_class_weight, check_regression_target, fit_context)
 from .._warnings import warn as warn_user
+from .._integrity import ChecksummedState
 
 _PRECONDITIONERS = ("jacobi", None)
 # multiply-adds per thread below which a product runs on fewer threads
@@ -599,7 +600,7 @@ _CG_CONSTRAINTS = {
 }
 
 
-class _RidgeCGBase(BaseEstimator):
+class _RidgeCGBase(ChecksummedState, BaseEstimator):
     def _validate_X(self, X, reset):
         return validate_data(
             self, X, reset=reset, accept_sparse=["csr", "csc", "coo"],
