@@ -383,9 +383,9 @@ def test_ridge_cg_multi_target_and_same_result_twice(client, monkeypatch):
     assert _rel(m.coef_, local.coef_) <= 1e-10
     # the reduction order is the partition order: a second fit gives the same bits, also
     # when the search directions are scattered to the workers instead of sent in the tasks
-    from rbcd.dask import cg as dcg
+    from rbcd.dask import _blocks
 
-    monkeypatch.setattr(dcg, "SCATTER_BYTES", 0)
+    monkeypatch.setattr(_blocks, "SCATTER_BYTES", 0)
     m2 = rd.RidgeCG(alpha=alpha, tol=1e-12, max_iter=3000).fit(Zd, Y)
     assert np.array_equal(m.coef_, m2.coef_) and np.array_equal(m.n_iter_, m2.n_iter_)
     # a scipy matrix on the driver is cut into one partition per worker
@@ -620,7 +620,7 @@ def _worker_address(block):
 def test_round_trips_run_where_the_blocks_are(client, monkeypatch):
     """Cluster.map pins each partition's task to its block's worker (strictly: dask's work
     stealing would otherwise copy a whole block to an idle worker)."""
-    from rbcd.dask import cg as dcg
+    from rbcd.dask import _blocks as dcg
 
     X, y = data(900)
     drb = rd.RandomBinning(n_grids=4, sigma=2.0, random_state=0)
@@ -643,7 +643,7 @@ def test_round_trips_run_where_the_blocks_are(client, monkeypatch):
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 2 epochs on purpose
 def test_cd_actors_take_the_worker_threads_and_report_progress(client, capsys):
     from rbcd.dask.cd import _Actors
-    from rbcd.dask.cg import build_blocks, regression_targets
+    from rbcd.dask._blocks import build_blocks, regression_targets
 
     X, y = data(600)
     drb = rd.RandomBinning(n_grids=4, sigma=2.0, random_state=0)
@@ -707,8 +707,8 @@ def _close_own_worker_after(monkeypatch, cls, method, calls, which):
 
 
 def test_lost_worker_cg_same_result_cd_clear_error(monkeypatch):
+    from rbcd.dask import _blocks as dcg
     from rbcd.dask import cd as dcd
-    from rbcd.dask import cg as dcg
 
     X, y = data(1200)
     Z = rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0).fit_transform(X)
@@ -785,3 +785,17 @@ def test_estimators_store_parameters_unchanged():
         assert clone(est).get_params() == params
         # the same parameter names as the single-machine estimator of the same name
         assert set(params) == set(getattr(rbcd, cls.__name__)().get_params())
+
+
+def test_solver_modules_do_not_import_each_other():
+    # issue 31 item 18: rbcd.dask.cd and rbcd.dask.cg imported each other; what they share
+    # lives in rbcd.dask._blocks
+    import ast
+
+    import rbcd.dask.cd as dcd
+    import rbcd.dask.cg as dcg
+
+    for mod, other in ((dcd, "cg"), (dcg, "cd")):
+        tree = ast.parse(open(mod.__file__).read())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert other not in imported and f"rbcd.dask.{other}" not in imported, mod.__name__

@@ -21,8 +21,9 @@ from .._calibration import fit_softmax_calibration, softmax_probabilities
 from ._data import (as_rows, check_finite_block, check_weights, client_or_error, dask,
                     tasks_per_worker)
 from .binning import RandomBinning, with_task_threads
-from .cd import CDClassifier, CDRegressor, predict_from_scores, proba_from_scores
-from .cg import RidgeCG, RidgeCGClassifier, block_decision
+from ._blocks import block_decision, predict_from_scores, proba_from_scores
+from .cd import CDClassifier, CDRegressor
+from .cg import RidgeCG, RidgeCGClassifier
 
 __all__ = ["RBRegressor", "RBClassifier"]
 
