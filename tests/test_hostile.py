@@ -164,3 +164,16 @@ def test_l1_ratio_with_cg_is_refused_like_a_wrong_loss(cls):
     b = cls(n_grids=8, solver="cg", l1_ratio=0.0, random_state=0).fit(X, y)
     np.testing.assert_array_equal(a.predict(X), b.predict(X))
     cls(n_grids=8, solver="cd", l1_ratio=0.5, max_epochs=3).fit(X, y)
+
+
+# ------------------------------------------------------------------ item 19: show_config
+def test_show_config_prints_once_and_names_the_simd_path(capsys):
+    from rbcd.binning._binning import avx512_cpu
+
+    assert rbcd.show_config() is None   # a REPL echoes a returned value a second time
+    text = capsys.readouterr().out
+    assert "binning SIMD:" in text and ("AVX-512" if avx512_cpu() else "scalar") in text
+    info = rbcd.show_config(as_dict=True)
+    assert capsys.readouterr().out == ""
+    assert info["simd"] in ("avx512", "scalar") and info["threads"] >= 1
+    assert info["simd"] == ("avx512" if avx512_cpu() else "scalar")
