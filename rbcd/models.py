@@ -55,6 +55,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._calibration import fit_softmax_calibration, softmax_probabilities
 from ._integrity import ChecksummedState
+from ._memory import check_solver_memory
 from ._validation import (
     N_JOBS,
     POSITIVE_INT,
@@ -252,6 +253,10 @@ class _RBBase(ChecksummedState, BaseEstimator):
         t1 = time.perf_counter()
         n_weight = Z.shape[0] if sample_weight is None else float(np.sum(sample_weight))
         est = self._make_solver(Z.shape, cols is not None, n_weight)
+        n_out = (np.unique(y).shape[0] if self._classifier else
+                 1 if np.ndim(y) == 1 else np.shape(y)[1])   # classes (one-vs-rest), targets
+        check_solver_memory(type(self).__name__, solver, Z.shape[0], Z.shape[1], n_out,
+                            "classes" if self._classifier else "targets")
         est.fit(Z, y, sample_weight=sample_weight, columns=cols)
         t2 = time.perf_counter()
         self.binning_ = binning

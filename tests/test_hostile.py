@@ -177,3 +177,47 @@ def test_show_config_prints_once_and_names_the_simd_path(capsys):
     assert capsys.readouterr().out == ""
     assert info["simd"] in ("avx512", "scalar") and info["threads"] >= 1
     assert info["simd"] == ("avx512" if avx512_cpu() else "scalar")
+
+
+# ------------------------------------------------------------------ item 9: many classes
+@pytest.mark.parametrize("solver", ["cg", "cd"])
+def test_many_classes_are_refused_up_front_with_an_estimate(solver, monkeypatch):
+    # 10^4 classes on 2 x 10^4 rows passed 10 GB; here the same rule with the memory
+    # available made small
+    from rbcd import _memory
+
+    rng = np.random.default_rng(0)
+    X = rng.random((3000, 3))
+    y = rng.integers(0, 300, 3000)
+    monkeypatch.setattr(_memory, "available_memory", lambda: 5 * 2**20)
+    solved = []
+    monkeypatch.setattr(RidgeCGClassifier, "fit", lambda *a, **k: solved.append(1))
+    monkeypatch.setattr(CDClassifier, "fit", lambda *a, **k: solved.append(1))
+    with pytest.raises(ValueError, match=r"RBClassifier .* 300 classes needs about [\d.]+ GiB"):
+        RBClassifier(n_grids=8, solver=solver).fit(X, y)
+    assert solved == []
+
+
+@pytest.mark.parametrize("solver", ["cg", "cd"])
+def test_solver_memory_estimate_bounds_the_measured_peak(solver):
+    import tracemalloc
+
+    from rbcd._memory import solver_memory
+
+    rng = np.random.default_rng(1)
+    X = rng.random((1500, 3))
+    y = rng.integers(0, 60, 1500)
+    binning = rbcd.RandomBinning(n_grids=32, sigma=0.1, random_state=0)
+    Z, cols = binning.fit_transform(X, return_columns=True)
+    est = (RidgeCGClassifier(max_iter=5) if solver == "cg" else
+           CDClassifier(max_epochs=2, n_jobs=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tracemalloc.start()
+        try:
+            est.fit(Z, y, columns=cols)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    estimate = solver_memory(solver, Z.shape[0], Z.shape[1], 60)
+    assert peak <= estimate <= 4 * peak, (peak, estimate)

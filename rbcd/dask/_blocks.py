@@ -118,6 +118,17 @@ def block_decision(Z, coef, intercept):
 SCATTER_BYTES = 64 << 20
 
 
+# bytes of partition results Cluster.map(fold=...) fetches at once (the driver's share
+# of the round trip beyond its accumulator)
+FOLD_BYTES = 64 << 20
+
+
+def _nbytes(result):
+    """Bytes of the arrays in one partition's result (a tuple of arrays and numbers)."""
+    parts = result if isinstance(result, (tuple, list)) else (result,)
+    return sum(p.nbytes for p in parts if isinstance(p, np.ndarray))
+
+
 # seconds between checks, while a round trip's tasks run, that the workers they are pinned
 # to are still there
 PIN_POLL_SECONDS = 1.0
@@ -158,12 +169,17 @@ class Cluster:
                                    allow_other_workers=False)
                 for b, w in zip(self.blocks, where)], where
 
-    def map(self, func, *args):
+    def map(self, func, *args, fold=None):
         """``func(block, *args)`` on every partition; results in partition order.
 
         Arrays are sent inside the tasks (one message through the scheduler) unless the
         copies would exceed SCATTER_BYTES; then they are scattered to every worker once
-        (one more round trip, but each worker receives them once)."""
+        (one more round trip, but each worker receives them once).
+
+        ``fold(acc, result) -> acc`` (acc None at the first partition): the results are
+        fetched one at a time, in partition order, and folded as they come, so the driver
+        holds the accumulator and one partition's result instead of every partition's
+        (the CG operator's results are D x k each). Returns the accumulator."""
         shared = []
         send = []
         for a in args:
@@ -185,7 +201,22 @@ class Cluster:
                         self.client.cancel(futs)
                         self._holders = None
                         futs, where = self._submit(func, send, pin=False)
-            return self.client.gather(futs)
+            if fold is None:
+                return self.client.gather(futs)
+            # the first result alone gives the size; then batches of FOLD_BYTES (a small
+            # problem's results come in one more gather)
+            first = futs[0].result()
+            size = max(1, _nbytes(first))
+            acc = fold(None, first)
+            futs[0].release()   # its result leaves the worker's memory too
+            step = max(1, FOLD_BYTES // size)
+            for start in range(1, len(futs), step):
+                batch = futs[start:start + step]
+                for result in self.client.gather(batch):
+                    acc = fold(acc, result)
+                for f in batch:
+                    f.release()
+            return acc
         finally:
             del futs
             for f in shared:

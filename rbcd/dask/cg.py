@@ -33,7 +33,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..solvers.cg import _check_alpha, default_max_iter  # the local RidgeCG's own rules
 from ._blocks import build_blocks, class_setup, decision_dask, predict_from_scores, \
     regression_targets
-from ._data import as_rows, check_n_jobs, client_or_error, ordered_sum
+from ._data import as_rows, check_n_jobs, client_or_error
 from .._warnings import warn as warn_user
 
 __all__ = ["RidgeCG", "RidgeCGClassifier"]
@@ -130,19 +130,54 @@ def grid_projection(grid_ptr, fit_intercept):
     return proj
 
 
+def _fold_sums(acc, part):
+    """Cluster.map's fold for results that are tuples of arrays: their sums in partition
+    order, the additions of ``ordered_sum`` (same bits)."""
+    if acc is None:
+        return [np.array(x, dtype=np.float64, copy=True) for x in part]
+    for total, x in zip(acc, part):
+        total += x
+    return acc
+
+
+def _fold_stats(acc, st):
+    """Cluster.map's fold for block_stats: S, s.Y, Z^T s, (Z.^2)^T s and the entries per
+    grid summed in partition order, the stored values listed, the rows counted."""
+    S, sY, colsum, colsq, value, entries, n = st
+    if acc is None:
+        return {"S": float(S), "sY": np.array(sY, dtype=np.float64, copy=True),
+                "colsum": np.array(colsum, dtype=np.float64, copy=True),
+                "colsq": np.array(colsq, dtype=np.float64, copy=True),
+                "values": [] if value is None else [value],
+                "entries": None if entries is None else np.array(entries, np.float64, copy=True),
+                "n": int(n), "all_entries": entries is not None}
+    acc["S"] += float(S)
+    acc["sY"] += sY
+    acc["colsum"] += colsum
+    acc["colsq"] += colsq
+    if value is not None:
+        acc["values"].append(value)
+    if entries is None or acc["entries"] is None:
+        acc["entries"], acc["all_entries"] = None, False
+    else:
+        acc["entries"] += entries
+    acc["n"] += int(n)
+    return acc
+
+
 def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, grid_ptr,
              verbose=0):
     """The CG of rbcd.solvers.cg.solve_ridge_cg with the operator on the partitions.
 
     Returns (coef (k, D), intercept (k,), n_iter (k,), weighted)."""
     alpha = _check_alpha(alpha, k)
-    stats = cluster.map(block_stats, grid_ptr)
-    S = float(sum(st[0] for st in stats))
+    # every partition's results are D-vectors (D x k for the operator): folded one at a
+    # time (Cluster.map's fold), the driver holds its own CG vectors and one partition's
+    stats = cluster.map(block_stats, grid_ptr, fold=_fold_stats)
+    S = stats["S"]
     if not S > 0:
         raise ValueError("sample_weight must contain at least one non-zero weight (all are zero)")
-    sYsum = ordered_sum([st[1] for st in stats])
-    colsum = ordered_sum([st[2] for st in stats])
-    colsq = ordered_sum([st[3] for st in stats])
+    sYsum, colsum, colsq = stats["sY"], stats["colsum"], stats["colsq"]
     D = colsum.shape[0]
     if fit_intercept:
         zbar = colsum / S
@@ -153,21 +188,19 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         ybar = np.zeros(k)
         diag = colsq
     diag = np.maximum(diag, 0.0)
-    rhs = cluster.map(block_rhs, ybar)
-    B = ordered_sum([r[0] for r in rhs])
+    B, rsum = cluster.map(block_rhs, ybar, fold=_fold_sums)
     if zbar is not None:
-        B -= np.outer(zbar, ordered_sum([r[1] for r in rhs]))
+        B -= np.outer(zbar, rsum)
 
     # the grid projection applies when the structure is known, every stored value is the
     # same and every grid holds one entry per row (training data)
     proj = None
     use_diag = preconditioner == "jacobi"
     if use_diag and grid_ptr is not None:
-        values = [st[4] for st in stats if st[4] is not None]
-        n = sum(st[6] for st in stats)
-        entries = ordered_sum([st[5] for st in stats])
+        values, n, entries = stats["values"], stats["n"], stats["entries"]
         same = len(values) > 0 and all(v == values[0] for v in values) and np.isfinite(values[0])
-        if same and np.all(entries == entries.max()) and entries.max() == n and n > 0:
+        if same and stats["all_entries"] and np.all(entries == entries.max()) \
+                and entries.max() == n and n > 0:
             proj = grid_projection(np.asarray(grid_ptr, dtype=np.int64), fit_intercept)
 
     if max_iter is None:
@@ -194,19 +227,24 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         act = np.flatnonzero(~done)
         if act.size == 0:
             break
-        Pa = np.ascontiguousarray(P[:, act])
+        every = act.size == k   # all targets active: views, not D x k copies
+        Pa = P if every else np.ascontiguousarray(P[:, act])
         zP = None if zbar is None else np.einsum("j,jk->k", zbar, Pa)
-        parts = cluster.map(block_operator, Pa, zP)
-        Q = ordered_sum([p[0] for p in parts])
+        Q, Tsum = cluster.map(block_operator, Pa, zP, fold=_fold_sums)
         Q += alpha[act] * Pa
         if zbar is not None:
-            Q -= np.outer(zbar, ordered_sum([p[1] for p in parts]))
+            Q -= np.outer(zbar, Tsum)
         pq = np.einsum("ij,ij->j", Pa, Q)
         ok = pq > 0
         step = np.where(ok, rz[act] / np.where(ok, pq, 1.0), 0.0)
-        X[:, act] += step * Pa
-        R[:, act] -= step * Q
-        Ra = R[:, act]
+        if every:
+            X += step * Pa
+            R -= step * Q
+            Ra = R
+        else:
+            X[:, act] += step * Pa
+            R[:, act] -= step * Q
+            Ra = R[:, act]
         rn = np.sqrt(np.einsum("ij,ij->j", Ra, Ra))
         Z_ = inv_m(Ra, act)
         rz_new = np.einsum("ij,ij->j", Ra, Z_)
@@ -217,7 +255,10 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         Pn = Z_ + beta * Pa
         if proj is not None:
             proj(Pn)
-        P[:, act] = Pn
+        if every:
+            P = Pn
+        else:
+            P[:, act] = Pn
         rz[act] = rz_new
         done[act[stop]] = True
         if verbose:
@@ -253,6 +294,11 @@ class RidgeCG(RegressorMixin, BaseEstimator):
     it the workers hold their blocks as grid labels and run the local solver's kernels on
     their threads (``n_jobs``; None: the worker's threads over its partitions), and the
     preconditioner is the projected Jacobi of the local solver; the same solution.
+
+    Memory: the driver holds the CG iterates, about ten float64 arrays of D x k (k
+    targets) at the peak of an iteration, plus at most 64 MB of the partitions' results
+    at a time (they are added as they arrive, in partition order); each worker holds
+    its partitions' blocks and one D x k result per partition while a round trip runs.
     """
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
