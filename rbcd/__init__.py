@@ -12,7 +12,7 @@ Layout, one stage of the pipeline per subpackage (nothing below imports anything
 - ``rbcd.solvers``: coordinate descent (``cd``) and conjugate gradient (``cg``) on Z;
 - ``rbcd.models``: RBClassifier / RBRegressor, binning + a solver in one estimator;
 - ``rbcd.model_selection``: RBClassifierCV / RBRegressorCV, their cross-validated forms;
-- ``rbcd.dask``: the same estimators on Dask arrays (``pip install 'rbcd[dask]'``);
+- ``rbcd.dask``: the same estimators on Dask arrays (``pip install '.[dask]'`` in a clone);
 - ``rbcd.related``: the other papers' systems (random Fourier features, sparse random
   features, doubly stochastic kernel learning);
 - ``rbcd.cli``: the command line (``python -m rbcd``).

@@ -4,7 +4,7 @@ They are to :class:`rbcd.RBClassifier` / :class:`rbcd.RBRegressor` what scikit-l
 ``RidgeCV`` / ``LogisticRegressionCV`` are to their estimators: they search a grid of
 
 * sigma multipliers: ``sigma = factor * base``, where ``base`` is the ``sigma="scale"`` value of
-  the training rows (:func:`rbcd._scale.scale_sigma`, computed once on all of X) or a number
+  the training rows (half of ``rbcd.median_l1_distance(X)``, computed once on all of X) or a number
   given as ``sigma``; and
 * penalties ``alpha``,
 
@@ -364,7 +364,8 @@ _CV_PARAMS_DOC = """
         Random grids R, as in the model ("auto": 256, or 512 above 64 features).
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
-        value on all training rows (rbcd._scale.scale_sigma), stored as ``sigma_base_``.
+        value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as
+        ``sigma_base_``.
     sigma_factors : sequence of float > 0, default (0.5, 1.0, 2.0, 4.0)
         Candidate sigmas are ``factor * sigma_base_``.
     alphas : sequence of float >= 0 or None

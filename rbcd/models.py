@@ -309,7 +309,7 @@ _PARAMS_DOC = """
     sigma : "scale", float or array (n_features,), default "scale"
         Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma). "scale": half the
         median L1 distance between sampled pairs of training rows (``binning_.sigma_``);
-        tune around it with ``c * rbcd.binning.median_l1_distance(X)``.
+        tune around it with ``c * rbcd.median_l1_distance(X)``.
     kernel : "laplacian"
     n_features : None or int
         None: exact bins (one column per non-empty training bin). An int m: hashed

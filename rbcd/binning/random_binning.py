@@ -91,12 +91,12 @@ def _warn_if_degenerate(kappa, n_samples, sigma, param):
     else:
         return
     if isinstance(param, str):  # sigma="scale" gave it
-        advice = (f"try {fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult} "
+        advice = (f"try {fix}: sigma = c * rbcd.median_l1_distance(X) with {mult} "
                   "(sigma='scale' is one such multiple), or per-feature sigmas if the "
                   "features' scales differ")
     else:
         advice = (f"try sigma='scale' (a bandwidth from the data's median L1 distance), or "
-                  f"{fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult}")
+                  f"{fix}: sigma = c * rbcd.median_l1_distance(X) with {mult}")
     warn_user(
         f"degenerate random binning with {_describe_sigma(sigma)}: {what}; {advice}",
         DegenerateBinningWarning,
@@ -982,12 +982,12 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
     sigma : "scale", float or array of shape (n_features_in_,), default="scale"
         Kernel bandwidth, positive; one per input feature if an array. Widths
         are drawn ``delta[r, j] ~ Gamma(shape 2, scale sigma_j)``. ``"scale"``
-        computes it from the training rows: ``rbcd._scale.scale_sigma(X)``, a
-        fixed multiple (``rbcd._scale.DEFAULT_FACTOR``) of the median L1 distance
-        of sampled pairs of rows, the same for every ``random_state``. To tune
+        computes it from the training rows: a fixed multiple (0.5) of
+        ``rbcd.median_l1_distance(X)``, the median L1 distance of sampled pairs of
+        rows, the same for every ``random_state``. To tune
         around it, search a few multipliers of that distance::
 
-            d = rbcd.binning.median_l1_distance(X)
+            d = rbcd.median_l1_distance(X)
             for c in (0.25, 0.5, 1, 2, 4):
                 RandomBinning(sigma=c * d)
 

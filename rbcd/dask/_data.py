@@ -19,7 +19,8 @@ try:
     from distributed import get_client
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError(
-        "rbcd.dask needs dask and distributed: pip install 'rbcd[dask]'"
+        "rbcd.dask needs dask and distributed: pip install '.[dask]' in rbcd's clone, "
+        "or pip install 'dask[array,dataframe]>=2024.1' 'distributed>=2024.1'"
     ) from exc
 
 
