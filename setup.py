@@ -27,6 +27,7 @@ MODULES = [
     "rbcd.binning._binning",
     "rbcd.solvers._cd",
     "rbcd.solvers._sparse",
+    "rbcd.solvers._gram",
     "rbcd.related._fourier",
     "rbcd.related._dsekl",
     "rbcd.dask._kernels",

@@ -21,7 +21,12 @@ Public names are imported lazily, so ``import rbcd`` is cheap.
 """
 import importlib
 
+from ._openmp_env import set_wait_policy as _set_wait_policy
+
 __version__ = "0.1.0"
+
+# before any compiled module loads libgomp (rbcd._openmp_env: the busy-machine rule)
+_WAIT_POLICY = _set_wait_policy()
 
 _PUBLIC = {
     "RandomBinning": "binning",
@@ -80,6 +85,7 @@ def show_config(file=None, as_dict=False):
 
     omp = openmp_is_enabled()
     info = {"version": __version__, "openmp": omp, "threads": effective_n_threads(None),
+            "wait_policy": _WAIT_POLICY,
             "simd": "avx512" if avx512_cpu() else "scalar",
             "cd_atomics": "rtm" if rtm_available() else "atomic",
             "numpy": numpy.__version__, "scipy": scipy.__version__,
@@ -94,6 +100,7 @@ def show_config(file=None, as_dict=False):
     print(f"rbcd {__version__}", file=out)
     print(f"  OpenMP:          {'enabled' if omp else 'DISABLED (serial kernels)'}", file=out)
     print(f"  default threads: {info['threads']}", file=out)
+    print(f"  OpenMP waiting:  {_WAIT_POLICY}", file=out)
     print(f"  binning SIMD:    {simd}", file=out)
     print(f"  CD Hogwild adds: {atomics}", file=out)
     print(f"  numpy {numpy.__version__}, scipy {scipy.__version__}, scikit-learn "

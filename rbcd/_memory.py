@@ -49,9 +49,9 @@ def check_solver_memory(owner, solver, n_rows, n_cols, n_targets, what="targets"
     avail = available_memory()
     if avail is not None and need > avail:
         raise ValueError(
-            f"{owner} with solver={solver!r} on {n_rows} rows, {n_cols} random binning "
+            f"{owner} on {n_rows} rows, {n_cols} random binning "
             f"features and {n_targets} {what} needs about {need / 2**30:.3g} GiB for the "
             f"solver (it grows with {what} x (rows + features)), more than the "
             f"{avail / 2**30:.3g} GiB of memory available: use fewer {what}, fewer rows, or "
             f"fewer features (a larger sigma or fewer n_grids)"
-            + ("; solver='cd' holds one class's iterates at a time" if solver == "cg" else ""))
+            + ("; solver='cd' holds one class's iterates at a time" if solver != "cd" else ""))

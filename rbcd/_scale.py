@@ -30,6 +30,8 @@ root. Its default factor, 0.35, is below scikit-learn's ``gamma="scale"`` (which
 about 0.5 times the median L2 distance of standardized data); it is the value used by
 DoublyStochasticKernelClassifier (docs/benchmarks/related.md shows the measurements).
 """
+import functools
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -43,15 +45,33 @@ N_PAIRS = 2000  # sampled pairs: the median's relative standard error is about 3
 DEFAULT_FACTOR = 0.5
 
 
+def _check_data(X):
+    """X as a 2-D float64 array or scipy sparse matrix with at least one row and one
+    column and only finite values, else ValueError (the public helpers are called on
+    raw data; a NaN would make every distance NaN and the fallback return 1.0)."""
+    if not sp.issparse(X):
+        X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must be a 2-D array with at least one row and one column, got "
+                         f"shape {X.shape}")
+    values = X.data if sp.issparse(X) else X
+    if not np.all(np.isfinite(values)):
+        raise ValueError("X contains NaN or infinity: the distance scale of such data is "
+                         "undefined")
+    return X
+
+
 def median_l1_distance(X, n_pairs=N_PAIRS):
     """Median L1 distance of ``n_pairs`` sampled pairs of distinct rows of X (see module doc).
 
-    X is a 2-D float array or a scipy sparse matrix, already validated (finite).
+    X is a 2-D float array or a scipy sparse matrix with at least one row, all finite
+    (else ValueError). One row: 1.0 (no pair).
     """
+    X = _check_data(X)
     n = X.shape[0]
     if n < 2:
         return 1.0
-    i, j = _sampled_pairs(n, n_pairs)
+    i, j = _sampled_pairs(n, int(n_pairs))
     dist = np.zeros(n_pairs)
     if sp.issparse(X):
         diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]
@@ -61,18 +81,22 @@ def median_l1_distance(X, n_pairs=N_PAIRS):
             if terms.shape[0]:
                 dist[p] = np.cumsum(terms)[-1]  # a running sum in column order
     else:
-        Xd = np.asarray(X, dtype=np.float64)
-        step = max(1, (1 << 20) // max(1, Xd.shape[1]))  # bounded scratch: step x d doubles
-        for s in range(0, n_pairs, step):
-            terms = np.abs(Xd[i[s:s + step]] - Xd[j[s:s + step]])
-            dist[s:s + step] = np.cumsum(terms, axis=1)[:, -1]  # a running sum in column order
+        from .binning._binning import pair_l1  # (compiled; imported here: no import cycle)
+
+        # the running sums of cumsum(abs(X[i] - X[j]), axis=1)[:, -1], bit for bit
+        dist = pair_l1(np.ascontiguousarray(X, dtype=np.float64), i, j)
     return _robust_median(dist)
 
 
+@functools.lru_cache(maxsize=16)
 def _sampled_pairs(n, n_pairs):
+    """The pairs (i, j) for N = n rows (read-only arrays, cached: the stream is fixed, and
+    drawing it costs as much as the distances of a small X)."""
     rng = np.random.default_rng(PAIR_SEED)
     i = rng.integers(0, n, size=n_pairs)
     j = (i + rng.integers(1, n, size=n_pairs)) % n
+    i.flags.writeable = False
+    j.flags.writeable = False
     return i, j
 
 
@@ -90,8 +114,10 @@ def median_l2_distance(X, n_pairs=N_PAIRS):
     """Median L2 distance of the same ``n_pairs`` sampled pairs as :func:`median_l1_distance`.
 
     Each squared distance is a running sum over the features in increasing column order
-    (an implicit zero of sparse X adds nothing), then one square root; the same fallbacks.
+    (an implicit zero of sparse X adds nothing), then one square root; the same fallbacks
+    and the same ValueError for empty or non-finite X.
     """
+    X = _check_data(X)
     n = X.shape[0]
     if n < 2:
         return 1.0

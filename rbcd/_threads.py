@@ -36,7 +36,7 @@ import os
 from contextlib import contextmanager
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ._openmp_info import max_threads, openmp_is_enabled
 from ._warnings import warn as warn_user
@@ -137,8 +137,27 @@ def serial_dot(a, b):
     return float(np.einsum("i,i->", a, b))
 
 
+class _Blas:
+    """The process's threadpoolctl controller, made on first use: making one inspects
+    every loaded library (about a millisecond), applying a limit with it does not."""
+
+    __slots__ = ("controller",)
+
+    def __init__(self):
+        self.controller = None
+
+    def get(self):
+        if self.controller is None:
+            self.controller = ThreadpoolController()
+        return self.controller
+
+
+_BLAS = _Blas()
+
+
 @contextmanager
 def limit_blas(n=1):
-    """Cap BLAS threads while our own OpenMP regions run (no oversubscription)."""
-    with threadpool_limits(limits=n, user_api="blas"):
+    """Cap BLAS threads while our own OpenMP regions run (no oversubscription), or around
+    the LAPACK calls of the direct ridge solves (one thread: rbcd.solvers._direct)."""
+    with _BLAS.get().limit(limits=int(n), user_api="blas"):
         yield

@@ -16,13 +16,14 @@ row and column of the offending value.
 code it is an oracle for.
 """
 import numbers
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401 (re-exported)
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import _check_n_features, validate_data
 
 # ---------------------------------------------------------------------------------------
 # Shared parameter constraints (scikit-learn's _parameter_constraints vocabulary).
@@ -146,6 +147,19 @@ def check_dense_X(estimator, X, reset):
             f"{type(estimator).__name__} needs dense X: sparse input is not supported "
             "(random binning of sparse data would bin every zero; use X.toarray())"
         )
+    if (type(X) is np.ndarray and X.ndim == 2 and X.dtype == np.float64
+            and X.flags.c_contiguous and X.shape[0] >= 1 and X.shape[1] >= 1):
+        # what validate_data does for such an array, without its data-frame probes (they
+        # cost as much as binning a few hundred rows): no feature names, a feature count
+        _check_n_features(estimator, X, reset=reset)
+        if reset:
+            if hasattr(estimator, "feature_names_in_"):
+                delattr(estimator, "feature_names_in_")
+        elif getattr(estimator, "feature_names_in_", None) is not None:
+            warnings.warn("X does not have valid feature names, but"
+                          f" {estimator.__class__.__name__} was fitted with feature names",
+                          UserWarning)
+        return X
     return validate_data(
         estimator,
         X,

@@ -640,17 +640,18 @@ def check_options(params):
     before the data are read): a loss or an L1 share that the chosen solver does not
     solve."""
     solver = params.get("solver")
-    if solver is None:  # the estimator's default (cg), without importing it
+    if solver is None:  # the estimator's default
         from .models import RBClassifier
 
         solver = RBClassifier().get_params()["solver"]
+    ridge = solver != "cd"   # cg, direct, auto: ridge, the squared loss and an L2 penalty
     loss = params.get("loss")
-    if solver == "cg" and loss not in (None, "squared"):
-        raise UsageError(f"--loss {loss} needs --solver cd (cg solves the squared loss)")
+    if ridge and loss not in (None, "squared"):
+        raise UsageError(f"--loss {loss} needs --solver cd ({solver} solves the squared loss)")
     l1_ratio = params.get("l1_ratio")
-    if solver == "cg" and l1_ratio not in (None, 0.0, 1.0):
-        raise UsageError(f"--l1-ratio {l1_ratio:g} needs --solver cd (cg solves ridge, an L2 "
-                         f"penalty)")
+    if ridge and l1_ratio not in (None, 0.0, 1.0):
+        raise UsageError(f"--l1-ratio {l1_ratio:g} needs --solver cd ({solver} solves ridge, "
+                         f"an L2 penalty)")
 
 
 def _estimator_verbose(level):

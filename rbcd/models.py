@@ -73,7 +73,9 @@ from ._validation import (
 from .solvers.cd import CDClassifier, CDRegressor
 from .solvers.cg import RidgeCG, RidgeCGClassifier
 
-_SOLVERS = ("cg", "cd")
+_SOLVERS = ("auto", "cg", "direct", "cd")
+#: the ridge solvers (rbcd.RidgeCG's ``solver``): squared loss, Ridge's alpha units
+_RIDGE_SOLVERS = ("auto", "cg", "direct")
 
 
 def _random_binning_class():
@@ -130,7 +132,7 @@ _RB_CONSTRAINTS = {
     "kernel": [StrOptions({"laplacian"})],
     "n_features": [Interval(Integral, 1, None, closed="left"), None],
     "solver": [StrOptions(set(_SOLVERS))],
-    "alpha": [RealInterval(0, None, closed="left"), None],
+    "alpha": [RealInterval(0, None, closed="left"), StrOptions({"auto"}), None],
     "l1_ratio": [RealInterval(0, 1, closed="both")],
     "loss": [StrOptions({"squared", "logistic", "squared_hinge"}), None],
     "fit_intercept": ["boolean"],
@@ -145,6 +147,7 @@ _RB_CONSTRAINTS = {
     "n_jobs": N_JOBS,
     "random_state": "no_validation",  # checked by RandomBinning and the CD solvers
     "verbose": VERBOSE,
+    "device": [StrOptions({"cpu", "cuda"})],  # "cuda": rbcd.cuda (docs/gpu.md; cg only)
 }
 
 
@@ -155,7 +158,8 @@ class _RBBase(ChecksummedState, BaseEstimator):
     # ------------------------------------------------------------------ parameters
     def _solver_name(self):
         if not (isinstance(self.solver, str) and self.solver in _SOLVERS):
-            raise ValueError(f"solver must be 'cg' or 'cd', got {self.solver!r}")
+            raise ValueError(
+                f"solver must be 'auto', 'cg', 'direct' or 'cd', got {self.solver!r}")
         return self.solver
 
     def _effective(self, n_weight=None):
@@ -165,27 +169,31 @@ class _RBBase(ChecksummedState, BaseEstimator):
         default alpha scales with; None gives that default as a description.
         """
         solver = self._solver_name()
-        if self.alpha is not None:
+        ridge = solver in _RIDGE_SOLVERS
+        auto = isinstance(self.alpha, str) and self.alpha == "auto"
+        if auto and ridge:
+            alpha = "auto"
+        elif self.alpha is not None and not auto:
             alpha = self.alpha
-        elif solver == "cd":
+        elif not ridge:
             alpha = ALPHA_PER_ROW
         elif n_weight is None:
             alpha = f"{ALPHA_PER_ROW:g} * n_samples"
         else:
             alpha = ALPHA_PER_ROW * float(n_weight)
-        tol = self.tol if self.tol is not None else (CG_TOL if solver == "cg" else CD_TOL)
-        if solver == "cg":
+        tol = self.tol if self.tol is not None else (CG_TOL if ridge else CD_TOL)
+        if ridge:
             if self.loss is not None and not (isinstance(self.loss, str) and self.loss == "squared"):
                 raise ValueError(
-                    f"solver='cg' solves ridge (squared loss); loss must be None or 'squared', "
-                    f"got {self.loss!r}"
+                    f"solver={solver!r} solves ridge (squared loss); loss must be None or "
+                    f"'squared', got {self.loss!r}"
                 )
             loss = "squared"
-            if self.l1_ratio not in (0, 1):  # 1: the default, unused; 0: ridge, what cg solves
+            if self.l1_ratio not in (0, 1):  # 1: the default, unused; 0: ridge, what it solves
                 raise ValueError(
-                    f"solver='cg' solves ridge (an L2 penalty only); l1_ratio must be 0 or its "
-                    f"default 1.0 (ignored) with cg, got {self.l1_ratio!r}: use solver='cd' "
-                    f"for an elastic net")
+                    f"solver={solver!r} solves ridge (an L2 penalty only); l1_ratio must be 0 "
+                    f"or its default 1.0 (ignored) with it, got {self.l1_ratio!r}: use "
+                    f"solver='cd' for an elastic net")
         elif self.loss is None:
             loss = "logistic" if self._classifier else "squared"
         else:
@@ -201,18 +209,18 @@ class _RBBase(ChecksummedState, BaseEstimator):
         return _random_binning_class()(
             n_grids=self._n_grids(self.n_features_in_), sigma=self.sigma, kernel=self.kernel,
             n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
-            random_state=self.random_state,
+            random_state=self.random_state, device=self.device,
         )
 
     def _make_solver(self, shape=None, structured=False, n_weight=None):
         solver, alpha, tol, loss = self._effective(n_weight)
         extra = {"class_weight": self.class_weight} if self._classifier else {}
-        if solver == "cg":
+        if solver in _RIDGE_SOLVERS:
             cls = RidgeCGClassifier if self._classifier else RidgeCG
-            return cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
+            return cls(alpha=alpha, solver=solver, fit_intercept=self.fit_intercept, tol=tol,
                        max_iter=self.max_iter,
                        preconditioner=_preconditioner(self.preconditioner, tol, shape, structured),
-                       n_jobs=self.n_jobs, verbose=self.verbose, **extra)
+                       n_jobs=self.n_jobs, verbose=self.verbose, device=self.device, **extra)
         cls = CDClassifier if self._classifier else CDRegressor
         params = dict(loss=loss, alpha=alpha, l1_ratio=self.l1_ratio,
                       fit_intercept=self.fit_intercept, max_epochs=self.max_epochs, tol=tol,
@@ -233,6 +241,9 @@ class _RBBase(ChecksummedState, BaseEstimator):
         y : targets (regression, 1-D or 2-D) or
         class labels; sample_weight : optional non-negative weights.
         """
+        if self.device == "cuda":  # binning and CG on the GPU (rbcd.cuda.estimators)
+            from .cuda.estimators import rb_fit
+            return rb_fit(self, X, y, sample_weight)
         solver = self._solver_name()
         self._effective()  # parameter errors before any work
         X = validate_data(self, X, reset=True, accept_sparse=["csr", "csc"],
@@ -255,8 +266,8 @@ class _RBBase(ChecksummedState, BaseEstimator):
         est = self._make_solver(Z.shape, cols is not None, n_weight)
         n_out = (np.unique(y).shape[0] if self._classifier else
                  1 if np.ndim(y) == 1 else np.shape(y)[1])   # classes (one-vs-rest), targets
-        check_solver_memory(type(self).__name__, solver, Z.shape[0], Z.shape[1], n_out,
-                            "classes" if self._classifier else "targets")
+        check_solver_memory(type(self).__name__, "cd" if solver == "cd" else "cg", Z.shape[0],
+                            Z.shape[1], n_out, "classes" if self._classifier else "targets")
         est.fit(Z, y, sample_weight=sample_weight, columns=cols)
         t2 = time.perf_counter()
         self.binning_ = binning
@@ -266,15 +277,24 @@ class _RBBase(ChecksummedState, BaseEstimator):
             self._fit_calibration(est, Z, y, sample_weight, n_weight)
         self.fit_time_ = {"binning": t1 - t0, "solver": t2 - t1}
         if self.verbose:
+            form = f" ({est.solver_})" if solver in _RIDGE_SOLVERS else ""
             print(f"[{type(self).__name__}] {binning.n_features_out_} features from "
-                  f"{Z.shape[0]} rows in {t1 - t0:.3f}s; {solver} solver in {t2 - t1:.3f}s")
+                  f"{Z.shape[0]} rows in {t1 - t0:.3f}s; {solver}{form} solver in "
+                  f"{t2 - t1:.3f}s")
         return self
 
     # ------------------------------------------------------------------ predict
     # (no public ``transform``: it would make the model a scikit-learn transformer;
     # the features of new data are ``binning_.transform(X)``)
+    def to_cpu(self):
+        """This model with device="cpu" (a device fit's binning tables rebuilt on the host)."""
+        from .cuda.estimators import rb_to_cpu
+        return rb_to_cpu(self)
+
     def _features(self, X):
         check_is_fitted(self, "solver_")
+        if "_cuda_tables" in self.binning_.__dict__:  # fitted with device="cuda"
+            return self.binning_.transform(X)
         X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"],
                           dtype=np.float64, ensure_all_finite=False)
         return self.binning_.transform(X)
@@ -290,8 +310,13 @@ class _RBBase(ChecksummedState, BaseEstimator):
         return self.solver_.intercept_
 
     @property
+    def alpha_(self):
+        """The penalty used (the choice of alpha="auto"), in the solver's units."""
+        return getattr(self.solver_, "alpha_", self.solver_.alpha)
+
+    @property
     def n_iter_(self):
-        """CG iterations per target, or CD epochs."""
+        """CG iterations per target (1 for a direct solve), or CD epochs."""
         return self.solver_.n_iter_
 
     def __sklearn_tags__(self):
@@ -314,11 +339,20 @@ _PARAMS_DOC = """
     n_features : None or int
         None: exact bins (one column per non-empty training bin). An int m: hashed
         columns (stateless, m columns).
-    solver : "cg" or "cd", default "cg"
-    alpha : float or None
-        Penalty. cg: Ridge's units (sum of squares + alpha ||w||^2); cd: mean-loss units
-        (DESIGN contract 8). None: 1e-4 per training row in both, i.e. 1e-4 * n_samples
-        (the sum of sample_weight) for cg and 1e-4 for cd.
+    solver : "auto", "cg", "direct" or "cd", default "auto"
+        "auto", "cg" and "direct" solve ridge (:class:`rbcd.RidgeCG`'s ``solver``): "cg" by
+        conjugate gradient, "direct" by one Cholesky factorization of the smaller Gram
+        matrix (n x n or D x D) for every class or target at once, "auto" by whichever of
+        them a fixed cost model of (n_samples, columns, n_grids, targets) says is cheapest
+        (direct on small data, CG on large). "cd": coordinate descent.
+    alpha : "auto", float or None, default "auto"
+        Penalty. Ridge solvers: Ridge's units (sum of squares + alpha ||w||^2); cd:
+        mean-loss units (DESIGN contract 8). "auto" (ridge solvers): chosen from the data
+        among 1e-6 .. 10 per unit of training weight, by exact leave-one-out up to 1,000
+        rows and on a held-out fifth of the rows above, by squared error (regression) or
+        by accuracy (classification); the choice is ``alpha_``. With cd, "auto" is the
+        fixed 1e-4 (use RBClassifierCV / RBRegressorCV to search). None: 1e-4 per training
+        row, i.e. 1e-4 * n_samples (the sum of sample_weight) for ridge and 1e-4 for cd.
     l1_ratio : float in [0, 1], default 1.0 (cd only)
     loss : None or str
         None -> squared (regression / cg) or logistic (cd classification); cd also
@@ -342,6 +376,10 @@ _PARAMS_DOC = """
     random_state : int, Generator, RandomState or None
         Seeds the grids and the CD coordinate stream.
     verbose : int
+    device : "cpu" or "cuda", default "cpu"
+        "cuda": binning, CG and prediction on one GPU through CuPy (the ``rbcd[cuda]``
+        extra; solver "auto" or "cg", solved by CG; exact mode; calibration "train" or None). The same Z bit for
+        bit, the same objective; ``to_cpu()`` gives the equal CPU model (docs/gpu.md).
 """
 
 
@@ -361,10 +399,11 @@ class RBRegressor(RegressorMixin, _RBBase):
     """
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
-                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
-                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
+                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0, device="cpu"):
+        self.device = device
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -429,11 +468,12 @@ class RBClassifier(ClassifierMixin, _RBBase):
     }
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
-                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, calibration="train", dtype=np.float64, n_jobs=None,
-                 random_state=None, verbose=0):
+                 random_state=None, verbose=0, device="cpu"):
+        self.device = device
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -496,6 +536,8 @@ class RBClassifier(ClassifierMixin, _RBBase):
             fit_rows, rows = np.flatnonzero(~held), np.flatnonzero(held)
             if np.unique(y[fit_rows]).shape[0] == est.classes_.shape[0]:
                 aux = self._make_solver(Z.shape, False, n_weight)
+                if getattr(aux, "alpha", None) == "auto":   # the penalty the model chose
+                    aux.set_params(alpha=est.alpha_)
                 aux.fit(Z[fit_rows], y[fit_rows],
                         sample_weight=None if weight is None else weight[fit_rows])
                 est = aux

@@ -42,12 +42,19 @@ def _dense(X):
 
 
 def _median_pair_distance(X, n_pairs, pair_distance):
-    """The median of pair_distance(row i, row j) over the sampled pairs (1.0 for fewer
-    than two rows; the fallback of _median_or_fallback when the median is 0)."""
-    n = X.shape[0]
+    """The median of pair_distance(row i, row j) over the sampled pairs (1.0 for one row;
+    the fallback of _median_or_fallback when the median is 0; ValueError for no rows or
+    columns, or a value that is not finite)."""
+    dense = _dense(X)
+    if dense.ndim != 2 or dense.shape[0] < 1 or dense.shape[1] < 1:
+        raise ValueError(f"X must be a 2-D array with at least one row and one column, got "
+                         f"shape {dense.shape}")
+    if not np.all(np.isfinite(dense)):
+        raise ValueError("X contains NaN or infinity: the distance scale of such data is "
+                         "undefined")
+    n = dense.shape[0]
     if n < 2:
         return 1.0
-    dense = _dense(X)
     return _median_or_fallback([pair_distance(dense[i], dense[j]) for i, j in _pairs(n, n_pairs)])
 
 

@@ -3,14 +3,16 @@
 ``RBRegressor`` / ``RBClassifier`` = :class:`rbcd_ref.binning.RandomBinning` followed by a
 linear solver on the features Z:
 
-* ``solver="cg"``: ridge by conjugate gradient (:class:`rbcd_ref.solvers.cg.RidgeCG`,
-  :class:`rbcd_ref.solvers.cg.RidgeCGClassifier`; scikit-learn's Ridge objective), or
+* ``solver="auto"`` (default), ``"cg"`` or ``"direct"``: ridge (:class:`rbcd_ref.solvers.cg.RidgeCG`,
+  :class:`rbcd_ref.solvers.cg.RidgeCGClassifier`; scikit-learn's Ridge objective) by
+  conjugate gradient ("cg") or an exact dense solve ("direct", and "auto" here), or
 * ``solver="cd"``: randomized coordinate descent (:class:`rbcd_ref.solvers.cd.CDRegressor`,
   :class:`rbcd_ref.solvers.cd.CDClassifier`; paper eq. 23 with the step of eq. 24-27), which
   receives the fitted binning so that ``parallel="grid"`` (block coordinate descent over
   the grids, the paper's RBCD view) works.
 
 Defaults (the same as rbcd's): ``n_grids="auto"`` -> 256, or 512 above 64 features;
+``alpha="auto"`` -> ridge: chosen from the data (rbcd_ref.solvers.cg.choose_alpha), cd: 1e-4;
 ``alpha=None`` -> 1e-4 per unit of training weight (cg: 1e-4 * sum of weights, cd: 1e-4);
 ``tol=None`` -> 1e-3 (cg) / 1e-4 (cd); ``loss=None`` -> "squared" (regression, cg) / "logistic" (cd
 classification). Parameters one solver does not use are ignored by it.
@@ -32,7 +34,8 @@ from .binning import RandomBinning
 from .solvers.cd import CDClassifier, CDRegressor
 from .solvers.cg import RidgeCG, RidgeCGClassifier
 
-SOLVERS = ("cg", "cd")
+SOLVERS = ("auto", "cg", "direct", "cd")
+RIDGE_SOLVERS = ("auto", "cg", "direct")    # RidgeCG's ``solver``
 
 
 
@@ -57,20 +60,25 @@ class _RBBase(BaseEstimator):
         """(solver, alpha, tol, loss) with the defaults filled in; the cg default alpha is
         1e-4 times the total training weight."""
         if not (isinstance(self.solver, str) and self.solver in SOLVERS):
-            raise ValueError(f"solver must be 'cg' or 'cd', got {self.solver!r}")
+            raise ValueError(
+                f"solver must be 'auto', 'cg', 'direct' or 'cd', got {self.solver!r}")
         solver = self.solver
-        if self.alpha is not None:
+        ridge = solver in RIDGE_SOLVERS
+        auto = isinstance(self.alpha, str) and self.alpha == "auto"
+        if auto and ridge:
+            alpha = "auto"
+        elif self.alpha is not None and not auto:
             alpha = self.alpha
-        elif solver == "cg":
+        elif ridge:
             alpha = 1e-4 * total_weight
         else:
             alpha = 1e-4
-        tol = self.tol if self.tol is not None else (1e-3 if solver == "cg" else 1e-4)
-        if solver == "cg":
+        tol = self.tol if self.tol is not None else (1e-3 if ridge else 1e-4)
+        if ridge:
             if self.loss is not None and not (isinstance(self.loss, str) and self.loss == "squared"):
                 raise ValueError(
-                    f"solver='cg' solves ridge (squared loss): loss must be None or 'squared', "
-                    f"got {self.loss!r}"
+                    f"solver={solver!r} solves ridge (squared loss): loss must be None or "
+                    f"'squared', got {self.loss!r}"
                 )
             loss = "squared"
         elif self.loss is None:
@@ -90,9 +98,9 @@ class _RBBase(BaseEstimator):
     def _solver(self, shape=None, structured=False, total_weight=1.0):
         solver, alpha, tol, loss = self._resolved(total_weight)
         extra = {"class_weight": self.class_weight} if self._classifier else {}
-        if solver == "cg":
+        if solver in RIDGE_SOLVERS:
             cls = RidgeCGClassifier if self._classifier else RidgeCG
-            return cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
+            return cls(alpha=alpha, solver=solver, fit_intercept=self.fit_intercept, tol=tol,
                        max_iter=self.max_iter,
                        preconditioner=_preconditioner(self.preconditioner, tol, shape, structured),
                        n_jobs=self.n_jobs, **extra)
@@ -122,7 +130,7 @@ class _RBBase(BaseEstimator):
             weights = np.asarray(sample_weight, dtype=np.float64)
             total_weight = float(weights.sum() if weights.ndim else weights * Z.shape[0])
         est = self._solver(Z.shape, self.n_features is None, total_weight)
-        if solver == "cg":
+        if solver in RIDGE_SOLVERS:
             est.fit(Z, y, sample_weight=sample_weight)
         else:
             grid = binning if self.n_features is None else None
@@ -163,15 +171,15 @@ class _RBBase(BaseEstimator):
 class RBRegressor(RegressorMixin, _RBBase):
     """Laplacian-kernel regression with random binning features + CG ridge or CD.
 
-    Parameters: n_grids, sigma, kernel, n_features (RandomBinning); solver ("cg" | "cd"),
-    alpha, l1_ratio, loss, fit_intercept, tol, max_iter (cg), max_epochs, selection,
+    Parameters: n_grids, sigma, kernel, n_features (RandomBinning); solver ("auto" | "cg" |
+    "direct" | "cd"), alpha, l1_ratio, loss, fit_intercept, tol, max_iter (cg), max_epochs, selection,
     parallel (cd), preconditioner (cg), warm_start (cd), dtype, n_jobs (ignored),
     random_state, verbose. Attributes: binning_, solver_, coef_, intercept_, n_iter_,
     n_features_in_.
     """
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
-                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
@@ -217,7 +225,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
     _classifier = True
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
-                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, dtype=np.float64, n_jobs=None, random_state=None,

@@ -56,7 +56,7 @@ def _run(args, cwd, env=None, timeout=600):
     return proc.stdout
 
 
-@pytest.mark.parametrize("module", ["binning", "cd", "cg", "end_to_end"])
+@pytest.mark.parametrize("module", ["binning", "cd", "cg", "end_to_end", "threads", "sizes"])
 def test_asv_benchmarks_run(module, tmp_path):
     out = _run([sys.executable, "-c", ASV_DRIVER.format(root=ROOT, module=module)], tmp_path,
                env={"RBCD_ASV_SMOKE": "1000", "OMP_NUM_THREADS": "2"})
@@ -70,6 +70,8 @@ TINY = ["--n", "1500", "--d", "4", "--grids", "8", "--repeat", "1"]
     ("compare_binning.py", ["--ref-n", "200"]),
     ("compare_cd.py", ["--epochs", "2"]),
     ("compare_ridge.py", []),
+    ("compare_sizes.py", ["--sizes", "300", "--no-bundled", "--svc-max", "300",
+                          "--components", "50"]),
     # a 2-worker LocalCluster of processes: the optional dask extra
     pytest.param("compare_dask.py", ["--epochs", "2", "--latency-reps", "3"],
                  marks=pytest.mark.skipif(importlib.util.find_spec("distributed") is None,
@@ -80,3 +82,47 @@ def test_comparison_scripts_run(script, extra, tmp_path):
                tmp_path)
     assert "machine :" in out and "versions:" in out
     assert "ratio" in out and "target" in out
+
+
+def test_compare_threads_runs(tmp_path):
+    """compare_threads.py times every stage at 1 and 2 threads and writes the markdown
+    table and the JSON (tiny N: the CG / CD differences may be lost in noise, n/a)."""
+    import json
+
+    out_dir = tmp_path / "out"
+    out = _run([sys.executable, os.path.join(ROOT, "benchmarks", "compare_threads.py")] + TINY
+               + ["--threads", "1,2", "--iters", "2", "--triad-min", "1000",
+                  "--out", str(out_dir)], tmp_path)
+    assert "machine :" in out and "versions:" in out and "x bound" in out
+    md = (out_dir / "threads.md").read_text()
+    assert "| threads | triad |" in md and "\n| 1 | " in md and "\n| 2 | " in md
+    assert "binning (fit_transform)" in md
+    data = json.loads((out_dir / "threads.json").read_text())
+    assert sorted(data["triad_bytes_per_s"]) == ["1", "2"]
+    assert all(v > 0 for v in data["triad_bytes_per_s"].values())
+    assert set(data["seconds"]) >= {"binning", "transform"}
+    assert all(t > 0 for t in data["seconds"]["binning"].values())
+    assert {f["stage"] for f in data["fits"]} == {"cg", "cd-grid", "cd-hogwild"}
+    assert data["data"]["N"] == 1500 and data["data"]["labels"]
+
+
+def test_stream_triad_probe():
+    """The bandwidth probe computes STREAM's triad on any thread count, and refuses
+    mismatched arrays."""
+    import numpy as np
+
+    from rbcd._openmp_info import first_touch, stream_triad
+
+    n = 10007
+    b = np.empty(n)
+    first_touch(b, 1.5, 2)
+    assert np.all(b == 1.5)
+    c = np.arange(n, dtype=np.float64)
+    for T in (1, 2, 3):
+        a = np.full(n, np.nan)
+        stream_triad(a, b, c, 0.25, T)
+        np.testing.assert_array_equal(a, b + 0.25 * c)
+    with pytest.raises(ValueError, match="same length"):
+        stream_triad(np.empty(3), np.empty(4), np.empty(3), 1.0, 1)
+    with pytest.raises(ValueError, match="n_threads"):
+        stream_triad(np.empty(3), np.empty(3), np.empty(3), 1.0, 0)

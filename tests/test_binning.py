@@ -385,22 +385,32 @@ def test_thresholds_are_the_smallest_values_reaching_each_bin():
         assert thr_ptr[r] == thr_ptr[r + 1]
 
 
-def test_bisect_finds_the_smallest_value_with_good_bad_and_no_guesses():
+def test_threshold_search_finds_the_smallest_value_with_good_bad_and_no_guesses():
+    """rbcd_first_reaching (binning_plan.h): the smallest float64 in (a, b] whose bin
+    floor((x - u) / w) reaches k, whatever the guess (exact, near, far, non-finite),
+    against a step of one ulp either side."""
     rng = np.random.default_rng(0)
-    T = rng.normal(size=50) * 10.0 ** rng.integers(-5, 5, size=50)
-    T[:3] = [0.0, -0.0, 5e-324]
-    lo = features._ordered(np.full(50, -1e6).view(np.int64))
-    hi = features._ordered(np.full(50, 1e6).view(np.int64))
-
-    def reached(x, i):
-        return x >= T[i]
-
-    for guess in (T, np.nextafter(T, np.inf), T + 1e-3 * (1 + np.abs(T)), T - 1.0,
-                  np.full(50, np.inf), np.full(50, np.nan)):
-        got = features._bisect(lo, hi, reached, guess)
-        want = T.copy()
-        want[want == 0] = -0.0  # the smallest value >= 0 is -0.0
-        np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+    n = 400
+    u = rng.normal(size=n) * 10.0 ** rng.integers(-5, 5, size=n)
+    w = rng.gamma(2.0, 1.0, size=n) * 10.0 ** rng.integers(-6, 4, size=n)
+    k = rng.integers(-50, 50, size=n).astype(np.float64)
+    u[:3] = 0.0  # thresholds at 0 (w = 1: no quotient underflows to -0.0): the smallest
+    k[:3] = 0.0  # value reaching bin 0 is -0.0
+    w[:3] = 1.0
+    a = np.full(n, -1e300)
+    b = np.full(n, 1e300)
+    exact = u + k * w
+    for guess in (exact, np.nextafter(exact, np.inf), exact + 1e-3 * (1 + np.abs(exact)),
+                  exact - 1.0, -exact, np.full(n, np.inf), np.full(n, np.nan), a, b):
+        t = _binning.first_reaching_array(a, b, u, w, k, guess)
+        assert np.all(np.floor((t - u) / w) >= k)
+        below = np.nextafter(t, -np.inf)
+        below[t.view(np.int64) == 0] = -0.0  # the value just below +0.0 is -0.0
+        assert np.all(np.floor((below - u) / w) < k)
+        np.testing.assert_array_equal(t[:3].view(np.int64), np.full(3, -0.0).view(np.int64))
+        np.testing.assert_array_equal(
+            t.view(np.int64),
+            _binning.first_reaching_array(a, b, u, w, k, exact).view(np.int64))
 
 
 @PATHS

@@ -36,7 +36,7 @@ def test_public_import_and_defaults():
     assert rbcd.RandomBinning is RandomBinning
     p = RandomBinning().get_params()
     assert p == dict(n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
-                     dtype=np.float64, n_jobs=None, random_state=None)
+                     dtype=np.float64, n_jobs=None, random_state=None, device="cpu")
 
 
 # ---------------------------------------------------------------- inputs
@@ -715,6 +715,7 @@ def test_fits_beyond_the_available_memory_are_refused_up_front(monkeypatch):
     for n_grids in (10**19, 2**62):
         with pytest.raises(ValueError, match=r"n_grids.*estimated .* GiB.*available"):
             RandomBinning(n_grids=n_grids).fit(X)
+    monkeypatch.setattr(features, "MEMORY_CHECK_FLOOR", 0)  # small estimates are checked too
     monkeypatch.setattr(features, "_available_memory", lambda: 10**3)
     for call in (lambda: RandomBinning(n_grids=64).fit(X),
                  lambda: RandomBinning(n_grids=64).fit_transform(X),

@@ -81,7 +81,9 @@ def test_defaults_depend_on_solver():
     X, y = _xor(60, 5)
     cg = RBClassifier(n_grids=4, solver="cg", random_state=0).fit(X, y)
     assert isinstance(cg.solver_, RidgeCGClassifier)
-    assert cg.solver_.alpha == 1e-4 * X.shape[0] and cg.solver_.tol == 1e-3
+    assert cg.solver_.alpha == "auto" and cg.solver_.tol == 1e-3 and cg.solver_.alpha_ > 0
+    fixed = RBClassifier(n_grids=4, solver="cg", alpha=None, random_state=0).fit(X, y)
+    assert fixed.solver_.alpha == 1e-4 * X.shape[0]
     assert not hasattr(cg, "predict_proba")
     cd = RBClassifier(n_grids=4, solver="cd", max_epochs=20, tol=1e-2, random_state=0).fit(X, y)
     assert isinstance(cd.solver_, CDClassifier)
@@ -130,7 +132,11 @@ def test_scikit_learn_estimator_checks():
                 rbcd_ref.RBRegressor(n_grids=8, random_state=0),
                 rbcd_ref.RBClassifier(n_grids=8, random_state=0)]:
         results = check_estimator(est, on_fail=None)
+        # alpha="auto" leaves out rows, not units of weight (as rbcd's models: their
+        # expected failures in tests/test_models.py)
+        auto = "alpha" in est.get_params() and est.get_params()["alpha"] == "auto"
         failed = [(r["check_name"], str(r["exception"])[:200]) for r in results
-                  if r["status"] == "failed"]
+                  if r["status"] == "failed" and not (
+                      auto and r["check_name"].startswith("check_sample_weight_equivalence"))]
         assert len(results) > 40
         assert failed == [], (type(est).__name__, failed)

@@ -398,7 +398,7 @@ def test_grid_projection_is_the_orthogonal_projection_off_the_null_space(fit_int
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
 def test_grid_projection_every_width(fit_intercept):
-    # m <= 2 columns sum by reduceat, wider ones by a sparse product; the buffer is reused
+    # every column count m: the exact projection, applied repeatedly by one instance
     gp = np.array([0, 5, 5, 12, 13, 20], dtype=np.int64)
     proj = ridge_module._GridProjection(gp, fit_intercept)
     E = np.zeros((20, 5))
@@ -412,6 +412,46 @@ def test_grid_projection_every_width(fit_intercept):
     for m in (3, 1, 2, 6, 4):
         V = rng.standard_normal((20, m))
         np.testing.assert_allclose(proj(V.copy()), exact @ V, atol=1e-14)
+
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("m", [1, 3])
+def test_grid_center_kernel_matches_numpy_for_any_thread_count(fit_intercept, m):
+    """_sparse.grid_center (the parallel projection): numpy's formula (grid means by
+    reduceat, the shift gathered and subtracted) to rounding, and the same bits for every
+    thread count (grid sums in row order on one thread; rows spread over many blocks and
+    grids from 1 to 30,000 rows). Bad grid pointers raise."""
+    rng = np.random.default_rng(7 + m)
+    sizes = np.array([30000, 1, 7, 12000, 3, 9000, 2, 25000, 5, 4096, 4097])
+    ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    D = int(ptr[-1])
+    inv = 1.0 / sizes
+    inv_total = 1.0 / inv.sum()
+    V0 = rng.normal(size=(D, m)) + rng.normal(size=(len(sizes), 1)).repeat(sizes, axis=0)
+    means = np.add.reduceat(V0, ptr[:-1], axis=0) * inv[:, None]
+    if not fit_intercept:
+        means -= inv[:, None] * (means.sum(axis=0) * inv_total)[None, :]
+    want = V0 - np.repeat(means, sizes, axis=0)
+    got = {}
+    for n_jobs in (1, 2, 3, 8, 40):
+        V = V0.copy()
+        shift = _sparse.grid_center(V, ptr, inv, fit_intercept, inv_total, n_jobs)
+        np.testing.assert_allclose(shift, means, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(V, want, rtol=1e-12, atol=1e-12)
+        got[n_jobs] = V
+    for n_jobs in (2, 3, 8, 40):
+        np.testing.assert_array_equal(got[n_jobs], got[1])
+    # the projection's defining property: grid sums 0 (fit_intercept), else equal means
+    grid_sums = np.add.reduceat(got[1], ptr[:-1], axis=0)
+    if fit_intercept:
+        np.testing.assert_allclose(grid_sums, 0.0, atol=1e-8)
+    with pytest.raises(ValueError, match="every grid"):
+        _sparse.grid_center(V0.copy(), np.array([0, 5, 5, D], dtype=np.int64),
+                            np.ones(3), fit_intercept, 1.0, 1)
+    with pytest.raises(ValueError, match="ptr must run"):
+        _sparse.grid_center(V0.copy(), np.array([0, 5, D - 1], dtype=np.int64),
+                            np.ones(2), fit_intercept, 1.0, 1)
 
 
 def test_grid_null_directions_of_rb_training_data():
@@ -634,6 +674,72 @@ def test_products_from_grid_labels_equal_csr_csc_bitwise(k, kind):
         out = np.empty((n, k))
         _sparse.labels_matmat(ptrs, wide, gp, plain.const_value, V, out, n_jobs)
         np.testing.assert_array_equal(out, want[0])
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_label_tmatmat_ranges_sum_rows_in_order_for_any_thread_count(k):
+    """labels_tmatmat sweeps U once per range of grids (up to 4 grids, up to 256 KiB of
+    output columns), in row blocks of 2048: every column must still sum its rows in
+    increasing order (np.add.at adds in index order: the reference), bit for bit, for
+    thread counts below, at and above the number of ranges. Grids from 3 to 70,000 bins
+    (one int32-labelled) make ranges of one and of several grids; the sentinel label
+    (a row without an entry) adds nothing."""
+    rng = np.random.default_rng(40 + k)
+    n = 9000
+    sizes = [3, 40000, 5, 6, 70000, 7, 8, 9, 10, 33000, 2, 11, 12, 13]
+    gp = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    labels = []
+    for nb in sizes:
+        dt = np.uint16 if nb < 65536 else np.int32
+        # few distinct bins in the small grids: long runs of adds to one address
+        lab = rng.integers(0, nb + 1, size=n).astype(dt)   # nb: the sentinel
+        labels.append(np.ascontiguousarray(lab))
+    ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
+    wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+    U = rng.normal(size=(n, k))
+    c = 0.125
+    want = np.zeros((gp[-1], k))
+    for g, lab in enumerate(labels):
+        rows = np.flatnonzero(lab < sizes[g])
+        for kk in range(k):
+            np.add.at(want[:, kk], gp[g] + lab[rows].astype(np.int64), U[rows, kk])
+    want *= c
+    for n_jobs in (1, 2, 3, 7, 40):
+        out = np.full((gp[-1], k), np.nan)
+        _sparse.labels_tmatmat(ptrs, wide, gp, c, U, out, n_jobs)
+        np.testing.assert_array_equal(out, want)
+
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_label_matmat_ranges_sum_grids_in_order_for_any_thread_count(k):
+    """labels_matmat gathers a block of rows range of grids by range of grids (up to 4
+    grids, up to 256 KiB of V's columns; k = 1 sums a range in a register): every row
+    must still sum its grids in order (the reference: one vector add per grid, in grid
+    order), bit for bit, for any thread count and with rows spread over many blocks.
+    Grids from 2 to 70,000 bins (one int32-labelled) make ranges of one and of several
+    grids; the sentinel label (a row without an entry) adds nothing."""
+    rng = np.random.default_rng(50 + k)
+    n = 70_001
+    sizes = [3, 40000, 5, 6, 70000, 7, 8, 9, 10, 33000, 2, 11, 12, 13]
+    gp = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    labels = []
+    for nb in sizes:
+        dt = np.uint16 if nb < 65536 else np.int32
+        labels.append(np.ascontiguousarray(rng.integers(0, nb + 1, size=n).astype(dt)))
+    ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
+    wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+    V = rng.normal(size=(gp[-1], k))
+    c = 0.125
+    want = np.zeros((n, k))
+    for g, lab in enumerate(labels):
+        rows = np.flatnonzero(lab < sizes[g])
+        want[rows] += V[gp[g] + lab[rows].astype(np.int64)]
+    want *= c
+    for n_jobs in (1, 2, 3, 7, 40):
+        out = np.full((n, k), np.nan)
+        _sparse.labels_matmat(ptrs, wide, gp, c, V, out, n_jobs)
+        np.testing.assert_array_equal(out, want)
 
 
 def _rb_data(n=400, seed=0):

@@ -99,13 +99,18 @@ from cython.parallel cimport prange, parallel
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from cython.view cimport array as cvarray
+cimport numpy as cnp
+from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_Destructor
 from libc.string cimport memcpy, memmove, memset
 from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawFree
 
 import numpy as np
 
+cnp.import_array()
+
 cdef extern from "math.h" nogil:
     double floor_double "floor"(double x)
+    double fabs(double x)
 
 cdef extern from "binning_alloc.h" nogil:
     void *big_malloc "rbcd_big_malloc"(size_t nbytes) noexcept
@@ -185,6 +190,11 @@ cdef extern from "binning_keys.h" nogil:
         uint64_t *keys, uint64_t *hashes, unsigned char *inside) noexcept
 
 
+cdef extern from "binning_plan.h" nogil:
+    double first_reaching "rbcd_first_reaching"(double a, double b, double u, double w,
+                                                double k, double guess) noexcept
+    bint reaches "rbcd_reaches"(double x, double u, double w, double k) noexcept
+
 ctypedef fused idx_t:
     int32_t
     int64_t
@@ -207,6 +217,7 @@ cdef enum:
     TOUCH_AHEAD = 4        # row blocks ahead at which fit's threads first touch ids (see fit_grid_block)
     PAGE_BYTES = 4096
     PRESIZE_ROWS = 8192    # rows after which a table is sized for all rows (multiple of ROW_BLOCK)
+    RELEASE_BINS = 1 << 22 # bins (about 15 fit-table bytes each) from which fit hands free pages back
 
 cdef uint64_t LOW32 = 0xFFFFFFFF
 
@@ -1136,6 +1147,120 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
     return word_arr, shift_arr, n_words_arr, top_arr, wbits_arr
 
 
+def pair_l1(const double[:, ::1] X, const int64_t[::1] i, const int64_t[::1] j):
+    """L1 distances of the row pairs (i[p], j[p]) of X, each a running sum over the columns
+    in increasing order, one term at a time (``rbcd._scale``'s contract: bit for bit
+    ``cumsum(abs(X[i] - X[j]), axis=1)[:, -1]``). Indices are the caller's to check."""
+    cdef Py_ssize_t n = i.shape[0], d = X.shape[1], p, c
+    cdef double acc
+    if j.shape[0] != n:
+        raise ValueError("i and j must have the same length")
+    out = np.empty(n, dtype=np.float64)
+    cdef double[::1] ov = out
+    cdef const double *a
+    cdef const double *b
+    if d == 0:
+        out[:] = 0.0
+        return out
+    with nogil:
+        for p in range(n):
+            a = &X[i[p], 0]
+            b = &X[j[p], 0]
+            acc = 0.0
+            for c in range(d):
+                acc = acc + fabs(a[c] - b[c])
+            ov[p] = acc
+    return out
+
+
+def first_reaching_array(const double[::1] a, const double[::1] b, const double[::1] u,
+                         const double[::1] w, const double[::1] k, const double[::1] guess):
+    """Per entry the smallest float64 t in (a, b] with ``floor((t - u) / w) >= k``
+    (``rbcd_first_reaching`` of binning_plan.h; the caller guarantees the bracket:
+    not reached at a, reached at b). ``guess`` only speeds the search up."""
+    cdef Py_ssize_t n = a.shape[0], e
+    if not (b.shape[0] == u.shape[0] == w.shape[0] == k.shape[0] == guess.shape[0] == n):
+        raise ValueError("all arrays must have the same length")
+    out = np.empty(n, dtype=np.float64)
+    cdef double[::1] ov = out
+    with nogil:
+        for e in range(n):
+            ov[e] = first_reaching(a[e], b[e], u[e], w[e], k[e], guess[e])
+    return out
+
+
+def thresholds(const double[:, ::1] widths, const double[:, ::1] offsets,
+               const int64_t[:, ::1] lo, const int64_t[:, ::1] hi, const double[::1] cmin,
+               const double[::1] cmax, const int64_t[:, ::1] shift,
+               const unsigned char[::1] use):
+    """The thresholds of the grids with ``use[r]`` (``random_binning._thresholds``):
+    for every column j and bin k in (lo[r, j], hi[r, j]] the smallest float64 t in
+    (cmin[j], cmax[j]] with ``floor((t - u) / w) >= k`` (binning_plan.h), in the order
+    grid, column, bin. Returns ``(thr_ptr, ent_j, ent_t, ent_add)``: int64 (R + 1,),
+    int32, float64 and uint64 (``1 << shift[r, j]``) arrays of the entries."""
+    cdef Py_ssize_t R = widths.shape[0], d = widths.shape[1], r, j, e
+    cdef int64_t kk
+    cdef double u, w, k
+    thr_ptr_arr = np.zeros(R + 1, dtype=np.int64)
+    cdef int64_t[::1] thr_ptr = thr_ptr_arr
+    for r in range(R):
+        thr_ptr[r + 1] = thr_ptr[r]
+        if use[r]:
+            for j in range(d):
+                thr_ptr[r + 1] += hi[r, j] - lo[r, j]
+    cdef Py_ssize_t n_ent = thr_ptr[R]
+    ent_j_arr = np.empty(n_ent, dtype=np.int32)
+    ent_t_arr = np.empty(n_ent, dtype=np.float64)
+    ent_add_arr = np.empty(n_ent, dtype=np.uint64)
+    cdef int32_t[::1] ent_j = ent_j_arr
+    cdef double[::1] ent_t = ent_t_arr
+    cdef uint64_t[::1] ent_add = ent_add_arr
+    with nogil:
+        for r in range(R):
+            if not use[r]:
+                continue
+            e = thr_ptr[r]
+            for j in range(d):
+                u = offsets[r, j]
+                w = widths[r, j]
+                for kk in range(lo[r, j] + 1, hi[r, j] + 1):
+                    k = <double> kk
+                    ent_j[e] = <int32_t> j
+                    ent_t[e] = first_reaching(cmin[j], cmax[j], u, w, k, u + k * w)
+                    ent_add[e] = (<uint64_t> 1) << shift[r, j]
+                    e += 1
+    return thr_ptr_arr, ent_j_arr, ent_t_arr, ent_add_arr
+
+
+def range_bounds(const double[:, ::1] widths, const double[:, ::1] offsets,
+                 const int64_t[:, ::1] lo, const int64_t[:, ::1] hi, const double[::1] cmin,
+                 const double[::1] cmax, const unsigned char[::1] use):
+    """Per (grid, column) of the grids with ``use[r]`` the smallest float64 in bin lo and
+    the smallest past bin hi (-inf / +inf where no finite value is; the others' stay
+    -inf / +inf), so that a value's bin lies in [lo, hi] iff ``range_lo <= x < range_hi``
+    (``random_binning._range_bounds``). Returns ``(range_lo, range_hi)``, (R, d)."""
+    cdef Py_ssize_t R = widths.shape[0], d = widths.shape[1], r, j
+    cdef double u, w, k, big = np.finfo(np.float64).max
+    range_lo_arr = np.full((R, d), -np.inf)
+    range_hi_arr = np.full((R, d), np.inf)
+    cdef double[:, ::1] rlo = range_lo_arr
+    cdef double[:, ::1] rhi = range_hi_arr
+    with nogil:
+        for r in range(R):
+            if not use[r]:
+                continue
+            for j in range(d):
+                u = offsets[r, j]
+                w = widths[r, j]
+                k = <double> lo[r, j]  # reached at cmin; below every finite value?
+                if not reaches(-big, u, w, k):
+                    rlo[r, j] = first_reaching(-big, cmin[j], u, w, k, u + k * w)
+                k = <double> hi[r, j] + 1.0  # not reached at cmax; by some finite value?
+                if reaches(big, u, w, k):
+                    rhi[r, j] = first_reaching(cmax[j], big, u, w, k, u + k * w)
+    return range_lo_arr, range_hi_arr
+
+
 def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] direct_bits,
                idx_t[::1] ids, bint want_counts, const int64_t[::1] bounds, paths):
     """Build the exact per-grid bin tables of the training rows (docs/design.md contract 4).
@@ -1158,7 +1283,11 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
     Identical for every thread count: a grid's table is built by one thread.
     """
     cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = grids.L.R
-    cdef Py_ssize_t r, c, n_chunks
+    cdef Py_ssize_t r, c, n_chunks, k
+    cdef int64_t[::1] counts_v
+    cdef int64_t total = 0
+    cdef int64_t[::1] nb_v
+    cdef int64_t[::1] mc_v
     cdef FitJob job
     if d != grids.L.d:
         raise ValueError(f"X has {d} columns, the grids {grids.L.d}")
@@ -1198,14 +1327,17 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
                 raise MemoryError("not enough memory for the bin tables")
         n_bins = np.empty(R, dtype=np.int64)
         max_count = np.empty(R, dtype=np.int64)
+        nb_v = n_bins
+        mc_v = max_count
         dirs = []
         offs = []
         ents = []
         total = 0
         for r in range(R):
-            n_bins[r] = tables[r].n_bins
+            nb_v[r] = tables[r].n_bins
             total += tables[r].n_bins
         counts = np.empty(total, dtype=np.int64) if want_counts else None
+        counts_v = counts if want_counts else np.empty(0, dtype=np.int64)
         total = 0
         for r in range(R):
             # hand the table storage to numpy (no copy); the arrays free it
@@ -1215,18 +1347,19 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
             tables[r].ct.off = NULL
             ents.append(_adopt(tables[r].ct.ent, tables[r].ct.n_ent, np.uint8))
             tables[r].ct.ent = NULL
-            max_count[r] = tables[r].max_count
+            mc_v[r] = tables[r].max_count
             if want_counts:
-                counts[total:total + tables[r].n_bins] = _copy_u32(tables[r].counts,
-                                                                   tables[r].n_bins)
+                for k in range(tables[r].n_bins):
+                    counts_v[total + k] = tables[r].counts[k]
             total += tables[r].n_bins
             table_free(&tables[r])  # free as we go
     finally:
         for r in range(R):
             table_free(&tables[r])
         PyMem_RawFree(tables)
-        with nogil:
-            release_free_memory()  # the fit tables' pages (see binning_alloc.h)
+        if total >= RELEASE_BINS:
+            with nogil:
+                release_free_memory()  # the fit tables' pages (see binning_alloc.h)
     return n_bins, max_count, dirs, offs, ents, counts
 
 
@@ -1262,29 +1395,24 @@ def empty(Py_ssize_t n, dtype):
     return out
 
 
+cdef void _free_capsule(object capsule) noexcept:
+    free(PyCapsule_GetPointer(capsule, NULL))
+
+
 cdef object _adopt(void *ptr, Py_ssize_t n, dtype):
     """A numpy array of ``n`` items of ``dtype`` (uint8, uint32 or uint64) owning the
-    malloc'd ``ptr`` (freed with the array)."""
-    cdef cvarray arr
+    malloc'd ``ptr`` (freed with the array, through a capsule as its base: a few
+    hundred nanoseconds, which matters at one call per table)."""
+    cdef cnp.npy_intp dims = n
+    cdef int typenum
     dt = np.dtype(dtype)
     if n == 0:
         free(ptr)
         return np.empty(0, dtype=dt)
-    arr = cvarray(shape=(n,), itemsize=dt.itemsize, format={8: "Q", 4: "I", 1: "B"}[dt.itemsize],
-                  mode="c", allocate_buffer=False)
-    arr.data = <char *> ptr
-    arr.callback_free_data = free
-    out = np.asarray(arr)
-    assert out.dtype == dt
-    return out
-
-
-cdef object _copy_u32(const uint32_t *src, Py_ssize_t n):
-    out = np.empty(n, dtype=np.int64)
-    cdef int64_t[::1] view = out
-    cdef Py_ssize_t k
-    for k in range(n):
-        view[k] = src[k]
+    typenum = dt.num
+    base = PyCapsule_New(ptr, NULL, <PyCapsule_Destructor> _free_capsule)  # frees ptr
+    out = cnp.PyArray_SimpleNewFromData(1, &dims, typenum, ptr)
+    cnp.set_array_base(out, base)
     return out
 
 
@@ -1658,11 +1786,14 @@ def csc_from_labels(labels, const int64_t[::1] col_ptr, const int64_t[::1] grid_
     cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
     if len(labels) != R:
         raise ValueError("one label array per grid")
-    cdef uintptr_t[::1] ptr = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
-    cdef unsigned char[::1] wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+    cdef uintptr_t[::1] ptr = np.empty(R, dtype=np.uintp)
+    cdef unsigned char[::1] wide = np.empty(R, dtype=np.uint8)
     for g in range(R):
-        if labels[g].shape[0] != n_rows:
-            raise ValueError("label arrays must have n_rows entries")
+        a = labels[g]
+        if not (_is_vector(a, _U16, n_rows) or _is_vector(a, _I32, n_rows)):
+            raise ValueError("label arrays must be uint16 or int32 arrays of n_rows entries")
+        ptr[g] = <uintptr_t> cnp.PyArray_DATA(<cnp.ndarray> a)
+        wide[g] = cnp.PyArray_TYPE(<cnp.ndarray> a) == _I32
     for g in prange(R, nogil=True, schedule="dynamic", num_threads=max(1, min(n_threads, R))):
         nb = grid_ptr[g + 1] - grid_ptr[g]
         cur = <int64_t *> malloc((nb + 1) * sizeof(int64_t))
@@ -1719,6 +1850,132 @@ cdef void _csc_fill_block(const idx_t *ids, int64_t *next_pos, Py_ssize_t N,
                 rows[next_pos[col]] = <row_t> i
                 next_pos[col] += 1
         i0 = i1
+
+
+def structure_mismatch(const int64_t[::1] z_indptr, const idx_t[::1] z_indices,
+                       const int64_t[::1] col_ptr, const row_t[::1] rows):
+    """Whether a CSR matrix and a CSC structure hold exactly the same entries (positions).
+
+    z_indptr, z_indices : the CSR rows, column ids increasing within each row.
+    col_ptr, rows : the CSC columns, row ids of each column (increasing within a column).
+    Returns ``(-1, -1)`` when they agree, else ``(row, column)`` of an entry that one holds
+    and the other does not. O(nnz + N + D) time, N cursors of scratch: the columns are
+    walked in increasing order, and each row's next CSR entry must be the column met.
+    """
+    cdef Py_ssize_t N = z_indptr.shape[0] - 1, D = col_ptr.shape[0] - 1, j, i
+    cdef int64_t p, c, bad_row = -1, bad_col = -1
+    if N < 0 or D < 0:
+        raise ValueError("indptr arrays must not be empty")
+    if z_indptr[N] > z_indices.shape[0] or col_ptr[D] > rows.shape[0]:
+        raise ValueError("indptr arrays point past their indices")
+    cdef int64_t *cur = <int64_t *> PyMem_RawMalloc(max(N, 1) * sizeof(int64_t))
+    if cur == NULL:
+        raise MemoryError("cannot allocate the row cursors")
+    with nogil:
+        for i in range(N):
+            cur[i] = z_indptr[i]
+        for j in range(D):
+            for p in range(col_ptr[j], col_ptr[j + 1]):
+                i = rows[p]
+                if i < 0 or i >= N:
+                    bad_row = i
+                    bad_col = j
+                    break
+                c = cur[i]
+                if c >= z_indptr[i + 1] or z_indices[c] != j:
+                    bad_row = i
+                    bad_col = j
+                    break
+                cur[i] = c + 1
+            if bad_row != -1 or bad_col != -1:
+                break
+        if bad_col == -1:
+            for i in range(N):
+                if cur[i] != z_indptr[i + 1]:  # the CSR row has an entry left over
+                    bad_row = i
+                    bad_col = z_indices[cur[i]]
+                    break
+    PyMem_RawFree(cur)
+    return int(bad_row), int(bad_col)
+
+
+def labels_mismatch(labels, const int64_t[::1] col_ptr, const row_t[::1] rows,
+                    const int64_t[::1] grid_ptr, Py_ssize_t n_rows):
+    """Whether grid labels (``_grid.pxd`` layout, checked by the caller: R arrays of
+    n_rows uint16 / int32) describe the CSC structure: label[i] of grid r is j - grid_ptr[r]
+    for the column j of grid r holding row i, the grid's bin count where none does.
+
+    Returns ``(-1, -1, -1)`` when they agree, else ``(grid, row, label)`` of a label that
+    does not (for a label past the sentinel, or a row labelled with a bin whose column does
+    not hold it, ``row`` is the first such row). O(N R + nnz).
+    """
+    cdef Py_ssize_t R = grid_ptr.shape[0] - 1, g, i
+    cdef int64_t j, p, nb, lab, n_set, lo_, hi_, mid, bad_g = -1, bad_i = -1, bad_l = -1
+    cdef uint16_t *l16
+    cdef int32_t *l32
+    cdef bint w
+    if len(labels) != R:
+        raise ValueError("one label array per grid")
+    cdef uintptr_t[::1] ptr = np.empty(max(R, 1), dtype=np.uintp)
+    cdef unsigned char[::1] wide = np.empty(max(R, 1), dtype=np.uint8)
+    for g in range(R):
+        a = labels[g]
+        if not (_is_vector(a, _U16, n_rows) or _is_vector(a, _I32, n_rows)):
+            raise ValueError("label arrays must be uint16 or int32 arrays of n_rows entries")
+        ptr[g] = <uintptr_t> cnp.PyArray_DATA(<cnp.ndarray> a)
+        wide[g] = cnp.PyArray_TYPE(<cnp.ndarray> a) == _I32
+    with nogil:
+        for g in range(R):
+            nb = grid_ptr[g + 1] - grid_ptr[g]
+            w = wide[g]
+            l16 = <uint16_t *> ptr[g]
+            l32 = <int32_t *> ptr[g]
+            # every entry of the grid's columns is labelled with its bin
+            for j in range(grid_ptr[g], grid_ptr[g + 1]):
+                for p in range(col_ptr[j], col_ptr[j + 1]):
+                    i = rows[p]
+                    lab = l32[i] if w else l16[i]
+                    if lab != j - grid_ptr[g]:
+                        bad_g = g
+                        bad_i = i
+                        bad_l = lab
+                        break
+                if bad_g >= 0:
+                    break
+            if bad_g >= 0:
+                break
+            # and no other row is: as many labels below the sentinel as entries
+            n_set = 0
+            for i in range(n_rows):
+                lab = l32[i] if w else l16[i]
+                if lab < 0 or lab > nb:
+                    bad_g = g
+                    bad_i = i
+                    bad_l = lab
+                    break
+                n_set += lab < nb
+            if bad_g >= 0:
+                break
+            if n_set != col_ptr[grid_ptr[g + 1]] - col_ptr[grid_ptr[g]]:
+                bad_g = g
+                for i in range(n_rows):  # the first row labelled where its column is not
+                    lab = l32[i] if w else l16[i]
+                    if lab < nb:
+                        j = grid_ptr[g] + lab
+                        lo_ = col_ptr[j]  # binary search of i in the column's rows
+                        hi_ = col_ptr[j + 1]
+                        while lo_ < hi_:
+                            mid = (lo_ + hi_) // 2
+                            if rows[mid] < i:
+                                lo_ = mid + 1
+                            else:
+                                hi_ = mid
+                        if lo_ == col_ptr[j + 1] or rows[lo_] != i:
+                            bad_i = i
+                            bad_l = lab
+                            break
+                break
+    return int(bad_g), int(bad_i), int(bad_l)
 
 
 def check_grid_rows(const idx_t[::1] indptr, const idx_t[::1] indices,
@@ -1799,6 +2056,24 @@ cdef object _array(value, dtype, shape, name):
     return np.ascontiguousarray(value)
 
 
+cdef int _U8 = cnp.NPY_UINT8
+cdef int _U32 = cnp.NPY_UINT32
+cdef int _U16 = cnp.NPY_UINT16
+cdef int _I32 = cnp.NPY_INT32
+
+
+cdef inline bint _is_vector(object a, int typenum, Py_ssize_t n):
+    """Whether ``a`` is a C-contiguous 1-D array of n items of the native dtype of
+    ``typenum`` (what :func:`_array` would return unchanged; cheap, for per-grid use)."""
+    cdef cnp.ndarray v
+    if not cnp.PyArray_Check(a):
+        return False
+    v = <cnp.ndarray> a
+    return (cnp.PyArray_TYPE(v) == typenum and cnp.PyArray_NDIM(v) == 1
+            and cnp.PyArray_DIM(v, 0) == n and cnp.PyArray_IS_C_CONTIGUOUS(v)
+            and cnp.PyArray_ISNOTSWAPPED(v))
+
+
 cdef class GridTables:
     """The fitted grids of an exact-mode RandomBinning: one typed owner for the
     layout (widths, offsets, training bin bounds, packed-key layout, thresholds)
@@ -1865,12 +2140,13 @@ cdef class GridTables:
         self.range_hi = _array(range_hi, np.float64, (R, d), "range_hi")
         if n_ent and (self.ent_j.min() < 0 or self.ent_j.max() >= d):
             raise ValueError("grid tables: threshold columns must lie in [0, d)")
-        for r in range(R):
-            if self.use_thr[r] and self.n_words[r] != 1:
-                raise ValueError("grid tables: threshold keys need single-word grids")
-            # sorted by column within a grid (the vector path walks columns in order)
-            if np.any(np.diff(self.ent_j[self.thr_ptr[r]:self.thr_ptr[r + 1]]) < 0):
-                raise ValueError("grid tables: thresholds must be sorted by column")
+        if np.any((self.use_thr != 0) & (self.n_words != 1)):
+            raise ValueError("grid tables: threshold keys need single-word grids")
+        # sorted by column within a grid (the vector path walks columns in order): a
+        # decrease only where a grid's entries start
+        falls = np.flatnonzero(np.diff(self.ent_j) < 0) + 1
+        if falls.shape[0] and not np.all(np.isin(falls, self.thr_ptr)):
+            raise ValueError("grid tables: thresholds must be sorted by column")
         self._fill_layout()
 
     cdef void _fill_layout(self):
@@ -1929,11 +2205,11 @@ cdef class GridTables:
         records) and every record's id within the grid's bins."""
         cdef Py_ssize_t R = self.L.R, r
         cdef GridTable *G
-        cdef const uint32_t[::1] dv
-        cdef const unsigned char[::1] ov
-        cdef const unsigned char[::1] ev
-        cdef int64_t nb
+        cdef int64_t nb, nbins_r
+        cdef const int64_t[::1] nbv
+        cdef const int64_t[::1] gpv
         gp = _array(grid_ptr, np.int64, (R + 1,), "grid_ptr")
+        gpv = gp
         if gp[0] != 0 or np.any(np.diff(gp) < 0):
             raise ValueError("grid tables: grid_ptr must be non-decreasing from 0")
         if not (isinstance(dirs, list) and isinstance(offs, list) and isinstance(ents, list)
@@ -1942,30 +2218,33 @@ cdef class GridTables:
         n_bins = np.diff(gp)
         if np.any(n_bins >= <int64_t> LOW32):
             raise ValueError("grid tables: a grid has too many bins")
+        nbv = n_bins
         G = <GridTable *> PyMem_RawCalloc(max(R, 1), sizeof(GridTable))
         if G == NULL:
             raise MemoryError("cannot allocate the grid tables")
         try:
             dirs, offs, ents = list(dirs), list(offs), list(ents)
             for r in range(R):
-                ct_geometry(&G[r].tab, n_bins[r], self.L.n_words[r],
+                nbins_r = nbv[r]
+                ct_geometry(&G[r].tab, nbins_r, self.L.n_words[r],
                             self.L.word_bits + r * self.L.max_words)
                 nb = (<int64_t> 1) << G[r].tab.bbits
-                offs[r] = _array(offs[r], np.uint8, (nb + 2,), f"offs[{r}]")
-                G[r].tab.dshift = offs[r][nb + 1]
+                if not _is_vector(offs[r], _U8, nb + 2):
+                    offs[r] = _array(offs[r], np.uint8, (nb + 2,), f"offs[{r}]")
+                G[r].tab.off = <const unsigned char *> cnp.PyArray_DATA(<cnp.ndarray> offs[r])
+                G[r].tab.dshift = G[r].tab.off[nb + 1]
                 if G[r].tab.dshift > min(CT_DSHIFT, G[r].tab.bbits):
                     raise ValueError(f"grid tables: offs[{r}] ends with a bad dshift")
-                dirs[r] = _array(dirs[r], np.uint32, ((nb >> G[r].tab.dshift) + 1,), f"dirs[{r}]")
-                ents[r] = _array(ents[r], np.uint8, (int(n_bins[r]) * G[r].tab.E + CT_PAD,),
-                                 f"ents[{r}]")
-                dv = dirs[r]
-                ov = offs[r]
-                ev = ents[r]
-                G[r].tab.dir = &dv[0]
-                G[r].tab.off = &ov[0]
-                G[r].tab.ent = &ev[0]
-                G[r].n_bins = n_bins[r]
-                G[r].col0 = gp[r]
+                if not _is_vector(dirs[r], _U32, (nb >> G[r].tab.dshift) + 1):
+                    dirs[r] = _array(dirs[r], np.uint32, ((nb >> G[r].tab.dshift) + 1,),
+                                     f"dirs[{r}]")
+                if not _is_vector(ents[r], _U8, nbins_r * G[r].tab.E + CT_PAD):
+                    ents[r] = _array(ents[r], np.uint8, (nbins_r * G[r].tab.E + CT_PAD,),
+                                     f"ents[{r}]")
+                G[r].tab.dir = <const uint32_t *> cnp.PyArray_DATA(<cnp.ndarray> dirs[r])
+                G[r].tab.ent = <const unsigned char *> cnp.PyArray_DATA(<cnp.ndarray> ents[r])
+                G[r].n_bins = nbins_r
+                G[r].col0 = gpv[r]
                 G[r].index = NULL
                 if check:
                     starts = (dirs[r][np.arange(nb + 1) >> G[r].tab.dshift].astype(np.int64)

@@ -21,7 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 
 from . import _binning
 from .._random import make_generator
@@ -110,7 +110,7 @@ class RBColumns:
     :func:`column_structure` builds one from any Z whose columns are grouped by
     grid. An RBColumns describes exactly that Z (same shape, same entries); the
     solvers take it as ``columns=`` instead of building it again, and
-    :meth:`check_matrix` verifies cheaply that a matrix is the one it describes.
+    :meth:`check_matrix` verifies, in O(nnz), that a matrix is the one it describes.
     All stored values of Z are the same constant ``value`` (1/sqrt(R), docs/design.md
     contract 6), so only the structure is kept.
 
@@ -153,15 +153,15 @@ class RBColumns:
     def n_grids(self):
         return self.grid_ptr.shape[0] - 1
 
-    def check_matrix(self, Z, n_samples=16):
-        """Raise ValueError unless Z is (very likely) the matrix this structure describes.
+    def check_matrix(self, Z, n_samples=None):
+        """Raise ValueError unless Z is exactly the matrix this structure describes.
 
-        Checks Z's shape and nnz, then, for ``n_samples`` rows spread evenly over Z
-        (a deterministic sample), that every column of the row holds the row in this
-        structure (a binary search in the column's sorted row ids) with Z's value
-        ``value``, and, where ``grid_labels`` are present, that the row's column in
-        each grid is the labelled one. Cost O(n_samples * R * log N); Z is not copied
-        when it is CSR.
+        Checks Z's shape, nnz and stored values, then every entry of Z against the
+        structure and, where ``grid_labels`` are present, every label
+        (:func:`structure_difference`): O(nnz + N R) in one pass each, serial, with N
+        cursors of scratch; Z is not copied when it is CSR with sorted indices.
+        ``n_samples`` is accepted for compatibility and ignored (the check once sampled
+        rows; it now reads them all).
         """
         if not sp.issparse(Z):
             raise ValueError(f"Z must be a scipy sparse matrix, got {type(Z).__name__}")
@@ -176,56 +176,59 @@ class RBColumns:
             raise ValueError(
                 f"Z has {Z.nnz} stored entries, the column structure {self.indices.shape[0]}"
             )
-        if self.n_rows == 0 or Z.nnz == 0:
-            return
-        rows = np.unique(np.linspace(0, self.n_rows - 1, min(int(n_samples), self.n_rows))
-                         .astype(np.int64))
-        starts, stops = Z.indptr[rows].astype(np.int64), Z.indptr[rows + 1].astype(np.int64)
-        lengths = stops - starts
-        pos = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
-        row_of = np.repeat(rows, lengths)
-        cols = Z.indices[pos].astype(np.int64)
-        if np.any(Z.data[pos] != self.value):
+        if Z.nnz and np.any(Z.data != self.value):
             raise ValueError("Z's values differ from the column structure's value")
-        if np.any(cols < 0) or np.any(cols >= self.n_columns):
-            raise ValueError("Z has column ids outside the column structure")
-        # binary search of each sampled row in its columns' sorted row ids
-        lo = self.indptr[cols].copy()
-        hi = self.indptr[cols + 1].copy()
-        while True:
-            active = lo < hi
-            if not active.any():
-                break
-            mid = (lo + hi) // 2
-            mid_a = np.where(active, mid, 0)
-            less = active & (self.indices[np.minimum(mid_a, self.indices.shape[0] - 1)] < row_of)
-            lo = np.where(less, mid + 1, lo)
-            hi = np.where(active & ~less, mid, hi)
-        found = lo < self.indptr[cols + 1]
-        found[found] = self.indices[lo[found]] == row_of[found]
-        if not found.all():
-            k = int(np.flatnonzero(~found)[0])
-            raise ValueError(
-                f"Z does not match the column structure: row {int(row_of[k])} has column "
-                f"{int(cols[k])} in Z but not in the structure"
-            )
-        if self.grid_labels is not None:
-            grid = np.searchsorted(self.grid_ptr, cols, side="right") - 1
-            for r in range(self.n_grids):
-                want = self.grid_ptr[r] + np.asarray(self.grid_labels[r])[rows].astype(np.int64)
-                got = np.full(rows.shape[0], -1, dtype=np.int64)
-                sel = grid == r
-                got[np.searchsorted(rows, row_of[sel])] = cols[sel]
-                if np.any(got != want):
-                    raise ValueError(
-                        f"Z does not match the column structure's labels of grid {r}"
-                    )
+        detail = structure_difference(Z, self.indptr, self.indices, self.grid_ptr,
+                                      self.grid_labels)
+        if detail is not None:
+            raise ValueError(f"Z does not match the column structure: {detail}")
 
     def __repr__(self):
         return (
             f"RBColumns(n_rows={self.n_rows}, n_columns={self.n_columns}, "
             f"n_grids={self.n_grids}, nnz={self.indices.shape[0]}, value={self.value!r})"
         )
+
+
+def structure_difference(Z, indptr, indices, grid_ptr, grid_labels=None):
+    """None when CSR Z holds exactly the entries of the column structure ``(indptr,
+    indices)`` (and, with ``grid_labels``, those labels describe the structure), else
+    what differs, in words. Shapes, nnz and values are the caller's to check; the
+    labels' layout too (R arrays of N uint16 / int32, ``_grid.pxd``).
+
+    Exact (issue 31 item 1: a sampled check passed Z with two rows swapped): each row's
+    entries are walked in column order against the structure's columns
+    (``_binning.structure_mismatch``, O(nnz + N + D)), then each grid's labels against
+    its columns (``_binning.labels_mismatch``, O(N R + nnz)).
+    """
+    if not Z.has_sorted_indices:
+        Z = Z.sorted_indices()
+    z_indices = Z.indices
+    if z_indices.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        z_indices = z_indices.astype(np.int64)
+    rows = np.asarray(indices)
+    if rows.dtype not in (np.dtype(np.int32), np.dtype(np.int64)):
+        rows = rows.astype(np.int64)
+    col_ptr = np.ascontiguousarray(indptr, dtype=np.int64)
+    i, j = _binning.structure_mismatch(np.ascontiguousarray(Z.indptr, dtype=np.int64),
+                                       np.ascontiguousarray(z_indices), col_ptr,
+                                       np.ascontiguousarray(rows))
+    if i != -1 or j != -1:
+        return (f"Z and the structure differ at row {i}, column {j} (one of them holds "
+                "that entry, the other not)")
+    if grid_labels is None or callable(grid_labels):
+        return None
+    g, i, label = _binning.labels_mismatch(list(grid_labels), col_ptr, np.ascontiguousarray(rows),
+                                           np.ascontiguousarray(grid_ptr, dtype=np.int64),
+                                           Z.shape[0])
+    if g == -1:
+        return None
+    n_bins = int(grid_ptr[g + 1] - grid_ptr[g])
+    if label > n_bins or label < 0:
+        return (f"grid labels of grid {g} are corrupt: label {label} of row {i} exceeds the "
+                f"grid's {n_bins} bins")
+    return (f"grid labels of grid {g} are corrupt: row {i} is labelled {label}, not the bin "
+            "that holds it in the structure")
 
 
 SMALL_WORK = 1 << 17
@@ -274,48 +277,17 @@ def _constant_data(nnz, value, dtype, n_threads):
 # on average: each costs a compare and an add, against about 13 vector
 # operations per column for the reciprocal-and-check path.
 THRESHOLDS_PER_COLUMN = 6
-_SIGN_OFF = np.int64(0x7FFFFFFFFFFFFFFF)
-
-
-def _ordered(bits):
-    """Map float64 bit patterns (as int64) to int64 in the order of the values
-    (an involution: it also maps back)."""
-    return np.where(bits < 0, bits ^ _SIGN_OFF, bits)
-
-
-def _bisect(a, b, reached, guess):
-    """Smallest float64 in (value(a), value(b)] with ``reached(x, sel)`` true, per entry,
-    for ordered bit patterns a < b with reached false at a and true at b (reached must
-    be monotone in the value; ``sel`` indexes the entries x belongs to).
-
-    The bracket is first narrowed to 64 values either side of ``guess`` (a float64
-    estimate, e.g. u + k * w) wherever that bracket holds, so most entries need about
-    seven rounds; the others bisect their whole range (at most 64 rounds).
-    """
-    a = a.copy()
-    b = b.copy()
-    finite = np.isfinite(guess)
-    g = np.where(finite, _ordered(np.ascontiguousarray(guess, dtype=np.float64).view(np.int64)), a)
-    lo_g = np.maximum(g - 64, a)
-    hi_g = np.minimum(g + 64, b)
-    sel = np.flatnonzero(finite & (lo_g < hi_g))
-    if sel.size:
-        ok = (~reached(_ordered(lo_g[sel]).view(np.float64), sel)
-              & reached(_ordered(hi_g[sel]).view(np.float64), sel))
-        sel = sel[ok]
-        a[sel] = lo_g[sel]
-        b[sel] = hi_g[sel]
-    idx = np.arange(a.shape[0])
-    for _ in range(66):  # the gap, below 2**64, halves each round
-        idx = idx[(b[idx].view(np.uint64) - a[idx].view(np.uint64)) > 1]
-        if idx.size == 0:
-            break
-        ai, bi = a[idx], b[idx]
-        mid = (ai >> 1) + (bi >> 1) + (ai & bi & 1)
-        got = reached(_ordered(mid).view(np.float64), idx)
-        b[idx] = np.where(got, mid, bi)
-        a[idx] = np.where(got, ai, mid)
-    return np.ascontiguousarray(_ordered(b).view(np.float64))
+def _use_thresholds(lo, hi, n_words, enabled=True):
+    """The grids whose keys come from thresholds (uint8 (R,)): single-word grids with at
+    most THRESHOLDS_PER_COLUMN thresholds per column on average whose bins stay below
+    2**52 in magnitude (the search compares bins as float64), none if not ``enabled``."""
+    R, d = lo.shape
+    if not enabled:
+        return np.zeros(R, dtype=np.uint8)
+    span = hi.astype(np.float64) - lo.astype(np.float64)  # no int64 overflow
+    use = ((n_words == 1) & (span.sum(axis=1) <= THRESHOLDS_PER_COLUMN * d)
+           & np.all((np.abs(lo) < 2**52) & (np.abs(hi) < 2**52 - 1), axis=1))
+    return use.astype(np.uint8)
 
 
 def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words, enabled=True):
@@ -324,84 +296,53 @@ def _thresholds(widths, offsets, lo, hi, cmin, cmax, shift, n_words, enabled=Tru
     ``bin(x) = floor((x - u) / w)`` is monotone in x (IEEE subtraction,
     division by w > 0 and floor all are), so for each bin k in (lo, hi] there
     is a smallest float64 ``t_k`` with ``bin(t_k) >= k``, and for any x in
-    [cmin, cmax]: ``bin(x) - lo = #{k : x >= t_k}``. A bisection over the
+    [cmin, cmax]: ``bin(x) - lo = #{k : x >= t_k}``. A search over the
     float64 values between the column extremes finds each ``t_k`` with the very
-    formula of the bins, so keys built by counting thresholds are the keys of
-    the division, bit for bit. Used for single-word grids with few thresholds
-    (the common case: a few bins per column) whose bins stay below 2**52 in
-    magnitude (``_range_bounds`` compares bins as float64), unless ``enabled`` is
-    False; the kernels compute the other grids' bins by division.
+    formula of the bins (``rbcd/src/binning_plan.h``), so keys built by counting
+    thresholds are the keys of the division, bit for bit. Used for the grids of
+    :func:`_use_thresholds` (the common case: a few bins per column); the kernels
+    compute the other grids' bins by division.
 
     Returns ``(thr_ptr, use_thr, ent_j, ent_t, ent_add)``: entries sorted by
     grid, column and bin; ``ent_add = 1 << shift`` of the entry's column.
     """
-    R, d = widths.shape
-    span = hi.astype(np.float64) - lo.astype(np.float64)  # no int64 overflow
-    use = ((n_words == 1) & (span.sum(axis=1) <= THRESHOLDS_PER_COLUMN * d)
-           & np.all((np.abs(lo) < 2**52) & (np.abs(hi) < 2**52 - 1), axis=1) & bool(enabled))
-    counts = np.where(use[:, None], hi - lo, 0).astype(np.int64).ravel()  # (R * d,)
-    n_ent = int(counts.sum())
-    thr_ptr = np.zeros(R + 1, dtype=np.int64)
-    np.cumsum(counts.reshape(R, d).sum(axis=1), out=thr_ptr[1:])
-    flat = np.repeat(np.arange(R * d), counts)
-    first = np.repeat(np.cumsum(counts) - counts, counts)
-    k = lo.ravel()[flat] + 1 + (np.arange(n_ent) - first)  # the bin whose threshold
-    j = flat % d
-    u = offsets.ravel()[flat]
-    w = widths.ravel()[flat]
-    # bin(cmin) = lo < k <= hi = bin(cmax); bins of values in between fit in int64
-    a = _ordered(np.ascontiguousarray(cmin[j], dtype=np.float64).view(np.int64))
-    b = _ordered(np.ascontiguousarray(cmax[j], dtype=np.float64).view(np.int64))
-    with np.errstate(all="ignore"):
-        ent_t = _bisect(a, b, lambda x, i: np.floor((x - u[i]) / w[i]).astype(np.int64) >= k[i],
-                        u + k * w)
-    ent_add = np.left_shift(np.uint64(1), shift.ravel()[flat].astype(np.uint64))
-    return (thr_ptr, use.astype(np.uint8), j.astype(np.int32), ent_t,
-            np.ascontiguousarray(ent_add, dtype=np.uint64))
+    use = _use_thresholds(lo, hi, n_words, enabled)
+    thr_ptr, ent_j, ent_t, ent_add = _binning.thresholds(
+        widths, offsets, lo, hi, np.ascontiguousarray(cmin, dtype=np.float64),
+        np.ascontiguousarray(cmax, dtype=np.float64), shift, use)
+    return thr_ptr, use, ent_j, ent_t, ent_add
 
 
 def _range_bounds(widths, offsets, lo, hi, cmin, cmax, use):
     """For transform: per (grid, column) the smallest float64 in bin lo and the
     smallest past bin hi (-inf / +inf when no finite value is), so that a new
     value's bin lies in [lo, hi] iff ``range_lo <= x < range_hi``. Grids whose
-    bins reach 2**52 in magnitude are left out of ``use`` (the bisection compares
+    bins reach 2**52 in magnitude are left out of ``use`` (the search compares
     floored quotients with bins as float64, exact below 2**52)."""
-    R, d = widths.shape
-    use = use.copy()
-    use &= np.all((np.abs(lo) < 2**52) & (np.abs(hi) < 2**52 - 1), axis=1).astype(np.uint8)
-    range_lo = np.full((R, d), -np.inf)
-    range_hi = np.full((R, d), np.inf)
-    rows = np.flatnonzero(use)
-    if rows.size == 0:
-        return use, range_lo, range_hi
-    u = offsets[rows].ravel()
-    w = widths[rows].ravel()
-    big = np.finfo(np.float64).max
-    j = np.tile(np.arange(d), rows.size)
-    with np.errstate(all="ignore"):
-        def bins(x, i=slice(None)):
-            return np.floor((x - u[i]) / w[i])
-        # bin lo: reached at cmin; below every finite value?
-        k_lo = lo[rows].ravel().astype(np.float64)
-        t = _bisect(_ordered(np.full(u.shape, -big).view(np.int64)),
-                    _ordered(np.ascontiguousarray(cmin[j]).view(np.int64)),
-                    lambda x, i: bins(x, i) >= k_lo[i], u + k_lo * w)
-        t = np.where(bins(np.full(u.shape, -big)) >= k_lo, -np.inf, t)
-        range_lo[rows] = t.reshape(rows.size, d)
-        # bin hi + 1: not reached at cmax; reached by some finite value?
-        k_hi = hi[rows].ravel().astype(np.float64) + 1.0
-        t = _bisect(_ordered(np.ascontiguousarray(cmax[j]).view(np.int64)),
-                    _ordered(np.full(u.shape, big).view(np.int64)),
-                    lambda x, i: bins(x, i) >= k_hi[i], u + k_hi * w)
-        t = np.where(bins(np.full(u.shape, big)) >= k_hi, t, np.inf)
-        range_hi[rows] = t.reshape(rows.size, d)
+    use = use & np.all((np.abs(lo) < 2**52) & (np.abs(hi) < 2**52 - 1), axis=1).astype(np.uint8)
+    range_lo, range_hi = _binning.range_bounds(
+        widths, offsets, lo, hi, np.ascontiguousarray(cmin, dtype=np.float64),
+        np.ascontiguousarray(cmax, dtype=np.float64), np.ascontiguousarray(use, dtype=np.uint8))
     return use, range_lo, range_hi
 
 
+def _bit_length(v):
+    """int.bit_length of each entry of a uint64 array (int64 result)."""
+    v = np.asarray(v, dtype=np.uint64).copy()
+    n = np.zeros(v.shape, dtype=np.int64)
+    for s in (32, 16, 8, 4, 2, 1):
+        big = v >= np.uint64(1 << s)
+        n += big * s
+        v = np.where(big, v >> np.uint64(s), v)
+    return n + (v > 0)
+
+
 def _key_bits(lo, hi, n_words):
-    """Bits of each grid's packed key (single-word grids), -1 for multi-word grids."""
-    return [sum(int(h - l).bit_length() for l, h in zip(lo[r].tolist(), hi[r].tolist()))
-            if n_words[r] == 1 else -1 for r in range(lo.shape[0])]
+    """Bits of each grid's packed key (single-word grids), -1 for multi-word grids: an
+    int64 (R,) array."""
+    span = hi.astype(np.uint64) - lo.astype(np.uint64)  # modulo 2**64, as pack_layout
+    bits = _bit_length(span).sum(axis=1)
+    return np.where(np.asarray(n_words) == 1, bits, -1).astype(np.int64)
 
 
 # Dense transform index (uint32 id + 1 per possible key) for single-word grids of
@@ -414,15 +355,18 @@ INDEX_PER_BIN = 8
 def _dense_index(lo, hi, n_words, n_bins, keys_of, key_bits=None):
     """Per grid the dense index of its fitted keys, or None (``keys_of(r)``: grid r's
     keys in local id order; ``key_bits``: the grids' _key_bits, when already computed)."""
-    out = []
     if key_bits is None:
         key_bits = _key_bits(lo, hi, n_words)
-    for r, bits in enumerate(key_bits):
-        index = None
-        if 0 <= bits <= INDEX_MAX_BITS and (1 << bits) <= INDEX_PER_BIN * max(int(n_bins[r]), 8):
-            index = np.zeros(1 << bits, dtype=np.uint32)
-            index[keys_of(r).astype(np.intp)] = np.arange(1, int(n_bins[r]) + 1, dtype=np.uint32)
-        out.append(index)
+    bits = np.asarray(key_bits, dtype=np.int64)
+    n_bins = np.asarray(n_bins, dtype=np.int64)
+    small = (bits >= 0) & (bits <= INDEX_MAX_BITS)
+    dense = small & ((np.int64(1) << np.where(small, bits, 0))
+                     <= INDEX_PER_BIN * np.maximum(n_bins, 8))
+    out = [None] * bits.shape[0]
+    for r in np.flatnonzero(dense).tolist():
+        index = np.zeros(1 << int(bits[r]), dtype=np.uint32)
+        index[keys_of(r).astype(np.intp)] = np.arange(1, int(n_bins[r]) + 1, dtype=np.uint32)
+        out[r] = index
     return out
 
 
@@ -448,14 +392,13 @@ def _direct_bits(lo, hi, n_words, n_samples, key_bits=None, enabled=True):
     bits = np.array(key_bits, dtype=np.int64)
     bits[bits < 0] = DIRECT_MAX_BITS + 1  # multi-word grids never
     budget = max(DIRECT_BYTES_PER_ENTRY * n_samples * R, 2**16)
-    used = 0
-    for r in np.argsort(bits, kind="stable"):
-        b = int(bits[r])
-        size = 8 << b
-        if b > DIRECT_MAX_BITS or (1 << b) > max(DIRECT_PER_ROW * n_samples, 64) or used + size > budget:
-            break
-        out[r] = b
-        used += size
+    # the smallest first, while each fits and all of them together stay in the budget
+    order = np.argsort(bits, kind="stable")
+    b = np.minimum(bits[order], DIRECT_MAX_BITS + 1)
+    ok = ((b <= DIRECT_MAX_BITS) & ((np.int64(1) << b) <= max(DIRECT_PER_ROW * n_samples, 64))
+          & (np.cumsum(np.int64(8) << b) <= budget))
+    n_ok = int(np.argmin(ok)) if not ok.all() else R
+    out[order[:n_ok]] = b[:n_ok]
     return out
 
 
@@ -475,18 +418,14 @@ COST_DIVISION_COLUMN = 8.0
 
 def _grid_costs(thr_ptr, use_thr, direct, n_words, d):
     """Estimated relative fit cost of each grid (see COST_GRID)."""
-    R = len(direct)
-    cost = np.full(R, COST_GRID)
-    for r in range(R):
-        if use_thr[r]:
-            cost[r] += float(thr_ptr[r + 1] - thr_ptr[r])
-        else:
-            cost[r] += COST_DIVISION_COLUMN * d * int(n_words[r])
-        if direct[r] >= 0:
-            x = (8 << int(direct[r])) / COST_L2_BYTES
-            cost[r] += COST_DIRECT + COST_DIRECT_L2 * min(x * x, 1.5)
-        else:
-            cost[r] += COST_HASH
+    direct = np.asarray(direct, dtype=np.int64)
+    use_thr = np.asarray(use_thr).astype(bool)
+    n_thr = np.diff(np.asarray(thr_ptr, dtype=np.int64)).astype(np.float64)
+    keys = np.where(use_thr, n_thr, COST_DIVISION_COLUMN * d * np.asarray(n_words, np.float64))
+    x = (np.float64(8) * np.exp2(np.maximum(direct, 0).astype(np.float64))) / COST_L2_BYTES
+    table = np.where(direct >= 0, COST_DIRECT + COST_DIRECT_L2 * np.minimum(x * x, 1.5),
+                     COST_HASH)
+    cost = COST_GRID + keys + table
     return cost
 
 
@@ -676,35 +615,52 @@ class _GridDraw:
         return np.random.Generator(bit_generator)
 
     def blocks(self, rng=None):
-        """Yield ``(r0, widths[r0:r1], offsets[r0:r1])`` block by block. ``rng``: the live
-        generator, at the saved state, is left where one draw of the whole arrays leaves
-        it (None: a fresh copy)."""
+        """Yield ``(r0, j0, widths[r0:r1, j0:j1], offsets[r0:r1, j0:j1])`` block by block, in
+        the order of the stream: whole grids (j0 = 0, all d columns) while a grid has at most
+        DRAW_BLOCK entries, else one grid in pieces of DRAW_BLOCK columns (so the scratch
+        stays bounded for any d). ``rng``: the live generator, at the saved state, is left
+        where one draw of the whole arrays leaves it (None: a fresh copy)."""
         R, d = self.shape
-        step = max(1, DRAW_BLOCK // max(d, 1))
         if rng is None:
             rng = self.generator()
-        if step >= R:
+        if R * d <= DRAW_BLOCK:
             widths = rng.gamma(2.0, self.sigma, size=(R, d))
-            yield 0, widths, rng.uniform(0.0, 1.0, size=(R, d)) * widths
+            yield 0, 0, widths, rng.uniform(0.0, 1.0, size=(R, d)) * widths
             return
+        sigma = np.asarray(self.sigma, dtype=np.float64)
+        per_col = sigma.ndim == 1
+        if d <= DRAW_BLOCK:
+            pieces = [(r0, min(DRAW_BLOCK // d, R - r0), 0, d)
+                      for r0 in range(0, R, DRAW_BLOCK // d)]
+        else:
+            pieces = [(r0, 1, j0, min(DRAW_BLOCK, d - j0))
+                      for r0 in range(R) for j0 in range(0, d, DRAW_BLOCK)]
+
+        def gamma(gen, k, j0, m):
+            scale = sigma[j0:j0 + m] if per_col else self.sigma
+            return gen.gamma(2.0, scale, size=(k, m))
+
+        for _, k, j0, m in pieces:  # the widths, to reach the offsets' part of the stream
+            gamma(rng, k, j0, m)
         again = self.generator()  # the widths a second time, beside the offsets
-        for r0 in range(0, R, step):
-            rng.gamma(2.0, self.sigma, size=(min(step, R - r0), d))
-        for r0 in range(0, R, step):
-            k = min(step, R - r0)
-            widths = again.gamma(2.0, self.sigma, size=(k, d))
-            yield r0, widths, rng.uniform(0.0, 1.0, size=(k, d)) * widths
+        for r0, k, j0, m in pieces:
+            widths = gamma(again, k, j0, m)
+            yield r0, j0, widths, rng.uniform(0.0, 1.0, size=(k, m)) * widths
 
     def columns(self, cols=None):
-        """``(widths[:, cols], offsets[:, cols])`` (all columns when cols is None)."""
+        """``(widths[:, cols], offsets[:, cols])`` (all columns when cols is None; cols
+        increasing)."""
         R, d = self.shape
-        n = d if cols is None else len(cols)
+        cols = np.arange(d) if cols is None else np.asarray(cols, dtype=np.int64)
+        n = cols.shape[0]
         widths = np.empty((R, n))
         offsets = np.empty((R, n))
-        for r0, w, o in self.blocks():
-            k = w.shape[0]
-            widths[r0:r0 + k] = w if cols is None else w[:, cols]
-            offsets[r0:r0 + k] = o if cols is None else o[:, cols]
+        for r0, j0, w, o in self.blocks():
+            k, m = w.shape
+            lo, hi = np.searchsorted(cols, [j0, j0 + m])
+            if lo < hi:
+                widths[r0:r0 + k, lo:hi] = w[:, cols[lo:hi] - j0]
+                offsets[r0:r0 + k, lo:hi] = o[:, cols[lo:hi] - j0]
         return widths, offsets
 
 
@@ -758,69 +714,126 @@ class _ConstantColumns:
     is computed again from the repeated draw, and in each grid where it differs from
     the training value's bin the row gets no entry (a bin unseen in fit, contract 6).
 
-    ``draw``: the :class:`_GridDraw`; ``varying``, ``constant``: column numbers;
-    ``value``, ``low``, ``high``: per constant column.
+    ``draw``: the :class:`_GridDraw`; ``varying``, ``constant``: column numbers, increasing;
+    ``value``, ``low``, ``high``: per constant column. ``zero_rest`` (fits on sparse X):
+    the columns in neither list were 0 in every training row, and are kept as nothing at
+    all (the state grows with the stored columns, not with d); a new value other than 0
+    in one of them is binned again. Otherwise the two lists cover every column.
     """
 
-    def __init__(self, draw, varying, constant, value, low, high):
+    def __init__(self, draw, varying, constant, value, low, high, zero_rest=False):
         self.draw = draw
         self.varying = varying
         self.constant = constant
         self.value = value
         self.low = low
         self.high = high
+        self.zero_rest = bool(zero_rest)
 
     def check(self, n_features_in, tables_d):
         """ValueError unless the state is consistent (a damaged pickle)."""
+        zero_rest = bool(self.__dict__.get("zero_rest", False))  # earlier pickles: False
         try:
             arrays = (self.varying, self.constant, self.value, self.low, self.high)
+            known = (np.concatenate([self.varying, self.constant])
+                     if all(isinstance(a, np.ndarray) for a in arrays) else None)
             ok = (all(isinstance(a, np.ndarray) and a.ndim == 1 for a in arrays)
                   and self.varying.dtype == np.int64 and self.constant.dtype == np.int64
-                  and self.varying.shape[0] + self.constant.shape[0] == n_features_in
                   and max(self.varying.shape[0], 1) == tables_d
                   and self.value.shape == self.low.shape == self.high.shape
                   == self.constant.shape
-                  and np.array_equal(np.sort(np.concatenate([self.varying, self.constant])),
-                                     np.arange(n_features_in))
                   and tuple(self.draw.shape)[1] == n_features_in
-                  and np.all(self.low <= self.value) and np.all(self.value <= self.high))
+                  and np.all(self.low <= self.value) and np.all(self.value <= self.high)
+                  and np.all(np.diff(self.varying) > 0) and np.all(np.diff(self.constant) > 0))
+            if ok and zero_rest:
+                ok = (known.shape[0] <= n_features_in
+                      and (known.shape[0] == 0 or (known.min() >= 0
+                                                   and known.max() < n_features_in))
+                      and np.unique(known).shape[0] == known.shape[0])
+            elif ok:
+                ok = (known.shape[0] == n_features_in
+                      and np.array_equal(np.sort(known), np.arange(n_features_in)))
         except (AttributeError, TypeError, ValueError):
             ok = False
         if not ok:
             raise ValueError("damaged RandomBinning state: the constant-feature record does "
                              "not match the fitted tables")
 
+    def _candidates(self, X):
+        """(rows, columns, values, training values) of the entries of a new X that may
+        leave their training bin: outside [low, high] of a constant column, implicit zeros
+        of a constant column whose span excludes 0, and (``zero_rest``) values other than
+        0 in a column in neither list. Columns in full numbering. O(nnz) for sparse X."""
+        C = self.constant
+        zero_rest = bool(self.__dict__.get("zero_rest", False))
+        n, d = X.shape
+        rows, cols, vals, train = [], [], [], []
+        if sp.issparse(X):
+            X = sp.csr_matrix(X)
+            r_all = np.repeat(np.arange(n, dtype=np.int64), np.diff(X.indptr))
+            c_all = X.indices.astype(np.int64)
+            v_all = np.asarray(X.data, dtype=np.float64)
+            pos = np.minimum(np.searchsorted(C, c_all), max(C.shape[0] - 1, 0))
+            in_c = (C[pos] == c_all) if C.shape[0] else np.zeros(c_all.shape[0], dtype=bool)
+            p = pos[in_c]
+            out = (v_all[in_c] < self.low[p]) | (v_all[in_c] > self.high[p])
+            rows.append(r_all[in_c][out])
+            cols.append(c_all[in_c][out])
+            vals.append(v_all[in_c][out])
+            train.append(self.value[p][out])
+            for jj in np.flatnonzero((0.0 < self.low) | (0.0 > self.high)):
+                present = np.zeros(n, dtype=bool)
+                present[r_all[in_c][p == jj]] = True
+                missing = np.flatnonzero(~present)
+                rows.append(missing)
+                cols.append(np.full(missing.shape[0], C[jj]))
+                vals.append(np.zeros(missing.shape[0]))
+                train.append(np.full(missing.shape[0], self.value[jj]))
+            if zero_rest:
+                V = self.varying
+                vpos = np.minimum(np.searchsorted(V, c_all), max(V.shape[0] - 1, 0))
+                in_v = (V[vpos] == c_all) if V.shape[0] else np.zeros(c_all.shape[0], bool)
+                rest = ~in_c & ~in_v & (v_all != 0)
+                rows.append(r_all[rest])
+                cols.append(c_all[rest])
+                vals.append(v_all[rest])
+                train.append(np.zeros(int(rest.sum())))
+        else:
+            if C.shape[0]:
+                Xc = X[:, C]
+                r, c = np.nonzero((Xc < self.low) | (Xc > self.high))
+                rows.append(r)
+                cols.append(C[c])
+                vals.append(Xc[r, c])
+                train.append(self.value[c])
+            if zero_rest:
+                known = np.zeros(d, dtype=bool)  # dense X is O(N d) already
+                known[self.varying] = True
+                known[C] = True
+                U = np.flatnonzero(~known)
+                Xu = X[:, U]
+                r, c = np.nonzero(Xu != 0)
+                rows.append(r)
+                cols.append(U[c])
+                vals.append(Xu[r, c])
+                train.append(np.zeros(r.shape[0]))
+        if not rows:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, np.zeros(0), np.zeros(0)
+        return (np.concatenate(rows).astype(np.int64), np.concatenate(cols).astype(np.int64),
+                np.concatenate(vals).astype(np.float64),
+                np.concatenate(train).astype(np.float64))
+
     def misses(self, X):
         """(rows, grids, bad_columns) of a new X: the (row, grid) pairs that get no entry,
         and the columns (full numbering) whose bins do not fit in int64."""
-        C = self.constant
         empty = np.zeros(0, dtype=np.int64)
-        if C.shape[0] == 0:
-            return empty, empty, empty
-        if sp.issparse(X):
-            Xc = sp.csc_matrix(X[:, C])
-            Xc.sort_indices()
-            coo = Xc.tocoo()
-            out = (coo.data < self.low[coo.col]) | (coo.data > self.high[coo.col])
-            rows, cols, vals = [coo.row[out]], [coo.col[out]], [coo.data[out]]
-            for jj in np.flatnonzero((0.0 < self.low) | (0.0 > self.high)):
-                present = np.zeros(X.shape[0], dtype=bool)
-                present[Xc.indices[Xc.indptr[jj]:Xc.indptr[jj + 1]]] = True
-                missing = np.flatnonzero(~present)
-                rows.append(missing)
-                cols.append(np.full(missing.shape[0], jj))
-                vals.append(np.zeros(missing.shape[0]))
-            rows = np.concatenate(rows).astype(np.int64)
-            cols = np.concatenate(cols).astype(np.int64)
-            vals = np.concatenate(vals)
-        else:
-            Xc = X[:, C]
-            rows, cols = np.nonzero((Xc < self.low) | (Xc > self.high))
-            vals = Xc[rows, cols]
+        rows, cols, vals, train = self._candidates(X)
         if rows.shape[0] == 0:
             return empty, empty, empty
         J, pos = np.unique(cols, return_inverse=True)
-        widths, offsets = self.draw.columns(C[J])
+        pos = pos.ravel()
+        widths, offsets = self.draw.columns(J)
         R = widths.shape[0]
         miss_rows, miss_grids, bad_cols = [], [], []
         step = max(1, DRAW_BLOCK // R)
@@ -829,10 +842,10 @@ class _ConstantColumns:
                 p = pos[s:s + step]
                 w, o = widths[:, p], offsets[:, p]
                 q = np.floor((vals[s:s + step] - o) / w)
-                k = np.floor((self.value[J[p]] - o) / w)
+                k = np.floor((train[s:s + step] - o) / w)
                 bad = ~((q >= INT64_LOW) & (q < INT64_HIGH))
                 if bad.any():
-                    bad_cols.append(C[J[p[bad.any(axis=0)]]])
+                    bad_cols.append(J[p[bad.any(axis=0)]])
                 r, e = np.nonzero(q != k)
                 miss_rows.append(rows[s:s + step][e])
                 miss_grids.append(r)
@@ -857,6 +870,14 @@ def _available_memory():
         return None
 
 
+#: get_feature_names_out names at most this many columns (hashed mode may ask for 2**62).
+MAX_FEATURE_NAMES = 1 << 26
+
+#: The most grid entries (n_grids x n_features_in) a fit draws: every feature's width and
+#: offset are drawn, in order (docs/design.md contract 2), at about 60 ns an entry, so
+#: beyond this a fit would run for many minutes before any binning; it is refused.
+MAX_DRAW_ENTRIES = 1 << 33
+
 #: Bytes per (grid, varying feature) of the fit's grid arrays (widths, offsets, inverse
 #: widths, bin bounds, key layout, range bounds, threshold scratch).
 GRID_BYTES_PER_ENTRY = 96
@@ -872,8 +893,15 @@ def _fit_memory(n_rows, n_grids, n_varying, copy_bytes, out_bytes_per_entry):
             + out_bytes_per_entry * n_rows * n_grids + 8 * (n_rows + n_grids))
 
 
+#: Estimates below this many bytes are not compared with the memory available (reading
+#: /proc/meminfo costs about as much as binning a few hundred rows).
+MEMORY_CHECK_FLOOR = 64 << 20
+
+
 def _check_memory(estimate, what, n_grids):
     """ValueError before any work when ``estimate`` exceeds the memory available."""
+    if estimate < MEMORY_CHECK_FLOOR:
+        return
     available = _available_memory()
     if available is not None and estimate > available:
         raise ValueError(
@@ -895,23 +923,82 @@ def _drop_constants(X, n_grids, n_varying, rule):
     return 8 * n * n_varying <= GRID_BYTES_PER_ENTRY * n_grids * (d - n_varying)
 
 
+def _sparse_extremes(X):
+    """``(cols, cmin, cmax)`` of CSR X (canonical): the columns holding a stored entry,
+    increasing, and their minima and maxima, the implicit zeros of a column with fewer
+    than N entries counted as 0. Every other column is 0 in every row. Wide X (d > nnz +
+    N): O(nnz log nnz) time, O(nnz) memory, nothing of length d (issue 31 item 8:
+    X.min(axis=0) went through a CSC copy with an indptr of d + 1 entries); else one
+    CSC copy, O(nnz + d)."""
+    n, d = X.shape
+    idx = X.indices
+    if idx.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0)
+    if d <= idx.shape[0] + n:  # not wide: a CSC copy, O(nnz + d), no sort
+        C = X.tocsc()
+        C.sort_indices()
+        counts = np.diff(C.indptr)
+        cols = np.flatnonzero(counts).astype(np.int64)
+        starts = C.indptr[:-1][cols]
+        v = np.asarray(C.data, dtype=np.float64)
+    else:  # wide: sort the stored entries by column, O(nnz log nnz), nothing of length d
+        order = np.argsort(idx, kind="stable")
+        c = idx[order]
+        v = np.asarray(X.data, dtype=np.float64)[order]
+        starts = np.flatnonzero(np.concatenate(([True], c[1:] != c[:-1])))
+        cols = c[starts].astype(np.int64)
+    cmin = np.minimum.reduceat(v, starts)
+    cmax = np.maximum.reduceat(v, starts)
+    part = np.diff(np.append(starts, v.shape[0])) < n  # some rows hold an implicit 0
+    cmin[part] = np.minimum(cmin[part], 0.0)
+    cmax[part] = np.maximum(cmax[part], 0.0)
+    return cols, cmin, cmax
+
+
 def _extremes(X, n_threads):
     """Column minima and maxima of X (dense, or sparse with implicit zeros as 0); raises
-    the ValueError naming the first non-finite entry of dense X (check_X did sparse)."""
+    the ValueError naming the first non-finite entry of dense X (check_X did sparse).
+    Arrays of length d: for wide sparse X, see :func:`_sparse_extremes`."""
     if sp.issparse(X):
-        return (np.asarray(X.min(axis=0).toarray(), dtype=np.float64).ravel(),
-                np.asarray(X.max(axis=0).toarray(), dtype=np.float64).ravel())
+        cols, pmin, pmax = _sparse_extremes(X)
+        cmin = np.zeros(X.shape[1])
+        cmax = np.zeros(X.shape[1])
+        cmin[cols] = pmin
+        cmax[cols] = pmax
+        return cmin, cmax
     cmin, cmax, bad = _binning.scan_columns(X, n_threads)
     if bad >= 0:
         raise_non_finite(X, bad)
     return cmin, cmax
 
 
+def _sparse_take(X, cols):
+    """Dense ``X[:, cols]`` of CSR X in O(nnz + N len(cols)) (scipy's column indexing
+    allocates an array of length d)."""
+    n = X.shape[0]
+    cols = np.asarray(cols, dtype=np.int64)
+    uniq, inverse = np.unique(cols, return_inverse=True)
+    out = np.zeros((n, uniq.shape[0]))
+    if uniq.shape[0] and X.nnz:
+        idx = X.indices
+        pos = np.minimum(np.searchsorted(uniq, idx), uniq.shape[0] - 1)
+        hit = uniq[pos] == idx
+        rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(X.indptr))
+        out[rows[hit], pos[hit]] = X.data[hit]
+    if uniq.shape[0] != cols.shape[0] or np.any(uniq != cols):
+        out = np.ascontiguousarray(out[:, inverse.ravel()])
+    return out
+
+
 def _take_columns(X, cols=None):
     """X[:, cols] as a C-ordered float64 array (X itself when it is dense and cols is all
     of it)."""
     if sp.issparse(X):
-        return np.ascontiguousarray((X if cols is None else X[:, cols]).toarray())
+        if cols is None:
+            return np.ascontiguousarray(X.toarray())
+        if X.shape[1] <= X.nnz + X.shape[0]:  # not wide: scipy's O(nnz + d) indexing
+            return np.ascontiguousarray(X[:, cols].toarray())
+        return _sparse_take(X, cols)
     if cols is None or (cols.shape[0] == X.shape[1]):
         return X
     return np.ascontiguousarray(X[:, cols])
@@ -927,9 +1014,11 @@ def _bin_range(widths, offsets, cmin, cmax):
     return qlo, qhi, ~np.all(ok, axis=0)
 
 
-def _raise_bad_bins(X, cols, widths, offsets, sigma=None):
+def _raise_bad_bins(X, cols, widths, offsets, sigma=None, param=None):
     """Raise the ValueError naming the first (row, column), then grid, whose bin does not
-    fit in int64, among columns ``cols`` of X (``widths``/``offsets``: those columns)."""
+    fit in int64, among columns ``cols`` of X (``widths``/``offsets``: those columns).
+    At fit, ``sigma`` is the value used and ``param`` the parameter that gave it (the
+    advice differs when it was already sigma='scale')."""
     cols = np.asarray(cols, dtype=np.int64)
     found = _binning.first_bad_bin(_take_columns(X, cols), np.ascontiguousarray(widths),
                                    np.ascontiguousarray(offsets),
@@ -943,9 +1032,15 @@ def _raise_bad_bins(X, cols, widths, offsets, sigma=None):
     try:
         raise_too_large(*found)
     except ValueError as exc:  # at fit: the cause is a sigma too small for X
+        if isinstance(param, str):  # sigma="scale" gave it: the values are outliers
+            advice = ("sigma='scale' took it from the median distance between rows, far "
+                      "below these values: scale or clip the features (e.g. "
+                      "sklearn.preprocessing.RobustScaler), or give a larger sigma")
+        else:
+            advice = "use a larger sigma, e.g. sigma='scale'"
         raise ValueError(
             f"{exc}; sigma is too small for the size of these values "
-            f"({_describe_sigma(sigma)}): use a larger sigma, e.g. sigma='scale'"
+            f"({_describe_sigma(sigma)}): {advice}"
         ) from None
 
 
@@ -1014,6 +1109,11 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         threadpoolctl limits; -1: all cores). The output does not depend on it.
     random_state : None, int, SeedSequence, Generator or RandomState
         Seeds the grid draw.
+    device : "cpu" or "cuda", default "cpu"
+        "cuda": fit and transform on one GPU through CuPy (the ``rbcd[cuda]`` extra, exact
+        mode only; docs/gpu.md): the same grids, the same Z bit for bit, returned as a
+        cupyx.scipy.sparse CSR matrix; X may be numpy, CuPy or any array with
+        ``__cuda_array_interface__``. ``to_cpu()`` gives the equal CPU binning.
 
     Attributes
     ----------
@@ -1085,7 +1185,7 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
-                 dtype=np.float64, n_jobs=None, random_state=None):
+                 dtype=np.float64, n_jobs=None, random_state=None, device="cpu"):
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -1093,6 +1193,7 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.n_jobs = n_jobs
         self.random_state = random_state
+        self.device = device
 
     _parameter_constraints = {
         "n_grids": POSITIVE_INT,
@@ -1103,6 +1204,7 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         "n_jobs": N_JOBS,
         # what rbcd._random.make_generator takes (docs/design.md contract 2)
         "random_state": RANDOM_STATE,
+        "device": [StrOptions({"cpu", "cuda"})],  # "cuda": rbcd.cuda (docs/gpu.md)
     }
 
     # ------------------------------------------------------------------ checks
@@ -1169,9 +1271,24 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         n_threads = _threads_for(n_threads, n_samples * n_grids * d, paths)
         if n_samples >= 2**32 - 1:
             raise ValueError(f"at most 2**32 - 2 samples are supported, got {n_samples}")
-        cmin, cmax = _extremes(X, n_threads)
-        varying = np.flatnonzero(cmin < cmax).astype(np.int64)
+        sparse = sp.issparse(X)
+        if sparse:  # O(nnz): nothing of length d (issue 31 item 8)
+            present, pmin, pmax = _sparse_extremes(X)
+            vary = pmin < pmax
+            varying = present[vary]
+            cmin = cmax = None
+        else:
+            cmin, cmax = _extremes(X, n_threads)
+            varying = np.flatnonzero(cmin < cmax).astype(np.int64)
         self._check_fit_memory(X, n_grids, varying, dtype, mode)
+        if n_grids * d > MAX_DRAW_ENTRIES:
+            raise ValueError(
+                f"drawing the grids takes n_grids x n_features_in = {n_grids} x {d} random "
+                f"widths and offsets (docs/design.md contract 2 draws every feature's, "
+                f"in order), more than {MAX_DRAW_ENTRIES:.3g}: use fewer grids, or drop the "
+                "features that are zero in every row first (for sparse X: "
+                "X[:, np.unique(X.indices)])"
+            )
         if isinstance(self.sigma, str):
             # the L1 distances over the varying columns only: the running sums of
             # rbcd._scale add exact zeros for the others, so the value is the same
@@ -1182,28 +1299,37 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         if (self.n_features is None and _GridDraw.can_repeat(rng)
                 and _drop_constants(X, n_grids, varying.shape[0], paths.constants)):
             draw = _GridDraw(rng, sigma, n_grids, d)
-            const = np.flatnonzero(~(cmin < cmax)).astype(np.int64)
-            value = np.ascontiguousarray(cmin[const])
+            if sparse:  # constant: the stored columns that do not vary; the others are 0
+                const, value = present[~vary], np.ascontiguousarray(pmin[~vary])
+                cmin_v, cmax_v = pmin[vary], pmax[vary]
+            else:
+                const = np.flatnonzero(~(cmin < cmax)).astype(np.int64)
+                value = np.ascontiguousarray(cmin[const])
+                cmin_v, cmax_v = cmin[varying], cmax[varying]
             widths = np.empty((n_grids, varying.shape[0]))
             offsets = np.empty((n_grids, varying.shape[0]))
-            # the spans over all columns (cheaper than copying the constant ones out of
-            # each block); only the constant columns' are kept
-            low = np.full(d, -np.inf)
-            high = np.full(d, np.inf)
-            bad_any = np.zeros(d, dtype=bool)
-            for r0, w, o in draw.blocks(rng):
-                k = w.shape[0]
-                widths[r0:r0 + k] = w[:, varying]
-                offsets[r0:r0 + k] = o[:, varying]
-                _, a, b, bad = _constant_spans(cmin, w, o)
-                np.maximum(low, a.max(axis=0), out=low)
-                np.minimum(high, b.min(axis=0), out=high)
-                bad_any |= bad.any(axis=0)
-            low, high, bad_const = low[const], high[const], bad_any[const]
-            constant = _ConstantColumns(draw, varying, const, value, low, high)
+            low = np.full(const.shape[0], -np.inf)
+            high = np.full(const.shape[0], np.inf)
+            bad_const = np.zeros(const.shape[0], dtype=bool)
+            for r0, j0, w, o in draw.blocks(rng):
+                k, m = w.shape
+                v0, v1 = np.searchsorted(varying, [j0, j0 + m])
+                widths[r0:r0 + k, v0:v1] = w[:, varying[v0:v1] - j0]
+                offsets[r0:r0 + k, v0:v1] = o[:, varying[v0:v1] - j0]
+                c0, c1 = np.searchsorted(const, [j0, j0 + m])
+                if c0 < c1:
+                    cj = const[c0:c1] - j0
+                    _, a, b, bad = _constant_spans(value[c0:c1], w[:, cj], o[:, cj])
+                    np.maximum(low[c0:c1], a.max(axis=0), out=low[c0:c1])
+                    np.minimum(high[c0:c1], b.min(axis=0), out=high[c0:c1])
+                    bad_const[c0:c1] |= bad.any(axis=0)
+            # sparse X: a column without stored entries is 0 in every training row; its bin
+            # of 0, floor(-u / w) with 0 <= u < w, is -1 or 0 (no range check), and a new
+            # value other than 0 there is binned again in transform (_ConstantColumns)
+            constant = _ConstantColumns(draw, varying, const, value, low, high,
+                                        zero_rest=sparse)
             if varying.shape[0]:
                 XV = _take_columns(X, varying)
-                cmin_v, cmax_v = cmin[varying], cmax[varying]
             else:  # nothing varies: one zero column, in one bin of every grid
                 XV = np.zeros((n_samples, 1))
                 widths = np.ones((n_grids, 1))
@@ -1212,8 +1338,10 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
             qlo, qhi, bad_v = _bin_range(widths, offsets, cmin_v, cmax_v)
             if bad_v.any() or bad_const.any():
                 cols = np.union1d(varying[bad_v[:varying.shape[0]]], const[bad_const])
-                _raise_bad_bins(X, cols, *draw.columns(cols), sigma)
+                _raise_bad_bins(X, cols, *draw.columns(cols), sigma, self.sigma)
         else:
+            if sparse:
+                cmin, cmax = _extremes(X, n_threads)  # (R, d) arrays follow anyway
             # docs/design.md contract 2: widths first, then offsets
             widths = rng.gamma(2.0, sigma, size=(n_grids, d))
             offsets = rng.uniform(0.0, 1.0, size=(n_grids, d)) * widths
@@ -1222,7 +1350,8 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
             qlo, qhi, bad = _bin_range(widths, offsets, cmin, cmax)
             if bad.any():
                 cols = np.flatnonzero(bad)
-                _raise_bad_bins(X, cols, widths[:, cols], offsets[:, cols], sigma)
+                _raise_bad_bins(X, cols, widths[:, cols], offsets[:, cols], sigma,
+                                self.sigma)
         return (XV, widths, offsets, qlo.astype(np.int64), qhi.astype(np.int64), cmin_v,
                 cmax_v, sigma, dtype, n_threads, constant)
 
@@ -1242,7 +1371,8 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         nnz = n_samples * R
         idx = index_dtype(0, nnz)  # D <= nnz for the training rows
         ids = _binning.empty(nnz if (exact and mode != "fit") else 0, idx)
-        key_bits = _key_bits(lo, hi, grids.n_words)
+        # bits of each single-word key: the bits used in its one word (pack_layout)
+        key_bits = np.where(grids.n_words == 1, grids.top_bits, -1).astype(np.int64)
         direct = _direct_bits(lo, hi, grids.n_words, n_samples, key_bits, paths.direct)
         bounds = _grid_bounds(_grid_costs(grids.thr_ptr, grids.use_thr, direct, grids.n_words,
                                           X.shape[1]), n_threads)
@@ -1287,6 +1417,9 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         -------
         self
         """
+        if self.device == "cuda":
+            from ..cuda import binning as cuda_binning
+            return cuda_binning.fit(self, X, cuda_binning.get_xp("cuda"))
         self._fit(X, "fit", _paths)
         return self
 
@@ -1313,6 +1446,10 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         columns : RBColumns
             Only with ``return_columns=True``; describes exactly this Z.
         """
+        if self.device == "cuda":  # Z as a cupyx CSR; the columns: a rbcd.cuda.GridLayout
+            from ..cuda import binning as cuda_binning
+            return cuda_binning.fit_transform(self, X, cuda_binning.get_xp("cuda"),
+                                              return_columns)
         paths = _DEFAULT_PATHS if _paths is None else _paths
         if return_columns:
             return self._columns_of_training(X, paths)
@@ -1369,6 +1506,12 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
     def _value(self):
         return np.float64(1.0) / np.sqrt(np.float64(self.n_bins_.shape[0]))
 
+    def to_cpu(self):
+        """This binning with device="cpu": a device fit's tables rebuilt on the host (the
+        same Z for any X); a CPU-fitted binning is returned as it is."""
+        from ..cuda.binning import to_cpu
+        return to_cpu(self)
+
     @property
     def widths_(self):
         """delta[r, j], shape (n_grids, n_features_in_) (drawn again on each access when
@@ -1400,6 +1543,9 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         documented hash, duplicates within a row summed.
         """
         check_is_fitted(self, "n_bins_")
+        if "_cuda_tables" in self.__dict__:  # fitted with device="cuda": Z as a cupyx CSR
+            from ..cuda import binning as cuda_binning
+            return cuda_binning.transform(self, X, cuda_binning.get_xp("cuda"))
         paths = _DEFAULT_PATHS if _paths is None else _paths
         X = check_X(self, X, reset=False)
         n_threads = _threads_for(effective_n_threads(self.n_jobs),
@@ -1407,12 +1553,17 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         R = self.n_bins_.shape[0]
         n, d = X.shape
         idx = 4 if n * R < 2**31 else 8
-        _check_memory(_fit_memory(n, R, 0, 8 * n * d if sp.issparse(X) else 0,
+        constant = self.__dict__.get("_constant_columns")
+        n_copy = d if constant is None else max(constant.varying.shape[0], 1)
+        _check_memory(_fit_memory(n, R, 0, 8 * n * n_copy if sp.issparse(X) else 0,
                                   2 * idx + 8 + 4),
                       f"RandomBinning.transform of {n} rows", R)
-        cmin, cmax = _extremes(X, n_threads)  # the non-finite check, every column
         if self.grid_ptr_ is not None:  # the mode of the fit, not of later set_params
+            # dense X: the non-finite check of every column (check_X did sparse X, whose
+            # extremes are those of its varying columns only: nothing of length d)
+            cmin, cmax = (None, None) if sp.issparse(X) else _extremes(X, n_threads)
             return self._transform_exact(X, cmin, cmax, n_threads, paths)
+        cmin, cmax = _extremes(X, n_threads)
         widths, offsets = self._drawn_grids()
         _, _, bad = _bin_range(widths, offsets, cmin, cmax)
         if bad.any():
@@ -1429,30 +1580,38 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         if D != int(grids.grid_ptr[-1]):
             raise ValueError("n_features_out_ does not match the fitted grid tables")
         constant = self.__dict__.get("_constant_columns")
+        # cmin / cmax: None for sparse X, whose varying columns' extremes are taken from
+        # their dense copy (nothing of length d)
         if constant is None:
             if grids.n_features_in != X.shape[1]:
                 raise ValueError("the fitted grid tables do not match n_features_in_")
             miss_rows = np.zeros(0, dtype=np.int64)
+            XV = _take_columns(X)
+            if cmin is None:
+                cmin, cmax = _extremes(XV, n_threads)
             _, _, bad = _bin_range(grids.widths, grids.offsets, cmin, cmax)
             if bad.any():
                 cols = np.flatnonzero(bad)
                 _raise_bad_bins(X, cols, grids.widths[:, cols], grids.offsets[:, cols])
-            X = _take_columns(X)
         else:
             constant.check(X.shape[1], grids.n_features_in)
             varying = constant.varying
             miss_rows, miss_grids, bad_const = constant.misses(X)
             if varying.shape[0]:
-                _, _, bad = _bin_range(grids.widths, grids.offsets, cmin[varying],
-                                       cmax[varying])
+                XV = _take_columns(X, varying)
+                if cmin is None:
+                    vmin, vmax = _extremes(XV, n_threads)
+                else:
+                    vmin, vmax = cmin[varying], cmax[varying]
+                _, _, bad = _bin_range(grids.widths, grids.offsets, vmin, vmax)
                 bad_var = varying[bad]
             else:
+                XV = np.zeros((X.shape[0], 1))
                 bad_var = varying
             if bad_var.shape[0] or bad_const.shape[0]:
                 cols = np.union1d(bad_var, bad_const)
                 _raise_bad_bins(X, cols, *constant.draw.columns(cols))
-            X = (_take_columns(X, varying) if varying.shape[0]
-                 else np.zeros((X.shape[0], 1)))
+        X = XV
         n_samples = X.shape[0]
         tmp_idx = index_dtype(D, n_samples * R)
         out = _binning.empty(n_samples * R, tmp_idx)
@@ -1512,6 +1671,32 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         Z = sp.csr_matrix((data, indices, indptr), shape=(n_samples, m), copy=False)
         Z.has_sorted_indices = True
         return Z
+
+    # ------------------------------------------------------------------ feature names
+    def get_feature_names_out(self, input_features=None):
+        """Names of Z's columns, scikit-learn style: ``randombinning0``,
+        ``randombinning1``, ... (``n_features_out_`` of them; a column is a bin of a grid,
+        not a function of one input feature).
+
+        Parameters
+        ----------
+        input_features : array-like of str or None
+            Checked against ``feature_names_in_`` / ``n_features_in_`` when given.
+
+        Returns
+        -------
+        ndarray of str objects (n_features_out_,)
+        """
+        check_is_fitted(self, "n_bins_")
+        _check_feature_names_in(self, input_features, generate_names=False)
+        n = int(self.n_features_out_)
+        if n > MAX_FEATURE_NAMES:
+            raise ValueError(
+                f"Z has {n} columns (n_features={self.n_features}), more than the "
+                f"{MAX_FEATURE_NAMES} this method names: use a smaller n_features"
+            )
+        prefix = type(self).__name__.lower()
+        return np.asarray([f"{prefix}{i}" for i in range(n)], dtype=object)
 
     # ------------------------------------------------------------------ diagnostics
     def predicted_speedup(self, n_threads):

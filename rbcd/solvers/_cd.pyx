@@ -31,8 +31,8 @@ from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
 from rbcd._openmp cimport atomic_add
 
-from rbcd.binning._grid cimport (LABEL_MAX_BINS, label_is_wide, label_t, label2_t,
-                                label_typecode)
+from rbcd.binning._grid cimport (LABEL_MAX_BINS, LABEL_NARROW_LIMIT, label_is_wide, label_t,
+                                label2_t, label_typecode)
 # the losses' values and derivatives (shared with rbcd.dask._kernels)
 from rbcd.solvers._losses cimport (logistic_deriv, logistic_value, sqhinge_deriv,
                                    sqhinge_value)
@@ -743,27 +743,40 @@ def label_arrays(grid_ptr, Py_ssize_t n_rows):
     each, in one allocation (huge pages where the OS gives them) with each array
     64-byte aligned. None when there are no rows or grids, or a grid has 2**31 - 1
     bins or more."""
+    out = _label_layout(grid_ptr, n_rows)
+    return None if out is None else out[0]
+
+
+cdef object _label_layout(grid_ptr, Py_ssize_t n_rows):
+    """``(arrays, ptrs, wide)`` of :func:`label_arrays` (see :func:`label_targets`), or
+    None; the arrays are slices of one uint16 and one int32 view of the buffer (a slice
+    per grid: this runs once per fit, with hundreds of grids)."""
     widths = np.diff(np.asarray(grid_ptr))
     if widths.shape[0] == 0 or n_rows == 0 or int(widths.max()) >= LABEL_MAX_BINS:
         return None
-    dts = [label_dtype(int(w)) for w in widths]
-    sizes = [(n_rows * dt.itemsize + 63) // 64 * 64 for dt in dts]
-    buf = np.empty(sum(sizes) + 64, dtype=np.uint8)
-    start = (-buf.ctypes.data) % 64
+    wide = (widths >= LABEL_NARROW_LIMIT).astype(np.uint8)
+    sizes = (n_rows * np.where(wide, 4, 2) + 63) // 64 * 64
+    starts = np.zeros(widths.shape[0], dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    buf = np.empty(int(sizes.sum()) + 64, dtype=np.uint8)
+    base = int(buf.ctypes.data)  # 16-byte aligned at least: each start a multiple of 4
+    starts += (-base) % 64
+    as16 = buf[:buf.shape[0] // 4 * 4].view(np.uint16)
+    as32 = buf[:buf.shape[0] // 4 * 4].view(np.int32)
+    cdef const int64_t[::1] st = starts
+    cdef const unsigned char[::1] wv = wide
+    cdef Py_ssize_t g, n_grids = st.shape[0], k
     out = []
-    for dt, size in zip(dts, sizes):
-        out.append(buf[start:start + n_rows * np.dtype(dt).itemsize].view(dt))
-        start += size
-    return out
+    for g in range(n_grids):
+        k = st[g]
+        out.append(as32[k // 4:k // 4 + n_rows] if wv[g] else as16[k // 2:k // 2 + n_rows])
+    return out, (starts + base).astype(np.uint64), wide
 
 
 def label_targets(grid_ptr, Py_ssize_t n_rows):
     """``label_arrays`` with what a filling kernel needs: ``(out, ptrs, wide)``, the
     arrays' addresses (uint64) and whether each is int32 (uint8), or None."""
-    out = label_arrays(grid_ptr, n_rows)
-    if out is None:
-        return None
-    return (out,) + label_table(out)
+    return _label_layout(grid_ptr, n_rows)
 
 
 def label_table(labels):

@@ -9,11 +9,9 @@ use it for the grid-block mode (docs/design.md, "Parallel coordinate descent"), 
 for its grid-projected Jacobi preconditioner (docs/design.md, "Ridge by conjugate gradient").
 Neither changes the solution it converges to.
 
-The hand-over is checked, cheaply (:func:`check_columns_of`): shape and stored-entry count,
-then for a deterministic sample of rows every stored entry of Z is looked up in the
-structure by binary search in its column's row indices, O(R log N) for R grids, and the
-grid labels it carries are checked for layout and range. A structure that is not Z's is a
-ValueError.
+The hand-over is checked exactly (:func:`check_columns_of`): shape, stored-entry count and
+values, then every entry of Z against the structure and every grid label it carries, in
+O(nnz + N R), a small part of a fit. A structure that is not Z's is a ValueError.
 """
 import numpy as np
 import scipy.sparse as sp
@@ -21,9 +19,6 @@ import scipy.sparse as sp
 from . import _cd
 
 __all__ = ["check_columns_of", "columns_from", "plain_columns"]
-
-#: rows of Z looked up in the structure by :func:`check_columns_of`
-N_CHECK_ROWS = 16
 
 
 class _Columns:
@@ -147,37 +142,19 @@ def _not_z(detail):
                       "return_columns=True))")
 
 
-def _find_rows(indptr, indices, cols, rows):
-    """For each pair (cols[t], rows[t]): True where rows[t] is among the row indices of
-    column cols[t] (sorted within a column); a vectorised binary search, O(log N) steps."""
-    lo = indptr[cols].astype(np.int64)
-    hi = indptr[cols + 1].astype(np.int64)
-    while True:
-        live = lo < hi
-        if not live.any():
-            break
-        mid = (lo + hi) // 2
-        midc = np.where(live, mid, 0)
-        val = indices[midc] if indices.shape[0] else np.zeros_like(midc)
-        go_right = live & (val < rows)
-        lo = np.where(go_right, mid + 1, lo)
-        hi = np.where(live & ~go_right, mid, hi)
-    found = lo < indptr[cols + 1]
-    pos = np.where(found, lo, 0)
-    return found & ((indices[pos] == rows) if indices.shape[0] else found)
-
-
 def check_columns_of(Z, columns):
-    """ValueError unless the RBColumns ``columns`` describe Z; returns grid_ptr (int64).
+    """ValueError unless the RBColumns ``columns`` describe Z exactly; returns grid_ptr (int64).
 
-    Checks, in O(R log N + R) besides a label range pass: the shape and the number of
-    stored entries; ``grid_ptr``; that Z's stored values equal ``columns.value`` and that
-    each stored entry (i, j) of the sampled rows (``N_CHECK_ROWS`` rows spread evenly, a
-    deterministic choice) is in column j's row indices; and the grid labels, when present:
-    one array per grid of n_rows entries, uint16 for a grid under 65536 bins else int32
-    (``rbcd/binning/_grid.pxd``), every label at most the grid's bin count (the bin count
-    itself marks a row without an entry), equal to the sampled rows' bins in Z.
+    Checks the shape and the number of stored entries; ``grid_ptr``; that Z's stored values
+    all equal ``columns.value``; that Z's entries are exactly the structure's (every row,
+    in O(nnz + N + D)); and the grid labels, when present: one array per grid of n_rows
+    entries, uint16 for a grid under 65536 bins else int32 (``rbcd/binning/_grid.pxd``),
+    each the bin of its row in the structure, the bin count where the row has none
+    (O(N R + nnz)). A fit reads Z several times over, so the check costs a small part of it
+    (issue 31 item 1: the sampled check it replaces accepted Z with two rows swapped).
     """
+    from ..binning.random_binning import structure_difference
+
     n_rows = int(columns.n_rows)
     indptr = np.asarray(columns.indptr)
     indices = np.asarray(columns.indices)
@@ -192,58 +169,43 @@ def check_columns_of(Z, columns):
             or int(indptr[-1]) != nnz_z:
         raise _not_z(f"they hold {int(indptr[-1]) if indptr.shape[0] else 0} entries but Z "
                      f"stores {nnz_z}")
+    if np.any(indptr[1:] < indptr[:-1]):
+        raise _not_z("their indptr decreases")
     try:
         gp = _check_grid_ptr(columns.grid_ptr, n_cols)
     except ValueError as exc:
         raise _not_z(str(exc)) from None
     Zr = Z.tocsr() if sp.issparse(Z) else sp.csr_matrix(np.asarray(Z))
-    N = Z.shape[0]
-    k = min(N, N_CHECK_ROWS)
-    rows = (np.arange(k, dtype=np.int64) * N) // max(k, 1)
-    if k:
-        rows[-1] = N - 1
-    counts = np.diff(Zr.indptr)[rows]
-    row_of = np.repeat(rows, counts)
-    ent = np.concatenate([np.arange(Zr.indptr[i], Zr.indptr[i + 1]) for i in rows]) \
-        if k else np.zeros(0, dtype=np.int64)
-    cols_z = Zr.indices[ent].astype(np.int64)
-    vals = Zr.data[ent]
-    if vals.shape[0] and not np.all(vals == float(columns.value)):
+    if Zr.nnz and not np.all(Zr.data == float(columns.value)):
         raise _not_z(f"Z stores values other than columns.value={float(columns.value)!r}")
-    if cols_z.shape[0]:
-        ok = _find_rows(indptr.astype(np.int64, copy=False), indices, cols_z, row_of)
-        if not ok.all():
-            t = int(np.flatnonzero(~ok)[0])
-            raise _not_z(f"Z has an entry at row {int(row_of[t])}, column {int(cols_z[t])} "
-                         "that the structure does not")
     labels = getattr(columns, "grid_labels", None)
     if labels is not None and not callable(labels):
-        _check_labels(labels, gp, n_rows, row_of, cols_z)
+        _check_label_layout(labels, gp, n_rows)
+    else:
+        labels = None
+    detail = structure_difference(Zr, indptr, indices, gp, labels)
+    if detail is not None:
+        if detail.startswith("grid labels"):
+            raise ValueError(detail)
+        raise _not_z(detail)
     return gp
 
 
-def _check_labels(labels, gp, n_rows, row_of, cols_z):
-    """Layout and range of the grid labels (``rbcd/binning/_grid.pxd``), and their
-    agreement with the sampled entries of Z."""
+def _check_label_layout(labels, gp, n_rows):
+    """The layout of the grid labels (``rbcd/binning/_grid.pxd``): one array per grid,
+    n_rows entries, C-contiguous, uint16 for a grid under 65536 bins else int32."""
     widths = np.diff(gp)
     if len(labels) != widths.shape[0]:
         raise _not_z(f"{len(labels)} label arrays for {widths.shape[0]} grids")
-    for r, (a, w) in enumerate(zip(labels, widths)):
-        want = _cd.label_dtype(int(w))
-        if not isinstance(a, np.ndarray) or a.shape != (n_rows,) or a.dtype != want:
-            raise _not_z(f"the labels of grid {r} must be {np.dtype(want).name} of shape "
-                         f"({n_rows},)")
-        if n_rows and int(a.max()) > int(w):
-            raise ValueError(f"grid labels of grid {r} are corrupt: label {int(a.max())} "
-                             f"exceeds the grid's {int(w)} bins")
-    if cols_z.shape[0]:
-        grid = np.searchsorted(gp, cols_z, side="right") - 1
-        for t in range(cols_z.shape[0]):
-            r = int(grid[t])
-            if int(labels[r][row_of[t]]) != int(cols_z[t] - gp[r]):
-                raise ValueError(f"grid labels of grid {r} are corrupt: row {int(row_of[t])} "
-                                 f"is labelled {int(labels[r][row_of[t]])}, Z has bin "
-                                 f"{int(cols_z[t] - gp[r])}")
+    narrow, wide = _cd.label_dtype(0), _cd.label_dtype(2**31 - 2)
+    is_wide = widths >= 65536
+    if not (_cd.label_dtype(65535) == narrow and _cd.label_dtype(65536) == wide):
+        raise AssertionError("the label layout of rbcd/binning/_grid.pxd changed")
+    for r, a in enumerate(labels):
+        dt = wide if is_wide[r] else narrow
+        if not isinstance(a, np.ndarray) or a.shape != (n_rows,) or a.dtype != dt \
+                or not a.flags.c_contiguous:
+            raise _not_z(f"the labels of grid {r} must be {dt.name} of shape ({n_rows},)")
 
 
 def columns_from(Z, columns, n_jobs):

@@ -18,6 +18,8 @@ dozen numpy temporaries; their sums are taken per fixed block of rows and added 
 block order, so results do not depend on the thread count.
 """
 from cython.parallel cimport prange
+
+import numpy as np
 from libc.stdint cimport int32_t, int64_t, uint16_t, uintptr_t
 
 # the grid-label layout (label_t: uint16 / int32 per grid) and its owner's notes
@@ -186,8 +188,10 @@ def csc_weighted_col_stats(
 # same, for any thread count.
 
 cdef enum:
-    _LABEL_ROWS = 16384   # rows per block of labels_matmat
-    _LABEL_GRIDS = 4     # grids summed in a register per pass of labels_matmat
+    _LABEL_ROWS = 16384   # rows per block of labels_matmat (twice as many at k = 1)
+    _LABEL_GRIDS = 4     # grids per range (labels_matmat sums a range's grids in a register)
+    _TMAT_ROWS = 2048    # rows of U per block of labels_tmatmat's sweep (in L1 for k = 1)
+    _TMAT_CACHE = 262144  # bytes of the columns one range of grids holds (_grid_ranges)
 
 
 cdef void _gather_rows(const label_t *lab, Py_ssize_t nb, const double *vg, Py_ssize_t i0,
@@ -231,96 +235,223 @@ cdef void _group_rows_k1(const uintptr_t *ptrs, const int64_t *grid_ptr, const d
         out[i] = acc
 
 
+cdef Py_ssize_t _grid_ranges(const int64_t *grid_ptr, Py_ssize_t R, Py_ssize_t k,
+                             int64_t *bounds) noexcept nogil:
+    """Split the grids 0..R-1 into ranges of consecutive grids: at most _LABEL_GRIDS
+    grids whose columns (k doubles each) take at most _TMAT_CACHE bytes together (a
+    larger grid is a range alone). Range q is the grids bounds[q] .. bounds[q + 1] - 1;
+    returns the number of ranges. A property of the grids and k, not of the thread
+    count."""
+    cdef Py_ssize_t g, n = 0
+    cdef int64_t acc = 0, size
+    bounds[0] = 0
+    for g in range(R):
+        size = (grid_ptr[g + 1] - grid_ptr[g]) * k * 8
+        if acc > 0 and (acc + size > _TMAT_CACHE or g - bounds[n] == _LABEL_GRIDS):
+            n += 1
+            bounds[n] = g
+            acc = 0
+        acc += size
+    n += 1
+    bounds[n] = R
+    return n
+
+
+cdef void _matmat_rows(const uintptr_t *ptrs, const unsigned char *wide,
+                       const int64_t *grid_ptr, const int64_t *bounds, Py_ssize_t n_ranges,
+                       double const_value, const double *V, Py_ssize_t k, double *out,
+                       Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    """The rows i0..i1-1 of out = Z @ V (the rows' labels of every grid): out zeroed, then
+    for each range of grids (_grid_ranges: its columns of V fit the core's cache) the
+    range's grids added in order, then scaled by const_value. Every row sums its grids in
+    order, as the CSR kernel does."""
+    cdef Py_ssize_t q, g, g0, g1, i
+    for i in range(i0 * k, i1 * k):
+        out[i] = 0.0
+    for q in range(n_ranges):
+        g0 = bounds[q]
+        g1 = bounds[q + 1]
+        if k == 1 and _all_narrow(wide, g0, g1):
+            # one right-hand side, uint16 labels: the range's grids summed in a register,
+            # in grid order (out[i] += V[grid_ptr[g] + label])
+            _group_rows_k1(ptrs, grid_ptr, V, out, g0, g1, i0, i1)
+        else:
+            for g in range(g0, g1):
+                # out[i] += V[grid_ptr[g] + label[g][i]] for the block's rows
+                if wide[g]:
+                    _gather_rows(<const int32_t *> ptrs[g], grid_ptr[g + 1] - grid_ptr[g],
+                                 V + grid_ptr[g] * k, i0, i1, k, out)
+                else:
+                    _gather_rows(<const uint16_t *> ptrs[g], grid_ptr[g + 1] - grid_ptr[g],
+                                 V + grid_ptr[g] * k, i0, i1, k, out)
+    for i in range(i0 * k, i1 * k):
+        out[i] = out[i] * const_value
+
+
 def labels_matmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
                   const int64_t[::1] grid_ptr, double const_value,
                   const double[:, ::1] V, double[:, ::1] out, int n_threads):
-    """out = Z @ V, V (D, k), out (n_rows, k); parallel over blocks of rows."""
+    """out = Z @ V, V (D, k), out (n_rows, k); parallel over blocks of rows.
+
+    A block of rows is gathered range of grids by range of grids (_grid_ranges, the
+    ranges of labels_tmatmat): the range's columns of V (at most _TMAT_CACHE bytes) and
+    the block's rows of out (2 _LABEL_ROWS rows at k = 1) are what the block's gathers
+    touch, both in the core's cache, and every column of V is fetched once per block
+    (larger blocks: fewer fetches of V). Each thread takes one contiguous run of blocks
+    (static schedule): it writes, and so first touches, its own rows of out. The sums
+    do not depend on the blocks, so the results do not depend on the thread count."""
     cdef Py_ssize_t R = grid_ptr.shape[0] - 1, n_rows = out.shape[0], k = V.shape[1]
-    # rows per block: _LABEL_ROWS, or fewer so that every thread gets a few blocks
-    cdef Py_ssize_t rows_per = (n_rows + 4 * max(1, n_threads) - 1) // (4 * max(1, n_threads))
-    rows_per = min(_LABEL_ROWS, max(1024, (rows_per + 1023) // 1024 * 1024))
-    cdef Py_ssize_t b, i, i0, i1, g, g0, g1, n_blocks = (n_rows + rows_per - 1) // rows_per
+    cdef Py_ssize_t rows_per, b, i0, i1, n_blocks, n_ranges
     if ptrs.shape[0] != R or wide.shape[0] != R or out.shape[1] != k:
         raise ValueError("labels, grid_ptr and the shapes of V and out do not match")
     if V.shape[0] != grid_ptr[R]:
         raise ValueError("V must have one row per column of Z")
     if n_rows == 0 or k == 0:
         return
+    # rows per block: _LABEL_ROWS (k = 1: twice that, 256 KiB of out), or fewer so that
+    # every thread gets a few blocks (the block only bounds cache use; not the sums)
+    rows_per = (n_rows + 4 * max(1, n_threads) - 1) // (4 * max(1, n_threads))
+    rows_per = min(2 * _LABEL_ROWS if k == 1 else _LABEL_ROWS,
+                   max(1024, (rows_per + 1023) // 1024 * 1024))
+    n_blocks = (n_rows + rows_per - 1) // rows_per
+    cdef int64_t[::1] bounds = np.empty(R + 1, dtype=np.int64)
+    n_ranges = _grid_ranges(&grid_ptr[0], R, k, &bounds[0]) if R > 0 else 0
     cdef double *optr = &out[0, 0]
     cdef const double *vptr = &V[0, 0] if V.shape[0] > 0 else NULL
+    cdef const uintptr_t *pp = &ptrs[0] if R > 0 else NULL
+    cdef const unsigned char *wp = &wide[0] if R > 0 else NULL
+    cdef const int64_t *gp = &grid_ptr[0]
+    cdef const int64_t *bp = &bounds[0]
     with nogil:
-        for b in prange(n_blocks, schedule="static", num_threads=n_threads):
-            i0 = b * rows_per
-            i1 = i0 + rows_per if i0 + rows_per < n_rows else n_rows
-            for i in range(i0 * k, i1 * k):
-                optr[i] = 0.0
-            g0 = 0
-            while g0 < R:
-                g1 = g0 + _LABEL_GRIDS if g0 + _LABEL_GRIDS < R else R
-                if k == 1 and _all_narrow(&wide[0], g0, g1):
-                    # one right-hand side, uint16 labels: the group's grids summed in
-                    # a register, in grid order (out[i] += V[grid_ptr[g] + label])
-                    _group_rows_k1(&ptrs[0], &grid_ptr[0], vptr, optr, g0, g1, i0, i1)
-                else:
-                    for g in range(g0, g1):
-                        # out[i] += V[grid_ptr[g] + label[g][i]] for the block's rows
-                        if wide[g]:
-                            _gather_rows(<const int32_t *> ptrs[g], grid_ptr[g + 1] - grid_ptr[g],
-                                         vptr + grid_ptr[g] * k, i0, i1, k, optr)
-                        else:
-                            _gather_rows(<const uint16_t *> ptrs[g], grid_ptr[g + 1] - grid_ptr[g],
-                                         vptr + grid_ptr[g] * k, i0, i1, k, optr)
-                g0 = g1
-            for i in range(i0 * k, i1 * k):
-                optr[i] = optr[i] * const_value
+        if n_threads <= 1 or n_blocks == 1:
+            for b in range(n_blocks):
+                i0 = b * rows_per
+                i1 = i0 + rows_per if i0 + rows_per < n_rows else n_rows
+                _matmat_rows(pp, wp, gp, bp, n_ranges, const_value, vptr, k, optr, i0, i1)
+        else:
+            for b in prange(n_blocks, schedule="static", num_threads=n_threads):
+                i0 = b * rows_per
+                i1 = i0 + rows_per if i0 + rows_per < n_rows else n_rows
+                _matmat_rows(pp, wp, gp, bp, n_ranges, const_value, vptr, k, optr, i0, i1)
 
 
-cdef void _scatter_rows(const label_t *lab, Py_ssize_t nb, const double *U, Py_ssize_t n_rows,
-                        Py_ssize_t k, double *og) noexcept nogil:
-    """og[lab[i]] += U[i] for i in order (rows whose label is the sentinel nb skipped)."""
+cdef void _scatter_rows(const label_t *lab, Py_ssize_t nb, const double *U, Py_ssize_t i0,
+                        Py_ssize_t i1, Py_ssize_t k, double *og) noexcept nogil:
+    """og[lab[i]] += U[i] for i in i0..i1-1 in order (rows whose label is the sentinel nb
+    skipped)."""
     cdef Py_ssize_t i, l, kk
     if k == 1:
-        for i in range(n_rows):
+        for i in range(i0, i1):
             l = lab[i]
             if l < nb:
                 og[l] = og[l] + U[i]
         return
-    for i in range(n_rows):
+    for i in range(i0, i1):
         l = lab[i]
         if l < nb:
             for kk in range(k):
                 og[l * k + kk] = og[l * k + kk] + U[i * k + kk]
 
 
+cdef void _scatter_group_k1(const uintptr_t *ptrs, const int64_t *grid_ptr, const double *U,
+                            double *out, Py_ssize_t g0, Py_ssize_t g1, Py_ssize_t i0,
+                            Py_ssize_t i1) noexcept nogil:
+    """out[grid_ptr[g] + label[g][i]] += U[i] for the rows i0..i1-1 in order, for the
+    uint16 grids g0..g1-1 (at most _LABEL_GRIDS) interleaved: one row's adds go to
+    different grids, so a run of rows in one bin of a grid (a chain of adds to one
+    address) overlaps with the other grids' adds. Each column still sums its rows in
+    increasing order."""
+    cdef const uint16_t *lab[_LABEL_GRIDS]
+    cdef double *og[_LABEL_GRIDS]
+    cdef Py_ssize_t nbs[_LABEL_GRIDS]
+    cdef Py_ssize_t t, n = g1 - g0, i, l
+    cdef double u
+    for t in range(n):
+        lab[t] = <const uint16_t *> ptrs[g0 + t]
+        og[t] = out + grid_ptr[g0 + t]
+        nbs[t] = grid_ptr[g0 + t + 1] - grid_ptr[g0 + t]
+    for i in range(i0, i1):
+        u = U[i]
+        for t in range(n):
+            l = lab[t][i]
+            if l < nbs[t]:
+                og[t][l] = og[t][l] + u
+
+
+cdef void _tmatmat_grids(const uintptr_t *ptrs, const unsigned char *wide,
+                         const int64_t *grid_ptr, double const_value, const double *U,
+                         Py_ssize_t n_rows, Py_ssize_t k, double *out, Py_ssize_t ga,
+                         Py_ssize_t gb) noexcept nogil:
+    """The columns of the grids ga..gb-1 of out = Z^T U: one sweep over the rows in blocks
+    of _TMAT_ROWS, each block scattered into every grid of the range while it is in
+    cache (U is read once per range, not once per grid); each column sums its rows in
+    increasing order, as the CSC kernel does."""
+    cdef Py_ssize_t g, g1, h, j, i0, i1
+    cdef double *og
+    for j in range(grid_ptr[ga] * k, grid_ptr[gb] * k):
+        out[j] = 0.0
+    i0 = 0
+    while i0 < n_rows:
+        i1 = i0 + _TMAT_ROWS if i0 + _TMAT_ROWS < n_rows else n_rows
+        g = ga
+        while g < gb:
+            g1 = g + _LABEL_GRIDS if g + _LABEL_GRIDS < gb else gb
+            if k == 1 and _all_narrow(wide, g, g1):
+                _scatter_group_k1(ptrs, grid_ptr, U, out, g, g1, i0, i1)
+            else:
+                for h in range(g, g1):
+                    og = out + grid_ptr[h] * k
+                    if wide[h]:
+                        _scatter_rows(<const int32_t *> ptrs[h], grid_ptr[h + 1] - grid_ptr[h],
+                                      U, i0, i1, k, og)
+                    else:
+                        _scatter_rows(<const uint16_t *> ptrs[h], grid_ptr[h + 1] - grid_ptr[h],
+                                      U, i0, i1, k, og)
+            g = g1
+        i0 = i1
+    for j in range(grid_ptr[ga] * k, grid_ptr[gb] * k):
+        out[j] = out[j] * const_value
+
+
 def labels_tmatmat(const uintptr_t[::1] ptrs, const unsigned char[::1] wide,
                    const int64_t[::1] grid_ptr, double const_value,
                    const double[:, ::1] U, double[:, ::1] out, int n_threads):
-    """out = Z^T @ U, U (n_rows, k), out (D, k); parallel over grids (a grid's
-    columns are one thread's: no reduction)."""
+    """out = Z^T @ U, U (n_rows, k), out (D, k); parallel over ranges of grids (a grid's
+    columns are one thread's: no reduction, the same bits for any thread count).
+
+    A range is a run of at most _LABEL_GRIDS consecutive grids whose columns of out
+    take at most _TMAT_CACHE bytes together (a grid larger than that is a range alone),
+    so that the scatters of a sweep hit the core's cache; each range is one sweep over
+    U (_tmatmat_grids). Small grids share a sweep: U is read once per range instead of
+    once per grid (at N = 10^6, R = 64, sigma = 1: 27 sweeps instead of 64), the
+    traffic that limits the product when many threads share the memory bus. Ranges are
+    claimed dynamically and stay small (a thread that the OS preempts holds up at most
+    one range). The ranges are a property of the grids and k, not of the thread
+    count."""
     cdef Py_ssize_t R = grid_ptr.shape[0] - 1, n_rows = U.shape[0], k = U.shape[1]
-    cdef Py_ssize_t g, nb, j
-    cdef double *og
+    cdef Py_ssize_t q, n_ranges
     if ptrs.shape[0] != R or wide.shape[0] != R or out.shape[1] != k:
         raise ValueError("labels, grid_ptr and the shapes of U and out do not match")
     if out.shape[0] != grid_ptr[R]:
         raise ValueError("out must have one row per column of Z")
     if out.shape[0] == 0 or k == 0:
         return
+    # range boundaries: grids bounds[q] .. bounds[q + 1] - 1
+    cdef int64_t[::1] bounds = np.empty(R + 1, dtype=np.int64)
+    n_ranges = _grid_ranges(&grid_ptr[0], R, k, &bounds[0])
     cdef double *optr = &out[0, 0]
     cdef const double *uptr = &U[0, 0] if n_rows > 0 else NULL
+    cdef const uintptr_t *pp = &ptrs[0]
+    cdef const unsigned char *wp = &wide[0]
+    cdef const int64_t *gp = &grid_ptr[0]
+    cdef const int64_t *bp = &bounds[0]
     with nogil:
-        for g in prange(R, schedule="dynamic", num_threads=n_threads):
-            nb = grid_ptr[g + 1] - grid_ptr[g]
-            og = optr + grid_ptr[g] * k
-            for j in range(nb * k):
-                og[j] = 0.0
-            # out[grid_ptr[g] + label[g][i]] += U[i] in row order
-            if wide[g]:
-                _scatter_rows(<const int32_t *> ptrs[g], nb, uptr, n_rows, k, og)
-            else:
-                _scatter_rows(<const uint16_t *> ptrs[g], nb, uptr, n_rows, k, og)
-            for j in range(nb * k):
-                og[j] = og[j] * const_value
+        if n_threads <= 1 or n_ranges == 1:
+            for q in range(n_ranges):
+                _tmatmat_grids(pp, wp, gp, const_value, uptr, n_rows, k, optr, bp[q], bp[q + 1])
+        else:
+            for q in prange(n_ranges, schedule="dynamic", num_threads=n_threads):
+                _tmatmat_grids(pp, wp, gp, const_value, uptr, n_rows, k, optr, bp[q], bp[q + 1])
 
 
 # ---------------------------------------------------------------------------------------
@@ -487,3 +618,124 @@ def cg_direction(
             for a in range(na):
                 c = ac[a]
                 pp[j * k + c] = rp[j * k + c] * _inv_diag(dg, al, j, c, use_diag) + bt[a] * pp[j * k + c]
+
+
+# ---------------------------------------------------------------------------------------
+# The grid projection of the preconditioned CG (rbcd.solvers.cg._GridProjection): per grid
+# means of a (D, m) array subtracted from the grid's rows, in parallel (numpy's reduceat /
+# take / subtract each make a serial pass over D x m doubles per iteration).
+
+cdef void _grid_col_sums(const double *V, Py_ssize_t m, Py_ssize_t lo, Py_ssize_t hi,
+                         double *out) noexcept nogil:
+    """out[c] = V[lo:hi, c].sum() for c < m: four running sums in registers (row
+    lo + 4t + q into a_q, the rows after the last full four into a_0), then
+    (a_0 + a_1) + (a_2 + a_3)."""
+    cdef Py_ssize_t j, c, h4 = lo + (hi - lo) // 4 * 4
+    cdef double a0, a1, a2, a3
+    for c in range(m):
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        for j in range(lo, h4, 4):
+            a0 = a0 + V[j * m + c]
+            a1 = a1 + V[(j + 1) * m + c]
+            a2 = a2 + V[(j + 2) * m + c]
+            a3 = a3 + V[(j + 3) * m + c]
+        for j in range(h4, hi):
+            a0 = a0 + V[j * m + c]
+        out[c] = (a0 + a1) + (a2 + a3)
+
+
+cdef void _shift_rows(double *V, Py_ssize_t m, Py_ssize_t lo, Py_ssize_t hi,
+                      const double *shift) noexcept nogil:
+    """V[j, c] -= shift[c] for the rows lo..hi-1."""
+    cdef Py_ssize_t j, c
+    cdef double s0
+    if m == 1:
+        s0 = shift[0]
+        for j in range(lo, hi):
+            V[j] = V[j] - s0
+        return
+    for j in range(lo, hi):
+        for c in range(m):
+            V[j * m + c] = V[j * m + c] - shift[c]
+
+
+cdef inline Py_ssize_t _grid_of(const int64_t *ptr, Py_ssize_t G, Py_ssize_t j) noexcept nogil:
+    """The g with ptr[g] <= j < ptr[g + 1] (ptr increasing, 0 <= j < ptr[G])."""
+    cdef Py_ssize_t a = 0, b = G - 1, h
+    while a < b:
+        h = (a + b + 1) // 2
+        if ptr[h] <= j:
+            a = h
+        else:
+            b = h - 1
+    return a
+
+
+cdef void _shift_block(double *V, Py_ssize_t m, const int64_t *ptr, Py_ssize_t G,
+                       const double *shift, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    """V[j] -= shift[g] for the rows lo..hi-1, g the grid of row j."""
+    cdef Py_ssize_t g = _grid_of(ptr, G, lo), e
+    while lo < hi:
+        e = ptr[g + 1] if ptr[g + 1] < hi else hi
+        _shift_rows(V, m, lo, e, shift + g * m)
+        lo = e
+        g = g + 1
+
+
+def grid_center(double[:, ::1] V, const int64_t[::1] ptr, const double[::1] inv_sizes,
+                bint fit_intercept, double inv_total, int n_threads):
+    """In place: V[j] -= shift[g] for the rows j of grid g (rows ptr[g] .. ptr[g + 1] - 1,
+    ptr[-1] == V.shape[0], every grid non-empty), with mean[g] = inv_sizes[g] *
+    V[grid g].sum(0) and shift[g] = mean[g] (fit_intercept) or mean[g] - inv_sizes[g] c,
+    c = inv_total * sum_g mean[g] (summed in grid order). Returns the (G, m) shifts.
+
+    Each grid's sums run on one thread (_grid_col_sums), the grids spread over the
+    threads; the shift is subtracted in parallel over fixed blocks of rows. The same bits
+    for any thread count."""
+    cdef Py_ssize_t G = ptr.shape[0] - 1, D = V.shape[0], m = V.shape[1]
+    cdef Py_ssize_t g, c, blk, n_blocks
+    if G < 0 or inv_sizes.shape[0] != G or (G > 0 and ptr[0] != 0) or ptr[G] != D:
+        raise ValueError("grid_center: ptr must run from 0 to V.shape[0], one size per grid")
+    for g in range(G):
+        if ptr[g + 1] <= ptr[g]:
+            raise ValueError("grid_center: every grid must own at least one row")
+    shift_arr = np.zeros((G, m), dtype=np.float64)
+    if D == 0 or m == 0:
+        return shift_arr
+    cdef double[:, ::1] shift = shift_arr
+    cdef double[::1] tot = np.zeros(m, dtype=np.float64)
+    cdef double *sp = &shift[0, 0]
+    cdef double *vp = &V[0, 0]
+    cdef const int64_t *pp = &ptr[0]
+    cdef const double *inv = &inv_sizes[0]
+    cdef double *tp = &tot[0]
+    n_blocks = (D + _CG_BLOCK - 1) // _CG_BLOCK
+    with nogil:
+        if n_threads <= 1:
+            for g in range(G):
+                _grid_col_sums(vp, m, pp[g], pp[g + 1], sp + g * m)
+        else:
+            for g in prange(G, schedule="dynamic", num_threads=n_threads):
+                _grid_col_sums(vp, m, pp[g], pp[g + 1], sp + g * m)
+        for g in range(G):
+            for c in range(m):
+                sp[g * m + c] = sp[g * m + c] * inv[g]
+        if not fit_intercept:
+            for g in range(G):
+                for c in range(m):
+                    tp[c] = tp[c] + sp[g * m + c]
+            for c in range(m):
+                tp[c] = tp[c] * inv_total
+            for g in range(G):
+                for c in range(m):
+                    sp[g * m + c] = sp[g * m + c] - inv[g] * tp[c]
+        if n_threads <= 1:
+            _shift_block(vp, m, pp, G, sp, 0, D)
+        else:
+            for blk in prange(n_blocks, schedule="static", num_threads=n_threads):
+                _shift_block(vp, m, pp, G, sp, blk * _CG_BLOCK,
+                             min((blk + 1) * _CG_BLOCK, D))
+    return shift_arr

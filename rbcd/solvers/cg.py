@@ -64,7 +64,6 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -153,6 +152,19 @@ def _check_sample_weight(sample_weight, n_samples):
     if not s.sum() > 0:
         raise ValueError("sample_weight must contain at least one non-zero weight (all are zero)")
     return s
+
+
+def one_vs_rest_targets(y):
+    """(classes, Y): the sorted classes of the labels y (n,) and the -1/+1 one-vs-rest
+    targets, (n, 1) for two classes (+1 for classes[1], as LabelBinarizer(neg_label=-1)
+    and RidgeClassifier) and (n, n_classes) above."""
+    classes, index = np.unique(y, return_inverse=True)
+    index = index.reshape(-1)
+    if classes.shape[0] <= 2:
+        return classes, np.where(index == 1, 1.0, -1.0)[:, None]
+    Y = np.full((index.shape[0], classes.shape[0]), -1.0)
+    Y[np.arange(index.shape[0]), index] = 1.0
+    return classes, Y
 
 
 # ----------------------------------------------------------------------------------------
@@ -316,44 +328,27 @@ class _GridProjection:
     c = sum_g m_g / sum_g (1 / n_g), ``v_j <- v_j - m_g + c / n_g`` for j in grid g.
     Applied in place to the columns of a C-contiguous (D, m) float64 array.
 
-    Grid sums by np.add.reduceat for m <= 2 and by the sparse product E^T V (E the
-    D x G grid indicator matrix) above (reduceat walks each of the m columns with stride
-    m). The shift is gathered into a reused buffer (np.take) and subtracted, so that no
-    D x m temporary is allocated per iteration.
+    Applied by rbcd.solvers._sparse.grid_center: each grid's sums in row order on one
+    thread, the shift subtracted in parallel (n_threads); the same bits for any thread
+    count.
     """
 
-    def __init__(self, grid_ptr, fit_intercept):
+    def __init__(self, grid_ptr, fit_intercept, n_threads=1):
         sizes = np.diff(grid_ptr)
         keep = sizes > 0                       # empty grids own no columns
         self.sizes = np.ascontiguousarray(sizes[keep], dtype=np.intp)
-        self.starts = np.ascontiguousarray(grid_ptr[:-1][keep], dtype=np.intp)
         G = self.sizes.shape[0]
-        D = int(self.sizes.sum())
-        self.grid_of_col = np.repeat(np.arange(G, dtype=np.intp), self.sizes)
-        ptr = np.concatenate([[0], np.cumsum(self.sizes)])
-        self.Et = sp.csr_matrix((np.ones(D), np.arange(D), ptr), shape=(G, D))
+        self.ptr = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
         self.inv_sizes = 1.0 / self.sizes
         self.fit_intercept = bool(fit_intercept)
         self.inv_total = 1.0 / float(self.inv_sizes.sum()) if G else 0.0
-        self._buf = None
+        self.n_threads = int(n_threads)
 
     def __call__(self, V):
         if V.shape[0] == 0 or V.shape[1] == 0:
             return V
-        if V.shape[1] <= 2:
-            means = np.add.reduceat(V, self.starts, axis=0)
-        else:
-            means = np.asarray(self.Et @ V)
-        means *= self.inv_sizes[:, None]
-        if not self.fit_intercept:
-            c = means.sum(axis=0) * self.inv_total
-            means -= self.inv_sizes[:, None] * c[None, :]
-        if self._buf is None or self._buf.shape[0] < V.size:
-            self._buf = np.empty(V.size)
-        buf = self._buf[:V.size].reshape(V.shape)
-        # mode="clip": the indices are valid, and "raise" would buffer the output
-        np.take(means, self.grid_of_col, axis=0, out=buf, mode="clip")
-        V -= buf
+        _sparse.grid_center(V, self.ptr, self.inv_sizes, self.fit_intercept, self.inv_total,
+                            self.n_threads)
         return V
 
 
@@ -379,19 +374,13 @@ def _grid_projection(op, columns, fit_intercept):
     entries = np.diff(op.csc[0][gp].astype(np.int64))     # stored entries per grid
     if not np.all(entries == n):
         return None
-    return _GridProjection(gp, fit_intercept)
+    return _GridProjection(gp, fit_intercept, op._threads_for(D))
 
 
 def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
                    max_iter=None, preconditioner="jacobi", n_threads=1, columns=None,
                    verbose=0, return_info=False):
     """Block preconditioned CG for ridge; validated inputs, Y of shape (n, k).
-
-    Scaling: the objective sum_i s_i (y_i - z_i w - b)^2 + alpha ||w||^2 is quadratic, so
-    with Y' = Y / cy the solution is (w, b) / cy; and with s' = s / cs, alpha' = alpha / cs
-    the objective is divided by cs, the same minimizer. Targets or weights whose magnitude
-    would overflow or underflow the squared norms (beyond 2**+-100) are solved in those
-    units, cy and cs powers of two (exact), and the solution scaled back.
 
     ``columns``: optional column structure of Z (see _Products), e.g. an
     ``rbcd.binning.random_binning.RBColumns``. If it also has a ``grid_ptr`` -- a promise that each
@@ -409,8 +398,37 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
         ("tol"; "breakdown": the search direction vanished, p^T A p <= 0, so the residual
         cannot decrease further in float64; or "max_iter")
     """
-    n, D = Z.shape
+    return solve_ridge(Z, Y, sample_weight, alpha, fit_intercept, tol, max_iter,
+                       preconditioner, n_threads, columns, verbose, return_info, method="cg")
+
+
+def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
+                max_iter=None, preconditioner="jacobi", n_threads=1, columns=None,
+                verbose=0, return_info=False, method="cg", classification=False):
+    """Ridge on validated inputs by ``method``: "cg" (solve_ridge_cg), "dual" or "primal"
+    (one Cholesky factorization for every target, rbcd.solvers._direct), "direct" (the
+    smaller of the two) or "auto" (the cheapest of the three by rbcd.solvers._direct's
+    cost model). The same returns as solve_ridge_cg, and ``info["method"]`` the form
+    used; a direct solve reports 1 iteration (the factorization) and the relative
+    residual of its solution (``stop`` "direct").
+
+    Scaling: the objective sum_i s_i (y_i - z_i w - b)^2 + alpha ||w||^2 is quadratic, so
+    with Y' = Y / cy the solution is (w, b) / cy; and with s' = s / cs, alpha' = alpha / cs
+    the objective is divided by cs, the same minimizer. Targets or weights whose magnitude
+    would overflow or underflow the squared norms (beyond 2**+-100) are solved in those
+    units, cy and cs powers of two (exact), and the solution scaled back.
+
+    ``alpha="auto"``: the penalty chosen from the data (:func:`_solve_auto_alpha`), by the
+    targets' squared error, or with ``classification`` by the accuracy of the one-vs-rest
+    decisions; ``info["alpha"]`` is the choice.
+    """
     k = Y.shape[1]
+    if isinstance(alpha, str):
+        if alpha != "auto":
+            raise ValueError(f"alpha must be a non-negative number or 'auto', got {alpha!r}")
+        out = _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter,
+                                preconditioner, n_threads, columns, method, classification)
+        return out if return_info else out[:3]
     alpha = _check_alpha(alpha, k)
     zmax = _max_abs(Z)
     if zmax > 2.0 ** SAFE_EXP:
@@ -419,58 +437,205 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
         # may underflow to 0: alpha is then nothing against Z^T Z (least squares). The
         # grid structure's values are not Z''s: it is not passed on (RB values are small).
         cz = pow2_scale(np.array([zmax]))
-        out = solve_ridge_cg(
+        out = solve_ridge(
             Z / cz, Y, sample_weight, alpha / (cz * cz), fit_intercept, tol, max_iter,
-            preconditioner, n_threads, None, verbose, return_info=True)
+            preconditioner, n_threads, None, verbose, return_info=True, method=method)
         out[0][...] /= cz
         return out if return_info else out[:3]
     cy = pow2_scale(Y)
     cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
     if cy != 1.0 or cs != 1.0:
-        coef, intercept, n_iter, info = solve_ridge_cg(
+        coef, intercept, n_iter, info = solve_ridge(
             Z, Y / cy, None if sample_weight is None else sample_weight / cs, alpha / cs,
             fit_intercept, tol, max_iter, preconditioner, n_threads, columns, verbose,
-            return_info=True)
+            return_info=True, method=method)
         coef *= cy
         intercept *= cy
         return (coef, intercept, n_iter, info) if return_info else (coef, intercept, n_iter)
-    op = _Products(Z, n_threads, columns=columns)
-    s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    S = float(s.sum())
-    colsum, colsq = op.col_stats(s)
-    if fit_intercept:
-        zbar = colsum / S                               # weighted column means
-        ybar = np.einsum("i,ik->k", s, Y) / S         # not BLAS (see serial_dot)
-        Yc = Y - ybar
-        diag = colsq - S * zbar * zbar                  # diag(Zc^T S Zc)
+    system = _RidgeSystem(Z, Y, sample_weight, fit_intercept, n_threads, columns)
+    if method in ("auto", "direct"):
+        from ._direct import choose
+        method = choose(system, columns, method)
+    if method == "cg":
+        coef, n_iter, info = _cg_iterate(system, alpha, tol, max_iter, preconditioner,
+                                         columns, verbose)
     else:
-        zbar = None
-        ybar = np.zeros(k)
-        Yc = Y
-        diag = colsq
-    diag = np.maximum(diag, 0.0)                        # rounding can make it slightly < 0
-    # Numerically constant columns: with an intercept, a column whose centred square sum
-    # is within the rounding of its raw square sum (n eps colsq) has no resolvable
-    # variation, and the implicit centring (Z p - zbar . p, Z^T r - zbar sum r) would
-    # return only rounding noise for it. Its centred column is taken as exactly 0, as
-    # explicit centring gives for a constant column: w_j = 0 (scikit-learn's Ridge).
-    flat = (np.flatnonzero((diag <= n * np.finfo(np.float64).eps * colsq) & (colsq > 0))
-            if fit_intercept else np.zeros(0, dtype=np.int64))
-    if flat.size:
-        diag[flat] = 0.0
-    sY = s[:, None] * Yc
+        from ._direct import solve_direct
+        coef, n_iter, info = solve_direct(system, alpha, method, columns, tol)
+    info["method"] = method
+    coef = coef.T.copy()
+    if system.zbar is not None:
+        intercept = system.ybar - np.einsum("kj,j->k", coef, system.zbar)
+    else:
+        intercept = np.zeros(k)
+    if return_info:
+        return coef, intercept, n_iter, info
+    return coef, intercept, n_iter
 
-    weighted = sample_weight is not None
+
+def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, preconditioner,
+                      n_threads, columns, method, classification):
+    """Ridge with the penalty chosen from the data; returns solve_ridge's four values, with
+    ``info["alpha"]`` (the choice), ``info["alphas"]`` and ``info["scores"]`` (the
+    candidates and their (primary, secondary) scores, rbcd.solvers._direct.selection_scores)
+    and ``info["selection"]``.
+
+    Up to ``LOO_MAX_ROWS`` rows: exact leave-one-out over AUTO_ALPHAS_PER_ROW times the
+    total weight, from one eigendecomposition of the dual Gram matrix (_direct.loo_select),
+    which also gives the solution (``method`` "cg": solved again by CG, as asked).
+    Above: the same leave-one-out on a fixed sample (seed 0) of LOO_MAX_ROWS rows chooses
+    the penalty per unit of weight, and that, times the total weight, is solved on every
+    row by ``method``: a bounded cost (one eigendecomposition of LOO_MAX_ROWS rows) on any
+    N. The sample's best penalty per row leans to the large side of the full data's
+    (fewer rows want more smoothing).
+    """
+    from . import _direct
+
+    n, k = Y.shape
+    s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    cy = pow2_scale(Y)
+    if n <= _direct.LOO_MAX_ROWS:
+        alphas = _direct.AUTO_ALPHAS_PER_ROW * float(s.sum())
+        cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
+        system = _RidgeSystem(Z, Y / cy, None if sample_weight is None else s / cs,
+                              fit_intercept, n_threads, columns)
+        a, W, scores = _direct.loo_select(system, columns, alphas / cs, classification)
+        if method == "cg":                   # the choice, solved as asked
+            coef, intercept, n_iter, info = solve_ridge(
+                Z, Y, sample_weight, a * cs, fit_intercept, tol, max_iter, preconditioner,
+                n_threads, columns, return_info=True, method="cg")
+            info.update(alpha=a * cs, alphas=alphas, scores=scores, selection="leave-one-out")
+            return coef, intercept, n_iter, info
+        a_given = np.full(k, a)
+        residual = system.relative_residual(W, a_given)
+        coef = W.T * cy
+        intercept = (system.ybar - np.einsum("kj,j->k", W.T, system.zbar)) * cy \
+            if system.zbar is not None else np.zeros(k)
+        info = dict(converged=residual <= tol, residual=residual,
+                    stop=np.array(["direct"] * k), method="dual", alpha=a * cs,
+                    alphas=alphas, scores=scores, selection="leave-one-out")
+        return coef, intercept, np.ones(k, dtype=np.int64), info
+    # above LOO_MAX_ROWS: leave-one-out on a fixed sample of LOO_MAX_ROWS rows chooses the
+    # penalty per unit of weight, applied to all rows
+    rows = np.sort(np.random.default_rng(0).permutation(n)[:_direct.LOO_MAX_ROWS])
+    Zc = Z.tocsr() if sp.issparse(Z) else np.asarray(Z)
+    Z_sub = Zc[rows]
+    sub_columns = None
+    grid_ptr = getattr(columns, "grid_ptr", None)
+    if grid_ptr is not None and sp.issparse(Z_sub):
+        from ..binning import column_structure
+        try:
+            sub_columns = column_structure(Z_sub, grid_ptr, n_jobs=n_threads)
+        except ValueError:
+            sub_columns = None
+    s_sub = s[rows]
+    cs = pow2_scale(s_sub) if sample_weight is not None else 1.0
+    system = _RidgeSystem(Z_sub, Y[rows] / cy, None if sample_weight is None else s_sub / cs,
+                          fit_intercept, n_threads, sub_columns)
+    per_row = _direct.AUTO_ALPHAS_PER_ROW
+    a_sub, _, scores = _direct.loo_select(system, sub_columns, per_row * float(s_sub.sum()) / cs,
+                                          classification)
+    a = float(a_sub * cs / s_sub.sum() * s.sum())
+    coef, intercept, n_iter, info = solve_ridge(
+        Z, Y, sample_weight, a, fit_intercept, tol, max_iter, preconditioner, n_threads,
+        columns, return_info=True, method=method)
+    info.update(alpha=a, alphas=per_row * float(s.sum()), scores=scores,
+                selection=f"leave-one-out on {rows.shape[0]} of {n} rows")
+    return coef, intercept, n_iter, info
+
+
+class _RidgeSystem:
+    """The centred, weighted ridge system of one fit (module docstring), without Z^T Z:
+
+    ``op`` the products with Z; ``s`` the weights (ones without), ``S`` their sum;
+    ``zbar`` the weighted column means (None without intercept), ``ybar`` the targets'
+    (zeros without); ``sY`` = S Yc; ``B`` = Zc^T S Yc, the right-hand sides; ``diag`` the
+    diagonal of Zc^T S Zc; ``flat`` the numerically constant columns, whose centred column
+    is taken as exactly 0 (w_j = 0, as scikit-learn's Ridge with explicit centring).
+    """
+
+    def __init__(self, Z, Y, sample_weight, fit_intercept, n_threads, columns):
+        n, D = Z.shape
+        k = Y.shape[1]
+        self.shape = (n, D)
+        self.op = op = _Products(Z, n_threads, columns=columns)
+        self.weighted = sample_weight is not None
+        self.s = s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+        self.S = S = float(s.sum())
+        colsum, colsq = op.col_stats(s)
+        if fit_intercept:
+            self.zbar = zbar = colsum / S                       # weighted column means
+            self.ybar = np.einsum("i,ik->k", s, Y) / S        # not BLAS (see serial_dot)
+            Yc = Y - self.ybar
+            diag = colsq - S * zbar * zbar                      # diag(Zc^T S Zc)
+        else:
+            self.zbar = None
+            self.ybar = np.zeros(k)
+            Yc = Y
+            diag = colsq
+        diag = np.maximum(diag, 0.0)                            # rounding can make it < 0
+        # Numerically constant columns: with an intercept, a column whose centred square
+        # sum is within the rounding of its raw square sum (n eps colsq) has no resolvable
+        # variation, and the implicit centring (Z p - zbar . p, Z^T r - zbar sum r) would
+        # return only rounding noise for it. Its centred column is taken as exactly 0, as
+        # explicit centring gives for a constant column: w_j = 0 (scikit-learn's Ridge).
+        self.flat = (np.flatnonzero((diag <= n * np.finfo(np.float64).eps * colsq) & (colsq > 0))
+                     if fit_intercept else np.zeros(0, dtype=np.int64))
+        if self.flat.size:
+            diag[self.flat] = 0.0
+        self.diag = np.ascontiguousarray(diag)
+        self.Yc = Yc
+        self.sY = s[:, None] * Yc
+        B = op.tdot(self.sY)                                    # Zc^T S Yc
+        if self.zbar is not None:
+            B -= np.outer(self.zbar, self.sY.sum(axis=0))
+        if self.flat.size:
+            B[self.flat] = 0.0
+        self.B = B
+
+    def ztimes(self, P):
+        """Zc @ P, (D, m) -> (n, m)."""
+        T = self.op.dot(P)
+        if self.zbar is not None:
+            # zbar . P by einsum, not BLAS: a BLAS gemv here would wake the BLAS thread
+            # team every iteration next to our OpenMP regions
+            T -= np.einsum("j,jk->k", self.zbar, P)
+        return T
+
+    def ztimes_t(self, U):
+        """Zc^T @ U, (n, m) -> (D, m), with the constant columns' entries 0."""
+        Q = self.op.tdot(U)
+        if self.zbar is not None:
+            Q -= np.outer(self.zbar, U.sum(axis=0))
+        if self.flat.size:
+            Q[self.flat] = 0.0
+        return Q
+
+    def relative_residual(self, W, alpha):
+        """||B - (Zc^T S Zc + alpha) W|| / ||B|| per target (0 where B = 0)."""
+        T = self.ztimes(W)
+        if self.weighted:
+            T *= self.s[:, None]
+        R = self.B - self.ztimes_t(T) - W * alpha[None, :]
+        bnorm = np.linalg.norm(self.B, axis=0)
+        rnorm = np.linalg.norm(R, axis=0)
+        return np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)
+
+
+def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose):
+    """The block PCG loop on ``system`` (a _RidgeSystem): returns (W (D, k), n_iter, info)."""
+    op, s, zbar, flat, diag = system.op, system.s, system.zbar, system.flat, system.diag
+    n, D = system.shape
+    B = system.B
+    k = B.shape[1]
+    weighted = system.weighted
     zb = zbar if zbar is not None else np.zeros(0)
+    fit_intercept = zbar is not None
 
     def apply_A(Pa, a):
         # Q = Zc^T S Zc Pa + alpha Pa, Zc = Z - 1 zbar^T applied implicitly (never formed);
         # also returns the block sums of Pa * Q (for p^T A p)
-        T = op.dot(Pa)
-        if zbar is not None:
-            # zbar . Pa by einsum, not BLAS: a BLAS gemv here would wake the BLAS thread
-            # team every iteration next to our OpenMP regions
-            T -= np.einsum("j,jk->k", zbar, Pa)
+        T = system.ztimes(Pa)
         if weighted:
             T *= s[:, None]
         Q = op.tdot(T)
@@ -484,14 +649,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
                                    # to the block sums of Pa * Q)
         return Q, partial.sum(axis=0)
 
-    B = op.tdot(sY)                                     # Zc^T S Yc
-    if zbar is not None:
-        B -= np.outer(zbar, sY.sum(axis=0))
-    if flat.size:
-        B[flat] = 0.0
     use_diag = preconditioner == "jacobi"
-    diag = np.ascontiguousarray(diag)
-
     if max_iter is None:
         max_iter = default_max_iter(D)
     n_blocks = max(1, -(-D // _sparse.CG_BLOCK))
@@ -560,29 +718,27 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
     relres = np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)
     stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))
     if np.any(unconverged):
-        worst = int(np.argmax(np.where(unconverged, relres, -1.0)))
-        n_bad = int(unconverged.sum())
-        if stop_reason[worst] == "breakdown":
-            why = (f"stopped after {int(n_iter[worst])} iterations because the search "
-                   f"direction vanished (p^T A p <= 0): the relative residual "
-                   f"{relres[worst]:.3e} cannot decrease further in float64, and tol={tol:g} "
-                   f"asks for less. Use a tol above the attainable residual")
-        else:
-            why = (f"did not converge in max_iter={max_iter} iterations: relative residual "
-                   f"{relres[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha")
-        warn_user(
-            f"RidgeCG {why} ({n_bad} of {k} targets not converged).",
-            ConvergenceWarning,
-        )
-    coef = X.T.copy()
-    if zbar is not None:
-        intercept = ybar - np.einsum("kj,j->k", coef, zbar)
+        _warn_unconverged(unconverged, relres, stop_reason, n_iter, tol, max_iter)
+    return X, n_iter, dict(converged=~unconverged, residual=relres, stop=stop_reason)
+
+
+def _warn_unconverged(unconverged, relres, stop_reason, n_iter, tol, max_iter):
+    """The ConvergenceWarning of a CG fit that left targets above ``tol``."""
+    k = unconverged.shape[0]
+    worst = int(np.argmax(np.where(unconverged, relres, -1.0)))
+    n_bad = int(unconverged.sum())
+    if stop_reason[worst] == "breakdown":
+        why = (f"stopped after {int(n_iter[worst])} iterations because the search "
+               f"direction vanished (p^T A p <= 0): the relative residual "
+               f"{relres[worst]:.3e} cannot decrease further in float64, and tol={tol:g} "
+               f"asks for less. Use a tol above the attainable residual")
     else:
-        intercept = np.zeros(k)
-    if return_info:
-        return coef, intercept, n_iter, dict(converged=~unconverged, residual=relres,
-                                             stop=stop_reason)
-    return coef, intercept, n_iter
+        why = (f"did not converge in max_iter={max_iter} iterations: relative residual "
+               f"{relres[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha")
+    warn_user(
+        f"RidgeCG {why} ({n_bad} of {k} targets not converged).",
+        ConvergenceWarning,
+    )
 
 
 # ----------------------------------------------------------------------------------------
@@ -590,17 +746,20 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
 
 
 _CG_CONSTRAINTS = {
-    "alpha": [RealInterval(0, None, closed="left"), "array-like"],
+    "alpha": [RealInterval(0, None, closed="left"), "array-like", StrOptions({"auto"})],
+    "solver": [StrOptions({"cg", "direct", "auto"})],
     "fit_intercept": ["boolean"],
     "tol": TOL,
     "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
     "preconditioner": [StrOptions({"jacobi"}), None],
     "n_jobs": N_JOBS,
     "verbose": VERBOSE,
+    "device": [StrOptions({"cpu", "cuda"})],  # "cuda": rbcd.cuda (docs/gpu.md)
 }
 
 
 class _RidgeCGBase(ChecksummedState, BaseEstimator):
+    _classification = False   # alpha="auto" scores the targets' squared error
     def _validate_X(self, X, reset):
         return validate_data(
             self, X, reset=reset, accept_sparse=["csr", "csc", "coo"],
@@ -611,7 +770,8 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
         """Solve and set n_iter_, converged_ and residual_; returns (coef, intercept)."""
         if not np.isfinite(float(self.tol)):
             raise ValueError(f"tol must be finite, got {self.tol!r}")
-        _check_alpha(self.alpha, Y.shape[1])
+        if not (isinstance(self.alpha, str) and self.alpha == "auto"):
+            _check_alpha(self.alpha, Y.shape[1])
         if columns is not None:
             columns = columns_from(Z, columns, self.n_jobs)
         n_threads = effective_n_threads(self.n_jobs)
@@ -623,13 +783,15 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
             # (below this size the products run on one thread, and threadpoolctl's
             # library inspection would dominate small fits)
             with limit_blas(1):
-                out = solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
-                                     self.max_iter, self.preconditioner, n_threads, columns,
-                                     verbose=verbose, return_info=True)
+                out = solve_ridge(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
+                                  self.max_iter, self.preconditioner, n_threads, columns,
+                                  verbose=verbose, return_info=True, method=self.solver,
+                                  classification=self._classification)
         else:
-            out = solve_ridge_cg(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
-                                 self.max_iter, self.preconditioner, n_threads, columns,
-                                 verbose=verbose, return_info=True)
+            out = solve_ridge(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
+                              self.max_iter, self.preconditioner, n_threads, columns,
+                              verbose=verbose, return_info=True, method=self.solver,
+                              classification=self._classification)
         coef, intercept, n_iter, info = out
         if verbose:
             k = Y.shape[1]
@@ -638,17 +800,32 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
             verdict = ("converged" if np.all(ok) else
                        f"NOT converged ({int((~ok).sum())} of {k} targets; "
                        f"{info['stop'][worst]})")
-            print(f"[RidgeCG] {type(self).__name__}: {int(np.max(n_iter, initial=0))} "
-                  f"iteration(s), relative residual {info['residual'][worst]:.3e}"
+            how = (f"{int(np.max(n_iter, initial=0))} iteration(s)" if info["method"] == "cg"
+                   else f"{info['method']} direct solve")
+            print(f"[RidgeCG] {type(self).__name__}: {how}, relative residual {info['residual'][worst]:.3e}"
                   f"{f' (worst of {k} targets)' if k > 1 else ''} (tol {float(self.tol):.1e}), "
                   f"{verdict}, {n_threads} thread(s), {time.perf_counter() - t0:.3f}s")
         self.n_iter_ = n_iter
+        self.solver_ = info["method"]
+        if "alpha" in info:
+            self.alpha_ = float(info["alpha"])
+        else:
+            a = np.asarray(self.alpha, dtype=np.float64)
+            self.alpha_ = float(a) if a.ndim == 0 else a
         self.converged_ = bool(np.all(info["converged"]))
         self.residual_ = info["residual"]
         return coef, intercept
 
+    def to_cpu(self):
+        """This estimator with device="cpu" (the coefficients always live on the host)."""
+        from ..cuda.estimators import ridge_to_cpu
+        return ridge_to_cpu(self)
+
     def _decision(self, X):
         check_is_fitted(self)
+        if self.__dict__.get("_cuda_fitted"):  # fitted with device="cuda"
+            from ..cuda.estimators import ridge_decision
+            return ridge_decision(self, X)
         X = self._validate_X(X, reset=False)
         coef = np.asarray(self.coef_)
         if sp.issparse(X):
@@ -672,7 +849,20 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
 
     Parameters
     ----------
-    alpha : float >= 0 or array of one value per target
+    alpha : float >= 0, array of one value per target, or "auto"
+        "auto": chosen from the data among 1e-6 .. 10 per unit of training weight, by
+        exact leave-one-out error from one eigendecomposition up to 1,000 rows (RidgeCV's
+        method) and by the error on a held-out fifth of the rows above
+        (rbcd.solvers.cg._solve_auto_alpha); RidgeCGClassifier scores the accuracy of its
+        decisions. The choice is ``alpha_``.
+    solver : "cg", "direct" or "auto", default "cg"
+        "cg": block preconditioned conjugate gradient. "direct": one Cholesky
+        factorization of the dual (n x n, Z Z^T) or the primal (D x D, Z^T Z) Gram
+        matrix, the smaller, for every target at once. "auto": the cheapest of the three
+        by a fixed cost model (rbcd.solvers._direct.plan), direct forms only for random
+        binning training data given with its grid structure (``fit(..., columns=)``).
+        The solution is the same up to the solver's accuracy: CG's ``tol``, or the
+        rounding of the factorization.
     fit_intercept : bool
     tol : float, stop a target when ||residual|| <= tol * ||right-hand side||
     max_iter : int or None; None means ``min(10 * D, 10_000)``
@@ -689,12 +879,18 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     verbose : int, default 0. Printed to stdout (scikit-learn's levels): 1, one summary
         line per fit (iterations, the final relative residual, converged or not, threads,
         time); 2 and above, also a line per CG iteration.
+    device : "cpu" or "cuda", default "cpu". "cuda": the block PCG on one GPU through
+        CuPy (rbcd.cuda; the same objective, agreeing to the tolerance); X may then also be
+        the ``rbcd.cuda.GridLayout`` of a device binning (or be passed as ``columns``).
+        Coefficients are numpy arrays either way; ``to_cpu()`` gives the CPU estimator.
 
     Attributes
     ----------
     coef_ : (D,) for 1-D y, (n_targets, D) for 2-D y; float32 for float32 input
     intercept_ : float or (n_targets,)
-    n_iter_ : (n_targets,) CG iterations per target
+    n_iter_ : (n_targets,) CG iterations per target (1 for a direct solve: the factorization)
+    solver_ : str, the form used: "cg", "dual" or "primal"
+    alpha_ : float (or the per-target array given), the penalty used
     converged_ : bool, every target reached ``tol``
     residual_ : (n_targets,) final relative residual ||r|| / ||b|| per target
     n_features_in_ : int
@@ -703,14 +899,16 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     _parameter_constraints = dict(_CG_CONSTRAINTS)
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None, verbose=0):
+                 preconditioner="jacobi", n_jobs=None, verbose=0, solver="cg", device="cpu"):
         self.alpha = alpha
+        self.solver = solver
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
         self.preconditioner = preconditioner
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.device = device
 
     @fit_context
     def fit(self, X, y, sample_weight=None, columns=None):
@@ -723,6 +921,9 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         binning training data (module docstring) and saves the transposed copy of X; the
         solution does not change. A structure that is not X's is a ValueError.
         """
+        if self.device == "cuda":  # X: any matrix, or a rbcd.cuda.GridLayout (docs/gpu.md)
+            from ..cuda.estimators import ridge_fit
+            return ridge_fit(self, X, y, sample_weight, columns)
         X, y = validate_data(
             self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32],
             multi_output=True, y_numeric=True,
@@ -750,6 +951,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
 
 
 class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
+    _classification = True    # alpha="auto" scores the accuracy of the decisions
     """Ridge classification by block preconditioned CG (like RidgeClassifier).
 
     Targets are -1/+1 one-vs-rest indicators, all classes solved as one block of
@@ -757,7 +959,8 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     ``class_weight`` (None, "balanced" or a dict), which multiplies sample_weight.
 
     Attributes: ``classes_``, ``coef_`` (1, D) for two classes else (n_classes, D),
-    ``intercept_``, ``n_iter_``, ``converged_``, ``residual_``, ``n_features_in_``.
+    ``intercept_``, ``n_iter_``, ``solver_``, ``alpha_``, ``converged_``, ``residual_``,
+    ``n_features_in_``.
     """
 
     _parameter_constraints = {
@@ -766,8 +969,10 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     }
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0):
+                 preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0,
+                 solver="cg", device="cpu"):
         self.alpha = alpha
+        self.solver = solver
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
@@ -775,6 +980,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         self.class_weight = class_weight
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.device = device
 
     @fit_context
     def fit(self, X, y, sample_weight=None, columns=None):
@@ -783,14 +989,15 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         ``columns``: optional grid structure of X, as in ``RidgeCG.fit``; it speeds up the
         Jacobi preconditioner, same solution.
         """
+        if self.device == "cuda":
+            from ..cuda.estimators import ridge_fit
+            return ridge_fit(self, X, y, sample_weight, columns, classifier=True)
         X, y = validate_data(
             self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32],
             multi_output=False,
         )
         check_classification_targets(y)
-        binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
-        Y = binarizer.fit_transform(y).astype(np.float64)
-        self.classes_ = binarizer.classes_
+        self.classes_, Y = one_vs_rest_targets(y)
         if self.classes_.shape[0] < 2:
             raise ValueError(
                 f"RidgeCGClassifier needs at least 2 classes in y, got 1 class: {self.classes_[0]!r}"

@@ -138,12 +138,112 @@ def ridge_cg_solve(Z, Y, s, alpha, fit_intercept, tol, max_iter, preconditioner)
     return W, B, n_iter
 
 
+def ridge_direct_solve(Z, Y, s, alpha, fit_intercept, form):
+    """The same problem by one dense factorization for all targets (oracle of
+    rbcd.solvers._direct). With Zs = S^1/2 Zc and ys = S^1/2 yc:
+
+        dual    (form "dual"):   (Zs Zs^T + alpha I) a = ys,   w = Zs^T a
+        primal  (form "primal"): (Zs^T Zs + alpha I) w = Zs^T ys
+
+    (the same w: (Zs^T Zs + alpha I)^-1 Zs^T = Zs^T (Zs Zs^T + alpha I)^-1). With
+    alpha = 0 the minimum-norm least-squares solution (numpy's lstsq), which is what CG
+    from a zero start converges to. Returns W (T x D), b (T,)."""
+    Zd = np.asarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float64)
+    S = float(s.sum())
+    zbar = (s @ Zd) / S if fit_intercept else np.zeros(Zd.shape[1])
+    ybar = (s @ Y) / S if fit_intercept else np.zeros(Y.shape[1])
+    root = np.sqrt(s)[:, None]
+    Zs = root * (Zd - zbar)
+    ys = root * (Y - ybar)
+    if alpha == 0:
+        W = np.linalg.lstsq(Zs, ys, rcond=None)[0]
+    elif form == "dual":
+        K = Zs @ Zs.T
+        W = Zs.T @ np.linalg.solve(K + alpha * np.eye(K.shape[0]), ys)
+    else:
+        G = Zs.T @ Zs
+        W = np.linalg.solve(G + alpha * np.eye(G.shape[0]), Zs.T @ ys)
+    W = W.T
+    B = ybar - W @ zbar if fit_intercept else np.zeros(Y.shape[1])
+    return W, B
+
+
+# alpha="auto" (oracle of rbcd.solvers.cg._solve_auto_alpha): the same candidates, rules
+# and held-out draw.
+AUTO_ALPHAS_PER_ROW = np.logspace(-6, 1, 15)
+LOO_MAX_ROWS = 1000
+
+
+def selection_scores(Y, F, s, classification):
+    """(primary, secondary), higher is better: the weighted accuracy of the one-vs-rest
+    decisions (classification) or minus the weighted mean squared error, then minus the
+    weighted mean squared error."""
+    err = float(np.sum(s[:, None] * (Y - F) ** 2)) / float(s.sum())
+    if not classification:
+        return -err, -err
+
+    def cls(T):
+        return (T[:, 0] > 0).astype(int) if T.shape[1] == 1 else np.argmax(T, axis=1)
+
+    return float(np.sum(s * (cls(F) == cls(Y)))) / float(s.sum()), -err
+
+
+def best_index(scores):
+    """The best (primary, then secondary) score; ties go to the larger alpha."""
+    best = 0
+    for j in range(1, len(scores)):
+        if tuple(scores[j]) >= tuple(scores[best]):
+            best = j
+    return best
+
+
+def choose_alpha(Z, Y, s, fit_intercept, classification):
+    """The penalty of alpha="auto" by exact leave-one-out: with Zs = S^1/2 (Z - 1 zbar^T),
+    K = Zs Zs^T and P the projection on S^1/2 1 (the unpenalised intercept), the hat matrix
+    is H = P + K (K + a I)^-1 and row i's leave-one-out residual (r_i / (1 - H_ii)) /
+    sqrt(s_i), r = ys - K (K + a I)^-1 ys. Candidates per unit of weight
+    (AUTO_ALPHAS_PER_ROW * sum of the weights). Above LOO_MAX_ROWS rows the same on the
+    rows of a fixed sample (numpy's default_rng(0).permutation, the first LOO_MAX_ROWS,
+    in row order), its best penalty per unit of weight times the total weight."""
+    n = Z.shape[0]
+    if n > LOO_MAX_ROWS:
+        rows = np.sort(np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
+        a = choose_alpha(sp.csr_matrix(Z)[rows], Y[rows], s[rows], fit_intercept,
+                         classification)
+        return float(a / s[rows].sum() * s.sum())
+    Zd = np.asarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float64)
+    S = float(s.sum())
+    zbar = (s @ Zd) / S if fit_intercept else np.zeros(Zd.shape[1])
+    ybar = (s @ Y) / S if fit_intercept else np.zeros(Y.shape[1])
+    root = np.sqrt(s)
+    Zs = root[:, None] * (Zd - zbar)
+    ys = root[:, None] * (Y - ybar)
+    K = Zs @ Zs.T
+    P = np.outer(root, root) / S if fit_intercept else np.zeros((n, n))
+    alphas = AUTO_ALPHAS_PER_ROW * S
+    scores = []
+    for a in alphas:
+        smooth = K @ np.linalg.inv(K + a * np.eye(n))
+        h = np.diag(P + smooth)
+        r = ys - smooth @ ys
+        if np.any((1.0 - h <= 1e-12) & (root > 0)):   # a row its own fit reproduces
+            scores.append((-np.inf, -np.inf))
+            continue
+        loo = r / ((1.0 - h) * np.where(root > 0, root, 1.0))[:, None]
+        loo[root == 0] = 0.0
+        scores.append(selection_scores(Y, Y - loo, s, classification))
+    return float(alphas[best_index(scores)])
+
+
 class _RidgeCGBase(BaseEstimator):
+    _classification = False
     def _check_params(self):
-        alpha = check_real(self.alpha, "alpha", low=0.0)
+        alpha = ("auto" if isinstance(self.alpha, str) and self.alpha == "auto"
+                 else check_real(self.alpha, "alpha", low=0.0))
         tol = check_real(self.tol, "tol", low=0.0)
         max_iter = None if self.max_iter is None else check_int(self.max_iter, "max_iter", low=1)
         preconditioner = check_choice(self.preconditioner, "preconditioner", ("jacobi", None))
+        check_choice(self.solver, "solver", ("cg", "direct", "auto"))
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
         if self.n_jobs is not None:
@@ -156,9 +256,24 @@ class _RidgeCGBase(BaseEstimator):
         return sp.csr_matrix(Z)
 
     def _solve(self, Z, Y, s):
+        """W, b, n_iter. ``solver`` "direct" and "auto" factor the smaller Gram matrix
+        (rbcd's "auto" chooses CG on large problems by a cost model; this oracle, meant
+        for small inputs, always solves exactly: the two agree to CG's tolerance)."""
         alpha, tol, max_iter, preconditioner = self._check_params()
-        return ridge_cg_solve(Z, Y, s, alpha, bool(self.fit_intercept), tol, max_iter,
-                              preconditioner)
+        fit_intercept = bool(self.fit_intercept)
+
+        def fit(Zf, Yf, sf, a):
+            if self.solver == "cg":
+                return ridge_cg_solve(Zf, Yf, sf, a, fit_intercept, tol, max_iter,
+                                      preconditioner)
+            form = "dual" if Zf.shape[0] <= Zf.shape[1] else "primal"
+            W, B = ridge_direct_solve(Zf, Yf, sf, a, fit_intercept, form)
+            return W, B, np.ones(Yf.shape[1], dtype=np.int64)     # one factorization
+
+        if alpha == "auto":
+            alpha = choose_alpha(Z, Y, s, fit_intercept, self._classification)
+        self.alpha_ = alpha
+        return fit(Z, Y, s, alpha)
 
     def _decision(self, Z):
         check_is_fitted(self, "coef_")
@@ -176,13 +291,15 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     """Ridge regression solved by (Jacobi-preconditioned) conjugate gradient.
 
     Same solution as ``sklearn.linear_model.Ridge(alpha)`` (with sample weights and several
-    targets). ``n_jobs`` is accepted and ignored. Attributes: ``coef_`` (D,) or (T, D),
-    ``intercept_`` float or (T,), ``n_iter_`` (T,) CG iterations per target.
+    targets). ``solver``: "cg", or "direct" / "auto" (an exact dense solve here, see
+    ``_solve``). ``n_jobs`` is accepted and ignored. Attributes: ``coef_`` (D,) or (T, D),
+    ``intercept_`` float or (T,), ``n_iter_`` (T,) CG iterations per target (1: direct).
     """
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None):
+                 preconditioner="jacobi", n_jobs=None, solver="cg"):
         self.alpha = alpha
+        self.solver = solver
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
@@ -219,11 +336,14 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     """Ridge classification by CG: targets -1/+1 per class (one-vs-rest), all classes as one
     block of right-hand sides; for two classes a single column with classes_[1] as +1, like
     ``sklearn.linear_model.RidgeClassifier``. ``class_weight`` multiplies sample weights.
+    ``alpha="auto"`` scores the accuracy of the decisions.
     """
+    _classification = True
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None, class_weight=None):
+                 preconditioner="jacobi", n_jobs=None, class_weight=None, solver="cg"):
         self.alpha = alpha
+        self.solver = solver
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter

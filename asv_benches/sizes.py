@@ -1,0 +1,66 @@
+"""Every size (issue 29): RBClassifier() / RBRegressor() with their defaults, fit + predict,
+from a few hundred rows up, and the threads' ratio (benchmarks/compare_sizes.py prints the
+peers; this tracks rbcd across commits).
+
+The problem: d = 8 uniform coordinates, a smooth nonlinear function of five of them, 2
+classes (its sign against the median) or regression, N training rows and N / 4 new rows.
+"""
+import numpy as np
+
+from .common import DATA_VERSION, SMOKE, best_of, memo, quiet_convergence, require
+
+SIZES = [300, 3_000, 30_000] if not SMOKE else [300, 1_000]
+
+
+def _problem(n, task):
+    rng = np.random.default_rng([11, n])
+    m = n + max(100, n // 4)
+    X = rng.uniform(-1, 1, size=(m, 8))
+    f = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + X[:, 2] * X[:, 3] + 0.5 * X[:, 4] ** 2
+    y = (f + 0.3 * rng.standard_normal(m) > np.median(f)).astype(int) if task == "clf" \
+        else f + 0.1 * rng.standard_normal(m)
+    return X[:n], y[:n], X[n:]
+
+
+class DefaultsFitPredict:
+    """Fit + predict with every default (n_jobs=None: OpenMP's default threads) and with
+    n_jobs=1."""
+
+    version = DATA_VERSION + "-sizes1"
+    params = (SIZES, ["clf", "reg"], [None, 1])
+    param_names = ["n_samples", "task", "n_jobs"]
+    timeout = 300
+
+    def setup(self, n, task, n_jobs):
+        quiet_convergence()
+        self.X, self.y, self.X_new = memo(("sizes", n, task), lambda: _problem(n, task))
+        name = "RBClassifier" if task == "clf" else "RBRegressor"
+        self.cls = require("rbcd", name)
+
+    def time_fit_predict(self, n, task, n_jobs):
+        self.cls(n_jobs=n_jobs, random_state=0).fit(self.X, self.y).predict(self.X_new)
+
+
+class ThreadsRatio:
+    """n_jobs=None over n_jobs=1, best of 3 each, taken in turns (target <= 1.1)."""
+
+    version = DATA_VERSION + "-sizes1"
+    params = (SIZES,)
+    param_names = ["n_samples"]
+    timeout = 300
+
+    def setup(self, n):
+        quiet_convergence()
+        self.X, self.y, self.X_new = memo(("sizes", n, "clf"), lambda: _problem(n, "clf"))
+        self.cls = require("rbcd", "RBClassifier")
+
+    def track_threads_ratio(self, n):
+        times = {None: [], 1: []}
+        for _ in range(3):
+            for n_jobs in (None, 1):
+                t = best_of(lambda: self.cls(n_jobs=n_jobs, random_state=0).fit(
+                    self.X, self.y).predict(self.X_new), repeat=1)
+                times[n_jobs].append(t)
+        return min(times[None]) / min(times[1])
+
+    track_threads_ratio.unit = "ratio"

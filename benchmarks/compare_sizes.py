@@ -1,0 +1,247 @@
+"""rbcd with its defaults against kernel-machine peers, from a few hundred rows to 3 x 10^5.
+
+Issue 29 ("Fast at every size and on a busy machine"): the sizes where users meet a library
+first. For each data set, fit + predict time and test score of
+
+- ``rbcd``: RBClassifier() / RBRegressor() with every default (n_jobs=None), and the same
+  with n_jobs=1; their ratio is the threads' gain (must not be a loss: <= 1.1);
+- ``SVC`` / ``SVR``: scikit-learn's exact RBF kernel machines, defaults (up to --svc-max rows);
+- ``KRR-lap``: KernelRidge(kernel="laplacian"), the exact kernel rbcd approximates, with
+  gamma = 1 / sigma of rbcd's median rule and alpha = rbcd's default penalty
+  (up to --krr-max rows: it needs an N x N matrix);
+- ``Nystroem`` / ``RBFSampler``: scikit-learn's kernel approximations (n_components
+  --components) followed by RidgeClassifier / Ridge.
+
+Data: scikit-learn's bundled sets, scaled (breast cancer, wine, digits, diabetes), and
+synthetic sets at N in {300, 3,000, 30,000, 300,000} training rows (a quarter more held out
+for the test): 2-class and 10-class classification, and regression, d = 8.
+
+``--busy`` starts one busy-loop process per usable core for the whole run (a laptop busy
+with other things). Every method's fits are timed in turns (one fit of each, repeated), so
+slow drifts of the machine hit them alike; the time is the best of --repeat.
+
+    python benchmarks/compare_sizes.py                 # idle machine
+    python benchmarks/compare_sizes.py --busy          # one busy loop per core
+    python benchmarks/compare_sizes.py --quick         # N <= 3,000, a smoke run
+    python benchmarks/compare_sizes.py --out docs/benchmarks   # also writes sizes[_busy].md/json
+"""
+import multiprocessing as mp
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _common as C  # noqa: E402
+
+SIZES = (300, 3_000, 30_000, 300_000)
+QUICK_SIZES = (300, 3_000)
+
+
+def _spin():
+    while True:
+        pass
+
+
+class BusyCores:
+    """One busy-loop process per usable core, for the lifetime of the context."""
+
+    def __init__(self, n):
+        self.n = n
+        self.procs = []
+
+    def __enter__(self):
+        ctx = mp.get_context("spawn")
+        self.procs = [ctx.Process(target=_spin, daemon=True) for _ in range(self.n)]
+        for p in self.procs:
+            p.start()
+        time.sleep(0.5)
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            p.join()
+
+
+# ----------------------------------------------------------------------------- data
+def bundled_sets():
+    from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits, load_wine
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    for name, loader, task in (("breast cancer", load_breast_cancer, "clf"),
+                               ("wine", load_wine, "clf"),
+                               ("digits", load_digits, "clf"),
+                               ("diabetes", load_diabetes, "reg")):
+        X, y = loader(return_X_y=True)
+        Xtr, Xte, ytr, yte = train_test_split(X, y, random_state=0)
+        sc = StandardScaler().fit(Xtr)
+        yield f"{name} (scaled)", task, sc.transform(Xtr), ytr, sc.transform(Xte), yte
+
+
+def synthetic(kind, n, seed=0, d=8):
+    """n training rows and n // 4 test rows (at least 100) of a nonlinear problem."""
+    rng = np.random.default_rng(seed)
+    m = n + max(100, n // 4)
+    X = rng.uniform(-1, 1, size=(m, d))
+    f = np.sin(3 * X[:, 0]) * np.cos(2 * X[:, 1]) + X[:, 2] * X[:, 3] + 0.5 * X[:, 4] ** 2
+    if kind == "clf2":
+        y = (f + 0.3 * rng.standard_normal(m) > np.median(f)).astype(int)
+    elif kind == "clf10":
+        g = f + 0.8 * X[:, 5] + 0.2 * rng.standard_normal(m)
+        y = np.searchsorted(np.quantile(g, np.linspace(0, 1, 11)[1:-1]), g)
+    else:
+        y = f + 0.1 * rng.standard_normal(m)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def synthetic_sets(sizes):
+    for n in sizes:
+        for kind, task, label in (("clf2", "clf", "2 classes"), ("clf10", "clf", "10 classes"),
+                                  ("reg", "reg", "regression")):
+            Xtr, ytr, Xte, yte = synthetic(kind, n)
+            yield f"synthetic {label}", task, Xtr, ytr, Xte, yte
+
+
+# ----------------------------------------------------------------------------- methods
+def methods(task, n, args, sigma):
+    """[(name, factory)] for the data set: factory() returns an unfitted estimator."""
+    from sklearn.kernel_approximation import Nystroem, RBFSampler
+    from sklearn.kernel_ridge import KernelRidge
+    from sklearn.linear_model import Ridge, RidgeClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import SVC, SVR
+
+    import rbcd
+
+    clf = task == "clf"
+    RB = rbcd.RBClassifier if clf else rbcd.RBRegressor
+    out = [("rbcd", lambda: RB()), ("rbcd n_jobs=1", lambda: RB(n_jobs=1))]
+    if n <= args.svc_max:
+        out.append(("SVC" if clf else "SVR", lambda: SVC() if clf else SVR()))
+    if n <= args.krr_max and not clf:
+        # the exact Laplacian kernel machine with rbcd's sigma and default penalty
+        out.append(("KRR-lap", lambda: KernelRidge(kernel="laplacian", gamma=1.0 / sigma,
+                                                   alpha=1e-4 * n)))
+    lin = (lambda: RidgeClassifier(alpha=1.0)) if clf else (lambda: Ridge(alpha=1.0))
+    k = min(args.components, n)
+    out.append(("Nystroem", lambda: make_pipeline(Nystroem(n_components=k, random_state=0), lin())))
+    out.append(("RBFSampler", lambda: make_pipeline(RBFSampler(n_components=args.components,
+                                                               random_state=0), lin())))
+    return out
+
+
+def score(task, est, X, y):
+    pred = est.predict(X)
+    if task == "clf":
+        return float(np.mean(pred == y))
+    ss = float(np.sum((y - y.mean()) ** 2))
+    return 1.0 - float(np.sum((y - pred) ** 2)) / ss if ss > 0 else float("nan")
+
+
+def run_set(name, task, Xtr, ytr, Xte, yte, args):
+    from rbcd._scale import median_l1_distance
+
+    n = Xtr.shape[0]
+    sigma = 0.5 * median_l1_distance(Xtr)
+    ms = methods(task, n, args, sigma)
+    repeat = args.repeat if n < 100_000 else max(1, min(args.repeat, 2))
+    best = {m: float("inf") for m, _ in ms}
+    scores = {}
+    for _ in range(repeat):                      # the methods in turns
+        for m, make in ms:
+            t0 = time.perf_counter()
+            est = make().fit(Xtr, ytr)
+            s = score(task, est, Xte, yte)
+            best[m] = min(best[m], time.perf_counter() - t0)
+            scores[m] = s
+    rows = []
+    peer = "SVC" if task == "clf" else "SVR"
+    for m, _ in ms:
+        rows.append(dict(data=name, n=n, task=task, method=m, time=best[m], score=scores[m],
+                         vs_svm=C.ratio(best[m], best.get(peer, float("nan"))),
+                         threads_ratio=(C.ratio(best["rbcd"], best["rbcd n_jobs=1"])
+                                        if m == "rbcd" else float("nan"))))
+    return rows
+
+
+def print_rows(rows):
+    print(f"{'data':28s} {'N':>8s} {'method':14s} {'fit+predict':>12s} {'score':>7s} "
+          f"{'ratio vs SVM':>12s} {'threads':>8s}")
+    for r in rows:
+        th = "" if r["threads_ratio"] != r["threads_ratio"] else f"{r['threads_ratio']:.2f}x"
+        vs = "" if r["vs_svm"] != r["vs_svm"] else f"{r['vs_svm']:.2f}x"
+        print(f"{r['data']:28s} {r['n']:8d} {r['method']:14s} {C.fmt_time(r['time']):>12s} "
+              f"{r['score']:7.4f} {vs:>12s} {th:>8s}", flush=True)
+
+
+def markdown(rows, title, machine):
+    lines = [f"# {title}", "", f"Machine: {machine}. `score`: accuracy (classification) or R^2.",
+             "`threads`: rbcd with n_jobs=None over n_jobs=1 (target <= 1.1).",
+             "`vs SVM`: fit + predict time over SVC()/SVR() in the same run "
+             "(target for classification up to 5,000 rows: <= 2.0, score >= SVC's - 0.01).", "",
+             "| data | N | method | fit + predict | score | vs SVM | threads |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        th = "" if r["threads_ratio"] != r["threads_ratio"] else f"{r['threads_ratio']:.2f}x"
+        vs = "" if r["vs_svm"] != r["vs_svm"] else f"{r['vs_svm']:.2f}x"
+        lines.append(f"| {r['data']} | {r['n']:,} | {r['method']} | {C.fmt_time(r['time'])} | "
+                     f"{r['score']:.4f} | {vs} | {th} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    p = C.parser(__doc__, n=SIZES[-1], quick_n=QUICK_SIZES[-1], repeat=5)  # --n, --d, --grids unused
+    p.add_argument("--busy", action="store_true", help="one busy-loop process per core")
+    p.add_argument("--sizes", type=lambda s: tuple(int(v) for v in s.split(",")), default=None,
+                   help="synthetic training sizes, comma-separated (default 300,3000,30000,300000)")
+    p.add_argument("--no-bundled", action="store_true", help="skip scikit-learn's bundled sets")
+    p.add_argument("--svc-max", type=int, default=30_000, help="largest N for SVC/SVR")
+    p.add_argument("--krr-max", type=int, default=5_000, help="largest N for KernelRidge")
+    p.add_argument("--components", type=int, default=1000,
+                   help="Nystroem / RBFSampler components (default 1000)")
+    p.add_argument("--out", default=None, help="directory for sizes[_busy].md / .json")
+    args = p.parse_args(argv)
+    sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
+    C.print_header("compare_sizes: rbcd defaults vs kernel machines, by size"
+                   + (" (busy: one spinning process per core)" if args.busy else ""), args)
+    warnings.simplefilter("ignore")
+    sets = [] if args.no_bundled else list(bundled_sets())
+    sets += list(synthetic_sets(sizes))
+    rows = []
+    busy = BusyCores(C.usable_cpus()) if args.busy else None
+    try:
+        if busy:
+            busy.__enter__()
+        for spec in sets:
+            new = run_set(*spec, args)
+            print_rows(new)
+            rows += new
+    finally:
+        if busy:
+            busy.__exit__(None, None, None)
+    worst = max((r["threads_ratio"] for r in rows if r["threads_ratio"] == r["threads_ratio"]),
+                default=float("nan"))
+    print(f"\nthreads ratio (n_jobs=None / n_jobs=1), worst: {worst:.2f}x (target <= 1.1)")
+    small = [r for r in rows if r["method"] == "rbcd" and r["task"] == "clf" and r["n"] <= 5000
+             and r["vs_svm"] == r["vs_svm"]]
+    if small:
+        print(f"classification <= 5,000 rows, time ratio vs SVC, worst: "
+              f"{max(r['vs_svm'] for r in small):.2f}x (target <= 2.0)")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        stem = "sizes_busy" if args.busy else "sizes"
+        machine = f"{C.usable_cpus()} usable CPUs, {C.cpu_model()}"
+        C.write_text(os.path.join(args.out, stem + ".md"),
+                     markdown(rows, "compare_sizes" + (" --busy" if args.busy else ""), machine))
+        C.write_json(os.path.join(args.out, stem + ".json"), dict(machine=machine, rows=rows),
+                     indent=1)
+    return rows
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,435 @@
+"""Thread scaling of every stage (issue 33), set against the machine's own memory bandwidth.
+
+    python benchmarks/compare_threads.py                         # N = 4e6, threads 1, 2, 4, ..
+    python benchmarks/compare_threads.py --n-samples 200000 --threads 1,2 --out /tmp/thr
+    python benchmarks/compare_threads.py --stages cg,cd-grid --repeat 3
+
+Data: X uniform on [0, 1)^d (d = --d, default 16), N = --n-samples rows (default 4 x 10^6),
+R = --n-grids (64) grids of kernel width --sigma (1). The issue's problem.
+
+Stages, each timed at every thread count of --threads (default 1, 2, 4, ... up to the
+usable cores, and the core count itself), ``n_jobs`` passed explicitly:
+
+* ``binning``: ``RandomBinning(n_jobs=T).fit_transform(X)`` (the CSR matrix Z);
+* ``transform``: ``transform(X)`` of that fitted binning (the same rows again);
+* ``cg``: one RidgeCG iteration as the solver runs it on Z with its grid structure
+  (``fit(Z, y, columns=...)``, as RBRegressor passes it): (T(1 + k iterations) -
+  T(1 iteration)) / k, ``tol=0`` so that no target stops, k = --iters. One iteration is
+  Z @ p and Z^T (S (Z p - zbar.p)) over the grid labels plus the vector updates;
+* ``cd-grid`` / ``cd-hogwild``: one epoch of ``CDRegressor(parallel="grid" / "hogwild",
+  selection="random", tol=0)``, squared loss, lasso penalty at 1% of alpha_max, no
+  intercept, the same difference of fits of 1 and 1 + k epochs (k = --iters; a fit that
+  stops early, its gap 0 in rounding, is divided by the epochs it ran).
+
+Bandwidth: STREAM's triad a = b + s c (rbcd._openmp_info.stream_triad, OpenMP, static
+schedule, each array first touched by the threads that stream it) on arrays of max(N,
+--triad-min) doubles, at every thread count, best of 5 (STREAM's 3 x 8 bytes per element).
+Each stage has a byte model (the least its passes must move, printed with the table): the
+"bound" of a stage at T threads is bytes / triad bandwidth at T threads, and the table
+gives time / bound (1.0: the stage streams as fast as the triad; the issue's target for a
+CG iteration at 16 threads is <= 2).
+
+The rounds alternate the thread counts (round q: every stage at 1, 2, 4, ... threads),
+and each time is the best of --repeat rounds, because a VM's speed drifts over seconds.
+--out DIR writes DIR/threads.md (the markdown table, machine named) and
+DIR/threads.json (every measurement, the options and the machine).
+"""
+import json
+import os
+import platform
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from _common import (
+    cpu_model,
+    fmt_bytes,
+    fmt_ratio,
+    fmt_time,
+    make_X,
+    make_regression_target,
+    note,
+    parser,
+    print_header,
+    quiet,
+    ratio,
+    table,
+    usable_cpus,
+    write_json,
+    write_text,
+)
+
+STAGES = ("binning", "transform", "cg", "cd-grid", "cd-hogwild")
+TITLES = {
+    "binning": "binning (fit_transform)",
+    "transform": "binning (transform)",
+    "cg": "RidgeCG iteration",
+    "cd-grid": "CD epoch, grid mode",
+    "cd-hogwild": "CD epoch, Hogwild",
+}
+# issue 33's targets at 16 threads against 1 (speedups), and for the CG iteration's time
+# against its bandwidth bound
+TARGET_SPEEDUP = {"binning": 10.0, "cd-grid": 10.0, "cd-hogwild": 10.0}
+TARGET_CG_BOUND = 2.0
+TRIAD_MIN = 2**22       # triad arrays of at least this many doubles (32 MiB each)
+TRIAD_REPEAT = 5
+
+
+def _threads(text):
+    out = sorted({int(v) for v in text.split(",") if v})
+    if not out or out[0] < 1:
+        raise ValueError(f"--threads: positive integers, got {text!r}")
+    return out
+
+
+def _stages(text):
+    out = [v for v in text.split(",") if v]
+    bad = [v for v in out if v not in STAGES]
+    if bad or not out:
+        raise ValueError(f"--stages: unknown {bad} (choose from {', '.join(STAGES)})")
+    return out
+
+
+def default_threads(cores):
+    """1, 2, 4, ... below the core count, and the core count."""
+    out, t = [], 1
+    while t < cores:
+        out.append(t)
+        t *= 2
+    out.append(cores)
+    return out
+
+
+def _int(text):
+    return int(float(text))
+
+
+def main(argv=None):
+    p = parser(__doc__.split("\n\n")[0], n=4 * 10**6, quick_n=20000, d=16, grids=64, repeat=1)
+    p.add_argument("--n-samples", dest="n", type=_int, help="rows, the same as --n")
+    p.add_argument("--n-grids", dest="grids", type=int, help="R, the same as --grids")
+    p.add_argument("--sigma", type=float, default=1.0, help="kernel width (default 1)")
+    p.add_argument("--threads", type=_threads, default=None,
+                   help="thread counts, comma separated (default 1, 2, 4, ... up to the "
+                        "usable cores, and the core count)")
+    p.add_argument("--stages", type=_stages, default=list(STAGES),
+                   help=f"stages to time (default all: {','.join(STAGES)})")
+    p.add_argument("--iters", type=int, default=2,
+                   help="k: CG iterations / CD epochs of the long fit beyond the short one "
+                        "(default 2)")
+    p.add_argument("--triad-min", type=_int, default=TRIAD_MIN,
+                   help=f"smallest triad array, doubles (default {TRIAD_MIN})")
+    p.add_argument("--out", default=None, help="directory for threads.md and threads.json "
+                   "(rewritten after every thread count, so a killed run leaves its results)")
+    p.add_argument("--budget", type=float, default=None,
+                   help="seconds: start no further thread count after this long (the "
+                        "skipped ones are named in the output)")
+    args = p.parse_args(argv)
+    if args.n is None:
+        args.n = args._n_quick if args.quick else args._n_default
+    cores = usable_cpus()
+    if args.threads is None:
+        args.threads = default_threads(cores)
+    args.iters = max(1, args.iters)
+    print_header("Thread scaling of every stage against the machine's memory bandwidth "
+                 "(issue 33)", args)
+    quiet()
+    warnings.simplefilter("ignore")
+    if max(args.threads) > cores:
+        print(f"NOTE    : {max(args.threads)} threads on {cores} usable CPUs: the larger "
+              "counts are oversubscribed.\n")
+
+    bench = _Bench(args)
+    t_start = time.perf_counter()
+    bench.setup()
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+    for q in range(max(1, args.repeat)):
+        for T in args.threads:
+            if args.budget and time.perf_counter() - t_start > args.budget:
+                bench.skipped.append(f"round {q + 1}, {T} thread(s)")
+                continue
+            bench.triad(T)
+            for stage in args.stages:
+                bench.measure(stage, T)
+                print(f"   round {q + 1}, {T} thread(s), {stage}: "
+                      f"{fmt_time(bench.best[stage].get(T, float('nan')))}  "
+                      f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
+            if args.out:  # what is measured so far survives a timeout
+                bench.write(args.out, quiet=True)
+    if bench.skipped:
+        print(f"NOTE    : --budget {args.budget:g} s reached; skipped: "
+              f"{'; '.join(bench.skipped)}")
+    bench.report()
+    if args.out:
+        bench.write(args.out)
+    return 0
+
+
+class _Bench:
+    """The data, the fitted binning, the per-stage byte models and the best times."""
+
+    def __init__(self, args):
+        self.args = args
+        self.best = {s: {} for s in STAGES}           # stage -> T -> best time (s)
+        self.units = {s: 1 for s in STAGES}           # iterations / epochs of the last difference
+        self.bw = {}                                  # T -> triad bytes/s (best)
+        self.bytes = {}                               # stage -> bytes moved (model)
+        self.info = {}
+        self.fits = []                                # (stage, T, short, long, units) raw
+        self.skipped = []                             # thread counts left out by --budget
+
+    # ------------------------------------------------------------------------- set-up
+    def setup(self):
+        import rbcd
+
+        a = self.args
+        t0 = time.perf_counter()
+        self.X = make_X(a.n, a.d, a.seed)
+        self.y = make_regression_target(self.X, a.seed)
+        self.y -= self.y.mean()
+        # the binning the solvers run on (the same Z for any n_jobs), with its grid structure
+        self.rb = rbcd.RandomBinning(n_grids=a.grids, sigma=a.sigma, random_state=a.seed,
+                                     n_jobs=max(a.threads))
+        self.Z, self.cols = self.rb.fit_transform(self.X, return_columns=True)
+        N, D = self.Z.shape
+        nnz = self.Z.nnz
+        labels = getattr(self.cols, "grid_labels", None)
+        label_bytes = sum(int(np.asarray(l).nbytes) for l in labels) if labels else 0
+        idx = self.Z.indices.itemsize
+        csc_idx = np.asarray(self.cols.indices).itemsize
+        z_bytes = self.Z.data.nbytes + self.Z.indices.nbytes + self.Z.indptr.nbytes
+        x_bytes = self.X.nbytes
+        # byte models: what each stage's passes must move at least
+        self.bytes = {
+            # read X, write Z (indices, data, indptr)
+            "binning": x_bytes + z_bytes,
+            "transform": x_bytes + z_bytes,
+            # Z p and Z^T u over the labels (each read once per product; CSR/CSC indices
+            # without them), and the row vectors: Z p written, read and written by the
+            # centring, summed, read by Z^T (5 passes of N doubles)
+            "cg": (2 * label_bytes if label_bytes else nnz * (idx + csc_idx)) + 5 * N * 8,
+            # the streamed grid step: per grid one pass over u (read and write) that also
+            # reads the pending grid's and the next grid's labels (each grid's labels read
+            # twice); the convergence check's pass over the CSC row indices and u
+            "cd-grid": (2 * label_bytes if label_bytes else nnz * csc_idx)
+                       + a.grids * N * 16 + nnz * csc_idx + N * 8,
+            # D coordinate steps: each reads its column's row indices and reads and writes
+            # u on them (8 + 8 bytes per entry, counted as if streamed), and the check
+            "cd-hogwild": nnz * (csc_idx + 16) + nnz * csc_idx + N * 8,
+        }
+        self.info = {"N": N, "D": D, "nnz": int(nnz), "label_bytes": label_bytes,
+                     "labels": bool(label_bytes), "csr_index_bytes": idx,
+                     "csc_index_bytes": csc_idx, "X_bytes": x_bytes, "Z_bytes": z_bytes,
+                     "setup_s": time.perf_counter() - t0}
+        # the lasso penalty: 1% of alpha_max (no intercept), as benchmarks/compare_cd.py
+        g = np.abs(self._Zt_y()) / N
+        self.alpha = 0.01 * float(np.max(g)) if g.size else 1e-4
+        self.rb_new = None
+        print(f"data    : N = {N:,}, d = {a.d}, R = {a.grids}, sigma = {a.sigma}: D = {D:,}, "
+              f"nnz = {nnz:,}, grid labels {'yes' if label_bytes else 'no'} "
+              f"({label_bytes / 2**20:,.0f} MiB); set-up {self.info['setup_s']:.1f} s\n",
+              flush=True)
+
+    def _Zt_y(self):
+        from rbcd.solvers.cg import _Products
+
+        op = _Products(self.Z, max(self.args.threads), columns=self.cols)
+        return op.tdot(self.y[:, None])[:, 0]
+
+    # ------------------------------------------------------------------------- timing
+    def triad(self, T):
+        from rbcd._openmp_info import first_touch, stream_triad
+
+        n = max(self.args.n, self.args.triad_min)
+        arrays = [np.empty(n) for _ in range(3)]
+        for x, v in zip(arrays, (0.0, 1.0, 2.0)):
+            first_touch(x, v, T)
+        a, b, c = arrays
+        best = np.inf
+        for _ in range(TRIAD_REPEAT):
+            t0 = time.perf_counter()
+            stream_triad(a, b, c, 3.0, T)
+            best = min(best, time.perf_counter() - t0)
+        if a[n // 2] != 7.0:
+            raise RuntimeError("stream_triad computed a wrong value")
+        self.bw[T] = max(self.bw.get(T, 0.0), 3 * 8 * n / best)
+        del arrays, a, b, c
+
+    def _keep(self, stage, T, t, units=1):
+        if t == t and t > 0 and t < self.best[stage].get(T, np.inf):
+            self.best[stage][T] = t
+            self.units[stage] = units
+
+    def measure(self, stage, T):
+        import rbcd
+
+        a = self.args
+        if stage == "binning":
+            rb = rbcd.RandomBinning(n_grids=a.grids, sigma=a.sigma, random_state=a.seed,
+                                    n_jobs=T)
+            t0 = time.perf_counter()
+            Z = rb.fit_transform(self.X)
+            self._keep(stage, T, time.perf_counter() - t0)
+            del Z
+        elif stage == "transform":
+            self.rb.set_params(n_jobs=T)
+            t0 = time.perf_counter()
+            Z = self.rb.transform(self.X)
+            self._keep(stage, T, time.perf_counter() - t0)
+            del Z
+        elif stage == "cg":
+            def fit(it):
+                est = rbcd.RidgeCG(alpha=1.0, tol=0.0, max_iter=it, n_jobs=T)
+                if "solver" in est.get_params():
+                    est.set_params(solver="cg")  # never a direct solve
+                t0 = time.perf_counter()
+                est.fit(self.Z, self.y, columns=self.cols)
+                return time.perf_counter() - t0, int(np.max(est.n_iter_))
+            self._difference(stage, T, fit)
+        else:
+            mode = "grid" if stage == "cd-grid" else "hogwild"
+
+            def fit(ep):
+                est = rbcd.CDRegressor(alpha=self.alpha, l1_ratio=1.0, fit_intercept=False,
+                                       max_epochs=ep, tol=0.0, selection="random",
+                                       parallel=mode, n_jobs=T, random_state=a.seed)
+                t0 = time.perf_counter()
+                est.fit(self.Z, self.y, columns=self.cols)
+                return time.perf_counter() - t0, int(np.max(est.n_iter_))
+            self._difference(stage, T, fit)
+
+    def _difference(self, stage, T, fit):
+        """(T(1 + k) - T(1)) / (units run by the long fit - 1): what one iteration /
+        epoch costs, without the fit's one-off work (validation, the CSC copy, labels)."""
+        k = self.args.iters
+        t1, n1 = fit(1)
+        tk, nk = fit(1 + k)
+        self.fits.append({"stage": stage, "threads": T, "short_s": t1, "long_s": tk,
+                          "short_units": n1, "long_units": nk})
+        if nk > n1:
+            self._keep(stage, T, (tk - t1) / (nk - n1), nk - n1)
+
+    # ------------------------------------------------------------------------- output
+    def write(self, out, quiet=False):
+        """DIR/threads.md and DIR/threads.json from what is measured so far."""
+        md = self._markdown(*self._table_inputs(), self._summary())
+        write_text(os.path.join(out, "threads.md"), md)
+        write_json(os.path.join(out, "threads.json"), self.as_json(), indent=1)
+        if not quiet:
+            print(f"wrote {os.path.join(out, 'threads.md')} and threads.json")
+
+    def _table_inputs(self):
+        threads = sorted(self.bw)
+        stages = [s for s in self.args.stages if self.best[s]]
+        # speedups over the fewest threads (nan where that count has no time)
+        base = {s: self.best[s].get(threads[0], float("nan")) for s in stages}
+        return threads, stages, base
+
+    def _summary(self):
+        """The issue's targets at the largest thread count (from 16 threads on)."""
+        threads, stages, base = self._table_inputs()
+        summary = []
+        top = threads[-1] if threads else 0
+        for s in stages:
+            t = self.best[s].get(top, float("nan"))
+            sp = base[s] / t if t == t and t > 0 else float("nan")
+            if s in TARGET_SPEEDUP and top >= 16:
+                summary.append(f"{TITLES[s]}: {sp:.2f}x at {top} threads "
+                               f"(target >= {TARGET_SPEEDUP[s]:.0f}x)")
+            if s == "cg" and top >= 16:
+                summary.append(f"{TITLES[s]}: {t / (self.bytes[s] / self.bw[top]):.2f} x "
+                               f"bound at {top} threads (target <= {TARGET_CG_BOUND:.0f}x)")
+        return summary
+
+    def report(self):
+        """Print the tables (times, speedups, time / bound; the byte models) and targets."""
+        threads, stages, base = self._table_inputs()
+        rows = []
+        for T in threads:
+            row = [str(T), f"{self.bw[T] / 1e9:.1f} GB/s"]
+            for s in stages:
+                t = self.best[s].get(T, float("nan"))
+                bound = self.bytes[s] / self.bw[T]
+                sp = base[s] / t if t == t and t > 0 else float("nan")
+                row.append(f"{fmt_time(t)} ({fmt_ratio(sp)}; {t / bound:.2f} x bound)"
+                           if t == t else "n/a")
+            rows.append(row)
+        print()
+        table(rows, ["threads", "triad"] + [TITLES[s] for s in stages])
+        if threads:
+            table([[TITLES[s], fmt_bytes(self.bytes[s]),
+                    f"{self.bytes[s] / self.bw[threads[0]] * 1e3:.1f} ms",
+                    f"{self.bytes[s] / self.bw[threads[-1]] * 1e3:.1f} ms"] for s in stages],
+                  ["stage", "bytes (model)", f"bound at {threads[0]} thread(s)",
+                   f"bound at {threads[-1]} thread(s)"])
+        for line in self._summary():
+            print(line)
+        note("Each cell: the best time over the rounds, its speedup over the fewest "
+             "threads, and time / bound, where bound = the stage's bytes (model above) / "
+             "the triad bandwidth measured at that thread count in this run. CG iteration "
+             "and CD epoch times are differences of fits of 1 and 1 + k iterations or "
+             "epochs. Hogwild's random accesses to u are counted as streamed bytes, so its "
+             "bound is optimistic.")
+
+    def _markdown(self, threads, stages, base, summary):
+        a, inf = self.args, self.info
+        lines = [
+            "# Thread scaling (benchmarks/compare_threads.py)",
+            "",
+            f"Machine: {cpu_model()}, {usable_cpus()} usable CPUs, "
+            f"{platform.system()} {platform.release()}. X uniform on [0, 1)^{a.d}, "
+            f"N = {inf['N']:,}, R = {a.grids}, sigma = {a.sigma}: D = {inf['D']:,}, "
+            f"nnz = {inf['nnz']:,}. Best of {max(1, a.repeat)} round(s); CG / CD: "
+            f"fits of 1 and {1 + a.iters} iterations / epochs.",
+            "",
+            "Speedups over " + (f"{threads[0]} thread" + ("s" if threads[0] > 1 else ""))
+            + "; in brackets time / bound (bound = bytes / triad bandwidth at that "
+            "thread count, measured in the same run).",
+            "",
+            "| threads | triad | " + " | ".join(TITLES[s] for s in stages) + " |",
+            "|---|---|" + "---|" * len(stages),
+        ]
+        for T in threads:
+            cells = []
+            for s in stages:
+                t = self.best[s].get(T, float("nan"))
+                if t != t:
+                    cells.append("n/a")
+                    continue
+                bound = t / (self.bytes[s] / self.bw[T])
+                if T == threads[0]:
+                    cells.append(f"{fmt_time(t)} ({bound:.2f})")
+                else:
+                    cells.append(f"{fmt_ratio(ratio(base[s], t))}, {fmt_time(t)} ({bound:.2f})")
+            lines.append(f"| {T} | {self.bw[T] / 1e9:.1f} GB/s | " + " | ".join(cells) + " |")
+        lines += ["", "Bytes per stage (the model the bound divides):", ""]
+        for s in stages:
+            lines.append(f"- {TITLES[s]}: {fmt_bytes(self.bytes[s])}")
+        if summary:
+            lines += [""] + [f"- {s}" for s in summary]
+        if self.skipped:
+            lines += ["", f"Not measured (--budget reached): {'; '.join(self.skipped)}."]
+        return "\n".join(lines) + "\n"
+
+    def as_json(self):
+        a = self.args
+        return {
+            "machine": {"cpu": cpu_model(), "usable_cpus": usable_cpus(),
+                        "system": f"{platform.system()} {platform.release()}"},
+            "options": {k: v for k, v in vars(a).items() if not k.startswith("_")},
+            "data": self.info,
+            "triad_bytes_per_s": {str(T): v for T, v in sorted(self.bw.items())},
+            "bytes": self.bytes,
+            "seconds": {s: {str(T): t for T, t in sorted(v.items())}
+                        for s, v in self.best.items() if v},
+            "units_per_difference": {s: self.units[s] for s in STAGES if self.best[s]},
+            "fits": self.fits,
+            "skipped": self.skipped,
+        }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

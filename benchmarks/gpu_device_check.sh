@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The GPU checks of issue 32 as one script, run from the repository root on the GPU machine:
+#     bash benchmarks/gpu_device_check.sh
+# Builds in place, runs the GPU tests and the numpy-twin tests, then compare_gpu.py on
+# N 1e6, 1e7 (R 64, 256) and 5e7 (R 64), the CPU and RFF baselines at 1e6 only. Every step
+# has a timeout; the whole run ends within about 4 minutes (240 s).
+# Writes three files to $OUT (default /tmp/rbcd_gpu_out): device_log.txt (everything printed),
+# gpu_results.json and gpu.md (the benchmark's results).
+set -u
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/rbcd_gpu_out}
+mkdir -p "$OUT"
+LOG="$OUT/device_log.txt"
+exec > >(tee -a "$LOG") 2>&1
+T0=$(date +%s)
+stamp() { echo "== [$(( $(date +%s) - T0 )) s] $*"; }
+
+stamp "environment"
+nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv 2>&1 | head -5
+lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)" || true
+python - <<'PY'
+import importlib, sys
+print("python", sys.version.split()[0])
+for m in ("numpy", "scipy", "sklearn", "Cython", "threadpoolctl", "hypothesis", "pytest", "cupy"):
+    try:
+        print(f"  {m} {importlib.import_module(m).__version__}")
+    except Exception as exc:
+        print(f"  {m} MISSING ({exc})")
+PY
+
+stamp "build (python setup.py build_ext --inplace -j 16)"
+timeout 90 python setup.py build_ext --inplace -j 16 > /tmp/rbcd_build.txt 2>&1
+echo "build exit code $?"; tail -4 /tmp/rbcd_build.txt
+python -c "import rbcd, rbcd.cuda; print('rbcd from', rbcd.__file__, '| cuda available:', rbcd.cuda.available())"
+
+stamp "GPU tests (tests/test_cuda_gpu.py)"
+timeout 75 python -m pytest tests/test_cuda_gpu.py -q -x -p no:cacheprovider 2>&1 | tail -25
+
+stamp "numpy-twin tests (tests/test_cuda_xp.py)"
+timeout 40 python -m pytest tests/test_cuda_xp.py -q -p no:cacheprovider 2>&1 | tail -8
+
+LEFT=$(( 235 - ($(date +%s) - T0) ))
+if [ "$LEFT" -lt 30 ]; then LEFT=30; fi
+BUDGET=$(( LEFT - 25 ))
+if [ "$BUDGET" -lt 5 ]; then BUDGET=5; fi
+stamp "benchmark (compare_gpu.py; ${LEFT} s left, no new configuration after ${BUDGET} s)"
+# BENCH_XP=numpy BENCH_SIZES="2000 5000" BENCH_NTEST=2000: a dry run of this script without a GPU
+timeout "$LEFT" python benchmarks/compare_gpu.py --out "$OUT" --xp "${BENCH_XP:-cupy}" \
+    --n-test "${BENCH_NTEST:-200000}" --sizes ${BENCH_SIZES:-1e6 1e7 5e7} --grids 64 256 \
+    --gpu-max-work "${BENCH_MAX_WORK:-3.2e9}" --cpu-max "${BENCH_CPU_MAX:-1e6}" \
+    --cpu-max-work 6.4e8 --rff-max 1e6 --rff-features 256 1024 2048 4096 --budget "$BUDGET"
+echo "benchmark exit code $?"
+stamp "done"

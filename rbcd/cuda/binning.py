@@ -1,0 +1,549 @@
+"""Random binning on an array module ``xp`` (cupy on a GPU; numpy in CI): the same contract
+as the CPU binning (docs/design.md contracts 2-7), Z equal bit for bit.
+
+Pipeline of a fit (docs/gpu.md):
+
+1. Validate X on its device, column extremes and the finiteness check there; sigma="scale"
+   from the CPU's own sampled pairs (rbcd._scale: the 2000 pairs are gathered to the host
+   and summed as the CPU sums them); the grid draw on the host, exactly the CPU's
+   (contract 2); the int64 range check of the extremes' bins (contract 3) with the CPU's
+   error.
+2. Per grid, the packed key of every row, with the CPU's bit layout
+   (``rbcd.binning._binning.pack_layout``): field j = floor((x_j - u_j) / w_j) - lo_j.
+3. First appearance (contract 4), exactly: sort the (key, row) pairs -- one uint64
+   ``key << row_bits | row`` when it fits, else stable sorts of the key words, least
+   significant first -- so that equal keys form segments whose first entry is their
+   smallest row (a segmented minimum). Ranking the segments by that row numbers the bins
+   by first appearance. No hash is involved: equal segments mean equal bin vectors.
+4. The same sort gives the grid-sorted (CSC) layout: the rows of each bin, increasing,
+   written to ``col_ptr[bin] + position in the segment``; the labels (R, N) int32 are the
+   local bin of each row, grid-major.
+
+Transform of new rows: per grid the fitted keys (in id order) and the new rows' keys are
+sorted together (stable, fitted first), so a new row's segment starts with its fitted bin
+if there is one; a row with a bin outside the training range of some column gets none
+(contract 6).
+"""
+import copy
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+from . import _ops
+from ._ops import get_xp  # noqa: F401 (the estimators' hooks take it from here)
+from .._random import make_generator
+from .._scale import DEFAULT_FACTOR, N_PAIRS, _robust_median, _sampled_pairs
+from .._validation import index_dtype
+
+__all__ = ["GridLayout", "CudaTables", "fit_layout", "fit", "fit_transform", "transform",
+           "transform_labels", "to_cpu", "check_X_xp"]
+
+
+# ---------------------------------------------------------------------------------- input
+def check_X_xp(xp, X, name="X"):
+    """X as a C-contiguous float64 2-D array of ``xp`` (numpy, cupy, or anything with
+    ``__cuda_array_interface__`` / the array protocol). Dense only."""
+    if sp.issparse(X) or type(X).__module__.startswith("cupyx.scipy.sparse"):
+        raise ValueError(f"device='cuda' needs dense {name}: sparse input is not supported")
+    if _ops.is_numpy(xp):
+        A = np.asarray(_ops.to_host(X))
+    else:
+        A = xp.asarray(X)
+    if A.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must be numeric, got dtype {A.dtype}")
+    if A.ndim != 2:
+        raise ValueError(f"Expected a 2D array for {name}, got {A.ndim}-D with shape {A.shape}")
+    if A.shape[0] < 1:
+        raise ValueError(f"{name} has 0 samples; at least 1 is required")
+    if A.shape[1] < 1:
+        raise ValueError(f"{name} has 0 features; at least 1 is required")
+    return xp.ascontiguousarray(A, dtype=xp.float64)
+
+
+def _extremes(xp, X, name="X"):
+    """Column minima and maxima (host float64), after the finiteness check (the CPU's
+    message: the first non-finite entry in row-major order)."""
+    finite = xp.isfinite(X)
+    if not bool(finite.all()):
+        flat = int(xp.argmin(finite.ravel()))
+        i, j = divmod(flat, X.shape[1])
+        value = np.float64(float(X[i, j]))
+        raise ValueError(f"{name} contains NaN or infinity ({value!r}) at row {i}, column {j}")
+    return _ops.to_host(X.min(axis=0)).astype(np.float64), _ops.to_host(X.max(axis=0)).astype(np.float64)
+
+
+def _scale_sigma(xp, X):
+    """sigma="scale" exactly as rbcd._scale.scale_sigma: the same pairs, the same running
+    sums, on the host (2 * N_PAIRS rows are copied)."""
+    n = X.shape[0]
+    if n < 2:
+        return float(DEFAULT_FACTOR) * 1.0
+    i, j = _sampled_pairs(n, N_PAIRS)
+    Xi = _ops.to_host(X[_ops.on_device(xp, i)])
+    Xj = _ops.to_host(X[_ops.on_device(xp, j)])
+    with np.errstate(all="ignore"):
+        dist = np.cumsum(np.abs(Xi - Xj), axis=1)[:, -1]
+    return float(DEFAULT_FACTOR) * _robust_median(dist)
+
+
+def _raise_bad_bins(xp, X, cols, widths, offsets, sigma=None):
+    from ..binning.random_binning import _raise_bad_bins as raise_cpu
+    raise_cpu(_ops.to_host(X), cols, widths[:, cols], offsets[:, cols], sigma)
+
+
+def _bin_bounds(widths, offsets, cmin, cmax):
+    from ..binning.random_binning import _bin_range
+    qlo, qhi, bad = _bin_range(widths, offsets, cmin, cmax)
+    return qlo, qhi, bad
+
+
+# ---------------------------------------------------------------------------------- state
+class CudaTables:
+    """The fitted state of a device binning (host arrays; device copies made on use).
+
+    ``widths``, ``offsets`` (R, d); ``lo``, ``hi`` (R, d) int64 training bin bounds; ``cmin``,
+    ``cmax`` (d,); ``grid_ptr`` (R + 1,) int64; ``keys`` list of R uint64 arrays (n_bins_r,
+    n_words_r), each grid's packed keys in local id order (the CPU's layout, so that
+    ``to_cpu`` hands them to the CPU tables unchanged).
+    """
+
+    def __init__(self, widths, offsets, lo, hi, cmin, cmax, grid_ptr, keys):
+        self.widths = widths
+        self.offsets = offsets
+        self.lo = lo
+        self.hi = hi
+        self.cmin = cmin
+        self.cmax = cmax
+        self.grid_ptr = grid_ptr
+        self.keys = keys
+        self._device = {}
+
+    def layout(self):
+        from ..binning import _binning
+        word, shift, n_words, top_bits = _binning.pack_layout(self.lo, self.hi)[:4]
+        return word, shift, n_words, top_bits
+
+    def device_arrays(self, xp):
+        """(u, w, lo, hi, shift, keys) on xp (word, n_words on the host), cached per module."""
+        key = xp.__name__
+        if key not in self._device:
+            word, shift, n_words, _ = self.layout()
+            self._device[key] = dict(
+                u=_ops.on_device(xp, self.offsets, np.float64),
+                w=_ops.on_device(xp, self.widths, np.float64),
+                lo=_ops.on_device(xp, self.lo, np.int64),
+                hi=_ops.on_device(xp, self.hi, np.int64),
+                shift=_ops.on_device(xp, shift, np.int64),
+                word=word, n_words=n_words,
+                keys=[_ops.on_device(xp, k, np.uint64) for k in (self.keys or [])],
+            )
+        return self._device[key]
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_device"] = {}
+        return state
+
+
+class GridLayout:
+    """The training matrix Z of a device fit, by its grid structure (no CSR needed).
+
+    ``labels`` (R, N) int32: row i's bin in grid r, local id (grid-major). ``col_ptr`` (D + 1,)
+    int64 and ``rows`` (R N,) int32: the CSC layout, grid r's entries at [r N, (r + 1) N),
+    each column's rows increasing (equal to the CPU's RBColumns). ``piece_*``: the CSC
+    entries cut into pieces of at most _ops.PIECE entries inside one column, for the
+    atomic-free Z^T U of wide grids (one warp per piece, then one thread per column).
+    ``value``: every stored value, 1/sqrt(R). ``hist``: Z^T U of the narrow grids (bins *
+    targets <= _ops.HIST_MAX_WIDTH) by rb_hist_tdot, streaming the labels (True unless the
+    GPU lacks compute capability 7.0; False: the CSC path for every grid).
+    """
+
+    def __init__(self, xp, labels, grid_ptr, col_ptr, rows, value):
+        self.xp = xp
+        self.labels = labels
+        self.grid_ptr_host = np.asarray(grid_ptr, dtype=np.int64)
+        self.grid_ptr = _ops.on_device(xp, self.grid_ptr_host, np.int64)
+        self.col_ptr = col_ptr
+        self.rows = rows
+        self.value = float(value)
+        self.n_rows = int(labels.shape[1])
+        self.n_grids = int(labels.shape[0])
+        self.n_columns = int(self.grid_ptr_host[-1])
+        cp = _ops.to_host(col_ptr).astype(np.int64)
+        counts = np.diff(cp)
+        n_pieces = -(-counts // _ops.PIECE)
+        piece_ptr = np.zeros(counts.shape[0] + 1, dtype=np.int64)
+        np.cumsum(n_pieces, out=piece_ptr[1:])
+        col = np.repeat(np.arange(counts.shape[0], dtype=np.int64), n_pieces)
+        start = cp[col] + _ops.PIECE * (np.arange(col.shape[0], dtype=np.int64) - piece_ptr[col])
+        end = np.minimum(start + _ops.PIECE, cp[col + 1])
+        self._pieces_host = (n_pieces, col, start, end)
+        self.piece_ptr = _ops.on_device(xp, piece_ptr, np.int64)
+        self.piece_start = _ops.on_device(xp, start, np.int64)
+        self.piece_end = _ops.on_device(xp, end, np.int64)
+        self.hist = _ops.is_numpy(xp) or _ops.has_match_any(xp)
+        self._plans = {}
+
+    @property
+    def shape(self):
+        return (self.n_rows, self.n_columns)
+
+    def dot(self, W):
+        """Z @ W, W (D, k) -> (N, k)."""
+        return _ops.zdot(self.xp, self.labels, self.grid_ptr, W, self.value)
+
+    def tdot_plan(self, kc_max):
+        """(HistPlan of the narrow grids or None, wide pieces or None) for kc_max targets per
+        pass: a grid is narrow when bins * kc_max <= _ops.HIST_MAX_WIDTH. Wide pieces:
+        (start, end, ptr, cols) of the CSC pieces of the wide grids' columns."""
+        key = (int(kc_max), bool(self.hist))
+        if key not in self._plans:
+            xp = self.xp
+            sizes = np.diff(self.grid_ptr_host)
+            narrow = (sizes * int(kc_max) <= _ops.HIST_MAX_WIDTH) if self.hist else \
+                np.zeros(self.n_grids, dtype=bool)
+            plan = (_ops.HistPlan(xp, self.n_rows, np.flatnonzero(narrow), self.grid_ptr_host,
+                                  kc_max) if narrow.any() else None)
+            wide = None
+            if not narrow.all():
+                n_pieces, col, start, end = self._pieces_host
+                col_wide = np.repeat(~narrow, sizes)
+                sel = col_wide[col]
+                wptr = np.zeros(int(col_wide.sum()) + 1, dtype=np.int64)
+                np.cumsum(n_pieces[col_wide], out=wptr[1:])
+                wide = tuple(_ops.on_device(xp, a, np.int64) for a in
+                             (start[sel], end[sel], wptr, np.flatnonzero(col_wide)))
+            self._plans[key] = (plan, wide)
+        return self._plans[key]
+
+    def tdot(self, U):
+        """Z^T @ U, U (N, k) -> (D, k): narrow grids by streamed warp histograms
+        (rb_hist_tdot, then the chunks summed in order), wide grids by piece sums over the
+        grid-sorted layout, then column sums. No atomics: the sums do not depend on
+        scheduling."""
+        xp = self.xp
+        k = int(U.shape[1])
+        if k == 0:
+            return xp.zeros((self.n_columns, 0))
+        kc_max = min(k, _ops.KMAX)
+        plan, wide = self.tdot_plan(kc_max)
+        out = xp.empty((self.n_columns, k), dtype=xp.float64)
+        if plan is not None:
+            for k0 in range(0, k, kc_max):
+                kc = min(kc_max, k - k0)
+                part = _ops.hist_tdot(xp, self.labels, plan, U, k0, kc)
+                _ops.chunk_sums(xp, part, plan.cols, out, k0, self.value)
+        if wide is not None:
+            start, end, wptr, cols = wide
+            part = _ops.piece_sums(xp, self.rows, start, end, U)
+            out[cols] = _ops.segment_sums(xp, part, wptr, self.value)
+        return out
+
+    def tdot_csc(self, U):
+        """Z^T @ U by the grid-sorted layout for every grid: piece sums, then column sums
+        (the path of wide grids; tests compare it with tdot)."""
+        part = _ops.piece_sums(self.xp, self.rows, self.piece_start, self.piece_end, U)
+        return _ops.segment_sums(self.xp, part, self.piece_ptr, self.value)
+
+    def to_rbcolumns(self):
+        """The CPU's RBColumns of this Z (host copies)."""
+        from ..binning.random_binning import RBColumns
+        rows = _ops.to_host(self.rows)
+        return RBColumns(_ops.to_host(self.col_ptr).astype(np.int64),
+                         rows.astype(np.int32 if self.n_rows < 2**31 else np.int64),
+                         self.grid_ptr_host.copy(), self.value, self.n_rows)
+
+
+# ---------------------------------------------------------------------------------- keys
+def _stable_argsort(xp, a):
+    if _ops.is_numpy(xp):
+        return np.argsort(a, kind="stable")
+    return xp.argsort(a)  # cupy's argsort is stable
+
+
+def _grid_words(xp, X, u, w, lo, hi, word, shift, n_words):
+    """Packed key words (n_words, n) uint64 of one grid, and inside (n,) bool: every bin
+    within [lo, hi] (the generic path: any number of words, any module)."""
+    if _ops.is_numpy(xp):
+        with np.errstate(all="ignore"):
+            b = np.floor((X - u) / w)
+    else:
+        b = xp.floor((X - u) / w)
+    b = b.astype(xp.int64)
+    ok = (b >= lo) & (b <= hi)
+    inside = xp.all(ok, axis=1)
+    field = xp.where(ok, b - lo, 0).astype(xp.uint64) << shift.astype(xp.uint64)
+    words = xp.empty((int(n_words), X.shape[0]), dtype=xp.uint64)
+    word = np.asarray(word)
+    for k in range(int(n_words)):
+        cols = np.flatnonzero(word == k)
+        if cols.shape[0] == 0:
+            words[k] = 0
+        else:  # the fields of one word have disjoint bits: their sum is their OR
+            words[k] = xp.sum(field[:, _ops.on_device(xp, cols)], axis=1, dtype=xp.uint64)
+    return words, inside
+
+
+def _sorted_pairs(xp, X, dev, r, n_words, top_bits, combine):
+    """Rows of X sorted by (key of grid r, row): (row_s (n,) int64, words_s (W, n) uint64)."""
+    n = X.shape[0]
+    row_bits = max(1, int(n - 1).bit_length())
+    W = int(n_words[r])
+    if combine and W == 1 and int(top_bits[r]) + row_bits <= 64:
+        pairs = _ops.grid_keys(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r], dev["hi"][r],
+                               dev["shift"][r], row_bits, fit=True)
+        s = xp.sort(pairs)
+        row_s = (s & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
+        return row_s, (s >> xp.uint64(row_bits))[None, :]
+    words, _ = _grid_words(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r], dev["hi"][r],
+                           dev["word"][r], dev["shift"][r], W)
+    perm = xp.arange(n, dtype=xp.int64)
+    for k in reversed(range(W)):  # least significant word first; stable keeps row order
+        perm = perm[_stable_argsort(xp, words[k][perm])]
+    return perm, words[:, perm]
+
+
+def _segments(xp, words_s):
+    """Segment starts (n_seg,) and segment id of every position (n,) of sorted key words."""
+    n = words_s.shape[1]
+    new = xp.empty(n, dtype=xp.bool_)
+    new[:1] = True
+    if n > 1:
+        new[1:] = xp.any(words_s[:, 1:] != words_s[:, :-1], axis=0)
+    seg_start = xp.flatnonzero(new)
+    seg_id = xp.cumsum(new.astype(xp.int64)) - 1
+    return seg_start, seg_id
+
+
+def number_grid(xp, row_s, words_s):
+    """First-appearance numbering of one grid from its (key, row)-sorted rows.
+
+    Returns ``(labels (n,) int32, col_ptr (n_bins + 1,) int64, rows_csc (n,) int32,
+    keys_by_id (n_bins, W) uint64, max_count)``: labels[i] = the bin of row i, numbered by
+    first appearance; rows_csc the rows of bin 0, then bin 1, ..., increasing in each."""
+    n = row_s.shape[0]
+    seg_start, seg_id = _segments(xp, words_s)
+    n_bins = int(seg_start.shape[0])
+    first_row = row_s[seg_start]            # the segmented minimum: sorted by (key, row)
+    col_of_seg = xp.empty(n_bins, dtype=xp.int64)
+    col_of_seg[_stable_argsort(xp, first_row)] = xp.arange(n_bins, dtype=xp.int64)
+    lab_sorted = col_of_seg[seg_id]
+    labels = xp.empty(n, dtype=xp.int32)
+    labels[row_s] = lab_sorted.astype(xp.int32)
+    seg_len = xp.diff(xp.concatenate([seg_start, xp.asarray([n], dtype=seg_start.dtype)]))
+    counts = xp.empty(n_bins, dtype=xp.int64)
+    counts[col_of_seg] = seg_len
+    col_ptr = xp.zeros(n_bins + 1, dtype=xp.int64)
+    col_ptr[1:] = xp.cumsum(counts)
+    dest = col_ptr[lab_sorted] + (xp.arange(n, dtype=xp.int64) - seg_start[seg_id])
+    rows_csc = xp.empty(n, dtype=xp.int32)
+    rows_csc[dest] = row_s.astype(xp.int32)
+    keys = xp.empty((n_bins, words_s.shape[0]), dtype=xp.uint64)
+    keys[col_of_seg] = words_s[:, seg_start].T
+    return labels, col_ptr, rows_csc, keys, int(seg_len.max())
+
+
+# ---------------------------------------------------------------------------------- fit
+def _prepare(est, X, xp):
+    """Validate, extremes, sigma, the grid draw (contract 2) and the range check."""
+    from ..binning.random_binning import _warn_if_degenerate  # noqa: F401 (used by fit)
+    if est.n_features is not None:
+        raise ValueError("device='cuda' supports exact mode only (n_features=None); "
+                         "hashed mode runs on the CPU")
+    X = check_X_xp(xp, X)
+    n, d = X.shape
+    if n >= 2**31 - 1:
+        raise ValueError(f"device='cuda' supports at most 2**31 - 2 samples, got {n}")
+    n_grids, sigma, dtype, _ = est._check_params(X)
+    cmin, cmax = _extremes(xp, X)
+    if isinstance(est.sigma, str):
+        sigma = _scale_sigma(xp, X)
+    rng = make_generator(est.random_state)
+    # docs/design.md contract 2: widths first, then offsets (the CPU's draw, on the host)
+    widths = rng.gamma(2.0, sigma, size=(n_grids, d))
+    offsets = rng.uniform(0.0, 1.0, size=(n_grids, d)) * widths
+    qlo, qhi, bad = _bin_bounds(widths, offsets, cmin, cmax)
+    if bad.any():
+        _raise_bad_bins(xp, X, np.flatnonzero(bad), widths, offsets, sigma)
+    return X, widths, offsets, qlo.astype(np.int64), qhi.astype(np.int64), cmin, cmax, sigma, dtype
+
+
+def fit_layout(est, X, xp, *, combine=True):
+    """Fit ``est`` (a RandomBinning) on X with module xp; returns the GridLayout of Z.
+
+    Sets the CPU estimator's fitted attributes (n_bins_, grid_ptr_, n_features_out_,
+    kappa_per_grid_, kappa_, sigma_, widths_/offsets_, n_features_in_) and the device state
+    ``_cuda_tables``. ``combine``: sort one (key << row_bits | row) word where it fits
+    (False: always the stable sorts of the key words; tests force both).
+    """
+    from ..binning.random_binning import _warn_if_degenerate
+    X, widths, offsets, lo, hi, cmin, cmax, sigma, dtype = _prepare(est, X, xp)
+    n, d = X.shape
+    R = widths.shape[0]
+    tables = CudaTables(widths, offsets, lo, hi, cmin, cmax, None, None)
+    dev = tables.device_arrays(xp)
+    _, _, n_words, top_bits = tables.layout()
+    labels = xp.empty((R, n), dtype=xp.int32)
+    rows = xp.empty(n * R, dtype=xp.int32)
+    col_ptrs, keys = [], []
+    n_bins = np.zeros(R, dtype=np.int64)
+    max_count = np.zeros(R, dtype=np.int64)
+    for r in range(R):
+        row_s, words_s = _sorted_pairs(xp, X, dev, r, n_words, top_bits, combine)
+        lab, cp, rc, kb, mc = number_grid(xp, row_s, words_s)
+        del row_s, words_s
+        labels[r] = lab
+        rows[r * n:(r + 1) * n] = rc
+        col_ptrs.append(cp[:-1] + r * n)
+        keys.append(np.ascontiguousarray(_ops.to_host(kb)))
+        n_bins[r] = cp.shape[0] - 1
+        max_count[r] = mc
+    grid_ptr = np.zeros(R + 1, dtype=np.int64)
+    np.cumsum(n_bins, out=grid_ptr[1:])
+    col_ptr = xp.concatenate(col_ptrs + [xp.asarray([n * R], dtype=xp.int64)])
+    tables.grid_ptr = grid_ptr
+    tables.keys = keys
+    tables._device = {}
+    value = np.float64(1.0) / np.sqrt(np.float64(R))
+    # the CPU estimator's fitted attributes
+    est._constant_columns = None
+    est._widths, est._offsets = widths, offsets
+    est._tables = None
+    est._cuda_tables = tables
+    est.n_bins_ = n_bins
+    est.kappa_per_grid_ = 1.0 / (max_count / n)
+    est.kappa_ = float(np.mean(est.kappa_per_grid_))
+    est.sigma_ = sigma
+    est._dtype_ = dtype
+    est.grid_ptr_ = grid_ptr
+    est.n_features_out_ = int(grid_ptr[-1])
+    est.n_features_in_ = d
+    _warn_if_degenerate(est.kappa_, n, sigma, est.sigma)
+    return GridLayout(xp, labels, grid_ptr, col_ptr, rows, value)
+
+
+def fit(est, X, xp):
+    fit_layout(est, X, xp)
+    return est
+
+
+def csr_arrays(xp, labels, grid_ptr, n_columns, value, dtype):
+    """(data, indices, indptr) of Z from grid labels (R, n) (-1: no entry), as the CPU
+    writes them: sorted columns, index dtype by rbcd._validation.index_dtype."""
+    R, n = labels.shape
+    gp = _ops.on_device(xp, np.asarray(grid_ptr)[:-1], np.int64)
+    lab = labels.T                                    # (n, R): row-major entries
+    present = lab >= 0
+    nnz = int(present.sum())
+    idx = index_dtype(n_columns, nnz)
+    if nnz == n * R:
+        indices = (lab.astype(xp.int64) + gp[None, :]).astype(idx).ravel()
+        indptr = xp.arange(0, nnz + 1, R, dtype=idx) if R else xp.zeros(n + 1, dtype=idx)
+    else:
+        indices = (lab.astype(xp.int64) + gp[None, :])[present].astype(idx)
+        indptr = xp.zeros(n + 1, dtype=idx)
+        indptr[1:] = xp.cumsum(present.sum(axis=1)).astype(idx)
+    value = np.asarray(value, dtype=np.float64)
+    data = xp.full(nnz, float(value), dtype=np.dtype(dtype))
+    return data, indices, indptr
+
+
+def _sparse_csr(xp, data, indices, indptr, shape):
+    if _ops.is_numpy(xp):
+        Z = sp.csr_matrix((data, indices, indptr), shape=shape, copy=False)
+    else:
+        import cupyx.scipy.sparse as csp
+        Z = csp.csr_matrix((data, indices, indptr), shape=shape)
+    Z.has_sorted_indices = True
+    return Z
+
+
+def fit_transform(est, X, xp, return_columns=False):
+    """Z of the training rows (a cupyx CSR on a GPU), and with ``return_columns`` its
+    GridLayout (the device column structure RidgeCG(device='cuda') takes as ``columns``)."""
+    layout = fit_layout(est, X, xp)
+    data, indices, indptr = csr_arrays(xp, layout.labels, est.grid_ptr_, est.n_features_out_,
+                                       est._value(), est._dtype_)
+    Z = _sparse_csr(xp, data, indices, indptr, (layout.n_rows, est.n_features_out_))
+    return (Z, layout) if return_columns else Z
+
+
+# ---------------------------------------------------------------------------------- transform
+def match_grid(xp, fit_keys, words, inside):
+    """Local bin ids (m,) int32 of new rows in one grid (-1: no fitted bin), exactly:
+    the fitted keys (n_bins, W) in id order and the new rows' words (W, m) sorted together,
+    fitted first among equals (stable), so a segment that holds a fitted key starts with it."""
+    n_fit = fit_keys.shape[0]
+    m = words.shape[1]
+    allw = xp.concatenate([fit_keys.T.astype(xp.uint64), words], axis=1)
+    perm = xp.arange(n_fit + m, dtype=xp.int64)
+    for k in reversed(range(allw.shape[0])):
+        perm = perm[_stable_argsort(xp, allw[k][perm])]
+    seg_start, seg_id = _segments(xp, allw[:, perm])
+    first = perm[seg_start][seg_id]
+    lab_sorted = xp.where(first < n_fit, first, -1).astype(xp.int32)
+    out = xp.empty(n_fit + m, dtype=xp.int32)
+    out[perm] = lab_sorted
+    lab = out[n_fit:]
+    return xp.where(inside, lab, -1).astype(xp.int32)
+
+
+def transform_labels(est, X, xp):
+    """Grid labels (R, m) int32 of new rows X (-1 where a row has no fitted bin)."""
+    tables = est.__dict__.get("_cuda_tables")
+    if not isinstance(tables, CudaTables):
+        raise ValueError("this RandomBinning was not fitted with device='cuda'")
+    X = check_X_xp(xp, X)
+    m, d = X.shape
+    if d != tables.widths.shape[1]:
+        raise ValueError(f"X has {d} features, but RandomBinning is expecting "
+                         f"{tables.widths.shape[1]} features as input")
+    cmin, cmax = _extremes(xp, X)
+    _, _, bad = _bin_bounds(tables.widths, tables.offsets, cmin, cmax)
+    if bad.any():
+        _raise_bad_bins(xp, X, np.flatnonzero(bad), tables.widths, tables.offsets)
+    dev = tables.device_arrays(xp)
+    R = tables.widths.shape[0]
+    labels = xp.empty((R, m), dtype=xp.int32)
+    for r in range(R):
+        W = int(dev["n_words"][r])
+        if W == 1 and not _ops.is_numpy(xp):
+            key, inside = _ops.grid_keys(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
+                                         dev["hi"][r], dev["shift"][r], 0, fit=False)
+            words = key[None, :]
+        else:
+            words, inside = _grid_words(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
+                                        dev["hi"][r], dev["word"][r], dev["shift"][r], W)
+        labels[r] = match_grid(xp, dev["keys"][r], words, inside)
+    return labels
+
+
+def transform(est, X, xp):
+    """Z of new rows (a cupyx CSR on a GPU): a bin never seen in fit gives no entry."""
+    labels = transform_labels(est, X, xp)
+    data, indices, indptr = csr_arrays(xp, labels, est.grid_ptr_, est.n_features_out_,
+                                       est._value(), est._dtype_)
+    return _sparse_csr(xp, data, indices, indptr, (labels.shape[1], est.n_features_out_))
+
+
+# ---------------------------------------------------------------------------------- to_cpu
+def to_cpu(est):
+    """A CPU RandomBinning (device='cpu') equal to a device-fitted one: the CPU tables are
+    built from the fitted keys (the CPU's own pickled form, every key checked)."""
+    tables = est.__dict__.get("_cuda_tables")
+    if not isinstance(tables, CudaTables):
+        return est
+    from ..binning.random_binning import _restore_grid_tables
+    out = copy.copy(est)
+    out.__dict__ = {k: v for k, v in est.__dict__.items() if k != "_cuda_tables"}
+    out.device = "cpu"
+    state = {"version": 2, "widths": np.ascontiguousarray(tables.widths),
+             "offsets": np.ascontiguousarray(tables.offsets),
+             "cmin": np.ascontiguousarray(tables.cmin), "cmax": np.ascontiguousarray(tables.cmax),
+             "grid_ptr": np.ascontiguousarray(tables.grid_ptr),
+             "keys": [np.ascontiguousarray(k).ravel() for k in tables.keys]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out._tables = _restore_grid_tables(state)
+    return out

@@ -1,0 +1,369 @@
+"""Direct ridge solves: one Cholesky factorization serves every target.
+
+The system of rbcd.solvers.cg (scikit-learn's Ridge objective, centred and weighted)::
+
+    (Zc^T S Zc + alpha I) W = Zc^T S Yc
+
+is solved in one of two forms (DESIGN.md, "Direct solves and regularization chosen by
+the data"):
+
+* dual, an n x n system: with Zs = S^1/2 Zc and K = Zs Zs^T,
+  (K + alpha I) A = S^1/2 Yc and W = Zs^T A (the push-through identity
+  (Zs^T Zs + alpha I)^-1 Zs^T = Zs^T (Zs Zs^T + alpha I)^-1);
+* primal, the D x D system itself, Zc^T S Zc = Z^T S Z - S zbar zbar^T.
+
+On random binning training data (every row one entry of value v in every grid: the
+grid structure of ``columns``) both Gram matrices come from the grid labels
+(rbcd/src/direct_gram.h): K[i, j] = v^2 #{grids where rows i and j share a bin} minus
+the centring terms, in n^2 R / 2 label comparisons; Z^T S Z in n R^2 / 2 additions.
+Other matrices use scipy's sparse products (or BLAS for dense Z).
+
+Which of CG, dual and primal ``solver="auto"`` uses is decided by the cost model of
+:func:`plan`, whose constants were measured once (docs/internals.md, "Direct solves") and
+are the same on every machine. The factorization is LAPACK's (dpotrf); with alpha = 0
+and a singular Gram matrix the minimum-norm solution comes from an eigendecomposition
+instead (what CG converges to from a zero start).
+
+LAPACK_THREADS: the factorizations and eigendecompositions run on one BLAS thread, whatever
+``n_jobs``. OpenBLAS's threads busy-wait for work; with other processes on the cores, two
+threads made a 569 x 569 Cholesky factorization 3-20x and a 1,000 x 1,000
+eigendecomposition 3-9x slower than one (2-vCPU AMD EPYC, load 5), and a threaded LAPACK
+call need not give the same bits as a serial one, while rbcd's results must not depend on
+the thread count. The direct forms are chosen for small systems, where one thread costs
+little.
+"""
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+
+from . import _gram
+from .._threads import limit_blas
+
+# ------------------------------------------------------------------------------------
+# the cost model of solver="auto" (units: seconds on the machine of the measurement,
+# a 2-vCPU AMD EPYC; only their ratios matter, so the choice is the same everywhere).
+# Measured with benchmarks/compare_sizes.py --calibrate (docs/internals.md).
+
+#: seconds per label comparison of the dual Gram kernel (n^2 R / 2 of them)
+COST_COMPARE = 0.12e-9
+#: seconds per weight addition of the primal Gram kernel (n R^2 / 2 of them)
+COST_SCATTER = 1.5e-9
+#: seconds per flop of the factorization and the triangular solves (n^3 / 3, 2 n^2 k)
+COST_FLOP = 0.04e-9
+#: seconds per stored entry and target of one CG iteration (a Z P and a Z^T Q pass)
+COST_CG_ENTRY = 1.0e-9
+#: CG iterations assumed for a fit at tol 1e-3 (the median of the real-data suite)
+CG_ITERATIONS = 40
+#: the largest Gram matrix a direct solve forms (bytes of float64): beyond it, CG
+MAX_GRAM_BYTES = 512 * 2**20
+
+
+def plan(n, D, n_grids, k, structured):
+    """"dual", "primal" or "cg": the form whose modelled cost is lowest for an n x D random
+    binning matrix with ``n_grids`` entries per row and k targets. ``structured``: the
+    grid labels are at hand (RB training data); without them the direct forms are not
+    modelled here and CG is chosen (RidgeCG(solver="direct") still solves directly)."""
+    n, D, R, k = float(n), float(D), float(n_grids), float(k)
+    cg = CG_ITERATIONS * 2.0 * n * R * k * COST_CG_ENTRY
+    if not structured:
+        return "cg"
+    costs = {"cg": cg}
+    if 8.0 * n * n <= MAX_GRAM_BYTES:
+        costs["dual"] = (n * n * R / 2.0 * COST_COMPARE
+                         + (n ** 3 / 3.0 + 2.0 * n * n * k) * COST_FLOP
+                         + 2.0 * n * R * k * COST_CG_ENTRY)
+    if 8.0 * D * D <= MAX_GRAM_BYTES:
+        costs["primal"] = (n * R * R / 2.0 * COST_SCATTER
+                           + (D ** 3 / 3.0 + 2.0 * D * D * k) * COST_FLOP
+                           + 2.0 * n * R * k * COST_CG_ENTRY)
+    return min(costs, key=costs.get)
+
+
+def choose(system, columns, solver):
+    """The form for ``solver`` "auto" (:func:`plan`) or "direct" (dual when n <= D, else
+    primal) on ``system``."""
+    n, D = system.shape
+    if solver == "direct":
+        return "dual" if n <= D else "primal"
+    gp = _grid_ptr(system, columns)
+    structured = gp is not None
+    R = gp.shape[0] - 1 if structured else 0
+    return plan(n, D, R, system.B.shape[1], structured)
+
+
+# ------------------------------------------------------------------------------------
+# grid labels
+
+
+def grid_labels(system, columns, narrow=True):
+    """(R, n) labels of a random binning training matrix, grid-major, or None when Z is
+    not one: with ``narrow``, uint16 column numbers within each grid when every grid has
+    at most 65,536 columns (and R < 65,536); else int32 global columns. Z's CSR rows hold their entries
+    in column order and grid r's columns follow those of grids 0 .. r-1, so with one
+    entry per grid in every row, entry r of row i is row i's column in grid r."""
+    gp = _grid_ptr(system, columns)
+    if gp is None:
+        return None
+    n = system.shape[0]
+    R = gp.shape[0] - 1
+    L = system.op.csr[1].reshape(n, R).T
+    sizes = np.diff(gp)
+    if narrow and R < 65536 and sizes.max() <= 65536:
+        return np.ascontiguousarray((L - gp[:-1, None]).astype(np.uint16))
+    return np.ascontiguousarray(L, dtype=np.int32)
+
+
+def _grid_ptr(system, columns):
+    """The grid boundaries (int64) of Z when it is random binning training data given with
+    its grid structure -- every stored value the same, every grid n entries, at most one
+    per row (an RBColumns promise, checked by ``fit(..., columns=)``), so one entry per
+    grid in every row -- else None."""
+    op = system.op
+    gp = getattr(columns, "grid_ptr", None)
+    if gp is None or not op.sparse or not op.columns_used or not op.use_const:
+        return None
+    n, D = system.shape
+    gp = np.asarray(gp)
+    if gp.ndim != 1 or gp.dtype.kind not in "iu":
+        return None
+    gp = gp.astype(np.int64)
+    R = gp.shape[0] - 1
+    if n == 0 or R < 1 or gp[0] != 0 or gp[-1] != D or np.any(np.diff(gp) < 0):
+        return None
+    entries = np.diff(op.csc[0][gp].astype(np.int64))     # stored entries per grid
+    if not np.all(entries == n) or op.csr[1].shape[0] != n * R:
+        return None
+    return gp
+
+
+# ------------------------------------------------------------------------------------
+# Gram matrices (lower triangle in C order, i.e. the upper triangle of the Fortran view
+# that LAPACK is given)
+
+
+def _dual_gram(system, labels):
+    """K = Zs Zs^T (n x n, lower triangle filled)."""
+    op, s, zbar = system.op, system.s, system.zbar
+    n = system.shape[0]
+    sw = np.sqrt(s) if system.weighted else None
+    if zbar is not None:
+        m = system.op.dot(zbar[:, None])[:, 0]            # Z zbar
+        c = float(np.einsum("j,j->", zbar, zbar))     # not BLAS (rbcd._threads.serial_dot)
+    else:
+        m, c = None, 0.0
+    if labels is not None:
+        K = np.empty((n, n))
+        _gram.gram_dual(labels, op.const_value * op.const_value, m, c, sw, K,
+                        _gram_threads(op.n_threads, n * n * labels.shape[0] / 2.0))
+        return K
+    Z = _matrix(op)
+    K = np.asarray((Z @ Z.T).todense() if sp.issparse(Z) else Z @ Z.T, dtype=np.float64)
+    if m is not None:
+        K -= m[:, None]
+        K -= m[None, :]
+        K += c
+    if sw is not None:
+        K *= sw[:, None]
+        K *= sw[None, :]
+    return K
+
+
+def _primal_gram(system, labels):
+    """Zc^T S Zc (D x D, lower triangle filled)."""
+    op, s, zbar = system.op, system.s, system.zbar
+    n, D = system.shape
+    if labels is not None:
+        A = np.zeros((D, D))
+        _gram.gram_primal(labels, s if system.weighted else None, A,
+                          _gram_threads(op.n_threads, n * labels.shape[0] ** 2 / 2.0))
+        A *= op.const_value * op.const_value
+    else:
+        Z = _matrix(op)
+        if sp.issparse(Z):
+            Zs = Z.multiply(s[:, None]).tocsr() if system.weighted else Z
+            A = np.asarray((Z.T @ Zs).todense(), dtype=np.float64)
+        else:
+            A = Z.T @ (Z * s[:, None])
+    if zbar is not None:
+        A -= system.S * np.outer(zbar, zbar)
+    return A
+
+
+def _matrix(op):
+    if not op.sparse:
+        return op.Z
+    indptr, indices, data = op.csr
+    if op.use_const:
+        data = np.full(indices.shape[0], op.const_value)
+    return sp.csr_matrix((data, indices, indptr), shape=op.shape)
+
+
+def _gram_threads(n_threads, work):
+    """Threads for a Gram kernel of ``work`` inner steps: one per GRAM_GRAIN of them (a
+    thread team costs a wake-up, and on a busy machine a wait for a core)."""
+    return max(1, min(int(n_threads), int(work // GRAM_GRAIN)))
+
+
+#: inner steps (label comparisons or weight additions) per thread below which a Gram
+#: kernel uses fewer threads
+GRAM_GRAIN = 2e7
+
+
+# ------------------------------------------------------------------------------------
+# the factorization
+
+
+def _factor_solve(G, rhs, alpha):
+    """Solve (G + alpha I) X = rhs for a symmetric G given by its lower triangle (C
+    order) by Cholesky; G is overwritten. A LinAlgError when G + alpha I is not
+    numerically positive definite (alpha = 0 and G singular), G then partly
+    overwritten."""
+    m = G.shape[0]
+    G.flat[:: m + 1] += alpha
+    # the Fortran view of a C-order lower triangle is an upper triangle: no copy
+    c, info = scipy.linalg.lapack.dpotrf(G.T, lower=0, clean=0, overwrite_a=1)
+    if info == 0:
+        x, info = scipy.linalg.lapack.dpotrs(c, rhs, lower=0)
+        if info == 0:
+            return x
+    raise np.linalg.LinAlgError("not positive definite")
+
+
+def _eig_solve(G, rhs, alpha):
+    """Minimum-norm solution of (G + alpha I) X = rhs by an eigendecomposition of G
+    (lower triangle, C order)."""
+    e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False)
+    e = e + alpha
+    cut = max(1, G.shape[0]) * np.finfo(np.float64).eps * max(float(np.max(np.abs(e), initial=0.0)), 1e-300)
+    inv = np.where(e > cut, 1.0 / np.where(e > cut, e, 1.0), 0.0)
+    return Q @ (inv[:, None] * (Q.T @ rhs))
+
+
+def solve_direct(system, alpha, form, columns, tol=None):
+    """W (D, k) of ``system`` (a rbcd.solvers.cg._RidgeSystem) in ``form`` "dual" or
+    "primal"; returns (W, n_iter (ones: one factorization, scikit-learn's convention that
+    a fitted solver made at least one iteration), info as solve_ridge_cg's, ``stop``
+    "direct").
+
+    One Cholesky factorization per distinct alpha (one for all targets in the usual
+    case). Where it fails (alpha = 0 and a singular Gram matrix), the Gram matrix is
+    formed again and the minimum-norm solution taken from its eigendecomposition.
+    ``converged`` is the relative residual <= tol (a direct solve is exact up to the
+    rounding that the conditioning of the system allows)."""
+    k = system.B.shape[1]
+    labels = grid_labels(system, columns, narrow=(form == "dual"))
+
+    def gram():
+        return _dual_gram(system, labels) if form == "dual" else _primal_gram(system, labels)
+
+    G = gram()
+    if form == "dual":
+        sw = np.sqrt(system.s) if system.weighted else None
+        rhs = system.Yc if sw is None else system.Yc * sw[:, None]
+    else:
+        rhs = system.B
+    X = np.empty((G.shape[0], k))
+    groups = np.unique(alpha)
+    for j, a in enumerate(groups):
+        cols = np.flatnonzero(alpha == a)
+        if G is None:
+            G = gram()
+        Gj = G if j == len(groups) - 1 else G.copy()
+        G = None if Gj is G else G
+        m = Gj.shape[0]
+        with limit_blas(1):                  # LAPACK_THREADS (module docstring)
+            try:
+                X[:, cols] = _factor_solve(Gj, np.asfortranarray(rhs[:, cols]), a)
+            except np.linalg.LinAlgError:
+                X[:, cols] = _eig_solve(gram(), rhs[:, cols], a)
+    if form == "dual":
+        U = X if not system.weighted else X * np.sqrt(system.s)[:, None]
+        W = system.ztimes_t(U)
+    else:
+        W = X
+        if system.flat.size:
+            W[system.flat] = 0.0
+    residual = system.relative_residual(W, alpha)
+    converged = residual <= (tol if tol is not None else np.inf)
+    info = dict(converged=converged, residual=residual,
+                stop=np.array(["direct"] * k))
+    return W, np.ones(k, dtype=np.int64), info
+
+
+# ------------------------------------------------------------------------------------
+# alpha="auto": the penalty chosen from the data (DESIGN.md, "Direct solves and
+# regularization chosen by the data")
+
+#: candidate penalties per unit of training weight (Ridge units: alpha = c * sum of the
+#: weights; 1e-4 per row was the fixed default before), searched by exact leave-one-out
+AUTO_ALPHAS_PER_ROW = np.logspace(-6, 1, 15)
+#: exact leave-one-out (one eigendecomposition of the dual Gram matrix, about 15 times the
+#: cost of its Cholesky factorization) up to this many rows; above, on a sample of as many
+LOO_MAX_ROWS = 1000
+
+
+def _class_index(Y):
+    """The class of each row of one-vs-rest -1/+1 targets (one column: +1 is class 1)."""
+    return (Y[:, 0] > 0).astype(np.int64) if Y.shape[1] == 1 else np.argmax(Y, axis=1)
+
+
+def selection_scores(Y, F, s, classification):
+    """(primary, secondary) scores of predictions F for targets Y, higher is better:
+    classification, the weighted accuracy of the one-vs-rest decisions then minus the
+    weighted squared error; regression, minus the weighted squared error (twice)."""
+    err = float(np.einsum("i,ik->", s, (Y - F) ** 2)) / float(s.sum())
+    if not classification:
+        return -err, -err
+    hit = _class_index(F) == _class_index(Y)
+    return float(np.dot(s, hit)) / float(s.sum()), -err
+
+
+def loo_select(system, columns, alphas, classification):
+    """Exact leave-one-out over ``alphas`` from one eigendecomposition of the dual Gram
+    matrix, and the solution at the best. Returns (alpha, W (D, k), scores (m, 2)).
+
+    With Kc = Zs Zs^T = Q diag(e) Q^T (Zs = S^1/2 Zc, so Kc S^1/2 1 = 0) the hat matrix of
+    the weighted problem with its unpenalised intercept is H = P + Q diag(e / (e + a)) Q^T,
+    P = S^1/2 1 1^T S^1/2 / S, and the weighted residual of the fit is
+    r = ys - Q diag(e / (e + a)) Q^T ys (ys = S^1/2 Yc). Row i's leave-one-out residual is
+    r_i / (1 - H_ii) (weighted units; / sqrt(s_i) for the target's). Each alpha costs
+    O(n^2 k), the eigendecomposition O(n^3) once (scikit-learn's RidgeCV, "eigen" mode).
+    """
+    n = system.shape[0]
+    k = system.B.shape[1]
+    labels = grid_labels(system, columns)
+    G = _dual_gram(system, labels)
+    sw = np.sqrt(system.s)
+    ys = system.Yc * sw[:, None]
+    with limit_blas(1):                      # LAPACK_THREADS (module docstring)
+        e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True)
+        e = np.maximum(e, 0.0)                           # rounding below 0
+        QtY = Q.T @ ys
+        Q2 = Q * Q
+        p = system.s / system.S if system.zbar is not None else np.zeros(n)
+        Yraw = system.Yc + system.ybar                   # the targets as given
+        scores = np.empty((alphas.shape[0], 2))
+        for j, a in enumerate(alphas):
+            g = e / (e + a)
+            F = Q @ (g[:, None] * QtY)                   # Kc (Kc + a I)^-1 ys
+            h = p + Q2 @ g                               # diag(H)
+            r = ys - F
+            den = 1.0 - h
+            safe = (den > 1e-12) & (sw > 0)
+            loo = np.where(safe[:, None], r / np.where(safe, den * np.where(sw > 0, sw, 1.0), 1.0)[:, None], 0.0)
+            if not np.all(safe[sw > 0]):                 # a row its own fit reproduces exactly
+                scores[j] = -np.inf
+                continue
+            scores[j] = selection_scores(Yraw, Yraw - loo, system.s, classification)
+        best = _best(scores)
+        a = float(alphas[best])
+        A = Q @ ((1.0 / (e + a))[:, None] * QtY)         # (Kc + a I)^-1 ys
+    W = system.ztimes_t(A * sw[:, None])
+    return a, W, scores
+
+
+def _best(scores):
+    """Index of the best row of (primary, secondary) scores; ties go to the larger alpha
+    (later in the grid: the smoother model)."""
+    order = np.lexsort((np.arange(scores.shape[0]), scores[:, 1], scores[:, 0]))
+    return int(order[-1])

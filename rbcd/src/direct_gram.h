@@ -1,0 +1,121 @@
+/* Gram matrices of a random binning TRAINING matrix for the direct ridge solves
+ * (rbcd.solvers._direct; docs/internals.md, "Direct solves").
+ *
+ * Input: the grid labels, grid-major: L[r * n + i] is the (global) column of row i in
+ * grid r. In training data every row has exactly one entry, of the same value v, in
+ * every grid (design contract 4/6), so
+ *
+ *     (Z Z^T)[i, j] = v^2 * #{r : L[r, i] == L[r, j]}                 (dual, n x n)
+ *     (Z^T S Z)[a, b] = v^2 * sum_i s_i [a and b are both columns of row i]  (primal)
+ *
+ * Both kernels count exactly (integers, or weights summed in row order by one thread),
+ * so their results do not depend on the thread count.
+ *
+ * The dual kernel compares labels: n^2 R / 2 comparisons, 4 rows i against a stream of
+ * rows j, so each label L[r, j] is loaded once per 4 rows. The count of a pair does not
+ * depend on how the rows are grouped. The primal kernel scatters n R^2 / 2 weights. The
+ * cost models that choose between them and CG are in rbcd/solvers/_direct.py.
+ */
+#ifndef RBCD_DIRECT_GRAM_H
+#define RBCD_DIRECT_GRAM_H
+
+#include <stdint.h>
+#include <string.h>
+#include <Python.h>
+
+/* The count loops are compiled for AVX-512BW, AVX2 and the baseline on x86-64 with gcc,
+ * and the loader picks one for the CPU (an ifunc). Integer counts: the same result on
+ * every path. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define RBCD_GRAM_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define RBCD_GRAM_CLONES
+#endif
+
+/* acc[t * m + j] = #{r : L[r, j] == L[r, i0 + t]} for t < nb (nb <= 4), j < m, for
+ * labels of type LT counted in ACC_T (which must hold R). acc: nb * m, overwritten.
+ * Two instances: int32 labels and counts (any grid), and uint16 labels (each grid's own
+ * column numbers, when every grid has at most 65,536 columns) with uint16 counts (R <
+ * 65,536), twice the lanes per vector. */
+#define RBCD_GRAM_COUNT_BLOCK(NAME, LT, ACC_T)                                            \
+RBCD_GRAM_CLONES                                                                          \
+static void NAME(const LT *L, Py_ssize_t n, Py_ssize_t R, Py_ssize_t i0, Py_ssize_t nb,   \
+                 Py_ssize_t m, ACC_T *acc)                                                \
+{                                                                                         \
+    Py_ssize_t r, j, t;                                                                   \
+    ACC_T *a0 = acc, *a1 = acc + m, *a2 = acc + 2 * m, *a3 = acc + 3 * m;                 \
+    memset(acc, 0, (size_t)(nb * m) * sizeof(ACC_T));                                     \
+    for (r = 0; r < R; r++) {                                                             \
+        const LT *Lr = L + r * n;                                                         \
+        if (nb == 4) {                                                                    \
+            const LT l0 = Lr[i0], l1 = Lr[i0 + 1], l2 = Lr[i0 + 2], l3 = Lr[i0 + 3];      \
+            for (j = 0; j < m; j++) {                                                     \
+                const LT lj = Lr[j];                                                      \
+                a0[j] += (ACC_T)(lj == l0);                                               \
+                a1[j] += (ACC_T)(lj == l1);                                               \
+                a2[j] += (ACC_T)(lj == l2);                                               \
+                a3[j] += (ACC_T)(lj == l3);                                               \
+            }                                                                             \
+        } else {                                                                          \
+            for (t = 0; t < nb; t++) {                                                    \
+                const LT lt = Lr[i0 + t];                                                 \
+                ACC_T *at = acc + t * m;                                                  \
+                for (j = 0; j < m; j++)                                                   \
+                    at[j] += (ACC_T)(Lr[j] == lt);                                        \
+            }                                                                             \
+        }                                                                                 \
+    }                                                                                     \
+}
+
+RBCD_GRAM_COUNT_BLOCK(rbcd_gram_count_block_i32, int32_t, int32_t)
+RBCD_GRAM_COUNT_BLOCK(rbcd_gram_count_block_u16, uint16_t, uint16_t)
+
+/* Rows i0 .. i0 + nb - 1 of the centred, weighted dual Gram, lower triangle (j <= i):
+ *
+ *     K[i, j] = sw_i sw_j (v2 * count(i, j) - m_i - m_j + c)
+ *
+ * with sw = sqrt(sample weights) (NULL: 1) and m (NULL: no centring; then c is unused).
+ * K is n x n, row-major. acc: the calling thread's scratch of 4 * n counts. */
+#define RBCD_GRAM_DUAL_ROWS(NAME, COUNT, LT, ACC_T)                                       \
+static void NAME(const LT *L, Py_ssize_t n, Py_ssize_t R, Py_ssize_t i0, Py_ssize_t nb,   \
+                 double v2, const double *m, double c, const double *sw, double *K,       \
+                 ACC_T *acc)                                                              \
+{                                                                                         \
+    Py_ssize_t t, j, mm = i0 + nb;                                                        \
+    COUNT(L, n, R, i0, nb, mm, acc);                                                      \
+    for (t = 0; t < nb; t++) {                                                            \
+        const Py_ssize_t i = i0 + t;                                                      \
+        const ACC_T *at = acc + t * mm;                                                   \
+        double *Ki = K + i * n;                                                           \
+        for (j = 0; j <= i; j++) {                                                        \
+            double k = v2 * (double)at[j];                                                \
+            if (m != NULL)                                                                \
+                k = k - m[i] - m[j] + c;                                                  \
+            if (sw != NULL)                                                               \
+                k *= sw[i] * sw[j];                                                       \
+            Ki[j] = k;                                                                    \
+        }                                                                                 \
+    }                                                                                     \
+}
+
+RBCD_GRAM_DUAL_ROWS(rbcd_gram_dual_rows_i32, rbcd_gram_count_block_i32, int32_t, int32_t)
+RBCD_GRAM_DUAL_ROWS(rbcd_gram_dual_rows_u16, rbcd_gram_count_block_u16, uint16_t, uint16_t)
+
+/* Rows of grid r of the primal Gram Z^T S Z / v2, lower triangle: for every row i,
+ * A[L[r, i], L[q, i]] += s_i (1 without weights) for q <= r. Grid r's columns are
+ * contiguous and follow those of grids 0 .. r-1, so L[q, i] <= L[r, i] and the rows
+ * written belong to grid r alone: one thread per grid, no conflicts. A is D x D,
+ * row-major, zeroed by the caller. */
+static void rbcd_gram_primal_grid(const int32_t *L, Py_ssize_t n, Py_ssize_t r,
+                                  const double *s, double *A, Py_ssize_t D)
+{
+    Py_ssize_t i, q;
+    for (i = 0; i < n; i++) {
+        const double w = (s != NULL) ? s[i] : 1.0;
+        double *Arow = A + (Py_ssize_t)L[r * n + i] * D;
+        for (q = 0; q <= r; q++)
+            Arow[L[q * n + i]] += w;
+    }
+}
+
+#endif

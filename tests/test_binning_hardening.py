@@ -1,0 +1,224 @@
+"""Issue 31, the binning's items: a stale ``columns=`` (item 1), wide sparse input (8), fits
+refused up front (9), Ctrl-C during binning (10), messages (11), feature names (19)."""
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
+
+from rbcd import RandomBinning
+from rbcd.solvers.cd import CDClassifier, CDRegressor
+from rbcd.solvers.cg import RidgeCG
+from rbcd.binning.random_binning import column_structure
+
+
+def _pair(n=300, d=3, seed=0, R=16):
+    X = np.random.default_rng(seed).normal(size=(n, d))
+    rb = RandomBinning(n_grids=R, sigma=1.0, random_state=seed)
+    Z, cols = rb.fit_transform(X, return_columns=True)
+    return X, rb, Z, cols
+
+
+def _swap_rows(Z, a, b):
+    perm = np.arange(Z.shape[0])
+    perm[[a, b]] = perm[[b, a]]
+    return Z[perm]
+
+
+# ---------------------------------------------------------------- item 1: stale columns=
+def test_stale_columns_with_two_rows_swapped_are_refused():
+    """Rows 1 and 2 of Z swapped: same shape, nnz and values, same grid sizes; the sampled
+    check of 16 rows accepted it and the solvers fitted the structure's matrix."""
+    X, rb, Z, cols = _pair()
+    Z2 = _swap_rows(Z, 1, 2)
+    assert (Z2 != Z).nnz > 0 and Z2.nnz == Z.nnz
+    y = np.sin(X[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for est in (RidgeCG(alpha=1.0), CDRegressor(max_epochs=2),
+                    CDRegressor(max_epochs=2, parallel="grid")):
+            with pytest.raises(ValueError, match="columns are not the grid structure of this Z"):
+                est.fit(Z2, y, columns=cols)
+        with pytest.raises(ValueError, match="columns are not the grid structure of this Z"):
+            CDClassifier(max_epochs=2).fit(Z2, y > 0, columns=cols)
+        # the right pairing still fits, and gives the fit without columns
+        a = RidgeCG(alpha=1.0, tol=1e-10).fit(Z, y, columns=cols)
+        b = RidgeCG(alpha=1.0, tol=1e-10).fit(Z, y)
+        np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-8)
+    with pytest.raises(ValueError, match="does not match"):
+        cols.check_matrix(Z2)
+    plain = column_structure(Z, rb.grid_ptr_)  # no labels: the entries alone
+    with pytest.raises(ValueError, match="does not match"):
+        plain.check_matrix(Z2)
+    cols.check_matrix(Z)
+    plain.check_matrix(Z)
+
+
+def test_every_row_is_checked_not_a_sample():
+    """One entry moved to another bin of its grid in each of several rows that a sample of
+    16 evenly spread rows misses, and the last row's entries dropped into the first row's
+    bins: all refused."""
+    X, rb, Z, cols = _pair(n=500, R=8)
+    for i in (1, 250, 498):
+        bad = Z.copy()
+        k = bad.indptr[i]
+        g0, n0 = rb.grid_ptr_[0], rb.n_bins_[0]
+        bad.indices[k] = g0 + (bad.indices[k] - g0 + 1) % n0
+        bad.sort_indices()
+        with pytest.raises(ValueError, match="does not match"):
+            cols.check_matrix(bad)
+        with pytest.raises(ValueError, match="columns are not the grid structure"):
+            RidgeCG().fit(bad, np.zeros(500), columns=cols)
+
+
+def test_labels_of_another_matrix_are_refused():
+    """The structure's entries match Z, but its grid labels are those of Z with two rows
+    swapped: the grid mode of CD reads the labels, so they are checked too."""
+    X, rb, Z, cols = _pair()
+    labels = [a.copy() for a in cols.grid_labels]
+    r = next(r for r in range(len(labels)) if labels[r][1] != labels[r][2])
+    labels[r][[1, 2]] = labels[r][[2, 1]]
+    cols.grid_labels = labels
+    with pytest.raises(ValueError, match=f"grid labels of grid {r} are corrupt"):
+        CDRegressor(parallel="grid", max_epochs=1).fit(Z, X[:, 0], columns=cols)
+
+
+# ---------------------------------------------------------------- item 8: wide sparse input
+def _peak_bytes(fn):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_wide_sparse_fit_and_transform_cost_what_is_stored_not_d():
+    """A 3-row CSR with stored entries in 3 columns of d = 2**25: the extremes, the
+    varying columns' copy and the constant-feature record are O(nnz + varying), the draw
+    goes in bounded blocks (it must generate every feature's widths, contract 2: O(R d)
+    time, O(block) memory). Before: X.min(axis=0) through an indptr of d + 1, a (R, d)
+    block, and arrays of length d."""
+    d = 2**25
+    X = sp.csr_matrix((np.array([1.0, -2.0, 0.5, 4.0]), np.array([3, d - 1, 3, 17]),
+                       np.array([0, 2, 3, 4])), shape=(3, d))
+    rb = RandomBinning(n_grids=2, sigma=1.0, random_state=0)
+    Z, peak = _peak_bytes(lambda: rb.fit_transform(X))
+    assert peak < 64 << 20, peak  # an array of d float64 is 256 MiB
+    assert Z.shape == (3, rb.n_features_out_) and Z.nnz == 3 * 2
+    c = rb._constant_columns
+    assert c is not None and c.zero_rest
+    np.testing.assert_array_equal(c.varying, [3, 17, d - 1])
+    assert c.constant.shape == (0,)
+    # new rows: the training rows again, and a value in a column without stored entries
+    X2 = sp.csr_matrix((np.array([1.0, -2.0, 3.0]), np.array([3, d - 1, 12345]),
+                        np.array([0, 2, 3])), shape=(2, d))
+    T, peak = _peak_bytes(lambda: rb.transform(X2))
+    assert peak < 64 << 20, peak
+    np.testing.assert_array_equal(T[0].indices, Z[0].indices)
+    w, o = c.draw.columns(np.array([12345]))
+    moved = np.floor((3.0 - o[:, 0]) / w[:, 0]) != np.floor((0.0 - o[:, 0]) / w[:, 0])
+    # row 1 is 0 in every varying column, and 3.0 in column 12345: it gets the entries of
+    # an all-zero row in the grids where 3.0 stays in 0's bin, none in the others
+    expect = rb.transform(sp.csr_matrix(np.zeros((1, d))))  # all zeros
+    keep = np.flatnonzero(~moved)
+    grid_of = np.searchsorted(rb.grid_ptr_, expect.indices, side="right") - 1
+    np.testing.assert_array_equal(T[1].indices, expect.indices[np.isin(grid_of, keep)])
+
+
+def test_wide_sparse_matches_the_dense_twin_with_values_in_unseen_columns():
+    """d = 3000, 20 rows storing 12 columns: the sparse fit keeps only the stored columns
+    and equals rbcd_ref on the dense array, in fit and in transform of rows with values
+    in columns that were 0 in every training row."""
+    import rbcd_ref
+
+    rng = np.random.default_rng(4)
+    d = 3000
+    cols = np.sort(rng.choice(d, 12, replace=False))
+    A = np.zeros((20, d))
+    A[:, cols] = rng.normal(size=(20, 12)) * (rng.uniform(size=(20, 12)) < 0.6)
+    A[:, cols[5]] = 2.5  # a stored constant column
+    rb = RandomBinning(n_grids=7, sigma=1.5, random_state=2)
+    ref = rbcd_ref.RandomBinning(n_grids=7, sigma=1.5, random_state=2)
+    Z = rb.fit_transform(sp.csr_matrix(A))
+    Zr = ref.fit_transform(A)
+    np.testing.assert_array_equal(Z.toarray(), Zr.toarray())
+    assert rb._constant_columns.zero_rest
+    assert rb._constant_columns.constant.shape[0] < 20  # stored columns only, not d
+    B = A[:6].copy()
+    B[0, 7 if 7 not in cols else 8] = 0.3
+    B[1, d - 1 if d - 1 not in cols else d - 2] = -40.0
+    B[2, cols[5]] = 2.6
+    B[3, cols[5]] = 0.0
+    for fmt in (sp.csr_matrix, sp.csc_matrix, np.asarray):
+        np.testing.assert_array_equal(rb.transform(fmt(B)).toarray(),
+                                      ref.transform(B).toarray())
+
+
+def test_a_draw_too_long_is_refused_up_front():
+    """2 x 2**31 CSR with the default 64 grids: 2**37 widths to draw (hours) is refused at
+    once, without an allocation of length d."""
+    import time
+
+    X = sp.csr_matrix((np.array([1.0, 2.0]), np.array([0, 2**31 - 1]), np.array([0, 1, 2])),
+                      shape=(2, 2**31))
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match="drawing the grids takes n_grids x n_features_in"):
+        _, peak = _peak_bytes(lambda: RandomBinning(random_state=0).fit(X))
+    assert time.perf_counter() - t < 10
+
+
+# ---------------------------------------------------------------- item 11: messages
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref._scale"])
+def test_median_l1_distance_refuses_nan_inf_and_empty_input(module):
+    import importlib
+
+    mod = importlib.import_module(module)
+    for bad in (np.array([[0.0, 1.0], [np.nan, 2.0], [3.0, 4.0]]),
+                np.array([[0.0, np.inf], [1.0, 2.0]]),
+                sp.csr_matrix(np.array([[0.0, 1.0], [np.nan, 0.0]]))):
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            mod.median_l1_distance(bad)
+    for empty in (np.zeros((0, 3)), np.zeros((4, 0)), np.zeros(5)):
+        with pytest.raises(ValueError, match="at least one row and one column"):
+            mod.median_l1_distance(empty)
+    assert mod.median_l1_distance(np.ones((1, 3))) == 1.0  # one row: no pair, documented
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    assert mod.median_l1_distance(X) == pytest.approx(
+        np.median(np.abs(X[:, None] - X[None]).sum(-1)[~np.eye(40, dtype=bool)]), rel=0.2)
+
+
+def test_too_large_to_bin_advice_depends_on_where_sigma_came_from():
+    X = np.arange(50.0).reshape(-1, 1)
+    X[7, 0] = 1e300
+    with pytest.raises(ValueError, match="too small") as scale:
+        RandomBinning(n_grids=4, random_state=0).fit(X)
+    assert "e.g. sigma='scale'" not in str(scale.value)
+    assert "sigma='scale' took it from the median distance" in str(scale.value)
+    with pytest.raises(ValueError, match="too small") as given:
+        RandomBinning(n_grids=4, sigma=1.0, random_state=0).fit(X)
+    assert "e.g. sigma='scale'" in str(given.value)
+
+
+# ---------------------------------------------------------------- item 19: feature names
+def test_feature_names_out_and_set_output():
+    X, rb, Z, cols = _pair(n=50, R=4)
+    names = rb.get_feature_names_out()
+    assert names.shape == (Z.shape[1],) and names.dtype == object
+    assert names[0] == "randombinning0" and names[-1] == f"randombinning{Z.shape[1] - 1}"
+    np.testing.assert_array_equal(rb.get_feature_names_out(["x0", "x1", "x2"]), names)
+    with pytest.raises(ValueError):
+        rb.get_feature_names_out(["a", "b"])  # not n_features_in_ names
+    assert rb.set_output(transform="default") is rb
+    assert sp.issparse(rb.transform(X))
+    rb.set_output(transform="pandas")
+    with pytest.raises(ValueError, match="(?i)sparse"):
+        rb.transform(X)  # a sparse Z has no pandas form: scikit-learn's own error
+    rb.set_output(transform="default")
+    with pytest.raises(ValueError, match="use a smaller n_features"):
+        RandomBinning(n_grids=2, n_features=2**40).fit(X).get_feature_names_out()
+    with pytest.raises(Exception):
+        RandomBinning().get_feature_names_out()  # not fitted

@@ -1,0 +1,146 @@
+"""device="cuda" on a real GPU (marked ``gpu``; skipped without CuPy or a CUDA device):
+the CUDA kernels against the CPU results. Z bit for bit, predictions within 1e-6, the
+estimators, to_cpu and pickling. tests/test_cuda_xp.py checks the same algorithms on numpy.
+"""
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+
+import rbcd.cuda
+from rbcd import RandomBinning, RBClassifier, RBRegressor, RidgeCG
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not rbcd.cuda.available(), reason="needs CuPy and a CUDA GPU"),
+]
+
+
+@pytest.fixture(scope="module")
+def cp():
+    return rbcd.cuda.cupy_module()
+
+
+def _data(n, d, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, d))
+    a, b, c = X[:, 0], X[:, min(1, d - 1)], X[:, min(2, d - 1)]
+    y = np.sin(6 * a) + b * c + np.abs(c - 0.5)
+    return X, y
+
+
+def _assert_same_Z(Zg, Zc):
+    data, indices, indptr = (a.get() for a in (Zg.data, Zg.indices, Zg.indptr))
+    assert indices.dtype == Zc.indices.dtype and indptr.dtype == Zc.indptr.dtype
+    assert data.dtype == Zc.data.dtype and Zg.shape == Zc.shape
+    np.testing.assert_array_equal(indices, Zc.indices)
+    np.testing.assert_array_equal(indptr, Zc.indptr)
+    np.testing.assert_array_equal(data, Zc.data)
+
+
+@pytest.mark.parametrize("n, d, R, sigma", [
+    (1, 3, 4, "scale"), (1000, 16, 64, "scale"), (20000, 5, 16, 0.05), (3000, 40, 8, 0.02),
+    (50000, 2, 4, 1e-4)])
+def test_Z_bit_for_bit(cp, n, d, R, sigma):
+    X, _ = _data(n, d)
+    X[:, -1] = 0.25  # a constant column
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = RandomBinning(n_grids=R, sigma=sigma, random_state=7)
+        Zc, cols = cpu.fit_transform(X, return_columns=True)
+        gpu = RandomBinning(n_grids=R, sigma=sigma, random_state=7, device="cuda")
+        Zg, layout = gpu.fit_transform(cp.asarray(X), return_columns=True)
+    _assert_same_Z(Zg, Zc)
+    np.testing.assert_array_equal(layout.col_ptr.get(), cols.indptr)
+    np.testing.assert_array_equal(layout.rows.get(), cols.indices)
+    np.testing.assert_array_equal(gpu.kappa_per_grid_, cpu.kappa_per_grid_)
+    Xt = np.random.default_rng(1).uniform(-0.1, 1.1, size=(777, d))
+    Xt[:300] = X[:300] if n >= 300 else Xt[:300]
+    _assert_same_Z(gpu.transform(Xt), cpu.transform(Xt))
+    # numpy input, and anything with __cuda_array_interface__
+    _assert_same_Z(gpu.transform(cp.asarray(Xt)), cpu.transform(Xt))
+    assert (gpu.to_cpu().transform(Xt) != cpu.transform(Xt)).nnz == 0
+
+
+def test_kernels_equal_numpy_twins(cp):
+    from rbcd.cuda import _ops
+    rng = np.random.default_rng(3)
+    X, _ = _data(5000, 6)
+    rb = RandomBinning(n_grids=16, random_state=0, device="cuda")
+    _, layout = rb.fit_transform(X, return_columns=True)
+    for k in (1, 3, 11):
+        W = rng.normal(size=(layout.n_columns, k))
+        U = rng.normal(size=(layout.n_rows, k))
+        got = layout.dot(cp.asarray(W)).get()
+        want = _ops.zdot(np, layout.labels.get(), layout.grid_ptr_host, W, layout.value)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        got = layout.tdot(cp.asarray(U)).get()
+        part = _ops.piece_sums(np, layout.rows.get(), layout.piece_start.get(),
+                               layout.piece_end.get(), U)
+        want = _ops.segment_sums(np, part, layout.piece_ptr.get(), layout.value)
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_regressor_and_classifier(cp):
+    X, y = _data(20000, 16)
+    Xt, _ = _data(4000, 16, seed=1)
+    kw = dict(n_grids=64, random_state=0, tol=1e-10, alpha=None)
+    g = RBRegressor(device="cuda", **kw).fit(cp.asarray(X), cp.asarray(y))
+    c = RBRegressor(**kw).fit(X, y)
+    pg = g.predict(Xt)
+    assert isinstance(pg, np.ndarray)
+    np.testing.assert_allclose(pg, c.predict(Xt), atol=1e-6)
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(g)).predict(Xt), pg, atol=1e-12)
+    cpu = g.to_cpu()
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(cpu)).predict(Xt), pg, atol=1e-12)
+    labels = (X[:, 0] + X[:, 1] > 1).astype(int) + (X[:, 2] > 0.7)
+    gc = RBClassifier(device="cuda", **kw).fit(X, labels)
+    cc = RBClassifier(**kw).fit(X, labels)
+    np.testing.assert_allclose(gc.decision_function(Xt), cc.decision_function(Xt), atol=1e-6)
+    np.testing.assert_allclose(gc.predict_proba(Xt), cc.predict_proba(Xt), atol=1e-6)
+
+
+def test_ridge_on_device_matrices(cp):
+    import cupyx.scipy.sparse as csp
+    X, y = _data(3000, 4)
+    Zc = RandomBinning(n_grids=16, random_state=2).fit_transform(X)
+    cpu = RidgeCG(alpha=0.5, tol=1e-11).fit(Zc, y)
+    for Z in (csp.csr_matrix(Zc), cp.asarray(Zc.toarray())):
+        gpu = RidgeCG(alpha=0.5, tol=1e-11, device="cuda").fit(Z, cp.asarray(y))
+        np.testing.assert_allclose(gpu.coef_, cpu.coef_, atol=1e-8)
+        np.testing.assert_allclose(gpu.predict(Z), cpu.predict(Zc), atol=1e-8)
+
+
+@pytest.mark.parametrize("n, R, sigma, max_width", [
+    (300_000, 16, "scale", None),   # narrow grids, 74 chunks
+    (50_000, 8, 0.02, None),        # fine grids (wide ones take the CSC path)
+    (20_000, 6, 0.2, 400),          # a mixed plan at every k
+])
+def test_hist_tdot_on_device(cp, monkeypatch, n, R, sigma, max_width):
+    """GridLayout.tdot (rb_hist_tdot for narrow grids, CSC pieces for wide ones) equals the
+    old CSC kernels and numpy, and is deterministic (the same bits twice)."""
+    from rbcd.cuda import _ops
+    if max_width is not None:
+        monkeypatch.setattr(_ops, "HIST_MAX_WIDTH", max_width)
+    X, _ = _data(n, 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rb = RandomBinning(n_grids=R, sigma=sigma, random_state=0, device="cuda")
+        Zg, layout = rb.fit_transform(X, return_columns=True)
+    Zc = Zg.get()
+    rng = np.random.default_rng(5)
+    for k in (1, 3, 11):
+        plan, wide = layout.tdot_plan(min(k, _ops.KMAX))
+        U = rng.normal(size=(n, k))
+        Ud = cp.asarray(U)
+        got = layout.tdot(Ud)
+        np.testing.assert_array_equal(layout.tdot(Ud).get(), got.get())   # deterministic
+        old = layout.tdot_csc(Ud).get()
+        np.testing.assert_allclose(got.get(), old, rtol=1e-10, atol=1e-9)
+        np.testing.assert_allclose(got.get(), Zc.T @ U, rtol=1e-10, atol=1e-9)
+        if max_width is not None:
+            assert plan is not None and wide is not None
+        W = rng.normal(size=(layout.n_columns, k))
+        np.testing.assert_allclose(layout.dot(cp.asarray(W)).get(), Zc @ W, rtol=1e-12,
+                                   atol=1e-11)

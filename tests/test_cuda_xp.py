@@ -1,0 +1,562 @@
+"""The GPU path's algorithms (rbcd.cuda) run on numpy: the same Z bit for bit as the CPU
+binning and rbcd_ref, the first-appearance numbering, the CSC layout, the transform of new
+rows, the CG solution to tolerance, and the device="cuda" estimators end to end (with the
+array module switched to numpy by monkeypatching rbcd.cuda._ops.cupy_module).
+
+tests/test_cuda_gpu.py runs the same checks with CuPy on a GPU (the CUDA kernels)."""
+import pickle
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings, strategies as st
+
+import rbcd_ref
+from rbcd import RandomBinning, RBClassifier, RBRegressor, RidgeCG, RidgeCGClassifier
+from rbcd.cuda import _ops, binning as cb, cg as ccg
+from rbcd.solvers.cg import solve_ridge_cg
+
+
+@pytest.fixture
+def numpy_device(monkeypatch):
+    """device="cuda" runs its algorithms on numpy (the numpy twins of the kernels)."""
+    monkeypatch.setattr(_ops, "cupy_module", lambda: np)
+
+
+def _cpu_Z(X, R, sigma, seed):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
+        Z, cols = cpu.fit_transform(X, return_columns=True)
+    return cpu, Z, cols
+
+
+def _xp_fit(X, R, sigma, seed, combine=True):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
+        layout = cb.fit_layout(est, X, np, combine=combine)
+    data, indices, indptr = cb.csr_arrays(np, layout.labels, est.grid_ptr_,
+                                          est.n_features_out_, est._value(), est._dtype_)
+    return est, layout, (data, indices, indptr)
+
+
+def _assert_same_Z(arrays, Z):
+    data, indices, indptr = arrays
+    assert indices.dtype == Z.indices.dtype and indptr.dtype == Z.indptr.dtype
+    assert data.dtype == Z.data.dtype
+    np.testing.assert_array_equal(indices, Z.indices)
+    np.testing.assert_array_equal(indptr, Z.indptr)
+    np.testing.assert_array_equal(data, Z.data)
+
+
+# values from a small grid so that rows share bins and columns may be constant
+_values = st.sampled_from([-1.5, -0.25, 0.0, 0.1, 0.1000000001, 0.5, 0.75, 2.0, 3.0])
+
+
+@st.composite
+def _problem(draw):
+    n = draw(st.integers(1, 40))
+    d = draw(st.integers(1, 5))
+    X = np.array(draw(st.lists(_values, min_size=n * d, max_size=n * d))).reshape(n, d)
+    R = draw(st.integers(1, 6))
+    sigma = draw(st.sampled_from(["scale", 0.05, 0.7, 5.0]))
+    seed = draw(st.integers(0, 2**16))
+    return X, R, sigma, seed
+
+
+@settings(max_examples=60, deadline=None)
+@given(_problem(), st.booleans())
+def test_Z_equals_cpu_and_ref(problem, combine):
+    X, R, sigma, seed = problem
+    cpu, Z, cols = _cpu_Z(X, R, sigma, seed)
+    est, layout, arrays = _xp_fit(X, R, sigma, seed, combine)
+    _assert_same_Z(arrays, Z)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        Zr = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit_transform(X)
+    _assert_same_Z(arrays, sp.csr_matrix(Zr))
+    # the grid-sorted layout is the CPU's column structure, the fitted attributes its own
+    np.testing.assert_array_equal(layout.col_ptr, cols.indptr)
+    np.testing.assert_array_equal(layout.rows, cols.indices)
+    np.testing.assert_array_equal(est.n_bins_, cpu.n_bins_)
+    np.testing.assert_array_equal(est.grid_ptr_, cpu.grid_ptr_)
+    np.testing.assert_array_equal(est.kappa_per_grid_, cpu.kappa_per_grid_)
+    assert est.sigma_ == cpu.sigma_
+    np.testing.assert_array_equal(est.widths_, cpu.widths_)
+    np.testing.assert_array_equal(est.offsets_, cpu.offsets_)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_problem(), st.lists(_values | st.floats(-4, 4), min_size=1, max_size=60))
+def test_transform_equals_cpu(problem, new_values):
+    X, R, sigma, seed = problem
+    d = X.shape[1]
+    m = max(1, len(new_values) // d)
+    Xt = np.resize(np.array(new_values, dtype=np.float64), (m, d))
+    cpu, _, _ = _cpu_Z(X, R, sigma, seed)
+    est, _, _ = _xp_fit(X, R, sigma, seed)
+    Zc = cpu.transform(Xt)
+    Zg = cb.transform(est, Xt, np)
+    _assert_same_Z((Zg.data, Zg.indices, Zg.indptr), Zc)
+    # to_cpu: the CPU tables rebuilt from the device keys transform the same way
+    _assert_same_Z((Zg.data, Zg.indices, Zg.indptr), est.to_cpu().transform(Xt))
+
+
+def test_multi_word_keys_and_both_sorts():
+    """Grids whose keys need several 64-bit words (many fine columns) take the stable
+    word-by-word sorts; Z is still the CPU's, in fit and transform."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(300, 40))
+    cpu, Z, cols = _cpu_Z(X, 4, 0.02, 5)
+    for combine in (True, False):
+        est, layout, arrays = _xp_fit(X, 4, 0.02, 5, combine)
+        assert max(k.shape[1] for k in est._cuda_tables.keys) > 1
+        _assert_same_Z(arrays, Z)
+        np.testing.assert_array_equal(layout.rows, cols.indices)
+    Xt = np.vstack([X[:50], rng.uniform(-0.1, 1.1, size=(50, 40))])
+    Zg = cb.transform(est, Xt, np)
+    _assert_same_Z((Zg.data, Zg.indices, Zg.indptr), cpu.transform(Xt))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 6), min_size=1, max_size=50), st.integers(1, 3))
+def test_first_appearance_numbering(keys, n_words):
+    """number_grid against a plain loop: bins numbered by first appearance, each bin's rows
+    increasing in the CSC layout, keys kept in id order."""
+    n = len(keys)
+    words = np.array([[k * (w + 1) for k in keys] for w in range(n_words)], dtype=np.uint64)
+    perm = np.arange(n)
+    for w in reversed(range(n_words)):
+        perm = perm[np.argsort(words[w][perm], kind="stable")]
+    labels, col_ptr, rows, kb, max_count = cb.number_grid(np, perm, words[:, perm])
+    first = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, len(first))
+    np.testing.assert_array_equal(labels, [first[k] for k in keys])
+    for k, c in first.items():
+        members = [i for i, kk in enumerate(keys) if kk == k]
+        np.testing.assert_array_equal(rows[col_ptr[c]:col_ptr[c + 1]], members)
+        assert kb[c, 0] == k
+    assert max_count == max(keys.count(k) for k in first)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**16), st.booleans(), st.booleans(), st.sampled_from(["jacobi", None]),
+       st.integers(1, 3))
+def test_cg_matches_cpu(seed, fit_intercept, weighted, preconditioner, k):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 200))
+    X = rng.uniform(size=(n, 3))
+    Y = np.c_[[np.sin(4 * X[:, 0] * (t + 1)) + X[:, 1] for t in range(k)]].T * 10.0
+    s = rng.uniform(0.2, 3.0, size=n) if weighted else None
+    _, Z, cols = _cpu_Z(X, 8, "scale", seed)
+    _, layout, _ = _xp_fit(X, 8, "scale", seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c1, b1, _ = solve_ridge_cg(Z, Y, s, alpha=0.3, fit_intercept=fit_intercept, tol=1e-11,
+                                   preconditioner=preconditioner, columns=cols)
+        c2, b2, _, info = ccg.solve_ridge(np, layout, Y, s, alpha=0.3,
+                                          fit_intercept=fit_intercept, tol=1e-11,
+                                          preconditioner=preconditioner, structured=True)
+        c3, b3, _, _ = ccg.solve_ridge(np, ccg.MatrixOperator(np, Z), Y, s, alpha=0.3,
+                                       fit_intercept=fit_intercept, tol=1e-11,
+                                       preconditioner=preconditioner)
+    scale = max(1.0, float(np.abs(c1).max()))
+    np.testing.assert_allclose(c2, c1, atol=1e-7 * scale)
+    np.testing.assert_allclose(b2, b1, atol=1e-7 * scale)
+    np.testing.assert_allclose(c3, c1, atol=1e-7 * scale)
+    np.testing.assert_allclose(b3, b1, atol=1e-7 * scale)
+    # and the ridge objective's optimality: the gradient of the centred problem vanishes
+    P = ccg.MatrixOperator(np, Z)
+    resid = Y - Z @ c2.T - b2
+    sw = np.ones(n) if s is None else s
+    grad = -2 * (Z.T @ (sw[:, None] * resid)) + 2 * 0.3 * c2.T
+    assert np.abs(grad).max() <= 1e-6 * max(1.0, np.abs(Z.T @ (sw[:, None] * Y)).max())
+    assert P.shape == Z.shape and info["converged"].all()
+
+
+def test_layout_products_equal_sparse_products():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(size=(5000, 2))
+    _, Z, _ = _cpu_Z(X, 5, 0.01, 2)   # fine grids: columns of many sizes, some cut in pieces
+    _, layout, _ = _xp_fit(X, 5, 0.01, 2)
+    W = rng.normal(size=(Z.shape[1], 3))
+    U = rng.normal(size=(Z.shape[0], 3))
+    np.testing.assert_allclose(layout.dot(W), Z @ W, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(layout.tdot(U), Z.T @ U, rtol=1e-12, atol=1e-11)
+    X2 = rng.uniform(size=(20000, 1))
+    _, Z2, _ = _cpu_Z(X2, 2, 50.0, 0)     # one huge bin per grid: many pieces in a column
+    _, layout2, _ = _xp_fit(X2, 2, 50.0, 0)
+    assert layout2.piece_start.shape[0] > layout2.n_columns
+    U2 = rng.normal(size=(20000, 1))
+    np.testing.assert_allclose(layout2.tdot(U2), Z2.T @ U2, rtol=1e-10)
+
+
+def test_errors_match_cpu():
+    X = np.array([[0.0, 1.0], [np.nan, 2.0]])
+    with pytest.raises(ValueError) as cpu_err:
+        RandomBinning(n_grids=2, random_state=0).fit(X)
+    with pytest.raises(ValueError) as xp_err:
+        cb.fit_layout(RandomBinning(n_grids=2, random_state=0), X, np)
+    assert str(xp_err.value) == str(cpu_err.value)
+    X = np.array([[0.0, 1.0], [1e300, 2.0]])
+    with pytest.raises(ValueError) as cpu_err:
+        RandomBinning(n_grids=2, sigma=1e-10, random_state=0).fit(X)
+    with pytest.raises(ValueError) as xp_err:
+        cb.fit_layout(RandomBinning(n_grids=2, sigma=1e-10, random_state=0), X, np)
+    assert str(xp_err.value) == str(cpu_err.value)
+    with pytest.raises(ValueError, match="exact mode only"):
+        cb.fit_layout(RandomBinning(n_features=64), np.zeros((3, 2)), np)
+    with pytest.raises(ValueError, match="sparse"):
+        cb.fit_layout(RandomBinning(), sp.csr_matrix(np.eye(3)), np)
+
+
+def test_cuda_without_cupy_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy fails here
+    with pytest.raises(ImportError, match=r"rbcd\[cuda\]"):
+        RandomBinning(device="cuda").fit(np.zeros((4, 2)))
+    with pytest.raises(ImportError, match=r"rbcd\[cuda\]"):
+        RBRegressor(device="cuda").fit(np.zeros((4, 2)), np.zeros(4))
+    with pytest.raises(ImportError, match=r"rbcd\[cuda\]"):
+        RidgeCG(device="cuda").fit(np.eye(4), np.zeros(4))
+
+
+def test_estimators_on_numpy_device(numpy_device):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(1200, 4))
+    y = np.sin(5 * X[:, 0]) + X[:, 1] * X[:, 2]
+    Xt = rng.uniform(-0.1, 1.1, size=(300, 4))
+    kw = dict(n_grids=32, random_state=0, tol=1e-10, alpha=None)
+    g = RBRegressor(device="cuda", **kw).fit(X, y)
+    c = RBRegressor(**kw).fit(X, y)
+    assert g.binning_.n_features_out_ == c.binning_.n_features_out_
+    pg = g.predict(Xt)
+    assert isinstance(pg, np.ndarray) and pg.shape == (300,)
+    np.testing.assert_allclose(pg, c.predict(Xt), atol=1e-6)
+    back = pickle.loads(pickle.dumps(g))
+    np.testing.assert_array_equal(back.predict(Xt), pg)
+    cpu = g.to_cpu()
+    assert cpu.device == "cpu" and cpu.binning_.device == "cpu" and cpu.solver_.device == "cpu"
+    np.testing.assert_allclose(pickle.loads(pickle.dumps(cpu)).predict(Xt), pg, atol=1e-12)
+    labels = (X[:, 0] + X[:, 1] > 1).astype(int) + (X[:, 2] > 0.7)
+    gc = RBClassifier(device="cuda", **kw).fit(X, labels)
+    cc = RBClassifier(**kw).fit(X, labels)
+    np.testing.assert_allclose(gc.decision_function(Xt), cc.decision_function(Xt), atol=1e-6)
+    np.testing.assert_array_equal(gc.predict(Xt), cc.predict(Xt))
+    np.testing.assert_allclose(gc.predict_proba(Xt), cc.predict_proba(Xt), atol=1e-6)
+    with pytest.raises(ValueError, match="holdout"):
+        RBClassifier(device="cuda", calibration="holdout").fit(X, labels)
+    # alpha="auto" (the default): the CPU's choice, from a sample of 1,000 of the 1,200 rows
+    ga = RBRegressor(device="cuda", n_grids=32, random_state=0, tol=1e-10).fit(X, y)
+    ca = RBRegressor(n_grids=32, random_state=0, tol=1e-10, solver="cg").fit(X, y)
+    assert ga.alpha_ == pytest.approx(ca.alpha_, rel=1e-12)
+    np.testing.assert_allclose(ga.predict(Xt), ca.predict(Xt), atol=1e-6)
+    gca = RBClassifier(device="cuda", n_grids=32, random_state=0, tol=1e-10).fit(X[:500], labels[:500])
+    cca = RBClassifier(n_grids=32, random_state=0, tol=1e-10).fit(X[:500], labels[:500])
+    assert gca.alpha_ == pytest.approx(cca.alpha_, rel=1e-12)
+    with pytest.raises(ValueError, match="does not choose alpha='auto'"):
+        RidgeCG(device="cuda", alpha="auto").fit(X, y)
+    with pytest.raises(ValueError, match="solver must be 'auto' or 'cg'"):
+        RBRegressor(device="cuda", solver="cd").fit(X, y)
+    # RandomBinning + RidgeCG(Classifier) with the device column structure, or plain Z
+    rb = RandomBinning(n_grids=8, random_state=1, device="cuda")
+    Z, layout = rb.fit_transform(X, return_columns=True)
+    ref = RandomBinning(n_grids=8, random_state=1)
+    Zc = ref.fit_transform(X)
+    assert (Z != Zc).nnz == 0
+    r_dev = RidgeCG(alpha=1.0, tol=1e-11, device="cuda").fit(Z, y, columns=layout)
+    r_plain = RidgeCG(alpha=1.0, tol=1e-11, device="cuda").fit(Z, y)
+    r_cpu = RidgeCG(alpha=1.0, tol=1e-11).fit(Zc, y)
+    np.testing.assert_allclose(r_dev.coef_, r_cpu.coef_, atol=1e-8)
+    np.testing.assert_allclose(r_plain.coef_, r_cpu.coef_, atol=1e-8)
+    np.testing.assert_allclose(r_dev.predict(rb.transform(Xt)), r_cpu.predict(ref.transform(Xt)),
+                               atol=1e-8)
+    k_dev = RidgeCGClassifier(alpha=1.0, tol=1e-11, device="cuda").fit(Z, labels, columns=layout)
+    k_cpu = RidgeCGClassifier(alpha=1.0, tol=1e-11).fit(Zc, labels)
+    np.testing.assert_allclose(k_dev.coef_, k_cpu.coef_, atol=1e-8)
+    assert k_dev.to_cpu().device == "cpu"
+
+
+# ------------------------------------------------------------------------------------------
+# The CuPy branches without a GPU: an array module that is not numpy (so every "cupy" branch
+# runs) and the four CUDA kernels emulated from their source's contract, each launch's
+# argument types, shapes and grid size checked as CUDA would need them.
+class _FakeCupy:
+    __name__ = "fakecupy"
+
+    class cuda:
+        class Device:
+            id = 0
+            compute_capability = "90"
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def argsort(a):  # cupy's argsort is stable
+        return np.argsort(a, kind="stable")
+
+
+def _check_args(args, spec):
+    assert len(args) == len(spec)
+    for a, s in zip(args, spec):
+        if isinstance(s, str):  # a pointer: a C-contiguous array of that dtype
+            assert isinstance(a, np.ndarray) and a.dtype == np.dtype(s), (a, s)
+            assert a.flags.c_contiguous
+        else:                   # a scalar of exactly that numpy type
+            assert type(a) is s, (type(a), s)
+
+
+_LOWER = np.tril(np.ones((32, 32), dtype=bool), -1)
+
+
+def _hist_tdot_emulated(grid, block, args, shared_mem):
+    """rb_hist_tdot as CUDA runs it: block (grid s fastest, chunk c), warps striding over
+    the chunk, each lane's rank among the lanes of its bin (__match_any_sync), the rounds
+    adding one lane per bin in lane order into the warp's histogram, then the warp
+    histograms summed in warp order. Asserts the launch contract of kernels.cu."""
+    _check_args(args, ["int32", np.int64, np.int64, "int32", "int64", np.int32, np.int64,
+                       "float64", np.int32, np.int32, np.int32, "float64"])
+    labels, n, chunk, grids, hptr, n_sel, n_hcols, U, k, k0, kc, partial = args
+    n, chunk, n_sel, kc, k0 = int(n), int(chunk), int(n_sel), int(kc), int(k0)
+    assert block[0] % 32 == 0 and 32 <= block[0] <= 1024 and len(grid) == 1
+    nw = block[0] // 32
+    n_chunks = -(-n // chunk)
+    assert grid[0] == n_sel * n_chunks and partial.shape == (n_chunks, int(n_hcols), kc)
+    assert 1 <= kc <= _ops.KMAX and U.shape == (n, int(k)) and k0 + kc <= k
+    assert labels.shape[1] == n and hptr.shape == (n_sel + 1,) and hptr[-1] == n_hcols
+    assert grids.shape == (n_sel,) and np.all(grids < labels.shape[0])
+    widths = np.diff(hptr) * kc
+    assert 8 * nw * widths.max() <= shared_mem <= _ops.HIST_SMEM
+    lanes = np.arange(32)
+    for blk in range(grid[0]):
+        s, c = blk % n_sel, blk // n_sel
+        B = int(hptr[s + 1] - hptr[s])
+        hist = np.zeros((nw, B, kc))
+        lab = labels[grids[s]]
+        a, b = c * chunk, min(c * chunk + chunk, n)
+        for warp in range(nw):
+            for base in range(a + 32 * warp, b, block[0]):
+                i = base + lanes
+                ok = i < b
+                l = np.where(ok, lab[np.minimum(i, n - 1)], -1)
+                v = np.where((l >= 0)[:, None], U[np.minimum(i, n - 1), k0:k0 + kc], 0.0)
+                same = (l[:, None] == l[None, :]) & _LOWER   # [j, m]: lane m < j, same bin
+                rank = np.where(l >= 0, same.sum(axis=1), -1)
+                assert np.all(l < B)
+                q = 0
+                while np.any(rank >= q):
+                    m = rank == q
+                    assert len(set(l[m].tolist())) == int(m.sum())  # no two lanes, one bin
+                    hist[warp][l[m]] += v[m]
+                    q += 1
+        acc = np.zeros((B, kc))
+        for w in range(nw):
+            acc = acc + hist[w]
+        partial[c, hptr[s]:hptr[s + 1]] = acc
+
+
+def _hist_tdot_fast(grid, block, args, shared_mem):
+    """rb_hist_tdot's results by bincounts (the launch contract checked as above)."""
+    labels, n, chunk, grids, hptr, n_sel, n_hcols, U, k, k0, kc, partial = args
+    n, chunk, kc, k0 = int(n), int(chunk), int(kc), int(k0)
+    assert grid[0] == int(n_sel) * partial.shape[0] and block[0] % 32 == 0
+    assert 8 * (block[0] // 32) * np.diff(hptr).max() * kc <= shared_mem <= _ops.HIST_SMEM
+    for s in range(int(n_sel)):
+        B = int(hptr[s + 1] - hptr[s])
+        for c in range(partial.shape[0]):
+            lab = labels[grids[s], c * chunk:(c + 1) * chunk]
+            for t in range(kc):
+                partial[c, hptr[s]:hptr[s + 1], t] = np.bincount(
+                    lab, weights=U[c * chunk:(c + 1) * chunk, k0 + t], minlength=B)
+
+
+def _emulated(name, exact=True):
+    def rb_hist_tdot(grid, block, args, shared_mem=0):
+        (_hist_tdot_emulated if exact else _hist_tdot_fast)(grid, block, args, shared_mem)
+
+    def rb_chunk_sums(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int64, np.int32, "int64", np.int32,
+                           np.int32, np.float64, "float64"])
+        partial, n_chunks, J, kc, cols, k, k0, value, out = args
+        assert partial.shape == (n_chunks, J, kc) and cols.shape == (J,)
+        assert grid[0] * block[0] >= J * kc and out.shape[1] == k and k0 + kc <= k
+        acc = np.zeros((int(J), int(kc)))
+        for c in range(int(n_chunks)):
+            acc = acc + partial[c]
+        out[cols, k0:k0 + kc] = float(value) * acc
+
+    def rb_grid_keys(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int32, "float64", "float64", "int64",
+                           "int64", "int64", np.int32, np.int32, "uint64", "uint8"])
+        X, n, d, u, w, lo, hi, shift, row_bits, mode, keys, inside = args
+        assert grid[0] * block[0] >= n and X.shape == (n, d) and u.shape == (d,)
+        if mode == 1:
+            keys[:] = _ops.grid_keys(np, X, u, w, lo, hi, shift, int(row_bits), True)
+        else:
+            k, ins = _ops.grid_keys(np, X, u, w, lo, hi, shift, 0, False)
+            keys[:], inside[:] = k, ins
+
+    def rb_zdot(grid, block, args):
+        _check_args(args, ["int32", np.int64, np.int32, "int64", "float64", np.int32,
+                           np.int32, np.int32, np.float64, "float64"])
+        labels, n, R, gp, W, k, k0, kc, value, out = args
+        assert grid[0] * block[0] >= n and labels.shape == (R, n) and 1 <= kc <= 8
+        assert W.shape[1] == k and out.shape == (n, k)
+        out[:, k0:k0 + kc] = _ops.zdot(np, labels, gp, W[:, k0:k0 + kc], float(value))
+
+    def rb_piece_sums(grid, block, args):
+        _check_args(args, ["int32", "int64", "int64", np.int64, "float64", np.int32,
+                           np.int32, np.int32, "float64"])
+        rows, ps, pe, n_pieces, U, k, k0, kc, partial = args
+        assert grid[0] * block[0] >= 32 * n_pieces and block[0] % 32 == 0
+        assert ps.shape == pe.shape == (n_pieces,) and partial.shape == (n_pieces, k)
+        partial[:, k0:k0 + kc] = _ops.piece_sums(np, rows, ps, pe, U[:, k0:k0 + kc])
+
+    def rb_segment_sums(grid, block, args):
+        _check_args(args, ["float64", "int64", np.int64, np.int32, np.float64, "float64"])
+        V, ptr, n_seg, k, scale, out = args
+        assert grid[0] * block[0] >= n_seg and ptr.shape == (n_seg + 1,) and V.shape[1] == k
+        out[:] = _ops.segment_sums(np, V, ptr, float(scale))
+
+    return locals()[name]
+
+
+def test_cupy_branches_with_emulated_kernels(monkeypatch):
+    fake = _FakeCupy()
+    monkeypatch.setattr(_ops, "_kernel", _emulated)
+    monkeypatch.setattr(_ops, "has_match_any", lambda xp: True)
+    rng = np.random.default_rng(4)
+    X = rng.uniform(size=(3000, 6))
+    X[:, 5] = 1.0
+    y = np.sin(5 * X[:, 0]) + X[:, 1]
+    Xt = rng.uniform(-0.1, 1.1, size=(400, 6))
+    cpu, Z, cols = _cpu_Z(X, 12, "scale", 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = RandomBinning(n_grids=12, random_state=3)
+        layout = cb.fit_layout(est, X, fake)
+    arrays = cb.csr_arrays(fake, layout.labels, est.grid_ptr_, est.n_features_out_,
+                           est._value(), est._dtype_)
+    _assert_same_Z(arrays, Z)
+    np.testing.assert_array_equal(layout.rows, cols.indices)
+    labels = cb.transform_labels(est, Xt, fake)
+    Zt = cpu.transform(Xt)
+    _assert_same_Z(cb.csr_arrays(fake, labels, est.grid_ptr_, est.n_features_out_,
+                                 est._value(), est._dtype_), Zt)
+    W = rng.normal(size=(layout.n_columns, 11))   # k = 11: two passes of 8 targets
+    U = rng.normal(size=(layout.n_rows, 11))
+    np.testing.assert_allclose(layout.dot(W), Z @ W, atol=1e-12)
+    np.testing.assert_allclose(layout.tdot(U), Z.T @ U, atol=1e-10)
+    np.testing.assert_allclose(layout.tdot_csc(U), Z.T @ U, atol=1e-10)
+    Y = np.c_[y, 2 * y]
+    # the CG's many products: rb_hist_tdot by bincounts (the exact emulation is slow)
+    monkeypatch.setattr(_ops, "_kernel", lambda name: _emulated(name, exact=False))
+    c1, b1, _ = solve_ridge_cg(Z, Y, None, alpha=0.3, tol=1e-11, columns=cols)
+    c2, b2, _, _ = ccg.solve_ridge(fake, layout, Y, None, alpha=0.3, tol=1e-11,
+                                   structured=True)
+    np.testing.assert_allclose(c2, c1, atol=1e-7)
+    np.testing.assert_allclose(b2, b1, atol=1e-7)
+
+
+def test_compare_gpu_dry_run(tmp_path):
+    """benchmarks/compare_gpu.py runs end to end on the numpy twins and reports Z equal."""
+    import json
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "compare_gpu.py"), "--xp", "numpy",
+         "--sizes", "1500", "--grids", "4", "--n-test", "500", "--rff-features", "32",
+         "--cpu-max", "1e4", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.load(open(tmp_path / "gpu_results.json"))["results"]
+    assert res[0]["z_equal"] is True and res[0]["pred_diff_same_w"] <= 1e-6
+    assert res[0]["gpu"]["iters"] == res[0]["cpu"]["iters"]
+    g = res[0]["gpu"]
+    assert g["t_zdot"] > 0 and g["t_tdot"] > 0 and g["t_tdot_csc"] > 0 and g["bound"] > 0
+    assert g["hist_grids"] == 1.0   # R = 4 coarse grids: all on the histogram path
+    md = open(tmp_path / "gpu.md").read()
+    assert "| 1,500 | 4 |" in md and "| yes |" in md
+
+
+@pytest.mark.parametrize("n, R, sigma, k, chunk, smem, paths", [
+    (1, 2, "scale", 1, 1024, None, "narrow"),     # one row, one chunk
+    (33, 3, 0.3, 1, 32, None, "narrow"),          # a chunk of one warp, a tail of one row
+    (700, 5, 0.05, 3, 50, None, "narrow"),        # chunks ending inside a warp, k = 3, 3 warps
+    (2000, 6, 0.2, 11, 256, 7680, "mixed"),       # two passes (8 + 3 targets), 2 warps
+    (3000, 4, 0.5, 1, 4096, 640, "narrow"),       # 4 warps per block
+    (1500, 3, 0.005, 2, 1024, 256, "wide"),       # every grid wide: the CSC path only
+])
+def test_hist_tdot_emulated(monkeypatch, n, R, sigma, k, chunk, smem, paths):
+    """Z^T U by rb_hist_tdot (its exact emulation: warps, ranks, rounds) and the CSC pieces
+    of the wide grids equals scipy's, for every branch of GridLayout.tdot."""
+    fake = _FakeCupy()
+    monkeypatch.setattr(_ops, "_kernel", _emulated)
+    monkeypatch.setattr(_ops, "has_match_any", lambda xp: True)
+    monkeypatch.setattr(_ops, "HIST_MIN_CHUNK", chunk)
+    monkeypatch.setattr(_ops, "HIST_ALIGN", 1)
+    if smem is not None:
+        monkeypatch.setattr(_ops, "HIST_SMEM", smem)
+        monkeypatch.setattr(_ops, "HIST_MAX_WIDTH", smem // 16)
+    rng = np.random.default_rng(n)
+    X = rng.uniform(size=(n, 3))
+    _, Z, _ = _cpu_Z(X, R, sigma, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        layout = cb.fit_layout(RandomBinning(n_grids=R, sigma=sigma, random_state=1), X, fake)
+    U = rng.normal(size=(n, k))
+    got = layout.tdot(U)
+    np.testing.assert_allclose(got, Z.T @ U, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(layout.tdot_csc(U), Z.T @ U, rtol=1e-12, atol=1e-12)
+    plan, wide = layout.tdot_plan(min(k, _ops.KMAX))
+    sizes = np.diff(layout.grid_ptr_host) * min(k, _ops.KMAX)
+    assert (plan is not None) == bool((sizes <= _ops.HIST_MAX_WIDTH).any())
+    assert (wide is not None) == bool((sizes > _ops.HIST_MAX_WIDTH).any())
+    assert paths == {(True, False): "narrow", (True, True): "mixed",
+                     (False, True): "wide"}[(plan is not None, wide is not None)]
+    if plan is not None:
+        assert plan.chunk == chunk and plan.n_chunks == -(-n // chunk)
+        assert 1 <= plan.warps <= _ops.HIST_WARPS
+        assert 8 * plan.warps * plan.bins_max * plan.kc_max <= _ops.HIST_SMEM
+    # the numpy layout (CI's path) takes the same plan and agrees
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lay_np = cb.fit_layout(RandomBinning(n_grids=R, sigma=sigma, random_state=1), X, np)
+    np.testing.assert_allclose(lay_np.tdot(U), got, rtol=1e-12, atol=1e-12)
+    # without __match_any_sync (hist False) every grid takes the CSC path
+    layout.hist = False
+    plan, wide = layout.tdot_plan(min(k, _ops.KMAX))
+    assert plan is None and wide is not None
+    np.testing.assert_allclose(layout.tdot(U), Z.T @ U, rtol=1e-12, atol=1e-12)
+
+
+def test_hist_tdot_missing_entries(monkeypatch):
+    """Labels of -1 (no entry: transform rows outside the training range) add nothing."""
+    fake = _FakeCupy()
+    monkeypatch.setattr(_ops, "_kernel", _emulated)
+    rng = np.random.default_rng(2)
+    n, R = 300, 3
+    gp = np.array([0, 5, 6, 40])
+    labels = np.stack([rng.integers(-1, gp[r + 1] - gp[r], n) for r in range(R)]).astype(np.int32)
+    U = rng.normal(size=(n, 2))
+    want = np.zeros((gp[-1], 2))
+    for r in range(R):
+        hit = labels[r] >= 0
+        np.add.at(want, gp[r] + labels[r][hit], U[hit])
+    for grids in ([0, 1, 2], [2, 0]):
+        plan = _ops.HistPlan(fake, n, grids, gp, 2, chunk=70)
+        for xp in (fake, np):
+            out = np.full((gp[-1], 2), np.nan)
+            part = _ops.hist_tdot(xp, labels, plan, U, 0, 2)
+            _ops.chunk_sums(xp, part, plan.cols, out, 0, 0.5)
+            cols = plan.cols
+            np.testing.assert_allclose(out[cols], 0.5 * want[cols], rtol=1e-12, atol=1e-12)
+            assert np.isnan(np.delete(out, cols, axis=0)).all()  # other columns untouched
+    with pytest.raises(ValueError, match="shared memory"):
+        monkeypatch.setattr(_ops, "HIST_SMEM", 64)
+        _ops.HistPlan(fake, n, [2], gp, 1)

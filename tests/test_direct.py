@@ -1,0 +1,351 @@
+"""Direct ridge solves (rbcd.solvers._direct): the Gram kernels, the dual and primal
+forms against CG run to a tight tolerance, scikit-learn's Ridge and rbcd_ref, and the
+solver="auto" rule."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.linear_model import Ridge
+
+import rbcd_ref
+from rbcd import RandomBinning, RBClassifier, RBRegressor, RidgeCG, RidgeCGClassifier
+from rbcd.solvers import _direct, _gram
+from rbcd_ref.solvers.cg import RidgeCG as RefRidgeCG
+
+
+def _rb(n=120, d=4, R=16, sigma=None, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, d))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2 + 0.1 * rng.standard_normal(n)
+    rb = RandomBinning(n_grids=R, sigma="scale" if sigma is None else sigma, random_state=seed)
+    Z, cols = rb.fit_transform(X, return_columns=True)
+    return X, y, Z, cols
+
+
+def _labels(Z, cols):
+    n = Z.shape[0]
+    R = cols.grid_ptr.shape[0] - 1
+    return np.ascontiguousarray(Z.indices.reshape(n, R).T.astype(np.int32))
+
+
+# ---------------------------------------------------------------------------- kernels
+
+
+@pytest.mark.parametrize("narrow", [False, True])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 9, 37])
+def test_dual_gram_counts_equal_z_zt(n, narrow):
+    _, _, Z, cols = _rb(n=n, R=7, sigma=0.7, seed=n)
+    L = _labels(Z, cols)
+    if narrow:
+        L = np.ascontiguousarray((L - cols.grid_ptr[:-1, None]).astype(np.uint16))
+    ref = (Z @ Z.T).toarray()
+    for threads in (1, 2, 3):
+        K = np.full((n, n), np.nan)
+        _gram.gram_dual(L, 1.0 / 7, None, 0.0, None, K, threads)
+        lower = np.tril_indices(n)
+        np.testing.assert_allclose(K[lower], ref[lower], rtol=1e-15, atol=0)
+        assert np.all(np.isnan(K[np.triu_indices(n, 1)]))     # the upper triangle untouched
+
+
+def test_dual_gram_centring_and_weights_and_threads():
+    _, _, Z, cols = _rb(n=50, R=9, sigma=0.5)
+    L = _labels(Z, cols)
+    rng = np.random.default_rng(1)
+    m = rng.standard_normal(50)
+    sw = rng.uniform(0.2, 2.0, 50)
+    c = 0.37
+    C = (Z @ Z.T).toarray() * 9          # label-match counts (Z values 1/sqrt(9))
+    ref = sw[:, None] * (C - m[:, None] - m[None, :] + c) * sw[None, :]
+    outs = []
+    for threads in (1, 2, 4):
+        K = np.zeros((50, 50))
+        _gram.gram_dual(L, 1.0, m, c, sw, K, threads)
+        outs.append(np.tril(K))
+    lower = np.tril_indices(50)
+    np.testing.assert_allclose(outs[0][lower], ref[lower], rtol=1e-13, atol=1e-13)
+    assert all(np.array_equal(outs[0], o) for o in outs[1:])
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_primal_gram_equals_zt_s_z(weighted):
+    _, _, Z, cols = _rb(n=60, R=6, sigma=2.0)
+    L = _labels(Z, cols)
+    s = np.random.default_rng(2).uniform(0.5, 1.5, 60) if weighted else None
+    D = Z.shape[1]
+    ref = (Z.T @ sp.diags(np.ones(60) if s is None else s) @ Z).toarray() * 6   # Z values 1/sqrt(6)
+    outs = []
+    for threads in (1, 3):
+        A = np.zeros((D, D))
+        _gram.gram_primal(L, s, A, threads)
+        outs.append(A)
+    lower = np.tril_indices(D)
+    np.testing.assert_allclose(outs[0][lower], ref[lower], rtol=1e-13, atol=1e-13)
+    assert np.array_equal(outs[0], outs[1])
+    assert np.all(outs[0][np.triu_indices(D, 1)] == 0)
+
+
+def test_gram_kernels_refuse_bad_shapes():
+    L = np.zeros((3, 5), dtype=np.int32)
+    with pytest.raises(ValueError, match="K must be"):
+        _gram.gram_dual(L, 1.0, None, 0.0, None, np.zeros((4, 4)), 1)
+    with pytest.raises(ValueError, match="m must"):
+        _gram.gram_dual(L, 1.0, np.zeros(4), 0.0, None, np.zeros((5, 5)), 1)
+    with pytest.raises(ValueError, match="square"):
+        _gram.gram_primal(L, None, np.zeros((4, 3)), 1)
+
+
+# ---------------------------------------------------------------------------- solves
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("structure", [True, False])
+def test_dual_and_primal_agree_with_tight_cg_and_sklearn(fit_intercept, weighted, structure):
+    X, y, Z, cols = _rb(n=150, R=12, sigma=0.6)
+    Y = np.c_[y, X[:, 2] - X[:, 3]]
+    s = np.random.default_rng(3).uniform(0.3, 3.0, 150) if weighted else None
+    c = cols if structure else None
+    cg = RidgeCG(alpha=0.5, tol=1e-13, fit_intercept=fit_intercept).fit(
+        Z, Y, sample_weight=s, columns=cols)
+    sk = Ridge(alpha=0.5, fit_intercept=fit_intercept).fit(Z.toarray(), Y, sample_weight=s)
+    for solver in ("direct", "auto"):
+        m = RidgeCG(alpha=0.5, solver=solver, fit_intercept=fit_intercept, tol=1e-13).fit(
+            Z, Y, sample_weight=s, columns=c)
+        assert m.solver_ == ("dual" if solver == "direct" or structure else "cg")
+        np.testing.assert_allclose(m.coef_, cg.coef_, atol=1e-9)
+        np.testing.assert_allclose(m.coef_, sk.coef_, atol=1e-9)
+        np.testing.assert_allclose(m.intercept_, sk.intercept_, atol=1e-9)
+        if m.solver_ == "dual":
+            assert np.all(m.n_iter_ == 1) and np.all(m.residual_ < 1e-10) and m.converged_
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_primal_form_when_there_are_fewer_columns_than_rows(weighted):
+    X, y, Z, cols = _rb(n=300, R=5, sigma=4.0)
+    assert Z.shape[1] < Z.shape[0]
+    s = np.random.default_rng(4).uniform(0.5, 2.0, 300) if weighted else None
+    sk = Ridge(alpha=0.2).fit(Z.toarray(), y, sample_weight=s)
+    for c in (cols, None):
+        m = RidgeCG(alpha=0.2, solver="direct").fit(Z, y, sample_weight=s, columns=c)
+        assert m.solver_ == "primal"
+        np.testing.assert_allclose(m.coef_, sk.coef_, atol=1e-10)
+        np.testing.assert_allclose(m.intercept_, sk.intercept_, atol=1e-10)
+
+
+def test_one_factorization_per_alpha_for_per_target_alphas():
+    X, y, Z, cols = _rb(n=80, R=10, sigma=0.5)
+    Y = np.c_[y, y, -y, 2 * y]
+    alphas = np.array([0.1, 1.0, 0.1, 10.0])
+    m = RidgeCG(alpha=alphas, solver="direct").fit(Z, Y, columns=cols)
+    for j, a in enumerate(alphas):
+        sk = Ridge(alpha=a).fit(Z.toarray(), Y[:, j])
+        np.testing.assert_allclose(m.coef_[j], sk.coef_, atol=1e-10)
+
+
+def test_alpha_zero_gives_the_minimum_norm_solution():
+    # more columns than rows and alpha = 0: singular dual Gram, CG's minimum-norm answer
+    X, y, Z, cols = _rb(n=40, R=8, sigma=0.3)
+    m = RidgeCG(alpha=0.0, solver="direct", fit_intercept=False).fit(Z, y, columns=cols)
+    ref = np.linalg.lstsq(Z.toarray(), y, rcond=None)[0]
+    np.testing.assert_allclose(m.coef_, ref, atol=1e-8)
+    # duplicated rows: a singular Gram matrix even with fewer columns than rows
+    Zd = sp.vstack([Z, Z]).tocsr()
+    md = RidgeCG(alpha=0.0, solver="direct", fit_intercept=False).fit(Zd, np.r_[y, y])
+    np.testing.assert_allclose(md.coef_, ref, atol=1e-8)
+
+
+def test_classifier_one_factorization_serves_every_class():
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-1, 1, size=(240, 3))
+    y = np.digitize(X[:, 0] + X[:, 1] ** 2, [-0.5, 0.2, 0.8])
+    Z, cols = RandomBinning(n_grids=16, random_state=0).fit_transform(X, return_columns=True)
+    cg = RidgeCGClassifier(alpha=1.0, tol=1e-13).fit(Z, y, columns=cols)
+    d = RidgeCGClassifier(alpha=1.0, solver="direct").fit(Z, y, columns=cols)
+    assert d.solver_ == "dual" and d.coef_.shape == (4, Z.shape[1])
+    np.testing.assert_allclose(d.coef_, cg.coef_, atol=1e-9)
+    np.testing.assert_array_equal(d.predict(Z), cg.predict(Z))
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 40), R=st.integers(1, 9),
+       sigma=st.sampled_from([0.2, 0.7, 3.0]), alpha=st.sampled_from([1e-3, 0.1, 2.0]),
+       fit_intercept=st.booleans(), weighted=st.booleans())
+def test_direct_matches_the_twin(seed, n, R, sigma, alpha, fit_intercept, weighted):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, size=(n, 3))
+    y = rng.standard_normal(n)
+    s = rng.uniform(0.1, 3.0, n) if weighted else None
+    Z, cols = RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit_transform(
+        X, return_columns=True)
+    Zr = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit_transform(X)
+    assert (Z != Zr).nnz == 0
+    fast = RidgeCG(alpha=alpha, solver="direct", fit_intercept=fit_intercept).fit(
+        Z, y, sample_weight=s, columns=cols)
+    ref = RefRidgeCG(alpha=alpha, solver="direct", fit_intercept=fit_intercept).fit(
+        Zr, y, sample_weight=s)
+    scale = 1.0 + np.max(np.abs(ref.coef_))
+    np.testing.assert_allclose(fast.coef_, ref.coef_, atol=1e-9 * scale)
+    np.testing.assert_allclose(fast.intercept_, ref.intercept_, atol=1e-9 * scale)
+
+
+def test_twin_direct_agrees_with_twin_cg():
+    X, y, Z, cols = _rb(n=60, R=6, sigma=0.5)
+    a = RefRidgeCG(alpha=0.3, solver="direct").fit(Z, y)
+    b = RefRidgeCG(alpha=0.3, tol=1e-12).fit(Z, y)
+    np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-9)
+    assert np.all(a.n_iter_ == 1)
+
+
+# ---------------------------------------------------------------------------- the rule
+
+
+def test_plan_chooses_by_size():
+    assert _direct.plan(300, 20000, 256, 1, True) == "dual"
+    assert _direct.plan(3000, 600000, 256, 10, True) == "dual"
+    assert _direct.plan(300000, 3_000_000, 256, 1, True) == "cg"
+    assert _direct.plan(100000, 2000, 256, 10, True) == "primal"
+    assert _direct.plan(300, 20000, 256, 1, False) == "cg"
+    # the Gram matrix's memory bounds the direct forms
+    assert _direct.plan(20000, 10**6, 256, 100, True) == "cg"
+
+
+def test_models_default_to_auto_and_agree_with_cg():
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-1, 1, size=(200, 4))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    auto = RBClassifier(n_grids=32, random_state=0).fit(X, y)
+    assert auto.get_params()["solver"] == "auto"
+    assert auto.solver_.solver_ == "dual"
+    cg = RBClassifier(n_grids=32, solver="cg", tol=1e-12, random_state=0).fit(X, y)
+    np.testing.assert_allclose(auto.coef_, cg.coef_, atol=1e-8)
+    r = RBRegressor(n_grids=32, solver="direct", random_state=0).fit(X, X[:, 0] - X[:, 1])
+    r_cg = RBRegressor(n_grids=32, solver="cg", tol=1e-12, random_state=0).fit(X, X[:, 0] - X[:, 1])
+    np.testing.assert_allclose(r.predict(X), r_cg.predict(X), atol=1e-8)
+    ref = rbcd_ref.RBRegressor(n_grids=32, solver="auto", random_state=0).fit(X, X[:, 0] - X[:, 1])
+    np.testing.assert_allclose(r.predict(X), ref.predict(X), atol=1e-8)
+    with pytest.raises(ValueError, match="squared loss"):
+        RBClassifier(solver="direct", loss="logistic").fit(X, y)
+
+
+# ---------------------------------------------------------------------------- threads
+
+
+def _python(code, **env):
+    full = dict(os.environ)
+    for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        full.pop(k, None)
+    full.update(env)
+    out = subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
+                         text=True, check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    return out.stdout.strip()
+
+
+def test_rbcd_loads_openmp_with_passive_waits_and_restores_the_environment():
+    code = "import os, rbcd; print(rbcd._WAIT_POLICY); print('OMP_WAIT_POLICY' in os.environ)"
+    lines = _python(code).splitlines()
+    if "not loaded" in lines[0]:
+        pytest.fail("rbcd's compiled modules are not importable")
+    assert lines == ["OMP_WAIT_POLICY=PASSIVE (set by rbcd)", "False"]
+    assert _python(code, OMP_WAIT_POLICY="active").splitlines() == ["user environment", "True"]
+    assert _python(code, GOMP_SPINCOUNT="1000").splitlines()[0] == "user environment"
+
+
+# ---------------------------------------------------------------------------- alpha="auto"
+
+
+def _brute_loo(Z, y, s, alphas, fit_intercept):
+    """Leave-one-out squared error by refitting scikit-learn's Ridge n times per alpha."""
+    out = []
+    for a in alphas:
+        err = 0.0
+        for i in range(Z.shape[0]):
+            keep = np.arange(Z.shape[0]) != i
+            m = Ridge(alpha=a, fit_intercept=fit_intercept).fit(Z[keep].toarray(), y[keep],
+                                                                  sample_weight=s[keep])
+            err += s[i] * (y[i] - m.predict(Z[i].toarray())[0]) ** 2
+        out.append(-err / s.sum())
+    return np.array(out)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_leave_one_out_scores_equal_refitting(fit_intercept, weighted):
+    from rbcd.solvers.cg import _RidgeSystem
+
+    X, y, Z, cols = _rb(n=30, R=8, sigma=0.5, seed=3)
+    s = np.random.default_rng(0).uniform(0.5, 2.0, 30) if weighted else np.ones(30)
+    system = _RidgeSystem(Z, y[:, None], s if weighted else None, fit_intercept, 1, cols)
+    alphas = np.array([0.01, 0.3, 3.0])
+    a, W, scores = _direct.loo_select(system, cols, alphas, False)
+    np.testing.assert_allclose(scores[:, 0], _brute_loo(Z, y, s, alphas, fit_intercept),
+                               rtol=1e-9)
+    assert a == alphas[int(np.argmax(scores[:, 0]))]
+    sk = Ridge(alpha=a, fit_intercept=fit_intercept).fit(Z.toarray(), y, sample_weight=s)
+    np.testing.assert_allclose(W[:, 0], sk.coef_, atol=1e-9)
+
+
+def test_auto_alpha_matches_the_twin_and_is_stored():
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-1, 1, size=(150, 3))
+    y = np.sin(4 * X[:, 0]) + 0.5 * rng.standard_normal(150)
+    Z, cols = RandomBinning(n_grids=16, random_state=0).fit_transform(X, return_columns=True)
+    fast = RidgeCG(alpha="auto", solver="auto").fit(Z, y, columns=cols)
+    ref = RefRidgeCG(alpha="auto", solver="direct").fit(Z, y)
+    assert fast.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)
+    np.testing.assert_allclose(fast.coef_, ref.coef_, atol=1e-8)
+    # noisier targets choose a larger penalty
+    noisy = RidgeCG(alpha="auto").fit(Z, y + 3 * rng.standard_normal(150), columns=cols)
+    assert noisy.alpha_ > fast.alpha_
+    # a number is that exact penalty
+    assert RidgeCG(alpha=0.25).fit(Z, y).alpha_ == 0.25
+
+
+def test_auto_alpha_classification_scores_accuracy_and_matches_the_twin():
+    from rbcd_ref.solvers.cg import RidgeCGClassifier as RefClassifier
+
+    rng = np.random.default_rng(9)
+    X = rng.uniform(-1, 1, size=(120, 3))
+    y = np.digitize(X[:, 0] * X[:, 1] + 0.2 * rng.standard_normal(120), [-0.2, 0.2])
+    Z = RandomBinning(n_grids=16, random_state=1).fit_transform(X)
+    fast = RidgeCGClassifier(alpha="auto", solver="direct").fit(Z, y)
+    ref = RefClassifier(alpha="auto", solver="direct").fit(Z, y)
+    assert fast.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)
+    np.testing.assert_array_equal(fast.predict(Z), ref.predict(Z))
+
+
+def test_auto_alpha_above_the_leave_one_out_size_uses_a_sample(monkeypatch):
+    from rbcd_ref.solvers import cg as ref_cg
+
+    monkeypatch.setattr(_direct, "LOO_MAX_ROWS", 60)
+    monkeypatch.setattr(ref_cg, "LOO_MAX_ROWS", 60)
+    X, y, Z, cols = _rb(n=200, R=8, sigma=0.4, seed=5)
+    fast = RidgeCG(alpha="auto", solver="direct").fit(Z, y, columns=cols)
+    ref = RefRidgeCG(alpha="auto", solver="direct").fit(Z, y)
+    assert fast.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)
+    # a candidate per unit of weight, scaled from the sample's 60 rows to all 200
+    assert np.isclose(_direct.AUTO_ALPHAS_PER_ROW * 200, fast.alpha_).any()
+    np.testing.assert_allclose(fast.coef_, ref.coef_, atol=1e-8)
+    cg = RidgeCG(alpha="auto", solver="cg", tol=1e-10).fit(Z, y, columns=cols)
+    assert cg.alpha_ == pytest.approx(fast.alpha_)
+    np.testing.assert_allclose(cg.coef_, ref.coef_, atol=1e-6)
+
+
+def test_models_default_alpha_is_auto():
+    rng = np.random.default_rng(10)
+    X = rng.uniform(-1, 1, size=(200, 4))
+    y = np.sin(3 * X[:, 0]) + 0.3 * rng.standard_normal(200)
+    m = RBRegressor(n_grids=32, random_state=0).fit(X, y)
+    assert m.get_params()["alpha"] == "auto" and m.alpha_ == m.solver_.alpha_ > 0
+    ref = rbcd_ref.RBRegressor(n_grids=32, random_state=0).fit(X, y)
+    np.testing.assert_allclose(m.predict(X), ref.predict(X), atol=1e-8)
+    fixed = RBRegressor(n_grids=32, alpha=None, random_state=0).fit(X, y)
+    assert fixed.alpha_ == pytest.approx(1e-4 * 200)
+    cd = RBRegressor(n_grids=8, solver="cd", max_epochs=5, random_state=0)
+    with pytest.warns(Warning):
+        cd.fit(X, y)
+    assert cd.alpha_ == 1e-4
