@@ -54,6 +54,8 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._calibration import fit_softmax_calibration, softmax_probabilities
+from ._integrity import ChecksummedState
+from ._memory import check_solver_memory
 from ._validation import (
     N_JOBS,
     POSITIVE_INT,
@@ -63,6 +65,9 @@ from ._validation import (
     Interval,
     RealInterval,
     StrOptions,
+    check_class_labels,
+    check_regression_target,
+    check_sample_weight,
     fit_context,
 )
 from .solvers.cd import CDClassifier, CDRegressor
@@ -116,6 +121,31 @@ AUTO_GRIDS = 256
 AUTO_GRIDS_WIDE = 512
 WIDE_D = 64
 
+def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
+    """alpha="auto" for a fit whose own solver cannot choose it (the GPU and Dask paths):
+    the CPU's rule (rbcd.solvers.cg._solve_auto_alpha) on the host. Up to LOO_MAX_ROWS
+    rows all of them, above a fixed sample of as many (the CPU's draw), binned by the
+    fitted CPU ``binning`` (the training bins, hence the same dual Gram matrix and the
+    same choice as a CPU fit); exact leave-one-out there, and the best penalty per unit of
+    weight times ``n_weight``. ``take_rows(rows)`` returns (X, y, sample_weight or None)
+    of the given sorted rows as numpy arrays (gathered from the device or the cluster)."""
+    from .binning import column_structure
+    from .solvers._direct import LOO_MAX_ROWS
+
+    rows = np.arange(n_rows) if n_rows <= LOO_MAX_ROWS else np.sort(
+        np.random.default_rng(0).permutation(n_rows)[:LOO_MAX_ROWS])
+    Xs, ys, ws = take_rows(rows)
+    Zs = binning.transform(np.asarray(Xs, dtype=np.float64))
+    cols = column_structure(Zs, binning.grid_ptr_)
+    weight = float(len(rows)) if ws is None else float(np.sum(ws))
+    aux = model._make_solver(Zs.shape, True, weight)
+    aux.set_params(solver="direct", alpha="auto")
+    if "device" in aux.get_params():
+        aux.set_params(device="cpu")
+    aux.fit(Zs, ys, sample_weight=ws, columns=cols)
+    return float(aux.alpha_ / weight * n_weight)
+
+
 def auto_n_grids(n_features_in):
     """The grids of ``n_grids="auto"``: AUTO_GRIDS, or AUTO_GRIDS_WIDE above WIDE_D features."""
     return AUTO_GRIDS if n_features_in <= WIDE_D else AUTO_GRIDS_WIDE
@@ -146,7 +176,7 @@ _RB_CONSTRAINTS = {
 }
 
 
-class _RBBase(BaseEstimator):
+class _RBBase(ChecksummedState, BaseEstimator):
     _classifier = False
     _parameter_constraints = dict(_RB_CONSTRAINTS)
 
@@ -184,6 +214,11 @@ class _RBBase(BaseEstimator):
                     f"'squared', got {self.loss!r}"
                 )
             loss = "squared"
+            if self.l1_ratio not in (0, 1):  # 1: the default, unused; 0: ridge, what it solves
+                raise ValueError(
+                    f"solver={solver!r} solves ridge (an L2 penalty only); l1_ratio must be 0 "
+                    f"or its default 1.0 (ignored) with it, got {self.l1_ratio!r}: use "
+                    f"solver='cd' for an elastic net")
         elif self.loss is None:
             loss = "logistic" if self._classifier else "squared"
         else:
@@ -240,6 +275,10 @@ class _RBBase(BaseEstimator):
                           dtype=np.float64, ensure_all_finite=False)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        # y and the weights checked here, before the binning, in this estimator's name
+        y = (check_class_labels(y, X.shape[0], type(self).__name__) if self._classifier
+             else check_regression_target(y, X.shape[0]))
+        sample_weight = check_sample_weight(sample_weight, X.shape[0])
         t0 = time.perf_counter()
         binning = self._make_binning()
         cols = None
@@ -248,9 +287,12 @@ class _RBBase(BaseEstimator):
         else:  # hashed mode: no grid structure
             Z = binning.fit_transform(X)
         t1 = time.perf_counter()
-        n_weight = Z.shape[0] if sample_weight is None else float(
-            np.sum(np.broadcast_to(np.asarray(sample_weight, dtype=np.float64), (Z.shape[0],))))
+        n_weight = Z.shape[0] if sample_weight is None else float(np.sum(sample_weight))
         est = self._make_solver(Z.shape, cols is not None, n_weight)
+        n_out = (np.unique(y).shape[0] if self._classifier else
+                 1 if np.ndim(y) == 1 else np.shape(y)[1])   # classes (one-vs-rest), targets
+        check_solver_memory(type(self).__name__, "cd" if solver == "cd" else "cg", Z.shape[0],
+                            Z.shape[1], n_out, "classes" if self._classifier else "targets")
         est.fit(Z, y, sample_weight=sample_weight, columns=cols)
         t2 = time.perf_counter()
         self.binning_ = binning
@@ -317,7 +359,7 @@ _PARAMS_DOC = """
     sigma : "scale", float or array (n_features,), default "scale"
         Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma). "scale": half the
         median L1 distance between sampled pairs of training rows (``binning_.sigma_``);
-        tune around it with ``c * rbcd.binning.median_l1_distance(X)``.
+        tune around it with ``c * rbcd.median_l1_distance(X)``.
     kernel : "laplacian"
     n_features : None or int
         None: exact bins (one column per non-empty training bin). An int m: hashed

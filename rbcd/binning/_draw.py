@@ -8,13 +8,13 @@ only and keeps for the others their value and an interval around it inside its b
 kappa_ says whether the grids are degenerate (:class:`DegenerateBinningWarning`).
 """
 import copy
-import warnings
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._random import make_generator
+from .._warnings import warn as warn_user
 from .._scale import scale_sigma
 from .._threads import effective_n_threads
 from .._validation import (
@@ -70,15 +70,15 @@ def _warn_if_degenerate(kappa, n_samples, sigma, param):
     else:
         return
     if isinstance(param, str):  # sigma="scale" gave it
-        advice = (f"try {fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult} "
+        advice = (f"try {fix}: sigma = c * rbcd.median_l1_distance(X) with {mult} "
                   "(sigma='scale' is one such multiple), or per-feature sigmas if the "
                   "features' scales differ")
     else:
         advice = (f"try sigma='scale' (a bandwidth from the data's median L1 distance), or "
-                  f"{fix}: sigma = c * rbcd.binning.median_l1_distance(X) with {mult}")
-    warnings.warn(
+                  f"{fix}: sigma = c * rbcd.median_l1_distance(X) with {mult}")
+    warn_user(
         f"degenerate random binning with {_describe_sigma(sigma)}: {what}; {advice}",
-        DegenerateBinningWarning, stacklevel=4,
+        DegenerateBinningWarning,
     )
 
 

@@ -43,6 +43,7 @@ from .._validation import (
     fit_context,
     index_dtype,
 )
+from .._integrity import ChecksummedState
 # The stages' names stay importable from here: callers and tests import them from this
 # module, and pickles of earlier releases name it for _GridDraw, _ConstantColumns and
 # _restore_grid_tables (GridTables.__reduce__).
@@ -123,7 +124,7 @@ __all__ = ["RandomBinning", "RBColumns", "column_structure", "DegenerateBinningW
 MAX_FEATURE_NAMES = 1 << 26
 
 
-class RandomBinning(TransformerMixin, BaseEstimator):
+class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
     """Random binning features for the Laplacian kernel.
 
     The kernel is the L1 Laplacian ``k(x, y) = exp(-||x - y||_1 / sigma)``
@@ -139,12 +140,12 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     sigma : "scale", float or array of shape (n_features_in_,), default="scale"
         Kernel bandwidth, positive; one per input feature if an array. Widths
         are drawn ``delta[r, j] ~ Gamma(shape 2, scale sigma_j)``. ``"scale"``
-        computes it from the training rows: ``rbcd._scale.scale_sigma(X)``, a
-        fixed multiple (``rbcd._scale.DEFAULT_FACTOR``) of the median L1 distance
-        of sampled pairs of rows, the same for every ``random_state``. To tune
+        computes it from the training rows: a fixed multiple (0.5) of
+        ``rbcd.median_l1_distance(X)``, the median L1 distance of sampled pairs of
+        rows, the same for every ``random_state``. To tune
         around it, search a few multipliers of that distance::
 
-            d = rbcd.binning.median_l1_distance(X)
+            d = rbcd.median_l1_distance(X)
             for c in (0.25, 0.5, 1, 2, 4):
                 RandomBinning(sigma=c * d)
 
