@@ -76,8 +76,12 @@ from .._threads import effective_n_threads, limit_blas
 from .._validation import N_JOBS, TOL, VERBOSE, Interval, RealInterval, StrOptions, fit_context
 
 _PRECONDITIONERS = ("jacobi", None)
-# multiply-adds per thread below which a product runs on fewer threads
-_WORK_PER_THREAD = 50_000
+# multiply-adds per thread below which a product runs on fewer threads: about half a
+# millisecond of one thread's work. A thread team's wake-up costs microseconds on an idle
+# machine but up to a scheduler time slice when other processes hold the cores (rbcd's
+# threads then sleep: rbcd._openmp_env); at 50,000 a 133-row fit (wine) ran its products on
+# 2 threads and n_jobs=None took 1.3-2x n_jobs=1 beside other processes
+_WORK_PER_THREAD = 500_000
 
 
 def _max_abs(Z):
