@@ -160,7 +160,7 @@ def operator_cpu_cluster(args, client, Xd, y):
     """Per-entry thread CPU time of the CG operator on the workers, with the grid labels
     (``columns=``, the local kernels) and without (scipy): the constant c_cg of docs/dask.md."""
     import rbcd.dask as rd
-    from rbcd.dask.cg import build_blocks, regression_targets
+    from rbcd.dask._blocks import build_blocks, regression_targets
 
     Zd, cols = rd.RandomBinning(n_grids=args.grids, sigma=args.sigma,
                                 random_state=args.seed).fit_transform(Xd, return_columns=True)
@@ -203,7 +203,7 @@ class _Phases:
     """Per-phase measurements of a distributed fit, made by wrapping (in this process only)
     the three places where rbcd.dask talks to its workers: the binning
     (RandomBinning.fit_transform, waited for so that the phase ends with Z on the workers),
-    the CG round trips (rbcd.dask.cg.Cluster.map) and the CD solve (rbcd.dask.cd._Actors
+    the CG round trips (rbcd.dask._blocks.Cluster.map) and the CD solve (rbcd.dask.cd._Actors
     .solve: one call to the coordinating actor, which reports its messages to the other
     actors). For each phase: wall time, driver CPU time, each worker's CPU time
     (``client.run(time.process_time)``), round trips, bytes sent to and received from the
@@ -241,8 +241,8 @@ class _Phases:
         from distributed import wait
 
         import rbcd.dask.binning as B
+        import rbcd.dask._blocks as CG
         import rbcd.dask.cd as CD
-        import rbcd.dask.cg as CG
 
         orig = (B.RandomBinning.fit_transform, B._merge_partitions, CG.Cluster.map,
                 CD._Actors.solve)

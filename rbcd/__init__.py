@@ -12,7 +12,7 @@ Layout, one stage of the pipeline per subpackage (nothing below imports anything
 - ``rbcd.solvers``: coordinate descent (``cd``) and conjugate gradient (``cg``) on Z;
 - ``rbcd.models``: RBClassifier / RBRegressor, binning + a solver in one estimator;
 - ``rbcd.model_selection``: RBClassifierCV / RBRegressorCV, their cross-validated forms;
-- ``rbcd.dask``: the same estimators on Dask arrays (``pip install 'rbcd[dask]'``);
+- ``rbcd.dask``: the same estimators on Dask arrays (``pip install '.[dask]'`` in a clone);
 - ``rbcd.related``: the other papers' systems (random Fourier features, sparse random
   features, doubly stochastic kernel learning);
 - ``rbcd.cli``: the command line (``python -m rbcd``).
@@ -63,8 +63,15 @@ def __dir__():
     return __all__ + ["__version__"]
 
 
-def show_config(file=None):
-    """Print how rbcd was built and how many threads it will use."""
+def show_config(file=None, as_dict=False):
+    """Print how rbcd was built and what it will use here: OpenMP and the default thread
+    count, the SIMD path of the binning kernels (AVX-512 or scalar, chosen at run time),
+    how coordinate descent's Hogwild mode adds (hardware transactions or atomic adds), and
+    the versions of its dependencies.
+
+    Returns None (so that an interactive session does not echo the text a second time);
+    ``as_dict=True`` returns the same facts as a dict instead, printing nothing.
+    """
     import sys
 
     import numpy
@@ -73,12 +80,28 @@ def show_config(file=None):
 
     from ._openmp_info import openmp_is_enabled
     from ._threads import effective_n_threads
+    from .binning._binning import avx512_cpu
+    from .solvers._cd import rtm_available
 
-    out = file or sys.stdout
     omp = openmp_is_enabled()
+    info = {"version": __version__, "openmp": omp, "threads": effective_n_threads(None),
+            "wait_policy": _WAIT_POLICY,
+            "simd": "avx512" if avx512_cpu() else "scalar",
+            "cd_atomics": "rtm" if rtm_available() else "atomic",
+            "numpy": numpy.__version__, "scipy": scipy.__version__,
+            "scikit-learn": sklearn.__version__}
+    if as_dict:
+        return info
+    out = file or sys.stdout
+    simd = ("AVX-512 (avx512f + avx512dq, detected at run time)" if info["simd"] == "avx512"
+            else "scalar (this CPU lacks AVX-512, or the build has no AVX-512 support)")
+    atomics = ("hardware transactions (Intel RTM)" if info["cd_atomics"] == "rtm"
+               else "atomic adds")
     print(f"rbcd {__version__}", file=out)
     print(f"  OpenMP:          {'enabled' if omp else 'DISABLED (serial kernels)'}", file=out)
-    print(f"  default threads: {effective_n_threads(None)}", file=out)
+    print(f"  default threads: {info['threads']}", file=out)
     print(f"  OpenMP waiting:  {_WAIT_POLICY}", file=out)
-    print(f"  numpy {numpy.__version__}, scipy {scipy.__version__}, scikit-learn {sklearn.__version__}", file=out)
-    return {"openmp": omp, "threads": effective_n_threads(None)}
+    print(f"  binning SIMD:    {simd}", file=out)
+    print(f"  CD Hogwild adds: {atomics}", file=out)
+    print(f"  numpy {numpy.__version__}, scipy {scipy.__version__}, scikit-learn "
+          f"{sklearn.__version__}", file=out)

@@ -33,13 +33,13 @@ To use several threads in worker processes, start them with the "spawn" or
 forks before rbcd has used more than one thread is not affected.
 """
 import os
-import warnings
 from contextlib import contextmanager
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from ._openmp_info import max_threads, openmp_is_enabled
+from ._warnings import warn as warn_user
 
 
 class _ForkState:
@@ -113,12 +113,12 @@ def effective_n_threads(n_jobs=None):
         if _FORK_STATE.forked_child:
             if not _FORK_STATE.warned:
                 _FORK_STATE.warned = True
-                warnings.warn(
+                warn_user(
                     f"rbcd runs with 1 thread instead of {n} in this process: it was forked "
                     "after its parent had used OpenMP threads, and GNU OpenMP cannot start "
                     "threads in such a child (it would hang). Start worker processes with "
                     "multiprocessing's 'spawn' or 'forkserver' method to use threads in them.",
-                    RuntimeWarning, stacklevel=2)
+                    RuntimeWarning)
             return 1
         _FORK_STATE.pool_may_exist = True
     return n

@@ -234,3 +234,116 @@ def index_dtype(n_columns, nnz):
     if n_columns >= 2**31 or nnz >= 2**31:
         return np.dtype(np.int64)
     return np.dtype(np.int32)
+
+
+# ---------------------------------------------------------------------------------------
+# Weights and targets: one set of checks and messages for every estimator (local, the
+# models and rbcd.dask), each failure naming the parameter.
+# ---------------------------------------------------------------------------------------
+def check_sample_weight(sample_weight, n_samples):
+    """``sample_weight`` as float64 (n_samples,), finite, >= 0, with a positive sum; None
+    stays None (unit weights). A scalar is that weight for every row. Every failure is a
+    ValueError naming ``sample_weight`` (a wrong shape too, rather than numpy's broadcast
+    error)."""
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, numbers.Real) and not isinstance(sample_weight, (bool, np.bool_)):
+        s = np.full(n_samples, float(sample_weight))
+    else:
+        if sp.issparse(sample_weight):
+            raise ValueError("sample_weight must be a 1-D array, got a sparse matrix")
+        s = np.asarray(sample_weight)
+        if s.dtype.kind not in "biuf":
+            raise ValueError(f"sample_weight must be numeric, got dtype {s.dtype}")
+        s = np.ascontiguousarray(s, dtype=np.float64)
+        if s.ndim != 1:
+            raise ValueError(f"sample_weight must be 1-D with one weight per row, got shape "
+                             f"{s.shape}")
+        if s.shape[0] != n_samples:
+            raise ValueError(f"sample_weight has {s.shape[0]} entries but X has {n_samples} "
+                             f"rows")
+    if not np.all(np.isfinite(s)):
+        i = int(np.flatnonzero(~np.isfinite(s))[0])
+        raise ValueError(f"sample_weight contains NaN or inf ({float(s[i])!r} at index {i})")
+    if np.any(s < 0):
+        i = int(np.flatnonzero(s < 0)[0])
+        raise ValueError(f"sample_weight must be non-negative, got {float(s[i])!r} at index {i}")
+    if not s.sum() > 0:
+        raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
+    return s
+
+
+def check_class_weight(class_weight):
+    """A ``class_weight`` dict's weights must be finite non-negative reals ("balanced" and
+    None pass; anything else is for the estimator's parameter constraints). Returns it."""
+    if isinstance(class_weight, dict):
+        for label, weight in class_weight.items():
+            if isinstance(weight, (bool, np.bool_)) or not isinstance(weight, numbers.Real):
+                raise ValueError(f"class_weight must map each class to a number, got "
+                                 f"{weight!r} for class {label!r}")
+            if not (np.isfinite(float(weight)) and float(weight) >= 0):
+                raise ValueError(f"class_weight must be finite and non-negative, got "
+                                 f"{weight!r} for class {label!r}")
+    return class_weight
+
+
+def check_regression_target(y, n_samples=None, matrix="X"):
+    """Regression ``y`` as float64 (1-D or 2-D), every entry finite: an object array
+    holding None, inf or non-numbers is refused by name (numpy would turn None into NaN
+    and scikit-learn's object-dtype check sees only NaN)."""
+    y = np.asarray(y)
+    if y.dtype.kind not in "biufO":
+        raise ValueError(f"y must be numeric for regression, got dtype {y.dtype}")
+    if y.dtype.kind == "O":
+        flat = y.ravel()
+        for i, v in enumerate(flat):
+            if v is None or isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
+                where = np.unravel_index(i, y.shape) if y.ndim > 1 else i
+                raise ValueError(f"y must be numeric for regression, got {v!r} at index {where}")
+        y = y.astype(np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if y.ndim == 0 or y.ndim > 2:
+        raise ValueError(f"y must be 1-D or 2-D, got shape {y.shape}")
+    if n_samples is not None and y.shape[0] != n_samples:
+        raise ValueError(f"y has {y.shape[0]} rows but {matrix} has {n_samples} rows")
+    if y.ndim == 2 and y.shape[1] == 0:
+        raise ValueError(f"y has no columns (shape {y.shape})")
+    if not np.all(np.isfinite(y)):
+        bad = np.argwhere(~np.isfinite(y))[0]
+        where = tuple(int(b) for b in bad) if y.ndim > 1 else int(bad[0])
+        raise ValueError(f"y contains NaN or inf ({float(y[tuple(bad)])!r} at index {where})")
+    return y
+
+
+def check_class_labels(y, n_samples, owner):
+    """Classification ``y`` (1-D; a column vector is ravelled with scikit-learn's
+    DataConversionWarning): labels of one kind, finite, at least two classes. ``owner``
+    names the estimator in the messages (the one the user called). Returns y."""
+    from sklearn.exceptions import DataConversionWarning
+    from sklearn.utils.multiclass import check_classification_targets
+
+    from ._warnings import warn
+
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        warn("A column-vector y was passed when a 1d array was expected; it is ravelled.",
+             DataConversionWarning)
+        y = y.ravel()
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D for {owner}, got shape {y.shape}")
+    if y.shape[0] != n_samples:
+        raise ValueError(f"y has {y.shape[0]} rows but X has {n_samples} rows")
+    if y.dtype.kind == "O":
+        for i, v in enumerate(y):
+            if v is None or (isinstance(v, numbers.Real) and not np.isfinite(float(v))):
+                raise ValueError(f"y contains {v!r} at index {i}: class labels must be "
+                                 f"finite numbers or strings")
+    elif y.dtype.kind == "f" and not np.all(np.isfinite(y)):
+        i = int(np.flatnonzero(~np.isfinite(y))[0])
+        raise ValueError(f"y contains NaN or inf ({float(y[i])!r} at index {i})")
+    check_classification_targets(y)
+    classes = np.unique(y)
+    if classes.shape[0] < 2:
+        raise ValueError(f"{owner} needs samples of at least 2 classes in y, got only one "
+                         f"class: {classes[0].tolist()!r}")
+    return y

@@ -7,7 +7,8 @@
                          [--task auto|classification|regression] [--zero-based auto|yes|no]
                          [--n-grids R] [--sigma S|scale] [--solver cg|cd] [--loss ...]
                          [--alpha A] [--l1-ratio R] [--tol T] ... [-v]
-    python -m rbcd predict MODEL.joblib DATA.svm [--output FILE] [--zero-based ...]
+                         [--class-weight balanced|LABEL:W,...] [--calibration ...]
+    python -m rbcd predict MODEL.joblib DATA.svm [--output FILE] [--proba] [--zero-based ...]
 
 Models are ``rbcd.RBClassifier`` / ``rbcd.RBRegressor``: random binning (X -> sparse Z),
 then ridge by conjugate gradient or coordinate descent on Z.
@@ -40,11 +41,17 @@ one is an error naming the line.
 
 **Files.** The model (joblib, inside a dict marked as an rbcd model, see
 :func:`save_model`) and the predictions are written atomically (:mod:`rbcd._io`): a
-failed write (full disk, quota, Ctrl-C) leaves the previous file, or none, never a
-truncated one. A model file is a pickle: only load model files you trust.
+failed write (full disk, quota, Ctrl-C, SIGTERM) leaves the previous file, or none, never a
+truncated one, and no temporary file (one left by SIGKILL is removed by the next write).
+A device or pipe (``-o /dev/stdout``) is written in place. An output that is one of the
+command's inputs (``train d.svm --model d.svm``, ``predict m.joblib t.svm -o t.svm``) is
+refused, and an output that cannot be written is found before any work. The model's
+state carries checksums (:mod:`rbcd._integrity`): a damaged file is an error, not other
+predictions. A model file is a pickle: only load model files you trust.
 
 **Errors** are one line on stderr, ``rbcd: error: ...``, with exit code 2 for usage errors
-and 1 for data, model and file errors (``--debug`` shows the traceback instead).
+and 1 for data, model and file errors (``--debug`` shows the traceback instead); 130 after
+Ctrl-C, 143 after SIGTERM.
 """
 import argparse
 import contextlib
@@ -92,6 +99,46 @@ class CLIError(Exception):
     """Bad data, model or file (exit code 1)."""
 
 
+class Terminated(BaseException):
+    """SIGTERM arrived (exit code 143). A BaseException, like KeyboardInterrupt, so that
+    it unwinds through every ``except Exception`` and the atomic writes remove their
+    temporary files on the way out."""
+
+
+@contextlib.contextmanager
+def _sigterm_unwinds():
+    """While the command runs, SIGTERM raises :class:`Terminated` in the main thread
+    (Python's default would end the process at once, leaving a temporary file behind);
+    the previous handler is restored afterwards. Elsewhere than the main thread, nothing
+    changes."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _command_of(argv):
+    """The subcommand named in ``argv`` (the first of demo/train/predict before any
+    other positional argument), or None."""
+    for token in argv:
+        if token in COMMANDS:
+            return token
+        if not token.startswith("-"):
+            return None
+    return None
+
+
 # ----------------------------------------------------------------------------- arguments
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: raise UsageError instead of printing usage."""
@@ -108,6 +155,36 @@ def _positive_int(text):
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def _seed(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
+def _class_weight(text):
+    """--class-weight: 'balanced', or 'LABEL:WEIGHT,...' (labels as in the data file)."""
+    if text == "balanced":
+        return text
+    weights = {}
+    for part in text.split(","):
+        label, sep, weight = part.partition(":")
+        try:
+            label_value, value = float(label), float(weight)
+        except ValueError:
+            label_value = value = None
+        if not sep or value is None or not (math.isfinite(value) and value >= 0) \
+                or not math.isfinite(label_value):
+            raise argparse.ArgumentTypeError(
+                f"expected 'balanced' or LABEL:WEIGHT pairs separated by commas, with finite "
+                f"non-negative weights (e.g. 1:5,-1:1), got {text!r}")
+        weights[int(label_value) if label_value == int(label_value) else label_value] = value
+    return weights
 
 
 def _nonzero_int(text):
@@ -225,17 +302,25 @@ def _add_common(p):
     p.add_argument("--n-jobs", type=_nonzero_int, default=None,
                    help="threads (default: OpenMP's, OMP_NUM_THREADS or all usable cores; "
                         "-1 = all, -2 = all but one)")
-    p.add_argument("--seed", type=int, default=0,
-                   help="random_state of the estimator (default 0: reproducible runs)")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="random_state of the estimator, a non-negative integer (default 0: "
+                        "reproducible runs)")
     p.add_argument("--verbose", "-v", action="count", default=0,
-                   help="progress on stderr even when it is not a terminal: -v a summary "
-                        "per stage, -vv per iteration (passed to the estimator's verbose)")
+                   help="progress on stderr even when it is not a terminal: -v a line per "
+                        "stage, -vv also the estimator's own lines, per iteration")
 
 
 _ZERO_BASED = {"auto": "auto", "yes": True, "no": False}
 
 
-def build_parser():
+def build_parser(command=None):
+    """The argument parser. ``command``: the subcommand being run, the only one whose model
+    options (and their defaults, read from the estimator, which imports scikit-learn) are
+    built; None builds none (``rbcd --help`` lists the commands). ``rbcd --help`` and
+    ``rbcd predict ...`` then do not import the estimators' modules before they need them."""
+    def wants(name):
+        return command == name
+
     parser = _Parser(
         prog=PROG,
         description="Random binning features + parallel coordinate descent / CG solvers.",
@@ -265,7 +350,8 @@ def build_parser():
     demo.add_argument("--n-cells", type=_positive_int, default=2,
                       help="checkerboard cells per informative dimension (default 2; 4 is "
                            "much harder)")
-    _add_model_options(demo, demo=DEMO_SETTINGS)
+    if wants("demo"):
+        _add_model_options(demo, demo=DEMO_SETTINGS)
     _add_common(demo)
 
     train = sub.add_parser(
@@ -291,7 +377,18 @@ def build_parser():
                        help="feature indices of DATA start at 0 (yes) or 1 (no, libsvm); auto: "
                             "0 if the file uses index 0, else 1, scikit-learn's rule (default "
                             "auto). TEST and prediction files are read the same way.")
-    _add_model_options(train)
+    if wants("train"):
+        _add_model_options(train)
+    train.add_argument("--class-weight", type=_class_weight, default=None,
+                       metavar="balanced|LABEL:W,...",
+                       help="classification: weights of the classes, 'balanced' (inverse to "
+                            "their frequencies) or LABEL:WEIGHT pairs, e.g. 1:5,-1:1 (default: "
+                            "none)")
+    train.add_argument("--calibration", choices=("train", "holdout", "none"), default=None,
+                       help="classification: how predict --proba turns the scores of a model "
+                            "without probabilities of its own into probabilities: fitted on "
+                            "the training rows, on a held-out fifth, or none (no --proba) "
+                            "(default: the estimator's, train)")
     _add_common(train)
 
     predict = sub.add_parser(
@@ -301,7 +398,13 @@ def build_parser():
     predict.add_argument("model", metavar="MODEL", help="a model saved by 'rbcd train'")
     predict.add_argument("data", metavar="DATA", help="data, svmlight/libsvm format")
     predict.add_argument("--output", "-o", default=None, metavar="FILE",
-                         help="write predictions here, atomically (default: stdout)")
+                         help="write predictions here, atomically (default: stdout); a "
+                              "device or pipe such as /dev/stdout is written in place. It must "
+                              "not be MODEL or DATA")
+    predict.add_argument("--proba", action="store_true",
+                         help="classification: write each row's class probabilities instead "
+                              "of its label, space-separated in the order of a first line "
+                              "'# classes: ...'")
     predict.add_argument("--zero-based", choices=tuple(_ZERO_BASED), default=None,
                          help="index base of DATA (default: the base of the model's "
                               "training file)")
@@ -358,6 +461,9 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
 
     Returns (X, y, zero_based).
     """
+    import lzma
+    import zlib
+
     import scipy.sparse as sp
     from sklearn.datasets import load_svmlight_file
 
@@ -375,7 +481,12 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
         raise CLIError(f"{path}: {where}; the svmlight reader (scikit-learn's) takes "
                        f"indices up to {SVMLIGHT_MAX_INDEX} (2^31 - 1): number the features "
                        f"from 0 or 1 without gaps, or hash them into a smaller range") from None
+    except (EOFError, zlib.error, lzma.LZMAError) as exc:
+        raise CLIError(f"{path} is truncated or damaged: its compressed data ends early or "
+                       f"does not decompress ({_one_line(exc)})") from None
     except OSError as exc:
+        if exc.strerror is None and path.endswith((".gz", ".bz2")):  # BadGzipFile, bz2's
+            raise CLIError(f"{path} is not a valid compressed file ({_one_line(exc)})") from None
         raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
         raise CLIError(f"{path} is not a valid svmlight/libsvm file: {_one_line(exc)}") from None
@@ -476,13 +587,23 @@ def model_input(estimator, X, what, fitting=False):
 
 
 def detect_task(y):
-    """'classification' when y holds integers with few distinct values, else 'regression'."""
+    """'classification' when y holds integers with at most MAX_CLASSES_AUTO distinct values
+    (as --help says; two non-integer values such as 1.5 and 2.5 are regression targets),
+    else 'regression'."""
     values = np.unique(y)
-    if values.size <= 2:
-        return "classification"
     if np.all(values == np.round(values)) and values.size <= MAX_CLASSES_AUTO:
         return "classification"
     return "regression"
+
+
+def check_class_labels(y, path):
+    """Classification labels must be integers (svmlight labels are numbers; a classifier
+    takes integer class labels): a CLIError naming the first other value otherwise."""
+    bad = np.flatnonzero(y != np.round(y))
+    if bad.size:
+        raise CLIError(f"{path}: classification needs integer labels, but data row "
+                       f"{int(bad[0]) + 1} has label {float(y[bad[0]])!r}; use --task "
+                       f"regression, or number the classes")
 
 
 def _labels(y):
@@ -503,19 +624,41 @@ def make_model(task, params=None, n_jobs=None, random_state=0, verbose=0):
 
     params = dict(params or {})
     classification = task == "classification"
-    solver = params.get("solver")
     loss = params.get("loss")
     cls = RBClassifier if classification else RBRegressor
-    if solver is None:
-        solver = cls().get_params()["solver"]
-    if solver == "cg" and loss not in (None, "squared"):
-        raise UsageError(f"--loss {loss} needs --solver cd (cg solves the squared loss)")
+    check_options(params)
     if not classification and loss not in (None, "squared"):
         raise UsageError(f"--loss {loss} is a classification loss; regression uses squared")
     model = cls(**params, n_jobs=n_jobs, random_state=random_state)
     if "verbose" in model.get_params():
         model.set_params(verbose=verbose)
     return model
+
+
+def check_options(params):
+    """UsageError for model options that contradict each other whatever the data (run
+    before the data are read): a loss or an L1 share that the chosen solver does not
+    solve."""
+    solver = params.get("solver")
+    if solver is None:  # the estimator's default
+        from .models import RBClassifier
+
+        solver = RBClassifier().get_params()["solver"]
+    ridge = solver != "cd"   # cg, direct, auto: ridge, the squared loss and an L2 penalty
+    loss = params.get("loss")
+    if ridge and loss not in (None, "squared"):
+        raise UsageError(f"--loss {loss} needs --solver cd ({solver} solves the squared loss)")
+    l1_ratio = params.get("l1_ratio")
+    if ridge and l1_ratio not in (None, 0.0, 1.0):
+        raise UsageError(f"--l1-ratio {l1_ratio:g} needs --solver cd ({solver} solves ridge, "
+                         f"an L2 penalty)")
+
+
+def _estimator_verbose(level):
+    """The estimator's ``verbose`` for a progress level: -v (1) shows the command line's
+    own stage lines only (the estimator's summary lines would repeat them), -vv and more
+    also the estimator's lines, per iteration (its verbose 2)."""
+    return 0 if level <= 1 else level
 
 
 def _given(args):
@@ -633,11 +776,16 @@ def save_model(path, estimator, task, n_features, extra=None):
     from . import __version__
     from ._io import atomic_write
 
+    from ._integrity import state_digest
+
     payload = {"format": MODEL_FORMAT, "format_version": MODEL_VERSION,
                "rbcd_version": __version__, "task": task, "n_features": int(n_features),
                "estimator": estimator}
     if extra:
         payload.update(extra)
+    # the estimator checks its own state when it is loaded (rbcd._integrity); this covers
+    # the fields around it (task, n_features, the index base) that predict relies on
+    payload["checksum"] = state_digest(_checked_fields(payload))
     try:
         with atomic_write(path, "wb") as fh:
             joblib.dump(payload, fh)
@@ -648,9 +796,17 @@ def save_model(path, estimator, task, n_features, extra=None):
         raise CLIError(f"cannot save the model to {path}: {_one_line(exc)}") from None
 
 
+def _checked_fields(payload):
+    return {k: v for k, v in payload.items() if k not in ("estimator", "checksum")}
+
+
 def load_model(path):
-    """The dict saved by :func:`save_model`, or CLIError if ``path`` is not one."""
+    """The dict saved by :func:`save_model`, or CLIError if ``path`` is not one, or is
+    damaged: the estimator's state and the fields around it carry checksums
+    (:mod:`rbcd._integrity`), verified here."""
     import joblib
+
+    from ._integrity import CorruptedStateError, state_digest
 
     if not os.path.exists(path):
         raise CLIError(f"cannot read model file {path}: no such file")
@@ -660,11 +816,13 @@ def load_model(path):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             payload = joblib.load(path)
+    except CorruptedStateError as exc:
+        raise CLIError(f"{path} is a damaged rbcd model file: {_one_line(exc)}") from None
     except OSError as exc:
         raise CLIError(f"cannot read model file {path}: {exc.strerror or exc}") from None
     except Exception as exc:  # unpickling random bytes raises anything
-        raise CLIError(f"{path} is not an rbcd model file (cannot be loaded: "
-                       f"{type(exc).__name__})") from None
+        raise CLIError(f"{path} is damaged or not an rbcd model file (it cannot be "
+                       f"unpickled: {type(exc).__name__})") from None
     if not (isinstance(payload, dict) and payload.get("format") == MODEL_FORMAT):
         raise CLIError(f"{path} is not an rbcd model file (it holds a "
                        f"{type(payload).__name__}, not a model saved by 'rbcd train')")
@@ -674,19 +832,34 @@ def load_model(path):
                        f"reads version {MODEL_VERSION}")
     if not hasattr(payload.get("estimator"), "predict") or "n_features" not in payload:
         raise CLIError(f"{path} is a damaged rbcd model file (no estimator)")
+    expected = payload.get("checksum")
+    if expected is not None and expected != state_digest(_checked_fields(payload)):
+        raise CLIError(f"{path} is a damaged rbcd model file: its fields do not match the "
+                       f"checksum written with them (train the model again)")
+    if payload.get("task") not in ("classification", "regression") or \
+            not isinstance(payload.get("n_features"), int) or payload["n_features"] < 1:
+        raise CLIError(f"{path} is a damaged rbcd model file (task or n_features)")
     return payload
 
 
 # ----------------------------------------------------------------------------- output
 def _score(task, y_true, y_pred):
-    """("accuracy", value) or ("RMSE", value)."""
+    """[("accuracy", value)], or [("R^2", ...), ("RMSE", ...), ("MAE", ...)] for
+    regression (R^2 is 1 - SSE / the total sum of squares about the mean; NaN when the
+    targets are constant)."""
     if task == "classification":
-        return "accuracy", float(np.mean(y_true == y_pred))
-    return "RMSE", float(np.sqrt(np.mean((np.asarray(y_true, float) - y_pred) ** 2)))
+        return [("accuracy", float(np.mean(y_true == y_pred)))]
+    err = np.asarray(y_true, float) - np.asarray(y_pred, float)
+    sse = float(np.sum(err ** 2))
+    sst = float(np.sum((np.asarray(y_true, float) - np.mean(y_true)) ** 2))
+    r2 = 1.0 - sse / sst if sst > 0 else float("nan")
+    return [("R^2", r2), ("RMSE", float(np.sqrt(np.mean(err ** 2)))),
+            ("MAE", float(np.mean(np.abs(err))))]
 
 
-def _fmt_score(name, value):
-    return f"{name} {value:.4f}" if name == "accuracy" else f"{name} {value:.4g}"
+def _fmt_score(scores):
+    return "  ".join(f"{name} {value:.4f}" if name in ("accuracy", "R^2") else
+                     f"{name} {value:.4g}" for name, value in scores)
 
 
 class _Report:
@@ -756,10 +929,11 @@ def cmd_demo(args, out):
     report("data", f"train {args.n_samples} rows", f"test {n_test} rows", f"seed {args.seed}",
            f"generated in {time.perf_counter() - t0:.2f} s")
     given = _given(args)
+    check_options(given)
     solver = given.get("solver", "cg")
     params = {**DEMO_SETTINGS[solver], **given}
     model = make_model("classification", params, n_jobs=args.n_jobs, random_state=args.seed,
-                       verbose=progress.level)
+                       verbose=_estimator_verbose(progress.level))
     report("model", _model_repr(model))
     info = fit_model(model, Xtr, ytr, progress)
     _warn(info["warnings"])
@@ -777,14 +951,49 @@ def cmd_demo(args, out):
     return 0
 
 
-def _check_writable(path, what):
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
+def _same_file(a, b):
+    """True when paths ``a`` and ``b`` name the same file (the same inode when both exist,
+    else the same resolved path)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_writable(path, what, inputs=()):
+    """Refuse, before any work, an output that would replace one of the ``inputs`` (the
+    data, the model) or that cannot be written: for a regular file (or a new one) by
+    creating and removing a temporary file of :mod:`rbcd._io`'s naming where the write will
+    create its own (permission bits and read-only file systems included, which
+    ``os.access`` does not see for root). A device or pipe (``/dev/stdout``) is written
+    in place, so only its permission is checked."""
+    import tempfile
+
+    from ._io import is_special_file
+
+    for kind, other in inputs:
+        if other is not None and _same_file(path, other):
+            raise CLIError(f"{what} {path} is the {kind}: writing it would replace the "
+                           f"input; choose another path")
+    if is_special_file(path):
+        if not os.access(path, os.W_OK):
+            raise CLIError(f"cannot write {what} {path}: permission denied")
+        return
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    directory = os.path.dirname(os.path.abspath(target)) or "."
+    if os.path.isdir(target):
         raise CLIError(f"cannot write {what} {path}: is a directory")
     if not os.path.isdir(directory):
         raise CLIError(f"cannot write {what} {path}: directory {directory} does not exist")
-    if not os.access(directory, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+    if os.path.exists(target) and not os.access(target, os.W_OK):
         raise CLIError(f"cannot write {what} {path}: permission denied")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.{os.getpid()}-",
+                                     suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise CLIError(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def _cross_validate(model, task, X, y, args, report, progress):
@@ -800,7 +1009,7 @@ def _cross_validate(model, task, X, y, args, report, progress):
         if fixed in given:
             raise UsageError(f"--cv chooses {fixed}; leave out --{fixed}")
     cv = cls(**shared, n_jobs=args.n_jobs, random_state=args.seed,
-             verbose=max(0, progress.level - 1))
+             verbose=_estimator_verbose(progress.level))
     progress("cross-validating sigma and alpha")
     t0 = time.perf_counter()
     cv.fit(model_input(cv, X, args.data, fitting=True), y)
@@ -815,7 +1024,9 @@ def _cross_validate(model, task, X, y, args, report, progress):
 
 def cmd_train(args, out):
     report, progress = _Report(out), _Progress(args.verbose)
-    _check_writable(args.model, "model file")
+    check_options(_given(args))
+    _check_writable(args.model, "model file",
+                    inputs=(("training data", args.data), ("test data", args.test)))
     t_start = time.perf_counter()
     progress(f"reading {args.data}")
     X, y, zero_based = load_svmlight(args.data, zero_based=_ZERO_BASED[args.zero_based])
@@ -825,6 +1036,7 @@ def cmd_train(args, out):
         Xte, yte, _ = load_svmlight(args.test, n_features=X.shape[1], zero_based=zero_based)
     task = detect_task(y) if args.task == "auto" else args.task
     if task == "classification":
+        check_class_labels(y, args.data)
         y = _labels(y)
         if yte is not None:
             yte = _labels(yte)
@@ -840,8 +1052,16 @@ def cmd_train(args, out):
     report("data", args.data, f"rows {X.shape[0]}", f"features {X.shape[1]}",
            f"nnz {X.nnz}", f"{what} ({how})", base)
     n_threads, omp = _threads(args.n_jobs)
-    model = make_model(task, _given(args), n_jobs=args.n_jobs, random_state=args.seed,
-                       verbose=progress.level)
+    params = _given(args)
+    for option, param in (("class_weight", "class_weight"), ("calibration", "calibration")):
+        value = getattr(args, option)
+        if value is not None and task != "classification":
+            raise UsageError(f"--{option.replace('_', '-')} is for classification; the task "
+                             f"is {task}")
+        if value is not None:
+            params[param] = None if value == "none" else value
+    model = make_model(task, params, n_jobs=args.n_jobs, random_state=args.seed,
+                       verbose=_estimator_verbose(progress.level))
     if args.cv:
         model = _cross_validate(model, task, X, y, args, report, progress)
     report("model", _model_repr(model))
@@ -850,18 +1070,18 @@ def cmd_train(args, out):
     _warn(info["warnings"])
     _fit_lines(report, info, n_threads, omp)
     train_score = _score(task, y, model.predict(Xfit))
-    report("train", _fmt_score(*train_score))
+    report("train", _fmt_score(train_score))
     test_score = None
     if Xte is not None:
         test_score = _score(task, yte, model.predict(model_input(model, Xte, args.test)))
-        report("test", _fmt_score(*test_score), f"rows {Xte.shape[0]}", f"file {args.test}")
+        report("test", _fmt_score(test_score), f"rows {Xte.shape[0]}", f"file {args.test}")
     progress(f"saving {args.model}")
     save_model(args.model, model, task, X.shape[1],
                extra={"train_file": os.path.abspath(args.data), "fit_info": info,
                       "zero_based": zero_based})
     report("saved", args.model)
-    scores = ([f"test {_fmt_score(*test_score)}"] if test_score else []) + \
-        [f"train {_fmt_score(*train_score)}"]
+    scores = ([f"test {_fmt_score(test_score[:2])}"] if test_score else []) + \
+        [f"train {_fmt_score(train_score[:2])}"]
     report("result", *scores, f"D {info['D']}", f"kappa {info['kappa']:.1f}",
            f"fit {info['total_time']:.2f} s",
            f"wall {time.perf_counter() - t_start:.2f} s", f"threads {n_threads}")
@@ -879,22 +1099,37 @@ def _format_predictions(pred, task):
 def cmd_predict(args, out):
     from ._io import atomic_write
 
+    if args.output is not None:  # before the model is loaded, which may be the output
+        _check_writable(args.output, "output file",
+                        inputs=(("model file", args.model), ("data file", args.data)))
     payload = load_model(args.model)
-    if args.output is not None:
-        _check_writable(args.output, "output file")
+    est = payload["estimator"]
+    if args.proba:
+        if payload["task"] != "classification":
+            raise UsageError("--proba is for classification models; this model is a "
+                             "regression model")
+        if not hasattr(est, "predict_proba"):
+            raise CLIError(f"{args.model} has no probabilities: it was trained with "
+                           f"--calibration none (train it again without it)")
     n_features = payload["n_features"]
     zero_based = payload.get("zero_based", "auto") if args.zero_based is None \
         else _ZERO_BASED[args.zero_based]
     X, y, _ = load_svmlight(args.data, n_features=n_features, zero_based=zero_based)
-    est = payload["estimator"]
     if args.n_jobs is not None:  # the binning's transform and the solver's products
         for part in (est, getattr(est, "binning_", None), getattr(est, "solver_", None)):
             if part is not None and "n_jobs" in part.get_params():
                 part.set_params(n_jobs=args.n_jobs)
     t0 = time.perf_counter()
-    pred = np.asarray(est.predict(model_input(est, X, args.data)))
+    if args.proba:
+        proba = np.asarray(est.predict_proba(model_input(est, X, args.data)))
+        pred = np.asarray(est.classes_)[np.argmax(proba, axis=1)]
+        header = "# classes: " + " ".join(_format_predictions(np.asarray(est.classes_),
+                                                              "classification"))
+        lines = "\n".join([header] + [" ".join(f"{p:.6g}" for p in row) for row in proba]) + "\n"
+    else:
+        pred = np.asarray(est.predict(model_input(est, X, args.data)))
+        lines = "\n".join(_format_predictions(pred, payload["task"])) + "\n"
     elapsed = time.perf_counter() - t0
-    lines = "\n".join(_format_predictions(pred, payload["task"])) + "\n"
     if args.output is None:
         out.write(lines)
         out.flush()
@@ -910,7 +1145,7 @@ def cmd_predict(args, out):
     yl = _labels(y) if task == "classification" else y
     where = "stdout" if args.output is None else args.output
     print(f"{PROG} predict: {X.shape[0]} predictions to {where}  "
-          f"{_fmt_score(*_score(task, yl, pred))} (against the labels in {args.data})  "
+          f"{_fmt_score(_score(task, yl, pred))} (against the labels in {args.data})  "
           f"time {elapsed:.2f} s", file=sys.stderr)
     return 0
 
@@ -928,14 +1163,18 @@ def main(argv=None, out=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     debug = "--debug" in argv
     try:
-        parser = build_parser()
+        parser = build_parser(_command_of(argv))
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help, --version
             return int(exc.code or 0) if not isinstance(exc.code, str) else 2
         if args.command is None:
             raise UsageError(f"a command is required: demo, train or predict (see '{PROG} --help')")
-        return COMMANDS[args.command](args, out)
+        with _sigterm_unwinds():
+            return COMMANDS[args.command](args, out)
+    except Terminated:
+        print(f"{PROG}: terminated", file=sys.stderr)
+        return 143
     except UsageError as exc:
         if debug:
             raise

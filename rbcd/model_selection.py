@@ -4,7 +4,7 @@ They are to :class:`rbcd.RBClassifier` / :class:`rbcd.RBRegressor` what scikit-l
 ``RidgeCV`` / ``LogisticRegressionCV`` are to their estimators: they search a grid of
 
 * sigma multipliers: ``sigma = factor * base``, where ``base`` is the ``sigma="scale"`` value of
-  the training rows (:func:`rbcd._scale.scale_sigma`, computed once on all of X) or a number
+  the training rows (half of ``rbcd.median_l1_distance(X)``, computed once on all of X) or a number
   given as ``sigma``; and
 * penalties ``alpha``,
 
@@ -45,7 +45,6 @@ says which values to add.
 """
 import copy
 import time
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -59,7 +58,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._integrity import ChecksummedState
 from ._scale import scale_sigma
+from ._warnings import warn as warn_user
 from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealInterval, fit_context
 
 #: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
@@ -87,7 +88,7 @@ def _positive_grid(values, name):
     return arr
 
 
-class _RBSearchBase(BaseEstimator):
+class _RBSearchBase(ChecksummedState, BaseEstimator):
     _classifier = False
 
     _parameter_constraints = {
@@ -278,8 +279,7 @@ class _RBSearchBase(BaseEstimator):
                 notes.append(f"the best {name} {value:.3g} is the largest of the grid: add "
                              f"larger values to {extend} (e.g. {grid.max() * 4:.3g})")
         if notes:
-            warnings.warn(f"{type(self).__name__}: " + "; ".join(notes) + ".", UserWarning,
-                          stacklevel=4)
+            warn_user(f"{type(self).__name__}: " + "; ".join(notes) + ".", UserWarning)
 
     def _search_loo(self, X, y, sample_weight, sigmas, factors, alphas, n_grids, seed):
         """Exact leave-one-out over every alpha per sigma: one binning and one
@@ -480,7 +480,8 @@ _CV_PARAMS_DOC = """
         Random grids R, as in the model ("auto": 256, or 512 above 64 features).
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
-        value on all training rows (rbcd._scale.scale_sigma), stored as ``sigma_base_``.
+        value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as
+        ``sigma_base_``.
     sigma_factors : sequence of float > 0, default (0.25, 0.5, 1.0, 2.0, 4.0)
         Candidate sigmas are ``factor * sigma_base_``.
     alphas : sequence of float >= 0 or None

@@ -54,6 +54,8 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._calibration import fit_softmax_calibration, softmax_probabilities
+from ._integrity import ChecksummedState
+from ._memory import check_solver_memory
 from ._validation import (
     N_JOBS,
     POSITIVE_INT,
@@ -63,6 +65,9 @@ from ._validation import (
     Interval,
     RealInterval,
     StrOptions,
+    check_class_labels,
+    check_regression_target,
+    check_sample_weight,
     fit_context,
 )
 from .solvers.cd import CDClassifier, CDRegressor
@@ -146,7 +151,7 @@ _RB_CONSTRAINTS = {
 }
 
 
-class _RBBase(BaseEstimator):
+class _RBBase(ChecksummedState, BaseEstimator):
     _classifier = False
     _parameter_constraints = dict(_RB_CONSTRAINTS)
 
@@ -184,6 +189,11 @@ class _RBBase(BaseEstimator):
                     f"'squared', got {self.loss!r}"
                 )
             loss = "squared"
+            if self.l1_ratio not in (0, 1):  # 1: the default, unused; 0: ridge, what it solves
+                raise ValueError(
+                    f"solver={solver!r} solves ridge (an L2 penalty only); l1_ratio must be 0 "
+                    f"or its default 1.0 (ignored) with it, got {self.l1_ratio!r}: use "
+                    f"solver='cd' for an elastic net")
         elif self.loss is None:
             loss = "logistic" if self._classifier else "squared"
         else:
@@ -240,6 +250,10 @@ class _RBBase(BaseEstimator):
                           dtype=np.float64, ensure_all_finite=False)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        # y and the weights checked here, before the binning, in this estimator's name
+        y = (check_class_labels(y, X.shape[0], type(self).__name__) if self._classifier
+             else check_regression_target(y, X.shape[0]))
+        sample_weight = check_sample_weight(sample_weight, X.shape[0])
         t0 = time.perf_counter()
         binning = self._make_binning()
         cols = None
@@ -248,9 +262,12 @@ class _RBBase(BaseEstimator):
         else:  # hashed mode: no grid structure
             Z = binning.fit_transform(X)
         t1 = time.perf_counter()
-        n_weight = Z.shape[0] if sample_weight is None else float(
-            np.sum(np.broadcast_to(np.asarray(sample_weight, dtype=np.float64), (Z.shape[0],))))
+        n_weight = Z.shape[0] if sample_weight is None else float(np.sum(sample_weight))
         est = self._make_solver(Z.shape, cols is not None, n_weight)
+        n_out = (np.unique(y).shape[0] if self._classifier else
+                 1 if np.ndim(y) == 1 else np.shape(y)[1])   # classes (one-vs-rest), targets
+        check_solver_memory(type(self).__name__, "cd" if solver == "cd" else "cg", Z.shape[0],
+                            Z.shape[1], n_out, "classes" if self._classifier else "targets")
         est.fit(Z, y, sample_weight=sample_weight, columns=cols)
         t2 = time.perf_counter()
         self.binning_ = binning
@@ -317,7 +334,7 @@ _PARAMS_DOC = """
     sigma : "scale", float or array (n_features,), default "scale"
         Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma). "scale": half the
         median L1 distance between sampled pairs of training rows (``binning_.sigma_``);
-        tune around it with ``c * rbcd.binning.median_l1_distance(X)``.
+        tune around it with ``c * rbcd.median_l1_distance(X)``.
     kernel : "laplacian"
     n_features : None or int
         None: exact bins (one column per non-empty training bin). An int m: hashed

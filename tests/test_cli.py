@@ -248,7 +248,12 @@ def test_progress_goes_to_stderr_when_asked_or_on_a_terminal(classification_file
     out, err = capsys.readouterr()
     assert "rbcd: reading" in err and "rbcd: fitting RBClassifier(" in err
     assert "rbcd: binning done" in err and "rbcd: saving" in err
-    # the estimator's own verbose lines go to stderr too; stdout keeps the same results
+    # -v: the stage lines once each (issue 31 item 17: the estimator's own summary lines
+    # repeated them); -vv adds the estimator's lines, on stderr too
+    assert "[rbcd CD]" not in err and "[RBClassifier]" not in err
+    assert len([ln for ln in err.splitlines() if "binning done" in ln]) == 1
+    assert main(args + ["-vv"]) == 0
+    out, err = capsys.readouterr()
     assert "[rbcd CD]" in err or "[RBClassifier]" in err
     assert [ln.split()[0] for ln in out.splitlines()] == \
         [ln.split()[0] for ln in quiet_out.splitlines()]
@@ -749,3 +754,204 @@ def test_train_cv_chooses_sigma_and_alpha(classification_files, tmp_path, capsys
     assert est.get_params()["alpha"] == cv.best_estimator_.get_params()["alpha"]
     assert f"score {cv.best_score_:.4f}" in cv_line
     assert main(["train", str(train), "-m", str(model), "--cv", "--sigma", "1"]) == 2
+
+
+# ------------------------------------------------------------------ issue 31
+def _small_files(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 3))
+    data = tmp_path / "d.svm"
+    dump_svmlight_file(X, (X[:, 0] > 0.5).astype(int), str(data))
+    return data, X
+
+
+def test_outputs_that_are_inputs_are_refused(tmp_path, capsys):
+    # item 4: `train d.svm --model d.svm` and `predict ... -o DATA / -o MODEL` replaced the
+    # input and exited 0
+    data, _ = _small_files(tmp_path)
+    before = data.read_bytes()
+    code = main(["train", str(data), "--model", str(data), "--n-grids", "4"])
+    _assert_one_line_error(capsys, code, 1, r"is the training data")
+    link = tmp_path / "alias.svm"
+    os.symlink(data, link)
+    code = main(["train", str(data), "--model", str(link), "--n-grids", "4"])
+    _assert_one_line_error(capsys, code, 1, r"is the training data")
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(data), "--model", str(model), "--n-grids", "4"]) == 0
+    saved = model.read_bytes()
+    capsys.readouterr()
+    for target, what in ((data, "data file"), (model, "model file")):
+        code = main(["predict", str(model), str(data), "-o", str(target)])
+        _assert_one_line_error(capsys, code, 1, f"is the {what}")
+    assert data.read_bytes() == before and model.read_bytes() == saved
+
+
+def test_non_regular_outputs_are_written_in_place(tmp_path, capsys):
+    # item 4: the atomic rename replaced a device node and could not write /dev/stdout
+    data, _ = _small_files(tmp_path)
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(data), "--model", str(model), "--n-grids", "4"]) == 0
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    import threading
+
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()), daemon=True)
+    reader.start()
+    code = main(["predict", str(model), str(data), "-o", str(fifo)])
+    if reader.is_alive():  # nothing opened the pipe (the old rename replaced it): unblock
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)) if stat.S_ISFIFO(
+            os.lstat(fifo).st_mode) else None
+    reader.join(30)
+    assert code == 0
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)  # still the pipe, not a renamed file
+    assert len(got[0].splitlines()) == 200
+    assert main(["predict", str(model), str(data), "-o", os.devnull]) == 0
+    assert stat.S_ISCHR(os.lstat(os.devnull).st_mode)
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+    proc = subprocess.run([sys.executable, "-m", "rbcd", "predict", str(model), str(data),
+                           "-o", "/dev/stdout"], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert len(proc.stdout.splitlines()) == 200
+
+
+def test_sigterm_during_a_write_removes_the_temporary_file(tmp_path):
+    # item 6: a killed write left .NAME.*.tmp beside the target
+    script = (
+        "import os, signal, sys, time\n"
+        "from rbcd._io import atomic_write\n"
+        "from rbcd.cli import _sigterm_unwinds, Terminated\n"
+        "try:\n"
+        "    with _sigterm_unwinds():\n"
+        "        with atomic_write(sys.argv[1]) as fh:\n"
+        "            fh.write('partial')\n"
+        "            os.kill(os.getpid(), signal.SIGTERM)\n"
+        "            time.sleep(30)\n"
+        "except Terminated:\n"
+        "    sys.exit(143)\n")
+    target = tmp_path / "out.txt"
+    proc = subprocess.run([sys.executable, "-c", script, str(target)], cwd=ROOT, timeout=60)
+    assert proc.returncode == 143
+    assert os.listdir(tmp_path) == []
+
+
+def test_stale_temporary_files_of_dead_writers_are_swept(tmp_path):
+    # item 6: SIGKILL cannot be caught: the next write removes what a dead writer left,
+    # and only that (a live writer's file and other names stay)
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True)
+    dead = int(proc.stdout)
+    stale = tmp_path / f".out.txt.{dead}-abcd1234.tmp"
+    live = tmp_path / f".out.txt.{os.getppid()}-abcd1234.tmp"
+    other = tmp_path / ".out.txt.notours.tmp"
+    for f in (stale, live, other):
+        f.write_text("x")
+    with atomic_write(tmp_path / "out.txt") as fh:
+        fh.write("ok\n")
+    assert sorted(os.listdir(tmp_path)) == sorted(["out.txt", live.name, other.name])
+
+
+def test_damaged_model_file_is_a_clear_error(tmp_path, capsys):
+    # item 7: a flipped byte in a coefficient loaded and predicted other values
+    data, _ = _small_files(tmp_path)
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(data), "--model", str(model), "--n-grids", "4"]) == 0
+    capsys.readouterr()
+    raw = bytearray(model.read_bytes())
+    coef = load_model(str(model))["estimator"].solver_.coef_
+    at = bytes(raw).find(coef.tobytes()[:16])
+    assert at > 0
+    raw[at + 3] ^= 0x10
+    model.write_bytes(bytes(raw))
+    code = main(["predict", str(model), str(data)])
+    _assert_one_line_error(capsys, code, 1, r"damaged rbcd model file.*checksum")
+
+
+def test_usage_errors_before_the_data_are_read(tmp_path, capsys):
+    # items 11 and 17: --seed -1 is a usage error; cg with a logistic loss is refused
+    # before reading (the data file here does not even exist)
+    missing = str(tmp_path / "missing.svm")
+    code = main(["train", missing, "-m", str(tmp_path / "m.joblib"), "--seed", "-1"])
+    _assert_one_line_error(capsys, code, 2, r"--seed: expected a non-negative integer")
+    code = main(["train", missing, "-m", str(tmp_path / "m.joblib"), "--solver", "cg",
+                 "--loss", "logistic"])
+    _assert_one_line_error(capsys, code, 2, r"--loss logistic needs --solver cd")
+    code = main(["train", missing, "-m", str(tmp_path / "m.joblib"), "--l1-ratio", "0.5"])
+    _assert_one_line_error(capsys, code, 2, r"--l1-ratio 0.5 needs --solver cd")
+
+
+def test_truncated_gzip_input_is_a_clear_error(tmp_path, capsys):
+    import gzip
+
+    data, _ = _small_files(tmp_path)
+    gz = tmp_path / "d.svm.gz"
+    gz.write_bytes(gzip.compress(data.read_bytes())[:300])
+    code = main(["train", str(gz), "-m", str(tmp_path / "m.joblib")])
+    line = _assert_one_line_error(capsys, code, 1, r"d.svm.gz is truncated or damaged")
+    assert "internal error" not in line
+
+
+def test_unwritable_model_is_found_before_the_fit(tmp_path, capsys, monkeypatch):
+    data, _ = _small_files(tmp_path)
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the fit ran before the model path was checked")
+
+    monkeypatch.setattr(cli, "fit_model", no_fit)
+    # /proc/self: a folder in which no one, root included, can create a file
+    code = main(["train", str(data), "-m", "/proc/self/rbcd-model.joblib", "--n-grids", "4"])
+    _assert_one_line_error(capsys, code, 1, r"cannot write model file")
+
+
+def test_task_detection_follows_the_help(tmp_path, capsys):
+    # item 17: two non-integer label values were taken as two classes
+    rng = np.random.default_rng(0)
+    X = rng.random((100, 2))
+    half = tmp_path / "half.svm"
+    dump_svmlight_file(X, np.where(X[:, 0] > 0.5, 2.5, 1.5), str(half))
+    assert detect_task(np.array([1.5, 2.5, 1.5])) == "regression"
+    assert detect_task(np.array([-1.0, 1.0, 1.0])) == "classification"
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(half), "-m", str(model), "--n-grids", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "regression (detected" in out
+    train = _line(out, "train")   # regression: R^2, RMSE and MAE
+    assert float(_value(train, "R^2")) > 0.5
+    assert float(_value(train, "MAE")) <= float(_value(train, "RMSE"))
+    code = main(["train", str(half), "-m", str(model), "--task", "classification"])
+    _assert_one_line_error(capsys, code, 1, r"classification needs integer labels.*2\.5|1\.5")
+
+
+def test_predict_proba_class_weight_and_calibration(tmp_path, capsys):
+    data, X = _small_files(tmp_path)
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(data), "-m", str(model), "--n-grids", "4",
+                 "--class-weight", "0:3,1:1", "--calibration", "holdout"]) == 0
+    capsys.readouterr()
+    est = load_model(str(model))["estimator"]
+    assert est.class_weight == {0: 3.0, 1: 1.0} and est.calibration == "holdout"
+    assert main(["predict", str(model), str(data), "--proba"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "# classes: 0 1"
+    proba = np.loadtxt(lines[1:])
+    np.testing.assert_allclose(proba, est.predict_proba(X), rtol=1e-5, atol=1e-6)
+    assert main(["train", str(data), "-m", str(model), "--n-grids", "4",
+                 "--class-weight", "balanced", "--calibration", "none"]) == 0
+    capsys.readouterr()
+    code = main(["predict", str(model), str(data), "--proba"])
+    _assert_one_line_error(capsys, code, 1, r"no probabilities.*--calibration none")
+    code = main(["train", str(data), "-m", str(model), "--class-weight", "0:x"])
+    _assert_one_line_error(capsys, code, 2, r"--class-weight")
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["predict", "--help"], ["--version"]])
+def test_help_does_not_import_scikit_learn(argv):
+    # item 17: every command spent ~2 s importing scikit-learn, --help included
+    code = ("import sys, contextlib, io\n"
+            "from rbcd.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main({argv!r}) == 0\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'sklearn'))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"

@@ -383,9 +383,9 @@ def test_ridge_cg_multi_target_and_same_result_twice(client, monkeypatch):
     assert _rel(m.coef_, local.coef_) <= 1e-10
     # the reduction order is the partition order: a second fit gives the same bits, also
     # when the search directions are scattered to the workers instead of sent in the tasks
-    from rbcd.dask import cg as dcg
+    from rbcd.dask import _blocks
 
-    monkeypatch.setattr(dcg, "SCATTER_BYTES", 0)
+    monkeypatch.setattr(_blocks, "SCATTER_BYTES", 0)
     m2 = rd.RidgeCG(alpha=alpha, tol=1e-12, max_iter=3000).fit(Zd, Y)
     assert np.array_equal(m.coef_, m2.coef_) and np.array_equal(m.n_iter_, m2.n_iter_)
     # a scipy matrix on the driver is cut into one partition per worker
@@ -572,6 +572,37 @@ def test_bad_input_errors(client):
     assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("bad, words", [
+    (-1.0, "sample_weight must be non-negative"),
+    (np.inf, "sample_weight contains NaN or inf"),
+    (np.nan, "sample_weight contains NaN or inf"),
+])
+def test_sample_weights_are_checked_as_locally(client, bad, words):
+    # issue 31 item 3: coordinate descent accepted a negative weight, fitted NaN with an
+    # inf one and called NaN weights "all zero"; cg's models said "alpha must be finite"
+    X, y = data(600)
+    yc = (y > np.median(y)).astype(int)
+    s = np.ones(600)
+    s[123] = bad
+    drb = rd.RandomBinning(n_grids=4, sigma=2.0, random_state=0)
+    Zd, cols = drb.fit_transform(da.from_array(X, chunks=200), return_columns=True)
+    fits = [lambda w: rd.CDRegressor(max_epochs=3).fit(Zd, y, sample_weight=w, columns=cols),
+            lambda w: rd.CDClassifier(max_epochs=3).fit(Zd, yc, sample_weight=w, columns=cols),
+            lambda w: rd.RidgeCG().fit(Zd, y, sample_weight=w),
+            lambda w: rd.RBRegressor(n_grids=4).fit(X, y, sample_weight=w),
+            lambda w: rd.RBClassifier(n_grids=4, solver="cd", max_epochs=3).fit(X, yc, sample_weight=w)]
+    for fit in fits:
+        for w in (s, da.from_array(s, chunks=250)):
+            with pytest.raises(ValueError, match=words):
+                fit(w)
+    with pytest.raises(ValueError, match=words):   # the local estimators say the same
+        rbcd.RBRegressor(n_grids=4).fit(X, y, sample_weight=s)
+    with pytest.raises(ValueError, match="class_weight"):
+        rd.CDClassifier(class_weight={0: np.nan, 1: 1.0}).fit(Zd, yc, columns=cols)
+    with pytest.raises(ValueError, match="l1_ratio"):
+        rd.RBRegressor(n_grids=4, solver="cg", l1_ratio=0.5).fit(X, y)
+
+
 def test_worker_threads_reach_the_kernels(client):
     # a task on a 1-thread worker: None -> that worker's thread count divided by its tasks
     assert client.submit(_data.resolve_task_jobs, None, 1).result() == 1
@@ -589,7 +620,7 @@ def _worker_address(block):
 def test_round_trips_run_where_the_blocks_are(client, monkeypatch):
     """Cluster.map pins each partition's task to its block's worker (strictly: dask's work
     stealing would otherwise copy a whole block to an idle worker)."""
-    from rbcd.dask import cg as dcg
+    from rbcd.dask import _blocks as dcg
 
     X, y = data(900)
     drb = rd.RandomBinning(n_grids=4, sigma=2.0, random_state=0)
@@ -612,7 +643,7 @@ def test_round_trips_run_where_the_blocks_are(client, monkeypatch):
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # 2 epochs on purpose
 def test_cd_actors_take_the_worker_threads_and_report_progress(client, capsys):
     from rbcd.dask.cd import _Actors
-    from rbcd.dask.cg import build_blocks, regression_targets
+    from rbcd.dask._blocks import build_blocks, regression_targets
 
     X, y = data(600)
     drb = rd.RandomBinning(n_grids=4, sigma=2.0, random_state=0)
@@ -676,8 +707,8 @@ def _close_own_worker_after(monkeypatch, cls, method, calls, which):
 
 
 def test_lost_worker_cg_same_result_cd_clear_error(monkeypatch):
+    from rbcd.dask import _blocks as dcg
     from rbcd.dask import cd as dcd
-    from rbcd.dask import cg as dcg
 
     X, y = data(1200)
     Z = rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0).fit_transform(X)
@@ -754,3 +785,42 @@ def test_estimators_store_parameters_unchanged():
         assert clone(est).get_params() == params
         # the same parameter names as the single-machine estimator of the same name
         assert set(params) == set(getattr(rbcd, cls.__name__)().get_params())
+
+
+def test_solver_modules_do_not_import_each_other():
+    # issue 31 item 18: rbcd.dask.cd and rbcd.dask.cg imported each other; what they share
+    # lives in rbcd.dask._blocks
+    import ast
+
+    import rbcd.dask.cd as dcd
+    import rbcd.dask.cg as dcg
+
+    for mod, other in ((dcd, "cg"), (dcg, "cd")):
+        tree = ast.parse(open(mod.__file__).read())
+        imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert other not in imported and f"rbcd.dask.{other}" not in imported, mod.__name__
+
+
+def test_cg_driver_folds_partition_results_as_they_come(client, monkeypatch):
+    # issue 31 item 9: the driver gathered every partition's D x k result at once (96
+    # D-vectors at D = 1.4e6, 16 partitions; 21 after). Folding them in partition order
+    # in batches of any size gives the same bits.
+    from rbcd.dask import _blocks
+
+    X, y = data(1200)
+    drb = rd.RandomBinning(n_grids=8, sigma=0.5, random_state=0)
+    Zd, cols = drb.fit_transform(da.from_array(X, chunks=150), return_columns=True)
+    ref = rd.RidgeCG(tol=1e-10, max_iter=300).fit(Zd, y, columns=cols)
+    seen = []
+    orig = _blocks.Cluster.map
+
+    def spy(self, func, *args, fold=None):
+        out = orig(self, func, *args, fold=fold)
+        seen.append(fold is not None)
+        return out
+
+    monkeypatch.setattr(_blocks.Cluster, "map", spy)
+    monkeypatch.setattr(_blocks, "FOLD_BYTES", 1)   # one partition's result at a time
+    one = rd.RidgeCG(tol=1e-10, max_iter=300).fit(Zd, y, columns=cols)
+    assert seen and all(seen)   # every round trip of the CG folds
+    assert np.array_equal(one.coef_, ref.coef_) and one.intercept_ == ref.intercept_

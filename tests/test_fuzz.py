@@ -670,3 +670,146 @@ def test_hostile_command_line_options(tmp_path_factory, capsys, option, value):
         assert len(errors) == 1 and errors[0].startswith("rbcd: error: "), err
         assert "internal error" not in err
         assert not model.exists()
+
+
+# ------------------------------------------------------------------ issue 31: model files
+def _fitted_models():
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 3))
+    y = (X[:, 0] > 0.5).astype(int)
+    models = [rbcd.RBClassifier(n_grids=4, random_state=0).fit(X, y),
+              rbcd.RBClassifier(n_grids=4, solver="cd", max_epochs=5, random_state=0).fit(X, y),
+              rbcd.RBRegressor(n_grids=4, n_features=64, random_state=0).fit(X, X[:, 1])]
+    return X, models
+
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    _MODEL_X, _MODELS = _fitted_models()
+
+
+def _flip(raw, flips):
+    raw = bytearray(raw)
+    for pos, bit in flips:
+        raw[pos % len(raw)] ^= 1 << bit
+    return bytes(raw)
+
+
+def _same_predictions(est, original):
+    out = est.predict(_MODEL_X)
+    return np.array_equal(np.asarray(out), np.asarray(original.predict(_MODEL_X)))
+
+
+@FUZZ
+@given(which=st.integers(0, len(_MODELS) - 1),
+       flips=st.lists(st.tuples(st.integers(0, 2**31), st.integers(0, 7)), min_size=1,
+                      max_size=3))
+def test_fuzzed_model_files_fail_clearly_or_predict_the_same(tmp_path_factory, capsys, which,
+                                                             flips):
+    """A model file with flipped bits: a CLIError ('damaged' / 'not an rbcd model'), or a
+    model that predicts exactly what the saved one did (issue 31 item 7: 80 of 400 loaded
+    and predicted other values)."""
+    folder = tmp_path_factory.mktemp("model")
+    path = folder / "m.joblib"
+    est = _MODELS[which]
+    task = "regression" if isinstance(est, rbcd.RBRegressor) else "classification"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cli.save_model(str(path), est, task, 3)
+        path.write_bytes(_flip(path.read_bytes(), flips))
+        try:
+            payload = cli.load_model(str(path))
+        except cli.CLIError as exc:
+            assert re.search(r"damaged|not an rbcd model|format version|cannot read", str(exc))
+            return
+        assert payload["task"] == task and payload["n_features"] == 3
+        assert _same_predictions(payload["estimator"], est)
+
+
+@FUZZ
+@given(which=st.integers(0, len(_MODELS) - 1),
+       flips=st.lists(st.tuples(st.integers(0, 2**31), st.integers(0, 7)), min_size=1,
+                      max_size=3))
+def test_fuzzed_pickles_fail_or_predict_the_same(which, flips):
+    """pickle.loads of a flipped pickle of an estimator: an exception (the checksum's
+    CorruptedStateError where the bytes still unpickle), or the same predictions."""
+    import pickle
+
+    from rbcd._integrity import CorruptedStateError
+
+    est = _MODELS[which]
+    raw = _flip(pickle.dumps(est), flips)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            loaded = pickle.loads(raw)
+        except CorruptedStateError:
+            return
+        except Exception:  # noqa: BLE001 - random bytes fail to unpickle in many ways
+            return
+        if not hasattr(loaded, "predict"):
+            return  # a flip in the class name can make another object: not a silent model
+        try:
+            same = _same_predictions(loaded, est)
+        except Exception:  # noqa: BLE001 - a broken object that fails loudly is fine
+            return
+        assert same
+
+
+def test_pickled_estimators_round_trip_with_their_checksum():
+    import pickle
+
+    from rbcd._integrity import CHECKSUM_KEY
+
+    for est in _MODELS + [_MODELS[0].binning_, _MODELS[0].solver_, _MODELS[1].solver_]:
+        state = est.__getstate__()
+        assert len(state[CHECKSUM_KEY]) == 64
+        again = pickle.loads(pickle.dumps(est))
+        assert again.__getstate__()[CHECKSUM_KEY] == state[CHECKSUM_KEY]  # deterministic
+
+
+# ------------------------------------------------------------------ issue 31: aliased paths
+@FUZZ
+@given(spelling=st.sampled_from(["same", "absolute", "dot", "dotdot", "symlink", "hardlink",
+                                 "double-slash"]),
+       command=st.sampled_from(["train-model", "predict-data", "predict-model"]))
+def test_cli_paths_that_alias_an_input_are_refused(tmp_path_factory, capsys, spelling,
+                                                   command):
+    """Any spelling of an input's path as the output: exit 1 naming the input, which stays
+    byte for byte as it was (issue 31 item 4)."""
+    folder = tmp_path_factory.mktemp("alias")
+    (folder / "sub").mkdir()
+    data, model = folder / "d.svm", folder / "m.joblib"
+    X = _base(0, 20, 2)
+    data.write_text("".join(f"{i % 2} 1:{a} 2:{b}\n" for i, (a, b) in enumerate(X)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert cli.main(["train", str(data), "-m", str(model), "--n-grids", "3"]) == 0
+    capsys.readouterr()
+    target = data if command in ("train-model", "predict-data") else model
+    cwd = os.getcwd()
+    os.chdir(folder)
+    try:
+        alias = {"same": target.name,
+                 "absolute": str(target),
+                 "dot": f"./{target.name}",
+                 "dotdot": f"sub/../{target.name}",
+                 "double-slash": str(folder) + "//" + target.name}.get(spelling)
+        if spelling == "symlink":
+            alias = "link"
+            os.symlink(target, folder / "link")
+        elif spelling == "hardlink":
+            alias = "hard"
+            os.link(target, folder / "hard")
+        before = {p.name: p.read_bytes() for p in (data, model)}
+        if command == "train-model":
+            code = cli.main(["train", "d.svm", "-m", alias, "--n-grids", "3"])
+        else:
+            code = cli.main(["predict", "m.joblib", "d.svm", "-o", alias])
+        err = capsys.readouterr().err
+        assert code == 1, err
+        assert re.search(r"is the (training data|data file|model file)", err), err
+        assert {p.name: p.read_bytes() for p in (data, model)} == before
+        assert not [f for f in os.listdir(folder) if f.endswith(".tmp")]
+    finally:
+        os.chdir(cwd)

@@ -88,12 +88,12 @@ def _scale_sigma(xp, X):
 
 
 def _raise_bad_bins(xp, X, cols, widths, offsets, sigma=None):
-    from ..binning.random_binning import _raise_bad_bins as raise_cpu
+    from ..binning._input import _raise_bad_bins as raise_cpu
     raise_cpu(_ops.to_host(X), cols, widths[:, cols], offsets[:, cols], sigma)
 
 
 def _bin_bounds(widths, offsets, cmin, cmax):
-    from ..binning.random_binning import _bin_range
+    from ..binning._input import _bin_range
     qlo, qhi, bad = _bin_range(widths, offsets, cmin, cmax)
     return qlo, qhi, bad
 
@@ -196,7 +196,7 @@ class GridLayout:
 
     def to_rbcolumns(self):
         """The CPU's RBColumns of this Z (host copies)."""
-        from ..binning.random_binning import RBColumns
+        from ..binning.columns import RBColumns
         rows = _ops.to_host(self.rows)
         return RBColumns(_ops.to_host(self.col_ptr).astype(np.int64),
                          rows.astype(np.int32 if self.n_rows < 2**31 else np.int64),
@@ -295,7 +295,7 @@ def number_grid(xp, row_s, words_s):
 # ---------------------------------------------------------------------------------- fit
 def _prepare(est, X, xp):
     """Validate, extremes, sigma, the grid draw (contract 2) and the range check."""
-    from ..binning.random_binning import _warn_if_degenerate  # noqa: F401 (used by fit)
+    from ..binning._draw import _warn_if_degenerate  # noqa: F401 (used by fit)
     if est.n_features is not None:
         raise ValueError("device='cuda' supports exact mode only (n_features=None); "
                          "hashed mode runs on the CPU")
@@ -325,7 +325,7 @@ def fit_layout(est, X, xp, *, combine=True):
     ``_cuda_tables``. ``combine``: sort one (key << row_bits | row) word where it fits
     (False: always the stable sorts of the key words; tests force both).
     """
-    from ..binning.random_binning import _warn_if_degenerate
+    from ..binning._draw import _warn_if_degenerate
     X, widths, offsets, lo, hi, cmin, cmax, sigma, dtype = _prepare(est, X, xp)
     n, d = X.shape
     R = widths.shape[0]
@@ -482,7 +482,7 @@ def to_cpu(est):
     tables = est.__dict__.get("_cuda_tables")
     if not isinstance(tables, CudaTables):
         return est
-    from ..binning.random_binning import _restore_grid_tables
+    from ..binning._plan import _restore_grid_tables
     out = copy.copy(est)
     out.__dict__ = {k: v for k, v in est.__dict__.items() if k != "_cuda_tables"}
     out.device = "cpu"

@@ -19,7 +19,8 @@ try:
     from distributed import get_client
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError(
-        "rbcd.dask needs dask and distributed: pip install 'rbcd[dask]'"
+        "rbcd.dask needs dask and distributed: pip install '.[dask]' in rbcd's clone, "
+        "or pip install 'dask[array,dataframe]>=2024.1' 'distributed>=2024.1'"
     ) from exc
 
 
@@ -106,6 +107,28 @@ def align_rows(X, other, name):
     if other.ndim == 2 and len(other.chunks[1]) > 1:
         other = other.rechunk({1: -1})
     return other
+
+
+def check_weights(X, sample_weight, client):
+    """``sample_weight`` (a number, numpy or dask array) as a dask array with X's row chunks,
+    and its sum, checked as the local estimators check it (rbcd._validation
+    .check_sample_weight: finite, non-negative, a positive sum; each failure a ValueError
+    naming sample_weight). One pass over the weights on the workers."""
+    if isinstance(sample_weight, numbers.Real) and not isinstance(sample_weight, (bool, np.bool_)):
+        sample_weight = np.full(X.shape[0], float(sample_weight))
+    sw = align_rows(X, as_rows(sample_weight, "sample_weight", client, ndim=(1,),
+                               chunks=X.chunks[0]), "sample_weight")
+    if sw.dtype.kind not in "biuf":
+        raise ValueError(f"sample_weight must be numeric, got dtype {sw.dtype}")
+    sw = sw.astype(np.float64)
+    finite, negative, total = dask.compute(da.isfinite(sw).all(), (sw < 0).any(), sw.sum())
+    if not finite:
+        raise ValueError("sample_weight contains NaN or inf")
+    if negative:
+        raise ValueError("sample_weight must be non-negative (got a negative weight)")
+    if not float(total) > 0:
+        raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
+    return sw, float(total)
 
 
 def row_offsets(X):

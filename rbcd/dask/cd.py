@@ -31,7 +31,6 @@ Faults: actors are not recomputed by dask. If a worker holding one is lost, the 
 a RuntimeError saying so (no model is set); it never continues with partial state.
 """
 import numbers
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -47,9 +46,10 @@ from .._threads import effective_n_threads, serial_dot
 from ..solvers import _sparse, _stopping
 from ..solvers.cd import LOSSES
 from . import _kernels
-from ._data import (align_rows, as_rows, check_n_jobs, client_or_error, da, dask, ordered_sum,
-                    worker_threads)
-from .cg import build_blocks, decision_dask, regression_targets
+from ._data import as_rows, check_n_jobs, client_or_error, ordered_sum, worker_threads
+from ._blocks import (build_blocks, class_setup, decision_dask, predict_from_scores,
+                      proba_from_scores, regression_targets)
+from .._warnings import warn as warn_user
 
 __all__ = ["CDRegressor", "CDClassifier"]
 
@@ -87,7 +87,7 @@ class _Part:
         R = grid_ptr.shape[0] - 1
         n = block.n
         if block.grid is not None and np.array_equal(block.grid.grid_ptr, grid_ptr):
-            self.labels = block.grid.labels      # built once with the block (cg.Block)
+            self.labels = block.grid.labels      # built once with the block (_blocks.Block)
         else:
             self.labels = self._labels_of(block.Z, grid_ptr, R, n)
         self.width = np.diff(grid_ptr)
@@ -571,10 +571,10 @@ class _CDBase(BaseEstimator):
             r.pop("messages")
             if not r["converged"]:
                 kind = "duality gap" if r["use_gap"] else "largest minimum-norm subgradient"
-                warnings.warn(
+                warn_user(
                     f"Coordinate descent did not converge{label} after {params['max_epochs']} "
                     f"epochs: relative {kind} {r['gap']:.3e} > tol {params['tol']:.3e}. "
-                    "Increase max_epochs, or alpha.", ConvergenceWarning)
+                    "Increase max_epochs, tol or alpha.", ConvergenceWarning)
             results.append(r)
         del act
         self.parallel_ = "grid"
@@ -647,56 +647,6 @@ class CDRegressor(RegressorMixin, _CDBase):
         return self._decision(X)
 
 
-class _ClassTargets:
-    """Worker-side -1/+1 targets of the classes (one column for two classes)."""
-
-    def __init__(self, classes):
-        self.classes = classes
-
-    def __call__(self, y):
-        y = np.asarray(y)
-        if y.ndim != 1:
-            raise ValueError(f"y must be 1-D for a classifier, got shape {y.shape}")
-        if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-            raise ValueError("y contains NaN or inf")
-        idx = np.searchsorted(self.classes, y)
-        if self.classes.shape[0] == 2:
-            return np.where(idx == 1, 1.0, -1.0)
-        return np.column_stack([np.where(idx == c, 1.0, -1.0) for c in range(self.classes.shape[0])])
-
-
-def class_setup(client, X, y, sample_weight, class_weight):
-    """(classes, target function, sample weights with class_weight applied) of a
-    classification fit, from the global class counts."""
-    yd = as_rows(y, "y", client, ndim=(1,), chunks=as_rows(X, "X", client).chunks[0])
-    if yd.dtype.kind == "f":
-        if not bool(da.isfinite(yd).all().compute()):
-            raise ValueError("y contains NaN or inf")
-    classes, counts = (np.asarray(a) for a in dask.compute(*da.unique(yd, return_counts=True)))
-    if classes.shape[0] < 2:
-        raise ValueError(f"a classifier needs samples of at least 2 classes in y, got only one "
-                         f"class: {classes[0]!r}")
-    sw = sample_weight
-    if class_weight is not None:
-        if isinstance(class_weight, str) and class_weight == "balanced":
-            cw = yd.shape[0] / (classes.shape[0] * counts.astype(np.float64))
-        elif isinstance(class_weight, dict):
-            unknown = [c for c in class_weight if c not in set(classes.tolist())]
-            if unknown:
-                raise ValueError(f"class_weight has labels not in y: {unknown!r}")
-            cw = np.array([float(class_weight.get(c, 1.0)) for c in classes.tolist()])
-        else:
-            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
-        cwy = yd.map_blocks(lambda b, c=classes, w=cw: w[np.searchsorted(c, b)], dtype=np.float64)
-        if sw is None:
-            sw = cwy
-        else:
-            Xd = as_rows(X, "X", client)
-            sw = align_rows(Xd, as_rows(sw, "sample_weight", client, ndim=(1,), chunks=Xd.chunks[0]),
-                            "sample_weight") * cwy
-    return classes, _ClassTargets(classes), sw
-
-
 class CDClassifier(ClassifierMixin, _CDBase):
     """Logistic / squared-hinge classification by grid-block CD on row-partitioned random
     binning features (dask); one-vs-rest for more than two classes. Same parameters as
@@ -748,27 +698,3 @@ class CDClassifier(ClassifierMixin, _CDBase):
     @available_if(_has_proba)
     def predict_proba(self, X):
         return proba_from_scores(self.decision_function(X))
-
-
-def predict_from_scores(scores, classes):
-    if scores.ndim == 1:
-        return scores.map_blocks(lambda s, c=classes: c[(s > 0).astype(int)], dtype=classes.dtype,
-                                 meta=np.zeros(0, dtype=classes.dtype))
-    return scores.map_blocks(lambda s, c=classes: c[np.argmax(s, axis=1)], dtype=classes.dtype,
-                             drop_axis=1, meta=np.zeros(0, dtype=classes.dtype))
-
-
-def _proba_block(s):
-    with np.errstate(over="ignore"):
-        P = 1.0 / (1.0 + np.exp(-s))
-    if s.ndim == 1:
-        return np.column_stack([1.0 - P, P])
-    return P / P.sum(axis=1, keepdims=True)
-
-
-def proba_from_scores(scores):
-    """Logistic probabilities, as the local CDClassifier.predict_proba computes them."""
-    if scores.ndim == 1:
-        return scores.map_blocks(_proba_block, dtype=np.float64, new_axis=1,
-                                 chunks=(scores.chunks[0], (2,)), meta=np.zeros((0, 0)))
-    return scores.map_blocks(_proba_block, dtype=np.float64, meta=np.zeros((0, 0)))

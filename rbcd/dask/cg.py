@@ -23,7 +23,6 @@ worker's threads divided among the partitions it runs at once (or ``n_jobs``). W
 (hashed mode, dense or general Z) scipy's sparse products on one thread per task.
 """
 import numbers
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -31,21 +30,11 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from .._threads import effective_n_threads
-from ..solvers._blocks import grid_block
 from ..solvers.cg import _check_alpha, default_max_iter  # the local RidgeCG's own rules
-from distributed import wait
-
-from ._data import (
-    align_rows,
-    as_rows,
-    check_n_jobs,
-    client_or_error,
-    dask,
-    ordered_sum,
-    resolve_task_jobs,
-    tasks_per_worker,
-)
+from ._blocks import build_blocks, class_setup, decision_dask, predict_from_scores, \
+    regression_targets
+from ._data import as_rows, check_n_jobs, client_or_error
+from .._warnings import warn as warn_user
 
 __all__ = ["RidgeCG", "RidgeCGClassifier"]
 
@@ -64,80 +53,6 @@ def check_cg_params(tol, max_iter, preconditioner):
 
 
 # ---------------------------------------------------------------------------- worker side
-class Block:
-    """One partition's share of a fit, built and kept on its worker: Z_b (CSR or dense), the
-    targets Y_b (n_b, k), the weights s_b (None: all ones) and the threads of its products.
-
-    With the grid structure (``columns=``) and random binning training rows, the block is
-    held as its grid labels (``grid``, an rbcd.solvers._blocks.GridBlock, built once here;
-    ``Z`` is then None: the labels and the CSR indices, shared with the binning's Z block,
-    are all the products read) and its products run the local solver's kernels on
-    ``n_threads`` threads. Otherwise scipy's products on one thread."""
-
-    def __init__(self, Z, Y, s, grid_ptr=None, n_threads=1):
-        self.grid = None
-        self.n_threads = max(1, int(n_threads))
-        if sp.issparse(Z):
-            Z = sp.csr_matrix(Z)
-            if not Z.has_canonical_format:
-                Z = Z.copy()
-                Z.sum_duplicates()
-            if grid_ptr is not None:
-                self.grid = grid_block(Z, grid_ptr, self.n_threads)
-        else:
-            Z = np.asarray(Z, dtype=np.float64)
-        self.shape = Z.shape
-        self.Z = None if self.grid is not None else Z
-        self.Y = Y
-        self.s = s
-
-    @property
-    def n(self):
-        return self.shape[0]
-
-    def __sizeof__(self):
-        # what dask's memory manager counts (and spills) for this partition
-        z = self.Z
-        if self.grid is not None:
-            size = self.grid.nbytes
-        else:
-            size = (z.data.nbytes + z.indices.nbytes + z.indptr.nbytes) if sp.issparse(z) else z.nbytes
-        return int(size + self.Y.nbytes + (0 if self.s is None else self.s.nbytes) + 64)
-
-    def tdot(self, U):
-        """Z_b^T U, (D, k) float64."""
-        if self.grid is not None:
-            return self.grid.tdot(U, self.n_threads)
-        if self.n == 0:
-            return np.zeros((self.shape[1], U.shape[1]))
-        return np.asarray(self.Z.T @ U, dtype=np.float64)
-
-    def dot(self, V):
-        if self.grid is not None:
-            return self.grid.dot(V, self.n_threads)
-        if self.n == 0:
-            return np.zeros((0, V.shape[1]))
-        return np.asarray(self.Z @ V, dtype=np.float64)
-
-
-def make_block(Z, y, s, target_fn, grid_ptr=None, n_jobs=None, per_worker=1):
-    """The Block of one partition (runs on its worker: the threads are the worker's, see
-    _data.resolve_task_jobs)."""
-    Y = target_fn(np.asarray(y))
-    if Y.ndim == 1:
-        Y = Y[:, None]
-    s = None if s is None else np.asarray(s, dtype=np.float64)
-    n_threads = effective_n_threads(resolve_task_jobs(n_jobs, per_worker))
-    return Block(Z, np.ascontiguousarray(Y, dtype=np.float64), s, grid_ptr, n_threads)
-
-
-def regression_targets(y):
-    y = np.asarray(y, dtype=np.float64)
-    if not np.all(np.isfinite(y)):
-        raise ValueError("y contains NaN or inf")
-    return y
-
-
 def block_stats(b, grid_ptr):
     """(S_b, s.Y, Z^T s, (Z.^2)^T s, value, entries per grid, n_b) of one partition; ``value``
     is the common stored value (NaN: not all equal, None: no entries)."""
@@ -189,15 +104,6 @@ def block_operator(b, P, zP):
     return b.tdot(T), T.sum(axis=0)
 
 
-def block_decision(Z, coef, intercept):
-    """Z @ coef.T + intercept for one partition ((n,) for one target)."""
-    if Z.shape[0] == 0:
-        out = np.zeros((0, coef.shape[0]))
-    else:
-        out = np.asarray(Z @ coef.T, dtype=np.float64) + intercept
-    return out[:, 0] if out.shape[1] == 1 else out
-
-
 # ---------------------------------------------------------------------------- driver side
 def grid_projection(grid_ptr, fit_intercept):
     """The orthogonal projection off the grid-indicator null directions (the local
@@ -224,82 +130,39 @@ def grid_projection(grid_ptr, fit_intercept):
     return proj
 
 
-# bytes (array size x partitions) above which Cluster.map scatters an argument
-SCATTER_BYTES = 64 << 20
+def _fold_sums(acc, part):
+    """Cluster.map's fold for results that are tuples of arrays: their sums in partition
+    order, the additions of ``ordered_sum`` (same bits)."""
+    if acc is None:
+        return [np.array(x, dtype=np.float64, copy=True) for x in part]
+    for total, x in zip(acc, part):
+        total += x
+    return acc
 
 
-# seconds between checks, while a round trip's tasks run, that the workers they are pinned
-# to are still there
-PIN_POLL_SECONDS = 1.0
-
-
-class Cluster:
-    """The partitions of one fit on the workers and the round trips to them.
-
-    Each round trip's task for partition b runs on the worker holding b's block: the tasks
-    are pinned there (``workers=[holder]``, strict), since dask's work stealing would
-    otherwise move a task, and with it a copy of the whole block (its labels and indices),
-    to an idle worker. Pinning is safe against a lost worker: while the tasks run, the
-    holders are checked every PIN_POLL_SECONDS; if one has left, the round trip is
-    submitted again unpinned (dask recomputes the lost blocks anywhere) and the holders
-    are looked up afresh for the next one."""
-
-    def __init__(self, client, block_futures):
-        self.client = client
-        self.blocks = block_futures
-        self._holders = None
-
-    def _where(self):
-        """The worker holding each block (None: not known, or no longer there)."""
-        alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
-        if self._holders is None or not set(self._holders) <= alive:
-            wait(self.blocks)
-            who = self.client.who_has(self.blocks)
-            self._holders = [min(who.get(f.key, ()) or [None]) for f in self.blocks]
-            if not set(self._holders) <= alive:
-                self._holders = None
-        return self._holders
-
-    def _submit(self, func, send, pin):
-        where = self._where() if pin else None
-        if where is None:
-            return [self.client.submit(func, b, *send, pure=False) for b in self.blocks], None
-        return [self.client.submit(func, b, *send, pure=False, workers=[w],
-                                   allow_other_workers=False)
-                for b, w in zip(self.blocks, where)], where
-
-    def map(self, func, *args):
-        """``func(block, *args)`` on every partition; results in partition order.
-
-        Arrays are sent inside the tasks (one message through the scheduler) unless the
-        copies would exceed SCATTER_BYTES; then they are scattered to every worker once
-        (one more round trip, but each worker receives them once)."""
-        shared = []
-        send = []
-        for a in args:
-            if isinstance(a, np.ndarray) and a.nbytes * len(self.blocks) > SCATTER_BYTES:
-                f = self.client.scatter(a, broadcast=True, hash=False)
-                shared.append(f)
-                send.append(f)
-            else:
-                send.append(a)
-        futs, where = self._submit(func, send, pin=True)
-        try:
-            while where is not None:
-                try:
-                    wait(futs, timeout=PIN_POLL_SECONDS)
-                    break
-                except TimeoutError:
-                    alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
-                    if not set(where) <= alive:   # a holder left: run anywhere
-                        self.client.cancel(futs)
-                        self._holders = None
-                        futs, where = self._submit(func, send, pin=False)
-            return self.client.gather(futs)
-        finally:
-            del futs
-            for f in shared:
-                f.release()
+def _fold_stats(acc, st):
+    """Cluster.map's fold for block_stats: S, s.Y, Z^T s, (Z.^2)^T s and the entries per
+    grid summed in partition order, the stored values listed, the rows counted."""
+    S, sY, colsum, colsq, value, entries, n = st
+    if acc is None:
+        return {"S": float(S), "sY": np.array(sY, dtype=np.float64, copy=True),
+                "colsum": np.array(colsum, dtype=np.float64, copy=True),
+                "colsq": np.array(colsq, dtype=np.float64, copy=True),
+                "values": [] if value is None else [value],
+                "entries": None if entries is None else np.array(entries, np.float64, copy=True),
+                "n": int(n), "all_entries": entries is not None}
+    acc["S"] += float(S)
+    acc["sY"] += sY
+    acc["colsum"] += colsum
+    acc["colsq"] += colsq
+    if value is not None:
+        acc["values"].append(value)
+    if entries is None or acc["entries"] is None:
+        acc["entries"], acc["all_entries"] = None, False
+    else:
+        acc["entries"] += entries
+    acc["n"] += int(n)
+    return acc
 
 
 def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, grid_ptr,
@@ -308,13 +171,13 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
 
     Returns (coef (k, D), intercept (k,), n_iter (k,), weighted)."""
     alpha = _check_alpha(alpha, k)
-    stats = cluster.map(block_stats, grid_ptr)
-    S = float(sum(st[0] for st in stats))
+    # every partition's results are D-vectors (D x k for the operator): folded one at a
+    # time (Cluster.map's fold), the driver holds its own CG vectors and one partition's
+    stats = cluster.map(block_stats, grid_ptr, fold=_fold_stats)
+    S = stats["S"]
     if not S > 0:
         raise ValueError("sample_weight must contain at least one non-zero weight (all are zero)")
-    sYsum = ordered_sum([st[1] for st in stats])
-    colsum = ordered_sum([st[2] for st in stats])
-    colsq = ordered_sum([st[3] for st in stats])
+    sYsum, colsum, colsq = stats["sY"], stats["colsum"], stats["colsq"]
     D = colsum.shape[0]
     if fit_intercept:
         zbar = colsum / S
@@ -325,21 +188,19 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         ybar = np.zeros(k)
         diag = colsq
     diag = np.maximum(diag, 0.0)
-    rhs = cluster.map(block_rhs, ybar)
-    B = ordered_sum([r[0] for r in rhs])
+    B, rsum = cluster.map(block_rhs, ybar, fold=_fold_sums)
     if zbar is not None:
-        B -= np.outer(zbar, ordered_sum([r[1] for r in rhs]))
+        B -= np.outer(zbar, rsum)
 
     # the grid projection applies when the structure is known, every stored value is the
     # same and every grid holds one entry per row (training data)
     proj = None
     use_diag = preconditioner == "jacobi"
     if use_diag and grid_ptr is not None:
-        values = [st[4] for st in stats if st[4] is not None]
-        n = sum(st[6] for st in stats)
-        entries = ordered_sum([st[5] for st in stats])
+        values, n, entries = stats["values"], stats["n"], stats["entries"]
         same = len(values) > 0 and all(v == values[0] for v in values) and np.isfinite(values[0])
-        if same and np.all(entries == entries.max()) and entries.max() == n and n > 0:
+        if same and stats["all_entries"] and np.all(entries == entries.max()) \
+                and entries.max() == n and n > 0:
             proj = grid_projection(np.asarray(grid_ptr, dtype=np.int64), fit_intercept)
 
     if max_iter is None:
@@ -366,19 +227,24 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         act = np.flatnonzero(~done)
         if act.size == 0:
             break
-        Pa = np.ascontiguousarray(P[:, act])
+        every = act.size == k   # all targets active: views, not D x k copies
+        Pa = P if every else np.ascontiguousarray(P[:, act])
         zP = None if zbar is None else np.einsum("j,jk->k", zbar, Pa)
-        parts = cluster.map(block_operator, Pa, zP)
-        Q = ordered_sum([p[0] for p in parts])
+        Q, Tsum = cluster.map(block_operator, Pa, zP, fold=_fold_sums)
         Q += alpha[act] * Pa
         if zbar is not None:
-            Q -= np.outer(zbar, ordered_sum([p[1] for p in parts]))
+            Q -= np.outer(zbar, Tsum)
         pq = np.einsum("ij,ij->j", Pa, Q)
         ok = pq > 0
         step = np.where(ok, rz[act] / np.where(ok, pq, 1.0), 0.0)
-        X[:, act] += step * Pa
-        R[:, act] -= step * Q
-        Ra = R[:, act]
+        if every:
+            X += step * Pa
+            R -= step * Q
+            Ra = R
+        else:
+            X[:, act] += step * Pa
+            R[:, act] -= step * Q
+            Ra = R[:, act]
         rn = np.sqrt(np.einsum("ij,ij->j", Ra, Ra))
         Z_ = inv_m(Ra, act)
         rz_new = np.einsum("ij,ij->j", Ra, Z_)
@@ -389,7 +255,10 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         Pn = Z_ + beta * Pa
         if proj is not None:
             proj(Pn)
-        P[:, act] = Pn
+        if every:
+            P = Pn
+        else:
+            P[:, act] = Pn
         rz[act] = rz_new
         done[act[stop]] = True
         if verbose:
@@ -398,69 +267,15 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
     unconverged = rnorm > thresh
     if np.any(unconverged):
         worst = int(np.argmax(np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)))
-        warnings.warn(
+        warn_user(
             f"RidgeCG did not converge in max_iter={max_iter} iterations for "
             f"{int(unconverged.sum())} of {k} targets: relative residual "
             f"{rnorm[worst] / bnorm[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha.",
-            ConvergenceWarning, stacklevel=3,
+            ConvergenceWarning,
         )
     coef = X.T.copy()
     intercept = ybar - np.einsum("kj,j->k", coef, zbar) if zbar is not None else np.zeros(k)
     return coef, intercept, n_iter
-
-
-def grid_ptr_of(columns, D):
-    """The grid structure given as ``columns=`` (module rbcd.dask.binning: the
-    ``PartitionedColumns`` of ``RandomBinning.fit_transform(X, return_columns=True)``, a
-    fitted exact-mode rbcd.dask.RandomBinning or rbcd.RandomBinning, or a local RBColumns),
-    checked against Z's D columns; None for None."""
-    if columns is None:
-        return None
-    gp = getattr(columns, "grid_ptr_", None)
-    if gp is None:
-        gp = getattr(columns, "grid_ptr", None)
-    if gp is None:
-        raise ValueError(
-            "columns must be the PartitionedColumns returned with Z by rbcd.dask.RandomBinning"
-            ".fit_transform(X, return_columns=True), or a fitted RandomBinning in exact mode "
-            f"(n_features=None); got {type(columns).__name__} without a grid structure "
-            "(hashed mode or not fitted)")
-    gp = np.asarray(gp)
-    if gp.ndim != 1 or gp.shape[0] < 2 or gp.dtype.kind not in "iu" or int(gp[0]) != 0 \
-            or np.any(np.diff(gp) < 0):
-        raise ValueError("columns.grid_ptr must be a non-decreasing 1-D integer array from 0")
-    gp = np.ascontiguousarray(gp, dtype=np.int64)
-    if int(gp[-1]) != D:
-        raise ValueError(f"columns are not the grid structure of this Z: they have "
-                         f"{int(gp[-1])} columns but Z has {D}")
-    return gp
-
-
-def build_blocks(client, X, y, sample_weight, target_fn, columns=None, n_jobs=None):
-    """Persist one Block per partition of X (with its rows of y and weights, and its grid
-    labels when ``columns`` give the grid structure) on the workers; returns
-    (Cluster, n_rows, D, X as a dask array). ``cluster.grid_ptr`` is the structure or None."""
-    X = as_rows(X, "X", client)
-    gp = grid_ptr_of(columns, int(X.shape[1]))
-    y = align_rows(X, as_rows(y, "y", client, ndim=(1, 2), chunks=X.chunks[0]), "y")
-    if sample_weight is not None:
-        if isinstance(sample_weight, numbers.Real):
-            sample_weight = np.full(X.shape[0], float(sample_weight))
-        sample_weight = align_rows(
-            X, as_rows(sample_weight, "sample_weight", client, ndim=(1,), chunks=X.chunks[0]),
-            "sample_weight")
-        sw = sample_weight.to_delayed().ravel()
-    else:
-        sw = [None] * X.numblocks[0]
-    zs = X.to_delayed().ravel()
-    ys = y.to_delayed().ravel()
-    per_worker = tasks_per_worker(X)
-    parts = [dask.delayed(make_block)(z, yy, s, target_fn, gp, n_jobs, per_worker)
-             for z, yy, s in zip(zs, ys, sw)]
-    futures = client.compute(parts)
-    cluster = Cluster(client, futures)
-    cluster.grid_ptr = gp
-    return cluster, int(X.shape[0]), int(X.shape[1]), X
 
 
 class RidgeCG(RegressorMixin, BaseEstimator):
@@ -479,6 +294,11 @@ class RidgeCG(RegressorMixin, BaseEstimator):
     it the workers hold their blocks as grid labels and run the local solver's kernels on
     their threads (``n_jobs``; None: the worker's threads over its partitions), and the
     preconditioner is the projected Jacobi of the local solver; the same solution.
+
+    Memory: the driver holds the CG iterates, about ten float64 arrays of D x k (k
+    targets) at the peak of an iteration, plus at most 64 MB of the partitions' results
+    at a time (they are added as they arrive, in partition order); each worker holds
+    its partitions' blocks and one D x k result per partition while a round trip runs.
     """
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
@@ -531,18 +351,6 @@ class RidgeCG(RegressorMixin, BaseEstimator):
         return decision_dask(X, coef, intercept)
 
 
-def decision_dask(X, coef, intercept):
-    """Z @ coef.T + intercept per partition of X (a dask array; (n,) for one target)."""
-    k = coef.shape[0]
-    c = dask.delayed(coef, pure=True)
-    b = dask.delayed(intercept, pure=True)
-    if k == 1:
-        return X.map_blocks(block_decision, c, b, dtype=np.float64, drop_axis=1,
-                            chunks=(X.chunks[0],), meta=np.zeros(0))
-    return X.map_blocks(block_decision, c, b, dtype=np.float64, chunks=(X.chunks[0], (k,)),
-                        meta=np.zeros((0, 0)))
-
-
 class RidgeCGClassifier(BaseEstimator):
     """Ridge classification (one-vs-rest -1/+1 targets, all classes in one block CG) on
     row-partitioned Z, as :class:`rbcd.RidgeCGClassifier`. Used by rbcd.dask.RBClassifier."""
@@ -559,7 +367,6 @@ class RidgeCGClassifier(BaseEstimator):
         self.verbose = verbose
 
     def fit(self, X, y, sample_weight=None, columns=None, verbose=None):
-        from .cd import class_setup
 
         client = client_or_error()
         check_cg_params(self.tol, self.max_iter, self.preconditioner)
@@ -584,6 +391,5 @@ class RidgeCGClassifier(BaseEstimator):
         return decision_dask(as_rows(X, "X", client), self.coef_, self.intercept_)
 
     def predict(self, X):
-        from .cd import predict_from_scores
 
         return predict_from_scores(self.decision_function(X), self.classes_)

@@ -18,10 +18,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import models as _local
 from .._calibration import fit_softmax_calibration, softmax_probabilities
-from ._data import as_rows, check_finite_block, client_or_error, dask, tasks_per_worker
+from ._data import (as_rows, check_finite_block, check_weights, client_or_error, dask,
+                    tasks_per_worker)
 from .binning import RandomBinning, with_task_threads
-from .cd import CDClassifier, CDRegressor, predict_from_scores, proba_from_scores
-from .cg import RidgeCG, RidgeCGClassifier, block_decision
+from ._blocks import block_decision, predict_from_scores, proba_from_scores
+from .cd import CDClassifier, CDRegressor
+from .cg import RidgeCG, RidgeCGClassifier
 
 __all__ = ["RBRegressor", "RBClassifier"]
 
@@ -60,6 +62,11 @@ class _RBBase(BaseEstimator):
                 raise ValueError(f"solver='cg' solves ridge (squared loss); loss must be None or "
                                  f"'squared', got {self.loss!r}")
             loss = "squared"
+            if self.l1_ratio not in (0, 1):  # rbcd.models' rule: 1 the unused default, 0 ridge
+                raise ValueError(
+                    f"solver='cg' solves ridge (an L2 penalty only); l1_ratio must be 0 or its "
+                    f"default 1.0 (ignored) with cg, got {self.l1_ratio!r}: use solver='cd' "
+                    f"for an elastic net")
         elif self.loss is None:
             loss = "logistic" if self._classifier else "squared"
         else:
@@ -77,13 +84,10 @@ class _RBBase(BaseEstimator):
                              "binning (n_features=None)")
         client = client_or_error()
         X = as_rows(X, "X", client)
+        n_weight = X.shape[0]
+        if sample_weight is not None:  # checked (by name) before the binning
+            sample_weight, n_weight = check_weights(X, sample_weight, client)
         if alpha is None:  # the cg default: ALPHA_PER_ROW per unit of training weight
-            if sample_weight is None:
-                n_weight = X.shape[0]
-            else:
-                sw = sample_weight.sum() if hasattr(sample_weight, "sum") else np.sum(sample_weight)
-                sw = sw.compute() if hasattr(sw, "compute") else sw
-                n_weight = float(sw) if np.ndim(sample_weight) else float(sw) * X.shape[0]
             solver, alpha, tol, loss = self._effective(n_weight)
         n_grids = self.n_grids
         if isinstance(n_grids, str):  # "auto"

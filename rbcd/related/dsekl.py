@@ -60,7 +60,6 @@ Random draws, from ``rng = make_generator(random_state)``, per epoch:
 
 with J clipped to N // K and K to N. The rbcd_ref twin makes the same draws.
 """
-import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -75,6 +74,7 @@ from .._scale import median_l1_distance, scale_sigma_l2
 from .._threads import effective_n_threads
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, POSITIVE_REAL, RANDOM_STATE,
                            SIGMA, TOL, VERBOSE, check_sigma, fit_context)
+from .._warnings import warn as warn_user
 
 #: sigma="scale" with the Laplacian kernel: this factor times the median L1 distance.
 LAPLACIAN_FACTOR = 0.35
@@ -244,7 +244,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
             if change <= tol:
                 break
         else:
-            warnings.warn(
+            warn_user(
                 f"DoublyStochasticKernelClassifier did not converge in {max_epochs} epochs: "
                 f"weight change {history[-1]:.3e} > tol {tol:.3e}",
                 ConvergenceWarning,

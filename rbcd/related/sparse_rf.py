@@ -76,7 +76,6 @@ form: the computation of CDRegressor / CDClassifier.fit, iterate for iterate, wi
 estimator's input pass over the whole working set on every iteration.
 """
 
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -101,6 +100,7 @@ from ..solvers import _cd
 from ..solvers._columns import _Columns, plain_columns
 from ..solvers._paths import current_paths
 from ..solvers.cd import LOSSES as CD_LOSSES, _resolve_mode, _solve
+from .._warnings import warn as warn_user
 
 LOSSES = ("squared", "logistic", "squared_hinge")
 ZERO_RTOL = 1e-12
@@ -411,13 +411,13 @@ class SparseRandomFeatures(BaseEstimator):
             failed = [k for k, r in enumerate(results) if not r["converged"]]
             if last and failed:  # the intermediate solves are budgeted by design
                 worst = max(failed, key=lambda k: results[k]["gap"])
-                warnings.warn(
+                warn_user(
                     f"SparseRandomFeatures: the last working-set solve did not converge"
                     f"{f' for {len(failed)} of {n_out} problems' if n_out > 1 else ''} in "
                     f"max_epochs={self.max_epochs} epochs (relative "
                     f"{'duality gap' if loss == 'squared' else 'minimum-norm subgradient'} "
                     f"{results[worst]['gap']:.3e} > tol {self.tol:.1e}); increase max_epochs "
-                    "or alpha", ConvergenceWarning, stacklevel=3)
+                    "or alpha", ConvergenceWarning)
             epochs = int(np.sum(n_epochs))
             work_hist.append(float(epochs) * N * D_t)
             # 4: drop the features whose weight is zero in every problem

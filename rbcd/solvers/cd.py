@@ -65,7 +65,6 @@ The full check reads each column once for its gradient and for the objective's n
 """
 import numbers
 import time
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -82,7 +81,11 @@ from ._paths import current_paths
 from .._random import solver_seed
 from .._threads import effective_n_threads, serial_dot
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, TOL, VERBOSE,
-                           Interval, RealInterval, StrOptions, fit_context)
+                           Interval, RealInterval, StrOptions, check_class_weight,
+                           check_regression_target, check_sample_weight,
+                           fit_context)
+from .._warnings import warn as warn_user
+from .._integrity import ChecksummedState
 
 __all__ = ["CDRegressor", "CDClassifier", "cd_path", "alpha_max"]
 
@@ -180,28 +183,9 @@ def _params_of(est):
 
 
 def _check_sample_weight(sample_weight, n_samples):
-    """Float64 weights (n_samples,), finite, >= 0, positive sum; None -> None (all ones)."""
-    if sample_weight is None:
-        return None
-    if isinstance(sample_weight, numbers.Real) and not isinstance(sample_weight, (bool, np.bool_)):
-        sample_weight = np.full(n_samples, float(sample_weight))
-    s = np.asarray(sample_weight)
-    if s.dtype.kind not in "biuf":
-        raise ValueError(f"sample_weight must be numeric, got dtype {s.dtype}")
-    s = np.ascontiguousarray(s, dtype=np.float64)
-    if s.ndim != 1:
-        raise ValueError(f"sample_weight must be 1-D, got shape {s.shape}")
-    if s.shape[0] != n_samples:
-        raise ValueError(
-            f"sample_weight has {s.shape[0]} entries but the feature matrix has {n_samples} rows"
-        )
-    if not np.all(np.isfinite(s)):
-        raise ValueError("sample_weight contains NaN or inf")
-    if np.any(s < 0):
-        raise ValueError("sample_weight must be non-negative (got a negative weight)")
-    if not s.sum() > 0:
-        raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
-    return s
+    """Float64 weights (n_samples,), finite, >= 0, positive sum; None -> None (all ones).
+    The shared check of every estimator (rbcd._validation.check_sample_weight)."""
+    return check_sample_weight(sample_weight, n_samples)
 
 
 def _check_y_given(est, y):
@@ -212,25 +196,8 @@ def _check_y_given(est, y):
 
 
 def _check_regression_target(y, n_samples):
-    y = np.asarray(y)
-    if y.dtype.kind == "O":
-        try:
-            y = y.astype(np.float64)
-        except (TypeError, ValueError):
-            raise ValueError(f"y must be numeric (Unknown label type: dtype {y.dtype})") from None
-    if y.dtype.kind not in "biuf":
-        raise ValueError(f"y must be numeric (Unknown label type: dtype {y.dtype})")
-    y = np.asarray(y, dtype=np.float64)
-    if y.ndim == 0 or y.ndim > 2:
-        raise ValueError(f"y must be 1-D or 2-D, got shape {y.shape}")
-    if y.shape[0] != n_samples:
-        raise ValueError(f"y has {y.shape[0]} rows but the feature matrix has {n_samples} rows")
-    if y.ndim == 2 and y.shape[1] == 0:
-        raise ValueError(f"y has no columns (shape {y.shape})")
-    if not np.all(np.isfinite(y)):
-        bad = tuple(int(b) for b in np.argwhere(~np.isfinite(y))[0])
-        raise ValueError(f"y contains NaN or inf (first at index {bad})")
-    return y
+    """y as float64 (1-D or 2-D), finite, of n_samples rows (rbcd._validation's check)."""
+    return check_regression_target(y, n_samples, matrix="the feature matrix")
 
 
 def _binary_pm1(y, n_samples):
@@ -313,6 +280,8 @@ def pow2_scale(v):
     squares of huge or tiny targets and weights finite and non-zero.
     """
     m = float(np.max(np.abs(v))) if np.size(v) else 0.0
+    if not np.isfinite(m):  # no power of two brings inf into range: callers check first
+        raise ValueError(f"cannot rescale non-finite values (largest |value| {m!r})")
     if m == 0.0 or 2.0 ** -SAFE_EXP <= m <= 2.0 ** SAFE_EXP:
         return 1.0
     return float(np.ldexp(1.0, int(np.frexp(m)[1]) - 1))
@@ -500,7 +469,7 @@ def _slow_cause(cols, s, S, h, n_threads):
     tiny zig-zag steps, and neither more epochs nor a larger alpha is the cure. With
     h_j = (1/S) sum s z_j^2 and m_j = (1/S) sum s z_j, var_j = h_j - m_j^2.
     """
-    advice = "Increase max_epochs, or alpha."
+    advice = "Increase max_epochs, tol or alpha."
     if cols.n_cols == 0:
         return advice
     if s is None and cols.data is None:
@@ -514,13 +483,22 @@ def _slow_cause(cols, s, S, h, n_threads):
     if not r[j] > _UNCENTRED:
         return advice
     ratio = "inf" if not np.isfinite(r[j]) else f"{r[j]:.3g}"
+    if cols.data is None:
+        # every stored value equal: indicator features such as random binning's Z, which
+        # no one centres (it would make Z dense); the cause is a bin that holds nearly all
+        # the rows, i.e. a bandwidth large against the spread of the data
+        return (f"Column {j} holds nearly every row (|mean| = {ratio} times its standard "
+                f"deviation): it is almost constant, nearly parallel to the intercept, and "
+                f"such columns make coordinate descent slow. On random binning features "
+                f"(RBRegressor, RBClassifier, RandomBinning) it is a bin that almost every "
+                f"row falls in: try a smaller sigma; or {advice[0].lower()}{advice[1:]}")
     return (f"The features are not centred: column {j} has |mean| {abs(m[j]):.3g} = {ratio} "
             f"times its standard deviation, and such columns make coordinate descent slow "
             f"whatever max_epochs. Centre (and scale) the features first, e.g. "
             f"sklearn.preprocessing.StandardScaler; {advice[0].lower()}{advice[1:]}")
 
 
-class _CDBase(BaseEstimator):
+class _CDBase(ChecksummedState, BaseEstimator):
     """Shared fit machinery of CDRegressor and CDClassifier."""
 
     _loss_choices = REGRESSION_LOSSES + CLASSIFICATION_LOSSES
@@ -599,12 +577,12 @@ class _CDBase(BaseEstimator):
                     else "largest minimum-norm subgradient")
             worst = max(failed, key=lambda k: results[k]["gap"])
             which = (f" for {len(failed)} of {n_problems} problems" if n_problems > 1 else "")
-            warnings.warn(
+            warn_user(
                 f"Coordinate descent did not converge{which} after {params['max_epochs']} "
                 f"epochs: relative {kind} {results[worst]['gap']:.3e}"
                 f"{f' (problem {worst}, the worst)' if n_problems > 1 else ''} > tol "
                 f"{params['tol']:.3e}. {_slow_cause(cols, s, S, h, n_threads)}",
-                ConvergenceWarning, stacklevel=3,
+                ConvergenceWarning,
             )
         self.parallel_ = mode
         self.n_threads_ = int(n_threads)
@@ -809,7 +787,7 @@ class CDClassifier(ClassifierMixin, _CDBase):
         Z = self._validate_Z(Z, reset=True)
         y = np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
-            warnings.warn("A column-vector y was passed when a 1d array was expected; "
+            warn_user("A column-vector y was passed when a 1d array was expected; "
                           "it is ravelled.", _data_conversion_warning())
             y = y.ravel()
         if y.ndim != 1:
@@ -832,9 +810,8 @@ class CDClassifier(ClassifierMixin, _CDBase):
                 unknown = [c for c in cw if c not in known]
                 if unknown:
                     raise ValueError(f"class_weight has labels not in y: {unknown!r}")
+            check_class_weight(cw)
             s = (np.ones(Z.shape[0]) if s is None else s) * compute_sample_weight(cw, y)
-            if np.any(s < 0):
-                raise ValueError("class_weight must be non-negative")
         if s is not None and np.all(s == 1.0):
             s = None
         self.classes_ = classes

@@ -59,7 +59,6 @@ RBClassifier is resolved in rbcd.models.
 """
 import numbers
 import time
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -73,7 +72,10 @@ from . import _sparse
 from ._columns import columns_from
 from .cd import SAFE_EXP, pow2_scale
 from .._threads import effective_n_threads, limit_blas
-from .._validation import N_JOBS, TOL, VERBOSE, Interval, RealInterval, StrOptions, fit_context
+from .._validation import (N_JOBS, TOL, VERBOSE, Interval, RealInterval, StrOptions,
+                           check_class_weight, check_regression_target, fit_context)
+from .._warnings import warn as warn_user
+from .._integrity import ChecksummedState
 
 _PRECONDITIONERS = ("jacobi", None)
 # multiply-adds per thread below which a product runs on fewer threads: about half a
@@ -385,7 +387,7 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
     """Block preconditioned CG for ridge; validated inputs, Y of shape (n, k).
 
     ``columns``: optional column structure of Z (see _Products), e.g. an
-    ``rbcd.binning.random_binning.RBColumns``. If it also has a ``grid_ptr`` -- a promise that each
+    ``rbcd.binning.RBColumns``. If it also has a ``grid_ptr`` -- a promise that each
     grid's columns hold at most one entry per row -- and the Jacobi preconditioner is
     used, the preconditioned residual is projected off the grid indicator null
     directions whenever that is exact (_grid_projection; module docstring).
@@ -746,10 +748,9 @@ def _warn_unconverged(unconverged, relres, stop_reason, n_iter, tol, max_iter):
     else:
         why = (f"did not converge in max_iter={max_iter} iterations: relative residual "
                f"{relres[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha")
-    warnings.warn(
+    warn_user(
         f"RidgeCG {why} ({n_bad} of {k} targets not converged).",
         ConvergenceWarning,
-        stacklevel=5,
     )
 
 
@@ -770,7 +771,7 @@ _CG_CONSTRAINTS = {
 }
 
 
-class _RidgeCGBase(BaseEstimator):
+class _RidgeCGBase(ChecksummedState, BaseEstimator):
     _classification = False   # alpha="auto" scores the targets' squared error
     def _validate_X(self, X, reset):
         return validate_data(
@@ -940,7 +941,7 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
             self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32],
             multi_output=True, y_numeric=True,
         )
-        y = np.asarray(y, dtype=np.float64)
+        y = check_regression_target(y)  # object y with None / inf: named, not recursed on
         Y = y.reshape(y.shape[0], -1)
         coef, intercept = self._solve(X, Y, sample_weight, columns)
         out_dtype = X.dtype
@@ -1019,7 +1020,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
             )
         s = _check_sample_weight(sample_weight, X.shape[0])
         if self.class_weight is not None:
-            cw = compute_sample_weight(self.class_weight, y)
+            cw = compute_sample_weight(check_class_weight(self.class_weight), y)
             s = cw if s is None else s * cw
         coef, intercept = self._solve(X, Y, s, columns)
         self.coef_ = coef.astype(X.dtype)

@@ -1,0 +1,223 @@
+"""Issue 31: what a newcomer and a hostile tester met, one test per defect (each failed
+before its fix). The command line's items are in tests/test_cli.py, rbcd.dask's in
+tests/test_dask.py, the fuzzed model files and aliased CLI paths in tests/test_fuzz.py."""
+import os
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning, DataConversionWarning
+
+import rbcd
+from rbcd import CDClassifier, CDRegressor, RBClassifier, RBRegressor, RidgeCG, RidgeCGClassifier
+from rbcd.solvers.cd import pow2_scale
+
+
+def _data(n=120, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, d))
+    return X, (X[:, 0] > 0.5).astype(int), X[:, 0] + X[:, 1]
+
+
+# ------------------------------------------------------------------ item 2: class_weight
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -1.0, "1"])
+@pytest.mark.parametrize("make", [
+    lambda cw: CDClassifier(class_weight=cw, max_epochs=5),
+    lambda cw: RidgeCGClassifier(class_weight=cw),
+    lambda cw: RBClassifier(solver="cd", class_weight=cw, n_grids=8, max_epochs=5),
+    lambda cw: RBClassifier(solver="cg", class_weight=cw, n_grids=8),
+])
+def test_non_finite_class_weight_is_refused_by_name(make, bad):
+    X, y, _ = _data()
+    with pytest.raises(ValueError, match="class_weight") as info:
+        make({0: bad, 1: 1.0}).fit(X, y)
+    assert "sample_weight" not in str(info.value)
+
+
+# ------------------------------------------------------------------ item 5: object y
+@pytest.mark.parametrize("bad", [np.inf, None, -np.inf, np.nan])
+@pytest.mark.parametrize("make", [RidgeCG, CDRegressor,
+                                  lambda: RBRegressor(n_grids=8),
+                                  lambda: RBRegressor(n_grids=8, solver="cd")])
+def test_object_y_with_inf_or_none_is_a_clear_error(make, bad):
+    X, _, y = _data()
+    yo = y.astype(object)
+    yo[7] = bad
+    # (RidgeCG's NaN is scikit-learn's own "Input contains NaN" from validate_data)
+    with pytest.raises(ValueError, match=r"y (contains|must be numeric).*index 7|Input contains NaN"):
+        make().fit(X, yo)
+
+
+@pytest.mark.parametrize("bad", [np.inf, None])
+@pytest.mark.parametrize("solver", ["cg", "cd"])
+def test_object_class_labels_with_inf_or_none_name_the_entry(solver, bad):
+    X, y, _ = _data()
+    yo = y.astype(object)
+    yo[3] = bad
+    with pytest.raises(ValueError, match="index 3"):
+        RBClassifier(n_grids=8, solver=solver).fit(X, yo)
+
+
+def test_pow2_scale_refuses_non_finite_values_instead_of_recursing():
+    for v in (np.array([1.0, np.inf]), np.array([np.nan])):
+        with pytest.raises(ValueError, match="non-finite"):
+            pow2_scale(v)
+
+
+# ------------------------------------------------------------------ item 11: sample_weight
+@pytest.mark.parametrize("solver", ["cg", "cd"])
+@pytest.mark.parametrize("bad,words", [
+    (np.r_[np.ones(119), np.nan], "sample_weight contains NaN or inf"),
+    (np.r_[np.ones(119), np.inf], "sample_weight contains NaN or inf"),
+    (np.r_[np.ones(119), -1.0], "sample_weight must be non-negative"),
+    (np.ones(5), "sample_weight has 5 entries but X has 120 rows"),
+    (np.ones((120, 2)), r"sample_weight must be 1-D .* shape \(120, 2\)"),
+    (np.zeros(120), "sample_weight must have a positive sum"),
+])
+@pytest.mark.parametrize("cls", [RBRegressor, RBClassifier])
+def test_bad_sample_weight_names_the_parameter(cls, solver, bad, words):
+    X, yc, yr = _data()
+    y = yc if cls is RBClassifier else yr
+    with pytest.raises(ValueError, match=words):
+        cls(n_grids=8, solver=solver).fit(X, y, sample_weight=bad)
+
+
+def test_sample_weight_scalar_still_accepted():
+    X, _, y = _data()
+    a = RBRegressor(n_grids=8, random_state=0).fit(X, y, sample_weight=3.0)
+    b = RBRegressor(n_grids=8, random_state=0).fit(X, y, sample_weight=np.full(120, 3.0))
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+
+
+# ------------------------------------------------------------------ item 12: messages
+@pytest.mark.parametrize("solver", ["cg", "cd"])
+def test_rbclassifier_errors_name_rbclassifier(solver):
+    X, _, _ = _data()
+    with pytest.raises(ValueError, match="RBClassifier needs samples of at least 2 classes") \
+            as info:
+        RBClassifier(n_grids=8, solver=solver).fit(X, np.zeros(120))
+    for internal in ("RidgeCGClassifier", "CDClassifier"):
+        assert internal not in str(info.value)
+
+
+def test_column_vector_y_warns_at_the_users_line():
+    X, y, _ = _data()
+    with pytest.warns(DataConversionWarning) as rec:
+        RBClassifier(n_grids=8).fit(X, y[:, None])
+    assert rec[0].filename == __file__
+
+
+def test_convergence_warnings_point_at_the_users_line():
+    X, y, yr = _data()
+    Z = rbcd.RandomBinning(n_grids=8, sigma=0.5, random_state=0).fit_transform(X)
+    calls = [
+        lambda: CDRegressor(max_epochs=1, tol=1e-12).fit(Z, yr),
+        lambda: CDClassifier(max_epochs=1, tol=1e-12).fit(Z, y),
+        lambda: RidgeCG(max_iter=1, tol=1e-12).fit(Z, yr),
+        lambda: RBRegressor(n_grids=8, solver="cd", max_epochs=1, tol=1e-12).fit(X, yr),
+        lambda: RBClassifier(n_grids=8, max_iter=1, tol=1e-12).fit(X, y),
+    ]
+    for call in calls:
+        with pytest.warns(ConvergenceWarning) as rec:
+            call()
+        conv = [w for w in rec if issubclass(w.category, ConvergenceWarning)]
+        assert conv and all(w.filename == __file__ for w in conv), \
+            [(w.filename, w.lineno) for w in conv]
+
+
+def test_degenerate_binning_warning_points_at_the_users_line():
+    X, _, yr = _data()
+    with pytest.warns(rbcd.DegenerateBinningWarning) as rec:
+        RBRegressor(n_grids=8, sigma=1e-9).fit(X, yr)
+    assert all(w.filename == __file__ for w in rec
+               if issubclass(w.category, rbcd.DegenerateBinningWarning))
+
+
+def test_cd_convergence_advice_on_binning_features_names_sigma_not_a_scaler():
+    # a large sigma puts every row in one bin of some grids: constant columns, which the
+    # old advice called "not centred" (|mean| = inf times the deviation) and sent the user
+    # to StandardScaler, which no one can apply to the binning's Z
+    X, _, yr = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rbcd.DegenerateBinningWarning)
+        with pytest.warns(ConvergenceWarning) as rec:
+            RBRegressor(n_grids=8, sigma=4.0, solver="cd", l1_ratio=0.0, alpha=1e-6,
+                        max_epochs=2, tol=1e-14, random_state=0).fit(X, yr)
+    msg = " ".join(str(w.message) for w in rec if issubclass(w.category, ConvergenceWarning))
+    assert "StandardScaler" not in msg
+    assert "smaller sigma" in msg and "max_epochs" in msg
+
+
+# ------------------------------------------------------------------ item 13: l1_ratio with cg
+@pytest.mark.parametrize("cls", [RBRegressor, RBClassifier])
+def test_l1_ratio_with_cg_is_refused_like_a_wrong_loss(cls):
+    X, yc, yr = _data()
+    y = yc if cls is RBClassifier else yr
+    with pytest.raises(ValueError, match="l1_ratio"):
+        cls(n_grids=8, solver="cg", l1_ratio=0.5).fit(X, y)
+    with pytest.raises(ValueError, match="loss"):
+        cls(n_grids=8, solver="cg", loss="logistic" if cls is RBClassifier else "squared_hinge") \
+            .fit(X, y)
+    # the default (unused by cg) and 0 (ridge, what cg solves) pass, as loss=None/"squared"
+    a = cls(n_grids=8, solver="cg", random_state=0).fit(X, y)
+    b = cls(n_grids=8, solver="cg", l1_ratio=0.0, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(a.predict(X), b.predict(X))
+    cls(n_grids=8, solver="cd", l1_ratio=0.5, max_epochs=3).fit(X, y)
+
+
+# ------------------------------------------------------------------ item 19: show_config
+def test_show_config_prints_once_and_names_the_simd_path(capsys):
+    from rbcd.binning._binning import avx512_cpu
+
+    assert rbcd.show_config() is None   # a REPL echoes a returned value a second time
+    text = capsys.readouterr().out
+    assert "binning SIMD:" in text and ("AVX-512" if avx512_cpu() else "scalar") in text
+    info = rbcd.show_config(as_dict=True)
+    assert capsys.readouterr().out == ""
+    assert info["simd"] in ("avx512", "scalar") and info["threads"] >= 1
+    assert info["simd"] == ("avx512" if avx512_cpu() else "scalar")
+
+
+# ------------------------------------------------------------------ item 9: many classes
+@pytest.mark.parametrize("solver", ["cg", "cd"])
+def test_many_classes_are_refused_up_front_with_an_estimate(solver, monkeypatch):
+    # 10^4 classes on 2 x 10^4 rows passed 10 GB; here the same rule with the memory
+    # available made small
+    from rbcd import _memory
+
+    rng = np.random.default_rng(0)
+    X = rng.random((3000, 3))
+    y = rng.integers(0, 300, 3000)
+    monkeypatch.setattr(_memory, "available_memory", lambda: 5 * 2**20)
+    solved = []
+    monkeypatch.setattr(RidgeCGClassifier, "fit", lambda *a, **k: solved.append(1))
+    monkeypatch.setattr(CDClassifier, "fit", lambda *a, **k: solved.append(1))
+    with pytest.raises(ValueError, match=r"RBClassifier .* 300 classes needs about [\d.]+ GiB"):
+        RBClassifier(n_grids=8, solver=solver).fit(X, y)
+    assert solved == []
+
+
+@pytest.mark.parametrize("solver", ["cg", "cd"])
+def test_solver_memory_estimate_bounds_the_measured_peak(solver):
+    import tracemalloc
+
+    from rbcd._memory import solver_memory
+
+    rng = np.random.default_rng(1)
+    X = rng.random((1500, 3))
+    y = rng.integers(0, 60, 1500)
+    binning = rbcd.RandomBinning(n_grids=32, sigma=0.1, random_state=0)
+    Z, cols = binning.fit_transform(X, return_columns=True)
+    est = (RidgeCGClassifier(max_iter=5) if solver == "cg" else
+           CDClassifier(max_epochs=2, n_jobs=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tracemalloc.start()
+        try:
+            est.fit(Z, y, columns=cols)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    estimate = solver_memory(solver, Z.shape[0], Z.shape[1], 60)
+    assert peak <= estimate <= 4 * peak, (peak, estimate)
