@@ -1,6 +1,6 @@
 """rbcd against scikit-learn's kernel approximations and exact kernel machines on real data.
 
-    python benchmarks/compare_realdata.py DIR [--sets a,b] [--out docs/benchmarks] ...
+    python benchmarks/compare_realdata.py [DIR] [--sets a,b] [--bundled all|none|a,b] ...
 
 DIR holds svmlight pairs NAME.train.svm / NAME.test.svm (``../shared/data/realdata.py DIR``
 writes ten UCI and econometrics sets there; it needs apt-get and the ``rdata`` package, so it
@@ -8,6 +8,12 @@ belongs to the benchmark extra, never to the tests). A set is a classification t
 every training target is an integer and there are at most MAX_CLASSES distinct ones
 (``--regression a,b`` / ``--classification a,b`` override this). Dense input: the sets are
 small in d.
+
+Beside them, scikit-learn's bundled sets, which need no download (``--bundled``, default all;
+``--bundled none`` leaves them out, and without DIR they are the whole run): diabetes
+(regression), digits, breast cancer and wine (classification), each raw (``sk-NAME``) and
+standardized by a StandardScaler fitted on the training rows (``sk-NAME-scaled``); split by
+``train_test_split(X, y, random_state=0)`` (75% / 25%). ``--sets`` selects among them too.
 
 Per set, every configuration is fitted on the training rows and scored on the test rows
 (accuracy, or RMSE for regression); its time is fit + predict, wall clock, one process:
@@ -95,6 +101,44 @@ def load_sets(folder, names=None, regression=(), classification=()):
                 else task_of(ytr))
         sets.append(DataSet(name, task, Xtr.toarray(), ytr, Xte.toarray(), yte))
     sets.sort(key=lambda s: s.X_train.shape[0])
+    return sets
+
+
+BUNDLED = {"diabetes": "regression", "digits": "classification",
+           "breast_cancer": "classification", "wine": "classification"}
+
+
+def bundled_names(spec):
+    """The bundled set names of ``--bundled`` ("all", "none" or a comma list of sk-NAME or
+    sk-NAME-scaled)."""
+    every = [f"sk-{b}{t}" for b in BUNDLED for t in ("", "-scaled")]
+    if spec == "all":
+        return every
+    if spec in ("none", ""):
+        return []
+    names = [n for n in spec.split(",") if n]
+    unknown = sorted(set(names) - set(every))
+    if unknown:
+        raise SystemExit(f"unknown bundled sets {unknown}; choose from {every}")
+    return names
+
+
+def load_bundled(names):
+    """scikit-learn's bundled sets by name (``bundled_names``), split with random_state=0;
+    the -scaled variants standardized on the training rows."""
+    from sklearn import datasets
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    sets = []
+    for name in names:
+        base = name[len("sk-"):].removesuffix("-scaled")
+        X, y = getattr(datasets, f"load_{base}")(return_X_y=True)
+        Xtr, Xte, ytr, yte = train_test_split(np.asarray(X, dtype=np.float64), y, random_state=0)
+        if name.endswith("-scaled"):
+            sc = StandardScaler().fit(Xtr)
+            Xtr, Xte = sc.transform(Xtr), sc.transform(Xte)
+        sets.append(DataSet(name, BUNDLED[base], Xtr, ytr, Xte, yte))
     return sets
 
 
@@ -250,6 +294,9 @@ def run_rbcd(ds, args, emit):
     if args.alpha_per_row is not None:
         params["alpha"] = args.alpha_per_row * ds.X_train.shape[0]
     default_grids = params.get("n_grids", Est().n_grids)
+    if isinstance(default_grids, str):  # n_grids="auto": the number it resolves to
+        from rbcd.models import auto_n_grids
+        default_grids = auto_n_grids(ds.X_train.shape[1])
     if "rbcd" in args.methods:
         for R in sorted(set(args.rbcd_grids) | {default_grids}):
             for seed in range(args.seed, args.seed + args.rbcd_seeds):
@@ -437,8 +484,15 @@ def _ints(s):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dir", help="folder of NAME.train.svm / NAME.test.svm pairs")
-    p.add_argument("--sets", default=None, help="comma-separated set names (default: all in DIR)")
+    p.add_argument("dir", nargs="?", default=None,
+                   help="folder of NAME.train.svm / NAME.test.svm pairs (optional: without it "
+                        "only the bundled sets run)")
+    p.add_argument("--sets", default=None,
+                   help="comma-separated set names (default: all in DIR and all --bundled)")
+    p.add_argument("--bundled", default="all",
+                   help="scikit-learn's bundled sets beside DIR's: all (default), none, or a "
+                        "comma list of sk-NAME / sk-NAME-scaled (NAME: diabetes, digits, "
+                        "breast_cancer, wine)")
     p.add_argument("--out", default=os.path.join(ROOT, "docs", "benchmarks"),
                    help="output folder (default docs/benchmarks)")
     p.add_argument("--methods", default=",".join(RBCD + PEERS),
@@ -486,9 +540,21 @@ def main(argv=None):
         args.scale = _scale_supported()
     if args.scale:
         args.rbcd_params.setdefault("sigma", "scale")
-    sets = load_sets(args.dir, args.sets.split(",") if args.sets else None,
-                     [s for s in args.regression.split(",") if s],
-                     [s for s in args.classification.split(",") if s])
+    chosen = args.sets.split(",") if args.sets else None
+    bundled = bundled_names(args.bundled)
+    if chosen:
+        bundled = [b for b in bundled if b in chosen]
+        chosen = [c for c in chosen if c not in bundled] or None
+        if chosen and args.dir is None:
+            raise SystemExit(f"sets {chosen} are not bundled and no DIR was given")
+    sets = []
+    if args.dir is not None and (chosen or not args.sets):
+        sets = load_sets(args.dir, chosen,
+                         [s for s in args.regression.split(",") if s],
+                         [s for s in args.classification.split(",") if s])
+    sets += load_bundled(bundled)
+    if not sets:
+        raise SystemExit("no sets to run: give DIR or --bundled")
     import rbcd
 
     header = (f"Real-data comparison on {_cpu()} ({os.cpu_count()} logical CPUs), "

@@ -25,7 +25,7 @@ from rbcd.solvers import _cd
 from rbcd.solvers._paths import forced_paths
 from rbcd._openmp_info import openmp_is_enabled
 from rbcd._random import solver_seed
-from rbcd.solvers.cd import CDClassifier, CDRegressor, alpha_max, cd_path
+from rbcd.solvers.cd import DECISION_EPOCHS, CDClassifier, CDRegressor, alpha_max, cd_path
 
 LOSSES = ("squared", "logistic", "squared_hinge")
 SELECTIONS = ("random", "permutation", "cyclic")
@@ -146,7 +146,9 @@ def test_stopping_epoch_matches_ref_with_positive_tol(loss):
             b = estimator(ref, loss, **kw).fit(Z, y)
         assert a.n_iter_ == b.n_iter_
         assert np.isclose(a.dual_gap_, b.dual_gap_, rtol=1e-6)
-        assert a.dual_gap_ <= 1e-4 or a.n_iter_ == 300
+        # the subgradient test, the epoch budget, or (classification) the decisions rule
+        assert (a.dual_gap_ <= 1e-4 or a.n_iter_ == 300
+                or (loss != "squared" and a.n_iter_ >= DECISION_EPOCHS))
 
 
 def test_multi_output_and_ovr_match_ref():
@@ -545,7 +547,8 @@ def test_hogwild_and_grid_reach_the_serial_optimum_classification(loss):
     Z, y, binning = rb_problem(6, n=300, n_grids=8, bins=12)
     y = np.where(y > 0, 1.0, -1.0)
     alpha, l1_ratio = 3e-3, 0.5
-    kw = dict(loss=loss, alpha=alpha, l1_ratio=l1_ratio, tol=1e-5, max_epochs=3000, random_state=3)
+    kw = dict(loss=loss, alpha=alpha, l1_ratio=l1_ratio, tol=1e-5, max_epochs=3000, random_state=3,
+              decision_epochs=None)  # the subgradient test alone: close to the optimum
     ests = [CDClassifier(parallel=None, **kw).fit(Z, y),
             CDClassifier(parallel="hogwild", n_jobs=2, **kw).fit(Z, y),
             CDClassifier(parallel="grid", n_jobs=2, **kw).fit(Z, y, columns=binning)]
@@ -668,7 +671,7 @@ def test_l1_logistic_matches_liblinear_objective():
         lr = LogisticRegression(l1_ratio=1.0, solver="liblinear", C=1.0 / (alpha * N),
                                 fit_intercept=False, tol=1e-12, max_iter=100000).fit(X, y)
     est = CDClassifier(alpha=alpha, fit_intercept=False, tol=1e-9, max_epochs=20000,
-                       random_state=0).fit(X, y)
+                       random_state=0, decision_epochs=None).fit(X, y)
     o_ours = objective(X, y, est.coef_.ravel(), 0.0, "logistic", alpha, 1.0)
     o_lib = objective(X, y, lr.coef_.ravel(), 0.0, "logistic", alpha, 1.0)
     assert o_ours <= o_lib + 1e-8
@@ -682,7 +685,8 @@ def test_kkt_at_the_solution(loss, l1_ratio):
     Z, y, rng = random_problem(20, loss, n=80, d=15, density=0.5)
     s = rng.uniform(0.5, 2.0, size=80)
     alpha = 0.02
-    Est = CDRegressor if loss == "squared" else CDClassifier
+    # the classifier by its subgradient test alone (decision_epochs=None): at the optimum
+    Est = (CDRegressor if loss == "squared" else partial(CDClassifier, decision_epochs=None))
     est = Est(loss=loss, alpha=alpha, l1_ratio=l1_ratio, tol=1e-10, max_epochs=20000,
               random_state=0).fit(Z, y, sample_weight=s)
     w = np.ravel(est.coef_)
@@ -1084,3 +1088,48 @@ def test_classification_losses_stream_from_their_own_row_threshold():
     with pytest.raises(ValueError, match="serial_stream_min_rows"):
         with forced_paths(serial_stream_min_rows_classification=-1):
             pass
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared_hinge"])
+def test_classification_stops_when_decisions_settle(loss):
+    # tol > 0: a classification fit ends after DECISION_EPOCHS epochs in a row that changed
+    # no training decision (sign of z . w + b), before the subgradient test is met. The
+    # iterates do not depend on tol, so the same fit cut at fewer epochs (tol=0) shows the
+    # decisions epoch by epoch: the same over the last DECISION_EPOCHS epochs, changed at
+    # the one before; and the twin stops at the same epoch.
+    Z, y, _ = random_problem(5, loss, n=200, d=60)
+    kw = dict(alpha=1e-4, l1_ratio=1.0, max_epochs=500, parallel=None, random_state=0)
+    a = CDClassifier(loss=loss, tol=1e-4, **kw).fit(Z, y)
+    n = a.n_iter_
+    assert n < 500 and a.dual_gap_ > 1e-4  # the decisions rule stopped it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        b = ref.CDClassifier(loss=loss, tol=1e-4, **kw).fit(Z, y)
+        assert b.n_iter_ == n
+        cut = {e: CDClassifier(loss=loss, tol=0.0, **{**kw, "max_epochs": e}).fit(Z, y)
+               for e in range(n - DECISION_EPOCHS - 1, n + 1)}
+    assert np.allclose(cut[n].coef_, a.coef_, **TIGHT)
+    signs = {e: cut[e].decision_function(Z) > 0 for e in cut}
+    for e in range(n - DECISION_EPOCHS, n + 1):
+        assert np.array_equal(signs[e], signs[n])
+    assert not np.array_equal(signs[n - DECISION_EPOCHS - 1], signs[n])
+    # tol=0, and decision_epochs=None, switch the rule off
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        c = CDClassifier(loss=loss, tol=0.0, **{**kw, "max_epochs": n + 5}).fit(Z, y)
+        d = CDClassifier(loss=loss, tol=1e-4, decision_epochs=None,
+                         **{**kw, "max_epochs": n + 5}).fit(Z, y)
+        e = ref.CDClassifier(loss=loss, tol=1e-4, decision_epochs=None,
+                             **{**kw, "max_epochs": n + 5}).fit(Z, y)
+    assert c.n_iter_ == n + 5 and d.n_iter_ == n + 5 and e.n_iter_ == n + 5
+    # a longer window stops later, at the same epoch as the twin's
+    f = CDClassifier(loss=loss, tol=1e-4, decision_epochs=2 * DECISION_EPOCHS, **kw).fit(Z, y)
+    g = ref.CDClassifier(loss=loss, tol=1e-4, decision_epochs=2 * DECISION_EPOCHS, **kw).fit(Z, y)
+    assert f.n_iter_ == g.n_iter_ > n
+
+
+def test_regression_is_not_stopped_by_the_decisions_rule():
+    # the squared loss keeps the duality-gap test alone
+    Z, y, _ = random_problem(6, "squared", n=60, d=20)
+    a = CDRegressor(alpha=1e-3, tol=1e-6, max_epochs=2000, parallel=None, random_state=0).fit(Z, y)
+    assert a.dual_gap_ <= 1e-6

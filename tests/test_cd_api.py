@@ -12,7 +12,18 @@ import rbcd
 from rbcd.solvers.cd import CDClassifier, CDRegressor, alpha_max, cd_path
 
 
-@parametrize_with_checks([CDRegressor(), CDClassifier(), CDClassifier(loss="squared_hinge")])
+def _expected_failures(estimator):
+    # classification: the default decisions rule ends a fit once the training decisions
+    # settle, before the optimum that sample-weight equivalence compares at rtol 1e-7
+    if isinstance(estimator, CDClassifier) and estimator.decision_epochs is not None:
+        return {f"check_sample_weight_equivalence_on_{kind}_data": "the decisions rule (decision_epochs) stops before the optimum, at an epoch that rounding can move between weighted and repeated rows"
+                for kind in ("dense", "sparse")}
+    return {}
+
+
+@parametrize_with_checks([CDRegressor(), CDClassifier(), CDClassifier(loss="squared_hinge"),
+                          CDClassifier(decision_epochs=None)],
+                         expected_failed_checks=_expected_failures)
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -394,6 +394,10 @@ def _expected_failures(estimator):
     if estimator.get_params().get("alpha") == "auto" and estimator.solver != "cd":
         return {f"check_sample_weight_equivalence_on_{kind}_data":
                 "alpha='auto' leaves out rows, not units of weight" for kind in ("dense", "sparse")}
+    if estimator.solver == "cd" and isinstance(estimator, RBClassifier):
+        # CDClassifier's decisions rule (tests/test_cd_api.py)
+        return {f"check_sample_weight_equivalence_on_{kind}_data": "the decisions rule (decision_epochs) stops before the optimum, at an epoch that rounding can move between weighted and repeated rows"
+                for kind in ("dense", "sparse")}
     return {}
 
 

@@ -38,7 +38,7 @@ def test_compare_realdata_writes_table_json_and_plot(tmp_path):
     _run([os.path.join(BENCH, "compare_realdata.py"), str(data), "--out", str(out),
           "--gammas", "1", "--components", "16", "--peer-alphas", "1", "--svc-C", "1",
           "--krr-alphas", "0.1", "--rbcd-grids", "8", "--rbcd-params",
-          '{"n_grids": 8, "tol": 0.001, "n_jobs": 1}'], tmp_path)
+          '{"n_grids": 8, "tol": 0.001, "n_jobs": 1}', "--bundled", "none"], tmp_path)
     md = (out / "realdata_table.md").read_text()
     assert "| tinyclf | acc |" in md and "| tinyreg | RMSE |" in md
     records = json.loads((out / "realdata.json").read_text())["records"]
@@ -52,9 +52,26 @@ def test_compare_realdata_writes_table_json_and_plot(tmp_path):
     assert not [f for f in os.listdir(out) if f.startswith(".")]    # no temporary left
     # re-running rbcd only, reusing the peers, keeps their records
     _run([os.path.join(BENCH, "compare_realdata.py"), str(data), "--out", str(out),
-          "--methods", "none", "--reuse", str(out / "realdata.json")], tmp_path)
+          "--methods", "none", "--reuse", str(out / "realdata.json"), "--bundled", "none"], tmp_path)
     again = json.loads((out / "realdata.json").read_text())["records"]
     assert len(again) == len(records)
+
+
+def test_compare_realdata_runs_bundled_sets_without_dir(tmp_path):
+    # scikit-learn's bundled sets need no download: no DIR, two of them, raw and scaled
+    out = tmp_path / "out"
+    _run([os.path.join(BENCH, "compare_realdata.py"), "--out", str(out),
+          "--bundled", "sk-wine,sk-wine-scaled", "--methods", "rbcd,exact-laplacian",
+          "--svc-C", "1", "--gammas", "1", "--rbcd-grids", "8", "--rbcd-params",
+          '{"n_grids": 8, "n_jobs": 1}'], tmp_path)
+    records = json.loads((out / "realdata.json").read_text())["records"]
+    assert {(r["set"], r["method"]) for r in records} >= {
+        (n, m) for n in ("sk-wine", "sk-wine-scaled") for m in ("rbcd", "exact-laplacian")}
+    # the split is train_test_split(random_state=0): 133 training rows of 178
+    md = (out / "realdata_table.md").read_text()
+    assert "| sk-wine-scaled | acc |" in md and "133" in md
+    scaled = [r["score"] for r in records if r["set"] == "sk-wine-scaled" and r["method"] == "rbcd"]
+    assert scaled and max(scaled) > 0.85  # a working classifier on the standardized set
 
 
 def test_tune_realdata_sweep_and_curves(tmp_path):

@@ -1,5 +1,6 @@
 """rbcd_ref.solvers.cd against independent facts: scikit-learn optima, KKT conditions, errors."""
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -111,7 +112,8 @@ def test_kkt_conditions(loss, l1_ratio):
     _, Z, y, ycls, _ = _data(n=120, R=6, seed=4)
     alpha = 5e-3
     target = y if loss == "squared" else ycls.astype(float)
-    Est = CDRegressor if loss == "squared" else CDClassifier
+    # the classifier by its subgradient test alone (decision_epochs=None): at the optimum
+    Est = CDRegressor if loss == "squared" else partial(CDClassifier, decision_epochs=None)
     m = Est(loss=loss, alpha=alpha, l1_ratio=l1_ratio, tol=1e-9, max_epochs=5000,
             random_state=0).fit(Z, target)
     w = np.ravel(m.coef_)
@@ -132,7 +134,7 @@ def test_kkt_no_intercept_weighted_logistic():
     _, Z, _, ycls, _ = _data(n=100, R=6, seed=6)
     s = np.random.default_rng(1).uniform(0.5, 2, size=100)
     alpha = 3e-3
-    m = CDClassifier(alpha=alpha, fit_intercept=False, tol=1e-9, max_epochs=5000,
+    m = CDClassifier(alpha=alpha, fit_intercept=False, tol=1e-9, max_epochs=5000, decision_epochs=None,
                      random_state=3).fit(Z, ycls, sample_weight=s)
     w = m.coef_[0]
     d = _loss_grad("logistic", Z @ w, ycls.astype(float))
@@ -148,7 +150,7 @@ def test_l1_logistic_matches_liblinear():
     _, Z, _, ycls, _ = _data(n=150, R=8, seed=7)
     n = Z.shape[0]
     alpha = 4e-3
-    m = CDClassifier(alpha=alpha, fit_intercept=False, tol=1e-9, max_epochs=5000,
+    m = CDClassifier(alpha=alpha, fit_intercept=False, tol=1e-9, max_epochs=5000, decision_epochs=None,
                      random_state=0).fit(Z, ycls)
     # liblinear: ||w||_1 + C sum_i log(1 + exp(-y_i z_i.w)); ours = (that) * alpha with C = 1/(alpha N)
     ref = LogisticRegression(l1_ratio=1.0, solver="liblinear", C=1.0 / (alpha * n),
@@ -467,7 +469,7 @@ def test_cd_path_multi_target_and_classification():
     # alpha_max of a 2-D target is the max over targets: the 2 y column decides it
     assert alphas[0] == pytest.approx(alpha_max(Z, 2 * y))
     assert np.all(coefs[:, :, 0] == 0) and np.any(coefs[:, :, -1] != 0)
-    a, c, g = cd_path(Z, ycls, n_alphas=3, eps=0.1, loss="logistic", tol=1e-4,
+    a, c, g = cd_path(Z, ycls, n_alphas=3, eps=0.1, loss="logistic", tol=1e-4, decision_epochs=None,
                       max_epochs=2000, random_state=0)
     assert a[0] == pytest.approx(alpha_max(Z, ycls, loss="logistic"))
     assert c.shape == (Z.shape[1], 3) and np.all(c[:, 0] == 0) and np.all(g <= 1e-4)

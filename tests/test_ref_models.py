@@ -135,6 +135,8 @@ def test_scikit_learn_estimator_checks():
         # alpha="auto" leaves out rows, not units of weight (as rbcd's models: their
         # expected failures in tests/test_models.py)
         auto = "alpha" in est.get_params() and est.get_params()["alpha"] == "auto"
+        # the classifier's decisions rule stops before the optimum (tests/test_cd_api.py)
+        auto = auto or est.get_params().get("decision_epochs") is not None
         failed = [(r["check_name"], str(r["exception"])[:200]) for r in results
                   if r["status"] == "failed" and not (
                       auto and r["check_name"].startswith("check_sample_weight_equivalence"))]

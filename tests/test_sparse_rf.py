@@ -232,10 +232,12 @@ def test_bad_input():
     Xn[5, 0] = np.nan
     with pytest.raises(ValueError, match="NaN"):
         rbcd.SparseRandomFeatures().fit(Xn, y)
-    est = quiet(rbcd.SparseRandomFeatures(n_iter=1), X, y)
+    est = quiet(rbcd.SparseRandomFeatures(n_iter=1, loss="squared"), X, y)
     with pytest.raises(ValueError, match="features"):
         est.predict(np.ones((2, 5)))
     assert not hasattr(est, "decision_function")  # a regressor (squared loss)
+    # the default loss (None) classifies labels
+    assert hasattr(quiet(rbcd.SparseRandomFeatures(n_iter=1), X, y), "decision_function")
 
 
 @pytest.mark.parametrize("kw", [
@@ -279,3 +281,25 @@ def test_compare_related_script_runs(tmp_path):
         assert all(0.0 <= p["score"] <= 1.0 for p in r["srf"] + r["rf_l2"] + r["rf_l1"])
     assert (tmp_path / "related_features.png").stat().st_size > 1000
     assert "DSEKL against an exact-kernel SVM" in (tmp_path / "related.md").read_text()
+
+
+@pytest.mark.parametrize("std", [0.2, 0.5])
+def test_default_loss_classifies_xor_like_an_rbf_svm(std):
+    """Issue 30: with every parameter at its default, labels are classified with the paper's
+    loss (squared hinge) and reach an RBF SVM on the XOR problem. Data: make_xor_blobs, four
+    Gaussian blobs of spread std at (+-1, +-1), class 1 on the (1, 1) / (-1, -1) diagonal;
+    400 training and 2,000 test points. The squared loss (the former default) fitted the
+    labels as a regression (test R^2 0.80 at std 0.5)."""
+    X, y = make_xor_blobs(400, std=std, random_state=0)
+    Xt, yt = make_xor_blobs(2000, std=std, random_state=1)
+    svm_acc = GridSearchCV(SVC(kernel="rbf"), {"C": [0.1, 1, 10, 100], "gamma": [0.1, 0.5, 1, 2, 5]},
+                           cv=3).fit(X, y).score(Xt, yt)
+    est = quiet(rbcd.SparseRandomFeatures(random_state=0), X, y)
+    assert est.loss_ == "squared_hinge" and list(est.classes_) == [0, 1]
+    assert est.score(Xt, yt) >= svm_acc - 0.02
+    assert hasattr(est, "decision_function")
+    same = quiet(rbcd_ref.SparseRandomFeatures(random_state=0), X, y)  # the twin chooses alike
+    assert same.loss_ == "squared_hinge"
+    # continuous targets keep the squared loss (regression)
+    reg = quiet(rbcd.SparseRandomFeatures(random_state=0), X, np.sin(X[:, 0]) + 0.1 * X[:, 1])
+    assert reg.loss_ == "squared" and not hasattr(reg, "classes_")

@@ -263,7 +263,8 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     """
 
     def __init__(self, n_grids=64, sigma="scale", kernel="laplacian", n_features=None,
-                 dtype=np.float64, n_jobs=None, random_state=None):
+                 dtype=np.float64, n_jobs=None, random_state=None, device="cpu"):
+        self.device = device
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -302,6 +303,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                     random_state=state)
 
     def _fit(self, X):
+        if self.device != "cpu":
+            raise ValueError(f"rbcd.dask bins on the workers' CPUs: device must be 'cpu', got "
+                             f"{self.device!r}")
         client = client_or_error()
         check_n_jobs(self.n_jobs)
         X = as_rows(X, "X", client)

@@ -278,6 +278,23 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
     return coef, intercept, n_iter
 
 
+def check_distributed_ridge(est):
+    """The parameters of rbcd.RidgeCG that the distributed solver takes: ``solver`` "cg" or
+    "auto" (CG: the direct forms factor an n x n or D x D matrix on one machine), ``alpha``
+    a number (alpha="auto" is chosen by the models, rbcd.dask.RBRegressor / RBClassifier),
+    ``device`` "cpu"."""
+    if not (isinstance(est.solver, str) and est.solver in ("cg", "auto")):
+        raise ValueError(f"rbcd.dask solves ridge by CG: solver must be 'cg' or 'auto', got "
+                         f"{est.solver!r} (the direct solves run on one machine: rbcd.RidgeCG)")
+    if isinstance(est.alpha, str):
+        raise ValueError(f"rbcd.dask.{type(est).__name__} needs a number for alpha, got "
+                         f"{est.alpha!r} (rbcd.dask.RBRegressor / RBClassifier choose "
+                         f"alpha='auto')")
+    if est.device != "cpu":
+        raise ValueError(f"rbcd.dask runs on the workers' CPUs: device must be 'cpu', got "
+                         f"{est.device!r}")
+
+
 class RidgeCG(RegressorMixin, BaseEstimator):
     """Ridge regression by block preconditioned CG on row-partitioned Z (dask).
 
@@ -302,8 +319,10 @@ class RidgeCG(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None, verbose=0):
+                 preconditioner="jacobi", n_jobs=None, verbose=0, solver="cg", device="cpu"):
         self.alpha = alpha
+        self.solver = solver
+        self.device = device
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
@@ -312,6 +331,7 @@ class RidgeCG(RegressorMixin, BaseEstimator):
         self.verbose = verbose
 
     def fit(self, X, y, sample_weight=None, columns=None, verbose=None):
+        check_distributed_ridge(self)
         client = client_or_error()
         check_cg_params(self.tol, self.max_iter, self.preconditioner)
         check_n_jobs(self.n_jobs)
@@ -356,8 +376,11 @@ class RidgeCGClassifier(BaseEstimator):
     row-partitioned Z, as :class:`rbcd.RidgeCGClassifier`. Used by rbcd.dask.RBClassifier."""
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0):
+                 preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0,
+                 solver="cg", device="cpu"):
         self.alpha = alpha
+        self.solver = solver
+        self.device = device
         self.fit_intercept = fit_intercept
         self.tol = tol
         self.max_iter = max_iter
@@ -367,7 +390,7 @@ class RidgeCGClassifier(BaseEstimator):
         self.verbose = verbose
 
     def fit(self, X, y, sample_weight=None, columns=None, verbose=None):
-
+        check_distributed_ridge(self)
         client = client_or_error()
         check_cg_params(self.tol, self.max_iter, self.preconditioner)
         check_n_jobs(self.n_jobs)

@@ -46,10 +46,17 @@ class _RBBase(BaseEstimator):
     def _effective(self, n_weight=None):
         """(solver, alpha, tol, loss) with rbcd.models' defaults (ALPHA_PER_ROW, CG_TOL,
         CD_TOL); the cg default alpha needs the training weight ``n_weight``."""
-        if not (isinstance(self.solver, str) and self.solver in ("cg", "cd")):
-            raise ValueError(f"solver must be 'cg' or 'cd', got {self.solver!r}")
-        solver = self.solver
-        if self.alpha is not None:
+        if not (isinstance(self.solver, str) and self.solver in ("auto", "cg", "cd")):
+            raise ValueError(f"solver must be 'auto', 'cg' or 'cd' on rbcd.dask (ridge by CG, "
+                             f"or coordinate descent), got {self.solver!r}")
+        if self.device != "cpu":
+            raise ValueError(f"rbcd.dask runs on the workers' CPUs: device must be 'cpu', got "
+                             f"{self.device!r}")
+        solver = "cd" if self.solver == "cd" else "cg"   # "auto": CG (no direct form here)
+        auto = isinstance(self.alpha, str) and self.alpha == "auto"
+        if auto and solver == "cg":
+            alpha = "auto"
+        elif self.alpha is not None and not auto:
             alpha = self.alpha
         elif solver == "cd":
             alpha = _local.ALPHA_PER_ROW
@@ -100,6 +107,8 @@ class _RBBase(BaseEstimator):
             Z, columns = binning.fit_transform(X, return_columns=True)
         else:
             Z, columns = binning.fit_transform(X), None
+        if isinstance(alpha, str):                      # alpha="auto"
+            alpha = self._auto_alpha(client, binning, X, y, sample_weight, n_weight)
         t1 = time.perf_counter()
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
@@ -132,6 +141,46 @@ class _RBBase(BaseEstimator):
         if self._classifier:
             self.classes_ = est.classes_
         return self
+
+    def _auto_alpha(self, client, binning, X, y, sample_weight, n_weight):
+        """alpha="auto": the single-machine rule on a sample of at most 1,000 rows
+        gathered to the driver and binned by the fitted tables (rbcd.models
+        .auto_alpha_from_sample): the same choice as rbcd.RBRegressor / RBClassifier on the
+        same rows, without a class_weight (the sample's classes weigh it otherwise)."""
+        n = int(X.shape[0])
+        yd = as_rows(y, "y", client, ndim=(1, 2))
+        if int(yd.shape[0]) != n:
+            raise ValueError(f"Found input variables with inconsistent numbers of samples: "
+                             f"[{n}, {int(yd.shape[0])}]")
+        if not self._classifier and yd.dtype.kind in "fc" and not bool(
+                dask.compute(dask.array.isfinite(yd).all())[0]):
+            raise ValueError("y contains NaN or inf")    # as the distributed solver says
+        wd = None
+        if sample_weight is not None and not np.isscalar(sample_weight):
+            wd = as_rows(sample_weight, "sample_weight", client, ndim=(1,))
+
+        def take_rows(rows):
+            Xs, ys = dask.compute(X[rows], yd[rows])
+            if wd is not None:
+                ws = np.asarray(wd[rows].compute(), dtype=np.float64)
+            elif sample_weight is not None:
+                ws = np.full(rows.shape[0], float(sample_weight))
+            else:
+                ws = None
+            return np.asarray(Xs), np.asarray(ys), ws
+
+        local = _local.RBClassifier if self._classifier else _local.RBRegressor
+        params = {k: v for k, v in self.get_params().items() if k in local().get_params()}
+        params.update(solver="auto", alpha="auto", device="cpu")
+        if self._classifier:
+            params.pop("calibration", None)
+        return _local.auto_alpha_from_sample(local(**params), binning.local_, n, take_rows,
+                                             n_weight)
+
+    @property
+    def alpha_(self):
+        """The penalty used (the choice of alpha="auto"), in the solver's units."""
+        return self.solver_.alpha
 
     @property
     def coef_(self):
@@ -171,10 +220,11 @@ class RBRegressor(RegressorMixin, _RBBase):
     rbcd.dask.RandomBinning, ``solver_`` an rbcd.dask RidgeCG or CDRegressor."""
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
-                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
-                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
+                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0, device="cpu"):
+        self.device = device
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -209,11 +259,12 @@ class RBClassifier(ClassifierMixin, _RBBase):
     _classifier = True
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
-                 solver="cg", alpha=None, l1_ratio=1.0, loss=None, fit_intercept=True,
+                 solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=100, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, calibration="sigmoid", dtype=np.float64, n_jobs=None,
-                 random_state=None, verbose=0):
+                 random_state=None, verbose=0, device="cpu"):
+        self.device = device
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel

@@ -207,9 +207,14 @@ def _grid_ptr_from(columns, parallel, n_columns, Zc):
 
 
 # ---------------------------------------------------------------------------- solver
+#: CDClassifier's default decision_epochs: epochs in a row without a changed training
+#: decision that end a classification fit (tol > 0)
+DECISION_EPOCHS = 10
+
+
 def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
              selection, seed, problem=0, grid_ptr=None, w_init=None, b_init=None,
-             verbose=0, label=""):
+             verbose=0, label="", decision_epochs=None):
     """Randomized coordinate descent on one problem (one target / one-vs-rest class).
 
     Parameters
@@ -382,6 +387,11 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
     value = math.inf
     converged = False
     n_iter = 0
+    # classification (tol > 0): stop when DECISION_EPOCHS epochs in a row changed no training
+    # decision (the sign of p_i), docs/internals.md "Convergence"
+    decide = decision_epochs is not None and loss != "squared" and tol > 0
+    decisions = [pi > 0 for pi in p]
+    steady = 0
     for epoch in range(max_epochs):
         # the visiting order of this epoch (columns, or grids in grid-block mode)
         if selection == "random":
@@ -410,6 +420,10 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
             intercept_step()
         n_iter = epoch + 1
         history.append(objective())
+        if decide:
+            now = [pi > 0 for pi in p]
+            steady = steady + 1 if now == decisions else 0
+            decisions = now
 
         if use_gap:
             raw = duality_gap()
@@ -420,7 +434,7 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
             kind = "gap" if use_gap else "subgradient"
             print(f"[rbcd_ref CD{label}] epoch {n_iter}: objective {history[-1]:.10g}, "
                   f"relative {kind} {value:.3e} (tol {tol:.1e})")
-        if raw <= tol * scale:
+        if raw <= tol * scale or (decide and steady >= decision_epochs):
             converged = True
             break
 
@@ -479,6 +493,7 @@ class _CDBase(BaseEstimator):
                 grid_ptr=grid_ptr,
                 w_init=W0[k] if warm else None, b_init=B0[k] if warm else None,
                 verbose=params["verbose"], label=f" (problem {k})" if n_problems > 1 else "",
+                decision_epochs=getattr(self, "decision_epochs", None),
             )
             results.append(res)
         W = np.vstack([r["w"] for r in results])
@@ -584,7 +599,8 @@ class CDClassifier(ClassifierMixin, _CDBase):
 
     def __init__(self, loss="logistic", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
                  max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
-                 warm_start=False, random_state=None, verbose=0, class_weight=None):
+                 warm_start=False, random_state=None, verbose=0, class_weight=None,
+                 decision_epochs=DECISION_EPOCHS):
         self.loss = loss
         self.alpha = alpha
         self.l1_ratio = l1_ratio
@@ -598,6 +614,7 @@ class CDClassifier(ClassifierMixin, _CDBase):
         self.random_state = random_state
         self.verbose = verbose
         self.class_weight = class_weight
+        self.decision_epochs = decision_epochs
 
     def fit(self, Z, y, sample_weight=None, columns=None):
         """Fit one problem (binary) or one per class (one-vs-rest)."""
