@@ -471,7 +471,7 @@ def test_cd_classifier_logistic(client):
     Z = lrb.fit_transform(X)
     kw = dict(alpha=1e-2, tol=1e-5, max_epochs=1000, random_state=0)
     m = rd.CDClassifier(**kw).fit(Zd, yc, columns=drb)
-    local = rbcd.CDClassifier(parallel="grid", **kw).fit(Z, yc, columns=lrb)
+    local = rbcd.CDClassifier(parallel="grid", decision_epochs=None, **kw).fit(Z, yc, columns=lrb)
     assert np.array_equal(m.classes_, local.classes_)
     np.testing.assert_allclose([h[-1] for h in m.objective_history_],
                                [h[-1] for h in local.objective_history_], rtol=1e-5)

@@ -650,13 +650,17 @@ class CDRegressor(RegressorMixin, _CDBase):
 class CDClassifier(ClassifierMixin, _CDBase):
     """Logistic / squared-hinge classification by grid-block CD on row-partitioned random
     binning features (dask); one-vs-rest for more than two classes. Same parameters as
-    :class:`rbcd.CDClassifier`; ``columns=`` is required in ``fit``."""
+    :class:`rbcd.CDClassifier`; ``columns=`` is required in ``fit``. ``decision_epochs``:
+    None only (the default here): the distributed fit stops by the subgradient test alone;
+    the single machine's rule of settled decisions is not implemented on Dask."""
 
     _losses = CLASSIFICATION_LOSSES
 
     def __init__(self, loss="logistic", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
                  max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
-                 warm_start=False, random_state=None, verbose=0, class_weight=None):
+                 warm_start=False, random_state=None, verbose=0, class_weight=None,
+                 decision_epochs=None):
+        self.decision_epochs = decision_epochs
         self.loss = loss
         self.alpha = alpha
         self.l1_ratio = l1_ratio
@@ -672,6 +676,9 @@ class CDClassifier(ClassifierMixin, _CDBase):
         self.class_weight = class_weight
 
     def fit(self, X, y, sample_weight=None, columns=None):
+        if self.decision_epochs is not None:
+            raise ValueError(f"rbcd.dask.CDClassifier stops by the subgradient test alone: "
+                             f"decision_epochs must be None, got {self.decision_epochs!r}")
         params = self._params()
         client = client_or_error()
         if y is None:
