@@ -85,10 +85,8 @@ def _feed(h, obj, depth, seen):
     if isinstance(obj, ChecksummedState) or id(obj) in seen:
         return  # checks itself when unpickled; or a cycle
     seen.add(id(obj))
-    if hasattr(obj, "__dict__"):
-        _feed(h, vars(obj), depth + 1, seen)
-        return
-    try:  # extension types (a Generator, the binning's tables): what pickle would save
+    try:  # what pickle saves of it: its arguments and its state (its own __getstate__, or
+        # the state() of an extension type such as the binning's tables or a Generator)
         reduced = obj.__reduce_ex__(4)
     except Exception:
         return

@@ -116,7 +116,7 @@ def test_convergence_warnings_point_at_the_users_line():
         lambda: CDClassifier(max_epochs=1, tol=1e-12).fit(Z, y),
         lambda: RidgeCG(max_iter=1, tol=1e-12).fit(Z, yr),
         lambda: RBRegressor(n_grids=8, solver="cd", max_epochs=1, tol=1e-12).fit(X, yr),
-        lambda: RBClassifier(n_grids=8, max_iter=1, tol=1e-12).fit(X, y),
+        lambda: RBClassifier(n_grids=8, solver="cg", max_iter=1, tol=1e-12).fit(X, y),
     ]
     for call in calls:
         with pytest.warns(ConvergenceWarning) as rec:
