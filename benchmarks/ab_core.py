@@ -67,6 +67,10 @@ def run(n, repeat):
     for t in (1, 2):
         res[f"cd 2 epochs grid {t}t"] = best(
             lambda: cd_fit(Z, y, cols, parallel="grid", n_jobs=t), repeat)
+    for t in (1, 2):
+        res[f"ridge cg fit {t}t (grid structure, 10 iterations)"] = best(
+            lambda: RidgeCG(alpha=1.0, tol=0.0, max_iter=10, n_jobs=t).fit(Z, y, columns=cols),
+            repeat)
     Zs = Z[: n // 4]
     res["ridge cg fit 2t (N/4 rows, plain CSR)"] = best(
         lambda: RidgeCG(alpha=1.0, tol=1e-6, n_jobs=2).fit(Zs, y[: n // 4]), repeat)

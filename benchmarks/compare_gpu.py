@@ -169,16 +169,12 @@ def timed(xp, f, reps):
 
 
 def time_products(xp, layout, reps=3):
-    """The two label passes of a CG iteration, k = 1: Z p (rb_zdot), Z^T u (GridLayout.tdot:
-    rb_hist_tdot for the narrow grids) and Z^T u by the CSC kernels of every grid (the old
-    path), and the fraction of grids on the histogram path."""
+    """The two label passes of a CG iteration, k = 1: Z p (rb_zdot) and Z^T u
+    (GridLayout.tdot: rb_piece_sums + rb_segment_sums over the grid-sorted layout)."""
     P = xp.ones((layout.n_columns, 1))
     U = xp.ones((layout.n_rows, 1))
-    plan, _ = layout.tdot_plan(1)
     return dict(t_zdot=timed(xp, lambda: layout.dot(P), reps),
-                t_tdot=timed(xp, lambda: layout.tdot(U), reps),
-                t_tdot_csc=timed(xp, lambda: layout.tdot_csc(U), reps),
-                hist_grids=(plan.n_sel if plan is not None else 0) / layout.n_grids)
+                t_tdot=timed(xp, lambda: layout.tdot(U), reps))
 
 
 def copy_bandwidth(xp):
@@ -255,7 +251,7 @@ def rff(xp, X, y, Xt, m, sigma, seed=0, chunk=None):
 
 # ------------------------------------------------------------------------------- report
 COLUMNS = ["N", "R", "D", "GPU binning", "GPU CG (it)", "GPU per it", "Z p", "Z^T u",
-           "Z^T u (CSC)", "label bound", "GPU bin+CG",
+           "label bound", "GPU bin+CG",
            "GPU predict", "GPU R^2", "CPU bin+CG", "CPU R^2", "speedup", "Z equal",
            "pred diff, same w", "RFF m", "RFF fit", "RFF R^2", "RB vs RFF"]
 
@@ -278,7 +274,7 @@ def row_of(r):
     bc = g["binning"] + g["cg"]
     cells += [str(g["D"]), fmt(g["binning"]), f"{fmt(g['cg'])} ({g['iters']})",
               fmt(g["cg"] / max(g["iters"], 1)), fmt(g["t_zdot"]), fmt(g["t_tdot"]),
-              fmt(g["t_tdot_csc"]), fmt(g["bound"]), fmt(bc), fmt(g["predict"]),
+              fmt(g["bound"]), fmt(bc), fmt(g["predict"]),
               f"{g['r2']:.4f}"]
     if c is not None:
         cbc = c["binning"] + c["cg"]
@@ -307,9 +303,9 @@ def write(out, meta, results):
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(row_of(r)) + " |" for r in results]
     lines += ["", "GPU per it: CG time / iterations. Z p, Z^T u: one product each (k = 1; "
-              "Z^T u by rb_hist_tdot on the narrow grids, Z^T u (CSC): the old gather over "
-              "the grid-sorted layout). label bound: the labels read by one CG iteration "
-              "(Z p and Z^T u: 2 x 4 R N bytes) at the measured copy bandwidth.",
+              "Z^T u: the gather over the grid-sorted layout). label bound: the labels read "
+              "by one CG iteration (Z p and Z^T u: 2 x 4 R N bytes) at the measured copy "
+              "bandwidth.",
               "", "speedup: CPU (binning + CG) / GPU (binning + CG). RB vs RFF: RFF fit time / "
               "GPU RB binning + CG at the RFF feature count that first reached RB's test R^2 "
               f"(within {meta['rff_slack']}). Z equal: GPU Z == CPU Z bit for bit. pred diff, "
@@ -403,10 +399,8 @@ def measure(args, xp, rec, n, R, Xt, yt, Xt_dev):
     print(f"N={n} R={R}: GPU binning {g['binning']:.3f} s, CG {g['cg']:.3f} s "
           f"({g['iters']} it, {1e3 * g['cg'] / max(g['iters'], 1):.2f} ms per it), predict "
           f"{g['predict']:.3f} s, R^2 {g['r2']:.4f}", flush=True)
-    print(f"  per label pass: Z p {1e3 * g['t_zdot']:.2f} ms, Z^T u {1e3 * g['t_tdot']:.2f} ms "
-          f"({100 * g['hist_grids']:.0f}% of grids by histogram), Z^T u CSC "
-          f"{1e3 * g['t_tdot_csc']:.2f} ms; label bound per iteration "
-          f"{1e3 * g['bound']:.2f} ms", flush=True)
+    print(f"  per label pass: Z p {1e3 * g['t_zdot']:.2f} ms, Z^T u {1e3 * g['t_tdot']:.2f} "
+          f"ms; label bound per iteration {1e3 * g['bound']:.2f} ms", flush=True)
     if run_cpu:
         c, (rb, Z, ridge, cpred) = rb_cpu(X, y, Xt, R, args.tol)
         c["r2"] = r2(yt, cpred)

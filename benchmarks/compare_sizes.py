@@ -194,6 +194,49 @@ def markdown(rows, title, machine):
     return "\n".join(lines) + "\n"
 
 
+def calibrate(args):
+    """The constants of rbcd.solvers._direct's cost model, measured on this machine (one
+    thread), and the crossover they imply against measured fits: for each N, the time of
+    RidgeCG(solver="cg") and of the dual direct solve on RB features (R = 256, d = 8), and
+    the form the model picks."""
+    import scipy.linalg
+
+    from rbcd import RandomBinning, RidgeCG
+    from rbcd.solvers import _direct, _gram
+
+    rows = []
+    print(f"{'N':>6s} {'k':>3s} {'gram ns/cmp':>12s} {'potrf ns/flop':>14s} {'cg ns/entry':>12s} "
+          f"{'cg it':>6s} {'cg fit':>10s} {'dual fit':>10s} {'faster':>7s} {'model':>7s}")
+    for n in args.calibrate_sizes:
+        Xtr, ytr, _, _ = synthetic("clf10", n)
+        Z, cols = RandomBinning(n_grids=256, random_state=0, n_jobs=1).fit_transform(
+            Xtr, return_columns=True)
+        L = np.ascontiguousarray((Z.indices.reshape(n, 256).T - cols.grid_ptr[:-1, None])
+                                 .astype(np.uint16))
+        K = np.empty((n, n))
+        t_gram, _ = C.best_of(lambda: _gram.gram_dual(L, 1 / 256, None, 0.0, None, K, 1), 3)
+        A = np.eye(n) * n + K
+        t_chol, _ = C.best_of(lambda: scipy.linalg.lapack.dpotrf(A.T, lower=0, overwrite_a=0), 3)
+        for k in (1, 10):
+            Y = np.eye(k)[ytr % k] * 2 - 1 if k > 1 else (ytr[:, None] > 4) * 2.0 - 1
+            a = 1e-4 * n
+            t_cg, m = C.best_of(lambda: RidgeCG(alpha=a, solver="cg", tol=1e-3, n_jobs=1).fit(
+                Z, Y, columns=cols), args.repeat)
+            it = int(np.max(m.n_iter_))
+            t_dual, _ = C.best_of(lambda: RidgeCG(alpha=a, solver="direct", n_jobs=1).fit(
+                Z, Y, columns=cols), args.repeat)
+            per_entry = t_cg / max(it, 1) / (2.0 * n * 256 * k)
+            pick = _direct.plan(n, Z.shape[1], 256, k, True)
+            row = dict(n=n, k=k, gram=t_gram / (n * n * 256 / 2), potrf=t_chol / (n ** 3 / 3),
+                       cg_entry=per_entry, cg_it=it, cg_fit=t_cg, dual_fit=t_dual,
+                       faster="dual" if t_dual < t_cg else "cg", model=pick)
+            rows.append(row)
+            print(f"{n:6d} {k:3d} {row['gram'] * 1e9:12.3f} {row['potrf'] * 1e9:14.4f} "
+                  f"{per_entry * 1e9:12.3f} {it:6d} {C.fmt_time(t_cg):>10s} "
+                  f"{C.fmt_time(t_dual):>10s} {row['faster']:>7s} {pick:>7s}", flush=True)
+    return rows
+
+
 def main(argv=None):
     p = C.parser(__doc__, n=SIZES[-1], quick_n=QUICK_SIZES[-1], repeat=5)  # --n, --d, --grids unused
     p.add_argument("--busy", action="store_true", help="one busy-loop process per core")
@@ -205,7 +248,15 @@ def main(argv=None):
     p.add_argument("--components", type=int, default=1000,
                    help="Nystroem / RBFSampler components (default 1000)")
     p.add_argument("--out", default=None, help="directory for sizes[_busy].md / .json")
+    p.add_argument("--calibrate", action="store_true",
+                   help="measure the constants of solver='auto''s cost model instead")
+    p.add_argument("--calibrate-sizes", type=lambda s: tuple(int(v) for v in s.split(",")),
+                   default=(500, 1000, 2000, 4000, 8000))
     args = p.parse_args(argv)
+    if args.calibrate:
+        C.print_header("compare_sizes --calibrate: the direct solves' cost model", args)
+        warnings.simplefilter("ignore")
+        return calibrate(args)
     sizes = args.sizes or (QUICK_SIZES if args.quick else SIZES)
     C.print_header("compare_sizes: rbcd defaults vs kernel machines, by size"
                    + (" (busy: one spinning process per core)" if args.busy else ""), args)

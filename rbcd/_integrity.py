@@ -84,9 +84,17 @@ def _feed(h, obj, depth, seen):
     h.update(f"object:{_name(type(obj))}".encode())
     if isinstance(obj, ChecksummedState) or id(obj) in seen:
         return  # checks itself when unpickled; or a cycle
-    seen.add(id(obj))
-    try:  # what pickle saves of it: its arguments and its state (its own __getstate__, or
-        # the state() of an extension type such as the binning's tables or a Generator)
+    # keep the object alive with its id: a temporary (a __reduce_ex__ tuple) freed during
+    # the walk would let a later temporary reuse its id and be skipped, so that two walks
+    # of the same state could give different digests
+    seen[id(obj)] = obj
+    if hasattr(obj, "__dict__"):
+        # what pickle saves of it: __getstate__ where the class leaves caches out
+        getstate = getattr(obj, "__getstate__", None)
+        state = getstate() if getstate is not None else vars(obj)
+        _feed(h, state if state is not None else vars(obj), depth + 1, seen)
+        return
+    try:  # extension types (a Generator, the binning's tables): what pickle would save
         reduced = obj.__reduce_ex__(4)
     except Exception:
         return
@@ -97,7 +105,7 @@ def _feed(h, obj, depth, seen):
 def state_digest(state):
     """Hex SHA-256 of an estimator's state (a dict), independent of dict order."""
     h = hashlib.sha256()
-    _feed(h, state, 0, set())
+    _feed(h, state, 0, {})
     return h.hexdigest()
 
 

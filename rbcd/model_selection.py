@@ -8,16 +8,27 @@ They are to :class:`rbcd.RBClassifier` / :class:`rbcd.RBRegressor` what scikit-l
   given as ``sigma``; and
 * penalties ``alpha``,
 
-score each candidate by K-fold cross-validation, and refit the best one on all rows as
-``best_estimator_`` (an RBClassifier / RBRegressor with ``sigma`` set to the chosen number).
+score each candidate, and refit the best one on all rows as ``best_estimator_`` (an
+RBClassifier / RBRegressor with ``sigma`` set to the chosen number).
 
-Why it is faster than ``GridSearchCV(RBClassifier(), {"sigma": ..., "alpha": ...})``, which
-bins and solves every (sigma, alpha, fold) from scratch:
+``cv=None`` (the default, with a ridge solver): as scikit-learn's RidgeCV, every alpha is
+scored by its exact leave-one-out error, from one eigendecomposition of the dual Gram
+matrix per sigma (the machinery of the models' ``alpha="auto"``,
+rbcd.solvers._direct.loo_select): one binning per sigma and no refits per alpha or fold.
+Above 1,000 rows the leave-one-out runs on a fixed sample of 1,000 rows (the alphas scaled
+to the sample's share of the rows). The score is the leave-one-out accuracy
+(classification) or R^2 (regression).
+
+``cv`` given (an int, a splitter or an iterable of splits), or ``solver="cd"``: K-fold
+cross-validation, scored by ``scoring``.
+
+Why the K-fold search is faster than ``GridSearchCV(RBClassifier(), {"sigma": ..., "alpha":
+...})``, which bins and solves every (sigma, alpha, fold) from scratch:
 
 * The binning depends on sigma and the fold only, not on alpha: each fold's training rows
   are binned once per sigma (``RandomBinning.fit_transform``) and its validation rows
   transformed once (``RandomBinning.transform``).
-* ``solver="cg"``: ridge has one right-hand side per (alpha, target), and RidgeCG accepts one
+* ridge solvers: ridge has one right-hand side per (alpha, target), and RidgeCG accepts one
   alpha per target, so every alpha of the grid (and, for classification, every class's -1/+1
   one-vs-rest target, exactly as RidgeCGClassifier builds them) is solved in ONE block CG: each
   iteration makes one pass over Z for all of them, and each column keeps its own step sizes and
@@ -28,6 +39,9 @@ bins and solves every (sigma, alpha, fold) from scratch:
 With the same folds, ``random_state`` and grid, the candidates' scores are GridSearchCV's up to
 the solver tolerance (the grids drawn for a given sigma are the same in every fold, as they
 are in RBClassifier for an int ``random_state``).
+
+Either way, a best sigma factor or alpha on an edge of its grid raises a UserWarning that
+says which values to add.
 """
 import copy
 import time
@@ -37,7 +51,6 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
-from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.metaestimators import available_if
@@ -47,12 +60,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._integrity import ChecksummedState
 from ._scale import scale_sigma
+from ._warnings import warn as warn_user
 from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealInterval, fit_context
 
 #: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
 #: real-data suite single sets preferred 0.25 .. 3 median distances, i.e. 0.5 .. 6 times
-#: the default (docs/benchmarks/realdata.md).
-DEFAULT_SIGMA_FACTORS = (0.5, 1.0, 2.0, 4.0)
+#: the default (docs/benchmarks/realdata.md); on scaled bundled sets the old smallest, 0.5,
+#: was often the best (issue 30), hence 0.25.
+DEFAULT_SIGMA_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: Default alphas of the ridge/CG solver, per training row: alpha = c * n_samples (the ridge
 #: objective sums the squared errors, so a penalty that keeps its weight against the data
 #: term grows with N; on the real-data suite the best alpha went from 0.03-0.1 at a few
@@ -81,9 +96,9 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         "sigma": [RealInterval(0, None, closed="neither"), StrOptions({"scale"})],
         "sigma_factors": ["array-like"],
         "alphas": ["array-like", None],
-        "cv": ["cv_object"],
+        "cv": ["cv_object", None],
         "scoring": [str, callable, None],
-        "solver": [StrOptions({"cg", "cd"})],
+        "solver": [StrOptions({"auto", "cg", "direct", "cd"})],
         "fit_intercept": ["boolean"],
         "tol": TOL + [None],
         "max_iter": POSITIVE_INT + [None],
@@ -127,11 +142,25 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         effective = getattr(model, "_effective", None)
         if effective is not None:
             return float(effective()[2])
-        return 1e-6 if self.solver == "cg" else 1e-4
+        return 1e-6 if self._ridge() else 1e-4
 
-    def _alpha_grid(self, n_samples):
+    def _ridge(self):
+        return self.solver in ("auto", "cg", "direct")
+
+    def _loo(self):
+        """Leave-one-out search (cv=None with a ridge solver: module docstring)."""
+        return self.cv is None and self._ridge()
+
+    def _alpha_grid(self, n_samples, total_weight=None):
+        """The candidate alphas in the model's units. None: the ridge solvers' alpha="auto"
+        candidates (rbcd.solvers._direct.AUTO_ALPHAS_PER_ROW times the total weight) for
+        the leave-one-out search, DEFAULT_ALPHAS_CG_PER_ROW times the rows with folds,
+        DEFAULT_ALPHAS_CD for cd."""
         if self.alphas is None:
-            if self.solver == "cg":
+            if self._loo():
+                from .solvers._direct import AUTO_ALPHAS_PER_ROW
+                return AUTO_ALPHAS_PER_ROW * (n_samples if total_weight is None else total_weight)
+            if self._ridge():
                 return np.array(DEFAULT_ALPHAS_CG_PER_ROW) * n_samples
             return np.array(DEFAULT_ALPHAS_CD)
         return _positive_grid(self.alphas, "alphas")
@@ -173,7 +202,17 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         base = scale_sigma(X) if isinstance(self.sigma, str) else float(self.sigma)
         self.sigma_base_ = base
         sigmas = factors * base
-        cv = check_cv(self.cv, y, classifier=self._classifier)
+        if self._loo():
+            if self.scoring is not None:
+                raise ValueError("scoring needs cross-validation folds: with cv=None the "
+                                 "candidates are scored by their exact leave-one-out accuracy "
+                                 "(classification) or R^2 (regression); give cv=5, say, to "
+                                 "use another scorer")
+            total = X.shape[0] if sample_weight is None else float(sample_weight.sum())
+            alphas = self._alpha_grid(X.shape[0], total)
+            self._search_loo(X, y, sample_weight, sigmas, factors, alphas, n_grids, seed)
+            return self._refit(X, y, sample_weight, seed, n_grids, factors, alphas)
+        cv = check_cv(5 if self.cv is None else self.cv, y, classifier=self._classifier)
         folds = list(cv.split(X, y))
         scorer = check_scoring(self._solver_template(alphas[0]), scoring=self.scoring)
         tol = self._effective_tol()
@@ -208,7 +247,12 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                           f"{Z.shape[1]} features, best score {best:.4f} over {n_a} alphas "
                           f"in {time.perf_counter() - t0:.3f}s", flush=True)
         self._store_results(sigmas, factors, alphas, scores, fit_time, score_time, n_iter)
+        return self._refit(X, y, sample_weight, seed, n_grids, factors, alphas)
+
+    def _refit(self, X, y, sample_weight, seed, n_grids, factors, alphas):
+        """Warn when the best candidate lies on an edge of the grid, refit it on all rows."""
         best = self.cv_results_["params"][self.best_index_]
+        self._warn_on_edges(best, factors, alphas)
         self.best_estimator_ = self._model(best["sigma"], best["alpha"], seed, n_grids)
         t0 = time.perf_counter()
         self.best_estimator_.fit(X, y, sample_weight=sample_weight)
@@ -216,6 +260,78 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         self.sigma_ = best["sigma"]
         self.alpha_ = best["alpha"]
         return self
+
+    def _warn_on_edges(self, best, factors, alphas):
+        """A UserWarning, with the way to extend the grid, when the best sigma factor or
+        alpha is the smallest or largest of its grid (and the grid has more than one)."""
+        factor = best["sigma"] / self.sigma_base_
+        notes = []
+        for name, value, grid, extend in (
+                ("sigma factor", factor, factors, "sigma_factors"),
+                ("alpha", best["alpha"], alphas, "alphas")):
+            grid = np.asarray(grid, dtype=np.float64)
+            if grid.shape[0] < 2:
+                continue
+            if np.isclose(value, grid.min()):
+                notes.append(f"the best {name} {value:.3g} is the smallest of the grid: add "
+                             f"smaller values to {extend} (e.g. {grid.min() / 4:.3g})")
+            elif np.isclose(value, grid.max()):
+                notes.append(f"the best {name} {value:.3g} is the largest of the grid: add "
+                             f"larger values to {extend} (e.g. {grid.max() * 4:.3g})")
+        if notes:
+            warn_user(f"{type(self).__name__}: " + "; ".join(notes) + ".", UserWarning)
+
+    def _search_loo(self, X, y, sample_weight, sigmas, factors, alphas, n_grids, seed):
+        """Exact leave-one-out over every alpha per sigma: one binning and one
+        eigendecomposition of the dual Gram matrix per sigma (rbcd.solvers._direct
+        .loo_select, as alpha="auto"), on at most LOO_MAX_ROWS rows (a fixed sample above
+        that many, the alphas scaled to the sample's weight). Scores: leave-one-out
+        accuracy (classification, weighted) or R^2 (regression)."""
+        from .binning import RandomBinning
+        from .solvers._direct import LOO_MAX_ROWS, loo_select
+        from .solvers.cg import _RidgeSystem, one_vs_rest_targets
+        from ._threads import effective_n_threads
+
+        n = X.shape[0]
+        rows = np.arange(n) if n <= LOO_MAX_ROWS else np.sort(
+            np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
+        Xs, ys = X[rows], y[rows]
+        s = np.ones(n) if sample_weight is None else sample_weight
+        s_rows = s[rows]
+        if self._classifier:
+            _, T = one_vs_rest_targets(ys)
+            if self.class_weight is not None:
+                s_rows = s_rows * compute_sample_weight(self.class_weight, ys)
+        else:
+            T = np.asarray(ys, dtype=np.float64).reshape(ys.shape[0], -1)
+        shrink = float(s[rows].sum()) / float(s.sum())   # the sample's share of the data term
+        n_threads = effective_n_threads(self.n_jobs)
+        n_s, n_a = sigmas.shape[0], alphas.shape[0]
+        scores = np.empty((n_a, n_s, 1))
+        fit_time = np.zeros((n_a, n_s, 1))
+        sw = s_rows / s_rows.sum()
+        spread = float(np.einsum("i,ik->", sw, (T - sw @ T) ** 2))    # for R^2
+        for si, sigma in enumerate(sigmas):
+            t0 = time.perf_counter()
+            rb = RandomBinning(n_grids=n_grids, sigma=float(sigma), n_jobs=self.n_jobs,
+                               random_state=seed)
+            Z, cols = rb.fit_transform(Xs, return_columns=True)
+            weighted = sample_weight is not None or getattr(self, "class_weight", None) is not None
+            system = _RidgeSystem(Z, T, s_rows if weighted else None, self.fit_intercept,
+                                  n_threads, cols)
+            _, _, sc = loo_select(system, cols, alphas * shrink, self._classifier)
+            if self._classifier:
+                scores[:, si, 0] = sc[:, 0]
+            else:
+                scores[:, si, 0] = 1.0 + sc[:, 0] / spread if spread > 0 else sc[:, 0]
+            fit_time[:, si, 0] = (time.perf_counter() - t0) / n_a
+            if self.verbose:
+                print(f"[{type(self).__name__}] sigma={sigma:.4g}: {Z.shape[1]} features, "
+                      f"best leave-one-out score {scores[:, si, 0].max():.4f} over {n_a} "
+                      f"alphas on {rows.shape[0]} rows in {time.perf_counter() - t0:.3f}s",
+                      flush=True)
+        self._store_results(sigmas, factors, alphas, scores, fit_time, np.zeros_like(fit_time),
+                            np.ones(scores.shape, dtype=np.int64))
 
     def _store_results(self, sigmas, factors, alphas, scores, fit_time, score_time, n_iter):
         """cv_results_ in GridSearchCV's layout and candidate order: ParameterGrid over the
@@ -257,7 +373,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         from .solvers.cd import CDClassifier, CDRegressor
         from .solvers.cg import RidgeCG, RidgeCGClassifier
 
-        if self.solver == "cg":
+        if self._ridge():
             return (RidgeCGClassifier if self._classifier else RidgeCG)(alpha=float(alpha))
         return (CDClassifier if self._classifier else CDRegressor)(alpha=float(alpha))
 
@@ -269,7 +385,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
     def _solve_alphas(self, Z, y, sample_weight, columns, alphas, tol, seed):
         """Yield (alpha index, fitted solver, seconds, iterations) for every alpha;
         ``columns`` is the RBColumns of the training rows' Z (the grid structure)."""
-        if self.solver == "cg":
+        if self._ridge():
             yield from self._solve_cg(Z, y, sample_weight, columns, alphas, tol)
         else:
             yield from self._solve_cd(Z, y, sample_weight, columns, alphas, tol, seed)
@@ -282,9 +398,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         if self._classifier:
             # RidgeCGClassifier's targets: -1/+1 one-vs-rest columns (one for two classes),
             # class_weight folded into the sample weights
-            binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
-            T = binarizer.fit_transform(y).astype(np.float64)
-            classes = binarizer.classes_
+            from .solvers.cg import one_vs_rest_targets
+            classes, T = one_vs_rest_targets(y)
             if self.class_weight is not None:
                 cw = compute_sample_weight(self.class_weight, y)
                 s = cw if s is None else s * cw
@@ -292,7 +407,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             T = np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
         k = T.shape[1]
         n_a = alphas.shape[0]
-        solver = RidgeCG(alpha=np.repeat(alphas, k), fit_intercept=self.fit_intercept, tol=tol,
+        solver = RidgeCG(alpha=np.repeat(alphas, k), solver=self.solver,
+                         fit_intercept=self.fit_intercept, tol=tol,
                          max_iter=self.max_iter, preconditioner=self._preconditioner(Z),
                          n_jobs=self.n_jobs)
         solver.fit(Z, np.tile(T, (1, n_a)), sample_weight=s, columns=columns)
@@ -366,18 +482,23 @@ _CV_PARAMS_DOC = """
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
         value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as
         ``sigma_base_``.
-    sigma_factors : sequence of float > 0, default (0.5, 1.0, 2.0, 4.0)
+    sigma_factors : sequence of float > 0, default (0.25, 0.5, 1.0, 2.0, 4.0)
         Candidate sigmas are ``factor * sigma_base_``.
     alphas : sequence of float >= 0 or None
-        Candidate penalties; None -> n_samples * (1e-5, 1e-4, 1e-3, 1e-2) for cg (its alpha
-        is in sum-of-squares units, like Ridge, so the same relative penalty grows with the
-        rows), (1e-5, 1e-4, 1e-3, 1e-2) for cd (mean-loss units).
-    cv : int, cross-validation generator or iterable, default 5
-        As in GridSearchCV (stratified K-fold for classifiers given an int).
+        Candidate penalties; None -> with cv=None the models' alpha="auto" candidates,
+        total weight * logspace(-6, 1, 15); with folds, n_samples * (1e-5, 1e-4, 1e-3,
+        1e-2) for the ridge solvers (their alpha is in sum-of-squares units, like Ridge,
+        so the same relative penalty grows with the rows), (1e-5, 1e-4, 1e-3, 1e-2) for
+        cd (mean-loss units).
+    cv : None, int, cross-validation generator or iterable, default None
+        None: exact leave-one-out with a ridge solver (module docstring; 5-fold with
+        ``solver="cd"``). Otherwise as in GridSearchCV (stratified K-fold for classifiers
+        given an int).
     scoring : str, callable or None
         None: the model's ``score`` (accuracy, or R^2 for regression). Scorers are applied to
-        the fold's solver on the fold's validation features.
-    solver : "cg" or "cd", default "cg"
+        the fold's solver on the fold's validation features (they need folds: cv given).
+    solver : "auto", "cg", "direct" or "cd", default "auto"
+        The model's solver (ridge: "auto", "cg", "direct"; coordinate descent: "cd").
     fit_intercept : bool, default True
     tol : float >= 0 or None
         Solver tolerance in the search and the refit; None: the model's default.
@@ -388,15 +509,16 @@ _CV_PARAMS_DOC = """
         Seeds the grids (the same grids for a given sigma in every fold when an int) and the
         CD coordinate stream.
     verbose : int
-        1: one line per (sigma, fold).
+        1: one line per (sigma, fold), or per sigma with cv=None.
 """
 
 _CV_ATTRS_DOC = """
     Attributes
     ----------
     cv_results_ : dict of arrays
-        GridSearchCV's layout: ``params``, ``param_alpha``, ``param_sigma``,
-        ``param_sigma_factor``, ``split{k}_test_score``, ``mean_test_score``,
+        GridSearchCV's layout (cv=None: one "split", the leave-one-out score): ``params``,
+        ``param_alpha``, ``param_sigma``, ``param_sigma_factor``, ``split{k}_test_score``,
+        ``mean_test_score``,
         ``std_test_score``, ``rank_test_score``, ``mean_fit_time`` (the fold's binning is
         shared equally by its alphas), ``mean_score_time``, ``mean_n_iter``.
     best_index_, best_score_, best_params_ : as in GridSearchCV (``{"alpha", "sigma"}``)
@@ -408,8 +530,9 @@ _CV_ATTRS_DOC = """
 
 
 class RBClassifierCV(ClassifierMixin, _RBSearchBase):
-    __doc__ = """RBClassifier with sigma and alpha chosen by cross-validation, binning once per
-    (sigma, fold) and solving all alphas together (module docstring).
+    __doc__ = """RBClassifier with sigma and alpha chosen by leave-one-out (cv=None) or K-fold
+    cross-validation, binning once per sigma (and fold) and solving all alphas together
+    (module docstring).
     """ + _CV_PARAMS_DOC + """    class_weight : None, "balanced" or dict
     """ + _CV_ATTRS_DOC + """
     Examples
@@ -429,8 +552,9 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
     }
 
     def __init__(self, n_grids="auto", sigma="scale", sigma_factors=DEFAULT_SIGMA_FACTORS,
-                 alphas=None, cv=5, scoring=None, solver="cg", fit_intercept=True, tol=None,
-                 max_iter=None, class_weight=None, n_jobs=None, random_state=None, verbose=0):
+                 alphas=None, cv=None, scoring=None, solver="auto", fit_intercept=True,
+                 tol=None, max_iter=None, class_weight=None, n_jobs=None, random_state=None,
+                 verbose=0):
         self.n_grids = n_grids
         self.sigma = sigma
         self.sigma_factors = sigma_factors
@@ -463,8 +587,9 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
 
 
 class RBRegressorCV(RegressorMixin, _RBSearchBase):
-    __doc__ = """RBRegressor with sigma and alpha chosen by cross-validation, binning once per
-    (sigma, fold) and solving all alphas together (module docstring).
+    __doc__ = """RBRegressor with sigma and alpha chosen by leave-one-out (cv=None) or K-fold
+    cross-validation, binning once per sigma (and fold) and solving all alphas together
+    (module docstring).
     """ + _CV_PARAMS_DOC + _CV_ATTRS_DOC + """
     Examples
     --------
@@ -478,8 +603,8 @@ class RBRegressorCV(RegressorMixin, _RBSearchBase):
     """
 
     def __init__(self, n_grids="auto", sigma="scale", sigma_factors=DEFAULT_SIGMA_FACTORS,
-                 alphas=None, cv=5, scoring=None, solver="cg", fit_intercept=True, tol=None,
-                 max_iter=None, n_jobs=None, random_state=None, verbose=0):
+                 alphas=None, cv=None, scoring=None, solver="auto", fit_intercept=True,
+                 tol=None, max_iter=None, n_jobs=None, random_state=None, verbose=0):
         self.n_grids = n_grids
         self.sigma = sigma
         self.sigma_factors = sigma_factors

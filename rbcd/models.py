@@ -121,6 +121,31 @@ AUTO_GRIDS = 256
 AUTO_GRIDS_WIDE = 512
 WIDE_D = 64
 
+def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
+    """alpha="auto" for a fit whose own solver cannot choose it (the GPU and Dask paths):
+    the CPU's rule (rbcd.solvers.cg._solve_auto_alpha) on the host. Up to LOO_MAX_ROWS
+    rows all of them, above a fixed sample of as many (the CPU's draw), binned by the
+    fitted CPU ``binning`` (the training bins, hence the same dual Gram matrix and the
+    same choice as a CPU fit); exact leave-one-out there, and the best penalty per unit of
+    weight times ``n_weight``. ``take_rows(rows)`` returns (X, y, sample_weight or None)
+    of the given sorted rows as numpy arrays (gathered from the device or the cluster)."""
+    from .binning import column_structure
+    from .solvers._direct import LOO_MAX_ROWS
+
+    rows = np.arange(n_rows) if n_rows <= LOO_MAX_ROWS else np.sort(
+        np.random.default_rng(0).permutation(n_rows)[:LOO_MAX_ROWS])
+    Xs, ys, ws = take_rows(rows)
+    Zs = binning.transform(np.asarray(Xs, dtype=np.float64))
+    cols = column_structure(Zs, binning.grid_ptr_)
+    weight = float(len(rows)) if ws is None else float(np.sum(ws))
+    aux = model._make_solver(Zs.shape, True, weight)
+    aux.set_params(solver="direct", alpha="auto")
+    if "device" in aux.get_params():
+        aux.set_params(device="cpu")
+    aux.fit(Zs, ys, sample_weight=ws, columns=cols)
+    return float(aux.alpha_ / weight * n_weight)
+
+
 def auto_n_grids(n_features_in):
     """The grids of ``n_grids="auto"``: AUTO_GRIDS, or AUTO_GRIDS_WIDE above WIDE_D features."""
     return AUTO_GRIDS if n_features_in <= WIDE_D else AUTO_GRIDS_WIDE

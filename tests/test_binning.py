@@ -19,6 +19,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::rbcd.binning.DegenerateBinningW
 
 import rbcd_ref
 from rbcd.binning import _binning
+from rbcd.binning import _draw, _plan
 from rbcd.binning import random_binning as features
 from rbcd._random import make_generator
 from rbcd.binning.random_binning import RandomBinning, RBColumns, _Paths, column_structure
@@ -226,7 +227,7 @@ def test_grid_draw_repeats_exactly_in_blocks(monkeypatch, random_state):
     X = np.random.default_rng(0).normal(size=(30, 7))
     X[:, [1, 4]] = 3.0
     for block in (1, 8, 3 * 7, 1 << 20):
-        monkeypatch.setattr(features, "DRAW_BLOCK", block)
+        monkeypatch.setattr(_draw, "DRAW_BLOCK", block)  # where _GridDraw reads it
         ours, theirs = make(random_state), make(random_state)
         rb = RandomBinning(n_grids=9, sigma=1.3, random_state=ours).fit(
             X, _paths=_Paths(constants="always"))
@@ -489,21 +490,21 @@ def test_direct_tables_chosen_within_budget():
     lo = np.zeros((5, 3), dtype=np.int64)
     hi = np.array([[1, 1, 1], [3, 0, 0], [255, 255, 255], [7, 7, 1], [1, 0, 0]], dtype=np.int64)
     n_words = np.ones(5, dtype=np.int32)
-    bits = features._direct_bits(lo, hi, n_words, 10**6)
+    bits = _plan._direct_bits(lo, hi, n_words, 10**6)
     np.testing.assert_array_equal(bits, [3, 2, -1, 7, 1])  # 24 bits > DIRECT_MAX_BITS
     # at most max(DIRECT_PER_ROW * N, 64) slots: 2**7 > 64 leaves grid 3 out
-    np.testing.assert_array_equal(features._direct_bits(lo, hi, n_words, 20), [3, 2, -1, -1, 1])
+    np.testing.assert_array_equal(_plan._direct_bits(lo, hi, n_words, 20), [3, 2, -1, -1, 1])
     n_words[0] = 2  # multi-word keys never
-    assert features._direct_bits(lo, hi, n_words, 10**6)[0] == -1
+    assert _plan._direct_bits(lo, hi, n_words, 10**6)[0] == -1
     # the byte budget takes the smallest grids first
-    old = features.DIRECT_BYTES_PER_ENTRY
+    old = _plan.DIRECT_BYTES_PER_ENTRY
     try:
-        features.DIRECT_BYTES_PER_ENTRY = 0  # budget = the 2**16-byte floor
+        _plan.DIRECT_BYTES_PER_ENTRY = 0  # budget = the 2**16-byte floor
         hi2 = np.array([[2**13 - 1, 0, 0], [2**11 - 1, 0, 0], [2**11 - 1, 0, 0]], dtype=np.int64)
-        got = features._direct_bits(np.zeros_like(hi2), hi2, np.ones(3, dtype=np.int32), 10**6)
+        got = _plan._direct_bits(np.zeros_like(hi2), hi2, np.ones(3, dtype=np.int32), 10**6)
         np.testing.assert_array_equal(got, [-1, 11, 11])  # 2 * 8 * 2**11 = 2**15 bytes fit
     finally:
-        features.DIRECT_BYTES_PER_ENTRY = old
+        _plan.DIRECT_BYTES_PER_ENTRY = old
 
 
 def test_multiword_keys_are_exact():

@@ -112,17 +112,14 @@ def test_ridge_on_device_matrices(cp):
         np.testing.assert_allclose(gpu.predict(Z), cpu.predict(Zc), atol=1e-8)
 
 
-@pytest.mark.parametrize("n, R, sigma, max_width", [
-    (300_000, 16, "scale", None),   # narrow grids, 74 chunks
-    (50_000, 8, 0.02, None),        # fine grids (wide ones take the CSC path)
-    (20_000, 6, 0.2, 400),          # a mixed plan at every k
+@pytest.mark.parametrize("n, R, sigma", [
+    (300_000, 16, "scale"),   # coarse grids: columns of many pieces
+    (50_000, 8, 0.02),        # fine grids: many short columns
+    (20_000, 6, 0.2),
 ])
-def test_hist_tdot_on_device(cp, monkeypatch, n, R, sigma, max_width):
-    """GridLayout.tdot (rb_hist_tdot for narrow grids, CSC pieces for wide ones) equals the
-    old CSC kernels and numpy, and is deterministic (the same bits twice)."""
-    from rbcd.cuda import _ops
-    if max_width is not None:
-        monkeypatch.setattr(_ops, "HIST_MAX_WIDTH", max_width)
+def test_products_on_device(cp, n, R, sigma):
+    """GridLayout.tdot and .dot equal scipy's products, and tdot is deterministic (the
+    same bits twice: no atomics)."""
     X, _ = _data(n, 5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -131,16 +128,11 @@ def test_hist_tdot_on_device(cp, monkeypatch, n, R, sigma, max_width):
     Zc = Zg.get()
     rng = np.random.default_rng(5)
     for k in (1, 3, 11):
-        plan, wide = layout.tdot_plan(min(k, _ops.KMAX))
         U = rng.normal(size=(n, k))
         Ud = cp.asarray(U)
         got = layout.tdot(Ud)
         np.testing.assert_array_equal(layout.tdot(Ud).get(), got.get())   # deterministic
-        old = layout.tdot_csc(Ud).get()
-        np.testing.assert_allclose(got.get(), old, rtol=1e-10, atol=1e-9)
         np.testing.assert_allclose(got.get(), Zc.T @ U, rtol=1e-10, atol=1e-9)
-        if max_width is not None:
-            assert plan is not None and wide is not None
         W = rng.normal(size=(layout.n_columns, k))
         np.testing.assert_allclose(layout.dot(cp.asarray(W)).get(), Zc @ W, rtol=1e-12,
                                    atol=1e-11)

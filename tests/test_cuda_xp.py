@@ -287,11 +287,6 @@ def test_estimators_on_numpy_device(numpy_device):
 class _FakeCupy:
     __name__ = "fakecupy"
 
-    class cuda:
-        class Device:
-            id = 0
-            compute_capability = "90"
-
     def __getattr__(self, name):
         return getattr(np, name)
 
@@ -310,85 +305,7 @@ def _check_args(args, spec):
             assert type(a) is s, (type(a), s)
 
 
-_LOWER = np.tril(np.ones((32, 32), dtype=bool), -1)
-
-
-def _hist_tdot_emulated(grid, block, args, shared_mem):
-    """rb_hist_tdot as CUDA runs it: block (grid s fastest, chunk c), warps striding over
-    the chunk, each lane's rank among the lanes of its bin (__match_any_sync), the rounds
-    adding one lane per bin in lane order into the warp's histogram, then the warp
-    histograms summed in warp order. Asserts the launch contract of kernels.cu."""
-    _check_args(args, ["int32", np.int64, np.int64, "int32", "int64", np.int32, np.int64,
-                       "float64", np.int32, np.int32, np.int32, "float64"])
-    labels, n, chunk, grids, hptr, n_sel, n_hcols, U, k, k0, kc, partial = args
-    n, chunk, n_sel, kc, k0 = int(n), int(chunk), int(n_sel), int(kc), int(k0)
-    assert block[0] % 32 == 0 and 32 <= block[0] <= 1024 and len(grid) == 1
-    nw = block[0] // 32
-    n_chunks = -(-n // chunk)
-    assert grid[0] == n_sel * n_chunks and partial.shape == (n_chunks, int(n_hcols), kc)
-    assert 1 <= kc <= _ops.KMAX and U.shape == (n, int(k)) and k0 + kc <= k
-    assert labels.shape[1] == n and hptr.shape == (n_sel + 1,) and hptr[-1] == n_hcols
-    assert grids.shape == (n_sel,) and np.all(grids < labels.shape[0])
-    widths = np.diff(hptr) * kc
-    assert 8 * nw * widths.max() <= shared_mem <= _ops.HIST_SMEM
-    lanes = np.arange(32)
-    for blk in range(grid[0]):
-        s, c = blk % n_sel, blk // n_sel
-        B = int(hptr[s + 1] - hptr[s])
-        hist = np.zeros((nw, B, kc))
-        lab = labels[grids[s]]
-        a, b = c * chunk, min(c * chunk + chunk, n)
-        for warp in range(nw):
-            for base in range(a + 32 * warp, b, block[0]):
-                i = base + lanes
-                ok = i < b
-                l = np.where(ok, lab[np.minimum(i, n - 1)], -1)
-                v = np.where((l >= 0)[:, None], U[np.minimum(i, n - 1), k0:k0 + kc], 0.0)
-                same = (l[:, None] == l[None, :]) & _LOWER   # [j, m]: lane m < j, same bin
-                rank = np.where(l >= 0, same.sum(axis=1), -1)
-                assert np.all(l < B)
-                q = 0
-                while np.any(rank >= q):
-                    m = rank == q
-                    assert len(set(l[m].tolist())) == int(m.sum())  # no two lanes, one bin
-                    hist[warp][l[m]] += v[m]
-                    q += 1
-        acc = np.zeros((B, kc))
-        for w in range(nw):
-            acc = acc + hist[w]
-        partial[c, hptr[s]:hptr[s + 1]] = acc
-
-
-def _hist_tdot_fast(grid, block, args, shared_mem):
-    """rb_hist_tdot's results by bincounts (the launch contract checked as above)."""
-    labels, n, chunk, grids, hptr, n_sel, n_hcols, U, k, k0, kc, partial = args
-    n, chunk, kc, k0 = int(n), int(chunk), int(kc), int(k0)
-    assert grid[0] == int(n_sel) * partial.shape[0] and block[0] % 32 == 0
-    assert 8 * (block[0] // 32) * np.diff(hptr).max() * kc <= shared_mem <= _ops.HIST_SMEM
-    for s in range(int(n_sel)):
-        B = int(hptr[s + 1] - hptr[s])
-        for c in range(partial.shape[0]):
-            lab = labels[grids[s], c * chunk:(c + 1) * chunk]
-            for t in range(kc):
-                partial[c, hptr[s]:hptr[s + 1], t] = np.bincount(
-                    lab, weights=U[c * chunk:(c + 1) * chunk, k0 + t], minlength=B)
-
-
-def _emulated(name, exact=True):
-    def rb_hist_tdot(grid, block, args, shared_mem=0):
-        (_hist_tdot_emulated if exact else _hist_tdot_fast)(grid, block, args, shared_mem)
-
-    def rb_chunk_sums(grid, block, args):
-        _check_args(args, ["float64", np.int64, np.int64, np.int32, "int64", np.int32,
-                           np.int32, np.float64, "float64"])
-        partial, n_chunks, J, kc, cols, k, k0, value, out = args
-        assert partial.shape == (n_chunks, J, kc) and cols.shape == (J,)
-        assert grid[0] * block[0] >= J * kc and out.shape[1] == k and k0 + kc <= k
-        acc = np.zeros((int(J), int(kc)))
-        for c in range(int(n_chunks)):
-            acc = acc + partial[c]
-        out[cols, k0:k0 + kc] = float(value) * acc
-
+def _emulated(name):
     def rb_grid_keys(grid, block, args):
         _check_args(args, ["float64", np.int64, np.int32, "float64", "float64", "int64",
                            "int64", "int64", np.int32, np.int32, "uint64", "uint8"])
@@ -428,7 +345,6 @@ def _emulated(name, exact=True):
 def test_cupy_branches_with_emulated_kernels(monkeypatch):
     fake = _FakeCupy()
     monkeypatch.setattr(_ops, "_kernel", _emulated)
-    monkeypatch.setattr(_ops, "has_match_any", lambda xp: True)
     rng = np.random.default_rng(4)
     X = rng.uniform(size=(3000, 6))
     X[:, 5] = 1.0
@@ -451,10 +367,7 @@ def test_cupy_branches_with_emulated_kernels(monkeypatch):
     U = rng.normal(size=(layout.n_rows, 11))
     np.testing.assert_allclose(layout.dot(W), Z @ W, atol=1e-12)
     np.testing.assert_allclose(layout.tdot(U), Z.T @ U, atol=1e-10)
-    np.testing.assert_allclose(layout.tdot_csc(U), Z.T @ U, atol=1e-10)
     Y = np.c_[y, 2 * y]
-    # the CG's many products: rb_hist_tdot by bincounts (the exact emulation is slow)
-    monkeypatch.setattr(_ops, "_kernel", lambda name: _emulated(name, exact=False))
     c1, b1, _ = solve_ridge_cg(Z, Y, None, alpha=0.3, tol=1e-11, columns=cols)
     c2, b2, _, _ = ccg.solve_ridge(fake, layout, Y, None, alpha=0.3, tol=1e-11,
                                    structured=True)
@@ -478,85 +391,19 @@ def test_compare_gpu_dry_run(tmp_path):
     assert res[0]["z_equal"] is True and res[0]["pred_diff_same_w"] <= 1e-6
     assert res[0]["gpu"]["iters"] == res[0]["cpu"]["iters"]
     g = res[0]["gpu"]
-    assert g["t_zdot"] > 0 and g["t_tdot"] > 0 and g["t_tdot_csc"] > 0 and g["bound"] > 0
-    assert g["hist_grids"] == 1.0   # R = 4 coarse grids: all on the histogram path
+    assert g["t_zdot"] > 0 and g["t_tdot"] > 0 and g["bound"] > 0
     md = open(tmp_path / "gpu.md").read()
     assert "| 1,500 | 4 |" in md and "| yes |" in md
 
 
-@pytest.mark.parametrize("n, R, sigma, k, chunk, smem, paths", [
-    (1, 2, "scale", 1, 1024, None, "narrow"),     # one row, one chunk
-    (33, 3, 0.3, 1, 32, None, "narrow"),          # a chunk of one warp, a tail of one row
-    (700, 5, 0.05, 3, 50, None, "narrow"),        # chunks ending inside a warp, k = 3, 3 warps
-    (2000, 6, 0.2, 11, 256, 7680, "mixed"),       # two passes (8 + 3 targets), 2 warps
-    (3000, 4, 0.5, 1, 4096, 640, "narrow"),       # 4 warps per block
-    (1500, 3, 0.005, 2, 1024, 256, "wide"),       # every grid wide: the CSC path only
-])
-def test_hist_tdot_emulated(monkeypatch, n, R, sigma, k, chunk, smem, paths):
-    """Z^T U by rb_hist_tdot (its exact emulation: warps, ranks, rounds) and the CSC pieces
-    of the wide grids equals scipy's, for every branch of GridLayout.tdot."""
-    fake = _FakeCupy()
-    monkeypatch.setattr(_ops, "_kernel", _emulated)
-    monkeypatch.setattr(_ops, "has_match_any", lambda xp: True)
-    monkeypatch.setattr(_ops, "HIST_MIN_CHUNK", chunk)
-    monkeypatch.setattr(_ops, "HIST_ALIGN", 1)
-    if smem is not None:
-        monkeypatch.setattr(_ops, "HIST_SMEM", smem)
-        monkeypatch.setattr(_ops, "HIST_MAX_WIDTH", smem // 16)
-    rng = np.random.default_rng(n)
-    X = rng.uniform(size=(n, 3))
-    _, Z, _ = _cpu_Z(X, R, sigma, 1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        layout = cb.fit_layout(RandomBinning(n_grids=R, sigma=sigma, random_state=1), X, fake)
-    U = rng.normal(size=(n, k))
-    got = layout.tdot(U)
-    np.testing.assert_allclose(got, Z.T @ U, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(layout.tdot_csc(U), Z.T @ U, rtol=1e-12, atol=1e-12)
-    plan, wide = layout.tdot_plan(min(k, _ops.KMAX))
-    sizes = np.diff(layout.grid_ptr_host) * min(k, _ops.KMAX)
-    assert (plan is not None) == bool((sizes <= _ops.HIST_MAX_WIDTH).any())
-    assert (wide is not None) == bool((sizes > _ops.HIST_MAX_WIDTH).any())
-    assert paths == {(True, False): "narrow", (True, True): "mixed",
-                     (False, True): "wide"}[(plan is not None, wide is not None)]
-    if plan is not None:
-        assert plan.chunk == chunk and plan.n_chunks == -(-n // chunk)
-        assert 1 <= plan.warps <= _ops.HIST_WARPS
-        assert 8 * plan.warps * plan.bins_max * plan.kc_max <= _ops.HIST_SMEM
-    # the numpy layout (CI's path) takes the same plan and agrees
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lay_np = cb.fit_layout(RandomBinning(n_grids=R, sigma=sigma, random_state=1), X, np)
-    np.testing.assert_allclose(lay_np.tdot(U), got, rtol=1e-12, atol=1e-12)
-    # without __match_any_sync (hist False) every grid takes the CSC path
-    layout.hist = False
-    plan, wide = layout.tdot_plan(min(k, _ops.KMAX))
-    assert plan is None and wide is not None
-    np.testing.assert_allclose(layout.tdot(U), Z.T @ U, rtol=1e-12, atol=1e-12)
-
-
-def test_hist_tdot_missing_entries(monkeypatch):
-    """Labels of -1 (no entry: transform rows outside the training range) add nothing."""
-    fake = _FakeCupy()
-    monkeypatch.setattr(_ops, "_kernel", _emulated)
-    rng = np.random.default_rng(2)
-    n, R = 300, 3
-    gp = np.array([0, 5, 6, 40])
-    labels = np.stack([rng.integers(-1, gp[r + 1] - gp[r], n) for r in range(R)]).astype(np.int32)
-    U = rng.normal(size=(n, 2))
-    want = np.zeros((gp[-1], 2))
-    for r in range(R):
-        hit = labels[r] >= 0
-        np.add.at(want, gp[r] + labels[r][hit], U[hit])
-    for grids in ([0, 1, 2], [2, 0]):
-        plan = _ops.HistPlan(fake, n, grids, gp, 2, chunk=70)
-        for xp in (fake, np):
-            out = np.full((gp[-1], 2), np.nan)
-            part = _ops.hist_tdot(xp, labels, plan, U, 0, 2)
-            _ops.chunk_sums(xp, part, plan.cols, out, 0, 0.5)
-            cols = plan.cols
-            np.testing.assert_allclose(out[cols], 0.5 * want[cols], rtol=1e-12, atol=1e-12)
-            assert np.isnan(np.delete(out, cols, axis=0)).all()  # other columns untouched
-    with pytest.raises(ValueError, match="shared memory"):
-        monkeypatch.setattr(_ops, "HIST_SMEM", 64)
-        _ops.HistPlan(fake, n, [2], gp, 1)
+def test_piece_sums_twin_honours_piece_end():
+    """The numpy twin of rb_piece_sums sums each piece from its start to its end, as the
+    kernel does, also where pieces leave gaps, are empty or end at the last entry."""
+    rng = np.random.default_rng(8)
+    rows = rng.integers(0, 50, 40).astype(np.int32)
+    U = rng.normal(size=(50, 3))
+    ps = np.array([0, 5, 5, 20, 38], dtype=np.int64)
+    pe = np.array([3, 5, 12, 30, 40], dtype=np.int64)
+    want = np.array([U[rows[a:b]].sum(axis=0) for a, b in zip(ps, pe)])
+    np.testing.assert_allclose(_ops.piece_sums(np, rows, ps, pe, U), want, rtol=1e-14,
+                               atol=1e-14)

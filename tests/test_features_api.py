@@ -230,6 +230,30 @@ def test_pickle_round_trip(n_features):
     np.testing.assert_array_equal(clone.n_bins_, rb.n_bins_)
 
 
+def test_pickles_naming_the_pre_split_module_load():
+    """Pickles written before random_binning.py was split into stages name
+    rbcd.binning.random_binning for _GridDraw, _ConstantColumns and _restore_grid_tables:
+    they still load (the names are re-exported there) and give the same Z."""
+    X = _data(400, 5)
+    X[:, 2] = 1.5  # a constant feature: the fit keeps a _ConstantColumns and a _GridDraw
+    from rbcd.binning.random_binning import _Paths
+    rb = RandomBinning(n_grids=12, sigma=0.7, random_state=2).fit(
+        X, _paths=_Paths(constants="always"))
+    assert rb._constant_columns is not None
+    X2 = _data(100, 5, seed=5) * 1.5
+    X2[:3, 2] = 9.0  # leaves the constant feature's training bin in some grids
+    blob = pickle.dumps(rb, protocol=0)  # text GLOBAL opcodes: "c<module>\n<name>\n"
+    old = blob
+    for module, name in ((b"_draw", b"_GridDraw"), (b"_draw", b"_ConstantColumns"),
+                         (b"_plan", b"_restore_grid_tables")):
+        new = b"crbcd.binning." + module + b"\n" + name + b"\n"
+        assert new in old
+        old = old.replace(new, b"crbcd.binning.random_binning\n" + name + b"\n")
+    clone = pickle.loads(old)
+    _same(clone.transform(X2), rb.transform(X2))
+    _same(clone.transform(X), rb.transform(X))
+
+
 class _Damaged:
     """Pickles as a GridTables whose state is ``state`` (a damaged one)."""
 
@@ -710,7 +734,7 @@ def test_simd_path_applies_only_to_normal_widths():
 
 def test_fits_beyond_the_available_memory_are_refused_up_front(monkeypatch):
     """Issue 15 item 6: a clear error with the estimate, before any work."""
-    from rbcd.binning import random_binning as features
+    from rbcd.binning import _plan as features  # the memory estimates and checks
     X = _data(50, 3)
     for n_grids in (10**19, 2**62):
         with pytest.raises(ValueError, match=r"n_grids.*estimated .* GiB.*available"):

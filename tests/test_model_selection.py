@@ -262,3 +262,62 @@ def test_auto_grids_follow_the_width_of_the_data(smooth):
                         n_jobs=1).fit(wide, y)
     assert est.best_estimator_.n_grids == 512
     assert est.best_estimator_.binning_.n_grids == 512
+
+
+# ------------------------------------------------------------------ cv=None: leave-one-out
+
+
+def test_leave_one_out_scores_equal_refits_on_all_but_one_row():
+    from sklearn.linear_model import Ridge
+
+    from rbcd import RandomBinning
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(40, 3))
+    y = np.sin(3 * X[:, 0]) + 0.3 * rng.standard_normal(40)
+    alphas = np.array([0.05, 0.5, 5.0])
+    cv = RBRegressorCV(n_grids=8, sigma=1.0, sigma_factors=(1.0,), alphas=alphas,
+                       random_state=0).fit(X, y)
+    Z = RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit_transform(X).toarray()
+    for j, a in enumerate(alphas):
+        pred = np.array([Ridge(alpha=a).fit(np.delete(Z, i, 0), np.delete(y, i)).predict(Z[i:i + 1])[0]
+                         for i in range(40)])
+        r2 = 1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2)
+        assert cv.cv_results_["mean_test_score"][j] == pytest.approx(r2, rel=1e-9)
+    assert cv.best_index_ == int(np.argmax(cv.cv_results_["mean_test_score"]))
+
+
+def test_leave_one_out_classification_accuracy_and_refit():
+    from rbcd import RandomBinning, RidgeCGClassifier
+
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, size=(60, 2))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    cv = RBClassifierCV(n_grids=8, sigma=0.8, sigma_factors=(1.0,), alphas=(0.1, 1.0),
+                        random_state=0).fit(X, y)
+    Z = RandomBinning(n_grids=8, sigma=0.8, random_state=0).fit_transform(X)
+    for j, a in enumerate((0.1, 1.0)):
+        hits = [RidgeCGClassifier(alpha=a, solver="direct").fit(
+            Z[np.arange(60) != i], y[np.arange(60) != i]).predict(Z[i])[0] == y[i]
+            for i in range(60)]
+        assert cv.cv_results_["mean_test_score"][j] == pytest.approx(np.mean(hits))
+    assert cv.best_estimator_.alpha == cv.best_params_["alpha"]
+    assert cv.n_splits_ == 1
+
+
+def test_edge_of_the_grid_warns_with_the_way_out():
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, size=(80, 2))
+    y = np.sin(4 * X[:, 0])                      # noise-free: the smallest alpha wins
+    with pytest.warns(UserWarning, match="smallest of the grid: add smaller values to alphas"):
+        RBRegressorCV(n_grids=8, sigma_factors=(0.5, 1.0), alphas=(1e-6, 1.0, 10.0),
+                      random_state=0).fit(X, y)
+
+
+def test_scoring_needs_folds():
+    X = np.random.default_rng(3).uniform(size=(30, 2))
+    y = (X[:, 0] > 0.5).astype(int)
+    with pytest.raises(ValueError, match="scoring needs cross-validation folds"):
+        RBClassifierCV(n_grids=4, scoring="f1", random_state=0).fit(X, y)
+    RBClassifierCV(n_grids=4, scoring="f1", cv=3, sigma_factors=(1.0,), alphas=(1.0,),
+                   random_state=0).fit(X, y)

@@ -48,12 +48,12 @@ Design
   is built without any division. ``x -> floor((x - u) / w)`` is monotone,
   so each bin k in (lo, hi] of a column has a smallest float64 ``t_k``
   reaching it, found at fit by bisection with the very same formula
-  (``random_binning._thresholds``); field j of the key is then the number of
+  (``_plan._thresholds``); field j of the key is then the number of
   column-j thresholds x_j reaches, bit for bit the field of the division.
   With AVX-512, eight rows at a time (compare + masked add per threshold,
   over the row block transposed), with their hashes.
 * Direct tables: a single-word grid whose keys have at most a few tens of
-  thousands of values (``random_binning._direct_bits``) is fitted in an array of
+  thousands of values (``_plan._direct_bits``) is fitted in an array of
   one 8-byte slot per possible key (id + 1, count): no hash, no probe, no
   compare. At the end of fit its keys are exported to the bucketed format.
 * Parallelism in fit: each thread owns a contiguous block of grids of about
@@ -72,7 +72,7 @@ Design
   makes the floor provably equal to the division's (see ``rbcd_floor8``).
 * Transform is parallel over row blocks (tables read-only): per block and
   grid, keys (thresholds with range bounds where the grid has them), then a
-  dense index lookup (``random_binning._dense_index``) or the keys' buckets and
+  dense index lookup (``_plan._dense_index``) or the keys' buckets and
   records (``rbcd_ct_query``), the buckets' offsets prefetched, their starts read,
   the buckets' first records prefetched, the buckets scanned. Hashed mode is
   parallel over rows; with AVX-512 a row's bins and hashes are computed for
@@ -89,7 +89,12 @@ Design
   (every key within its training bins, none repeated); the bucketed tables are
   rebuilt from the keys. A lookup scans at most one bucket of the directory,
   whose shape set_tables always checks.
-* Paths: every kernel takes a ``paths`` object (``random_binning._Paths``): AVX-512
+* Interrupts: fit_tables looks at the signals (Ctrl-C) between row blocks from its
+  thread 0 with the GIL, every INTERRUPT_PERIOD seconds; when a handler raises, every
+  thread leaves at its next row block and the exception is raised once the tables are
+  freed (``rbcd/src/binning_interrupt.h``; issue 31 item 10). transform's callers run
+  it on row ranges (the rows are independent), so Python looks between them.
+* Paths: every kernel takes a ``paths`` object (``_plan._Paths``): AVX-512
   where the CPU has it, threshold keys, direct tables / dense index. All give the
   same output bit for bit; tests force each one through it. C lives in
   ``rbcd/src/binning_keys.h`` (keys, hashes, sort: each AVX-512 path beside its
@@ -103,6 +108,11 @@ cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_Destructor
 from libc.string cimport memcpy, memmove, memset
 from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawFree
+from cpython.exc cimport PyErr_CheckSignals
+from cpython.ref cimport PyObject
+from rbcd._openmp cimport omp_num_threads, omp_thread_num
+
+import threading
 
 import numpy as np
 
@@ -188,6 +198,22 @@ cdef extern from "binning_keys.h" nogil:
         const double *xt, Py_ssize_t stride, Py_ssize_t n, Py_ssize_t d,
         const double *rlo, const double *rhi, Thresholds thr,
         uint64_t *keys, uint64_t *hashes, unsigned char *inside) noexcept
+
+
+cdef extern from "binning_interrupt.h" nogil:
+    ctypedef struct rbcd_interrupt:
+        int stop
+        int enabled
+        double period
+        double next_look
+        int finished
+    double rbcd_monotonic() noexcept
+    bint rbcd_stopped(const rbcd_interrupt *s) noexcept
+    void rbcd_set_stop(rbcd_interrupt *s) noexcept
+    bint rbcd_look_due(rbcd_interrupt *s) noexcept
+    void rbcd_chunk_done(rbcd_interrupt *s) noexcept
+    int rbcd_chunks_done(const rbcd_interrupt *s) noexcept
+    void rbcd_nap() noexcept
 
 
 cdef extern from "binning_plan.h" nogil:
@@ -836,6 +862,43 @@ cdef inline void touch_rows(idx_t *ids, Py_ssize_t N, Py_ssize_t R, Py_ssize_t g
         i = i + step
 
 
+# Seconds between two looks of a kernel's thread 0 at the signals (binning_interrupt.h):
+# each look takes the GIL, which another Python thread may hold for up to its switch
+# interval (5 ms), so looks stay rare; a Ctrl-C ends the kernel within about this long.
+cdef double INTERRUPT_PERIOD = 0.02
+
+
+cdef void interrupt_init(rbcd_interrupt *it) noexcept:
+    """A fresh interrupt state; thread 0 looks at the signals only where the caller is
+    Python's main thread (no other thread runs signal handlers)."""
+    it.stop = 0
+    it.finished = 0
+    it.enabled = threading.current_thread() is threading.main_thread()
+    it.period = INTERRUPT_PERIOD
+    it.next_look = rbcd_monotonic() + INTERRUPT_PERIOD
+
+
+cdef void look_at_signals(rbcd_interrupt *it, PyObject *caught) noexcept nogil:
+    """Thread 0, when a look is due: run the pending signal handlers (with the GIL); if
+    one raised, keep its exception in ``caught`` (a list) and stop every thread."""
+    if not rbcd_look_due(it):
+        return
+    with gil:
+        try:
+            PyErr_CheckSignals()
+        except BaseException as exc:
+            (<list> caught).append(exc)
+            rbcd_set_stop(it)
+
+
+cdef void wait_for_chunks(rbcd_interrupt *it, PyObject *caught, Py_ssize_t n_chunks) noexcept nogil:
+    """Thread 0 after its last chunk: keep looking at the signals until every chunk is
+    done or the kernel stops (the others may run long after thread 0's share)."""
+    while rbcd_chunks_done(it) < n_chunks and not rbcd_stopped(it):
+        look_at_signals(it, caught)
+        rbcd_nap()
+
+
 ctypedef struct FitJob:
     # What every fit thread reads: the training rows and the layout.
     const Layout *L
@@ -846,6 +909,8 @@ ctypedef struct FitJob:
     bint vec                    # AVX-512 threshold keys (over a transposed row block)
     bint thresholds             # threshold keys where the layout has them
     bint keep_counts            # keep each table's bin counts after fit (want_counts)
+    rbcd_interrupt *interrupt   # Ctrl-C: thread 0 looks, every thread stops (see above)
+    PyObject *caught            # a list: the exception a signal handler raised
 
 
 cdef void fit_grid_block(
@@ -884,6 +949,7 @@ cdef void fit_grid_block(
     cdef Py_ssize_t max_group = g1 - g0 if g1 - g0 < MAX_GROUP else MAX_GROUP
     cdef int64_t *stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * max_group * sizeof(int64_t))
     cdef int64_t *srow
+    cdef bint looks = omp_thread_num() == 0  # thread 0 looks at the signals
     if q == NULL or keys == NULL or hashes == NULL or xt == NULL or stage == NULL:
         for r in range(g0, g1):
             tables[r].failed = 1
@@ -912,6 +978,10 @@ cdef void fit_grid_block(
                            direct_bits[r], N)
             i0 = 0
             while i0 < N:
+                if looks:
+                    look_at_signals(job.interrupt, job.caught)
+                if rbcd_stopped(job.interrupt):
+                    break  # interrupted: fit_tables frees the tables and raises
                 i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
                 xt_ready = False
                 if ids != NULL and n_touchers > 1 and ga == g0:
@@ -996,6 +1066,8 @@ cdef void fit_grid_block(
                                 ids[(i0 + k) * R + ga + g] = <idx_t> srow[k]
                         kc = kk
                 i0 = i1
+            if rbcd_stopped(job.interrupt):
+                break
             for r in range(ga, gb):
                 table_finish(&tables[r], job.keep_counts)
             if gb < g1:
@@ -1193,7 +1265,7 @@ def thresholds(const double[:, ::1] widths, const double[:, ::1] offsets,
                const int64_t[:, ::1] lo, const int64_t[:, ::1] hi, const double[::1] cmin,
                const double[::1] cmax, const int64_t[:, ::1] shift,
                const unsigned char[::1] use):
-    """The thresholds of the grids with ``use[r]`` (``random_binning._thresholds``):
+    """The thresholds of the grids with ``use[r]`` (``_plan._thresholds``):
     for every column j and bin k in (lo[r, j], hi[r, j]] the smallest float64 t in
     (cmin[j], cmax[j]] with ``floor((t - u) / w) >= k`` (binning_plan.h), in the order
     grid, column, bin. Returns ``(thr_ptr, ent_j, ent_t, ent_add)``: int64 (R + 1,),
@@ -1238,7 +1310,7 @@ def range_bounds(const double[:, ::1] widths, const double[:, ::1] offsets,
     """Per (grid, column) of the grids with ``use[r]`` the smallest float64 in bin lo and
     the smallest past bin hi (-inf / +inf where no finite value is; the others' stay
     -inf / +inf), so that a value's bin lies in [lo, hi] iff ``range_lo <= x < range_hi``
-    (``random_binning._range_bounds``). Returns ``(range_lo, range_hi)``, (R, d)."""
+    (``_plan._range_bounds``). Returns ``(range_lo, range_hi)``, (R, d)."""
     cdef Py_ssize_t R = widths.shape[0], d = widths.shape[1], r, j
     cdef double u, w, k, big = np.finfo(np.float64).max
     range_lo_arr = np.full((R, d), -np.inf)
@@ -1273,8 +1345,8 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
     ids : (N * R,) OUT, or length 0 for none: local id of row i in grid r
         at ``i * R + r`` (numbered by first appearance in row order).
     bounds : (n_threads + 1,) the grids of thread c are ``bounds[c] .. bounds[c + 1] - 1``
-        (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see ``random_binning._grid_bounds``).
-    paths : ``random_binning._Paths`` (its ``simd`` and ``thresholds``).
+        (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see ``_plan._grid_bounds``).
+    paths : ``_plan._Paths`` (its ``simd`` and ``thresholds``).
 
     Returns ``(n_bins, max_count, dirs, offs, ents, counts)``: int64 (R,) arrays,
     lists of the per-grid arrays of the bucketed tables (binning_table.h: uint32
@@ -1313,6 +1385,11 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
     job.simd = job.vec and grids.L.normal_widths
     job.thresholds = bool(paths.thresholds)
     job.keep_counts = want_counts
+    cdef rbcd_interrupt interrupt
+    interrupt_init(&interrupt)
+    caught = []
+    job.interrupt = &interrupt
+    job.caught = <PyObject *> caught
     cdef Table *tables = <Table *> PyMem_RawCalloc(R, sizeof(Table))
     if tables == NULL:
         raise MemoryError("cannot allocate the bin tables")
@@ -1320,6 +1397,11 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
                         num_threads=n_chunks):
             fit_grid_block(&job, tables, ids_ptr, bounds[c], bounds[c + 1], c, n_chunks)
+            rbcd_chunk_done(&interrupt)
+            if omp_thread_num() == 0 and c + omp_num_threads() >= n_chunks:
+                wait_for_chunks(&interrupt, job.caught, n_chunks)  # thread 0's last chunk
+        if caught:  # Ctrl-C (or another signal handler's exception): nothing is kept
+            raise caught[0]
         for r in range(R):
             if tables[r].failed == 2:
                 raise RuntimeError("internal error: a training bin fell outside its bounds")
@@ -1457,7 +1539,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
 
     Grids with thresholds (when ``paths.thresholds``) build single-word keys from
     them, with ``range_lo[r, j] <= x_j < range_hi[r, j]`` deciding whether the row's
-    bin lies within the training bins (see ``random_binning._range_bounds``); the
+    bin lies within the training bins (see ``_plan._range_bounds``); the
     others divide. A grid with a dense index (when ``paths.direct``) looks its keys
     up there (uint32, id + 1 per possible key, 0 for none) instead of in its table.
     Parallel over blocks of ROW_BLOCK rows; per block, grid by grid: keys, their
@@ -1610,7 +1692,7 @@ def transform_hashed(const double[:, ::1] X, const double[:, ::1] widths,
     out : (N * R,) OUT columns of row i left-packed at i * R ...
     mult : (N * R,) OUT how many grids landed in that column.
     row_nnz : (N,) OUT distinct columns of row i.
-    paths : ``random_binning._Paths`` (its ``simd``).
+    paths : ``_plan._Paths`` (its ``simd``).
     Bins must be known to fit in int64 (checked by the caller).
     """
     cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = widths.shape[0]
@@ -2086,7 +2168,7 @@ cdef class GridTables:
 
     Pickles as its primary arrays (``state``: widths, offsets, the training column
     extremes, grid_ptr and each grid's keys in id order); everything else is derived again
-    on load by ``random_binning._restore_grid_tables``, which checks every field:
+    on load by ``_plan._restore_grid_tables``, which checks every field:
     a damaged or foreign state raises ValueError.
     """
     cdef Layout L
@@ -2107,7 +2189,7 @@ cdef class GridTables:
     def __init__(self, widths, offsets, cmin, cmax, lo, hi, thresholds):
         """Layout of R grids over d columns. ``thresholds`` is
         ``(thr_ptr, use_thr, ent_j, ent_t, ent_add, range_lo, range_hi)`` as built by
-        ``random_binning._thresholds`` and ``_range_bounds``."""
+        ``_plan._thresholds`` and ``_range_bounds``."""
         cdef Py_ssize_t R, d, r, e, n_ent
         if not isinstance(widths, np.ndarray) or widths.ndim != 2 or widths.shape[0] < 1:
             raise ValueError("grid tables: widths must be a 2-D array with at least one grid")
@@ -2336,7 +2418,7 @@ cdef class GridTables:
         return total
 
     def __reduce__(self):
-        from .random_binning import _restore_grid_tables
+        from ._plan import _restore_grid_tables
         return (_restore_grid_tables, (self.state(),))
 
 
@@ -2399,19 +2481,24 @@ cdef _check_keys(GridTables gt, Py_ssize_t r, keys_arr, int64_t n_bins):
     cdef int W = L.n_words[r]
     cdef int64_t local
     cdef uint64_t span, field
-    cdef uint64_t rebuilt[64]
+    cdef Py_ssize_t jj, n_fields
     cdef const uint64_t *key
-    if W > 64:
-        raise ValueError("grid tables: keys of more than 64 words")
+    # the key's words rebuilt from its fields (W words: any number of them), and the
+    # columns that have a field (span > 0: at most 64 W of them, so the check is
+    # O(n_bins W) per grid, not O(n_bins d) for a wide X with few varying columns)
+    rebuilt_arr = np.zeros(max(W, 1), dtype=np.uint64)
+    cdef uint64_t[::1] rebuilt = rebuilt_arr
+    fields_arr = np.flatnonzero(np.asarray(gt.hi)[r] != np.asarray(gt.lo)[r]).astype(np.intp)
+    cdef const Py_ssize_t[::1] fields = fields_arr
+    n_fields = fields.shape[0]
     for local in range(n_bins):
         key = &keys[local * W]
         # every field within the training bins of its column, no stray bits
         for j in range(W):
             rebuilt[j] = 0
-        for j in range(d):
+        for jj in range(n_fields):
+            j = fields[jj]
             span = <uint64_t> L.hi[r * d + j] - <uint64_t> L.lo[r * d + j]
-            if span == 0:
-                continue
             field = key[L.word[r * d + j]] >> L.shift[r * d + j]
             if L.shift[r * d + j] + _bit_length(span) < 64:
                 field &= ((<uint64_t> 1) << _bit_length(span)) - 1

@@ -16,19 +16,6 @@ BLOCK = 256
 KMAX = 8
 #: entries of the grid-sorted layout summed by one warp (rb_piece_sums)
 PIECE = 2048
-#: dynamic shared memory of one rb_hist_tdot block (the default limit of every GPU)
-HIST_SMEM = 48 * 1024
-#: a grid is narrow (Z^T U by rb_hist_tdot) when two warp histograms of it fit in
-#: HIST_SMEM: bins * kc <= HIST_MAX_WIDTH doubles
-HIST_MAX_WIDTH = HIST_SMEM // (2 * 8)
-#: warps of one rb_hist_tdot block at most
-HIST_WARPS = 8
-#: rb_hist_tdot row chunks per grid at most (each adds one partial per column) and rows of
-#: a chunk at least
-HIST_CHUNKS = 128
-HIST_MIN_CHUNK = 4096
-#: rows of a chunk are a multiple of this (whole warps, aligned reads)
-HIST_ALIGN = 1024
 
 _INSTALL = ("device='cuda' needs CuPy and a CUDA GPU: install the optional extra "
             "(pip install 'rbcd[cuda]', or the cupy-cudaXXx wheel matching your CUDA driver)")
@@ -86,11 +73,6 @@ def _module():
     with open(path) as f:
         source = f.read()
     return cupy.RawModule(code=source)
-
-
-def has_match_any(xp):
-    """Whether the current GPU runs rb_hist_tdot (__match_any_sync: compute capability 7.0)."""
-    return int(xp.cuda.Device().compute_capability) >= 70
 
 
 def _kernel(name):
@@ -166,9 +148,9 @@ def piece_sums(xp, rows, piece_start, piece_end, U):
     if is_numpy(xp):
         out = np.zeros((n_pieces, k))
         if n_pieces and rows.shape[0]:
-            # pieces need not tile the entries (a subset: the wide grids' columns), so each
-            # sum runs from its start to its end: reduceat over (start, end) pairs, the
-            # (end, next start) gaps dropped; a zero row keeps an end of len(rows) valid
+            # each sum runs from its piece's start to its end, as the kernel's: reduceat
+            # over (start, end) pairs, the (end, next start) gaps dropped; a zero row keeps
+            # an end of len(rows) valid
             g = np.concatenate([U[rows], np.zeros((1, k))])
             nz = piece_end > piece_start
             idx = np.stack([piece_start[nz], piece_end[nz]], axis=1).ravel()
@@ -207,100 +189,4 @@ def segment_sums(xp, V, ptr, scale=1.0):
     _kernel("rb_segment_sums")(
         _blocks(n_seg), (BLOCK,),
         (V, ptr, np.int64(n_seg), np.int32(k), np.float64(scale), out))
-    return out
-
-
-# ------------------------------------------------------------------------------ Z^T U, narrow grids
-class HistPlan:
-    """What rb_hist_tdot needs for a set of narrow grids (docs/gpu.md, "Products").
-
-    ``grids`` (S,) int32 the narrow grids; ``hptr`` (S + 1,) int64 their columns in the
-    compact histogram numbering (grid grids[s] owns [hptr[s], hptr[s + 1])); ``cols``
-    (hptr[-1],) int64 the column of Z of each histogram column (device arrays of xp).
-    Host ints: ``n_hcols``, ``bins_max``, ``kc_max`` (targets per pass), ``chunk`` (rows
-    per block), ``n_chunks``, ``warps`` (per block): by default at most HIST_CHUNKS chunks
-    of a multiple of HIST_ALIGN rows (at least HIST_MIN_CHUNK), and as many warps (<= HIST_WARPS) as
-    warp histograms of bins_max * kc_max doubles fit in HIST_SMEM.
-    """
-
-    def __init__(self, xp, n, grids, grid_ptr, kc_max, chunk=None):
-        grids = np.asarray(grids, dtype=np.int64)
-        gp = np.asarray(grid_ptr, dtype=np.int64)
-        sizes = gp[grids + 1] - gp[grids]
-        hptr = np.zeros(grids.shape[0] + 1, dtype=np.int64)
-        np.cumsum(sizes, out=hptr[1:])
-        cols = (np.concatenate([np.arange(gp[g], gp[g + 1]) for g in grids])
-                if grids.shape[0] else np.zeros(0, dtype=np.int64))
-        self.n_sel = int(grids.shape[0])
-        self.n_hcols = int(hptr[-1])
-        self.bins_max = int(sizes.max()) if sizes.shape[0] else 0
-        self.kc_max = int(kc_max)
-        if chunk is None:
-            chunk = max(HIST_MIN_CHUNK, -(-int(n) // HIST_CHUNKS))
-            chunk = -(-chunk // HIST_ALIGN) * HIST_ALIGN
-        if int(chunk) < 1:
-            raise ValueError(f"chunk must be >= 1, got {chunk}")
-        self.chunk = int(chunk)
-        self.n_chunks = max(1, -(-int(n) // self.chunk))
-        width = max(1, self.bins_max * self.kc_max)
-        self.warps = min(HIST_WARPS, HIST_SMEM // (8 * width))
-        if self.warps < 1:
-            raise ValueError(f"narrow grids of {self.bins_max} bins x {kc_max} targets do "
-                             f"not fit in {HIST_SMEM} bytes of shared memory")
-        self.hptr_host = hptr
-        self.grids = on_device(xp, grids, np.int32)
-        self.hptr = on_device(xp, hptr, np.int64)
-        self.cols = on_device(xp, cols, np.int64)
-
-
-def hist_tdot(xp, labels, plan, U, k0, kc):
-    """Per row chunk, Z^T U of the plan's narrow grids without the value:
-    partial[c, hptr[s] + b, t] = sum of U[i, k0 + t] over the rows i of chunk c
-    ([c chunk, (c + 1) chunk)) with labels[grids[s], i] == b (kernels.cu, rb_hist_tdot).
-    Returns (n_chunks, n_hcols, kc) float64."""
-    R, n = labels.shape
-    chunk = plan.chunk
-    if is_numpy(xp):
-        out = np.zeros((plan.n_chunks, plan.n_hcols, kc))
-        Uk = U[:, k0:k0 + kc]
-        for s in range(plan.n_sel):
-            lab = labels[plan.grids[s]]
-            c0, c1 = int(plan.hptr_host[s]), int(plan.hptr_host[s + 1])
-            for c in range(plan.n_chunks):
-                a, b = c * chunk, min((c + 1) * chunk, n)
-                lc = lab[a:b]
-                hit = lc >= 0
-                for t in range(kc):
-                    out[c, c0:c1, t] = np.bincount(lc[hit], weights=Uk[a:b, t][hit],
-                                                   minlength=c1 - c0)[:c1 - c0]
-        return out
-    out = xp.empty((plan.n_chunks, plan.n_hcols, kc), dtype=xp.float64)
-    if plan.n_sel == 0 or plan.n_hcols == 0 or kc == 0:
-        return out
-    smem = 8 * plan.warps * plan.bins_max * int(kc)
-    if smem > HIST_SMEM or not 1 <= kc <= min(KMAX, plan.kc_max):  # the kernel's contract
-        raise ValueError(f"rb_hist_tdot: {smem} bytes of shared memory (at most "
-                         f"{HIST_SMEM}), kc={kc} (at most {min(KMAX, plan.kc_max)})")
-    U = xp.ascontiguousarray(U, dtype=xp.float64)
-    _kernel("rb_hist_tdot")(
-        (plan.n_sel * plan.n_chunks,), (32 * plan.warps,),
-        (labels, np.int64(n), np.int64(chunk), plan.grids, plan.hptr, np.int32(plan.n_sel),
-         np.int64(plan.n_hcols), U, np.int32(U.shape[1]), np.int32(k0), np.int32(kc), out),
-        shared_mem=smem)
-    return out
-
-
-def chunk_sums(xp, partial, cols, out, k0, value):
-    """out[cols[j], k0 + t] = value * partial[:, j, t].sum() (chunks added in order;
-    kernels.cu, rb_chunk_sums). partial (n_chunks, J, kc); cols (J,) int64; out (D, k)."""
-    n_chunks, J, kc = partial.shape
-    if is_numpy(xp):
-        out[cols, k0:k0 + kc] = value * partial.sum(axis=0)
-        return out
-    if J == 0 or kc == 0:
-        return out
-    _kernel("rb_chunk_sums")(
-        _blocks(J * kc), (BLOCK,),
-        (partial, np.int64(n_chunks), np.int64(J), np.int32(kc), cols,
-         np.int32(out.shape[1]), np.int32(k0), np.float64(value), out))
     return out

@@ -88,12 +88,12 @@ def _scale_sigma(xp, X):
 
 
 def _raise_bad_bins(xp, X, cols, widths, offsets, sigma=None):
-    from ..binning.random_binning import _raise_bad_bins as raise_cpu
+    from ..binning._input import _raise_bad_bins as raise_cpu
     raise_cpu(_ops.to_host(X), cols, widths[:, cols], offsets[:, cols], sigma)
 
 
 def _bin_bounds(widths, offsets, cmin, cmax):
-    from ..binning.random_binning import _bin_range
+    from ..binning._input import _bin_range
     qlo, qhi, bad = _bin_range(widths, offsets, cmin, cmax)
     return qlo, qhi, bad
 
@@ -153,10 +153,8 @@ class GridLayout:
     int64 and ``rows`` (R N,) int32: the CSC layout, grid r's entries at [r N, (r + 1) N),
     each column's rows increasing (equal to the CPU's RBColumns). ``piece_*``: the CSC
     entries cut into pieces of at most _ops.PIECE entries inside one column, for the
-    atomic-free Z^T U of wide grids (one warp per piece, then one thread per column).
-    ``value``: every stored value, 1/sqrt(R). ``hist``: Z^T U of the narrow grids (bins *
-    targets <= _ops.HIST_MAX_WIDTH) by rb_hist_tdot, streaming the labels (True unless the
-    GPU lacks compute capability 7.0; False: the CSC path for every grid).
+    atomic-free Z^T U (one warp per piece, then one thread per column). ``value``: every
+    stored value, 1/sqrt(R).
     """
 
     def __init__(self, xp, labels, grid_ptr, col_ptr, rows, value):
@@ -178,12 +176,9 @@ class GridLayout:
         col = np.repeat(np.arange(counts.shape[0], dtype=np.int64), n_pieces)
         start = cp[col] + _ops.PIECE * (np.arange(col.shape[0], dtype=np.int64) - piece_ptr[col])
         end = np.minimum(start + _ops.PIECE, cp[col + 1])
-        self._pieces_host = (n_pieces, col, start, end)
         self.piece_ptr = _ops.on_device(xp, piece_ptr, np.int64)
         self.piece_start = _ops.on_device(xp, start, np.int64)
         self.piece_end = _ops.on_device(xp, end, np.int64)
-        self.hist = _ops.is_numpy(xp) or _ops.has_match_any(xp)
-        self._plans = {}
 
     @property
     def shape(self):
@@ -193,62 +188,15 @@ class GridLayout:
         """Z @ W, W (D, k) -> (N, k)."""
         return _ops.zdot(self.xp, self.labels, self.grid_ptr, W, self.value)
 
-    def tdot_plan(self, kc_max):
-        """(HistPlan of the narrow grids or None, wide pieces or None) for kc_max targets per
-        pass: a grid is narrow when bins * kc_max <= _ops.HIST_MAX_WIDTH. Wide pieces:
-        (start, end, ptr, cols) of the CSC pieces of the wide grids' columns."""
-        key = (int(kc_max), bool(self.hist))
-        if key not in self._plans:
-            xp = self.xp
-            sizes = np.diff(self.grid_ptr_host)
-            narrow = (sizes * int(kc_max) <= _ops.HIST_MAX_WIDTH) if self.hist else \
-                np.zeros(self.n_grids, dtype=bool)
-            plan = (_ops.HistPlan(xp, self.n_rows, np.flatnonzero(narrow), self.grid_ptr_host,
-                                  kc_max) if narrow.any() else None)
-            wide = None
-            if not narrow.all():
-                n_pieces, col, start, end = self._pieces_host
-                col_wide = np.repeat(~narrow, sizes)
-                sel = col_wide[col]
-                wptr = np.zeros(int(col_wide.sum()) + 1, dtype=np.int64)
-                np.cumsum(n_pieces[col_wide], out=wptr[1:])
-                wide = tuple(_ops.on_device(xp, a, np.int64) for a in
-                             (start[sel], end[sel], wptr, np.flatnonzero(col_wide)))
-            self._plans[key] = (plan, wide)
-        return self._plans[key]
-
     def tdot(self, U):
-        """Z^T @ U, U (N, k) -> (D, k): narrow grids by streamed warp histograms
-        (rb_hist_tdot, then the chunks summed in order), wide grids by piece sums over the
-        grid-sorted layout, then column sums. No atomics: the sums do not depend on
-        scheduling."""
-        xp = self.xp
-        k = int(U.shape[1])
-        if k == 0:
-            return xp.zeros((self.n_columns, 0))
-        kc_max = min(k, _ops.KMAX)
-        plan, wide = self.tdot_plan(kc_max)
-        out = xp.empty((self.n_columns, k), dtype=xp.float64)
-        if plan is not None:
-            for k0 in range(0, k, kc_max):
-                kc = min(kc_max, k - k0)
-                part = _ops.hist_tdot(xp, self.labels, plan, U, k0, kc)
-                _ops.chunk_sums(xp, part, plan.cols, out, k0, self.value)
-        if wide is not None:
-            start, end, wptr, cols = wide
-            part = _ops.piece_sums(xp, self.rows, start, end, U)
-            out[cols] = _ops.segment_sums(xp, part, wptr, self.value)
-        return out
-
-    def tdot_csc(self, U):
-        """Z^T @ U by the grid-sorted layout for every grid: piece sums, then column sums
-        (the path of wide grids; tests compare it with tdot)."""
+        """Z^T @ U, U (N, k) -> (D, k): piece sums over the grid-sorted layout, then column
+        sums. No atomics: the sums do not depend on scheduling."""
         part = _ops.piece_sums(self.xp, self.rows, self.piece_start, self.piece_end, U)
         return _ops.segment_sums(self.xp, part, self.piece_ptr, self.value)
 
     def to_rbcolumns(self):
         """The CPU's RBColumns of this Z (host copies)."""
-        from ..binning.random_binning import RBColumns
+        from ..binning.columns import RBColumns
         rows = _ops.to_host(self.rows)
         return RBColumns(_ops.to_host(self.col_ptr).astype(np.int64),
                          rows.astype(np.int32 if self.n_rows < 2**31 else np.int64),
@@ -347,7 +295,7 @@ def number_grid(xp, row_s, words_s):
 # ---------------------------------------------------------------------------------- fit
 def _prepare(est, X, xp):
     """Validate, extremes, sigma, the grid draw (contract 2) and the range check."""
-    from ..binning.random_binning import _warn_if_degenerate  # noqa: F401 (used by fit)
+    from ..binning._draw import _warn_if_degenerate  # noqa: F401 (used by fit)
     if est.n_features is not None:
         raise ValueError("device='cuda' supports exact mode only (n_features=None); "
                          "hashed mode runs on the CPU")
@@ -377,7 +325,7 @@ def fit_layout(est, X, xp, *, combine=True):
     ``_cuda_tables``. ``combine``: sort one (key << row_bits | row) word where it fits
     (False: always the stable sorts of the key words; tests force both).
     """
-    from ..binning.random_binning import _warn_if_degenerate
+    from ..binning._draw import _warn_if_degenerate
     X, widths, offsets, lo, hi, cmin, cmax, sigma, dtype = _prepare(est, X, xp)
     n, d = X.shape
     R = widths.shape[0]
@@ -534,7 +482,7 @@ def to_cpu(est):
     tables = est.__dict__.get("_cuda_tables")
     if not isinstance(tables, CudaTables):
         return est
-    from ..binning.random_binning import _restore_grid_tables
+    from ..binning._plan import _restore_grid_tables
     out = copy.copy(est)
     out.__dict__ = {k: v for k, v in est.__dict__.items() if k != "_cuda_tables"}
     out.device = "cpu"

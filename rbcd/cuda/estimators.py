@@ -197,30 +197,20 @@ def rb_fit(model, X, y, sample_weight=None):
 
 
 def _auto_alpha_on_host(model, binning, X, y, sample_weight, n_weight):
-    """alpha="auto" of a device fit: the CPU's rule (rbcd.solvers.cg._solve_auto_alpha) on
-    the host. Above LOO_MAX_ROWS rows the CPU chooses by leave-one-out on a fixed sample
-    of LOO_MAX_ROWS rows; those rows are binned here on the host with the same grids (the
-    fitted sigma, the same random_state), which gives the sample the same dual Gram matrix,
-    hence the same choice per unit of weight, scaled to the total weight."""
-    from ..binning import RandomBinning as _CPUBinning
-    from ..solvers._direct import LOO_MAX_ROWS
+    """alpha="auto" of a device fit: the CPU's rule on the host (rbcd.models
+    .auto_alpha_from_sample), the sampled rows binned by this fit's tables on the host."""
+    from ..models import auto_alpha_from_sample
 
     n = int(X.shape[0])
-    rows = np.arange(n) if n <= LOO_MAX_ROWS else np.sort(
-        np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
-    Xs = np.asarray(_ops.to_host(X[rows] if n > LOO_MAX_ROWS else X))
     yh = np.asarray(_ops.to_host(y))
-    ys = yh[rows]
-    ws = None if sample_weight is None else np.broadcast_to(
-        np.asarray(_ops.to_host(sample_weight), dtype=np.float64), (n,))[rows]
-    cpu = _CPUBinning(n_grids=binning.n_grids, sigma=binning.sigma_, kernel=binning.kernel,
-                      n_jobs=model.n_jobs, random_state=model.random_state)
-    Zs, cols = cpu.fit_transform(Xs, return_columns=True)
-    aux = model._make_solver(Zs.shape, True, float(len(rows)) if ws is None else float(ws.sum()))
-    aux.set_params(solver="direct", device="cpu")
-    aux.fit(Zs, ys, sample_weight=ws, columns=cols)
-    per_weight = aux.alpha_ / (float(len(rows)) if ws is None else float(ws.sum()))
-    return float(per_weight * n_weight)
+    wh = None if sample_weight is None else np.broadcast_to(
+        np.asarray(_ops.to_host(sample_weight), dtype=np.float64), (n,))
+
+    def take_rows(rows):
+        Xs = np.asarray(_ops.to_host(X[rows] if rows.shape[0] < n else X))
+        return Xs, yh[rows], None if wh is None else wh[rows]
+
+    return auto_alpha_from_sample(model, binning.to_cpu(), n, take_rows, n_weight)
 
 
 def rb_to_cpu(model):

@@ -12,20 +12,12 @@
 //   The caller has checked that every bin fits in int64.
 // * rb_zdot: out[i, k0:k0+kc] = value * sum_r W[grid_ptr[r] + labels[r, i], k0:k0+kc]
 //   (labels < 0: no entry). One thread per row; labels are grid-major (R, n) so each
-//   grid's read is coalesced. kc <= 8.
+//   grid's read is coalesced; the labels of RB_ZBATCH grids are loaded together, the
+//   additions run in grid order. kc <= 8.
 // * rb_piece_sums: one warp per piece of the grid-sorted (CSC) entries: partial[p, t] =
 //   sum_{e in piece p} U[rows[e], k0 + t]. No atomics: each piece is one warp's.
 // * rb_segment_sums: out[c, t] = scale * sum_{p in [ptr[c], ptr[c + 1])} V[p, t], one thread
 //   per segment (pieces -> columns, or columns -> grids).
-// * rb_hist_tdot: Z^T U for the narrow grids (few bins) by streaming the labels and U in
-//   row order (both reads coalesced; the CSC path gathers U in bin order instead). One
-//   block per (narrow grid s, row chunk c), grid index fastest so that the blocks reading
-//   the same rows of U run together (U is then read from L2 once per chunk). Each warp has
-//   a private histogram (bins x kc doubles) in shared memory; the lanes of a warp holding
-//   the same bin (__match_any_sync) add to it one per round, in lane order, so no atomics
-//   and a fixed order of additions: deterministic. The block then sums its warps'
-//   histograms in warp order into partial[c, hptr[s] + bin, t].
-// * rb_chunk_sums: out[cols[j], k0 + t] = value * sum_c partial[c, j, t], c in order.
 
 #define RB_KMAX 8
 #define RB_ZBATCH 8
@@ -147,82 +139,4 @@ extern "C" __global__ void rb_segment_sums(
         for (long long p = a; p < b; p++) s += V[p * k + t];
         out[c * k + t] = scale * s;
     }
-}
-
-extern "C" __global__ void rb_hist_tdot(
-    const int* __restrict__ labels, long long n, long long chunk,
-    const int* __restrict__ grids, const long long* __restrict__ hptr, int n_sel,
-    long long n_hcols, const double* __restrict__ U, int k, int k0, int kc,
-    double* __restrict__ partial)
-{
-    // launch contract (rbcd/cuda/_ops.py hist_tdot): blockDim.x = 32 * nw (full warps),
-    // gridDim.x = n_sel * n_chunks, dynamic shared memory >= nw * max_s(bins_s) * kc
-    // doubles; chunk > 0; 1 <= kc <= RB_KMAX; grids[s] < R; hptr (n_sel + 1,) increasing.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
-    extern __shared__ double hist[];
-    const int nw = blockDim.x >> 5;
-    const int warp = threadIdx.x >> 5;
-    const int lane = threadIdx.x & 31;
-    const long long blk = blockIdx.x;
-    const int s = (int)(blk % n_sel);          // narrow grid (fastest: shares U's rows)
-    const long long c = blk / n_sel;           // row chunk
-    const long long col0 = hptr[s];
-    const int width = (int)(hptr[s + 1] - col0) * kc;   // doubles of one warp histogram
-    for (int e = threadIdx.x; e < nw * width; e += blockDim.x) hist[e] = 0.0;
-    __syncthreads();
-    double* h = hist + warp * width;
-    const int* lab = labels + (long long)grids[s] * n;
-    const long long a = c * chunk;
-    const long long b = (a + chunk < n) ? a + chunk : n;
-    const unsigned lower = (1u << lane) - 1u;  // the lanes below this one
-    // base is the same on every lane of a warp, so whole warps run each iteration and the
-    // *_sync calls below see all 32 lanes
-    for (long long base = a + 32LL * warp; base < b; base += blockDim.x) {
-        const long long i = base + lane;
-        const int l = (i < b) ? lab[i] : -1;   // -1: past the chunk, or no entry
-        double v[RB_KMAX];
-#pragma unroll
-        for (int t = 0; t < RB_KMAX; t++) {
-            v[t] = (l >= 0 && t < kc) ? U[i * k + k0 + t] : 0.0;
-        }
-        const unsigned peers = __match_any_sync(0xffffffffu, l);
-        const int rank = (l >= 0) ? __popc(peers & lower) : -1;  // place among its bin's lanes
-        // round q: the lane of rank q of every bin adds (distinct bins: no conflict)
-        for (int q = 0; __any_sync(0xffffffffu, rank >= q); q++) {
-            if (rank == q) {
-                double* hb = h + l * kc;
-#pragma unroll
-                for (int t = 0; t < RB_KMAX; t++) {
-                    if (t < kc) hb[t] += v[t];
-                }
-            }
-            __syncwarp();
-        }
-    }
-    __syncthreads();
-    double* out = partial + (c * n_hcols + col0) * kc;
-    for (int e = threadIdx.x; e < width; e += blockDim.x) {
-        double acc = 0.0;
-        for (int w = 0; w < nw; w++) acc += hist[w * width + e];
-        out[e] = acc;
-    }
-#else
-    __trap();  // needs __match_any_sync (compute capability 7.0); the caller checks
-#endif
-}
-
-extern "C" __global__ void rb_chunk_sums(
-    const double* __restrict__ partial, long long n_chunks, long long n_hcols, int kc,
-    const long long* __restrict__ cols, int k, int k0, double value, double* __restrict__ out)
-{
-    // one thread per (histogram column j, target t); the chunks are added in order
-    long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    long long m = n_hcols * kc;
-    if (e >= m) return;
-    double acc = 0.0;
-#pragma unroll 4
-    for (long long c = 0; c < n_chunks; c++) acc += partial[c * m + e];
-    long long j = e / kc;
-    int t = (int)(e - j * kc);
-    out[cols[j] * k + k0 + t] = value * acc;
 }

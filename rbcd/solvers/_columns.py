@@ -153,7 +153,7 @@ def check_columns_of(Z, columns):
     (O(N R + nnz)). A fit reads Z several times over, so the check costs a small part of it
     (issue 31 item 1: the sampled check it replaces accepted Z with two rows swapped).
     """
-    from ..binning.random_binning import structure_difference
+    from ..binning.columns import structure_difference
 
     n_rows = int(columns.n_rows)
     indptr = np.asarray(columns.indptr)
@@ -237,7 +237,7 @@ def columns_from(Z, columns, n_jobs):
     if int(grid_ptr[-1]) != Z.shape[1]:
         raise _not_z(f"the binning has {int(grid_ptr[-1])} columns but Z has {Z.shape[1]}")
     try:
-        from ..binning.random_binning import column_structure
+        from ..binning.columns import column_structure
     except ImportError:
         column_structure = None
     if column_structure is not None and sp.issparse(Z):

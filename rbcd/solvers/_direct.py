@@ -157,7 +157,8 @@ def _dual_gram(system, labels):
                         _gram_threads(op.n_threads, n * n * labels.shape[0] / 2.0))
         return K
     Z = _matrix(op)
-    K = np.asarray((Z @ Z.T).todense() if sp.issparse(Z) else Z @ Z.T, dtype=np.float64)
+    with limit_blas(1):                      # LAPACK_THREADS (module docstring)
+        K = np.asarray((Z @ Z.T).todense() if sp.issparse(Z) else Z @ Z.T, dtype=np.float64)
     if m is not None:
         K -= m[:, None]
         K -= m[None, :]
@@ -183,7 +184,8 @@ def _primal_gram(system, labels):
             Zs = Z.multiply(s[:, None]).tocsr() if system.weighted else Z
             A = np.asarray((Z.T @ Zs).todense(), dtype=np.float64)
         else:
-            A = Z.T @ (Z * s[:, None])
+            with limit_blas(1):              # LAPACK_THREADS (module docstring)
+                A = Z.T @ (Z * s[:, None])
     if zbar is not None:
         A -= system.S * np.outer(zbar, zbar)
     return A
@@ -315,7 +317,7 @@ def selection_scores(Y, F, s, classification):
     if not classification:
         return -err, -err
     hit = _class_index(F) == _class_index(Y)
-    return float(np.dot(s, hit)) / float(s.sum()), -err
+    return float(np.einsum("i,i->", s, hit.astype(np.float64))) / float(s.sum()), -err
 
 
 def loo_select(system, columns, alphas, classification):
@@ -336,7 +338,8 @@ def loo_select(system, columns, alphas, classification):
     sw = np.sqrt(system.s)
     ys = system.Yc * sw[:, None]
     with limit_blas(1):                      # LAPACK_THREADS (module docstring)
-        e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True)
+        e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True,
+                                 driver="evd")          # divide and conquer: the fastest here
         e = np.maximum(e, 0.0)                           # rounding below 0
         QtY = Q.T @ ys
         Q2 = Q * Q

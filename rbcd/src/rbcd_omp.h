@@ -7,9 +7,11 @@
 #include <omp.h>
 static inline int rbcd_omp_max_threads(void) { return omp_get_max_threads(); }
 static inline int rbcd_omp_thread_num(void) { return omp_get_thread_num(); }
+static inline int rbcd_omp_num_threads(void) { return omp_get_num_threads(); }
 #else
 static inline int rbcd_omp_max_threads(void) { return 1; }
 static inline int rbcd_omp_thread_num(void) { return 0; }
+static inline int rbcd_omp_num_threads(void) { return 1; }
 #endif
 
 /* *p += v, atomically when several threads may add to the same address
