@@ -263,9 +263,20 @@ class _Phases:
                          _nbytes(summaries))
             return tables, counts, D
 
-        def cmap(cluster, func, *args):
-            out = orig[2](cluster, func, *args)
-            phases.count(1, _nbytes(args) * len(cluster.blocks), _nbytes(out))
+        def cmap(cluster, func, *args, fold=None):
+            if fold is None:
+                out = orig[2](cluster, func, *args)
+                received = _nbytes(out)
+            else:   # the partitions' results are folded as they come: count each one
+                got = []
+
+                def counted(acc, result):
+                    got.append(_nbytes(result))
+                    return fold(acc, result)
+
+                out = orig[2](cluster, func, *args, fold=counted)
+                received = sum(got)
+            phases.count(1, _nbytes(args) * len(cluster.blocks), received)
             return out
 
         def solve(act, *args, **kwargs):
