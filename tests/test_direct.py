@@ -367,3 +367,33 @@ def test_classes_share_one_tolerance_scale():
     assert np.mean(m.predict(Zt) == exact.predict(Zt)) >= 0.995
     # residual_ is relative to the largest right-hand side, and within tol
     assert m.converged_ and np.all(m.residual_ <= 1e-3)
+
+
+def test_a_direct_solve_that_does_not_fit_in_memory_is_refused(monkeypatch):
+    import rbcd._memory
+
+    X, y, Z, cols = _rb(n=200, R=8, sigma=0.5)
+    monkeypatch.setattr(rbcd._memory, "available_memory", lambda: 100_000)   # < 8 * 200^2
+    with pytest.raises(ValueError, match="dual direct solve forms 1 dense 200 x 200"):
+        RidgeCG(solver="direct").fit(Z, y, columns=cols)
+    with pytest.raises(ValueError, match="alpha='auto'"):
+        RidgeCG(alpha="auto").fit(Z, y, columns=cols)
+    RidgeCG(solver="cg").fit(Z, y, columns=cols)            # CG needs no Gram matrix
+
+
+def test_the_structure_trusts_only_the_very_z_it_came_with():
+    import pickle
+
+    X, y, Z, cols = _rb(n=300, R=8, sigma=0.5)
+    assert cols.built_with(Z)
+    swapped = Z[np.r_[1, 0, np.arange(2, 300)]]            # new arrays: checked in full
+    assert not cols.built_with(swapped)
+    with pytest.raises(ValueError, match="not the grid structure"):
+        RidgeCG(solver="cg").fit(swapped, y, columns=cols)
+    back = pickle.loads(pickle.dumps(cols))                # identity does not survive pickling
+    assert not back.built_with(Z)
+    RidgeCG(solver="cg").fit(Z, y, columns=back)          # ... and the full check passes
+    Zc = Z.copy()
+    assert not cols.built_with(Zc)
+    Z.indices[:8] = Z.indices[8:16].copy()                 # an edit the fingerprint samples
+    assert not cols.built_with(Z)

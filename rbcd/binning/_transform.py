@@ -97,7 +97,7 @@ def columns_of_training(est, X, paths):
         _binning.csc_from_labels(labels, col_ptr, est.grid_ptr_, n_samples, rows, n_threads)
     value = float(np.asarray(est._value(), dtype=est._dtype_))
     return Z, RBColumns(col_ptr, rows, est.grid_ptr_.copy(), value, n_samples,
-                        grid_labels=labels)
+                        grid_labels=labels, source=Z)
 
 
 def transform_exact(est, X, cmin, cmax, n_threads, paths):

@@ -5,6 +5,8 @@ by grid, and the exact check that a matrix is the one a structure describes.
 
 Built in O(nnz) (bin counts, cumsum, one fill pass), never by a sort.
 """
+import weakref
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -13,6 +15,47 @@ from .._threads import effective_n_threads
 from ._plan import _DEFAULT_PATHS, _threads_for
 
 __all__ = ["RBColumns", "column_structure"]
+
+
+#: entries of Z's index and data arrays sampled for the fingerprint of RBColumns.built_with
+FINGERPRINT_ENTRIES = 4096
+
+
+def _fingerprint(Z):
+    picks = []
+    for a in (Z.indptr, Z.indices, Z.data):
+        step = max(1, a.shape[0] // FINGERPRINT_ENTRIES)
+        picks.append(np.ascontiguousarray(a[::step]).tobytes())
+    return hash((Z.shape, int(Z.nnz), *picks))
+
+
+def _own_arrays(columns):
+    labels = columns.grid_labels
+    return (columns.indptr, columns.indices, columns.grid_ptr) + (
+        tuple(labels) if isinstance(labels, (list, tuple)) else (labels,))
+
+
+class _Provenance:
+    """Weak references to the arrays of the Z an RBColumns was built with, and their
+    fingerprint (the structure must not keep a Z of gigabytes alive); and the structure's
+    own arrays as they were then (a structure whose arrays were replaced is checked in
+    full)."""
+
+    __slots__ = ("refs", "fingerprint", "own")
+
+    def __init__(self, Z, columns):
+        self.refs = tuple(weakref.ref(a) for a in (Z.indptr, Z.indices, Z.data))
+        self.fingerprint = _fingerprint(Z)
+        self.own = _own_arrays(columns)      # held: an id of a freed array can recur
+
+    def matches(self, Z, columns):
+        if not sp.issparse(Z) or Z.format != "csr":
+            return False
+        arrays = (Z.indptr, Z.indices, Z.data)
+        return (all(r() is a for r, a in zip(self.refs, arrays))
+                and all(a is b for a, b in zip(_own_arrays(columns), self.own))
+                and len(_own_arrays(columns)) == len(self.own)
+                and _fingerprint(Z) == self.fingerprint)
 
 
 class RBColumns:
@@ -49,13 +92,31 @@ class RBColumns:
         The label layout is the one ``rbcd.solvers._cd.label_targets`` defines.
     """
 
-    def __init__(self, indptr, indices, grid_ptr, value, n_rows, grid_labels=None):
+    def __init__(self, indptr, indices, grid_ptr, value, n_rows, grid_labels=None,
+                 source=None):
         self.indptr = indptr
         self.indices = indices
         self.grid_ptr = grid_ptr
         self.value = float(value)
         self.n_rows = int(n_rows)
         self.grid_labels = grid_labels
+        self._source = None if source is None else _Provenance(source, self)
+
+    def built_with(self, Z):
+        """True when Z holds the very index and value arrays this structure was built
+        with (RandomBinning.fit_transform returns the two together) and they still match
+        a fingerprint of FINGERPRINT_ENTRIES of their entries taken then: the solvers then
+        skip the entry-by-entry check. Any other Z is checked in full."""
+        return self._source is not None and self._source.matches(Z, self)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_source"] = None         # array identity does not survive a pickle
+        return state
+
+    def __setstate__(self, state):
+        state.setdefault("_source", None)
+        self.__dict__.update(state)
 
     @property
     def n_columns(self):

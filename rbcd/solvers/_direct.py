@@ -241,6 +241,20 @@ def _eig_solve(G, rhs, alpha):
     return Q @ (inv[:, None] * (Q.T @ rhs))
 
 
+def check_gram_memory(m, copies, what):
+    """ValueError before a direct solve forms ``copies`` float64 m x m matrices that do not
+    fit in the memory available (rbcd._memory.available_memory)."""
+    from .._memory import available_memory
+
+    need = 8.0 * copies * float(m) * float(m)
+    avail = available_memory()
+    if avail is not None and need > avail:
+        raise ValueError(
+            f"{what} forms {copies} dense {m} x {m} matrices, about {need / 2**30:.3g} GiB, "
+            f"more than the {avail / 2**30:.3g} GiB of memory available: use solver='cg' "
+            f"(or 'auto', which chooses CG at this size)")
+
+
 def solve_direct(system, alpha, form, columns, tol=None):
     """W (D, k) of ``system`` (a rbcd.solvers.cg._RidgeSystem) in ``form`` "dual" or
     "primal"; returns (W, n_iter (ones: one factorization, scikit-learn's convention that
@@ -253,6 +267,9 @@ def solve_direct(system, alpha, form, columns, tol=None):
     ``converged`` is the relative residual <= tol (a direct solve is exact up to the
     rounding that the conditioning of the system allows)."""
     k = system.B.shape[1]
+    n, D = system.shape
+    check_gram_memory(n if form == "dual" else D, 1 if len(np.unique(alpha)) == 1 else 2,
+                      f"the {form} direct solve")
     labels = grid_labels(system, columns, narrow=(form == "dual"))
 
     def gram():
@@ -333,6 +350,7 @@ def loo_select(system, columns, alphas, classification):
     """
     n = system.shape[0]
     k = system.B.shape[1]
+    check_gram_memory(n, 4, "alpha='auto' (the eigendecomposition of the dual Gram matrix)")
     labels = grid_labels(system, columns)
     G = _dual_gram(system, labels)
     sw = np.sqrt(system.s)
