@@ -84,6 +84,10 @@ _PRECONDITIONERS = ("jacobi", None)
 # threads then sleep: rbcd._openmp_env); at 50,000 a 133-row fit (wine) ran its products on
 # 2 threads and n_jobs=None took 1.3-2x n_jobs=1 beside other processes
 _WORK_PER_THREAD = 500_000
+# entries of the (D, k) arrays per thread below which CG's vector updates (cg_step,
+# cg_direction, the operator's tail: several passes each, memory-bound) use fewer threads;
+# with the products' grain they ran on one thread at D = 6e5, 1.25x the time of two
+_VECTOR_PER_THREAD = 200_000
 
 
 def _max_abs(Z):
@@ -665,7 +669,8 @@ def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose,
     if max_iter is None:
         max_iter = default_max_iter(D)
     n_blocks = max(1, -(-D // _sparse.CG_BLOCK))
-    vec_threads = op._threads_for(D * k)
+    # the vector updates stream their arrays: a thread per _VECTOR_PER_THREAD entries
+    vec_threads = max(1, min(op.n_threads, int(D * k // _VECTOR_PER_THREAD)))
     X = np.zeros((D, k))
     R = np.ascontiguousarray(B)
     bnorm = np.linalg.norm(B, axis=0)
