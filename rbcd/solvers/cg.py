@@ -382,7 +382,8 @@ def _grid_projection(op, columns, fit_intercept):
     entries = np.diff(op.csc[0][gp].astype(np.int64))     # stored entries per grid
     if not np.all(entries == n):
         return None
-    return _GridProjection(gp, fit_intercept, max(1, min(op.n_threads, int(D // _VECTOR_PER_THREAD))))
+    threads = max(1, min(op.n_threads, int(D // _VECTOR_PER_THREAD)))
+    return _GridProjection(gp, fit_intercept, threads)
 
 
 def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
