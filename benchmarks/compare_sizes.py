@@ -120,7 +120,7 @@ def methods(task, n, args, sigma):
 
     clf = task == "clf"
     RB = rbcd.RBClassifier if clf else rbcd.RBRegressor
-    out = [("rbcd", lambda: RB()), ("rbcd n_jobs=1", lambda: RB(n_jobs=1))]
+    out = [("rbcd", lambda: RB(random_state=0)), ("rbcd n_jobs=1", lambda: RB(n_jobs=1, random_state=0))]
     if n <= args.svc_max:
         out.append(("SVC" if clf else "SVR", lambda: SVC() if clf else SVR()))
     if n <= args.krr_max and not clf:

@@ -126,8 +126,8 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     the CPU's rule (rbcd.solvers.cg._solve_auto_alpha) on the host. Up to LOO_MAX_ROWS
     rows all of them, above a fixed sample of as many (the CPU's draw), binned by the
     fitted CPU ``binning`` (the training bins, hence the same dual Gram matrix and the
-    same choice as a CPU fit); exact leave-one-out there, and the best penalty per unit of
-    weight times ``n_weight``. ``take_rows(rows)`` returns (X, y, sample_weight or None)
+    same choice as a CPU fit); exact leave-one-out there, its best penalty a_s scaled to
+    a_s sqrt(n_weight / sample weight) as the CPU scales it. ``take_rows(rows)`` returns (X, y, sample_weight or None)
     of the given sorted rows as numpy arrays (gathered from the device or the cluster)."""
     from .binning import column_structure
     from .solvers._direct import LOO_MAX_ROWS
@@ -143,7 +143,8 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     if "device" in aux.get_params():
         aux.set_params(device="cpu")
     aux.fit(Zs, ys, sample_weight=ws, columns=cols)
-    return float(aux.alpha_ / weight * n_weight)
+    # the CPU's scaling of a sample's choice (rbcd.solvers.cg._solve_auto_alpha)
+    return float(aux.alpha_ * np.sqrt(n_weight / weight))
 
 
 def auto_n_grids(n_features_in):

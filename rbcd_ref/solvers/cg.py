@@ -204,13 +204,14 @@ def choose_alpha(Z, Y, s, fit_intercept, classification):
     sqrt(s_i), r = ys - K (K + a I)^-1 ys. Candidates per unit of weight
     (AUTO_ALPHAS_PER_ROW * sum of the weights). Above LOO_MAX_ROWS rows the same on the
     rows of a fixed sample (numpy's default_rng(0).permutation, the first LOO_MAX_ROWS,
-    in row order), its best penalty per unit of weight times the total weight."""
+    in row order), its best penalty a_s scaled to a_s sqrt(S / S_s) (S, S_s: the total
+    and the sample's weight)."""
     n = Z.shape[0]
     if n > LOO_MAX_ROWS:
         rows = np.sort(np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
         a = choose_alpha(sp.csr_matrix(Z)[rows], Y[rows], s[rows], fit_intercept,
                          classification)
-        return float(a / s[rows].sum() * s.sum())
+        return float(a * np.sqrt(s.sum() / s[rows].sum()))
     Zd = np.asarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float64)
     S = float(s.sum())
     zbar = (s @ Zd) / S if fit_intercept else np.zeros(Zd.shape[1])
