@@ -121,6 +121,15 @@ AUTO_GRIDS = 256
 AUTO_GRIDS_WIDE = 512
 WIDE_D = 64
 
+#: stored entries (rows x grids) below which a fit runs on one thread whatever n_jobs: a
+#: thread team's wake-up costs microseconds on an idle machine and up to a scheduler time
+#: slice beside other processes. compare_sizes on the 2-vCPU AMD EPYC, n_jobs=None over
+#: n_jobs=1: idle 0.98-1.13x up to 3,000 rows x 256 grids (nothing to gain), 0.62-0.85x
+#: at 30,000; with a busy-loop process per core 1.2-2.8x below 1,000 rows (breast cancer,
+#: wine, diabetes: every kernel's own grain still woke threads for ~1 ms each).
+SERIAL_ENTRIES = 1 << 21
+
+
 def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     """alpha="auto" for a fit whose own solver cannot choose it (the GPU and Dask paths):
     the CPU's rule (rbcd.solvers.cg._solve_auto_alpha) on the host. Up to LOO_MAX_ROWS
@@ -282,19 +291,28 @@ class _RBBase(ChecksummedState, BaseEstimator):
         sample_weight = check_sample_weight(sample_weight, X.shape[0])
         t0 = time.perf_counter()
         binning = self._make_binning()
+        # SERIAL_ENTRIES: a small fit runs every stage on one thread, whatever n_jobs
+        serial = X.shape[0] * binning.n_grids < SERIAL_ENTRIES
+        if serial:
+            binning.set_params(n_jobs=1)
         cols = None
         if self.n_features is None:  # exact mode: Z and its grid structure, built together
             Z, cols = binning.fit_transform(X, return_columns=True)
         else:  # hashed mode: no grid structure
             Z = binning.fit_transform(X)
+        binning.set_params(n_jobs=self.n_jobs)    # the user's threads for later transforms
         t1 = time.perf_counter()
         n_weight = Z.shape[0] if sample_weight is None else float(np.sum(sample_weight))
         est = self._make_solver(Z.shape, cols is not None, n_weight)
+        if serial:
+            est.set_params(n_jobs=1)
         n_out = (np.unique(y).shape[0] if self._classifier else
                  1 if np.ndim(y) == 1 else np.shape(y)[1])   # classes (one-vs-rest), targets
         check_solver_memory(type(self).__name__, "cd" if solver == "cd" else "cg", Z.shape[0],
                             Z.shape[1], n_out, "classes" if self._classifier else "targets")
         est.fit(Z, y, sample_weight=sample_weight, columns=cols)
+        if serial:
+            est.set_params(n_jobs=self.n_jobs)
         t2 = time.perf_counter()
         self.binning_ = binning
         self.solver_ = est
