@@ -27,6 +27,7 @@ slow drifts of the machine hit them alike; the time is the best of --repeat.
 """
 import multiprocessing as mp
 import os
+import signal
 import sys
 import time
 import warnings
@@ -53,6 +54,9 @@ class BusyCores:
         self.procs = []
 
     def __enter__(self):
+        # a SIGTERM to this script must stop the loops too (daemon processes outlive a
+        # parent that is killed): turn it into SystemExit, which runs __exit__
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
         ctx = mp.get_context("spawn")
         self.procs = [ctx.Process(target=_spin, daemon=True) for _ in range(self.n)]
         for p in self.procs:
