@@ -397,3 +397,13 @@ def test_the_structure_trusts_only_the_very_z_it_came_with():
     assert not cols.built_with(Zc)
     Z.indices[:8] = Z.indices[8:16].copy()                 # an edit the fingerprint samples
     assert not cols.built_with(Z)
+
+
+def test_ridge_on_hashed_columns_too_wide_for_memory_is_refused():
+    # issue 31: hashed n_features of 2**40 gave numpy's MemoryError from the transposed copy
+    X = np.random.default_rng(0).uniform(size=(50, 3))
+    Z = RandomBinning(n_grids=4, n_features=2**40, random_state=0).fit_transform(X)
+    with pytest.raises(ValueError, match="GiB for the solver"):
+        RidgeCG().fit(Z, X[:, 0])
+    with pytest.raises(ValueError, match="GiB for the solver"):
+        RBRegressor(n_grids=4, n_features=2**40, random_state=0).fit(X, X[:, 0])

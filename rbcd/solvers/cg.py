@@ -71,6 +71,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from . import _sparse
 from ._columns import columns_from
 from .cd import SAFE_EXP, pow2_scale
+from .._memory import check_solver_memory
 from .._threads import effective_n_threads, limit_blas
 from .._validation import (N_JOBS, TOL, VERBOSE, Interval, RealInterval, StrOptions,
                            check_class_weight, check_regression_target, fit_context)
@@ -800,6 +801,9 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
         if columns is not None:
             columns = columns_from(Z, columns, self.n_jobs)
         n_threads = effective_n_threads(self.n_jobs)
+        # the solver's own arrays (CG's iterates, the transposed copy's D + 1 pointers):
+        # refused up front when they cannot fit (issue 31: hashed n_features of 2**40)
+        check_solver_memory(type(self).__name__, "cg", Z.shape[0], Z.shape[1], Y.shape[1])
         s = _check_sample_weight(sample_weight, Z.shape[0])
         verbose = int(self.verbose)
         t0 = time.perf_counter()
