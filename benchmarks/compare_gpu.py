@@ -33,6 +33,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))  # the checkout's rbcd first
 
+import _common as C  # noqa: E402
 import rbcd  # noqa: E402
 from rbcd import RandomBinning, RidgeCG  # noqa: E402
 from rbcd.cuda import _ops, binning as cb, cg as ccg  # noqa: E402
@@ -92,14 +93,7 @@ def gpu_name(xp):
 
 
 def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    return C.cpu_model()
 
 
 def free_memory(xp):

@@ -520,19 +520,10 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
 
 
 def available_memory():
-    """Bytes of memory available to a new allocation (Linux MemAvailable; else the
-    free physical pages), or None when the system does not say."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
+    """Bytes of memory available to a new allocation, or None (rbcd._memory)."""
+    from ._memory import available_memory as available
+
+    return available()
 
 
 def _fmt_bytes(n):

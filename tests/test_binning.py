@@ -276,7 +276,8 @@ def test_hashed_mode_matches_ref(path, problem, m):
         with pytest.raises(ValueError) as info:
             RandomBinning(n_grids=R, sigma=sigma, random_state=seed,
                           n_features=m).fit(X, _paths=p).transform(X2, _paths=p)
-        assert str(info.value) == str(exc)
+        # at fit the fast binning adds advice on sigma after the twin's message
+        assert str(info.value).startswith(str(exc))
         return
     for n_jobs in (1, 2):
         rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_features=m, n_jobs=n_jobs)

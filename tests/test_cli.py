@@ -79,9 +79,10 @@ def test_train_predict_roundtrip_classification(classification_files, tmp_path, 
                  "--alpha", "0.1" if solver == "cg" else "1e-4", "--max-epochs", "30"])
     out, err = capsys.readouterr()
     assert code == 0, err
-    # stderr is not a terminal: no progress; only warnings (cd stops at 30 epochs)
+    # stderr is not a terminal: no progress; only warnings, and no convergence warning (cd
+    # classification stops once its decisions settle, well inside 30 epochs)
     assert all(ln.startswith("rbcd: warning: ") for ln in err.splitlines()), err
-    assert ("converge" in err) == (solver == "cd")
+    assert "converge" not in err
     data = _line(out, "data")
     assert "classification, 2 classes (detected" in data
     assert _value(data, "rows") == "1200" and _value(data, "features") == "5"

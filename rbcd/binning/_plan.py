@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _binning
+from .._memory import available_memory
 from .._validation import INT64_HIGH, INT64_LOW
 
 #: rows x grids x columns below which a binning kernel runs on one thread: about a
@@ -289,19 +290,9 @@ def _restore_grid_tables(state):
 
 
 def _available_memory():
-    """Bytes of memory available to a new allocation: MemAvailable of /proc/meminfo
-    where it exists, else the physical memory (os.sysconf), else None (unknown)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
-    except (AttributeError, ValueError, OSError):
-        return None
+    """Bytes of memory available to a new allocation, or None (rbcd._memory; a module
+    attribute of its own so that tests can patch the binning's view alone)."""
+    return available_memory()
 
 #: Bytes per (grid, varying feature) of the fit's grid arrays (widths, offsets, inverse
 #: widths, bin bounds, key layout, range bounds, threshold scratch).

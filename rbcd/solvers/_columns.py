@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _cd
+from ..binning.columns import _check_grid_ptr
 
 __all__ = ["check_columns_of", "columns_from", "plain_columns"]
 
@@ -119,19 +120,6 @@ def check_grid_structure(cols, grid_ptr):
     return gp
 
 
-def _check_grid_ptr(grid_ptr, n_cols):
-    gp = np.asarray(grid_ptr)
-    if gp.ndim != 1 or gp.shape[0] < 2 or gp.dtype.kind not in "iu":
-        raise ValueError(f"grid_ptr must be a 1-D integer array of length R + 1 >= 2, got shape {gp.shape}")
-    gp = np.ascontiguousarray(gp, dtype=np.int64)
-    if gp[0] != 0 or gp[-1] != n_cols or np.any(np.diff(gp) < 0):
-        raise ValueError(
-            f"grid_ptr must be non-decreasing from 0 to the number of columns {n_cols}, "
-            f"got first {int(gp[0])} and last {int(gp[-1])}"
-        )
-    return gp
-
-
 def _is_rb_columns(obj):
     return all(hasattr(obj, a) for a in ("indptr", "indices", "grid_ptr", "value", "n_rows"))
 
@@ -181,7 +169,16 @@ def check_columns_of(Z, columns):
     built_with = getattr(columns, "built_with", None)
     if built_with is not None and built_with(Z):
         # the Z this structure came with (RandomBinning.fit_transform(X,
-        # return_columns=True)): its entries are the structure's by construction
+        # return_columns=True)): its entries are the structure's by construction; the
+        # labels' layout and range are still checked (O(N R), vectorised per grid)
+        labels = getattr(columns, "grid_labels", None)
+        if labels is not None and not callable(labels):
+            _check_label_layout(labels, gp, n_rows)
+            widths = np.diff(gp)
+            for r, a in enumerate(labels):
+                if n_rows and int(a.max()) > int(widths[r]):
+                    raise ValueError(f"grid labels of grid {r} are corrupt: a label exceeds "
+                                     f"the grid's {int(widths[r])} bins")
         return gp
     Zr = Z.tocsr() if sp.issparse(Z) else sp.csr_matrix(np.asarray(Z))
     if Zr.nnz and not np.all(Zr.data == float(columns.value)):
