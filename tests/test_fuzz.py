@@ -813,3 +813,103 @@ def test_cli_paths_that_alias_an_input_are_refused(tmp_path_factory, capsys, spe
         assert not [f for f in os.listdir(folder) if f.endswith(".tmp")]
     finally:
         os.chdir(cwd)
+
+
+# --------------------------------------------------- issue 31: stale structures, wide input
+
+
+@settings(parent=FUZZ, max_examples=N_EXAMPLES)
+@given(seed=st.integers(0, 2**31 - 1), change=st.sampled_from(["permute", "drop", "swap_bins"]))
+def test_stale_structures_are_refused(seed, change):
+    """A ``columns=`` that belongs to another Z (rows reordered or dropped, or two bins of
+    a grid exchanged) is a clear error in every solver, never a fit on the wrong matrix."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(int(rng.integers(20, 200)), 3))
+    y = X[:, 0] - X[:, 1]
+    Z, cols = rbcd.RandomBinning(n_grids=4, sigma=0.3, random_state=seed).fit_transform(
+        X, return_columns=True)
+    n = Z.shape[0]
+    if change == "permute":
+        order = rng.permutation(n)
+        if np.array_equal(Z[order].toarray(), Z.toarray()):
+            return                                   # the same matrix: nothing stale
+        Z2, y2 = Z[order], y[order]
+    elif change == "drop":
+        keep = np.delete(np.arange(n), int(rng.integers(n)))
+        Z2, y2 = Z[keep], y[keep]
+    else:
+        g = int(np.argmax(np.diff(cols.grid_ptr)))
+        lo, hi = int(cols.grid_ptr[g]), int(cols.grid_ptr[g + 1])
+        if hi - lo < 2:
+            return
+        swap = np.arange(Z.shape[1])
+        swap[lo], swap[lo + 1] = lo + 1, lo
+        Z2, y2 = Z[:, swap].tocsr(), y
+        Z2.sort_indices()
+    for est in (rbcd.RidgeCG(), rbcd.RidgeCG(solver="direct"), rbcd.CDRegressor(max_epochs=2)):
+        with pytest.raises(ValueError, match="grid structure|grid labels"):
+            est.fit(Z2, y2, columns=cols)
+
+
+@settings(parent=FUZZ, max_examples=max(4, N_EXAMPLES // 2))
+@given(seed=st.integers(0, 2**31 - 1), log_d=st.integers(16, 23), nnz=st.integers(1, 12))
+def test_wide_sparse_input_costs_what_is_stored(seed, log_d, nnz):
+    """Sparse X with up to 8 million columns and a dozen stored entries: fit and transform
+    allocate O(nnz + grids x varying features) and the draw's bounded blocks, not O(d)
+    (an array of d float64 is 64 MiB at the top)."""
+    import tracemalloc
+
+    rng = np.random.default_rng(seed)
+    d = 2 ** log_d
+    rows = rng.integers(0, 3, nnz)
+    cols = rng.integers(0, d, nnz)
+    X = sp.csr_matrix((rng.uniform(0.5, 2.0, nnz), (rows, cols)), shape=(3, d))
+    tracemalloc.start()
+    try:
+        rb = rbcd.RandomBinning(n_grids=2, sigma=1.0, random_state=seed)
+        Z = rb.fit_transform(X)
+        T = rb.transform(X)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert Z.shape[0] == 3 and (T != Z).nnz == 0
+    # bounded by the draw's blocks (DRAW_BLOCK widths and offsets: 16 MiB), whatever d
+    assert peak < 24 * 2**20, peak
+
+
+@pytest.mark.skipif(os.name != "posix", reason="sends SIGINT to a child process (POSIX)")
+@pytest.mark.parametrize("delay", [0.2, 0.9])
+def test_signals_during_binning_at_any_moment(delay):
+    """SIGINT at another moment of a long fit than the hardening test's 0.5 s: it still
+    ends the binning within 2 s, and the process bins again."""
+    import importlib.util
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    spec = importlib.util.spec_from_file_location(
+        "_hardening", os.path.join(here, "test_binning_hardening.py"))
+    hardening = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hardening)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [os.path.dirname(here)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH")
+                                    else []))}
+    proc = subprocess.Popen([sys.executable, "-c", hardening._INTERRUPTED, "fit", "100000",
+                             "16", "512", "0.05", "0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        time.sleep(delay)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        line = proc.stdout.readline().split()
+        assert line and line[0] == "interrupted", (line, proc.stderr.read())
+        assert time.monotonic() - t0 < 2.0
+        assert proc.stdout.readline().strip() == "recovered", proc.stderr.read()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
