@@ -855,8 +855,7 @@ def test_stale_structures_are_refused(seed, change):
 @given(seed=st.integers(0, 2**31 - 1), log_d=st.integers(16, 23), nnz=st.integers(1, 12))
 def test_wide_sparse_input_costs_what_is_stored(seed, log_d, nnz):
     """Sparse X with up to 8 million columns and a dozen stored entries: fit and transform
-    allocate O(nnz + grids x varying features) and the draw's bounded blocks, not O(d)
-    (an array of d float64 is 64 MiB at the top)."""
+    allocate O(nnz + grids x varying features) and the draw's bounded blocks, not O(d)."""
     import tracemalloc
 
     rng = np.random.default_rng(seed)
@@ -873,8 +872,9 @@ def test_wide_sparse_input_costs_what_is_stored(seed, log_d, nnz):
     finally:
         tracemalloc.stop()
     assert Z.shape[0] == 3 and (T != Z).nnz == 0
-    # bounded by the draw's blocks (DRAW_BLOCK widths and offsets: 16 MiB), whatever d
-    assert peak < 24 * 2**20, peak
+    # bounded by the draw's blocks (DRAW_BLOCK entries: about 32 MiB of widths, offsets and
+    # their temporaries) whatever d; tests/test_binning_hardening.py takes d = 2**25
+    assert peak < 48 * 2**20, peak
 
 
 @pytest.mark.skipif(os.name != "posix", reason="sends SIGINT to a child process (POSIX)")
