@@ -288,13 +288,12 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         that many, the alphas scaled to the sample's weight). Scores: leave-one-out
         accuracy (classification, weighted) or R^2 (regression)."""
         from .binning import RandomBinning
-        from .solvers._direct import LOO_MAX_ROWS, loo_select
+        from .solvers._direct import loo_rows, loo_select
         from .solvers.cg import _RidgeSystem, one_vs_rest_targets
         from ._threads import effective_n_threads
 
         n = X.shape[0]
-        rows = np.arange(n) if n <= LOO_MAX_ROWS else np.sort(
-            np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
+        rows = loo_rows(n)
         Xs, ys = X[rows], y[rows]
         s = np.ones(n) if sample_weight is None else sample_weight
         s_rows = s[rows]

@@ -139,10 +139,9 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     a_s sqrt(n_weight / sample weight) as the CPU scales it. ``take_rows(rows)`` returns (X, y, sample_weight or None)
     of the given sorted rows as numpy arrays (gathered from the device or the cluster)."""
     from .binning import column_structure
-    from .solvers._direct import LOO_MAX_ROWS
+    from .solvers._direct import loo_rows
 
-    rows = np.arange(n_rows) if n_rows <= LOO_MAX_ROWS else np.sort(
-        np.random.default_rng(0).permutation(n_rows)[:LOO_MAX_ROWS])
+    rows = loo_rows(n_rows)
     Xs, ys, ws = take_rows(rows)
     Zs = binning.transform(np.asarray(Xs, dtype=np.float64))
     cols = column_structure(Zs, binning.grid_ptr_)

@@ -114,24 +114,12 @@ def grid_labels(system, columns, narrow=True):
 
 
 def _grid_ptr(system, columns):
-    """The grid boundaries (int64) of Z when it is random binning training data given with
-    its grid structure -- every stored value the same, every grid n entries, at most one
-    per row (an RBColumns promise, checked by ``fit(..., columns=)``), so one entry per
-    grid in every row -- else None."""
-    op = system.op
-    gp = getattr(columns, "grid_ptr", None)
-    if gp is None or not op.sparse or not op.columns_used or not op.use_const:
-        return None
-    n, D = system.shape
-    gp = np.asarray(gp)
-    if gp.ndim != 1 or gp.dtype.kind not in "iu":
-        return None
-    gp = gp.astype(np.int64)
-    R = gp.shape[0] - 1
-    if n == 0 or R < 1 or gp[0] != 0 or gp[-1] != D or np.any(np.diff(gp) < 0):
-        return None
-    entries = np.diff(op.csc[0][gp].astype(np.int64))     # stored entries per grid
-    if not np.all(entries == n) or op.csr[1].shape[0] != n * R:
+    """The grid boundaries of RB training data (rbcd.solvers.cg.training_grid_ptr), else
+    None; also None when Z's CSR rows do not hold exactly one entry per grid."""
+    from .cg import training_grid_ptr
+
+    gp = training_grid_ptr(system.op, columns)
+    if gp is None or system.op.csr[1].shape[0] != system.shape[0] * (gp.shape[0] - 1):
         return None
     return gp
 
@@ -285,11 +273,7 @@ def solve_direct(system, alpha, form, columns, tol=None):
     groups = np.unique(alpha)
     for j, a in enumerate(groups):
         cols = np.flatnonzero(alpha == a)
-        if G is None:
-            G = gram()
-        Gj = G if j == len(groups) - 1 else G.copy()
-        G = None if Gj is G else G
-        m = Gj.shape[0]
+        Gj = G if j == len(groups) - 1 else G.copy()     # the last alpha factors G itself
         with limit_blas(1):                  # LAPACK_THREADS (module docstring)
             try:
                 X[:, cols] = _factor_solve(Gj, np.asfortranarray(rhs[:, cols]), a)
@@ -321,6 +305,15 @@ AUTO_ALPHAS_PER_ROW = np.logspace(-6, 1, 15)
 LOO_MAX_ROWS = 1000
 
 
+def loo_rows(n):
+    """The rows alpha="auto" scores by leave-one-out: all up to LOO_MAX_ROWS, above that
+    a fixed sample of as many (seed 0), in row order. The one draw every path uses (the
+    CPU fit, the GPU and Dask fits, the CV search), so that their choices agree."""
+    if n <= LOO_MAX_ROWS:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
+
+
 def _class_index(Y):
     """The class of each row of one-vs-rest -1/+1 targets (one column: +1 is class 1)."""
     return (Y[:, 0] > 0).astype(np.int64) if Y.shape[1] == 1 else np.argmax(Y, axis=1)
@@ -349,7 +342,6 @@ def loo_select(system, columns, alphas, classification):
     O(n^2 k), the eigendecomposition O(n^3) once (scikit-learn's RidgeCV, "eigen" mode).
     """
     n = system.shape[0]
-    k = system.B.shape[1]
     check_gram_memory(n, 4, "alpha='auto' (the eigendecomposition of the dual Gram matrix)")
     labels = grid_labels(system, columns)
     G = _dual_gram(system, labels)

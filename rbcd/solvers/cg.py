@@ -361,15 +361,15 @@ class _GridProjection:
         return V
 
 
-def _grid_projection(op, columns, fit_intercept):
-    """The _GridProjection for Z when it is exact, else None.
-
-    Exact when ``columns`` (used by ``op`` as Z's column structure, hence describing Z)
-    carries a ``grid_ptr`` (whose grids hold at most one entry per row: true of an
-    RBColumns by construction and checked by ``fit(..., columns=...)``), every stored
-    value of Z is the same, and every grid holds n_rows entries, so that every row has
-    exactly one entry in every grid (training data; rows of new data may miss grids).
-    """
+def training_grid_ptr(op, columns):
+    """The grid boundaries (int64) of Z when it is random binning training data given
+    with its grid structure, else None: ``columns`` (used by ``op`` as Z's column
+    structure, hence describing Z) carries a ``grid_ptr`` (whose grids hold at most one
+    entry per row: true of an RBColumns by construction and checked by ``fit(...,
+    columns=...)``), every stored value of Z is the same, and every grid holds n_rows
+    entries, so that every row has exactly one entry in every grid (training data; rows
+    of new data may miss grids). The grid projection and the direct solves' label Gram
+    matrices rely on exactly this."""
     grid_ptr = getattr(columns, "grid_ptr", None)
     if grid_ptr is None or not op.sparse or not op.columns_used or not op.use_const:
         return None
@@ -383,6 +383,15 @@ def _grid_projection(op, columns, fit_intercept):
     entries = np.diff(op.csc[0][gp].astype(np.int64))     # stored entries per grid
     if not np.all(entries == n):
         return None
+    return gp
+
+
+def _grid_projection(op, columns, fit_intercept):
+    """The _GridProjection for Z when it is exact (:func:`training_grid_ptr`), else None."""
+    gp = training_grid_ptr(op, columns)
+    if gp is None:
+        return None
+    D = op.shape[1]
     threads = max(1, min(op.n_threads, int(D // _VECTOR_PER_THREAD)))
     return _GridProjection(gp, fit_intercept, threads)
 
@@ -531,7 +540,7 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
         return coef, intercept, np.ones(k, dtype=np.int64), info
     # above LOO_MAX_ROWS: leave-one-out on a fixed sample of LOO_MAX_ROWS rows chooses the
     # penalty per unit of weight, applied to all rows
-    rows = np.sort(np.random.default_rng(0).permutation(n)[:_direct.LOO_MAX_ROWS])
+    rows = _direct.loo_rows(n)
     Zc = Z.tocsr() if sp.issparse(Z) else np.asarray(Z)
     Z_sub = Zc[rows]
     sub_columns = None
