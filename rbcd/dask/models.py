@@ -221,7 +221,7 @@ class RBRegressor(RegressorMixin, _RBBase):
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
                  solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
-                 tol=None, max_iter=None, max_epochs=100, selection="random",
+                 tol=None, max_iter=None, max_epochs=_local.CD_MAX_EPOCHS, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  dtype=np.float64, n_jobs=None, random_state=None, verbose=0, device="cpu"):
         self.device = device
@@ -260,7 +260,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
                  solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
-                 tol=None, max_iter=None, max_epochs=100, selection="random",
+                 tol=None, max_iter=None, max_epochs=_local.CD_MAX_EPOCHS, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, calibration="sigmoid", dtype=np.float64, n_jobs=None,
                  random_state=None, verbose=0, device="cpu"):

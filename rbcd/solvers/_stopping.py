@@ -12,7 +12,7 @@ import numpy as np
 from . import _cd
 
 __all__ = ["uses_gap", "optimal_intercept", "stopping_scale", "gap_from_sums",
-           "max_subgradient", "loss_deriv"]
+           "max_subgradient", "loss_deriv", "loss_value"]
 
 
 def uses_gap(loss, l1_ratio):
@@ -29,6 +29,15 @@ def loss_deriv(loss, p, y):
         with np.errstate(over="ignore"):
             return -y / (1.0 + np.exp(y * p))
     return -2.0 * y * np.maximum(0.0, 1.0 - y * p)
+
+
+def loss_value(loss, p, y):
+    """loss(p, y) elementwise in numpy (the logistic loss computed stably)."""
+    if loss == "squared":
+        return 0.5 * (p - y) ** 2
+    if loss == "logistic":
+        return np.logaddexp(0.0, -y * p)
+    return np.maximum(0.0, 1.0 - y * p) ** 2
 
 
 def optimal_intercept(loss, S, Sy, Spos, Sneg):

@@ -147,7 +147,7 @@ _RANDOM_STATE = [Interval(numbers.Integral, 0, None, closed="left"), np.random.R
                  np.random.Generator, np.random.SeedSequence, None]
 
 _CD_CONSTRAINTS = {
-    "alpha": NONNEG_REAL,
+    "alpha": NONNEG_REAL + [StrOptions({"auto"})],
     "l1_ratio": [RealInterval(0, 1, closed="both")],
     "fit_intercept": ["boolean"],
     "max_epochs": POSITIVE_INT,
@@ -164,12 +164,13 @@ _CD_CONSTRAINTS = {
 def _params_of(est):
     """The solver parameters of an estimator whose ``_parameter_constraints`` have been
     validated (``fit_context``), as a dict (the estimator is untouched)."""
-    for name in ("alpha", "tol"):
+    auto = isinstance(est.alpha, str) and est.alpha == "auto"
+    for name in ("tol",) if auto else ("alpha", "tol"):
         if not np.isfinite(float(getattr(est, name))):
             raise ValueError(f"{name} must be finite, got {getattr(est, name)!r}")
     return dict(
         loss=est.loss,
-        alpha=float(est.alpha),
+        alpha="auto" if auto else float(est.alpha),
         l1_ratio=float(est.l1_ratio),
         max_epochs=int(est.max_epochs),
         tol=float(est.tol),
@@ -294,6 +295,114 @@ SAFE_EXP = 100
 #: epochs in a row changed no training decision (the sign of z_i . w + b), or at the
 #: subgradient test.
 DECISION_EPOCHS = 10
+
+
+# ---------------------------------------------------------------------------- alpha="auto"
+# The penalty chosen from the data (docs/internals.md, "alpha='auto'"), as glmnet and
+# scikit-learn's LassoCV choose it, on one fixed held-out fraction instead of folds:
+#: the path: AUTO_N_ALPHAS penalties from alpha_max down to AUTO_RATIO * alpha_max, log-spaced
+#: (glmnet's lambda.min.ratio; RB classification wants the small end: digits' held-out loss
+#: still falls at 1e-4 alpha_max)
+AUTO_N_ALPHAS = 13
+AUTO_RATIO = 1e-4
+#: one row in AUTO_HOLDOUT is held out (of each class, for the classifiers), drawn by
+#: ``numpy.random.default_rng(AUTO_SEED)``: the same rows whatever random_state or n_jobs
+AUTO_HOLDOUT = 5
+AUTO_SEED = 0
+#: the path stops once the held-out loss has not improved for this many penalties in a row
+#: (the small penalties are the expensive fits)
+AUTO_PATIENCE = 3
+#: the epochs of each fit along the path, at most (the fit at the chosen alpha has max_epochs):
+#: the path ranks the penalties, and its small-penalty end is the slow one (diabetes: the
+#: same choice as with every point converged)
+AUTO_PATH_EPOCHS = 100
+#: alpha_max of an l1_ratio below this is computed as at this one (glmnet, for the ridge end)
+AUTO_L1_FLOOR = 1e-3
+#: the penalty when there is nothing to choose from: fewer than AUTO_HOLDOUT rows (of some
+#: class), or targets that are constant on the fitting rows (alpha_max = 0)
+AUTO_FALLBACK = 1e-4
+
+
+def holdout_mask(n_rows, strata=None):
+    """The rows alpha="auto" holds out: a boolean mask (n_rows,). ``strata`` None: the first
+    n_rows // AUTO_HOLDOUT of a permutation; else (an int label per row: the classes) the
+    same within every label, labels in increasing order, from one generator."""
+    rng = np.random.default_rng(AUTO_SEED)
+    held = np.zeros(n_rows, dtype=bool)
+    if strata is None:
+        held[rng.permutation(n_rows)[: n_rows // AUTO_HOLDOUT]] = True
+        return held
+    for c in np.unique(strata):
+        rows = np.flatnonzero(strata == c)
+        held[rows[rng.permutation(rows.shape[0])[: rows.shape[0] // AUTO_HOLDOUT]]] = True
+    return held
+
+
+def _auto_alpha(cols, Z, targets, s_full, strata, params, *, mode, n_threads, seed, paths):
+    """alpha="auto": (alpha, W, B) with W, B the path's solution at that alpha (the start of
+    the fit on every row), or (AUTO_FALLBACK, None, None); and the record (alphas run, their
+    held-out losses). The fit rows are the rows outside ``holdout_mask`` with their weights,
+    the held-out rows weigh 0 in the path's fits (the same columns and grid structure), so
+    each fit along the path is the model's own objective on the fit rows."""
+    loss = params["loss"]
+    l1_ratio = params["l1_ratio"]
+    N = cols.n_rows
+    held = holdout_mask(N, strata)
+    s_fit = np.where(held, 0.0, s_full)
+    s_held = s_full[held]
+    S_fit = float(np.sum(s_fit))
+    S_held = float(np.sum(s_held))
+    K = targets.shape[1]
+    none = (AUTO_FALLBACK, None, None), (np.zeros(0), np.zeros(0))
+    if not (S_fit > 0 and S_held > 0):
+        return none
+    if loss != "squared":
+        for k in range(K):
+            yk = targets[:, k]
+            if not (np.sum(s_fit[yk > 0]) > 0 and np.sum(s_fit[yk < 0]) > 0):
+                return none
+    # alpha_max of the fit rows, the largest over the problems (scaled targets: exact)
+    a_max = 0.0
+    for k in range(K):
+        yk = np.ascontiguousarray(targets[:, k])
+        c = pow2_scale(yk) if loss == "squared" else 1.0
+        b0 = _optimal_intercept(loss, yk / c, s_fit, S_fit) if params["fit_intercept"] else 0.0
+        a_max = max(a_max, c * _gradient_at_constant(cols, loss, yk / c, s_fit, S_fit, b0,
+                                                     n_threads))
+    a_max /= max(l1_ratio, AUTO_L1_FLOOR)
+    if not a_max > 0:
+        return none
+    alphas = np.geomspace(a_max, a_max * AUTO_RATIO, AUTO_N_ALPHAS)
+    beta = _cd.beta_of(LOSSES[loss])
+    h = _cd.column_sq_sums(cols.indptr, cols.indices, cols.data, cols.zval,
+                           np.ascontiguousarray(s_fit), n_threads) / S_fit
+    rows = np.flatnonzero(held)
+    Zh = (sp.csr_matrix(Z) if sp.issparse(Z) else np.asarray(Z))[rows]
+    Th = targets[rows]
+    W = np.zeros((K, cols.n_cols))
+    B = np.zeros(K)
+    best, best_score, worse, scores = None, np.inf, 0, []
+    for i, a in enumerate(alphas):
+        M = np.ascontiguousarray(beta * h + a * (1.0 - l1_ratio))
+        for k in range(K):
+            r = _solve(cols, targets[:, k], s_fit, loss=loss, alpha=float(a), l1_ratio=l1_ratio,
+                       fit_intercept=params["fit_intercept"],
+                       max_epochs=min(params["max_epochs"], AUTO_PATH_EPOCHS),
+                       tol=params["tol"], selection=params["selection"], mode=mode,
+                       n_threads=n_threads, seed=seed + k, M=M, paths=paths,
+                       w_init=W[k] if i else None, b_init=float(B[k]),
+                       decision_epochs=params["decision_epochs"])
+            W[k], B[k] = r["w"], r["b"]
+        P = np.asarray(Zh @ W.T) + B[None, :]
+        score = serial_dot(s_held, np.sum(_stopping.loss_value(loss, P, Th), axis=1)) / S_held
+        scores.append(score)
+        if score < best_score:
+            best, best_score, worse = (float(a), W.copy(), B.copy()), score, 0
+        else:
+            worse += 1
+            if worse >= AUTO_PATIENCE:
+                break
+    return best, (alphas[: len(scores)], np.array(scores))
 
 
 #: The watch list (lower bound before the full check) is kept only while the last full
@@ -507,8 +616,10 @@ class _CDBase(ChecksummedState, BaseEstimator):
         return validate_data(self, Z, reset=reset, accept_sparse=True,
                              dtype=[np.float64, np.float32])
 
-    def _solve_all(self, Z, targets, s, params, columns):
-        """Solve every problem k (column k of ``targets``); sets the shared attributes."""
+    def _solve_all(self, Z, targets, s, params, columns, strata=None):
+        """Solve every problem k (column k of ``targets``); sets the shared attributes.
+        alpha="auto" first chooses the penalty (``_auto_alpha``; ``strata``: the class of
+        each row, for a held-out fraction of every class)."""
         cols = columns_from(Z, columns, self.n_jobs).check()
         paths = current_paths()
         mode, n_threads = _resolve_mode(params["parallel"], params["n_threads"], cols,
@@ -527,6 +638,17 @@ class _CDBase(ChecksummedState, BaseEstimator):
         s_full = np.ones(N) if s is None else s
         S = float(np.sum(s_full))
         beta = _cd.beta_of(LOSSES[loss])
+        seed = solver_seed(self.random_state)
+        auto_start = None
+        self.alphas_, self.holdout_loss_ = None, None
+        if isinstance(params["alpha"], str):   # "auto": the path on the fit rows
+            (alpha, W_auto, B_auto), (self.alphas_, self.holdout_loss_) = _auto_alpha(
+                cols, Z, targets, s_full, strata, params, mode=mode, n_threads=n_threads,
+                seed=seed, paths=paths)
+            params = dict(params, alpha=alpha)
+            if W_auto is not None:
+                auto_start = (W_auto, B_auto)
+        self.alpha_ = float(params["alpha"])
         lam2 = params["alpha"] * (1.0 - params["l1_ratio"])
         if cols.data is None and s is None:
             h = np.diff(cols.indptr) * (cols.zval * cols.zval) / S  # counts * z^2: no pass
@@ -535,14 +657,16 @@ class _CDBase(ChecksummedState, BaseEstimator):
                                    np.ascontiguousarray(s_full), n_threads) / S
         M = np.ascontiguousarray(beta * h + lam2)
         warm = False
-        if self.warm_start and hasattr(self, "coef_"):
+        if auto_start is not None:   # alpha="auto": from the path's solution at alpha_
+            W0, B0 = auto_start
+            warm = True
+        elif self.warm_start and hasattr(self, "coef_"):
             W0 = np.asarray(self.coef_, dtype=np.float64)
             B0 = np.asarray(self.intercept_, dtype=np.float64)
             if W0.size == n_problems * D and B0.size == n_problems:
                 W0 = W0.reshape(n_problems, D)
                 B0 = B0.reshape(n_problems)
                 warm = True
-        seed = solver_seed(self.random_state)
         t_start = time.perf_counter()
         if params["verbose"] >= 2:
             print(f"[rbcd CD] {n_problems} problem(s), N = {N}, D = {D}, nnz = {cols.nnz}"
@@ -821,7 +945,7 @@ class CDClassifier(ClassifierMixin, _CDBase):
             targets = np.column_stack(
                 [np.where(y_idx == k, 1.0, -1.0) for k in range(classes.shape[0])]
             )
-        W, B = self._solve_all(Z, targets, s, params, columns)
+        W, B = self._solve_all(Z, targets, s, params, columns, strata=y_idx)
         self.coef_ = W
         self.intercept_ = B
         return self
