@@ -12,7 +12,8 @@ linear solver on the features Z:
   the grids, the paper's RBCD view) works.
 
 Defaults (the same as rbcd's): ``n_grids="auto"`` -> 256, or 512 above 64 features;
-``alpha="auto"`` -> ridge: chosen from the data (rbcd_ref.solvers.cg.choose_alpha), cd: 1e-4;
+``alpha="auto"`` -> chosen from the data: ridge by rbcd_ref.solvers.cg.choose_alpha, cd by a
+(held-out) path, rbcd_ref.solvers.cd.auto_alpha;
 ``alpha=None`` -> 1e-4 per unit of training weight (cg: 1e-4 * sum of weights, cd: 1e-4);
 ``tol=None`` -> 1e-3 (cg) / 1e-4 (cd); ``loss=None`` -> "squared" (regression, cg) / "logistic" (cd
 classification). Parameters one solver does not use are ignored by it.
@@ -65,7 +66,7 @@ class _RBBase(BaseEstimator):
         solver = self.solver
         ridge = solver in RIDGE_SOLVERS
         auto = isinstance(self.alpha, str) and self.alpha == "auto"
-        if auto and ridge:
+        if auto:   # chosen from the data by the solver (the ridge and the cd rules)
             alpha = "auto"
         elif self.alpha is not None and not auto:
             alpha = self.alpha
@@ -161,6 +162,11 @@ class _RBBase(BaseEstimator):
     @property
     def n_iter_(self):
         return self.solver_.n_iter_
+
+    @property
+    def alpha_(self):
+        """The penalty used (the choice of alpha="auto"), in the solver's units."""
+        return getattr(self.solver_, "alpha_", self.solver_.alpha)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -44,7 +44,7 @@ from distributed import wait
 from .._random import solver_seed
 from .._threads import effective_n_threads, serial_dot
 from ..solvers import _sparse, _stopping
-from ..solvers.cd import LOSSES
+from ..solvers.cd import DECISION_EPOCHS, LOSSES
 from . import _kernels
 from ._data import as_rows, check_n_jobs, client_or_error, ordered_sum, worker_threads
 from ._blocks import (build_blocks, class_setup, decision_dask, predict_from_scores,
@@ -98,6 +98,7 @@ class _Part:
         self.u = None
         self.dv = None
         self.ex = None
+        self.dec = None   # the training decisions p > 0 at the last check (classification)
 
     @staticmethod
     def _labels_of(Z, grid_ptr, R, n):
@@ -290,6 +291,7 @@ class CDWorker:
         for q in self.parts:
             q.y = np.ascontiguousarray(q.Y[:, k])
             q.reset(loss, np.zeros(q.n))
+            q.dec = None
             s = np.ones(q.n) if q.s is None else q.s
             out.append((float(s.sum()), serial_dot(s, q.y), float(s[q.y > 0].sum()),
                         float(s[q.y < 0].sum()), q.all_sums(s, self.n_threads), q.n))
@@ -318,13 +320,19 @@ class CDWorker:
         to p, then return per partition what ``want`` asks: "grid" -> the sums of s loss'
         over the bins of ``want_grid``; "intercept" -> sum s loss'; "check" -> (the sums of
         every column, sum s loss, sum s (y - p)^2, sum s (y - p) y, sum s loss', and the
-        sums of ``want_grid`` if >= 0)."""
+        sums of ``want_grid`` if >= 0, and the number of rows whose decision p > 0 changed
+        since the last check: the decisions rule of the classification losses). The
+        decisions of the start point are taken at the problem's first call, after the
+        pending intercept and before any grid moves."""
         out = []
         step = None if grid < 0 else np.ascontiguousarray(self.zval * delta)
         T = self.n_threads
+        classify = self.loss != "squared"
         for q in self.parts:
             if shift != 0.0:
                 q.shift(self.loss, shift)
+            if classify and q.dec is None:
+                q.dec = q.p(self.loss) > 0
             if want == "grid":
                 # the move of the pending grid and the sums of the next: one pass
                 out.append(q.step(self.loss, grid, step, want_grid, T))
@@ -341,10 +349,15 @@ class CDWorker:
             else:
                 p = q.p(self.loss)
                 r = q.y - p
+                changed = 0
+                if classify:
+                    now = p > 0
+                    changed = int(np.count_nonzero(now != q.dec))
+                    q.dec = now
                 out.append((q.all_sums(d, T), q.wsum(loss_value(self.loss, p, q.y)),
                             q.wsum(r * r), q.wsum(r * q.y), float(d.sum()),
                             q.step(self.loss, -1, None, want_grid, T) if want_grid >= 0
-                            else None))
+                            else None, changed))
         return self.index, out
 
 
@@ -406,11 +419,13 @@ def _soft(v, t):
 
 def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercept, max_epochs,
                   tol, selection, seed, w_init=None, b_init=0.0, verbose=0, label="",
-                  log=print):
+                  log=print, decision_epochs=None):
     """Grid-block CD on problem k (column k of the partitions' targets), talking to the
     partitions through ``act`` (``call(method, *args)`` -> per-partition answers in
     partition order; ``call_all``). Progress lines (verbose) go to ``log``. Returns dict(w,
-    b, n_iter, history, gap, converged, use_gap)."""
+    b, n_iter, history, gap, converged, use_gap). ``decision_epochs`` (classification
+    losses, tol > 0): also converged once that many epochs in a row changed no training
+    decision, the local solver's rule (rbcd.solvers.cd, docs/internals.md "Convergence")."""
     R = grid_ptr.shape[0] - 1
     D = int(grid_ptr[-1])
     beta = BETA[loss]
@@ -468,6 +483,8 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
     n_iter = 0
     nxt = order()
     first = None   # sums of the epoch's first grid, returned by the previous check
+    decide = decision_epochs is not None and loss != "squared" and tol > 0
+    steady = 0     # epochs in a row that changed no training decision
     for epoch in range(max_epochs):
         seq = nxt
         for t, r in enumerate(seq):
@@ -497,6 +514,8 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
                        + 0.5 * (1.0 - l1_ratio) * serial_dot(w, w))
         history.append(loss_sum + pen)
         first = None if last else ordered_sum([x[5] for x in parts])
+        steady = steady + 1 if sum(x[6] for x in parts) == 0 else 0
+        settled = decide and steady >= decision_epochs
         if use_gap:
             dn = float(np.max(np.abs(-gl - lam2 * w))) if D else 0.0
             raw = _stopping.gap_from_sums(dn, float(sum(x[2] for x in parts)) / S,
@@ -510,7 +529,7 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
         if verbose:
             log(f"[rbcd.dask CD{label}] epoch {n_iter}: objective {history[-1]:.10g}, "
                 f"relative {'gap' if use_gap else 'subgradient'} {value:.3e} (tol {tol:.1e})")
-        if raw <= tol * scale:
+        if raw <= tol * scale or settled:
             converged = True
             break
     return dict(w=w, b=b, n_iter=n_iter, history=history, gap=float(value), converged=converged,
@@ -650,16 +669,17 @@ class CDRegressor(RegressorMixin, _CDBase):
 class CDClassifier(ClassifierMixin, _CDBase):
     """Logistic / squared-hinge classification by grid-block CD on row-partitioned random
     binning features (dask); one-vs-rest for more than two classes. Same parameters as
-    :class:`rbcd.CDClassifier`; ``columns=`` is required in ``fit``. ``decision_epochs``:
-    None only (the default here): the distributed fit stops by the subgradient test alone;
-    the single machine's rule of settled decisions is not implemented on Dask."""
+    :class:`rbcd.CDClassifier`; ``columns=`` is required in ``fit``. ``decision_epochs``
+    (default 10, as on one machine): with tol > 0 a problem also stops once that many
+    epochs in a row changed no training decision (the sign of z . w + b); None: the
+    subgradient test alone."""
 
     _losses = CLASSIFICATION_LOSSES
 
     def __init__(self, loss="logistic", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
                  max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
                  warm_start=False, random_state=None, verbose=0, class_weight=None,
-                 decision_epochs=None):
+                 decision_epochs=DECISION_EPOCHS):
         self.decision_epochs = decision_epochs
         self.loss = loss
         self.alpha = alpha
@@ -676,10 +696,12 @@ class CDClassifier(ClassifierMixin, _CDBase):
         self.class_weight = class_weight
 
     def fit(self, X, y, sample_weight=None, columns=None):
-        if self.decision_epochs is not None:
-            raise ValueError(f"rbcd.dask.CDClassifier stops by the subgradient test alone: "
-                             f"decision_epochs must be None, got {self.decision_epochs!r}")
+        de = self.decision_epochs
+        if de is not None and (isinstance(de, (bool, np.bool_))
+                               or not isinstance(de, numbers.Integral) or de < 1):
+            raise ValueError(f"decision_epochs must be an integer >= 1 or None, got {de!r}")
         params = self._params()
+        params["decision_epochs"] = None if de is None else int(de)
         client = client_or_error()
         if y is None:
             raise ValueError("CDClassifier requires y to be passed, but the target y is None")

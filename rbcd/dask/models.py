@@ -40,6 +40,27 @@ def _predict_block(block, rb, coef, intercept, n_jobs, per_worker, block_info=No
     return block_decision(with_task_threads(rb, n_jobs, per_worker).transform(X), coef, intercept)
 
 
+def _cd_auto_alpha(model, binning, n_rows, take_rows):
+    """The alpha_ of the local CD solver's alpha="auto" on a fixed sample of at most
+    LOO_MAX_ROWS rows (rbcd.solvers._direct.loo_rows), binned by the fitted ``binning``."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from ..binning import column_structure
+    from ..solvers._direct import loo_rows
+
+    rows = loo_rows(n_rows)
+    Xs, ys, ws = take_rows(rows)
+    Zs = binning.transform(np.asarray(Xs, dtype=np.float64))
+    weight = float(len(rows)) if ws is None else float(np.sum(ws))
+    aux = model._make_solver(Zs.shape, True, weight)
+    with warnings.catch_warnings():   # the sample's own fit: only its alpha_ is used
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        aux.fit(Zs, ys, sample_weight=ws, columns=column_structure(Zs, binning.grid_ptr_))
+    return float(aux.alpha_)
+
+
 class _RBBase(BaseEstimator):
     _classifier = False
 
@@ -54,7 +75,7 @@ class _RBBase(BaseEstimator):
                              f"{self.device!r}")
         solver = "cd" if self.solver == "cd" else "cg"   # "auto": CG (no direct form here)
         auto = isinstance(self.alpha, str) and self.alpha == "auto"
-        if auto and solver == "cg":
+        if auto:
             alpha = "auto"
         elif self.alpha is not None and not auto:
             alpha = self.alpha
@@ -108,7 +129,7 @@ class _RBBase(BaseEstimator):
         else:
             Z, columns = binning.fit_transform(X), None
         if isinstance(alpha, str):                      # alpha="auto"
-            alpha = self._auto_alpha(client, binning, X, y, sample_weight, n_weight)
+            alpha = self._auto_alpha(client, binning, X, y, sample_weight, n_weight, solver)
         t1 = time.perf_counter()
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
@@ -142,11 +163,14 @@ class _RBBase(BaseEstimator):
             self.classes_ = est.classes_
         return self
 
-    def _auto_alpha(self, client, binning, X, y, sample_weight, n_weight):
+    def _auto_alpha(self, client, binning, X, y, sample_weight, n_weight, solver="cg"):
         """alpha="auto": the single-machine rule on a sample of at most 1,000 rows
         gathered to the driver and binned by the fitted tables (rbcd.models
         .auto_alpha_from_sample): the same choice as rbcd.RBRegressor / RBClassifier on the
-        same rows, without a class_weight (the sample's classes weigh it otherwise)."""
+        same rows, without a class_weight (the sample's classes weigh it otherwise).
+        solver="cd": the local CD rule (rbcd.solvers.cd, a held-out path) on the sample's
+        features; its alpha is in mean-loss units, used as it is (up to 1,000 rows the
+        sample is every row: the local model's choice)."""
         n = int(X.shape[0])
         yd = as_rows(y, "y", client, ndim=(1, 2))
         if int(yd.shape[0]) != n:
@@ -171,6 +195,9 @@ class _RBBase(BaseEstimator):
 
         local = _local.RBClassifier if self._classifier else _local.RBRegressor
         params = {k: v for k, v in self.get_params().items() if k in local().get_params()}
+        if solver == "cd":
+            return _cd_auto_alpha(local(**dict(params, alpha="auto", device="cpu")),
+                                  binning.local_, n, take_rows)
         params.update(solver="auto", alpha="auto", device="cpu")
         if self._classifier:
             params.pop("calibration", None)

@@ -159,7 +159,10 @@ def _check_common_params(est_or_params, loss_choices):
     """Validate the solver parameters; returns a dict of clean values."""
     g = est_or_params
     loss = check_choice(g["loss"], "loss", loss_choices)
-    alpha = check_real(g["alpha"], "alpha", low=0.0)
+    if isinstance(g["alpha"], str) and g["alpha"] == "auto":
+        alpha = "auto"
+    else:
+        alpha = check_real(g["alpha"], "alpha", low=0.0)
     l1_ratio = check_real(g["l1_ratio"], "l1_ratio", low=0.0, high=1.0)
     max_epochs = check_int(g["max_epochs"], "max_epochs", low=1)
     tol = check_real(g["tol"], "tol", low=0.0)
@@ -448,6 +451,93 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
     return dict(w=np.array(w), b=b, n_iter=n_iter, history=history, gap=value, converged=converged)
 
 
+# ---------------------------------------------------------------------------- alpha="auto"
+# rbcd.solvers.cd's rule (docs/internals.md, "alpha='auto'"), the same constants
+AUTO_N_ALPHAS = 13
+AUTO_RATIO = 1e-4
+AUTO_HOLDOUT = 5
+AUTO_SEED = 0
+AUTO_PATIENCE = 3
+AUTO_PATH_EPOCHS = 100
+AUTO_L1_FLOOR = 1e-3
+AUTO_FALLBACK = 1e-4
+
+
+def holdout_mask(n_rows, strata=None):
+    """The held-out rows (boolean mask): one in AUTO_HOLDOUT, by default_rng(AUTO_SEED); of
+    every stratum (class) in increasing order when ``strata`` is given."""
+    rng = np.random.default_rng(AUTO_SEED)
+    held = np.zeros(n_rows, dtype=bool)
+    if strata is None:
+        held[rng.permutation(n_rows)[: n_rows // AUTO_HOLDOUT]] = True
+        return held
+    for c in np.unique(strata):
+        rows = np.flatnonzero(strata == c)
+        held[rows[rng.permutation(len(rows))[: len(rows) // AUTO_HOLDOUT]]] = True
+    return held
+
+
+def auto_alpha(cols, Zc, targets, s, strata, params, seed, grid_ptr, decision_epochs):
+    """alpha="auto": ((alpha, W, B), (alphas run, held-out losses)). The path from alpha_max
+    (of the fit rows) down to AUTO_RATIO alpha_max, each fit warm-started from the last with
+    the held-out rows at weight 0 and at most AUTO_PATH_EPOCHS epochs, scored by the mean
+    loss on the held-out rows; stopped after AUTO_PATIENCE alphas without a better score.
+    (AUTO_FALLBACK, None, None) when there is nothing to choose from."""
+    loss = params["loss"]
+    l1_ratio = params["l1_ratio"]
+    N = cols.n_rows
+    s = np.asarray(s, dtype=np.float64)
+    held = holdout_mask(N, strata)
+    s_fit = np.where(held, 0.0, s)
+    s_held = s[held]
+    K = targets.shape[1]
+    none = (AUTO_FALLBACK, None, None), (np.zeros(0), np.zeros(0))
+    if not (_total(s_fit) > 0 and _total(s_held) > 0):
+        return none
+    if loss != "squared":
+        for k in range(K):
+            if not (_total(s_fit[targets[:, k] > 0]) > 0 and _total(s_fit[targets[:, k] < 0]) > 0):
+                return none
+    a_max = 0.0
+    for k in range(K):
+        yk = targets[:, k]
+        b0 = optimal_intercept(loss, yk, s_fit) if params["fit_intercept"] else 0.0
+        a_max = max(a_max, _loss_gradient_at_constant(cols, loss, yk, list(s_fit), b0))
+    a_max /= max(l1_ratio, AUTO_L1_FLOOR)
+    if not a_max > 0:
+        return none
+    alphas = np.geomspace(a_max, a_max * AUTO_RATIO, AUTO_N_ALPHAS)
+    rows = np.flatnonzero(held)
+    Zh = Zc.tocsr()[rows]
+    Th = targets[rows]
+    W = np.zeros((K, cols.n_cols))
+    B = np.zeros(K)
+    best, best_score, worse, scores = None, math.inf, 0, []
+    for i, a in enumerate(alphas):
+        for k in range(K):
+            with warnings.catch_warnings():   # the path's fits rank alphas; no advice
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                r = cd_solve(cols, targets[:, k], s_fit, loss=loss, alpha=float(a),
+                             l1_ratio=l1_ratio, fit_intercept=params["fit_intercept"],
+                             max_epochs=min(params["max_epochs"], AUTO_PATH_EPOCHS),
+                             tol=params["tol"], selection=params["selection"], seed=seed,
+                             problem=k, grid_ptr=grid_ptr, w_init=W[k] if i else None,
+                             b_init=B[k] if i else None, decision_epochs=decision_epochs)
+            W[k], B[k] = r["w"], r["b"]
+        P = np.asarray(Zh @ W.T) + B[None, :]
+        per_row = [sum(loss_value(loss, float(P[i2, k]), float(Th[i2, k])) for k in range(K))
+                   for i2 in range(len(rows))]
+        score = _weighted_sum(per_row, [float(v) for v in s_held]) / _total(s_held)
+        scores.append(score)
+        if score < best_score:
+            best, best_score, worse = (float(a), W.copy(), B.copy()), score, 0
+        else:
+            worse += 1
+            if worse >= AUTO_PATIENCE:
+                break
+    return best, (alphas[: len(scores)], np.array(scores))
+
+
 # ---------------------------------------------------------------------------- estimators
 class _CDBase(BaseEstimator):
     """Shared fit machinery of CDRegressor and CDClassifier."""
@@ -468,21 +558,35 @@ class _CDBase(BaseEstimator):
                           ensure_all_finite=True)
         return check_feature_matrix(Z)
 
-    def _solve_all(self, Zc, targets, s_list, params, columns):
-        """Run cd_solve for every problem k (column k of ``targets``, weights s_list[k])."""
+    def _solve_all(self, Zc, targets, s_list, params, columns, strata=None):
+        """Run cd_solve for every problem k (column k of ``targets``, weights s_list[k]);
+        alpha="auto" chooses the penalty first (``auto_alpha``; ``strata``: the classes)."""
         cols = _Columns(Zc)
         grid_ptr = _grid_ptr_from(columns, params["parallel"], Zc.shape[1], Zc)
         n_problems = targets.shape[1]
         D = Zc.shape[1]
+        seed = solver_seed(self.random_state)
+        decision_epochs = getattr(self, "decision_epochs", None)
+        auto_start = None
+        self.alphas_, self.holdout_loss_ = None, None
+        if params["alpha"] == "auto":
+            (alpha, W_auto, B_auto), (self.alphas_, self.holdout_loss_) = auto_alpha(
+                cols, Zc, targets, s_list[0], strata, params, seed, grid_ptr, decision_epochs)
+            params = dict(params, alpha=alpha)
+            if W_auto is not None:
+                auto_start = (W_auto, B_auto)
+        self.alpha_ = float(params["alpha"])
         warm = False
-        if self.warm_start and hasattr(self, "coef_"):
+        if auto_start is not None:   # from the path's solution at alpha_
+            W0, B0 = auto_start
+            warm = True
+        elif self.warm_start and hasattr(self, "coef_"):
             W0 = np.asarray(self.coef_, dtype=np.float64)
             B0 = np.asarray(self.intercept_, dtype=np.float64)
             if W0.size == n_problems * D and B0.size == n_problems:
                 W0 = W0.reshape(n_problems, D)
                 B0 = B0.reshape(n_problems)
                 warm = True
-        seed = solver_seed(self.random_state)
         results = []
         for k in range(n_problems):
             res = cd_solve(
@@ -493,7 +597,7 @@ class _CDBase(BaseEstimator):
                 grid_ptr=grid_ptr,
                 w_init=W0[k] if warm else None, b_init=B0[k] if warm else None,
                 verbose=params["verbose"], label=f" (problem {k})" if n_problems > 1 else "",
-                decision_epochs=getattr(self, "decision_epochs", None),
+                decision_epochs=decision_epochs,
             )
             results.append(res)
         W = np.vstack([r["w"] for r in results])
@@ -631,7 +735,8 @@ class CDClassifier(ClassifierMixin, _CDBase):
                 [np.where(y_idx == k, 1.0, -1.0) for k in range(classes.shape[0])]
             )
         n_problems = targets.shape[1]
-        W, B, results = self._solve_all(Zc, targets, [s] * n_problems, params, columns)
+        W, B, results = self._solve_all(Zc, targets, [s] * n_problems, params, columns,
+                                        strata=y_idx)
         self.coef_ = W
         self.intercept_ = B
         self._store_diagnostics(results, n_problems == 1)
