@@ -7,6 +7,8 @@ predictions; bad input errors; a lost worker; a worker memory limit below the si
 import os
 import warnings
 
+from sklearn.exceptions import ConvergenceWarning
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -470,14 +472,44 @@ def test_cd_classifier_logistic(client):
     Zd = drb.fit_transform(da.from_array(X, chunks=(600, 3)))
     lrb = rbcd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
     Z = lrb.fit_transform(X)
-    kw = dict(alpha=1e-2, tol=1e-5, max_epochs=1000, random_state=0)
+    kw = dict(alpha=1e-2, tol=1e-5, max_epochs=1000, random_state=0, decision_epochs=None)
     m = rd.CDClassifier(**kw).fit(Zd, yc, columns=drb)
-    local = rbcd.CDClassifier(parallel="grid", decision_epochs=None, **kw).fit(Z, yc, columns=lrb)
+    local = rbcd.CDClassifier(parallel="grid", **kw).fit(Z, yc, columns=lrb)
     assert np.array_equal(m.classes_, local.classes_)
     np.testing.assert_allclose([h[-1] for h in m.objective_history_],
                                [h[-1] for h in local.objective_history_], rtol=1e-5)
     np.testing.assert_allclose(m.predict_proba(Zd).compute(), local.predict_proba(Z), atol=1e-3)
     assert np.mean(m.predict(Zd).compute() == local.predict(Z)) > 0.99
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared_hinge"])
+def test_cd_classifier_decision_rule(client, loss):
+    # decision_epochs (default 10, as rbcd.CDClassifier): the fit ends, converged, once 10
+    # epochs in a row changed no training decision (the sign of z . w + b), long before the
+    # subgradient test (tol 1e-6). Checked on the fit's own trajectory: the fits stopped by
+    # max_epochs alone (decision_epochs=None) follow the same iterates epoch by epoch.
+    X, _ = data(1500)
+    yc = (X[:, 0] + 0.3 * X[:, 1] > 0.2).astype(int)
+    drb = rd.RandomBinning(n_grids=8, sigma=2.0, random_state=0)
+    Zd = drb.fit_transform(da.from_array(X, chunks=(600, 3)))
+    kw = dict(loss=loss, alpha=1e-5, tol=1e-6, random_state=0)
+    assert rd.CDClassifier().decision_epochs == rbcd.CDClassifier().decision_epochs == 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = rd.CDClassifier(max_epochs=500, **kw).fit(Zd, yc, columns=drb)
+    e = int(m.n_iter_)
+    assert 11 < e < 500
+    signs = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for k in range(e - 11, e + 1):
+            f = rd.CDClassifier(max_epochs=k, decision_epochs=None, **kw).fit(Zd, yc, columns=drb)
+            signs[k] = f.decision_function(Zd).compute() > 0
+    np.testing.assert_allclose(f.coef_, m.coef_, atol=1e-12)   # the same iterates at epoch e
+    assert all(np.array_equal(signs[k], signs[e]) for k in range(e - 10, e))
+    assert not np.array_equal(signs[e - 11], signs[e - 10])   # not settled one epoch earlier
+    with pytest.raises(ValueError, match="decision_epochs"):
+        rd.CDClassifier(decision_epochs=0).fit(Zd, yc, columns=drb)
 
 
 def test_cd_needs_the_grid_structure(client):
