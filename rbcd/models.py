@@ -14,7 +14,9 @@ tune ``sigma``, ``n_grids`` and ``alpha`` together (``RBClassifierCV`` / ``RBReg
 do it faster, binning once per sigma and fold). Defaults, one set for Python and the
 command line, chosen on a suite of real data sets (docs/benchmarks/realdata.md):
 ``sigma="scale"`` (a multiple of the median L1 distance between training rows);
-``n_grids="auto"`` -> 256 grids, 512 above 64 features; ``alpha=None`` -> a penalty of 1e-4
+``n_grids="auto"`` -> 256 grids, 512 above 64 features; ``alpha="auto"`` -> chosen from
+the data (ridge: leave-one-out; cd: a held-out path, rbcd.solvers.cd); ``max_epochs`` 1000
+(cd); ``alpha=None`` -> a penalty of 1e-4
 per training row (cg: 1e-4 * n_samples in Ridge's sum-of-squares units; cd: 1e-4 in
 mean-loss units); ``tol=None`` -> 1e-3 (cg) / 1e-4 (cd); ``loss=None`` -> "squared"
 (regression, and cg classification, which is ridge classification) / "logistic" (cd
@@ -397,9 +399,12 @@ _PARAMS_DOC = """
         mean-loss units (DESIGN contract 8). "auto" (ridge solvers): chosen from the data
         among 1e-6 .. 10 per unit of training weight, by exact leave-one-out up to 1,000
         rows and on a held-out fifth of the rows above, by squared error (regression) or
-        by accuracy (classification); the choice is ``alpha_``. With cd, "auto" is the
-        fixed 1e-4 (use RBClassifierCV / RBRegressorCV to search). None: 1e-4 per training
-        row, i.e. 1e-4 * n_samples (the sum of sample_weight) for ridge and 1e-4 for cd.
+        by accuracy (classification); the choice is ``alpha_``. With cd, "auto" is chosen
+        on a fixed held-out fifth of the rows (of each class) along a warm-started path of
+        13 penalties from alpha_max down to 1e-4 alpha_max, by the model's own held-out loss,
+        then fitted on every row (rbcd.solvers.cd, docs/internals.md); ``solver_.alphas_``
+        and ``solver_.holdout_loss_`` record the path. None: 1e-4 per training row, i.e.
+        1e-4 * n_samples (the sum of sample_weight) for ridge and 1e-4 for cd.
     l1_ratio : float in [0, 1], default 1.0 (cd only)
     loss : None or str
         None -> squared (regression / cg) or logistic (cd classification); cd also
@@ -407,7 +412,8 @@ _PARAMS_DOC = """
     fit_intercept : bool, default True
     tol : float or None; None -> 1e-3 (cg: relative residual) or 1e-4 (cd: relative gap)
     max_iter : int or None (cg only), see RidgeCG
-    max_epochs : int, default 1000 (cd only)
+    max_epochs : int, default 1000 (cd only; lasso on random binning columns converges
+        slowly, and a fit stops as soon as it converges)
     selection : "random", "permutation" or "cyclic" (cd only)
     parallel : None, "auto", "hogwild" or "grid" (cd only)
     preconditioner : "auto", "jacobi" or None (cg only), default "auto"

@@ -735,8 +735,12 @@ class _CDBase(ChecksummedState, BaseEstimator):
 _PARAMS_DOC = """
     loss : str
         See above.
-    alpha : float >= 0, default 1e-4
-        Penalty strength (in the units of the mean loss).
+    alpha : float >= 0 or "auto", default 1e-4
+        Penalty strength (in the units of the mean loss). "auto": chosen on a fixed held-out
+        fifth of the rows (of each class for the classifier) along a warm-started path of
+        AUTO_N_ALPHAS penalties from alpha_max down to AUTO_RATIO alpha_max, by the held-out
+        mean loss; then the fit on every row from the path's solution there (module
+        constants ``AUTO_*``, docs/internals.md "alpha='auto' for coordinate descent").
     l1_ratio : float in [0, 1], default 1.0
         1 is the lasso (l1), 0 ridge (l2), in between the elastic net.
     fit_intercept : bool, default True
@@ -784,6 +788,9 @@ class CDRegressor(RegressorMixin, _CDBase):
     objective_history_ : list of the objective after each epoch (per target for 2-D y)
     dual_gap_ : float (or array): final relative gap / subgradient
     n_threads_ : int, threads used;  parallel_ : the mode used (None, "hogwild", "grid")
+    alpha_ : float, the penalty used (alpha, or the choice of alpha="auto")
+    alphas_, holdout_loss_ : the penalties alpha="auto" ran and their held-out mean losses
+        (None for a numeric alpha)
     """
 
     _loss_choices = REGRESSION_LOSSES
