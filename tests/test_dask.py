@@ -522,6 +522,23 @@ def test_cd_needs_the_grid_structure(client):
 
 
 # ---------------------------------------------------------------------------- models
+def test_cd_models_auto_alpha_is_the_local_choice(client):
+    # alpha="auto" with solver="cd": the local held-out path on the <= 1,000-row sample; with
+    # 600 rows the sample is every row, so the choice is the local model's
+    X, y = data(600)
+    yc = (X[:, 0] > 0).astype(int)
+    Xd = da.from_array(X, chunks=(250, 3))
+    params = dict(n_grids=8, sigma=2.0, solver="cd", random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for dist, local, t in [(rd.RBRegressor, rbcd.RBRegressor, y),
+                               (rd.RBClassifier, rbcd.RBClassifier, yc)]:
+            m = dist(**params).fit(Xd, t)
+            ref = local(**params).fit(X, t)
+            assert ref.alpha_ in ref.solver_.alphas_
+            assert m.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)
+
+
 @pytest.mark.parametrize("kw", [dict(solver="cg"), dict(solver="cg", n_features=300),
                                 dict(solver="cd", alpha=1e-2, max_epochs=300, tol=1e-5)])
 def test_rbregressor_equals_local(client, kw):

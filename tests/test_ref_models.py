@@ -71,8 +71,9 @@ def test_pipeline_equals_manual_composition():
         m2 = RBRegressor(n_grids=8, sigma=0.7, solver="cd", parallel="grid", max_epochs=5,
                          random_state=5).fit(X, y)
     with pytest.warns(ConvergenceWarning):
-        c = CDRegressor(alpha=1e-4, tol=1e-4, parallel="grid", max_epochs=5, random_state=5).fit(
-            Z, y, columns=rb)
+        c = CDRegressor(alpha="auto", tol=1e-4, parallel="grid", max_epochs=5,
+                        random_state=5).fit(Z, y, columns=rb)
+    assert m2.alpha_ == c.alpha_ and c.alpha_ in c.alphas_   # the models' alpha="auto"
     np.testing.assert_array_equal(m2.coef_, c.coef_)
 
 
@@ -87,7 +88,11 @@ def test_defaults_depend_on_solver():
     assert not hasattr(cg, "predict_proba")
     cd = RBClassifier(n_grids=4, solver="cd", max_epochs=20, tol=1e-2, random_state=0).fit(X, y)
     assert isinstance(cd.solver_, CDClassifier)
-    assert cd.solver_.alpha == 1e-4 and cd.solver_.loss == "logistic"
+    assert cd.solver_.alpha == "auto" and cd.solver_.loss == "logistic"
+    assert cd.alpha_ in cd.solver_.alphas_ and cd.solver_.max_epochs == 20
+    assert RBClassifier(n_grids=4, solver="cd", alpha=None, max_epochs=20, random_state=0).fit(
+        X, y).alpha_ == 1e-4
+    assert RBClassifier(n_grids=4, solver="cd").max_epochs == 1000
     P = cd.predict_proba(X)
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
     r = RBRegressor(n_grids=4, solver="cd", max_epochs=20, tol=None, random_state=0).fit(X, y * 1.0)
