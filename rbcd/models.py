@@ -420,7 +420,9 @@ _PARAMS_DOC = """
         CG needs fewer.
     warm_start : bool (cd only)
     dtype : numpy.float64 or numpy.float32, the dtype of the features
-    n_jobs : int or None, threads for binning and solver
+    n_jobs : int or None, threads for binning and solver. None: the cores not busy with other
+        work when each stage starts (docs/internals.md, "Threads on a busy machine"); -1:
+        all cores.
     random_state : int, Generator, RandomState or None
         Seeds the grids and the CD coordinate stream.
     verbose : int
