@@ -57,7 +57,7 @@ def fit_softmax_calibration(scores, y_index, n_classes, sample_weight=None):
     target = float(np.einsum("i,ik,ik->", w, T, F))       # sum_i w_i E_T[F_i]
 
     def slope(a):
-        P = np.exp(log_softmax(a * F, axis=1))
+        P = _softmax(a * F)
         mean = np.einsum("ik,ik->i", P, F)
         var = np.einsum("ik,ik->i", P, F * F) - mean * mean
         # einsum, not BLAS (rbcd._threads.serial_dot): no OpenBLAS team woken by a fit
@@ -87,6 +87,14 @@ def fit_softmax_calibration(scores, y_index, n_classes, sample_weight=None):
             return float(a_next)
         a = a_next
     return float(a)
+
+
+def _softmax(G):
+    """Row softmax of G, in place (G is a temporary): exp(G - row max), normalised."""
+    G -= G.max(axis=1, keepdims=True)
+    np.exp(G, out=G)
+    G /= G.sum(axis=1, keepdims=True)
+    return G
 
 
 def softmax_probabilities(scores, a):

@@ -78,6 +78,22 @@ def _cpu_count():
         return os.cpu_count() or 1
 
 
+def _other_runnable():
+    """Tasks other than the caller that are running or waiting for a core now, or None
+    where that is unknown: the runnable count of ``/proc/loadavg`` (Linux; its fourth
+    field, an instant count, not an average) less the caller. Only where this process
+    may run on every core of the machine: in a container bound to some of the host's
+    cores the count is the host's, and cannot be split between its cores and ours."""
+    if _cpu_count() != (os.cpu_count() or 0):
+        return None
+    try:
+        with open("/proc/loadavg", "rb") as f:
+            field = f.read().split()[3]
+        return max(0, int(field.split(b"/")[0]) - 1)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def forked_after_threads():
     """True in a process forked after its parent had used OpenMP threads: rbcd runs
     its kernels with one thread here (see the module's notes on fork safety)."""
@@ -88,7 +104,11 @@ def effective_n_threads(n_jobs=None):
     """Number of OpenMP threads to use for ``n_jobs``.
 
     None: the OpenMP default of the calling thread (omp_get_max_threads(),
-    which honours OMP_NUM_THREADS and threadpoolctl limits). A positive int:
+    which honours OMP_NUM_THREADS and threadpoolctl limits), less the cores that other
+    work keeps busy at this moment (:func:`_other_runnable`; at least 1): a thread team
+    on cores that other processes use waits at every barrier for a thread the system
+    has paused, and lost to one thread (docs/internals.md, "Threads on a busy
+    machine"). Called per stage, so a fit follows the load it meets. A positive int:
     that many threads. A negative int counts back from the usable cores
     (-1 = all, -2 = all but one). 0 is an error. Without OpenMP, always 1.
     In a process forked after its parent used OpenMP threads, always 1
@@ -105,6 +125,10 @@ def effective_n_threads(n_jobs=None):
         return 1
     if n_jobs is None:
         n = max(1, max_threads())
+        if n > 1:
+            busy = _other_runnable()
+            if busy is not None:
+                n = max(1, min(n, _cpu_count() - busy))
     elif n_jobs < 0:
         n = max(1, _cpu_count() + 1 + n_jobs)
     else:

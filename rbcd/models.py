@@ -299,25 +299,30 @@ class _RBBase(ChecksummedState, BaseEstimator):
         # SERIAL_ENTRIES: a small fit runs every stage on one thread, whatever n_jobs
         serial = X.shape[0] * binning.n_grids < SERIAL_ENTRIES
         if serial:
-            binning.set_params(n_jobs=1)
+            binning.n_jobs = 1     # (plain attributes: set_params costs more than a tiny fit)
         cols = None
         if self.n_features is None:  # exact mode: Z and its grid structure, built together
             Z, cols = binning.fit_transform(X, return_columns=True)
         else:  # hashed mode: no grid structure
             Z = binning.fit_transform(X)
-        binning.set_params(n_jobs=self.n_jobs)    # the user's threads for later transforms
+        binning.n_jobs = self.n_jobs              # the user's threads for later transforms
         t1 = time.perf_counter()
         n_weight = Z.shape[0] if sample_weight is None else float(np.sum(sample_weight))
         est = self._make_solver(Z.shape, cols is not None, n_weight)
         if serial:
-            est.set_params(n_jobs=1)
+            est.n_jobs = 1
         n_out = (np.unique(y).shape[0] if self._classifier else
                  1 if np.ndim(y) == 1 else np.shape(y)[1])   # classes (one-vs-rest), targets
         check_solver_memory(type(self).__name__, "cd" if solver == "cd" else "cg", Z.shape[0],
                             Z.shape[1], n_out, "classes" if self._classifier else "targets")
-        est.fit(Z, y, sample_weight=sample_weight, columns=cols)
+        fit_labels = getattr(est, "_fit_labels", None)
+        if fit_labels is not None:   # Z made and y checked here: not checked again
+            est.n_features_in_ = Z.shape[1]
+            fit_labels(Z, y, sample_weight, cols)
+        else:
+            est.fit(Z, y, sample_weight=sample_weight, columns=cols)
         if serial:
-            est.set_params(n_jobs=self.n_jobs)
+            est.n_jobs = self.n_jobs
         t2 = time.perf_counter()
         self.binning_ = binning
         self.solver_ = est
@@ -425,7 +430,9 @@ _PARAMS_DOC = """
         CG needs fewer.
     warm_start : bool (cd only)
     dtype : numpy.float64 or numpy.float32, the dtype of the features
-    n_jobs : int or None, threads for binning and solver
+    n_jobs : int or None, threads for binning and solver. None: the cores not busy with other
+        work when each stage starts (docs/internals.md, "Threads on a busy machine"); -1:
+        all cores.
     random_state : int, Generator, RandomState or None
         Seeds the grids and the CD coordinate stream.
     verbose : int
@@ -596,7 +603,14 @@ class RBClassifier(ClassifierMixin, _RBBase):
                 est = aux
             else:  # too few rows to hold out every class: calibrate on the training rows
                 rows = np.arange(y.shape[0])
-        scores = est.decision_function(Z[rows])
+        Zr = Z if rows.shape[0] == y.shape[0] else Z[rows]
+        fitted = getattr(est, "coef_", None) if hasattr(est, "_fit_labels") else None
+        if fitted is not None and est.__dict__.get("_cuda_fitted") is None:
+            # the solver's decision_function without checking the features it was fitted on
+            scores = np.asarray(Zr @ np.asarray(fitted).T) + est.intercept_
+            scores = scores.ravel() if scores.shape[1] == 1 else scores
+        else:
+            scores = est.decision_function(Zr)
         y_index = np.searchsorted(self.classes_, y[rows])
         w = None if weight is None else weight[rows]
         if w is not None and not w.sum() > 0:

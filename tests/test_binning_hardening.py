@@ -407,3 +407,31 @@ def test_feature_names_out_and_set_output():
         RandomBinning(n_grids=2, n_features=2**40).fit(X).get_feature_names_out()
     with pytest.raises(Exception):
         RandomBinning().get_feature_names_out()  # not fitted
+
+
+def test_label_table_checks_layout_and_range_in_one_pass():
+    """_binning.label_table (the solvers' one C pass over the grid labels): addresses and
+    wide flags for a narrow and a wide grid; the first grid with a wrong layout or a label
+    past its grid's bin count is named."""
+    from rbcd.binning import _binning
+
+    n = 7
+    gp = np.array([0, 5, 5 + 70000, 5 + 70000 + 3], dtype=np.int64)
+    good = [np.array([0, 1, 4, 5, 2, 3, 0], dtype=np.uint16),
+            np.array([0, 69999, 70000, 5, 2, 3, 0], dtype=np.int32),
+            np.array([0, 1, 2, 3, 2, 1, 0], dtype=np.uint16)]
+    ptrs, wide, bad, problem = _binning.label_table(good, gp, n, True)
+    assert (bad, problem) == (-1, 0)
+    assert wide[:3].tolist() == [0, 1, 0]
+    assert ptrs[:3].tolist() == [a.ctypes.data for a in good]
+    for grid, value in ((0, 6), (1, 70001), (1, -1), (2, 4)):
+        labels = [a.copy() for a in good]
+        labels[grid][3] = value
+        assert _binning.label_table(labels, gp, n, True)[2:] == (grid, 2)
+        assert _binning.label_table(labels, gp, n, False)[2:] == (-1, 0)   # layout only
+    for grid, labels in ((0, [good[0].astype(np.int32)] + good[1:]),
+                         (1, good[:1] + [good[1].astype(np.uint16)] + good[2:]),
+                         (2, good[:2] + [good[2][:-1]]),
+                         (2, good[:2] + [np.repeat(good[2], 2)[::2]])):
+        assert _binning.label_table(labels, gp, n, True)[2:] == (grid, 1)
+    assert _binning.label_table(good[:2], gp, n, True)[2:] == (-1, 1)

@@ -111,6 +111,7 @@ from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawFree
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject
 from rbcd._openmp cimport omp_num_threads, omp_thread_num
+from rbcd.binning._grid cimport label_is_wide
 
 import threading
 
@@ -1870,6 +1871,57 @@ def _label_addresses(labels, Py_ssize_t R, Py_ssize_t n_rows):
         ptr[g] = <uintptr_t> cnp.PyArray_DATA(<cnp.ndarray> a)
         wide[g] = cnp.PyArray_TYPE(<cnp.ndarray> a) == _I32
     return ptr, wide
+
+
+def label_table(labels, const int64_t[::1] grid_ptr, Py_ssize_t n_rows, bint check_range):
+    """The solvers' view of grid labels: ``(ptrs, wide, bad_grid, problem)``.
+
+    ``ptrs`` (uintp) and ``wide`` (uint8, 1 for int32) are what the label kernels read.
+    ``problem`` is 0 when the labels have the ``_grid.pxd`` layout for these grids (one
+    C-contiguous array of n_rows entries per grid: uint16 below LABEL_NARROW_LIMIT bins,
+    else int32) and, with ``check_range``, no label exceeds its grid's bin count (the
+    sentinel); 1 for a layout error, 2 for a label out of range, ``bad_grid`` the first
+    such grid (-1 for a wrong number of arrays). One C pass, O(N R): per-grid Python took
+    about 1 ms per fit at 256 grids, more than a small fit's solve."""
+    cdef Py_ssize_t R = grid_ptr.shape[0] - 1, g, i
+    cdef int64_t nb, bad = -1
+    cdef uint16_t *l16
+    cdef int32_t *l32
+    ptr_arr = np.zeros(max(R, 1), dtype=np.uintp)
+    wide_arr = np.zeros(max(R, 1), dtype=np.uint8)
+    if len(labels) != R:
+        return ptr_arr, wide_arr, -1, 1
+    cdef uintptr_t[::1] ptr = ptr_arr
+    cdef unsigned char[::1] wide = wide_arr
+    for g in range(R):
+        a = labels[g]
+        if label_is_wide(grid_ptr[g + 1] - grid_ptr[g]):
+            if not _is_vector(a, _I32, n_rows):
+                return ptr_arr, wide_arr, g, 1
+            wide[g] = 1
+        elif not _is_vector(a, _U16, n_rows):
+            return ptr_arr, wide_arr, g, 1
+        ptr[g] = <uintptr_t> cnp.PyArray_DATA(<cnp.ndarray> a)
+    if not check_range:
+        return ptr_arr, wide_arr, -1, 0
+    with nogil:
+        for g in range(R):
+            nb = grid_ptr[g + 1] - grid_ptr[g]
+            if wide[g]:
+                l32 = <int32_t *> ptr[g]
+                for i in range(n_rows):
+                    if l32[i] < 0 or l32[i] > nb:
+                        bad = g
+                        break
+            else:
+                l16 = <uint16_t *> ptr[g]
+                for i in range(n_rows):
+                    if l16[i] > nb:
+                        bad = g
+                        break
+            if bad >= 0:
+                break
+    return ptr_arr, wide_arr, bad, (2 if bad >= 0 else 0)
 
 
 def csc_from_labels(labels, const int64_t[::1] col_ptr, const int64_t[::1] grid_ptr,

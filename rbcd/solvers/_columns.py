@@ -170,15 +170,10 @@ def check_columns_of(Z, columns):
     if built_with is not None and built_with(Z):
         # the Z this structure came with (RandomBinning.fit_transform(X,
         # return_columns=True)): its entries are the structure's by construction; the
-        # labels' layout and range are still checked (O(N R), vectorised per grid)
+        # labels' layout and range are still checked (one C pass, O(N R))
         labels = getattr(columns, "grid_labels", None)
         if labels is not None and not callable(labels):
-            _check_label_layout(labels, gp, n_rows)
-            widths = np.diff(gp)
-            for r, a in enumerate(labels):
-                if n_rows and int(a.max()) > int(widths[r]):
-                    raise ValueError(f"grid labels of grid {r} are corrupt: a label exceeds "
-                                     f"the grid's {int(widths[r])} bins")
+            _check_label_layout(labels, gp, n_rows, check_range=True)
         return gp
     Zr = Z.tocsr() if sp.issparse(Z) else sp.csr_matrix(np.asarray(Z))
     if Zr.nnz and not np.all(Zr.data == float(columns.value)):
@@ -196,21 +191,23 @@ def check_columns_of(Z, columns):
     return gp
 
 
-def _check_label_layout(labels, gp, n_rows):
+def _check_label_layout(labels, gp, n_rows, check_range=False):
     """The layout of the grid labels (``rbcd/binning/_grid.pxd``): one array per grid,
-    n_rows entries, C-contiguous, uint16 for a grid under 65536 bins else int32."""
-    widths = np.diff(gp)
-    if len(labels) != widths.shape[0]:
-        raise _not_z(f"{len(labels)} label arrays for {widths.shape[0]} grids")
-    narrow, wide = _cd.label_dtype(0), _cd.label_dtype(2**31 - 2)
-    is_wide = widths >= 65536
-    if not (_cd.label_dtype(65535) == narrow and _cd.label_dtype(65536) == wide):
-        raise AssertionError("the label layout of rbcd/binning/_grid.pxd changed")
-    for r, a in enumerate(labels):
-        dt = wide if is_wide[r] else narrow
-        if not isinstance(a, np.ndarray) or a.shape != (n_rows,) or a.dtype != dt \
-                or not a.flags.c_contiguous:
-            raise _not_z(f"the labels of grid {r} must be {dt.name} of shape ({n_rows},)")
+    n_rows entries, C-contiguous, uint16 for a grid under 65536 bins else int32; with
+    ``check_range`` also no label above its grid's bin count. Returns the label table
+    ``(ptrs, wide)`` the label kernels read (``_binning.label_table``)."""
+    from ..binning import _binning
+
+    ptrs, wide, bad, problem = _binning.label_table(labels, gp, n_rows, check_range)
+    if problem == 1:
+        if bad < 0:
+            raise _not_z(f"{len(labels)} label arrays for {gp.shape[0] - 1} grids")
+        dt = np.dtype(np.int32) if gp[bad + 1] - gp[bad] >= 65536 else np.dtype(np.uint16)
+        raise _not_z(f"the labels of grid {bad} must be {dt.name} of shape ({n_rows},)")
+    if problem == 2:
+        raise ValueError(f"grid labels of grid {bad} are corrupt: a label exceeds the "
+                         f"grid's {int(gp[bad + 1] - gp[bad])} bins")
+    return ptrs, wide
 
 
 def columns_from(Z, columns, n_jobs):
@@ -230,6 +227,7 @@ def columns_from(Z, columns, n_jobs):
         labels = getattr(columns, "grid_labels", None)
         if labels is not None and not callable(labels):
             cols._grid_labels = labels  # built with the structure (RandomBinning)
+            cols._label_table = _check_label_layout(labels, gp, cols.n_rows)
         return cols
     grid_ptr = getattr(columns, "grid_ptr_", None)
     if grid_ptr is None:

@@ -352,27 +352,41 @@ def loo_select(system, columns, alphas, classification):
                                  driver="evd")          # divide and conquer: the fastest here
         e = np.maximum(e, 0.0)                           # rounding below 0
         QtY = Q.T @ ys
-        Q2 = Q * Q
         p = system.s / system.S if system.zbar is not None else np.zeros(n)
         Yraw = system.Yc + system.ybar                   # the targets as given
-        scores = np.empty((alphas.shape[0], 2))
-        for j, a in enumerate(alphas):
-            g = e / (e + a)
-            F = Q @ (g[:, None] * QtY)                   # Kc (Kc + a I)^-1 ys
-            h = p + Q2 @ g                               # diag(H)
-            r = ys - F
-            den = 1.0 - h
-            safe = (den > 1e-12) & (sw > 0)
-            loo = np.where(safe[:, None], r / np.where(safe, den * np.where(sw > 0, sw, 1.0), 1.0)[:, None], 0.0)
-            if not np.all(safe[sw > 0]):                 # a row its own fit reproduces exactly
-                scores[j] = -np.inf
-                continue
-            scores[j] = selection_scores(Yraw, Yraw - loo, system.s, classification)
+        scores = _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, system.s, classification)
         best = _best(scores)
         a = float(alphas[best])
         A = Q @ ((1.0 / (e + a))[:, None] * QtY)         # (Kc + a I)^-1 ys
     W = system.ztimes_t(A * sw[:, None])
     return a, W, scores
+
+
+def _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, s, classification):
+    """selection_scores of the leave-one-out predictions at every alpha (loo_select's
+    notation), all alphas at once: two matrix products instead of a pass per alpha."""
+    n, k = ys.shape
+    m = alphas.shape[0]
+    G = e[None, :] / (e[None, :] + alphas[:, None])              # (m, n): e / (e + a)
+    F = (Q @ (G.T[:, :, None] * QtY[:, None, :]).reshape(n, m * k)).reshape(n, m, k)
+    h = p[:, None] + (Q * Q) @ G.T                                # (n, m): diag(H)
+    den = 1.0 - h
+    live = sw > 0
+    safe = (den > 1e-12) & live[:, None]
+    scale = np.where(safe, den * np.where(live, sw, 1.0)[:, None], 1.0)
+    loo = np.where(safe[:, :, None], (ys[:, None, :] - F) / scale[:, :, None], 0.0)
+    # selection_scores of the predictions Yraw - loo, for every alpha
+    S = float(s.sum())
+    err = np.einsum("i,ijk->j", s, loo * loo) / S
+    if classification:
+        pred = Yraw[:, None, :] - loo
+        cls = (pred[:, :, 0] > 0).astype(np.int64) if k == 1 else np.argmax(pred, axis=2)
+        hit = (cls == _class_index(Yraw)[:, None]).astype(np.float64)
+        scores = np.column_stack([np.einsum("i,ij->j", s, hit) / S, -err])
+    else:
+        scores = np.column_stack([-err, -err])
+    scores[~np.all(safe[live], axis=0)] = -np.inf    # a row its own fit reproduces exactly
+    return scores
 
 
 def _best(scores):

@@ -250,11 +250,14 @@ class _Products:
         n = self.shape[0]
         if len(labels) != gp.shape[0] - 1 or gp[-1] != self.shape[1]:
             return None
-        for a, w in zip(labels, np.diff(gp)):
-            if a.shape != (n,) or a.dtype != (np.uint16 if w < 65536 else np.int32):
+        table = getattr(columns, "_label_table", None)   # columns_from's, checked there
+        if table is None:
+            from ..binning import _binning
+            ptrs, wide, _, problem = _binning.label_table(labels, gp, n, False)
+            if problem:
                 return None
-        ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uintp)
-        wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
+        else:
+            ptrs, wide = table
         return ptrs, wide, gp, labels
 
     @staticmethod
@@ -1038,6 +1041,11 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
             multi_output=False,
         )
         check_classification_targets(y)
+        return self._fit_labels(X, y, sample_weight, columns)
+
+    def _fit_labels(self, X, y, sample_weight, columns):
+        """fit after the checks of X and y (rbcd.RBClassifier calls it with the features
+        it made and the labels it checked: the same fit without checking them twice)."""
         self.classes_, Y = one_vs_rest_targets(y)
         if self.classes_.shape[0] < 2:
             raise ValueError(
