@@ -406,7 +406,7 @@ _PARAMS_DOC = """
         rows and on a held-out fifth of the rows above, by squared error (regression) or
         by accuracy (classification); the choice is ``alpha_``. With cd, "auto" is chosen
         on a fixed held-out fifth of the rows (of each class) along a warm-started path of
-        13 penalties from alpha_max down to 1e-4 alpha_max, by the model's own held-out loss,
+        9 penalties from alpha_max down to 1e-4 alpha_max, by the model's own held-out loss,
         then fitted on every row (rbcd.solvers.cd, docs/internals.md); ``solver_.alphas_``
         and ``solver_.holdout_loss_`` record the path. None: 1e-4 per training row, i.e.
         1e-4 * n_samples (the sum of sample_weight) for ridge and 1e-4 for cd.

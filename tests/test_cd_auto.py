@@ -36,9 +36,11 @@ def _objective(Z, y, w, b, alpha, l1_ratio):
 
 
 def test_path_starts_at_alpha_max_and_alpha_is_its_best():
-    X, y, _ = _data()
+    X, y, _ = _data(noise=1.0)
     Z, cols = _features(X)
-    m = CDRegressor(alpha="auto", max_epochs=1000, random_state=0).fit(Z, y, columns=cols)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = CDRegressor(alpha="auto", max_epochs=1000, random_state=0).fit(Z, y, columns=cols)
     held = fast_cd.holdout_mask(Z.shape[0])
     assert held.sum() == Z.shape[0] // fast_cd.AUTO_HOLDOUT
     # the path's first penalty is alpha_max of the fit rows (held-out rows weigh 0)

@@ -453,12 +453,13 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
 
 # ---------------------------------------------------------------------------- alpha="auto"
 # rbcd.solvers.cd's rule (docs/internals.md, "alpha='auto'"), the same constants
-AUTO_N_ALPHAS = 13
+AUTO_N_ALPHAS = 9
 AUTO_RATIO = 1e-4
 AUTO_HOLDOUT = 5
 AUTO_SEED = 0
 AUTO_PATIENCE = 3
 AUTO_PATH_EPOCHS = 100
+AUTO_PATH_DECISION_EPOCHS = 3
 AUTO_L1_FLOOR = 1e-3
 AUTO_FALLBACK = 1e-4
 
@@ -480,7 +481,8 @@ def holdout_mask(n_rows, strata=None):
 def auto_alpha(cols, Zc, targets, s, strata, params, seed, grid_ptr, decision_epochs):
     """alpha="auto": ((alpha, W, B), (alphas run, held-out losses)). The path from alpha_max
     (of the fit rows) down to AUTO_RATIO alpha_max, each fit warm-started from the last with
-    the held-out rows at weight 0 and at most AUTO_PATH_EPOCHS epochs, scored by the mean
+    the held-out rows at weight 0, at most AUTO_PATH_EPOCHS epochs and the decisions rule
+    at AUTO_PATH_DECISION_EPOCHS, scored by the mean
     loss on the held-out rows; stopped after AUTO_PATIENCE alphas without a better score.
     (AUTO_FALLBACK, None, None) when there is nothing to choose from."""
     loss = params["loss"]
@@ -513,6 +515,8 @@ def auto_alpha(cols, Zc, targets, s, strata, params, seed, grid_ptr, decision_ep
     W = np.zeros((K, cols.n_cols))
     B = np.zeros(K)
     best, best_score, worse, scores = None, math.inf, 0, []
+    path_decisions = (None if decision_epochs is None
+                      else min(decision_epochs, AUTO_PATH_DECISION_EPOCHS))
     for i, a in enumerate(alphas):
         for k in range(K):
             with warnings.catch_warnings():   # the path's fits rank alphas; no advice
@@ -522,7 +526,7 @@ def auto_alpha(cols, Zc, targets, s, strata, params, seed, grid_ptr, decision_ep
                              max_epochs=min(params["max_epochs"], AUTO_PATH_EPOCHS),
                              tol=params["tol"], selection=params["selection"], seed=seed,
                              problem=k, grid_ptr=grid_ptr, w_init=W[k] if i else None,
-                             b_init=B[k] if i else None, decision_epochs=decision_epochs)
+                             b_init=B[k] if i else None, decision_epochs=path_decisions)
             W[k], B[k] = r["w"], r["b"]
         P = np.asarray(Zh @ W.T) + B[None, :]
         per_row = [sum(loss_value(loss, float(P[i2, k]), float(Th[i2, k])) for k in range(K))
