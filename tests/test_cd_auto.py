@@ -164,3 +164,16 @@ def test_convergence_advice_names_parameters_not_scaling():
     msg = str(rec[0].message)
     assert "max_epochs" in msg and "alpha" in msg
     assert "StandardScaler" not in msg and "Centre" not in msg
+    # hashed random binning (n_features=m): collisions add up, so the stored values differ,
+    # but a bin holding nearly every row (large sigma) is still a bin, not a feature to
+    # centre: the advice names sigma, max_epochs, tol, alpha
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(500, 3))
+    y = X[:, 0] + 0.1 * rng.normal(size=500)
+    for n_features in (None, 64):
+        with pytest.warns(ConvergenceWarning) as rec:
+            RBRegressor(n_grids=16, sigma=50.0, n_features=n_features, solver="cd", alpha=1e-6,
+                        max_epochs=3, random_state=0).fit(X, y)
+        msg = [str(r.message) for r in rec if issubclass(r.category, ConvergenceWarning)][0]
+        assert "holds nearly every row" in msg and "smaller sigma" in msg, msg
+        assert "StandardScaler" not in msg and "max_epochs" in msg

@@ -577,8 +577,11 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
 _UNCENTRED = 100.0
 
 
-def _slow_cause(cols, s, S, h, n_threads):
+def _slow_cause(cols, s, S, h, n_threads, sparse_nonneg=False):
     """The advice of the "did not converge" warning (only then; ``s`` None = unit weights).
+    ``sparse_nonneg``: Z came sparse with no negative value (bins or counts, e.g. hashed
+    random binning features, whose collisions add up): centring would make it dense, so a
+    nearly constant column gets the bin advice, as for constant stored values.
 
     Costs O(D) for a binary-valued matrix without weights (the column sums are the column
     counts times the stored value) and one O(nnz) pass otherwise.
@@ -602,7 +605,7 @@ def _slow_cause(cols, s, S, h, n_threads):
     if not r[j] > _UNCENTRED:
         return advice
     ratio = "inf" if not np.isfinite(r[j]) else f"{r[j]:.3g}"
-    if cols.data is None:
+    if cols.data is None or sparse_nonneg:
         # every stored value equal: indicator features such as random binning's Z, which
         # no one centres (it would make Z dense); the cause is a bin that holds nearly all
         # the rows, i.e. a bandwidth large against the spread of the data
@@ -615,6 +618,11 @@ def _slow_cause(cols, s, S, h, n_threads):
             f"times its standard deviation, and such columns make coordinate descent slow "
             f"whatever max_epochs. Centre (and scale) the features first, e.g. "
             f"sklearn.preprocessing.StandardScaler; {advice[0].lower()}{advice[1:]}")
+
+
+def _sparse_nonneg(Z):
+    """True for a sparse Z without negative stored values (only called for the warning)."""
+    return bool(sp.issparse(Z) and (Z.nnz == 0 or Z.data.min() >= 0))
 
 
 class _CDBase(ChecksummedState, BaseEstimator):
@@ -715,7 +723,8 @@ class _CDBase(ChecksummedState, BaseEstimator):
                 f"Coordinate descent did not converge{which} after {params['max_epochs']} "
                 f"epochs: relative {kind} {results[worst]['gap']:.3e}"
                 f"{f' (problem {worst}, the worst)' if n_problems > 1 else ''} > tol "
-                f"{params['tol']:.3e}. {_slow_cause(cols, s, S, h, n_threads)}",
+                f"{params['tol']:.3e}. "
+                f"{_slow_cause(cols, s, S, h, n_threads, _sparse_nonneg(Z))}",
                 ConvergenceWarning,
             )
         self.parallel_ = mode
