@@ -252,14 +252,26 @@ def test_sklearn_compatible(estimator, check):
         check(estimator)
 
 
-def test_auto_grids_follow_the_width_of_the_data(smooth):
+def test_auto_grids_follow_the_width_and_size_of_the_data(smooth):
+    """"auto": the models' rule (256, 512 above 64 features), raised to SEARCH_GRIDS while
+    the rows times SEARCH_GRIDS stay within SEARCH_ENTRIES."""
+    from rbcd.model_selection import SEARCH_ENTRIES, SEARCH_GRIDS
+
     X, y = smooth
+    small = X.shape[0] * SEARCH_GRIDS <= SEARCH_ENTRIES
+    assert small
     narrow = RBRegressorCV(sigma_factors=(1.0,), alphas=(1.0,), cv=2, random_state=0,
                            n_jobs=1).fit(X, y)
-    assert narrow.best_estimator_.n_grids == 256
+    assert narrow.best_estimator_.n_grids == SEARCH_GRIDS
+    assert narrow.best_estimator_.binning_.n_grids == SEARCH_GRIDS
+    search = RBRegressorCV(n_grids="auto")
+    assert search._n_grids(3, SEARCH_ENTRIES // SEARCH_GRIDS) == SEARCH_GRIDS
+    assert search._n_grids(3, SEARCH_ENTRIES // SEARCH_GRIDS + 1) == 256
+    assert search._n_grids(66, SEARCH_ENTRIES // SEARCH_GRIDS + 1) == 512
+    assert RBRegressorCV(n_grids=32)._n_grids(3, 10) == 32
     wide = np.tile(X, (1, 22))     # 66 features
-    est = RBRegressorCV(sigma_factors=(1.0,), alphas=(1.0,), cv=2, random_state=0,
-                        n_jobs=1).fit(wide, y)
+    est = RBRegressorCV(n_grids=512, sigma_factors=(1.0,), alphas=(1.0,), cv=2,
+                        random_state=0, n_jobs=1).fit(wide, y)
     assert est.best_estimator_.n_grids == 512
     assert est.best_estimator_.binning_.n_grids == 512
 
