@@ -33,6 +33,7 @@ To use several threads in worker processes, start them with the "spawn" or
 forks before rbcd has used more than one thread is not affected.
 """
 import os
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -79,19 +80,47 @@ def _cpu_count():
 
 
 def _other_runnable():
-    """Tasks other than the caller that are running or waiting for a core now, or None
+    """Tasks of other processes that are running or waiting for a core now, or None
     where that is unknown: the runnable count of ``/proc/loadavg`` (Linux; its fourth
-    field, an instant count, not an average) less the caller. Only where this process
-    may run on every core of the machine: in a container bound to some of the host's
-    cores the count is the host's, and cannot be split between its cores and ours."""
+    field, an instant count, not an average) less this process's runnable threads (the
+    caller, and BLAS or OpenMP threads that still spin after their last call: this
+    process's own work, not a reason to use fewer threads). Only where this process may
+    run on every core of the machine: in a container bound to some of the host's cores
+    the count is the host's, and cannot be split between its cores and ours."""
     if _cpu_count() != (os.cpu_count() or 0):
         return None
     try:
         with open("/proc/loadavg", "rb") as f:
             field = f.read().split()[3]
-        return max(0, int(field.split(b"/")[0]) - 1)
+        runnable = int(field.split(b"/")[0]) - 1
     except (OSError, IndexError, ValueError):
         return None
+    if runnable <= 0:
+        return 0
+    return max(0, runnable - _own_runnable())
+
+
+def _own_runnable():
+    """This process's threads other than the caller in state R (``/proc/self/task``);
+    read only when something is runnable besides the caller."""
+    me = threading.get_native_id()
+    n = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    for tid in tasks:
+        if tid == str(me):
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:            # the thread ended meanwhile
+            continue
+        fields = stat[stat.rfind(b")") + 1:].split()
+        if fields and fields[0] == b"R":
+            n += 1
+    return n
 
 
 def forked_after_threads():

@@ -54,7 +54,13 @@ def test_other_runnable_reads_the_instant_count(monkeypatch, tmp_path):
     monkeypatch.setattr(_threads, "_cpu_count", lambda: os.cpu_count())
     monkeypatch.setattr("builtins.open", lambda path, *a, **k: real_open(
         fake if path == "/proc/loadavg" else path, *a, **k))
+    monkeypatch.setattr(_threads, "_own_runnable", lambda: 0)
     assert _threads._other_runnable() == 4
+    # this process's own runnable threads (spinning BLAS threads, say) are not "other work"
+    monkeypatch.setattr(_threads, "_own_runnable", lambda: 3)
+    assert _threads._other_runnable() == 1
+    monkeypatch.setattr(_threads, "_own_runnable", lambda: 9)
+    assert _threads._other_runnable() == 0
     fake.write_text("garbage\n")
     assert _threads._other_runnable() is None
 
@@ -70,3 +76,25 @@ def test_results_do_not_depend_on_the_load(monkeypatch):
         m = rbcd.RBClassifier(n_grids=1024, random_state=0).fit(X, y)  # above SERIAL_ENTRIES
         out.append(m.decision_function(X))
     np.testing.assert_array_equal(out[0], out[1])
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="Linux /proc only")
+def test_own_runnable_counts_a_working_thread_but_not_the_caller():
+    import hashlib
+    import threading
+
+    assert _threads._own_runnable() >= 0
+    done = threading.Event()
+
+    def work():           # pbkdf2 releases the GIL: the thread runs (state R) meanwhile
+        while not done.is_set():
+            hashlib.pbkdf2_hmac("sha256", b"x", b"salt", 200_000)
+
+    t = threading.Thread(target=work)
+    t.start()
+    try:
+        seen = max(_threads._own_runnable() for _ in range(200))
+    finally:
+        done.set()
+        t.join()
+    assert seen >= 1
