@@ -5,7 +5,7 @@ first. For each data set, fit + predict time and test score of
 
 - ``rbcd``: RBClassifier() / RBRegressor() with every default (n_jobs=None), and the same
   with n_jobs=1; their ratio is the threads' gain (must not be a loss: <= 1.1), measured
-  by --pairs paired fits (the ratio of the medians; the JSON also holds the best times');
+  by --pairs paired fits (the ratio of the best times; the JSON also holds the medians');
 - ``SVC`` / ``SVR``: scikit-learn's exact RBF kernel machines, defaults (up to --svc-max rows);
 - ``KRR-lap``: KernelRidge(kernel="laplacian"), the exact kernel rbcd approximates, with
   gamma = 1 / sigma of rbcd's median rule and alpha = rbcd's default penalty
@@ -180,16 +180,17 @@ def run_set(name, task, Xtr, ytr, Xte, yte, args):
     for m, _ in ms:
         rows.append(dict(data=name, n=n, task=task, method=m, time=best[m], score=scores[m],
                          vs_svm=C.ratio(best[m], best.get(peer, float("nan"))),
-                         threads_ratio=threads[0] if m == "rbcd" else float("nan"),
-                         threads_ratio_best=threads[1] if m == "rbcd" else float("nan")))
+                         threads_ratio=threads[1] if m == "rbcd" else float("nan"),
+                         threads_ratio_median=threads[0] if m == "rbcd" else float("nan")))
     return rows
 
 
 def threads_ratio(makers, Xtr, ytr, Xte, pairs):
     """n_jobs=None against n_jobs=1 by ``pairs`` paired fits + predicts, the order
     alternating within each pair: (ratio of the medians, ratio of the best times). The
-    peers' turns give each method a best of --repeat; on a busy machine a best of a few
-    fits spreads too widely to compare two settings within 10%."""
+    best times are the reported ratio: other processes only add time, and on a busy machine
+    a fit of 10-50 ms is paused by the scheduler in some runs and not in others, so the
+    medians of 15 runs of the very same code spread 0.85-1.4x (docs/benchmarks/sizes.md)."""
     t = {"rbcd": [], "rbcd n_jobs=1": []}
     for i in range(pairs):
         for m in (("rbcd", "rbcd n_jobs=1") if i % 2 == 0 else ("rbcd n_jobs=1", "rbcd")):
@@ -212,7 +213,7 @@ def print_rows(rows):
 
 def markdown(rows, title, machine):
     lines = [f"# {title}", "", f"Machine: {machine}. `score`: accuracy (classification) or R^2.",
-             "`threads`: rbcd with n_jobs=None over n_jobs=1, the ratio of the medians of "
+             "`threads`: rbcd with n_jobs=None over n_jobs=1, the ratio of the best times of "
              "--pairs paired fits (target <= 1.1).",
              "`vs SVM`: fit + predict time over SVC()/SVR() in the same run "
              "(target for classification up to 5,000 rows: <= 2.0, score >= SVC's - 0.01).", "",

@@ -579,7 +579,8 @@ _UNCENTRED = 100.0
 
 def _slow_cause(cols, s, S, h, n_threads, sparse_nonneg=False):
     """The advice of the "did not converge" warning (only then; ``s`` None = unit weights).
-    ``sparse_nonneg``: Z came sparse with no negative value (bins or counts, e.g. hashed
+    ``sparse_nonneg``: a callable, true when Z came sparse with no negative value (asked
+    only where it decides the advice: an O(nnz) pass; bins or counts, e.g. hashed
     random binning features, whose collisions add up): centring would make it dense, so a
     nearly constant column gets the bin advice, as for constant stored values.
 
@@ -605,7 +606,7 @@ def _slow_cause(cols, s, S, h, n_threads, sparse_nonneg=False):
     if not r[j] > _UNCENTRED:
         return advice
     ratio = "inf" if not np.isfinite(r[j]) else f"{r[j]:.3g}"
-    if cols.data is None or sparse_nonneg:
+    if cols.data is None or (sparse_nonneg and sparse_nonneg()):
         # every stored value equal: indicator features such as random binning's Z, which
         # no one centres (it would make Z dense); the cause is a bin that holds nearly all
         # the rows, i.e. a bandwidth large against the spread of the data
@@ -724,7 +725,7 @@ class _CDBase(ChecksummedState, BaseEstimator):
                 f"epochs: relative {kind} {results[worst]['gap']:.3e}"
                 f"{f' (problem {worst}, the worst)' if n_problems > 1 else ''} > tol "
                 f"{params['tol']:.3e}. "
-                f"{_slow_cause(cols, s, S, h, n_threads, _sparse_nonneg(Z))}",
+                f"{_slow_cause(cols, s, S, h, n_threads, lambda: _sparse_nonneg(Z))}",
                 ConvergenceWarning,
             )
         self.parallel_ = mode
