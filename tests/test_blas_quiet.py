@@ -58,7 +58,8 @@ labels = np.digitize(y, [0.3, 1.0])           # three classes
 blas_threads = max([d["num_threads"] for d in threadpool_info()
                     if d["user_api"] == "blas"], default=1)
 fits = {
-    "RBRegressor cd": lambda: rbcd.RBRegressor(solver="cd", n_jobs=1, random_state=0).fit(X, y),
+    "RBRegressor cd": lambda: rbcd.RBRegressor(solver="cd", n_jobs=1, random_state=0,
+                                               max_epochs=20).fit(X, y),
     "RBRegressor cg": lambda: rbcd.RBRegressor(solver="cg", n_jobs=1, random_state=0).fit(X, y),
     "RBClassifier cd": lambda: rbcd.RBClassifier(solver="cd", n_jobs=1, random_state=0,
                                                  max_epochs=20).fit(X, labels),
