@@ -1856,20 +1856,13 @@ def training_labels(const idx_t[::1] ids, const int64_t[::1] grid_ptr, Py_ssize_
     return out
 
 
-def _label_addresses(labels, Py_ssize_t R, Py_ssize_t n_rows):
-    """(addresses, wide flags) of R grid-label arrays (``_grid.pxd`` layout: uint16 or
-    int32, n_rows entries each), as the label kernels read them; ValueError otherwise."""
-    if len(labels) != R:
-        raise ValueError("one label array per grid")
-    ptr = np.empty(max(R, 1), dtype=np.uintp)
-    wide = np.zeros(max(R, 1), dtype=np.uint8)
-    cdef Py_ssize_t g
-    for g in range(R):
-        a = labels[g]
-        if not (_is_vector(a, _U16, n_rows) or _is_vector(a, _I32, n_rows)):
-            raise ValueError("label arrays must be uint16 or int32 arrays of n_rows entries")
-        ptr[g] = <uintptr_t> cnp.PyArray_DATA(<cnp.ndarray> a)
-        wide[g] = cnp.PyArray_TYPE(<cnp.ndarray> a) == _I32
+def _label_addresses(labels, grid_ptr, Py_ssize_t n_rows):
+    """(addresses, wide flags) of the grid labels (:func:`label_table`, layout only);
+    ValueError when they do not have the ``_grid.pxd`` layout for these grids."""
+    ptr, wide, bad, problem = label_table(labels, grid_ptr, n_rows, False)
+    if problem:
+        raise ValueError("label arrays must be uint16 (int32 for a grid of 65536 bins or "
+                         "more) arrays of n_rows entries, one per grid")
     return ptr, wide
 
 
@@ -1935,7 +1928,7 @@ def csc_from_labels(labels, const int64_t[::1] col_ptr, const int64_t[::1] grid_
     cdef uint16_t *lab16
     cdef int32_t *lab32
     cdef int32_t[::1] failed = np.zeros(1, dtype=np.int32)
-    ptr_arr, wide_arr = _label_addresses(labels, R, n_rows)
+    ptr_arr, wide_arr = _label_addresses(labels, grid_ptr, n_rows)
     cdef uintptr_t[::1] ptr = ptr_arr
     cdef unsigned char[::1] wide = wide_arr
     for g in prange(R, nogil=True, schedule="dynamic", num_threads=max(1, min(n_threads, R))):
@@ -2058,7 +2051,7 @@ def labels_mismatch(labels, const int64_t[::1] col_ptr, const row_t[::1] rows,
     cdef uint16_t *l16
     cdef int32_t *l32
     cdef bint w
-    ptr_arr, wide_arr = _label_addresses(labels, R, n_rows)
+    ptr_arr, wide_arr = _label_addresses(labels, grid_ptr, n_rows)
     cdef uintptr_t[::1] ptr = ptr_arr
     cdef unsigned char[::1] wide = wide_arr
     with nogil:

@@ -62,14 +62,7 @@ SELECTIONS = ("random", "permutation", "cyclic")
 
 # ---------------------------------------------------------------------------- losses
 loss_deriv = _stopping.loss_deriv
-
-
-def loss_value(loss, p, y):
-    if loss == "squared":
-        return 0.5 * (p - y) ** 2
-    if loss == "logistic":
-        return np.logaddexp(0.0, -y * p)
-    return np.maximum(0.0, 1.0 - y * p) ** 2
+loss_value = _stopping.loss_value
 
 
 _NO_LABELS = np.zeros(0, dtype=np.uint16)

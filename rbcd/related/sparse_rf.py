@@ -99,6 +99,7 @@ from .._random import solver_seed
 from ..solvers import _cd
 from ..solvers._columns import _Columns, plain_columns
 from ..solvers._paths import current_paths
+from ..solvers._stopping import loss_value
 from ..solvers.cd import LOSSES as CD_LOSSES, _resolve_mode, _solve
 from .._warnings import warn as warn_user
 
@@ -218,15 +219,6 @@ def solve_working_set(cols, h, targets, *, loss, alpha, fit_intercept, max_epoch
     W = np.vstack([r["w"] for r in results]).astype(np.float64, copy=False)
     B = np.array([r["b"] for r in results], dtype=np.float64)
     return W, B, np.array([r["n_iter"] for r in results]), results
-
-
-def pointwise_loss(loss, p, y):
-    """loss(p, y) elementwise (docs/internals.md): y in {-1, +1} for the classification losses."""
-    if loss == "squared":
-        return 0.5 * (p - y) ** 2
-    if loss == "logistic":
-        return np.logaddexp(0.0, -y * p)
-    return np.maximum(0.0, 1.0 - y * p) ** 2
 
 
 
@@ -435,7 +427,7 @@ class SparseRandomFeatures(BaseEstimator):
                 binnings = self._drop_binning(binnings, rb, keep, old)
                 Z_ws = Z[:, np.flatnonzero(keep)]
                 P = np.asarray(Z_ws @ W_ws.T) + B_ws[None, :]
-            obj = float(np.sum(np.mean(pointwise_loss(loss, P, targets.T), axis=0))
+            obj = float(np.sum(np.mean(loss_value(loss, P, targets.T), axis=0))
                         + alpha * np.abs(W_ws).sum())
             n_hist.append(int(keep.sum()))
             epoch_hist.append(epochs)

@@ -779,14 +779,6 @@ def label_targets(grid_ptr, Py_ssize_t n_rows):
     return _label_layout(grid_ptr, n_rows)
 
 
-def label_table(labels):
-    """``(ptrs, wide)`` of a list of grid label arrays: their addresses (uint64) and, per
-    grid, 1 where the labels are int32 (uint8): what the label kernels read."""
-    ptrs = np.array([a.ctypes.data for a in labels], dtype=np.uint64)
-    wide = np.array([a.dtype == np.int32 for a in labels], dtype=np.uint8)
-    return ptrs, wide
-
-
 def grid_labels(indptr, indices, grid_ptr, Py_ssize_t n_rows, int n_threads):
     """The bin of every row in every grid, for the streamed grid step: a list of R arrays.
 
@@ -1520,8 +1512,10 @@ cdef class CDProblem:
             return False
         if self.grid_part is not None:
             return True
-        self.grid_label_ptr, self.grid_label_wide = label_table(self.grid_labels)
+        from rbcd.binning._binning import _label_addresses   # (no import cycle at load)
         gp = np.asarray(self.grid_ptr)
+        self.grid_label_ptr, self.grid_label_wide = _label_addresses(
+            self.grid_labels, np.ascontiguousarray(gp, dtype=np.int64), self.P.N)
         widths = np.diff(gp)
         max_bins = int(widths.max())
         # the moves dz (row 0; [max_bins]: sentinel, 0) and the logistic factors (rows 1, 2,
