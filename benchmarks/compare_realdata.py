@@ -296,7 +296,7 @@ def run_rbcd(ds, args, emit):
     default_grids = params.get("n_grids", Est().n_grids)
     if isinstance(default_grids, str):  # n_grids="auto": the number it resolves to
         from rbcd.models import auto_n_grids
-        default_grids = auto_n_grids(ds.X_train.shape[1])
+        default_grids = auto_n_grids(ds.X_train.shape[1], ds.X_train.shape[0])
     if "rbcd" in args.methods:
         for R in sorted(set(args.rbcd_grids) | {default_grids}):
             for seed in range(args.seed, args.seed + args.rbcd_seeds):

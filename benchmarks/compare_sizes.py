@@ -15,7 +15,8 @@ first. For each data set, fit + predict time and test score of
 
 Data: scikit-learn's bundled sets, scaled (breast cancer, wine, digits, diabetes), and
 synthetic sets at N in {300, 3,000, 30,000, 300,000} training rows (a quarter more held out
-for the test): 2-class and 10-class classification, and regression, d = 8.
+for the test): 2-class and 10-class classification, and regression, d = 8. ``--realdata DIR``
+adds the real-data suite's sets of at most 5,000 training rows (issue 29's targets name them).
 
 ``--busy`` starts one busy-loop process per usable core for the whole run (a laptop busy
 with other things). Every method's fits are timed in turns (one fit of each, repeated), so
@@ -25,6 +26,7 @@ variants fit once more, untimed, before the turns: first-call costs are not a si
     python benchmarks/compare_sizes.py                 # idle machine
     python benchmarks/compare_sizes.py --busy          # one busy loop per core
     python benchmarks/compare_sizes.py --quick         # N <= 3,000, a smoke run
+    python benchmarks/compare_sizes.py --realdata DIR  # also the suite's sets <= 5,000 rows
     python benchmarks/compare_sizes.py --out docs/benchmarks   # also writes sizes[_busy].md/json
 """
 import multiprocessing as mp
@@ -92,6 +94,32 @@ def bundled_sets():
         Xtr, Xte, ytr, yte = train_test_split(X, y, random_state=0)
         sc = StandardScaler().fit(Xtr)
         yield f"{name} (scaled)", task, sc.transform(Xtr), ytr, sc.transform(Xte), yte
+
+
+#: the real-data suite's sets up to this many training rows join the run (--realdata)
+REALDATA_MAX_N = 5_000
+#: integer targets with at most this many distinct values are classes
+REALDATA_MAX_CLASSES = 50
+
+
+def realdata_sets(folder):
+    """The svmlight pairs NAME.train.svm / NAME.test.svm of ``folder`` (what
+    ../shared/data/realdata.py writes) with at most REALDATA_MAX_N training rows, dense, as
+    given (the writer scales the features to [0, 1])."""
+    import glob
+
+    from sklearn.datasets import load_svmlight_file
+
+    for path in sorted(glob.glob(os.path.join(folder, "*.train.svm"))):
+        name = os.path.basename(path)[: -len(".train.svm")]
+        Xtr, ytr = load_svmlight_file(path)
+        if Xtr.shape[0] > REALDATA_MAX_N:
+            continue
+        Xte, yte = load_svmlight_file(os.path.join(folder, name + ".test.svm"),
+                                      n_features=Xtr.shape[1])
+        values = np.unique(ytr)
+        clf = bool(np.all(values == np.round(values))) and values.shape[0] <= REALDATA_MAX_CLASSES
+        yield name, "clf" if clf else "reg", Xtr.toarray(), ytr, Xte.toarray(), yte
 
 
 def synthetic(kind, n, seed=0, d=8):
@@ -276,6 +304,9 @@ def main(argv=None):
     p.add_argument("--sizes", type=lambda s: tuple(int(v) for v in s.split(",")), default=None,
                    help="synthetic training sizes, comma-separated (default 300,3000,30000,300000)")
     p.add_argument("--no-bundled", action="store_true", help="skip scikit-learn's bundled sets")
+    p.add_argument("--realdata", default=None, metavar="DIR",
+                   help="also the real-data suite's sets of at most 5,000 training rows from DIR "
+                        "(svmlight pairs written by ../shared/data/realdata.py)")
     p.add_argument("--svc-max", type=int, default=30_000, help="largest N for SVC/SVR")
     p.add_argument("--krr-max", type=int, default=5_000, help="largest N for KernelRidge")
     p.add_argument("--components", type=int, default=1000,
@@ -298,6 +329,8 @@ def main(argv=None):
                    + (" (busy: one spinning process per core)" if args.busy else ""), args)
     warnings.simplefilter("ignore")
     sets = [] if args.no_bundled else list(bundled_sets())
+    if args.realdata:
+        sets += list(realdata_sets(args.realdata))
     sets += list(synthetic_sets(sizes))
     rows = []
     busy = BusyCores(C.usable_cpus()) if args.busy else None

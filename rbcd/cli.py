@@ -573,7 +573,7 @@ def model_input(estimator, X, what, fitting=False):
     if isinstance(n_grids, str):  # "auto"
         from .models import auto_n_grids
 
-        n_grids = auto_n_grids(X.shape[1])
+        n_grids = auto_n_grids(X.shape[1], X.shape[0])
     return to_dense(X, what, int(n_grids or 0))
 
 

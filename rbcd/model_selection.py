@@ -73,14 +73,6 @@ DEFAULT_SIGMA_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
 #: term grows with N; on the real-data suite the best alpha went from 0.03-0.1 at a few
 #: hundred rows to about 10 at 20,000-50,000 rows, about 1e-4 * N throughout).
 DEFAULT_ALPHAS_CG_PER_ROW = (1e-5, 1e-4, 1e-3, 1e-2)
-#: n_grids="auto" of a search on small data: SEARCH_GRIDS grids while the training rows times
-#: SEARCH_GRIDS stay within SEARCH_ENTRIES (2,048 rows). A search picks among candidates
-#: whose scores differ by less than the kernel estimate's noise at 256 grids; with 1,024 the
-#: leave-one-out search came within 0.5 points of a GridSearchCV-tuned exact Laplacian SVC on
-#: 5 of the 6 bundled classification sets, raw and scaled (mean of 4 splits; 256 grids: 2 of
-#: 6), at 0.13-1.6 s a search (issue 30).
-SEARCH_GRIDS = 1024
-SEARCH_ENTRIES = 1 << 21
 #: Default alphas of the coordinate descent solver (mean-loss units).
 DEFAULT_ALPHAS_CD = (1e-5, 1e-4, 1e-3, 1e-2)
 
@@ -123,16 +115,16 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
 
     def _n_grids(self, n_features_in, n_samples):
         """n_grids, with "auto" resolved as the models resolve it (rbcd.models.auto_n_grids:
-        256, or 512 above 64 features), raised to SEARCH_GRIDS where n_samples *
-        SEARCH_GRIDS is at most SEARCH_ENTRIES (module docstring)."""
+        256, or 512 above 64 features, 1,024 up to 2,048 rows). A search picks among
+        candidates whose scores differ by less than the kernel estimate's noise at 256
+        grids; with 1,024 the leave-one-out search came within 0.5 points of a
+        GridSearchCV-tuned exact Laplacian SVC on 5 of the 6 bundled classification sets,
+        raw and scaled (mean of 4 splits; 256 grids: 2 of 6), at 0.13-1.6 s a search."""
         if not isinstance(self.n_grids, str):
             return int(self.n_grids)
         from .models import auto_n_grids
 
-        R = int(auto_n_grids(n_features_in))
-        if n_samples * SEARCH_GRIDS <= SEARCH_ENTRIES:
-            R = max(R, SEARCH_GRIDS)
-        return R
+        return int(auto_n_grids(n_features_in, n_samples))
 
     def _model(self, sigma, alpha, seed=None, n_grids=None):
         """The RBClassifier / RBRegressor of one candidate."""
@@ -485,8 +477,8 @@ _CV_PARAMS_DOC = """
     Parameters
     ----------
     n_grids : int or "auto", default "auto"
-        Random grids R. "auto": as in the model (256, or 512 above 64 features), and 1,024
-        up to 2,048 training rows (SEARCH_GRIDS, SEARCH_ENTRIES).
+        Random grids R. "auto": as in the model (256, or 512 above 64 features, and 1,024
+        up to 2,048 training rows: rbcd.models.auto_n_grids).
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
         value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as

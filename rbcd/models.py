@@ -14,7 +14,8 @@ tune ``sigma``, ``n_grids`` and ``alpha`` together (``RBClassifierCV`` / ``RBReg
 do it faster, binning once per sigma and fold). Defaults, one set for Python and the
 command line, chosen on a suite of real data sets (docs/benchmarks/realdata.md):
 ``sigma="scale"`` (a multiple of the median L1 distance between training rows);
-``n_grids="auto"`` -> 256 grids, 512 above 64 features; ``alpha="auto"`` -> chosen from
+``n_grids="auto"`` -> 256 grids, 512 above 64 features, 1,024 up to 2,048 training rows
+(SMALL_DATA_GRIDS); ``alpha="auto"`` -> chosen from
 the data (ridge: leave-one-out; cd: a held-out path, rbcd.solvers.cd); ``max_epochs`` 1000
 (cd); ``alpha=None`` -> a penalty of 1e-4
 per training row (cg: 1e-4 * n_samples in Ridge's sum-of-squares units; cd: 1e-4 in
@@ -126,6 +127,17 @@ CD_MAX_EPOCHS = 1000
 AUTO_GRIDS = 256
 AUTO_GRIDS_WIDE = 512
 WIDE_D = 64
+#: n_grids="auto" on small data: SMALL_DATA_GRIDS grids while the training rows times
+#: SMALL_DATA_GRIDS stay within SMALL_DATA_ENTRIES (2,048 rows). There the kernel estimate's
+#: noise, not the data, limits accuracy (each entry of Z Z^T is a mean over the grids), and
+#: the direct solve's O(n^3) factorization, not the grids, dominates the fit. Against 256
+#: grids, 5 random splits of the real-data suite's small sets and the bundled ones:
+#: glass +2.2 points, vehicle +1.0, vowel +0.9, digits +0.6, scaled breast cancer +0.7,
+#: Boston housing RMSE -4%, none worse by more than the test sets' one-row step
+#: (docs/benchmarks/sizes.md, "Grids on small data"). The searches of rbcd.model_selection
+#: use the same rule.
+SMALL_DATA_GRIDS = 1024
+SMALL_DATA_ENTRIES = 1 << 21
 
 #: stored entries (rows x grids) below which a fit runs on one thread whatever n_jobs: a
 #: thread team's wake-up costs microseconds on an idle machine and up to a scheduler time
@@ -161,9 +173,14 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     return float(aux.alpha_ * np.sqrt(n_weight / weight))
 
 
-def auto_n_grids(n_features_in):
-    """The grids of ``n_grids="auto"``: AUTO_GRIDS, or AUTO_GRIDS_WIDE above WIDE_D features."""
-    return AUTO_GRIDS if n_features_in <= WIDE_D else AUTO_GRIDS_WIDE
+def auto_n_grids(n_features_in, n_samples=None):
+    """The grids of ``n_grids="auto"``: AUTO_GRIDS, or AUTO_GRIDS_WIDE above WIDE_D features;
+    at least SMALL_DATA_GRIDS where ``n_samples`` (None: unknown) times SMALL_DATA_GRIDS is
+    at most SMALL_DATA_ENTRIES."""
+    R = AUTO_GRIDS if n_features_in <= WIDE_D else AUTO_GRIDS_WIDE
+    if n_samples is not None and int(n_samples) * SMALL_DATA_GRIDS <= SMALL_DATA_ENTRIES:
+        R = max(R, SMALL_DATA_GRIDS)
+    return R
 
 
 _RB_CONSTRAINTS = {
@@ -240,14 +257,15 @@ class _RBBase(ChecksummedState, BaseEstimator):
             loss = self.loss
         return solver, alpha, tol, loss
 
-    def _n_grids(self, n_features_in):
+    def _n_grids(self, n_features_in, n_samples):
         if isinstance(self.n_grids, str):  # "auto"
-            return auto_n_grids(n_features_in)
+            return auto_n_grids(n_features_in, n_samples)
         return self.n_grids
 
-    def _make_binning(self):
+    def _make_binning(self, n_samples):
         return _random_binning_class()(
-            n_grids=self._n_grids(self.n_features_in_), sigma=self.sigma, kernel=self.kernel,
+            n_grids=self._n_grids(self.n_features_in_, n_samples), sigma=self.sigma,
+            kernel=self.kernel,
             n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
             random_state=self.random_state, device=self.device,
         )
@@ -295,7 +313,7 @@ class _RBBase(ChecksummedState, BaseEstimator):
              else check_regression_target(y, X.shape[0]))
         sample_weight = check_sample_weight(sample_weight, X.shape[0])
         t0 = time.perf_counter()
-        binning = self._make_binning()
+        binning = self._make_binning(X.shape[0])
         # SERIAL_ENTRIES: a small fit runs every stage on one thread, whatever n_jobs
         serial = X.shape[0] * binning.n_grids < SERIAL_ENTRIES
         if serial:
@@ -384,7 +402,9 @@ _PARAMS_DOC = """
     ----------
     n_grids : int or "auto", default "auto"
         Random grids R (non-zeros per feature row). "auto": 256, or 512 with more than 64
-        features. More grids estimate the kernel better; time and memory grow linearly.
+        features; 1,024 up to 2,048 training rows, where the kernel estimate's noise limits
+        accuracy more than the data do. More grids estimate the kernel better; time and
+        memory grow linearly.
     sigma : "scale", float or array (n_features,), default "scale"
         Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma). "scale": half the
         median L1 distance between sampled pairs of training rows (``binning_.sigma_``);

@@ -11,7 +11,8 @@ linear solver on the features Z:
   receives the fitted binning so that ``parallel="grid"`` (block coordinate descent over
   the grids, the paper's RBCD view) works.
 
-Defaults (the same as rbcd's): ``n_grids="auto"`` -> 256, or 512 above 64 features;
+Defaults (the same as rbcd's): ``n_grids="auto"`` -> 256, or 512 above 64 features, 1,024 up
+to 2,048 training rows;
 ``alpha="auto"`` -> chosen from the data: ridge by rbcd_ref.solvers.cg.choose_alpha, cd by a
 (held-out) path, rbcd_ref.solvers.cd.auto_alpha;
 ``alpha=None`` -> 1e-4 per unit of training weight (cg: 1e-4 * sum of weights, cd: 1e-4);
@@ -88,10 +89,12 @@ class _RBBase(BaseEstimator):
             loss = self.loss
         return solver, alpha, tol, loss
 
-    def _binning(self, n_features_in):
+    def _binning(self, n_features_in, n_samples):
         n_grids = self.n_grids
         if n_grids == "auto":
             n_grids = 256 if n_features_in <= 64 else 512
+            if n_samples <= 2048:          # small data: the kernel estimate's noise dominates
+                n_grids = max(n_grids, 1024)
         return RandomBinning(n_grids=n_grids, sigma=self.sigma, kernel=self.kernel,
                              n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                              random_state=self.random_state)
@@ -123,7 +126,7 @@ class _RBBase(BaseEstimator):
                           ensure_all_finite=False)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        binning = self._binning(X.shape[1])
+        binning = self._binning(X.shape[1], X.shape[0])
         Z = binning.fit_transform(X)
         if sample_weight is None:
             total_weight = float(Z.shape[0])

@@ -126,3 +126,29 @@ def test_stream_triad_probe():
         stream_triad(np.empty(3), np.empty(4), np.empty(3), 1.0, 1)
     with pytest.raises(ValueError, match="n_threads"):
         stream_triad(np.empty(3), np.empty(3), np.empty(3), 1.0, 0)
+
+
+def test_compare_sizes_reads_the_small_real_sets(tmp_path, monkeypatch):
+    """--realdata DIR: the svmlight pairs of DIR up to REALDATA_MAX_N training rows, as
+    classification where the targets are few integers, else regression."""
+    import numpy as np
+    from sklearn.datasets import dump_svmlight_file
+
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    try:
+        import compare_sizes
+    finally:
+        sys.path.pop(0)
+    rng = np.random.default_rng(0)
+    for name, n, y in (("cls", 40, rng.integers(0, 3, 50)), ("reg", 40, rng.normal(size=50)),
+                       ("big", 45, rng.integers(0, 2, 55))):
+        X = rng.uniform(size=(y.shape[0], 3))
+        dump_svmlight_file(X[:n], y[:n], str(tmp_path / f"{name}.train.svm"))
+        dump_svmlight_file(X[n:], y[n:], str(tmp_path / f"{name}.test.svm"))
+    monkeypatch.setattr(compare_sizes, "REALDATA_MAX_N", 40)
+    sets = {s[0]: s for s in compare_sizes.realdata_sets(str(tmp_path))}
+    assert sorted(sets) == ["cls", "reg"]
+    name, task, Xtr, ytr, Xte, yte = sets["cls"]
+    assert task == "clf" and Xtr.shape == (40, 3) and Xte.shape == (10, 3)
+    assert isinstance(Xtr, np.ndarray) and set(np.unique(ytr)) <= {0.0, 1.0, 2.0}
+    assert sets["reg"][1] == "reg"

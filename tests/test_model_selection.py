@@ -253,21 +253,22 @@ def test_sklearn_compatible(estimator, check):
 
 
 def test_auto_grids_follow_the_width_and_size_of_the_data(smooth):
-    """"auto": the models' rule (256, 512 above 64 features), raised to SEARCH_GRIDS while
-    the rows times SEARCH_GRIDS stay within SEARCH_ENTRIES."""
-    from rbcd.model_selection import SEARCH_ENTRIES, SEARCH_GRIDS
+    """"auto": the models' rule (256, 512 above 64 features), raised to SMALL_DATA_GRIDS
+    while the rows times SMALL_DATA_GRIDS stay within SMALL_DATA_ENTRIES."""
+    from rbcd.models import SMALL_DATA_ENTRIES, SMALL_DATA_GRIDS
 
     X, y = smooth
-    small = X.shape[0] * SEARCH_GRIDS <= SEARCH_ENTRIES
+    small = X.shape[0] * SMALL_DATA_GRIDS <= SMALL_DATA_ENTRIES
     assert small
     narrow = RBRegressorCV(sigma_factors=(1.0,), alphas=(1.0,), cv=2, random_state=0,
                            n_jobs=1).fit(X, y)
-    assert narrow.best_estimator_.n_grids == SEARCH_GRIDS
-    assert narrow.best_estimator_.binning_.n_grids == SEARCH_GRIDS
+    assert narrow.best_estimator_.n_grids == SMALL_DATA_GRIDS
+    assert narrow.best_estimator_.binning_.n_grids == SMALL_DATA_GRIDS
     search = RBRegressorCV(n_grids="auto")
-    assert search._n_grids(3, SEARCH_ENTRIES // SEARCH_GRIDS) == SEARCH_GRIDS
-    assert search._n_grids(3, SEARCH_ENTRIES // SEARCH_GRIDS + 1) == 256
-    assert search._n_grids(66, SEARCH_ENTRIES // SEARCH_GRIDS + 1) == 512
+    edge = SMALL_DATA_ENTRIES // SMALL_DATA_GRIDS
+    assert search._n_grids(3, edge) == SMALL_DATA_GRIDS
+    assert search._n_grids(3, edge + 1) == 256
+    assert search._n_grids(66, edge + 1) == 512
     assert RBRegressorCV(n_grids=32)._n_grids(3, 10) == 32
     wide = np.tile(X, (1, 22))     # 66 features
     est = RBRegressorCV(n_grids=512, sigma_factors=(1.0,), alphas=(1.0,), cv=2,

@@ -114,10 +114,17 @@ def test_defaults_depend_on_solver(board):
     assert isinstance(cg.binning_, RandomBinning)
     assert cg.binning_.widths_.shape == (8, 2)
     assert cg.n_features_in_ == 2
-    # n_grids="auto": 256 grids up to 64 features, 512 above
-    assert RBRegressor(random_state=0).fit(Xt[:50], yt[:50]).binning_.n_grids == 256
+    # n_grids="auto": 256 grids up to 64 features, 512 above; 1,024 on small data
+    from rbcd.models import SMALL_DATA_ENTRIES, SMALL_DATA_GRIDS, auto_n_grids
+
+    edge = SMALL_DATA_ENTRIES // SMALL_DATA_GRIDS
+    assert edge == 2048
+    assert [auto_n_grids(d, n) for d, n in ((2, edge + 1), (66, edge + 1), (2, edge),
+                                            (66, edge), (2, None))] == [256, 512, 1024, 1024, 256]
+    assert RBRegressor(random_state=0).fit(Xt[:50], yt[:50]).binning_.n_grids == 1024
     wide = np.tile(Xt[:50], 33)
-    assert RBRegressor(random_state=0).fit(wide, yt[:50]).binning_.n_grids == 512
+    assert RBRegressor(random_state=0).fit(wide, yt[:50]).binning_.n_grids == 1024
+    assert RBRegressor(n_grids=8, random_state=0).fit(Xt[:50], yt[:50]).binning_.n_grids == 8
     np.testing.assert_array_equal(cg.coef_, cg.solver_.coef_)
     np.testing.assert_array_equal(cg.intercept_, cg.solver_.intercept_)
     assert set(cg.fit_time_) == {"binning", "solver"}
