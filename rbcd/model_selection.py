@@ -66,8 +66,17 @@ from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealI
 #: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
 #: real-data suite single sets preferred 0.25 .. 3 median distances, i.e. 0.5 .. 6 times
 #: the default (docs/benchmarks/realdata.md); on scaled bundled sets the old smallest, 0.5,
-#: was often the best (issue 30), hence 0.25.
-DEFAULT_SIGMA_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0)
+#: was often the best (issue 30), hence 0.25; hmda and diabetes chose the old largest, 4, on
+#: 9 of 10 splits, hence 8.
+DEFAULT_SIGMA_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+#: n_grids="auto" of a search: the models' rule, raised on small data to the power of two
+#: that keeps the rows times the grids within rbcd.models.SMALL_DATA_ENTRIES, up to
+#: SEARCH_MAX_GRIDS (4,096 grids up to 512 rows, 2,048 up to 1,024). A search compares
+#: candidates whose scores differ by less than the kernel estimate's noise; the binning of
+#: each sigma then costs about as much at any N, and little beside the n^3 leave-one-out.
+#: 5 random splits, against 1,024 grids: vehicle +2.1 points, raw wine +1.8, Boston RMSE
+#: -0.5%, glass -0.7 (a 54-row test set) (docs/benchmarks/sizes.md, "Grids on small data").
+SEARCH_MAX_GRIDS = 4096
 #: Default alphas of the ridge/CG solver, per training row: alpha = c * n_samples (the ridge
 #: objective sums the squared errors, so a penalty that keeps its weight against the data
 #: term grows with N; on the real-data suite the best alpha went from 0.03-0.1 at a few
@@ -115,16 +124,17 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
 
     def _n_grids(self, n_features_in, n_samples):
         """n_grids, with "auto" resolved as the models resolve it (rbcd.models.auto_n_grids:
-        256, or 512 above 64 features, 1,024 up to 2,048 rows). A search picks among
-        candidates whose scores differ by less than the kernel estimate's noise at 256
-        grids; with 1,024 the leave-one-out search came within 0.5 points of a
-        GridSearchCV-tuned exact Laplacian SVC on 5 of the 6 bundled classification sets,
-        raw and scaled (mean of 4 splits; 256 grids: 2 of 6), at 0.13-1.6 s a search."""
+        256, or 512 above 64 features, 1,024 up to 2,048 rows), raised on small data up to
+        SEARCH_MAX_GRIDS (module constants)."""
         if not isinstance(self.n_grids, str):
             return int(self.n_grids)
-        from .models import auto_n_grids
+        from .models import SMALL_DATA_ENTRIES, auto_n_grids
 
-        return int(auto_n_grids(n_features_in, n_samples))
+        R = int(auto_n_grids(n_features_in, n_samples))
+        fit = SMALL_DATA_ENTRIES // max(int(n_samples), 1)     # grids within the budget
+        if fit >= 1:
+            R = max(R, min(SEARCH_MAX_GRIDS, 1 << (fit.bit_length() - 1)))
+        return R
 
     def _model(self, sigma, alpha, seed=None, n_grids=None):
         """The RBClassifier / RBRegressor of one candidate."""
@@ -478,12 +488,14 @@ _CV_PARAMS_DOC = """
     ----------
     n_grids : int or "auto", default "auto"
         Random grids R. "auto": as in the model (256, or 512 above 64 features, and 1,024
-        up to 2,048 training rows: rbcd.models.auto_n_grids).
+        up to 2,048 training rows: rbcd.models.auto_n_grids), and on small data the power
+        of two that keeps rows x grids within 2**21, up to 4,096 (4,096 grids up to 512
+        rows, 2,048 up to 1,024).
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
         value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as
         ``sigma_base_``.
-    sigma_factors : sequence of float > 0, default (0.25, 0.5, 1.0, 2.0, 4.0)
+    sigma_factors : sequence of float > 0, default (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
         Candidate sigmas are ``factor * sigma_base_``.
     alphas : sequence of float >= 0 or None
         Candidate penalties; None -> with cv=None the models' alpha="auto" candidates,

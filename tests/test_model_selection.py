@@ -253,8 +253,9 @@ def test_sklearn_compatible(estimator, check):
 
 
 def test_auto_grids_follow_the_width_and_size_of_the_data(smooth):
-    """"auto": the models' rule (256, 512 above 64 features), raised to SMALL_DATA_GRIDS
-    while the rows times SMALL_DATA_GRIDS stay within SMALL_DATA_ENTRIES."""
+    """"auto": the models' rule (256, 512 above 64 features, SMALL_DATA_GRIDS on small
+    data), raised to the power of two that keeps rows x grids within SMALL_DATA_ENTRIES, up
+    to SEARCH_MAX_GRIDS."""
     from rbcd.models import SMALL_DATA_ENTRIES, SMALL_DATA_GRIDS
 
     X, y = smooth
@@ -262,13 +263,16 @@ def test_auto_grids_follow_the_width_and_size_of_the_data(smooth):
     assert small
     narrow = RBRegressorCV(sigma_factors=(1.0,), alphas=(1.0,), cv=2, random_state=0,
                            n_jobs=1).fit(X, y)
-    assert narrow.best_estimator_.n_grids == SMALL_DATA_GRIDS
-    assert narrow.best_estimator_.binning_.n_grids == SMALL_DATA_GRIDS
+    R = search_grids = RBRegressorCV()._n_grids(X.shape[1], X.shape[0])
+    assert search_grids >= SMALL_DATA_GRIDS
+    assert narrow.best_estimator_.n_grids == R and narrow.best_estimator_.binning_.n_grids == R
     search = RBRegressorCV(n_grids="auto")
     edge = SMALL_DATA_ENTRIES // SMALL_DATA_GRIDS
     assert search._n_grids(3, edge) == SMALL_DATA_GRIDS
-    assert search._n_grids(3, edge + 1) == 256
-    assert search._n_grids(66, edge + 1) == 512
+    # above the models' rule: the power of two within SMALL_DATA_ENTRIES, up to 4,096
+    assert [search._n_grids(3, n) for n in (1, 133, 512, 513, 1024, 1025, 4096, 4097, 8193)] \
+        == [4096, 4096, 4096, 2048, 2048, 1024, 512, 256, 256]
+    assert search._n_grids(66, 4097) == 512 and search._n_grids(66, 100_000) == 512
     assert RBRegressorCV(n_grids=32)._n_grids(3, 10) == 32
     wide = np.tile(X, (1, 22))     # 66 features
     est = RBRegressorCV(n_grids=512, sigma_factors=(1.0,), alphas=(1.0,), cv=2,
