@@ -152,3 +152,20 @@ def test_compare_sizes_reads_the_small_real_sets(tmp_path, monkeypatch):
     assert task == "clf" and Xtr.shape == (40, 3) and Xte.shape == (10, 3)
     assert isinstance(Xtr, np.ndarray) and set(np.unique(ytr)) <= {0.0, 1.0, 2.0}
     assert sets["reg"][1] == "reg"
+
+
+def test_compare_search_runs(tmp_path):
+    """compare_search.py fits the defaults, the searches and the tuned exact machines on a
+    bundled set and prints the gaps and the time ratio against GridSearchCV over SVC."""
+    import json
+
+    out_dir = tmp_path / "out"
+    out = _run([sys.executable, os.path.join(ROOT, "benchmarks", "compare_search.py"),
+                "--quick", "--sets", "sk-wine-scaled", "--out", str(out_dir)], tmp_path)
+    assert "machine :" in out and "versions:" in out
+    assert "gap default" in out and "cv / gs-svc" in out and "(target <= 1.0)" in out
+    data = json.loads((out_dir / "search.json").read_text())
+    (row,) = data["rows"]
+    assert row["name"] == "sk-wine-scaled" and row["task"] == "clf" and len(row["splits"]) == 1
+    assert 0.5 < row["rbcd"] <= 1.0 and 0.5 < row["rbcd-cv"] <= 1.0 and row["cv_over_gs_svc"] > 0
+    assert "| sk-wine-scaled |" in (out_dir / "search.md").read_text()

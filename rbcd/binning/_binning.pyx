@@ -72,7 +72,7 @@ Design
   makes the floor provably equal to the division's (see ``rbcd_floor8``).
 * Transform is parallel over row blocks (tables read-only): per block and
   grid, keys (thresholds with range bounds where the grid has them), then a
-  dense index lookup (``_plan._dense_index``) or the keys' buckets and
+  dense index lookup (``GridTables.build_index``) or the keys' buckets and
   records (``rbcd_ct_query``), the buckets' offsets prefetched, their starts read,
   the buckets' first records prefetched, the buckets scanned. Hashed mode is
   parallel over rows; with AVX-512 a row's bins and hashes are computed for
@@ -2328,7 +2328,7 @@ cdef class GridTables:
         grid the bucketed table of binning_table.h: ``offs[r]`` uint8 (2**bbits + 2,),
         the buckets' offsets then dshift, ``dirs[r]`` uint32 (2**(bbits - dshift) + 1,)
         and ``ents[r]`` uint8 (n_bins * E + RBCD_CT_PAD,), the records. Dense indexes:
-        ``set_index``.
+        ``build_index``.
 
         Shapes and dtypes are always checked; with ``check`` also the bucket starts'
         contract (from 0 to n_bins, non-decreasing: every lookup ends within the
@@ -2393,30 +2393,55 @@ cdef class GridTables:
         self.index = [None] * R
         self.fitted = True
 
-    def set_index(self, index):
-        """Dense transform indexes: per grid None or a uint32 array of 2**key_bits
-        entries (single-word keys), entry = local id + 1 of that key or 0."""
-        cdef Py_ssize_t R = self.L.R, r, d = self.L.d, j
-        cdef const uint32_t[::1] iv
+    def build_index(self, const int64_t[::1] bits):
+        """Build and set the dense transform indexes of the grids with ``bits[r] >= 0``
+        (their single-word keys have at most ``bits[r]`` bits; -1: none) in one pass:
+        one zeroed uint32 buffer, grid r's index a view of 2**bits[r] entries of it, entry
+        = local id + 1 of that key or 0 (built here from the fitted tables themselves, so
+        nothing needs checking). Replaces a Python loop of
+        three numpy calls per grid (14 ms at 4,096 grids of 133 rows)."""
+        cdef Py_ssize_t R = self.L.R, r
+        cdef int64_t total = 0, most = 0, off, k
         if not self.fitted:
             raise ValueError("the grid tables are not fitted")
-        if not (isinstance(index, list) and len(index) == R):
-            raise ValueError(f"grid tables: index must be a list of {R} arrays")
+        if bits.shape[0] != R:
+            raise ValueError(f"bits must have length {R}")
         for r in range(R):
-            if index[r] is None:
+            if bits[r] < 0:
                 continue
-            if self.L.n_words[r] != 1:
-                raise ValueError(f"grid tables: index[{r}] needs single-word keys")
-            bits = sum(_bit_length(<uint64_t> self.L.hi[r * d + j] - <uint64_t> self.L.lo[r * d + j])
-                       for j in range(d))
-            index[r] = _array(index[r], np.uint32, (1 << bits,), f"index[{r}]")
-            if index[r].max() > self.grids[r].n_bins:
-                raise ValueError(f"grid tables: index[{r}] holds ids beyond the grid's bins")
+            if self.L.n_words[r] != 1 or bits[r] > 30:
+                raise ValueError("dense indexes need single-word grids of at most 30 bits")
+            if self.grids[r].n_bins > (<int64_t> 1) << bits[r]:
+                raise ValueError(f"grid {r} has more bins than 2**{bits[r]} keys")
+            total += (<int64_t> 1) << bits[r]
+            most = max(most, self.grids[r].n_bins)
+        buf = np.zeros(max(total, 1), dtype=np.uint32)
+        keys = np.empty(max(most, 1), dtype=np.uint64)
+        cdef uint32_t[::1] bv = buf
+        cdef uint64_t[::1] kv = keys
+        cdef uint64_t key
+        cdef bint bad = False
+        index = [None] * R
+        off = 0
+        for r in range(R):
+            if bits[r] < 0:
+                continue
+            with nogil:
+                ct_keys(&self.grids[r].tab, &kv[0])
+                for k in range(self.grids[r].n_bins):
+                    key = kv[k]
+                    if key >> bits[r]:
+                        bad = True
+                        break
+                    bv[off + <Py_ssize_t> key] = <uint32_t> (k + 1)
+            if bad:
+                raise ValueError(f"grid {r}: a key beyond 2**{bits[r]}")
+            index[r] = buf[off:off + ((<int64_t> 1) << bits[r])]
+            off += (<int64_t> 1) << bits[r]
         for r in range(R):
             self.grids[r].index = NULL
             if index[r] is not None:
-                iv = index[r]
-                self.grids[r].index = &iv[0]
+                self.grids[r].index = <const uint32_t *> cnp.PyArray_DATA(<cnp.ndarray> index[r])
         self.index = index
 
     def keys_by_id(self, Py_ssize_t r):

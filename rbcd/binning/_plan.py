@@ -30,7 +30,7 @@ class _Paths:
     let the data and the CPU choose. ``simd``: AVX-512 bins, threshold keys and rank
     sort where the CPU has them; ``thresholds``: threshold keys for the grids the plan
     gives them (``_thresholds``); ``direct``: direct fit tables and the dense transform
-    index where the plan gives them (``_direct_bits``, ``_dense_index``);
+    index where the plan gives them (``_direct_bits``, ``_dense_bits``);
     ``small_work``: below this much work (rows x grids x columns) one thread runs,
     as starting a parallel region costs more than the work. ``constants``: leave the
     features constant over the training rows out of the tables ("always", where the
@@ -133,9 +133,10 @@ INDEX_MAX_BITS = 24
 INDEX_PER_BIN = 8
 
 
-def _dense_index(lo, hi, n_words, n_bins, keys_of, key_bits=None):
-    """Per grid the dense index of its fitted keys, or None (``keys_of(r)``: grid r's
-    keys in local id order; ``key_bits``: the grids' _key_bits, when already computed)."""
+def _dense_bits(lo, hi, n_words, n_bins, key_bits=None):
+    """Per grid the key bits of its dense transform index, -1 for none (``key_bits``: the
+    grids' _key_bits, when already computed): an int64 (R,) array for
+    ``GridTables.build_index``."""
     if key_bits is None:
         key_bits = _key_bits(lo, hi, n_words)
     bits = np.asarray(key_bits, dtype=np.int64)
@@ -143,12 +144,7 @@ def _dense_index(lo, hi, n_words, n_bins, keys_of, key_bits=None):
     small = (bits >= 0) & (bits <= INDEX_MAX_BITS)
     dense = small & ((np.int64(1) << np.where(small, bits, 0))
                      <= INDEX_PER_BIN * np.maximum(n_bins, 8))
-    out = [None] * bits.shape[0]
-    for r in np.flatnonzero(dense).tolist():
-        index = np.zeros(1 << int(bits[r]), dtype=np.uint32)
-        index[keys_of(r).astype(np.intp)] = np.arange(1, int(n_bins[r]) + 1, dtype=np.uint32)
-        out[r] = index
-    return out
+    return np.ascontiguousarray(np.where(dense, bits, -1), dtype=np.int64)
 
 
 # Direct tables (one 8-byte slot per possible key: no hashing or probing) for
@@ -283,7 +279,7 @@ def _restore_grid_tables(state):
             _binning.check_v1_slots(grids, state["grid_ptr"], state["slots"], keys)
         _binning.tables_from_keys(grids, state["grid_ptr"], list(keys))
         n_bins = np.diff(grids.grid_ptr)
-        grids.set_index(_dense_index(lo, hi, grids.n_words, n_bins, grids.keys_by_id))
+        grids.build_index(_dense_bits(lo, hi, grids.n_words, n_bins))
         return grids
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as exc:
         raise ValueError(f"damaged or foreign RandomBinning grid tables: {exc}") from exc

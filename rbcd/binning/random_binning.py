@@ -91,7 +91,7 @@ from ._plan import (  # noqa: F401
     _bit_length,
     _check_memory,
     _DEFAULT_PATHS,
-    _dense_index,
+    _dense_bits,
     _direct_bits,
     _drop_constants,
     _fit_memory,
@@ -319,8 +319,7 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
             np.cumsum(n_bins, out=self.grid_ptr_[1:])
             self.n_features_out_ = int(self.grid_ptr_[-1])
             grids.set_tables(self.grid_ptr_, dirs, offs, ents, False)
-            grids.set_index(_dense_index(lo, hi, grids.n_words, n_bins, grids.keys_by_id,
-                                         key_bits))
+            grids.build_index(_dense_bits(lo, hi, grids.n_words, n_bins, key_bits))
             self._tables = grids
         else:
             self.grid_ptr_ = None
