@@ -124,17 +124,14 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
 
     def _n_grids(self, n_features_in, n_samples):
         """n_grids, with "auto" resolved as the models resolve it (rbcd.models.auto_n_grids:
-        256, or 512 above 64 features, 1,024 up to 2,048 rows), raised on small data up to
-        SEARCH_MAX_GRIDS (module constants)."""
+        256, or 512 above 64 features, 1,024 up to 2,048 rows, 512 up to 4,096), raised on
+        small data up to SEARCH_MAX_GRIDS (module constants)."""
         if not isinstance(self.n_grids, str):
             return int(self.n_grids)
-        from .models import SMALL_DATA_ENTRIES, auto_n_grids
+        from .models import auto_n_grids, small_data_grids
 
-        R = int(auto_n_grids(n_features_in, n_samples))
-        fit = SMALL_DATA_ENTRIES // max(int(n_samples), 1)     # grids within the budget
-        if fit >= 1:
-            R = max(R, min(SEARCH_MAX_GRIDS, 1 << (fit.bit_length() - 1)))
-        return R
+        return max(int(auto_n_grids(n_features_in, n_samples)),
+                   small_data_grids(n_samples, SEARCH_MAX_GRIDS))
 
     def _model(self, sigma, alpha, seed=None, n_grids=None):
         """The RBClassifier / RBRegressor of one candidate."""
@@ -487,10 +484,10 @@ _CV_PARAMS_DOC = """
     Parameters
     ----------
     n_grids : int or "auto", default "auto"
-        Random grids R. "auto": as in the model (256, or 512 above 64 features, and 1,024
-        up to 2,048 training rows: rbcd.models.auto_n_grids), and on small data the power
-        of two that keeps rows x grids within 2**21, up to 4,096 (4,096 grids up to 512
-        rows, 2,048 up to 1,024).
+        Random grids R. "auto": as in the model (256, or 512 above 64 features, and on
+        small data the power of two that keeps rows x grids within 2**21, up to 1,024:
+        rbcd.models.auto_n_grids), here up to 4,096 (4,096 grids up to 512 rows, 2,048 up
+        to 1,024).
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
         value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as

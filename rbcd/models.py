@@ -15,7 +15,7 @@ do it faster, binning once per sigma and fold). Defaults, one set for Python and
 command line, chosen on a suite of real data sets (docs/benchmarks/realdata.md):
 ``sigma="scale"`` (a multiple of the median L1 distance between training rows);
 ``n_grids="auto"`` -> 256 grids, 512 above 64 features, 1,024 up to 2,048 training rows
-(SMALL_DATA_GRIDS); ``alpha="auto"`` -> chosen from
+and 512 up to 4,096 (SMALL_DATA_GRIDS); ``alpha="auto"`` -> chosen from
 the data (ridge: leave-one-out; cd: a held-out path, rbcd.solvers.cd); ``max_epochs`` 1000
 (cd); ``alpha=None`` -> a penalty of 1e-4
 per training row (cg: 1e-4 * n_samples in Ridge's sum-of-squares units; cd: 1e-4 in
@@ -127,15 +127,17 @@ CD_MAX_EPOCHS = 1000
 AUTO_GRIDS = 256
 AUTO_GRIDS_WIDE = 512
 WIDE_D = 64
-#: n_grids="auto" on small data: SMALL_DATA_GRIDS grids while the training rows times
-#: SMALL_DATA_GRIDS stay within SMALL_DATA_ENTRIES (2,048 rows). There the kernel estimate's
+#: n_grids="auto" on small data: the power of two that keeps the training rows times the
+#: grids within SMALL_DATA_ENTRIES, up to SMALL_DATA_GRIDS (1,024 grids up to 2,048 rows, 512
+#: up to 4,096; the fit still runs on one thread there: SERIAL_ENTRIES). There the kernel estimate's
 #: noise, not the data, limits accuracy (each entry of Z Z^T is a mean over the grids), and
 #: the direct solve's O(n^3) factorization, not the grids, dominates the fit. Against 256
 #: grids, 5 random splits of the real-data suite's small sets and the bundled ones:
 #: glass +2.2 points, vehicle +1.0, vowel +0.9, digits +0.6, scaled breast cancer +0.7,
 #: Boston housing RMSE -4%, none worse by more than the test sets' one-row step
-#: (docs/benchmarks/sizes.md, "Grids on small data"). The searches of rbcd.model_selection
-#: use the same rule.
+#: (docs/benchmarks/sizes.md, "Grids on small data"). At 3,000 rows (synthetic sets, 3
+#: seeds) 512 grids against 256: +0.7 and +1.3 points (2 and 10 classes), RMSE -13%, for
+#: 15-35% more time. The searches of rbcd.model_selection build on this rule.
 SMALL_DATA_GRIDS = 1024
 SMALL_DATA_ENTRIES = 1 << 21
 
@@ -175,12 +177,19 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
 
 def auto_n_grids(n_features_in, n_samples=None):
     """The grids of ``n_grids="auto"``: AUTO_GRIDS, or AUTO_GRIDS_WIDE above WIDE_D features;
-    at least SMALL_DATA_GRIDS where ``n_samples`` (None: unknown) times SMALL_DATA_GRIDS is
-    at most SMALL_DATA_ENTRIES."""
+    raised where ``n_samples`` (None: unknown) is small to the largest power of two, at most
+    SMALL_DATA_GRIDS, whose product with n_samples is at most SMALL_DATA_ENTRIES."""
     R = AUTO_GRIDS if n_features_in <= WIDE_D else AUTO_GRIDS_WIDE
-    if n_samples is not None and int(n_samples) * SMALL_DATA_GRIDS <= SMALL_DATA_ENTRIES:
-        R = max(R, SMALL_DATA_GRIDS)
+    if n_samples is not None:
+        return max(R, small_data_grids(n_samples, SMALL_DATA_GRIDS))
     return R
+
+
+def small_data_grids(n_samples, cap):
+    """The largest power of two, at most ``cap``, whose product with ``n_samples`` is at
+    most SMALL_DATA_ENTRIES (0 when none is)."""
+    fit = SMALL_DATA_ENTRIES // max(int(n_samples), 1)
+    return min(int(cap), 1 << (fit.bit_length() - 1)) if fit >= 1 else 0
 
 
 _RB_CONSTRAINTS = {
@@ -402,8 +411,8 @@ _PARAMS_DOC = """
     ----------
     n_grids : int or "auto", default "auto"
         Random grids R (non-zeros per feature row). "auto": 256, or 512 with more than 64
-        features; 1,024 up to 2,048 training rows, where the kernel estimate's noise limits
-        accuracy more than the data do. More grids estimate the kernel better; time and
+        features; 1,024 up to 2,048 training rows and 512 up to 4,096, where the kernel
+        estimate's noise limits accuracy more than the data do. More grids estimate the kernel better; time and
         memory grow linearly.
     sigma : "scale", float or array (n_features,), default "scale"
         Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma). "scale": half the

@@ -12,7 +12,7 @@ linear solver on the features Z:
   the grids, the paper's RBCD view) works.
 
 Defaults (the same as rbcd's): ``n_grids="auto"`` -> 256, or 512 above 64 features, 1,024 up
-to 2,048 training rows;
+to 2,048 training rows, 512 up to 4,096;
 ``alpha="auto"`` -> chosen from the data: ridge by rbcd_ref.solvers.cg.choose_alpha, cd by a
 (held-out) path, rbcd_ref.solvers.cd.auto_alpha;
 ``alpha=None`` -> 1e-4 per unit of training weight (cg: 1e-4 * sum of weights, cd: 1e-4);
@@ -93,8 +93,13 @@ class _RBBase(BaseEstimator):
         n_grids = self.n_grids
         if n_grids == "auto":
             n_grids = 256 if n_features_in <= 64 else 512
-            if n_samples <= 2048:          # small data: the kernel estimate's noise dominates
-                n_grids = max(n_grids, 1024)
+            # small data, where the kernel estimate's noise dominates: the largest power of
+            # two up to 1,024 with n_samples * n_grids <= 2**21
+            small = 1024
+            while small > 1 and n_samples * small > 2**21:
+                small //= 2
+            if n_samples * small <= 2**21:
+                n_grids = max(n_grids, small)
         return RandomBinning(n_grids=n_grids, sigma=self.sigma, kernel=self.kernel,
                              n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                              random_state=self.random_state)

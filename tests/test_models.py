@@ -120,7 +120,9 @@ def test_defaults_depend_on_solver(board):
     edge = SMALL_DATA_ENTRIES // SMALL_DATA_GRIDS
     assert edge == 2048
     assert [auto_n_grids(d, n) for d, n in ((2, edge + 1), (66, edge + 1), (2, edge),
-                                            (66, edge), (2, None))] == [256, 512, 1024, 1024, 256]
+                                            (66, edge), (2, None), (2, 4096), (2, 4097),
+                                            (66, 4097), (2, 10**6))] \
+        == [512, 512, 1024, 1024, 256, 512, 256, 512, 256]
     assert RBRegressor(random_state=0).fit(Xt[:50], yt[:50]).binning_.n_grids == 1024
     wide = np.tile(Xt[:50], 33)
     assert RBRegressor(random_state=0).fit(wide, yt[:50]).binning_.n_grids == 1024

@@ -147,3 +147,14 @@ def test_scikit_learn_estimator_checks():
                       auto and r["check_name"].startswith("check_sample_weight_equivalence"))]
         assert len(results) > 40
         assert failed == [], (type(est).__name__, failed)
+
+
+def test_auto_grids_are_rbcds():
+    """n_grids="auto" resolves as rbcd.models.auto_n_grids does, small data included."""
+    import rbcd_ref
+    from rbcd.models import auto_n_grids
+
+    for d in (2, 64, 65):
+        for n in (1, 100, 2048, 2049, 4096, 4097, 8192, 10**6):
+            got = rbcd_ref.RBRegressor()._binning(d, n).n_grids
+            assert got == auto_n_grids(d, n), (d, n, got)
