@@ -71,12 +71,13 @@ from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealI
 DEFAULT_SIGMA_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 #: n_grids="auto" of a search: the models' rule, raised on small data to the power of two
 #: that keeps the rows times the grids within rbcd.models.SMALL_DATA_ENTRIES, up to
-#: SEARCH_MAX_GRIDS (4,096 grids up to 512 rows, 2,048 up to 1,024). A search compares
-#: candidates whose scores differ by less than the kernel estimate's noise; the binning of
-#: each sigma then costs about as much at any N, and little beside the n^3 leave-one-out.
-#: 5 random splits, against 1,024 grids: vehicle +2.1 points, raw wine +1.8, Boston RMSE
-#: -0.5%, glass -0.7 (a 54-row test set) (docs/benchmarks/sizes.md, "Grids on small data").
-SEARCH_MAX_GRIDS = 4096
+#: SEARCH_MAX_GRIDS (2,048 grids up to 1,024 rows). A search compares candidates whose
+#: scores differ by less than the kernel estimate's noise. 5 random splits, against 1,024
+#: grids: vehicle +0.7 points (634 rows), raw wine +1.3, Boston RMSE -0.9%; 4,096 grids on
+#: up to 512 rows scored the same as 2,048 within the test sets' noise (raw wine 91.6% /
+#: 91.1%, Boston 2.981 / 2.968, ionosphere 94.3% / 94.5%) in twice the time
+#: (docs/benchmarks/search.md).
+SEARCH_MAX_GRIDS = 2048
 #: Default alphas of the ridge/CG solver, per training row: alpha = c * n_samples (the ridge
 #: objective sums the squared errors, so a penalty that keeps its weight against the data
 #: term grows with N; on the real-data suite the best alpha went from 0.03-0.1 at a few
@@ -486,8 +487,7 @@ _CV_PARAMS_DOC = """
     n_grids : int or "auto", default "auto"
         Random grids R. "auto": as in the model (256, or 512 above 64 features, and on
         small data the power of two that keeps rows x grids within 2**21, up to 1,024:
-        rbcd.models.auto_n_grids), here up to 4,096 (4,096 grids up to 512 rows, 2,048 up
-        to 1,024).
+        rbcd.models.auto_n_grids), here up to 2,048 (2,048 grids up to 1,024 rows).
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
         value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as

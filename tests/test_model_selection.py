@@ -269,9 +269,9 @@ def test_auto_grids_follow_the_width_and_size_of_the_data(smooth):
     search = RBRegressorCV(n_grids="auto")
     edge = SMALL_DATA_ENTRIES // SMALL_DATA_GRIDS
     assert search._n_grids(3, edge) == SMALL_DATA_GRIDS
-    # above the models' rule: the power of two within SMALL_DATA_ENTRIES, up to 4,096
+    # above the models' rule: the power of two within SMALL_DATA_ENTRIES, up to 2,048
     assert [search._n_grids(3, n) for n in (1, 133, 512, 513, 1024, 1025, 4096, 4097, 8193)] \
-        == [4096, 4096, 4096, 2048, 2048, 1024, 512, 256, 256]
+        == [2048, 2048, 2048, 2048, 2048, 1024, 512, 256, 256]
     assert search._n_grids(66, 4097) == 512 and search._n_grids(66, 100_000) == 512
     assert RBRegressorCV(n_grids=32)._n_grids(3, 10) == 32
     wide = np.tile(X, (1, 22))     # 66 features
