@@ -53,15 +53,6 @@ def bundled(name):
     return X, y, name != "sk-diabetes"
 
 
-def pooled_realdata(folder, name):
-    """The train and test rows of the suite's set ``name`` pooled (they are split again)."""
-    from sklearn.datasets import load_svmlight_file
-
-    Xa, ya = load_svmlight_file(os.path.join(folder, name + ".train.svm"))
-    Xb, yb = load_svmlight_file(os.path.join(folder, name + ".test.svm"), n_features=Xa.shape[1])
-    return np.vstack([Xa.toarray(), Xb.toarray()]), np.concatenate([ya, yb])
-
-
 def data_sets(args):
     """[(name, X, y, classification, scale)]."""
     from compare_sizes import realdata_sets
@@ -71,9 +62,10 @@ def data_sets(args):
         X, y, clf = bundled(name)
         out += [(name, X, y, clf, False), (name + "-scaled", X, y, clf, True)]
     if args.realdata:
-        for name, task, _, _, _, _ in realdata_sets(args.realdata):
-            X, y = pooled_realdata(args.realdata, name)
-            out.append((name, X, y, task == "clf", False))
+        # the train and test rows pooled: they are split again
+        for name, task, Xtr, ytr, Xte, yte in realdata_sets(args.realdata):
+            out.append((name, np.vstack([Xtr, Xte]), np.concatenate([ytr, yte]),
+                        task == "clf", False))
     if args.sets:
         keep = args.sets.split(",")
         out = [s for s in out if s[0] in keep]

@@ -98,28 +98,19 @@ def bundled_sets():
 
 #: the real-data suite's sets up to this many training rows join the run (--realdata)
 REALDATA_MAX_N = 5_000
-#: integer targets with at most this many distinct values are classes
-REALDATA_MAX_CLASSES = 50
 
 
 def realdata_sets(folder):
     """The svmlight pairs NAME.train.svm / NAME.test.svm of ``folder`` (what
     ../shared/data/realdata.py writes) with at most REALDATA_MAX_N training rows, dense, as
-    given (the writer scales the features to [0, 1])."""
-    import glob
+    given (the writer scales the features to [0, 1]), smallest first: compare_realdata's
+    loader and task rule."""
+    from compare_realdata import load_sets
 
-    from sklearn.datasets import load_svmlight_file
-
-    for path in sorted(glob.glob(os.path.join(folder, "*.train.svm"))):
-        name = os.path.basename(path)[: -len(".train.svm")]
-        Xtr, ytr = load_svmlight_file(path)
-        if Xtr.shape[0] > REALDATA_MAX_N:
-            continue
-        Xte, yte = load_svmlight_file(os.path.join(folder, name + ".test.svm"),
-                                      n_features=Xtr.shape[1])
-        values = np.unique(ytr)
-        clf = bool(np.all(values == np.round(values))) and values.shape[0] <= REALDATA_MAX_CLASSES
-        yield name, "clf" if clf else "reg", Xtr.toarray(), ytr, Xte.toarray(), yte
+    for ds in load_sets(folder):
+        if ds.X_train.shape[0] <= REALDATA_MAX_N:
+            yield (ds.name, "clf" if ds.task == "classification" else "reg", ds.X_train,
+                   ds.y_train, ds.X_test, ds.y_test)
 
 
 def synthetic(kind, n, seed=0, d=8):

@@ -128,10 +128,11 @@ AUTO_GRIDS = 256
 AUTO_GRIDS_WIDE = 512
 WIDE_D = 64
 #: n_grids="auto" on small data: the power of two that keeps the training rows times the
-#: grids within SMALL_DATA_ENTRIES, up to SMALL_DATA_GRIDS (1,024 grids up to 2,048 rows, 512
-#: up to 4,096; the fit still runs on one thread there: SERIAL_ENTRIES). There the kernel estimate's
-#: noise, not the data, limits accuracy (each entry of Z Z^T is a mean over the grids), and
-#: the direct solve's O(n^3) factorization, not the grids, dominates the fit. Against 256
+#: grids within SMALL_DATA_ENTRIES, up to SMALL_DATA_GRIDS (1,024 grids up to 2,048 rows,
+#: 512 up to 4,096; the fit still runs on one thread there: SERIAL_ENTRIES). There the
+#: kernel estimate's noise, not the data, limits accuracy (each entry of Z Z^T is a mean
+#: over the grids), and the direct solve's O(n^3) factorization, not the grids, dominates
+#: the fit. Against 256
 #: grids, 5 random splits of the real-data suite's small sets and the bundled ones:
 #: glass +2.2 points, vehicle +1.0, vowel +0.9, digits +0.6, scaled breast cancer +0.7,
 #: Boston housing RMSE -4%, none worse by more than the test sets' one-row step
@@ -274,8 +275,7 @@ class _RBBase(ChecksummedState, BaseEstimator):
     def _make_binning(self, n_samples):
         return _random_binning_class()(
             n_grids=self._n_grids(self.n_features_in_, n_samples), sigma=self.sigma,
-            kernel=self.kernel,
-            n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
+            kernel=self.kernel, n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
             random_state=self.random_state, device=self.device,
         )
 
@@ -412,8 +412,8 @@ _PARAMS_DOC = """
     n_grids : int or "auto", default "auto"
         Random grids R (non-zeros per feature row). "auto": 256, or 512 with more than 64
         features; 1,024 up to 2,048 training rows and 512 up to 4,096, where the kernel
-        estimate's noise limits accuracy more than the data do. More grids estimate the kernel better; time and
-        memory grow linearly.
+        estimate's noise limits accuracy more than the data do. More grids estimate the
+        kernel better; time and memory grow linearly.
     sigma : "scale", float or array (n_features,), default "scale"
         Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma). "scale": half the
         median L1 distance between sampled pairs of training rows (``binning_.sigma_``);

@@ -2398,8 +2398,7 @@ cdef class GridTables:
         (their single-word keys have at most ``bits[r]`` bits; -1: none) in one pass:
         one zeroed uint32 buffer, grid r's index a view of 2**bits[r] entries of it, entry
         = local id + 1 of that key or 0 (built here from the fitted tables themselves, so
-        nothing needs checking). Replaces a Python loop of
-        three numpy calls per grid (14 ms at 4,096 grids of 133 rows)."""
+        nothing needs checking; no Python objects per grid but the views)."""
         cdef Py_ssize_t R = self.L.R, r
         cdef int64_t total = 0, most = 0, off, k
         if not self.fitted:
