@@ -71,6 +71,27 @@ def test_dual_gram_centring_and_weights_and_threads():
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
 
 
+def test_grid_labels_from_the_column_structure_equal_those_of_z():
+    # the dual Gram reads the labels the column structure carries (one uint16 array per
+    # grid) where every grid is narrow; they must be Z's own columns within each grid
+    from rbcd.solvers.cg import _RidgeSystem
+
+    _, y, Z, cols = _rb(n=60, R=11, sigma=0.6, seed=3)
+    carried = _RidgeSystem(Z, y[:, None], None, True, 1, cols)
+    assert carried.op.labels is not None
+    L = _direct.grid_labels(carried, cols)
+    assert L.dtype == np.uint16 and L.shape == (11, 60) and L.flags.c_contiguous
+    expect = (_labels(Z, cols) - cols.grid_ptr[:-1, None]).astype(np.uint16)
+    np.testing.assert_array_equal(L, expect)
+    # and the Gram matrix from them is the one from Z's CSR (int32 global columns)
+    wide = _direct.grid_labels(carried, cols, narrow=False)
+    np.testing.assert_array_equal(wide, _labels(Z, cols))
+    K16, K32 = np.zeros((60, 60)), np.zeros((60, 60))
+    _gram.gram_dual(L, 1.0, None, 0.0, None, K16, 1)
+    _gram.gram_dual(wide, 1.0, None, 0.0, None, K32, 1)
+    np.testing.assert_array_equal(np.tril(K16), np.tril(K32))
+
+
 @pytest.mark.parametrize("weighted", [False, True])
 def test_primal_gram_equals_zt_s_z(weighted):
     _, _, Z, cols = _rb(n=60, R=6, sigma=2.0)
