@@ -327,7 +327,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             weighted = sample_weight is not None or getattr(self, "class_weight", None) is not None
             system = _RidgeSystem(Z, T, s_rows if weighted else None, self.fit_intercept,
                                   n_threads, cols)
-            _, _, sc = loo_select(system, cols, alphas * shrink, self._classifier)
+            _, _, sc = loo_select(system, cols, alphas * shrink, self._classifier, solution=False)
             if self._classifier:
                 scores[:, si, 0] = sc[:, 0]
             else:

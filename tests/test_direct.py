@@ -308,6 +308,17 @@ def test_leave_one_out_scores_equal_refitting(fit_intercept, weighted):
     assert a == alphas[int(np.argmax(scores[:, 0]))]
     sk = Ridge(alpha=a, fit_intercept=fit_intercept).fit(Z.toarray(), y, sample_weight=s)
     np.testing.assert_allclose(W[:, 0], sk.coef_, atol=1e-9)
+    # the choice alone (a sample's, a search's): the same alpha and scores, no solution,
+    # and the right-hand sides Zc^T S Yc never formed
+    bare = _RidgeSystem(Z, y[:, None], s if weighted else None, fit_intercept, 1, cols)
+    a2, W2, scores2 = _direct.loo_select(bare, cols, alphas, False, solution=False)
+    assert W2 is None and a2 == a and bare._B is None
+    np.testing.assert_array_equal(scores2, scores)
+    # formed on first use, equal to the explicitly centred product
+    Zd = Z.toarray()
+    Zc = Zd - (s @ Zd) / s.sum() if fit_intercept else Zd
+    yc = y - (s @ y) / s.sum() if fit_intercept else y
+    np.testing.assert_allclose(bare.B[:, 0], Zc.T @ (s * yc), rtol=1e-10, atol=1e-12)
 
 
 def test_auto_alpha_matches_the_twin_and_is_stored():

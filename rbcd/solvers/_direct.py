@@ -88,7 +88,7 @@ def choose(system, columns, solver):
     gp = _grid_ptr(system, columns)
     structured = gp is not None
     R = gp.shape[0] - 1 if structured else 0
-    return plan(n, D, R, system.B.shape[1], structured)
+    return plan(n, D, R, system.Yc.shape[1], structured)
 
 
 # ------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def solve_direct(system, alpha, form, columns, tol=None):
     formed again and the minimum-norm solution taken from its eigendecomposition.
     ``converged`` is the relative residual <= tol (a direct solve is exact up to the
     rounding that the conditioning of the system allows)."""
-    k = system.B.shape[1]
+    k = system.Yc.shape[1]
     n, D = system.shape
     check_gram_memory(n if form == "dual" else D, 1 if len(np.unique(alpha)) == 1 else 2,
                       f"the {form} direct solve")
@@ -334,9 +334,10 @@ def selection_scores(Y, F, s, classification):
     return float(np.einsum("i,i->", s, hit.astype(np.float64))) / float(s.sum()), -err
 
 
-def loo_select(system, columns, alphas, classification):
+def loo_select(system, columns, alphas, classification, solution=True):
     """Exact leave-one-out over ``alphas`` from one eigendecomposition of the dual Gram
-    matrix, and the solution at the best. Returns (alpha, W (D, k), scores (m, 2)).
+    matrix, and the solution at the best. Returns (alpha, W (D, k), scores (m, 2)); W is
+    None without ``solution`` (a pass over Z saved where only the choice is wanted).
 
     With Kc = Zs Zs^T = Q diag(e) Q^T (Zs = S^1/2 Zc, so Kc S^1/2 1 = 0) the hat matrix of
     the weighted problem with its unpenalised intercept is H = P + Q diag(e / (e + a)) Q^T,
@@ -361,6 +362,8 @@ def loo_select(system, columns, alphas, classification):
         scores = _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, system.s, classification)
         best = _best(scores)
         a = float(alphas[best])
+        if not solution:
+            return a, None, scores
         A = Q @ ((1.0 / (e + a))[:, None] * QtY)         # (Kc + a I)^-1 ys
     W = system.ztimes_t(A * sw[:, None])
     return a, W, scores

@@ -560,7 +560,7 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
                           fit_intercept, n_threads, sub_columns)
     per_row = _direct.AUTO_ALPHAS_PER_ROW
     a_sub, _, scores = _direct.loo_select(system, sub_columns, per_row * float(s_sub.sum()) / cs,
-                                          classification)
+                                          classification, solution=False)
     # scaled to all rows by sqrt(total weight / sample weight): SAMPLE_SCALING
     a = float(a_sub * cs * np.sqrt(s.sum() / s_sub.sum()))
     coef, intercept, n_iter, info = solve_ridge(
@@ -614,12 +614,20 @@ class _RidgeSystem:
         self.diag = np.ascontiguousarray(diag)
         self.Yc = Yc
         self.sY = s[:, None] * Yc
-        B = op.tdot(self.sY)                                    # Zc^T S Yc
-        if self.zbar is not None:
-            B -= np.outer(self.zbar, self.sY.sum(axis=0))
-        if self.flat.size:
-            B[self.flat] = 0.0
-        self.B = B
+        self._B = None
+
+    @property
+    def B(self):
+        """Zc^T S Yc (D, k), the right-hand sides: a pass over Z, made on first use (the
+        dual forms read the targets themselves; a leave-one-out sample never needs it)."""
+        if self._B is None:
+            B = self.op.tdot(self.sY)                           # Zc^T S Yc
+            if self.zbar is not None:
+                B -= np.outer(self.zbar, self.sY.sum(axis=0))
+            if self.flat.size:
+                B[self.flat] = 0.0
+            self._B = B
+        return self._B
 
     def ztimes(self, P):
         """Zc @ P, (D, m) -> (n, m)."""
