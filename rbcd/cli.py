@@ -729,12 +729,21 @@ def fit_model(model, X, y, progress):
     t_solve = float(times.get("solver", total - t_bin))
     binning = model.binning_
     solver_params = model.solver_.get_params()
+    # ridge (solver "auto", "cg" or "direct") counts iterations, or one factorization for a
+    # direct form ("dual" / "primal", the fitted solver's ``solver_``); cd counts epochs
+    form = getattr(model.solver_, "solver_", None)
+    ridge = model.get_params()["solver"] != "cd"
+    alpha = solver_params.get("alpha")
     info = {"binning_time": t_bin, "solve_time": t_solve, "total_time": total,
             "D": int(binning.n_features_out_), "kappa": float(binning.kappa_),
             "nnz": int(X.shape[0]) * int(binning.n_grids),
             "n_iter": int(np.max(model.n_iter_)), "solver": type(model.solver_).__name__,
-            "unit": "iterations" if model.get_params()["solver"] == "cg" else "epochs",
-            "alpha": solver_params.get("alpha"), "tol": solver_params.get("tol"),
+            "unit": "epochs" if not ridge else "iterations",
+            "direct": form if ridge and form in ("dual", "primal") else None,
+            # alpha="auto": the penalty the fit chose (alpha_), marked as chosen
+            "alpha": getattr(model, "alpha_", alpha) if isinstance(alpha, str) else alpha,
+            "alpha_chosen": isinstance(alpha, str),
+            "tol": solver_params.get("tol"),
             "sigma": getattr(binning, "sigma_", model.get_params()["sigma"])}
     lines = _warning_lines(caught)
     advice = binning_advice(info["kappa"], X.shape[0], info["sigma"])
@@ -742,8 +751,15 @@ def fit_model(model, X, y, progress):
         lines.append(advice)
     info["warnings"] = lines
     progress(f"binning done in {t_bin:.2f} s (D {info['D']}, kappa {info['kappa']:.1f}); "
-             f"{info['solver']} done in {t_solve:.2f} s ({info['unit']} {info['n_iter']})")
+             f"{info['solver']} done in {t_solve:.2f} s ({_solver_work(info)})")
     return info
+
+
+def _solver_work(info):
+    """``iterations 18`` / ``epochs 54``, or ``direct solve (dual)`` for a factorization."""
+    if info.get("direct"):
+        return f"direct solve ({info['direct']})"
+    return f"{info['unit']} {info['n_iter']}"
 
 
 def _model_repr(model):
@@ -894,8 +910,9 @@ def _fit_lines(report, info, n_threads, omp):
     report("threads", f"{n_threads} ({omp})")
     report("binning", f"D {info['D']}", f"kappa {info['kappa']:.1f}", f"nnz {info['nnz']}",
            f"time {info['binning_time']:.2f} s")
-    report("solver", info["solver"], f"{info['unit']} {info['n_iter']}",
-           f"alpha {info['alpha']:g}" if isinstance(info["alpha"], (int, float)) else "",
+    report("solver", info["solver"], _solver_work(info),
+           (f"alpha {info['alpha']:g}{' (auto)' if info.get('alpha_chosen') else ''}"
+            if isinstance(info["alpha"], (int, float)) else ""),
            f"tol {info['tol']:g}" if isinstance(info["tol"], (int, float)) else "",
            f"time {info['solve_time']:.2f} s")
 

@@ -121,6 +121,29 @@ def test_train_predict_roundtrip_classification(classification_files, tmp_path, 
     assert sorted(os.listdir(tmp_path)) == ["model.joblib", "pred.txt", "test.svm", "train.svm"]
 
 
+def test_train_with_defaults_reports_the_direct_form_and_the_chosen_alpha(regression_files,
+                                                                        tmp_path, capsys):
+    # the defaults (solver="auto", alpha="auto") on 1,000 rows: one factorization of the
+    # dual system, not "1 epoch"; and the penalty the fit chose, marked as chosen
+    train, _, X, y = regression_files
+    model = tmp_path / "model.joblib"
+    assert main(["train", str(train), "--model", str(model), "--n-grids", "32",
+                 "--n-jobs", "1"]) == 0
+    out, _ = capsys.readouterr()
+    solver_line = _line(out, "solver")
+    est = load_model(str(model))["estimator"]
+    assert est.solver_.solver_ == "dual"
+    assert "direct solve (dual)" in solver_line and "epochs" not in solver_line
+    assert _value(solver_line, "alpha") == f"{est.alpha_:g}"
+    assert f"alpha {est.alpha_:g} (auto)" in solver_line
+    # a given penalty is reported as given
+    assert main(["train", str(train), "--model", str(model), "--n-grids", "32", "--n-jobs",
+                 "1", "--alpha", "0.5", "--solver", "cg"]) == 0
+    solver_line = _line(capsys.readouterr()[0], "solver")
+    assert "alpha 0.5  " in solver_line and "(auto)" not in solver_line
+    assert int(_value(solver_line, "iterations")) >= 1
+
+
 def test_train_predict_roundtrip_regression_to_stdout(regression_files, tmp_path, capsys):
     train, test, X, y = regression_files
     model = tmp_path / "reg.joblib"
