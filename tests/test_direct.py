@@ -440,3 +440,13 @@ def test_ridge_on_hashed_columns_too_wide_for_memory_is_refused():
         RidgeCG().fit(Z, X[:, 0])
     with pytest.raises(ValueError, match="GiB for the solver"):
         RBRegressor(n_grids=4, n_features=2**40, random_state=0).fit(X, X[:, 0])
+
+
+def test_verbose_fit_says_which_alpha_was_chosen_and_how(capsys):
+    X, y, Z, cols = _rb(n=80, R=8, seed=5)
+    RidgeCG(alpha="auto", verbose=1).fit(Z, y, columns=cols)
+    out = capsys.readouterr().out
+    chosen = RidgeCG(alpha="auto").fit(Z, y, columns=cols).alpha_
+    assert f"alpha {chosen:.4g} chosen by leave-one-out" in out
+    RidgeCG(alpha=0.5, verbose=1).fit(Z, y, columns=cols)
+    assert "chosen by" not in capsys.readouterr().out

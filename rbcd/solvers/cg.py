@@ -851,9 +851,11 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
                        f"{info['stop'][worst]})")
             how = (f"{int(np.max(n_iter, initial=0))} iteration(s)" if info["method"] == "cg"
                    else f"{info['method']} direct solve")
+            chosen = (f", alpha {float(info['alpha']):.4g} chosen by {info.get('selection', 'the data')}"
+                      if "alpha" in info else "")
             print(f"[RidgeCG] {type(self).__name__}: {how}, relative residual {info['residual'][worst]:.3e}"
                   f"{f' (worst of {k} targets)' if k > 1 else ''} (tol {float(self.tol):.1e}), "
-                  f"{verdict}, {n_threads} thread(s), {time.perf_counter() - t0:.3f}s")
+                  f"{verdict}{chosen}, {n_threads} thread(s), {time.perf_counter() - t0:.3f}s")
         self.n_iter_ = n_iter
         self.solver_ = info["method"]
         if "alpha" in info:
