@@ -207,7 +207,7 @@ def check_X(estimator, X, reset):
         i = int(np.searchsorted(X.indptr, k, side="right") - 1)
         j = int(X.indices[k])
         raise ValueError(
-            f"X contains NaN or infinity ({X.data[k]!r}) at row {i}, column {j}"
+            f"X contains NaN or infinity ({float(X.data[k])!r}) at row {i}, column {j}"
         )
     return X
 
@@ -217,7 +217,7 @@ def raise_non_finite(X, flat_index, name="X"):
     d = X.shape[1]
     i, j = divmod(int(flat_index), d)
     raise ValueError(
-        f"{name} contains NaN or infinity ({X[i, j]!r}) at row {i}, column {j}"
+        f"{name} contains NaN or infinity ({float(X[i, j])!r}) at row {i}, column {j}"
     )
 
 
@@ -225,7 +225,7 @@ def raise_too_large(i, j, r, value):
     """Raise the ValueError for a bin that does not fit in int64."""
     raise ValueError(
         f"X values too large to bin at row {i}, column {j} "
-        f"(grid {r}: bin {np.float64(value)!r} does not fit in int64)"
+        f"(grid {r}: bin {float(value)!r} does not fit in int64)"
     )
 
 

@@ -68,7 +68,7 @@ def _extremes(xp, X, name="X"):
     if not bool(finite.all()):
         flat = int(xp.argmin(finite.ravel()))
         i, j = divmod(flat, X.shape[1])
-        value = np.float64(float(X[i, j]))
+        value = float(X[i, j])
         raise ValueError(f"{name} contains NaN or infinity ({value!r}) at row {i}, column {j}")
     return _ops.to_host(X.min(axis=0)).astype(np.float64), _ops.to_host(X.max(axis=0)).astype(np.float64)
 

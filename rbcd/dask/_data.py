@@ -143,7 +143,7 @@ def check_finite_block(block, offset, name="X"):
     if block.dtype.kind == "f" and block.size and not np.isfinite(block).all():
         i, j = np.argwhere(~np.isfinite(block))[0]
         raise ValueError(
-            f"{name} contains NaN or infinity ({block[i, j]!r}) at row {offset + int(i)}, "
+            f"{name} contains NaN or infinity ({float(block[i, j])!r}) at row {offset + int(i)}, "
             f"column {int(j)}"
         )
 
