@@ -197,7 +197,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             self.classes_ = np.unique(y)
             if self.classes_.shape[0] < 2:
                 raise ValueError(f"{type(self).__name__} needs at least 2 classes in y, got 1 "
-                                 f"class: {self.classes_[0]!r}")
+                                 f"class: {self.classes_[0].tolist()!r}")
         if sample_weight is not None:
             sample_weight = np.asarray(sample_weight, dtype=np.float64)
             if sample_weight.shape != (X.shape[0],):

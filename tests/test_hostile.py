@@ -221,3 +221,20 @@ def test_solver_memory_estimate_bounds_the_measured_peak(solver):
             tracemalloc.stop()
     estimate = solver_memory(solver, Z.shape[0], Z.shape[1], 60)
     assert peak <= estimate <= 4 * peak, (peak, estimate)
+
+
+@pytest.mark.parametrize("y", [np.zeros(6), np.array(["a"] * 6), np.ones(6, dtype=int)])
+def test_one_class_is_named_as_the_user_wrote_it(y):
+    # a numpy scalar's repr (numpy 2: np.float64(0.0), np.str_('a')) is not what the user
+    # passed; every classifier names the class as a plain Python value
+    import scipy.sparse as sp
+    from rbcd import CDClassifier, RBClassifier, RBClassifierCV, RidgeCGClassifier
+
+    expect = repr(y[0].tolist())
+    X = np.random.default_rng(0).uniform(size=(6, 2))
+    for est, data in ((CDClassifier(), sp.csr_matrix(np.eye(6))),
+                      (RidgeCGClassifier(), sp.csr_matrix(np.eye(6))),
+                      (RBClassifier(n_grids=4), X), (RBClassifierCV(n_grids=4), X)):
+        with pytest.raises(ValueError, match="class") as exc:
+            est.fit(data, y)
+        assert expect in str(exc.value) and "np." not in str(exc.value), str(exc.value)

@@ -72,7 +72,7 @@ def ridge_fit(est, X, y, sample_weight=None, columns=None, classifier=False):
         est.classes_ = binarizer.classes_
         if est.classes_.shape[0] < 2:
             raise ValueError(f"RidgeCGClassifier needs at least 2 classes in y, got 1 class: "
-                             f"{est.classes_[0]!r}")
+                             f"{est.classes_[0].tolist()!r}")
         Y = _ops.on_device(xp, Yh, np.float64)
         y_ndim = 2
     else:

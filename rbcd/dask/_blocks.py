@@ -313,7 +313,7 @@ def class_setup(client, X, y, sample_weight, class_weight):
     classes, counts = (np.asarray(a) for a in dask.compute(*da.unique(yd, return_counts=True)))
     if classes.shape[0] < 2:
         raise ValueError(f"a classifier needs samples of at least 2 classes in y, got only one "
-                         f"class: {classes[0]!r}")
+                         f"class: {classes[0].tolist()!r}")
     sw = sample_weight
     if class_weight is not None:
         if isinstance(class_weight, str) and class_weight == "balanced":

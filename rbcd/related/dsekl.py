@@ -200,7 +200,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         self.classes_, y_idx = np.unique(y, return_inverse=True)
         n_classes = len(self.classes_)
         if n_classes < 2:
-            raise ValueError(f"the training data needs at least 2 classes; got 1 class ({self.classes_[0]!r})")
+            raise ValueError(f"the training data needs at least 2 classes; got 1 class ({self.classes_[0].tolist()!r})")
         N = X.shape[0]
         if n_classes == 2:
             Y = np.where(y_idx == 1, 1.0, -1.0)[None, :]

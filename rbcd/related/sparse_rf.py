@@ -348,7 +348,7 @@ class SparseRandomFeatures(BaseEstimator):
             check_classification_targets(y)
             self.classes_, y_idx = np.unique(y, return_inverse=True)
             if len(self.classes_) < 2:
-                raise ValueError(f"the training data needs at least 2 classes; got 1 class ({self.classes_[0]!r})")
+                raise ValueError(f"the training data needs at least 2 classes; got 1 class ({self.classes_[0].tolist()!r})")
             if len(self.classes_) == 2:
                 targets = np.where(y_idx == 1, 1.0, -1.0)[None, :]
             else:

@@ -951,7 +951,7 @@ class CDClassifier(ClassifierMixin, _CDBase):
         classes, y_idx = np.unique(y, return_inverse=True)
         if classes.shape[0] < 2:
             raise ValueError(
-                f"CDClassifier needs samples of at least 2 classes in y, got only one class: {classes[0]!r}"
+                f"CDClassifier needs samples of at least 2 classes in y, got only one class: {classes[0].tolist()!r}"
             )
         s = _check_sample_weight(sample_weight, Z.shape[0])
         if self.class_weight is not None:

@@ -1059,7 +1059,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         self.classes_, Y = one_vs_rest_targets(y)
         if self.classes_.shape[0] < 2:
             raise ValueError(
-                f"RidgeCGClassifier needs at least 2 classes in y, got 1 class: {self.classes_[0]!r}"
+                f"RidgeCGClassifier needs at least 2 classes in y, got 1 class: {self.classes_[0].tolist()!r}"
             )
         s = _check_sample_weight(sample_weight, X.shape[0])
         if self.class_weight is not None:
