@@ -629,6 +629,16 @@ def test_degenerate_binning_warns_once_with_advice():
         RandomBinning(n_grids=8, sigma=1e-4, random_state=0).fit(X[:19])
 
 
+def test_identical_rows_warn_without_sigma_advice():
+    # no feature varies: no sigma helps, so the warning says so instead of "a smaller sigma"
+    from rbcd.binning import DegenerateBinningWarning
+    for X in (np.full((40, 3), 2.5), sp.csr_matrix((40, 3))):
+        with pytest.warns(DegenerateBinningWarning, match="all 40 training rows are "
+                          "identical") as rec:
+            RandomBinning(n_grids=8, random_state=0).fit(X)
+        assert len(rec) == 1 and "smaller sigma" not in str(rec[0].message)
+
+
 @pytest.mark.parametrize("params, match", [
     (dict(n_grids=0), "'n_grids' parameter of RandomBinning"),
     (dict(sigma=[1.0, 2.0]), "length n_features_in_=3"),

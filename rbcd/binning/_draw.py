@@ -55,9 +55,18 @@ KAPPA_LOW = 1.1
 DEGENERATE_MIN_ROWS = 20
 
 
-def _warn_if_degenerate(kappa, n_samples, sigma, param):
-    """Warn (DegenerateBinningWarning) when kappa_ says the grids are degenerate."""
+def _warn_if_degenerate(kappa, n_samples, sigma, param, identical=False):
+    """Warn (DegenerateBinningWarning) when kappa_ says the grids are degenerate.
+    ``identical``: no feature varies over the training rows, whatever sigma."""
     if n_samples < DEGENERATE_MIN_ROWS:
+        return
+    if identical:
+        warn_user(
+            f"degenerate random binning: all {n_samples} training rows are identical (no "
+            "feature varies), so they share one bin in every grid and no sigma can tell "
+            "them apart; check X",
+            DegenerateBinningWarning,
+        )
         return
     if kappa >= KAPPA_HIGH_FRACTION * n_samples:
         what = (f"kappa_ = {kappa:.4g} is close to N = {n_samples}: nearly every training "

@@ -313,7 +313,8 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         self.kappa_ = float(np.mean(self.kappa_per_grid_))
         self.sigma_ = sigma
         self._dtype_ = dtype
-        _warn_if_degenerate(self.kappa_, n_samples, sigma, self.sigma)
+        _warn_if_degenerate(self.kappa_, n_samples, sigma, self.sigma,
+                            identical=bool(np.all(cmin == cmax)))
         if exact:
             self.grid_ptr_ = np.zeros(R + 1, dtype=np.int64)
             np.cumsum(n_bins, out=self.grid_ptr_[1:])

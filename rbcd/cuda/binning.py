@@ -367,7 +367,8 @@ def fit_layout(est, X, xp, *, combine=True):
     est.grid_ptr_ = grid_ptr
     est.n_features_out_ = int(grid_ptr[-1])
     est.n_features_in_ = d
-    _warn_if_degenerate(est.kappa_, n, sigma, est.sigma)
+    _warn_if_degenerate(est.kappa_, n, sigma, est.sigma,
+                        identical=bool(np.all(np.asarray(cmin) == np.asarray(cmax))))
     return GridLayout(xp, labels, grid_ptr, col_ptr, rows, value)
 
 
