@@ -30,7 +30,11 @@ from sklearn.utils.validation import _check_n_features, validate_data
 # ---------------------------------------------------------------------------------------
 #: n_jobs: None (OpenMP's default, honouring threadpoolctl), a positive count, or a negative
 #: count back from the usable cores (-1 = all). 0 is refused by ``effective_n_threads``.
-N_JOBS = [Interval(Integral, None, None, closed="neither"), None]
+# n_jobs: None, a positive count or a negative one counted back from the cores; 0 means
+# nothing (rbcd._threads.effective_n_threads), refused when the parameters are validated,
+# so that small fits, which never ask for threads, refuse it too
+N_JOBS = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"),
+          None]
 #: random_state: what ``rbcd._random.make_generator`` takes (docs/design.md contract 2): None,
 #: a RandomState, any non-negative int (numpy seeds of any size, not only < 2**32), a
 #: numpy Generator or a SeedSequence. Negative ints and strings are refused by name.

@@ -238,3 +238,19 @@ def test_one_class_is_named_as_the_user_wrote_it(y):
         with pytest.raises(ValueError, match="class") as exc:
             est.fit(data, y)
         assert expect in str(exc.value) and "np." not in str(exc.value), str(exc.value)
+
+
+def test_n_jobs_zero_is_refused_even_where_no_threads_are_asked_for():
+    # a fit small enough to run serially never resolves its thread count; n_jobs=0 must
+    # still be refused, by name, as it is on a fit large enough to use threads
+    from rbcd import RBClassifier, RBClassifierCV, RBRegressor, RidgeCG
+
+    X = np.random.default_rng(0).uniform(size=(40, 3))
+    y = (X[:, 0] > 0.5).astype(int)
+    for est in (RBClassifier(n_grids=4, n_jobs=0), RBRegressor(n_grids=4, n_jobs=0),
+                RBClassifierCV(n_grids=4, n_jobs=0)):
+        with pytest.raises(ValueError, match="'n_jobs' parameter"):
+            est.fit(X, y)
+    with pytest.raises(ValueError, match="'n_jobs' parameter"):
+        RidgeCG(n_jobs=0).fit(X, y.astype(float))
+    RBClassifier(n_grids=4, n_jobs=-1).fit(X, y)      # negative counts stay valid
