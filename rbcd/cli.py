@@ -736,7 +736,7 @@ def fit_model(model, X, y, progress):
     alpha = solver_params.get("alpha")
     info = {"binning_time": t_bin, "solve_time": t_solve, "total_time": total,
             "D": int(binning.n_features_out_), "kappa": float(binning.kappa_),
-            "nnz": int(X.shape[0]) * int(binning.n_grids),
+            "nnz": int(X.shape[0]) * int(binning.n_grids), "n_grids": int(binning.n_grids),
             "n_iter": int(np.max(model.n_iter_)), "solver": type(model.solver_).__name__,
             "unit": "epochs" if not ridge else "iterations",
             "direct": form if ridge and form in ("dual", "primal") else None,
@@ -908,7 +908,8 @@ def _threads(n_jobs):
 
 def _fit_lines(report, info, n_threads, omp):
     report("threads", f"{n_threads} ({omp})")
-    report("binning", f"D {info['D']}", f"kappa {info['kappa']:.1f}", f"nnz {info['nnz']}",
+    report("binning", f"grids {info['n_grids']}", f"D {info['D']}", f"kappa {info['kappa']:.1f}",
+           f"nnz {info['nnz']}",
            f"time {info['binning_time']:.2f} s")
     report("solver", info["solver"], _solver_work(info),
            (f"alpha {info['alpha']:g}{' (auto)' if info.get('alpha_chosen') else ''}"

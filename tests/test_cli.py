@@ -235,6 +235,7 @@ def test_demo_runs_and_reports(capsys):
     from rbcd.models import auto_n_grids
 
     assert _value(_line(out, "binning"), "nnz") == str(3000 * auto_n_grids(8, 3000))
+    assert _value(_line(out, "binning"), "grids") == str(auto_n_grids(8, 3000))  # the choice
     assert re.search(r"time [\d.]+ s", _line(out, "solver"))
     data = _line(out, "data")
     assert "train 3000 rows" in data and "test 1000 rows" in data
