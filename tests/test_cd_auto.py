@@ -177,3 +177,22 @@ def test_convergence_advice_names_parameters_not_scaling():
         msg = [str(r.message) for r in rec if issubclass(r.category, ConvergenceWarning)][0]
         assert "holds nearly every row" in msg and "smaller sigma" in msg, msg
         assert "StandardScaler" not in msg and "max_epochs" in msg
+
+
+@pytest.mark.parametrize("exp", [600, -600])
+def test_huge_and_tiny_targets_choose_the_same_penalty_per_unit(exp):
+    # held-out losses of targets near 1e180 squared to inf (near 1e-180, to 0), so no alpha scored and the fit
+    # failed; scored in power-of-two units, the choice scales with the targets exactly,
+    # in rbcd and in its twin
+    X, y, _ = _data()
+    Z, cols = _features(X)
+    c = 2.0 ** exp
+    base = CDRegressor(alpha="auto", random_state=0).fit(Z, y, columns=cols)
+    big = CDRegressor(alpha="auto", random_state=0).fit(Z, y * c, columns=cols)
+    assert big.alpha_ == pytest.approx(base.alpha_ * c, rel=1e-12)
+    np.testing.assert_allclose(big.predict(Z) / c, base.predict(Z), rtol=1e-9, atol=1e-12)
+    ref = rbcd_ref.CDRegressor(alpha="auto", random_state=0).fit(Z, y * c)
+    assert ref.alpha_ == pytest.approx(base.alpha_ * c, rel=1e-12)
+    # the model built on it too (the models' default solver here: coordinate descent)
+    m = RBRegressor(solver="cd", n_grids=16, random_state=0).fit(X, y * c)
+    assert np.all(np.isfinite(m.predict(X) / c))

@@ -386,6 +386,10 @@ def _auto_alpha(cols, Z, targets, s_full, strata, params, *, mode, n_threads, se
     rows = np.flatnonzero(held)
     Zh = (sp.csr_matrix(Z) if sp.issparse(Z) else np.asarray(Z))[rows]
     Th = targets[rows]
+    # squared loss: held-out losses scored in units of targets / cy (a power of two, 1 for
+    # targets within 2**+-SAFE_EXP), so that huge targets do not square to inf; the same
+    # order of the alphas, and the record in the targets' units
+    cy = pow2_scale(targets) if loss == "squared" else 1.0
     W = np.zeros((K, cols.n_cols))
     B = np.zeros(K)
     best, best_score, worse, scores = None, np.inf, 0, []
@@ -403,8 +407,8 @@ def _auto_alpha(cols, Z, targets, s_full, strata, params, *, mode, n_threads, se
                        w_init=W[k] if i else None, b_init=float(B[k]),
                        decision_epochs=path_decisions)
             W[k], B[k] = r["w"], r["b"]
-        P = np.asarray(Zh @ W.T) + B[None, :]
-        score = serial_dot(s_held, np.sum(_stopping.loss_value(loss, P, Th), axis=1)) / S_held
+        P = (np.asarray(Zh @ W.T) + B[None, :]) / cy
+        score = serial_dot(s_held, np.sum(_stopping.loss_value(loss, P, Th / cy), axis=1)) / S_held
         scores.append(score)
         if score < best_score:
             best, best_score, worse = (float(a), W.copy(), B.copy()), score, 0
@@ -412,7 +416,11 @@ def _auto_alpha(cols, Z, targets, s_full, strata, params, *, mode, n_threads, se
             worse += 1
             if worse >= AUTO_PATIENCE:
                 break
-    return best, (alphas[: len(scores)], np.array(scores))
+    if best is None:         # no finite held-out loss at any alpha
+        return none
+    with np.errstate(over="ignore"):
+        record = np.array(scores) * (cy * cy)
+    return best, (alphas[: len(scores)], record)
 
 
 #: The watch list (lower bound before the full check) is kept only while the last full

@@ -512,6 +512,13 @@ def auto_alpha(cols, Zc, targets, s, strata, params, seed, grid_ptr, decision_ep
     rows = np.flatnonzero(held)
     Zh = Zc.tocsr()[rows]
     Th = targets[rows]
+    # squared loss: the held-out losses in units of targets / cy, cy the power of two that
+    # brings the largest |target| into [1, 2) when it lies outside [2**-100, 2**100] (else
+    # 1), so that huge targets do not square to inf; the record in the targets' units
+    cy = 1.0
+    big = max((abs(float(v)) for v in targets.ravel()), default=0.0)
+    if loss == "squared" and big > 0.0 and not (2.0 ** -100 <= big <= 2.0 ** 100):
+        cy = math.ldexp(1.0, math.frexp(big)[1] - 1)
     W = np.zeros((K, cols.n_cols))
     B = np.zeros(K)
     best, best_score, worse, scores = None, math.inf, 0, []
@@ -529,7 +536,8 @@ def auto_alpha(cols, Zc, targets, s, strata, params, seed, grid_ptr, decision_ep
                              b_init=B[k] if i else None, decision_epochs=path_decisions)
             W[k], B[k] = r["w"], r["b"]
         P = np.asarray(Zh @ W.T) + B[None, :]
-        per_row = [sum(loss_value(loss, float(P[i2, k]), float(Th[i2, k])) for k in range(K))
+        per_row = [sum(loss_value(loss, float(P[i2, k]) / cy, float(Th[i2, k]) / cy)
+                       for k in range(K))
                    for i2 in range(len(rows))]
         score = _weighted_sum(per_row, [float(v) for v in s_held]) / _total(s_held)
         scores.append(score)
@@ -539,7 +547,11 @@ def auto_alpha(cols, Zc, targets, s, strata, params, seed, grid_ptr, decision_ep
             worse += 1
             if worse >= AUTO_PATIENCE:
                 break
-    return best, (alphas[: len(scores)], np.array(scores))
+    if best is None:         # no finite held-out loss at any alpha
+        return none
+    with np.errstate(over="ignore"):
+        record = np.array(scores) * (cy * cy)
+    return best, (alphas[: len(scores)], record)
 
 
 # ---------------------------------------------------------------------------- estimators
