@@ -184,6 +184,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         GridSearchCV does).
         """
         from .binning import RandomBinning
+        from .solvers.cg import pow2_scale
 
         factors = _positive_grid(self.sigma_factors, "sigma_factors")
         if self.alphas is not None:
@@ -219,7 +220,11 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                                  "use another scorer")
             total = X.shape[0] if sample_weight is None else float(sample_weight.sum())
             alphas = self._alpha_grid(X.shape[0], total)
-            self._search_loo(X, y, sample_weight, sigmas, factors, alphas, n_grids, seed)
+            # regression targets in power-of-two units (1 within 2**+-100): ridge's best
+            # alpha and R^2 do not depend on the targets' scale, and huge or tiny targets
+            # would square to inf or 0 in the leave-one-out errors
+            ys = y if self._classifier else y / pow2_scale(y)
+            self._search_loo(X, ys, sample_weight, sigmas, factors, alphas, n_grids, seed)
             return self._refit(X, y, sample_weight, seed, n_grids, factors, alphas)
         cv = check_cv(5 if self.cv is None else self.cv, y, classifier=self._classifier)
         folds = list(cv.split(X, y))

@@ -338,3 +338,19 @@ def test_scoring_needs_folds():
         RBClassifierCV(n_grids=4, scoring="f1", random_state=0).fit(X, y)
     RBClassifierCV(n_grids=4, scoring="f1", cv=3, sigma_factors=(1.0,), alphas=(1.0,),
                    random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("c", [2.0 ** 600, 2.0 ** -600])
+def test_leave_one_out_search_does_not_depend_on_the_targets_scale(c):
+    # ridge's best alpha and R^2 are invariant under y -> c y; huge or tiny targets squared
+    # to inf or 0 in the leave-one-out errors and changed the choice (best_score_ nan or 0)
+    from rbcd import RBRegressorCV
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(150, 3))
+    y = np.sin(4 * X[:, 0]) + 0.1 * rng.standard_normal(150)
+    base = RBRegressorCV(n_grids=16, random_state=0).fit(X, y)
+    scaled = RBRegressorCV(n_grids=16, random_state=0).fit(X, y * c)
+    assert scaled.best_params_ == base.best_params_
+    assert scaled.best_score_ == pytest.approx(base.best_score_, rel=1e-9)
+    np.testing.assert_allclose(scaled.predict(X) / c, base.predict(X), rtol=1e-8, atol=1e-12)
