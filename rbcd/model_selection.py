@@ -132,7 +132,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         from .models import auto_n_grids, small_data_grids
 
         return max(int(auto_n_grids(n_features_in, n_samples)),
-                   small_data_grids(n_samples, SEARCH_MAX_GRIDS))
+                   small_data_grids(n_samples, SEARCH_MAX_GRIDS, n_features_in))
 
     def _model(self, sigma, alpha, seed=None, n_grids=None):
         """The RBClassifier / RBRegressor of one candidate."""

@@ -94,11 +94,13 @@ class _RBBase(BaseEstimator):
         if n_grids == "auto":
             n_grids = 256 if n_features_in <= 64 else 512
             # small data, where the kernel estimate's noise dominates: the largest power of
-            # two up to 1,024 with n_samples * n_grids <= 2**21
+            # two up to 1,024 with n_samples * n_grids <= 2**21 and, since each grid holds
+            # numbers per feature, n_features_in * n_grids <= 2**21
             small = 1024
-            while small > 1 and n_samples * small > 2**21:
+            size = max(n_samples, n_features_in)
+            while small > 1 and size * small > 2**21:
                 small //= 2
-            if n_samples * small <= 2**21:
+            if size * small <= 2**21:
                 n_grids = max(n_grids, small)
         return RandomBinning(n_grids=n_grids, sigma=self.sigma, kernel=self.kernel,
                              n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,

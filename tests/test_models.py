@@ -127,6 +127,10 @@ def test_defaults_depend_on_solver(board):
     wide = np.tile(Xt[:50], 33)
     assert RBRegressor(random_state=0).fit(wide, yt[:50]).binning_.n_grids == 1024
     assert RBRegressor(n_grids=8, random_state=0).fit(Xt[:50], yt[:50]).binning_.n_grids == 8
+    # very wide small data: each grid holds numbers per feature, so the raise stops where
+    # grids x features would pass SMALL_DATA_ENTRIES (never below the wide default, 512)
+    assert [auto_n_grids(d, 50) for d in (2048, 2049, 4096, 4097, 20000)] \
+        == [1024, 512, 512, 512, 512]
     np.testing.assert_array_equal(cg.coef_, cg.solver_.coef_)
     np.testing.assert_array_equal(cg.intercept_, cg.solver_.intercept_)
     assert set(cg.fit_time_) == {"binning", "solver"}

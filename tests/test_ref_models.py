@@ -154,7 +154,7 @@ def test_auto_grids_are_rbcds():
     import rbcd_ref
     from rbcd.models import auto_n_grids
 
-    for d in (2, 64, 65):
+    for d in (2, 64, 65, 2048, 2049, 4097, 20000):
         for n in (1, 100, 2048, 2049, 4096, 4097, 8192, 10**6):
             got = rbcd_ref.RBRegressor()._binning(d, n).n_grids
             assert got == auto_n_grids(d, n), (d, n, got)
