@@ -61,7 +61,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ._integrity import ChecksummedState
 from ._scale import scale_sigma
 from ._warnings import warn as warn_user
-from ._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealInterval, fit_context
+from ._validation import (N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealInterval,
+                          check_sample_weight, fit_context)
 
 #: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
 #: real-data suite single sets preferred 0.25 .. 3 median distances, i.e. 0.5 .. 6 times
@@ -199,11 +200,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             if self.classes_.shape[0] < 2:
                 raise ValueError(f"{type(self).__name__} needs at least 2 classes in y, got 1 "
                                  f"class: {self.classes_[0].tolist()!r}")
-        if sample_weight is not None:
-            sample_weight = np.asarray(sample_weight, dtype=np.float64)
-            if sample_weight.shape != (X.shape[0],):
-                raise ValueError(f"sample_weight must have shape ({X.shape[0]},), got "
-                                 f"{sample_weight.shape}")
+        # the models' checks (finite, >= 0, a positive sum, one per row), before any work
+        sample_weight = check_sample_weight(sample_weight, X.shape[0])
         # one int seed for every fold, sigma and the refit: the same grids for a given sigma
         # in every fold (what GridSearchCV's clones of an RBClassifier with an int seed do)
         seed = self.random_state
@@ -302,7 +300,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         that many, the alphas scaled to the sample's weight). Scores: leave-one-out
         accuracy (classification, weighted) or R^2 (regression)."""
         from .binning import RandomBinning
-        from .solvers._direct import loo_rows, loo_select
+        from .solvers._direct import check_loo_sample_weight, loo_rows, loo_select
         from .solvers.cg import _RidgeSystem, one_vs_rest_targets
         from ._threads import effective_n_threads
 
@@ -317,6 +315,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                 s_rows = s_rows * compute_sample_weight(self.class_weight, ys)
         else:
             T = np.asarray(ys, dtype=np.float64).reshape(ys.shape[0], -1)
+        check_loo_sample_weight(s_rows, n, f"{type(self).__name__} with cv=None")
         shrink = float(s[rows].sum()) / float(s.sum())   # the sample's share of the data term
         n_threads = effective_n_threads(self.n_jobs)
         n_s, n_a = sigmas.shape[0], alphas.shape[0]

@@ -160,10 +160,12 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     a_s sqrt(n_weight / sample weight) as the CPU scales it. ``take_rows(rows)`` returns (X, y, sample_weight or None)
     of the given sorted rows as numpy arrays (gathered from the device or the cluster)."""
     from .binning import column_structure
-    from .solvers._direct import loo_rows
+    from .solvers._direct import check_loo_sample_weight, loo_rows
 
     rows = loo_rows(n_rows)
     Xs, ys, ws = take_rows(rows)
+    if ws is not None and rows.shape[0] < n_rows:
+        check_loo_sample_weight(ws, n_rows)
     Zs = binning.transform(np.asarray(Xs, dtype=np.float64))
     cols = column_structure(Zs, binning.grid_ptr_)
     weight = float(len(rows)) if ws is None else float(np.sum(ws))

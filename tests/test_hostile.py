@@ -254,3 +254,39 @@ def test_n_jobs_zero_is_refused_even_where_no_threads_are_asked_for():
     with pytest.raises(ValueError, match="'n_jobs' parameter"):
         RidgeCG(n_jobs=0).fit(X, y.astype(float))
     RBClassifier(n_grids=4, n_jobs=-1).fit(X, y)      # negative counts stay valid
+
+
+def test_a_weightless_leave_one_out_sample_is_named():
+    # above 1,000 rows alpha="auto" scores a fixed sample; weights that are zero on every
+    # row of it (positive elsewhere) gave "alpha must be finite, got nan" (the models) and
+    # nan scores (the search): now a ValueError that says what to do
+    from rbcd import RBClassifier, RBRegressor, RBRegressorCV
+    from rbcd.solvers._direct import loo_rows
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(1500, 3))
+    y = np.sin(4 * X[:, 0])
+    s = np.ones(1500)
+    s[loo_rows(1500)] = 0.0
+    for est, target in ((RBRegressor(n_grids=8, random_state=0), y),
+                        (RBClassifier(n_grids=8, random_state=0), (y > 0).astype(int)),
+                        (RBRegressorCV(n_grids=8, random_state=0), y)):
+        with pytest.raises(ValueError, match="every row of that sample has weight 0"):
+            est.fit(X, target, sample_weight=s)
+    # a number still fits, and a sample with some weight still chooses
+    RBRegressor(n_grids=8, alpha=1.0, random_state=0).fit(X, y, sample_weight=s)
+    s[loo_rows(1500)[0]] = 1.0
+    assert np.isfinite(RBRegressor(n_grids=8, random_state=0).fit(X, y, sample_weight=s).alpha_)
+
+
+def test_searches_check_sample_weight_before_any_work():
+    from rbcd import RBClassifierCV
+
+    X = np.random.default_rng(0).uniform(size=(60, 3))
+    y = (X[:, 0] > 0.5).astype(int)
+    with pytest.raises(ValueError, match="positive sum"):
+        RBClassifierCV(n_grids=8).fit(X, y, sample_weight=np.zeros(60))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")      # no edge warning from a search that ran first
+        with pytest.raises(ValueError, match="NaN or inf"):
+            RBClassifierCV(n_grids=8).fit(X, y, sample_weight=np.r_[np.nan, np.ones(59)])

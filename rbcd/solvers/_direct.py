@@ -318,6 +318,18 @@ def loo_rows(n):
     return np.sort(np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
 
 
+def check_loo_sample_weight(s_rows, n, what="alpha='auto'"):
+    """ValueError when the leave-one-out sample of :func:`loo_rows` (above LOO_MAX_ROWS rows)
+    has no weight: its scores would all be 0 / 0. Only weights that are zero on every one of
+    its rows while positive elsewhere get here."""
+    if not float(np.sum(s_rows)) > 0:
+        raise ValueError(
+            f"{what} scores the candidates by leave-one-out on a fixed sample of "
+            f"{s_rows.shape[0]} of the {n} rows (rbcd.solvers._direct.loo_rows), and every "
+            f"row of that sample has weight 0: give alpha a number, or search with "
+            f"cross-validation folds (RBClassifierCV / RBRegressorCV with cv=5)")
+
+
 def _class_index(Y):
     """The class of each row of one-vs-rest -1/+1 targets (one column: +1 is class 1)."""
     return (Y[:, 0] > 0).astype(np.int64) if Y.shape[1] == 1 else np.argmax(Y, axis=1)

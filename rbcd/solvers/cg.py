@@ -544,6 +544,7 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     # above LOO_MAX_ROWS: leave-one-out on a fixed sample of LOO_MAX_ROWS rows chooses the
     # penalty per unit of weight, applied to all rows
     rows = _direct.loo_rows(n)
+    _direct.check_loo_sample_weight(s[rows], n)
     Zc = Z.tocsr() if sp.issparse(Z) else np.asarray(Z)
     Z_sub = Zc[rows]
     sub_columns = None
