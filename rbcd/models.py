@@ -193,9 +193,9 @@ def small_data_grids(n_samples, cap, n_features=1):
     """The largest power of two, at most ``cap``, whose products with ``n_samples`` and with
     ``n_features`` are at most SMALL_DATA_ENTRIES (0 when none is). WIDE_SMALL_DATA: a grid
     holds a width, an offset and bin bounds per feature (docs/design.md contract 2), so on
-    wide data the grids, not the rows, set a small fit's time and memory: 100 rows x 20,000
-    features took 6.9 s with 1,024 grids and RBClassifierCV 48 s and 4.8 GB with 2,048 (AMD
-    EPYC). Below 2,049 features (every set the rule was measured on) nothing changes."""
+    wide data the grids, not the rows, set a small fit's time and memory (100 rows x 20,000
+    features: half the grids took a third of the search's memory). Below 2,049 features
+    (every set the rule was measured on) nothing changes."""
     fit = SMALL_DATA_ENTRIES // max(int(n_samples), int(n_features), 1)
     return min(int(cap), 1 << (fit.bit_length() - 1)) if fit >= 1 else 0
 
