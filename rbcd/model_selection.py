@@ -185,7 +185,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         GridSearchCV does).
         """
         from .binning import RandomBinning
-        from .solvers.cg import pow2_scale
+        from .solvers.cd import pow2_scale
 
         factors = _positive_grid(self.sigma_factors, "sigma_factors")
         if self.alphas is not None:
@@ -490,8 +490,9 @@ _CV_PARAMS_DOC = """
     ----------
     n_grids : int or "auto", default "auto"
         Random grids R. "auto": as in the model (256, or 512 above 64 features, and on
-        small data the power of two that keeps rows x grids within 2**21, up to 1,024:
-        rbcd.models.auto_n_grids), here up to 2,048 (2,048 grids up to 1,024 rows).
+        small data the power of two that keeps rows x grids, and features x grids, within
+        2**21, up to 1,024: rbcd.models.auto_n_grids), here up to 2,048 (2,048 grids up to
+        1,024 rows and features).
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
         value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as

@@ -164,8 +164,7 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
 
     rows = loo_rows(n_rows)
     Xs, ys, ws = take_rows(rows)
-    if ws is not None and rows.shape[0] < n_rows:
-        check_loo_sample_weight(ws, n_rows)
+    check_loo_sample_weight(ws, n_rows)
     Zs = binning.transform(np.asarray(Xs, dtype=np.float64))
     cols = column_structure(Zs, binning.grid_ptr_)
     weight = float(len(rows)) if ws is None else float(np.sum(ws))
@@ -419,8 +418,9 @@ _PARAMS_DOC = """
     n_grids : int or "auto", default "auto"
         Random grids R (non-zeros per feature row). "auto": 256, or 512 with more than 64
         features; 1,024 up to 2,048 training rows and 512 up to 4,096, where the kernel
-        estimate's noise limits accuracy more than the data do. More grids estimate the
-        kernel better; time and memory grow linearly.
+        estimate's noise limits accuracy more than the data do (fewer of these extra grids
+        above 2,048 features, as each grid holds numbers per feature). More grids estimate
+        the kernel better; time and memory grow linearly.
     sigma : "scale", float or array (n_features,), default "scale"
         Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma). "scale": half the
         median L1 distance between sampled pairs of training rows (``binning_.sigma_``);

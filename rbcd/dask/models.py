@@ -52,8 +52,7 @@ def _cd_auto_alpha(model, binning, n_rows, take_rows):
 
     rows = loo_rows(n_rows)
     Xs, ys, ws = take_rows(rows)
-    if ws is not None and rows.shape[0] < n_rows:
-        check_loo_sample_weight(ws, n_rows)
+    check_loo_sample_weight(ws, n_rows)
     Zs = binning.transform(np.asarray(Xs, dtype=np.float64))
     weight = float(len(rows)) if ws is None else float(np.sum(ws))
     aux = model._make_solver(Zs.shape, True, weight)

@@ -321,7 +321,10 @@ def loo_rows(n):
 def check_loo_sample_weight(s_rows, n, what="alpha='auto'"):
     """ValueError when the leave-one-out sample of :func:`loo_rows` (above LOO_MAX_ROWS rows)
     has no weight: its scores would all be 0 / 0. Only weights that are zero on every one of
-    its rows while positive elsewhere get here."""
+    its rows while positive elsewhere get here; without weights (``s_rows`` None), or when
+    the sample is every row (whose weights were checked with the data), nothing to check."""
+    if s_rows is None or len(s_rows) >= n:
+        return
     if not float(np.sum(s_rows)) > 0:
         raise ValueError(
             f"{what} scores the candidates by leave-one-out on a fixed sample of "
