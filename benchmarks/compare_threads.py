@@ -13,13 +13,21 @@ usable cores, and the core count itself), ``n_jobs`` passed explicitly:
 * ``binning``: ``RandomBinning(n_jobs=T).fit_transform(X)`` (the CSR matrix Z);
 * ``transform``: ``transform(X)`` of that fitted binning (the same rows again);
 * ``cg``: one RidgeCG iteration as the solver runs it on Z with its grid structure
-  (``fit(Z, y, columns=...)``, as RBRegressor passes it): (T(1 + k iterations) -
-  T(1 iteration)) / k, ``tol=0`` so that no target stops, k = --iters. One iteration is
-  Z @ p and Z^T (S (Z p - zbar.p)) over the grid labels plus the vector updates;
+  (``fit(Z, y, columns=...)``, as RBRegressor passes it), in a fit of 1 + k iterations
+  (k = --iters, ``tol=0`` so that no target stops): the time between the ends of two
+  successive ``cg_direction`` calls, the last kernel of an iteration (benchmarks/_probe.py),
+  the best of the k. One iteration is Z @ p and Z^T (S (Z p - zbar.p)) over the grid
+  labels plus the vector updates;
 * ``cd-grid`` / ``cd-hogwild``: one epoch of ``CDRegressor(parallel="grid" / "hogwild",
   selection="random", tol=0)``, squared loss, lasso penalty at 1% of alpha_max, no
-  intercept, the same difference of fits of 1 and 1 + k epochs (k = --iters; a fit that
-  stops early, its gap 0 in rounding, is divided by the epochs it ran).
+  intercept: one ``CDProblem.epoch`` call of a fit of 1 + k epochs, the best of them (the
+  convergence checks between epochs are not part of it).
+
+Every stage also records its kernel breakdown (the time in each compiled kernel the
+Python layer calls, per iteration or epoch for the iterative stages; the rest of the
+stage's wall time is Python/numpy glue), printed per thread count and written to
+threads.md and threads.json: where a stage stops scaling, its breakdown says which kernel
+(or the glue) holds it.
 
 Bandwidth: STREAM's triad a = b + s c (rbcd._openmp_info.stream_triad, OpenMP, static
 schedule, each array first touched by the threads that stream it) on arrays of max(N,
@@ -43,6 +51,7 @@ import warnings
 
 import numpy as np
 
+from _probe import KernelProbe
 from _common import (
     cpu_model,
     fmt_bytes,
@@ -178,7 +187,8 @@ class _Bench:
         self.bw = {}                                  # T -> triad bytes/s (best)
         self.bytes = {}                               # stage -> bytes moved (model)
         self.info = {}
-        self.fits = []                                # (stage, T, short, long, units) raw
+        self.fits = []                                # (stage, T, wall, per-unit times) raw
+        self.kernels = {}                             # stage -> T -> kernel breakdown
         self.skipped = []                             # thread counts left out by --budget
 
     # ------------------------------------------------------------------------- set-up
@@ -264,53 +274,55 @@ class _Bench:
             self.units[stage] = units
 
     def measure(self, stage, T):
+        """Time ``stage`` at T threads under a KernelProbe (benchmarks/_probe.py): binning
+        and transform by their wall time; a CG iteration as the time between the ends of
+        two successive ``cg_direction`` calls (the last kernel of an iteration) of one fit
+        of 1 + k iterations, a CD epoch as one ``CDProblem.epoch`` call of a fit of 1 + k
+        epochs; the best of the k (or 1 + k) in either case. The kernels' own times are
+        kept as the stage's breakdown (``self.kernels``)."""
         import rbcd
 
         a = self.args
-        if stage == "binning":
-            rb = rbcd.RandomBinning(n_grids=a.grids, sigma=a.sigma, random_state=a.seed,
-                                    n_jobs=T)
+        k = a.iters
+        with KernelProbe() as probe:
             t0 = time.perf_counter()
-            Z = rb.fit_transform(self.X)
-            self._keep(stage, T, time.perf_counter() - t0)
-            del Z
-        elif stage == "transform":
-            self.rb.set_params(n_jobs=T)
-            t0 = time.perf_counter()
-            Z = self.rb.transform(self.X)
-            self._keep(stage, T, time.perf_counter() - t0)
-            del Z
-        elif stage == "cg":
-            def fit(it):
-                est = rbcd.RidgeCG(alpha=1.0, tol=0.0, max_iter=it, n_jobs=T)
+            if stage == "binning":
+                rb = rbcd.RandomBinning(n_grids=a.grids, sigma=a.sigma, random_state=a.seed,
+                                        n_jobs=T)
+                Z = rb.fit_transform(self.X)
+                units = [time.perf_counter() - t0]
+                del Z
+            elif stage == "transform":
+                self.rb.set_params(n_jobs=T)
+                Z = self.rb.transform(self.X)
+                units = [time.perf_counter() - t0]
+                del Z
+            elif stage == "cg":
+                est = rbcd.RidgeCG(alpha=1.0, tol=0.0, max_iter=1 + k, n_jobs=T)
                 if "solver" in est.get_params():
                     est.set_params(solver="cg")  # never a direct solve
-                t0 = time.perf_counter()
                 est.fit(self.Z, self.y, columns=self.cols)
-                return time.perf_counter() - t0, int(np.max(est.n_iter_))
-            self._difference(stage, T, fit)
-        else:
-            mode = "grid" if stage == "cd-grid" else "hogwild"
-
-            def fit(ep):
+                units = probe.periods("cg_direction")
+            else:
                 est = rbcd.CDRegressor(alpha=self.alpha, l1_ratio=1.0, fit_intercept=False,
-                                       max_epochs=ep, tol=0.0, selection="random",
-                                       parallel=mode, n_jobs=T, random_state=a.seed)
-                t0 = time.perf_counter()
+                                       max_epochs=1 + k, tol=0.0, selection="random",
+                                       parallel="grid" if stage == "cd-grid" else "hogwild",
+                                       n_jobs=T, random_state=a.seed)
                 est.fit(self.Z, self.y, columns=self.cols)
-                return time.perf_counter() - t0, int(np.max(est.n_iter_))
-            self._difference(stage, T, fit)
-
-    def _difference(self, stage, T, fit):
-        """(T(1 + k) - T(1)) / (units run by the long fit - 1): what one iteration /
-        epoch costs, without the fit's one-off work (validation, the CSC copy, labels)."""
-        k = self.args.iters
-        t1, n1 = fit(1)
-        tk, nk = fit(1 + k)
-        self.fits.append({"stage": stage, "threads": T, "short_s": t1, "long_s": tk,
-                          "short_units": n1, "long_units": nk})
-        if nk > n1:
-            self._keep(stage, T, (tk - t1) / (nk - n1), nk - n1)
+                units = probe.durations("CDProblem.epoch")
+            wall = time.perf_counter() - t0
+        self.fits.append({"stage": stage, "threads": T, "wall_s": wall, "units_s": units})
+        if units:
+            self._keep(stage, T, min(units), len(units))
+        per_unit = max(1, len(units)) if stage in ("cg", "cd-grid", "cd-hogwild") else 1
+        self.kernels.setdefault(stage, {})
+        # the kernels of the best round (per iteration / epoch for the iterative stages)
+        if units and min(units) <= self.best[stage].get(T, np.inf):
+            self.kernels[stage][T] = {
+                "wall_s": wall / per_unit,
+                "kernels": {n: [c / per_unit, s / per_unit]
+                            for n, (c, s) in probe.totals().items()},
+            }
 
     # ------------------------------------------------------------------------- output
     def write(self, out, quiet=False):
@@ -367,12 +379,36 @@ class _Bench:
                    f"bound at {threads[-1]} thread(s)"])
         for line in self._summary():
             print(line)
+        for line in self._breakdown_lines():
+            print(line)
         note("Each cell: the best time over the rounds, its speedup over the fewest "
              "threads, and time / bound, where bound = the stage's bytes (model above) / "
              "the triad bandwidth measured at that thread count in this run. CG iteration "
-             "and CD epoch times are differences of fits of 1 and 1 + k iterations or "
-             "epochs. Hogwild's random accesses to u are counted as streamed bytes, so its "
+             "and CD epoch times are single iterations / epochs cut out of one fit "
+             "(benchmarks/_probe.py). Hogwild's random accesses to u are counted as streamed bytes, so its "
              "bound is optimistic.")
+
+    def _breakdown_lines(self, top=4):
+        """Markdown: per stage and thread count, the wall time (per iteration / epoch for
+        the iterative stages), the kernels that take most of it, and the glue."""
+        lines = []
+        for s in self.args.stages:
+            per_T = self.kernels.get(s, {})
+            if not per_T:
+                continue
+            if not lines:
+                lines = ["", "Kernel breakdown (the best round; per iteration / epoch for the "
+                         "iterative stages; glue = wall time outside the compiled kernels):", ""]
+            lines.append(f"- {TITLES[s]}:")
+            for T, rec in sorted(per_T.items()):
+                ks = list(rec["kernels"].items())
+                inside = sum(v[1] for _, v in ks)
+                parts = [f"{n} {fmt_time(v[1])}" + (f" x{v[0]:g}" if v[0] != 1 else "")
+                         for n, v in ks[:top]]
+                glue = max(0.0, rec["wall_s"] - inside)
+                lines.append(f"  - {T} thread(s): wall {fmt_time(rec['wall_s'])}; "
+                             + "; ".join(parts) + f"; glue {fmt_time(glue)}")
+        return lines
 
     def _markdown(self, threads, stages, base, summary):
         a, inf = self.args, self.info
@@ -383,7 +419,7 @@ class _Bench:
             f"{platform.system()} {platform.release()}. X uniform on [0, 1)^{a.d}, "
             f"N = {inf['N']:,}, R = {a.grids}, sigma = {a.sigma}: D = {inf['D']:,}, "
             f"nnz = {inf['nnz']:,}. Best of {max(1, a.repeat)} round(s); CG / CD: "
-            f"fits of 1 and {1 + a.iters} iterations / epochs.",
+            f"the best single iteration / epoch of fits of {1 + a.iters}.",
             "",
             "Speedups over " + (f"{threads[0]} thread" + ("s" if threads[0] > 1 else ""))
             + "; in brackets time / bound (bound = bytes / triad bandwidth at that "
@@ -410,6 +446,7 @@ class _Bench:
             lines.append(f"- {TITLES[s]}: {fmt_bytes(self.bytes[s])}")
         if summary:
             lines += [""] + [f"- {s}" for s in summary]
+        lines += self._breakdown_lines()
         if self.skipped:
             lines += ["", f"Not measured (--budget reached): {'; '.join(self.skipped)}."]
         return "\n".join(lines) + "\n"
@@ -425,7 +462,9 @@ class _Bench:
             "bytes": self.bytes,
             "seconds": {s: {str(T): t for T, t in sorted(v.items())}
                         for s, v in self.best.items() if v},
-            "units_per_difference": {s: self.units[s] for s in STAGES if self.best[s]},
+            "units_measured": {s: self.units[s] for s in STAGES if self.best[s]},
+            "kernels": {s: {str(T): v for T, v in sorted(d.items())}
+                        for s, d in self.kernels.items()},
             "fits": self.fits,
             "skipped": self.skipped,
         }

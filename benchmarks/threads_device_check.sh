@@ -5,7 +5,7 @@
 #
 # Builds the extensions in place (-j = the usable CPUs), then runs
 # benchmarks/compare_threads.py at N = 4e6, d = 16, R = 64, sigma = 1 on threads
-# 1, 2, 4, 8, 16 (the usable CPUs where fewer), one round, writing threads.md and
+# 1, 2, 4, 8, 16 (the usable CPUs where fewer), REPEAT rounds (1), writing threads.md and
 # threads.json to $OUT (or ./threads_out without $OUT). The benchmark rewrites both
 # files after every thread count, so a run cut short by a guard still leaves the
 # counts it finished. Guards (seconds, overridable from the environment), together
@@ -25,6 +25,8 @@ BUILD_TIMEOUT=${BUILD_TIMEOUT:-80}
 BENCH_BUDGET=${BENCH_BUDGET:-100}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-115}
 N=${N:-4000000}
+REPEAT=${REPEAT:-1}     # rounds (each time the best of them)
+ITERS=${ITERS:-2}       # k: a fit of 1 + k CG iterations / CD epochs per measurement
 CORES=$(python -c "import os; print(len(os.sched_getaffinity(0)))")
 THREADS=${THREADS:-$(python -c "
 c = $CORES
@@ -53,8 +55,8 @@ python -c "import rbcd, rbcd._openmp_info as o; print(rbcd.__file__, 'OpenMP', o
 echo "== compare_threads (budget ${BENCH_BUDGET}s, timeout ${BENCH_TIMEOUT}s)"
 cd benchmarks || exit 1
 PYTHONPATH=.. timeout -k 5 "$BENCH_TIMEOUT" python compare_threads.py \
-  --n-samples "$N" --d 16 --n-grids 64 --sigma 1 --threads "$THREADS" --repeat 1 \
-  --iters 2 --budget "$BENCH_BUDGET" --out "$OUT" 2>&1 | tee "$OUT/compare_threads.log"
+  --n-samples "$N" --d 16 --n-grids 64 --sigma 1 --threads "$THREADS" --repeat "$REPEAT" \
+  --iters "$ITERS" --budget "$BENCH_BUDGET" --out "$OUT" 2>&1 | tee "$OUT/compare_threads.log"
 rc=${PIPESTATUS[0]}
 cd ..
 echo "compare_threads rc=$rc; total $(( $(date +%s) - t0 )) s"

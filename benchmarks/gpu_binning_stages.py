@@ -1,0 +1,116 @@
+"""Where a GPU binning fit spends its time (issue 32): the stages of rbcd.cuda.binning's
+per-grid loop, each timed after a device synchronisation, on the compare_gpu problem.
+
+    python benchmarks/gpu_binning_stages.py --n 1e7 --grids 64        # on a GPU
+    python benchmarks/gpu_binning_stages.py --xp numpy --n 20000       # dry run
+
+Stages of one grid (docs/gpu.md): ``keys`` (rb_grid_keys: the packed key << row_bits | row),
+``sort`` (xp.sort of those words), ``split`` (row and key words out of the sorted words),
+``number`` (number_grid: segments, first-appearance ranks, labels, CSC rows, keys by id),
+``store`` (the grid's labels and rows into the layout, its keys to the host). The
+synchronisations add a little to the whole; ``fit_layout`` is also timed as the estimator
+runs it (no synchronisation inside), which is the figure compare_gpu reports.
+"""
+import argparse
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from rbcd import RandomBinning  # noqa: E402
+from rbcd.cuda import _ops, binning as cb  # noqa: E402
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=float, default=1e7)
+    p.add_argument("--d", type=int, default=16)
+    p.add_argument("--grids", type=int, default=64)
+    p.add_argument("--xp", choices=["cupy", "numpy"], default="cupy")
+    a = p.parse_args()
+    xp = np if a.xp == "numpy" else _ops.cupy_module()
+    n = int(a.n)
+
+    def sync():
+        if not _ops.is_numpy(xp):
+            xp.cuda.Device().synchronize()
+
+    if _ops.is_numpy(xp):
+        X = np.random.default_rng(0).uniform(size=(n, a.d))
+    else:
+        X = xp.random.RandomState(0).random_sample((n, a.d), dtype=xp.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cb.fit_layout(RandomBinning(n_grids=4, random_state=0), X[:2000], xp)  # warm-up
+        est = RandomBinning(n_grids=a.grids, random_state=0)
+        sync()
+        t0 = time.perf_counter()
+        layout = cb.fit_layout(est, X, xp)
+        sync()
+        whole = time.perf_counter() - t0
+    del layout
+    # the same fit's stages, synchronised one by one
+    stages = dict(prepare=0.0, keys=0.0, sort=0.0, split=0.0, number=0.0, store=0.0)
+    t = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        Xc, widths, offsets, lo, hi, cmin, cmax, sigma, dtype = cb._prepare(est, X, xp)
+    tables = cb.CudaTables(widths, offsets, lo, hi, cmin, cmax, None, None)
+    dev = tables.device_arrays(xp)
+    _, _, n_words, top_bits = tables.layout()
+    R = widths.shape[0]
+    labels = xp.empty((R, n), dtype=xp.int32)
+    rows = xp.empty(n * R, dtype=xp.int32)
+    sync()
+    stages["prepare"] += time.perf_counter() - t
+    row_bits = max(1, int(n - 1).bit_length())
+    generic = 0
+    for r in range(R):
+        t = time.perf_counter()
+        W = int(n_words[r])
+        if W == 1 and int(top_bits[r]) + row_bits <= 64 and not _ops.is_numpy(xp):
+            pairs = _ops.grid_keys(xp, Xc, dev["u"][r], dev["w"][r], dev["lo"][r],
+                                   dev["hi"][r], dev["shift"][r], row_bits, fit=True)
+            sync()
+            t1 = time.perf_counter()
+            s = xp.sort(pairs)
+            sync()
+            t2 = time.perf_counter()
+            row_s = (s & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
+            words_s = (s >> xp.uint64(row_bits))[None, :]
+            del s, pairs
+        else:
+            generic += 1
+            row_s, words_s = cb._sorted_pairs(xp, Xc, dev, r, n_words, top_bits, True)
+            t1 = t2 = time.perf_counter()
+        sync()
+        t3 = time.perf_counter()
+        lab, cp, rc, kb, mc = cb.number_grid(xp, row_s, words_s)
+        sync()
+        t4 = time.perf_counter()
+        labels[r] = lab
+        rows[r * n:(r + 1) * n] = rc
+        _ops.to_host(kb)
+        sync()
+        t5 = time.perf_counter()
+        stages["keys"] += t1 - t
+        stages["sort"] += t2 - t1
+        stages["split"] += t3 - t2
+        stages["number"] += t4 - t3
+        stages["store"] += t5 - t4
+    total = sum(stages.values())
+    print(f"gpu_binning_stages: N = {n:,}, d = {a.d}, R = {a.grids} ({generic} grid(s) on the "
+          f"generic multi-word path, their keys and sort counted in 'keys')")
+    print(f"  fit_layout as the estimator runs it: {whole:.3f} s; synchronised stages: "
+          f"{total:.3f} s")
+    for k, v in stages.items():
+        print(f"  {k:8s} {v:.4f} s  ({100 * v / total:4.1f}%)  {1e3 * v / R:.3f} ms per grid")
+
+
+if __name__ == "__main__":
+    main()
