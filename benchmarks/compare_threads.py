@@ -11,6 +11,9 @@ Stages, each timed at every thread count of --threads (default 1, 2, 4, ... up t
 usable cores, and the core count itself), ``n_jobs`` passed explicitly:
 
 * ``binning``: ``RandomBinning(n_jobs=T).fit_transform(X)`` (the CSR matrix Z);
+* ``fit``: ``RandomBinning(n_jobs=T).fit(X)``: the bin tables only, no Z (fit_transform's
+  first kernel without its writes of Z's indices: set against ``binning``, what writing Z
+  costs the fit's scaling; not in the default stages);
 * ``transform``: ``transform(X)`` of that fitted binning (the same rows again);
 * ``cg``: one RidgeCG iteration as the solver runs it on Z with its grid structure
   (``fit(Z, y, columns=...)``, as RBRegressor passes it), in a fit of 1 + k iterations
@@ -70,9 +73,10 @@ from _common import (
     write_text,
 )
 
-STAGES = ("binning", "transform", "cg", "cd-grid", "cd-hogwild")
+STAGES = ("binning", "fit", "transform", "cg", "cd-grid", "cd-hogwild")
 TITLES = {
     "binning": "binning (fit_transform)",
+    "fit": "binning (fit: tables only)",
     "transform": "binning (transform)",
     "cg": "RidgeCG iteration",
     "cd-grid": "CD epoch, grid mode",
@@ -123,8 +127,8 @@ def main(argv=None):
     p.add_argument("--threads", type=_threads, default=None,
                    help="thread counts, comma separated (default 1, 2, 4, ... up to the "
                         "usable cores, and the core count)")
-    p.add_argument("--stages", type=_stages, default=list(STAGES),
-                   help=f"stages to time (default all: {','.join(STAGES)})")
+    p.add_argument("--stages", type=_stages, default=[s for s in STAGES if s != "fit"],
+                   help=f"stages to time, from {','.join(STAGES)} (default all but fit)")
     p.add_argument("--iters", type=int, default=2,
                    help="k: CG iterations / CD epochs of the long fit beyond the short one "
                         "(default 2)")
@@ -216,6 +220,8 @@ class _Bench:
         self.bytes = {
             # read X, write Z (indices, data, indptr)
             "binning": x_bytes + z_bytes,
+            # read X (once per group of grids; counted once)
+            "fit": x_bytes,
             "transform": x_bytes + z_bytes,
             # Z p and Z^T u over the labels (each read once per product; CSR/CSC indices
             # without them), and the row vectors: Z p written, read and written by the
@@ -286,12 +292,12 @@ class _Bench:
         k = a.iters
         with KernelProbe() as probe:
             t0 = time.perf_counter()
-            if stage == "binning":
+            if stage in ("binning", "fit"):
                 rb = rbcd.RandomBinning(n_grids=a.grids, sigma=a.sigma, random_state=a.seed,
                                         n_jobs=T)
-                Z = rb.fit_transform(self.X)
+                Z = rb.fit_transform(self.X) if stage == "binning" else rb.fit(self.X)
                 units = [time.perf_counter() - t0]
-                del Z
+                del Z, rb  # (freeing Z is not part of the time)
             elif stage == "transform":
                 self.rb.set_params(n_jobs=T)
                 Z = self.rb.transform(self.X)
@@ -311,6 +317,8 @@ class _Bench:
                 est.fit(self.Z, self.y, columns=self.cols)
                 units = probe.durations("CDProblem.epoch")
             wall = time.perf_counter() - t0
+        if stage in ("binning", "fit", "transform"):
+            wall = units[0]
         self.fits.append({"stage": stage, "threads": T, "wall_s": wall, "units_s": units})
         if units:
             self._keep(stage, T, min(units), len(units))

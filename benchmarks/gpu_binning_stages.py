@@ -103,6 +103,26 @@ def main():
         stages["split"] += t3 - t2
         stages["number"] += t4 - t3
         stages["store"] += t5 - t4
+    # the steps of "prepare", each synchronised (the column extremes as fit takes them, and
+    # as two cupy reductions over the rows' axis, the earlier code)
+    from rbcd.cuda import binning as _b
+
+    def clock(f):
+        sync()
+        t0 = time.perf_counter()
+        f()
+        sync()
+        return time.perf_counter() - t0
+
+    steps = {
+        "check_X_xp": clock(lambda: _b.check_X_xp(xp, X)),
+        "column_extremes": clock(lambda: _ops.column_extremes(xp, X)),
+        "isfinite.all + min/max(axis=0)": clock(
+            lambda: (bool(xp.isfinite(X).all()), _ops.to_host(X.min(axis=0)),
+                     _ops.to_host(X.max(axis=0)))),
+        "_check_params": clock(lambda: est._check_params(X)),
+        "sigma='scale'": clock(lambda: _b._scale_sigma(xp, X)),
+    }
     total = sum(stages.values())
     print(f"gpu_binning_stages: N = {n:,}, d = {a.d}, R = {a.grids} ({generic} grid(s) on the "
           f"generic multi-word path, their keys and sort counted in 'keys')")
@@ -110,6 +130,9 @@ def main():
           f"{total:.3f} s")
     for k, v in stages.items():
         print(f"  {k:8s} {v:.4f} s  ({100 * v / total:4.1f}%)  {1e3 * v / R:.3f} ms per grid")
+    print("  steps of prepare (each on its own):")
+    for k, v in steps.items():
+        print(f"    {k:32s} {1e3 * v:8.2f} ms")
 
 
 if __name__ == "__main__":

@@ -82,6 +82,29 @@ def test_kernels_equal_numpy_twins(cp):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("n, d", [(1, 3), (1000, 16), (200000, 7), (300, 600), (50, 2000)])
+def test_column_extremes_kernel(cp, n, d):
+    from rbcd.cuda import _ops
+    rng = np.random.default_rng(n)
+    X = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-300, 300, size=(1, d))
+    cmin, cmax, finite = _ops.column_extremes(cp, cp.asarray(X))
+    assert finite
+    np.testing.assert_array_equal(cmin, X.min(axis=0))
+    np.testing.assert_array_equal(cmax, X.max(axis=0))
+    for bad in (np.nan, np.inf, -np.inf):
+        Y = X.copy()
+        Y[rng.integers(n), rng.integers(d)] = bad
+        assert _ops.column_extremes(cp, cp.asarray(Y))[2] is False
+    if n > 1:
+        Y = X.copy()
+        Y[n // 2, d - 1] = np.nan
+        with pytest.raises(ValueError) as cpu_err:
+            RandomBinning(n_grids=2, random_state=0).fit(Y)
+        with pytest.raises(ValueError) as gpu_err:
+            RandomBinning(n_grids=2, random_state=0, device="cuda").fit(cp.asarray(Y))
+        assert str(gpu_err.value) == str(cpu_err.value)
+
+
 def test_regressor_and_classifier(cp):
     X, y = _data(20000, 16)
     Xt, _ = _data(4000, 16, seed=1)

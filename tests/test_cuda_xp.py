@@ -339,7 +339,49 @@ def _emulated(name):
         assert grid[0] * block[0] >= n_seg and ptr.shape == (n_seg + 1,) and V.shape[1] == k
         out[:] = _ops.segment_sums(np, V, ptr, float(scale))
 
+    def rb_column_extremes(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int32, np.int64, "float64", "float64",
+                           "int32"])
+        X, n, d, per, bmin, bmax, bad = args
+        n_blocks = grid[0]
+        assert block[0] <= 1024 and X.shape == (n, d) and bmin.shape == bmax.shape == (n_blocks, d)
+        assert n_blocks * per >= n
+        for b in range(n_blocks):
+            blk = X[b * per:(b + 1) * per]
+            bmin[b], bmax[b] = np.inf, -np.inf
+            if blk.shape[0]:
+                with np.errstate(invalid="ignore"):
+                    bmin[b] = np.fmin(bmin[b], np.fmin.reduce(blk, axis=0))
+                    bmax[b] = np.fmax(bmax[b], np.fmax.reduce(blk, axis=0))
+                if not np.isfinite(blk).all():
+                    bad[0] = 1
+
     return locals()[name]
+
+
+@pytest.mark.parametrize("n, d", [(1, 1), (7, 3), (5000, 4), (3, 700), (2000, 300)])
+@pytest.mark.parametrize("emulated", [False, True])
+def test_column_extremes(monkeypatch, n, d, emulated):
+    """Block extremes of X, then their extremes: the column minima and maxima exactly, for
+    any block split (a few entries per block forced), and every non-finite entry seen."""
+    xp = np
+    if emulated:
+        xp = _FakeCupy()
+        monkeypatch.setattr(_ops, "_kernel", _emulated)
+    monkeypatch.setattr(_ops, "EXTREMES_PER_BLOCK", 64)
+    n_blocks, per = _ops.extremes_plan(n, d)
+    assert 1 <= n_blocks <= min(n, _ops.EXTREMES_MAX_BLOCKS) and n_blocks * per >= n
+    assert (n_blocks - 1) * per < n          # no block past the rows
+    rng = np.random.default_rng(n + d)
+    X = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-300, 300, size=(1, d))
+    cmin, cmax, finite = _ops.column_extremes(xp, X)
+    assert finite
+    np.testing.assert_array_equal(cmin, X.min(axis=0))
+    np.testing.assert_array_equal(cmax, X.max(axis=0))
+    for bad in (np.nan, np.inf, -np.inf):
+        Y = X.copy()
+        Y[rng.integers(n), rng.integers(d)] = bad
+        assert _ops.column_extremes(xp, Y)[2] is False
 
 
 def test_cupy_branches_with_emulated_kernels(monkeypatch):
@@ -373,6 +415,14 @@ def test_cupy_branches_with_emulated_kernels(monkeypatch):
                                    structured=True)
     np.testing.assert_allclose(c2, c1, atol=1e-7)
     np.testing.assert_allclose(b2, b1, atol=1e-7)
+    # a non-finite entry: the CPU's message (the first one in row-major order)
+    X[2000, 4] = np.inf
+    X[1500, 1] = np.nan
+    with pytest.raises(ValueError) as cpu_err:
+        RandomBinning(n_grids=12, random_state=3).fit(X)
+    with pytest.raises(ValueError) as xp_err:
+        cb.fit_layout(RandomBinning(n_grids=12, random_state=3), X, fake)
+    assert str(xp_err.value) == str(cpu_err.value)
 
 
 def test_compare_gpu_dry_run(tmp_path):

@@ -114,6 +114,52 @@ def grid_keys(xp, X, u, w, lo, hi, shift, row_bits, fit):
     return keys, inside.astype(xp.bool_)
 
 
+# ------------------------------------------------------------------------------ extremes
+#: entries of X per block of rb_column_extremes (about), and its most blocks
+EXTREMES_PER_BLOCK = 1 << 16
+EXTREMES_MAX_BLOCKS = 2048
+
+
+def extremes_plan(n, d):
+    """(n_blocks, rows_per_block) of rb_column_extremes for an (n, d) X: about
+    EXTREMES_PER_BLOCK entries a block, at most EXTREMES_MAX_BLOCKS blocks, and the
+    per-block results (n_blocks * d doubles, twice) at most 2**23 entries."""
+    n_blocks = -(-int(n) * int(d) // EXTREMES_PER_BLOCK)
+    n_blocks = max(1, min(n_blocks, EXTREMES_MAX_BLOCKS, (1 << 23) // max(1, int(d)), int(n)))
+    return n_blocks, -(-int(n) // n_blocks)
+
+
+def column_extremes(xp, X):
+    """(cmin, cmax, finite) of a C-contiguous float64 (n, d) X, n >= 1: the column minima
+    and maxima as host float64 arrays, and whether every entry is finite (where it is
+    not, cmin and cmax are meaningless). One pass over X (kernels.cu, rb_column_extremes:
+    per-block extremes, then the extremes of those); exact, as min and max are."""
+    n, d = X.shape
+    n_blocks, per = extremes_plan(n, d)
+    if is_numpy(xp):
+        bmin = np.full((n_blocks, d), np.inf)
+        bmax = np.full((n_blocks, d), -np.inf)
+        finite = True
+        for b in range(n_blocks):
+            blk = X[b * per:(b + 1) * per]
+            if blk.shape[0]:
+                finite &= bool(np.isfinite(blk).all())
+                with np.errstate(invalid="ignore"):
+                    bmin[b] = np.fmin.reduce(blk, axis=0)
+                    bmax[b] = np.fmax.reduce(blk, axis=0)
+        return np.fmin.reduce(bmin, axis=0), np.fmax.reduce(bmax, axis=0), finite
+    bmin = xp.empty((n_blocks, d), dtype=xp.float64)
+    bmax = xp.empty((n_blocks, d), dtype=xp.float64)
+    bad = xp.zeros(1, dtype=xp.int32)
+    _kernel("rb_column_extremes")(
+        (n_blocks,), (BLOCK,), (X, np.int64(n), np.int32(d), np.int64(per), bmin, bmax, bad))
+    # the (n_blocks, d) partials to the host: at most 2**23 entries each, usually a few
+    # thousand (a reduction over the blocks' axis on the device would read it strided)
+    cmin = np.fmin.reduce(to_host(bmin), axis=0)
+    cmax = np.fmax.reduce(to_host(bmax), axis=0)
+    return cmin, cmax, not bool(to_host(bad)[0])
+
+
 # ------------------------------------------------------------------------------ products
 def zdot(xp, labels, grid_ptr, W, value):
     """Z @ W for Z given by its grid labels: (R, n) int32 local bin ids (-1: no entry),

@@ -63,14 +63,15 @@ def check_X_xp(xp, X, name="X"):
 
 def _extremes(xp, X, name="X"):
     """Column minima and maxima (host float64), after the finiteness check (the CPU's
-    message: the first non-finite entry in row-major order)."""
-    finite = xp.isfinite(X)
-    if not bool(finite.all()):
-        flat = int(xp.argmin(finite.ravel()))
+    message: the first non-finite entry in row-major order). One pass over X
+    (_ops.column_extremes); the entry named is looked for only when there is one."""
+    cmin, cmax, finite = _ops.column_extremes(xp, X)
+    if not finite:
+        flat = int(xp.argmin(xp.isfinite(X).ravel()))
         i, j = divmod(flat, X.shape[1])
         value = float(X[i, j])
         raise ValueError(f"{name} contains NaN or infinity ({value!r}) at row {i}, column {j}")
-    return _ops.to_host(X.min(axis=0)).astype(np.float64), _ops.to_host(X.max(axis=0)).astype(np.float64)
+    return np.asarray(cmin, dtype=np.float64), np.asarray(cmax, dtype=np.float64)
 
 
 def _scale_sigma(xp, X):

@@ -18,6 +18,14 @@
 //   sum_{e in piece p} U[rows[e], k0 + t]. No atomics: each piece is one warp's.
 // * rb_segment_sums: out[c, t] = scale * sum_{p in [ptr[c], ptr[c + 1])} V[p, t], one thread
 //   per segment (pieces -> columns, or columns -> grids).
+// * rb_column_extremes: block b takes rows [b * rows_per_block, (b + 1) * rows_per_block) of
+//   the C-contiguous (n, d) X and writes bmin[b, j] / bmax[b, j], the least and largest
+//   entry of column j over those rows (+inf / -inf for a block without rows), and sets
+//   *bad = 1 if any of those entries is not finite (every writer writes 1). Minima and
+//   maxima do not depend on the order of the comparisons: the result is exact. Where
+//   d <= blockDim.x the block reads blockDim.x / d whole rows at a time, each thread one
+//   column (consecutive threads, consecutive addresses); wider X: each thread a set of
+//   columns, row after row.
 
 #define RB_KMAX 8
 #define RB_ZBATCH 8
@@ -139,4 +147,57 @@ extern "C" __global__ void rb_segment_sums(
         for (long long p = a; p < b; p++) s += V[p * k + t];
         out[c * k + t] = scale * s;
     }
+}
+
+extern "C" __global__ void rb_column_extremes(
+    const double* __restrict__ X, long long n, int d, long long rows_per_block,
+    double* __restrict__ bmin, double* __restrict__ bmax, int* __restrict__ bad)
+{
+    // (comparisons, not fmin/fmax: a NaN never replaces a value, and is flagged by the
+    // finiteness test, v - v == 0 exactly when v is finite)
+    __shared__ double smin[1024];
+    __shared__ double smax[1024];
+    const double inf = __longlong_as_double(0x7ff0000000000000LL);
+    long long r0 = (long long)blockIdx.x * rows_per_block;
+    long long r1 = r0 + rows_per_block < n ? r0 + rows_per_block : n;
+    int t = threadIdx.x, B = blockDim.x;
+    int finite = 1;
+    if (d <= B) {
+        int per = B / d;            // rows read together
+        int j = t % d, s = t / d;
+        double lo = inf, hi = -inf;
+        if (s < per) {
+            for (long long i = r0 + s; i < r1; i += per) {
+                double v = X[i * d + j];
+                if (!(v - v == 0.0)) finite = 0;
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
+            }
+        }
+        smin[t] = lo;
+        smax[t] = hi;
+        __syncthreads();
+        if (t < d) {
+            for (int q = 1; q < per; q++) {
+                double a = smin[q * d + t], b = smax[q * d + t];
+                lo = a < lo ? a : lo;
+                hi = b > hi ? b : hi;
+            }
+            bmin[(long long)blockIdx.x * d + t] = lo;
+            bmax[(long long)blockIdx.x * d + t] = hi;
+        }
+    } else {
+        for (int j = t; j < d; j += B) {
+            double lo = inf, hi = -inf;
+            for (long long i = r0; i < r1; i++) {
+                double v = X[i * d + j];
+                if (!(v - v == 0.0)) finite = 0;
+                lo = v < lo ? v : lo;
+                hi = v > hi ? v : hi;
+            }
+            bmin[(long long)blockIdx.x * d + j] = lo;
+            bmax[(long long)blockIdx.x * d + j] = hi;
+        }
+    }
+    if (!finite) *bad = 1;
 }
