@@ -86,7 +86,9 @@ def test_comparison_scripts_run(script, extra, tmp_path):
 
 def test_compare_threads_runs(tmp_path):
     """compare_threads.py times every stage at 1 and 2 threads and writes the markdown
-    table and the JSON (tiny N: the CG / CD differences may be lost in noise, n/a)."""
+    table, the kernel breakdown and the JSON: a CG iteration as the periods between the
+    ends of successive cg_direction calls of one fit of 1 + k iterations (k of them), a CD
+    epoch as each CDProblem.epoch call (1 + k of them)."""
     import json
 
     out_dir = tmp_path / "out"
@@ -102,7 +104,18 @@ def test_compare_threads_runs(tmp_path):
     assert all(v > 0 for v in data["triad_bytes_per_s"].values())
     assert set(data["seconds"]) >= {"binning", "transform"}
     assert all(t > 0 for t in data["seconds"]["binning"].values())
-    assert {f["stage"] for f in data["fits"]} == {"cg", "cd-grid", "cd-hogwild"}
+    fits = {(f["stage"], f["threads"]): f for f in data["fits"]}
+    assert {s for s, _ in fits} == {"binning", "transform", "cg", "cd-grid", "cd-hogwild"}
+    for T in (1, 2):
+        assert len(fits["cg", T]["units_s"]) == 2
+        assert len(fits["cd-grid", T]["units_s"]) == 3
+        assert all(0 < u <= fits["cg", T]["wall_s"] for u in fits["cg", T]["units_s"])
+        assert data["seconds"]["cg"][str(T)] == min(fits["cg", T]["units_s"])
+    kernels = data["kernels"]["cg"]["1"]["kernels"]
+    assert {"labels_matmat", "labels_tmatmat", "cg_step", "cg_direction"} <= set(kernels)
+    assert "CDProblem.epoch" in data["kernels"]["cd-hogwild"]["2"]["kernels"]
+    assert "fit_tables" in data["kernels"]["binning"]["1"]["kernels"]
+    assert "Kernel breakdown" in md and "glue" in md
     assert data["data"]["N"] == 1500 and data["data"]["labels"]
 
 
