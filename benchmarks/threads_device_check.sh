@@ -27,6 +27,7 @@ BENCH_TIMEOUT=${BENCH_TIMEOUT:-115}
 N=${N:-4000000}
 REPEAT=${REPEAT:-1}     # rounds (each time the best of them)
 ITERS=${ITERS:-2}       # k: a fit of 1 + k CG iterations / CD epochs per measurement
+STAGES=${STAGES:-}      # comma-separated stages (empty: compare_threads' default)
 CORES=$(python -c "import os; print(len(os.sched_getaffinity(0)))")
 THREADS=${THREADS:-$(python -c "
 c = $CORES
@@ -56,7 +57,7 @@ echo "== compare_threads (budget ${BENCH_BUDGET}s, timeout ${BENCH_TIMEOUT}s)"
 cd benchmarks || exit 1
 PYTHONPATH=.. timeout -k 5 "$BENCH_TIMEOUT" python compare_threads.py \
   --n-samples "$N" --d 16 --n-grids 64 --sigma 1 --threads "$THREADS" --repeat "$REPEAT" \
-  --iters "$ITERS" --budget "$BENCH_BUDGET" --out "$OUT" 2>&1 | tee "$OUT/compare_threads.log"
+  --iters "$ITERS" ${STAGES:+--stages "$STAGES"} --budget "$BENCH_BUDGET" --out "$OUT" 2>&1 | tee "$OUT/compare_threads.log"
 rc=${PIPESTATUS[0]}
 cd ..
 echo "compare_threads rc=$rc; total $(( $(date +%s) - t0 )) s"
