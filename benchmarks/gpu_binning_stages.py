@@ -5,9 +5,9 @@ per-grid loop, each timed after a device synchronisation, on the compare_gpu pro
     python benchmarks/gpu_binning_stages.py --xp numpy --n 20000       # dry run
 
 Stages of one grid (docs/gpu.md): ``keys`` (rb_grid_keys: the packed key << row_bits | row),
-``sort`` (xp.sort of those words), ``split`` (row and key words out of the sorted words),
-``number`` (number_grid: segments, first-appearance ranks, labels, CSC rows, keys by id),
-``store`` (the grid's labels and rows into the layout, its keys to the host). The
+``sort`` (xp.sort of those words), ``number`` (number_pairs: segments, first-appearance
+ranks, labels and CSC rows written into the layout, keys by id), ``store`` (its keys and
+largest bin to the host; fit_layout does this once after the loop). The
 synchronisations add a little to the whole; ``fit_layout`` is also timed as the estimator
 runs it (no synchronisation inside), which is the figure compare_gpu reports.
 """
@@ -55,7 +55,7 @@ def main():
         whole = time.perf_counter() - t0
     del layout
     # the same fit's stages, synchronised one by one
-    stages = dict(prepare=0.0, keys=0.0, sort=0.0, split=0.0, number=0.0, store=0.0)
+    stages = dict(prepare=0.0, keys=0.0, sort=0.0, number=0.0, store=0.0)
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -68,41 +68,38 @@ def main():
     rows = xp.empty(n * R, dtype=xp.int32)
     sync()
     stages["prepare"] += time.perf_counter() - t
-    row_bits = max(1, int(n - 1).bit_length())
+    row_bits = cb._row_bits(n)
     generic = 0
     for r in range(R):
         t = time.perf_counter()
-        W = int(n_words[r])
-        if W == 1 and int(top_bits[r]) + row_bits <= 64 and not _ops.is_numpy(xp):
+        if cb._combines(n, r, n_words, top_bits):
             pairs = _ops.grid_keys(xp, Xc, dev["u"][r], dev["w"][r], dev["lo"][r],
                                    dev["hi"][r], dev["shift"][r], row_bits, fit=True)
             sync()
             t1 = time.perf_counter()
             s = xp.sort(pairs)
+            del pairs
             sync()
             t2 = time.perf_counter()
-            row_s = (s & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
-            words_s = (s >> xp.uint64(row_bits))[None, :]
-            del s, pairs
+            cp, kb, mc = cb.number_pairs(xp, s, row_bits, labels[r], rows[r * n:(r + 1) * n])
+            del s
         else:
             generic += 1
             row_s, words_s = cb._sorted_pairs(xp, Xc, dev, r, n_words, top_bits, True)
             t1 = t2 = time.perf_counter()
+            lab, cp, rc, kb, mc = cb.number_grid(xp, row_s, words_s)
+            labels[r] = lab
+            rows[r * n:(r + 1) * n] = rc
         sync()
         t3 = time.perf_counter()
-        lab, cp, rc, kb, mc = cb.number_grid(xp, row_s, words_s)
+        _ops.to_host(kb)
+        int(mc)
         sync()
         t4 = time.perf_counter()
-        labels[r] = lab
-        rows[r * n:(r + 1) * n] = rc
-        _ops.to_host(kb)
-        sync()
-        t5 = time.perf_counter()
         stages["keys"] += t1 - t
         stages["sort"] += t2 - t1
-        stages["split"] += t3 - t2
-        stages["number"] += t4 - t3
-        stages["store"] += t5 - t4
+        stages["number"] += t3 - t2
+        stages["store"] += t4 - t3
     # the steps of "prepare", each synchronised (the column extremes as fit takes them, and
     # as two cupy reductions over the rows' axis, the earlier code)
     from rbcd.cuda import binning as _b

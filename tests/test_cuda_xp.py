@@ -339,6 +339,27 @@ def _emulated(name):
         assert grid[0] * block[0] >= n_seg and ptr.shape == (n_seg + 1,) and V.shape[1] == k
         out[:] = _ops.segment_sums(np, V, ptr, float(scale))
 
+    def rb_seg_flags(grid, block, args):
+        _check_args(args, ["uint64", np.int64, np.int32, "int32"])
+        s, n, row_bits, flags = args
+        assert grid[0] * block[0] >= n and s.shape == flags.shape == (n,)
+        flags[:] = _ops.seg_flags(np, s, int(row_bits))
+
+    def rb_seg_starts(grid, block, args):
+        _check_args(args, ["int32", "int32", np.int64, "int64"])
+        flags, seg, n, start = args
+        assert grid[0] * block[0] >= n and flags.shape == seg.shape == (n,)
+        assert start.shape == (int(seg[-1]) + 1,)
+        start[:] = _ops.seg_starts(np, flags, seg, start.shape[0])
+
+    def rb_number_rows(grid, block, args):
+        _check_args(args, ["uint64", "int32", "int64", "int64", "int64", np.int64, np.int32,
+                           "int32", "int32"])
+        s, seg, start, col_of_seg, col_ptr, n, row_bits, labels, rows = args
+        assert grid[0] * block[0] >= n and labels.shape == rows.shape == (n,)
+        assert col_ptr.shape == (start.shape[0] + 1,) == (col_of_seg.shape[0] + 1,)
+        _ops.number_rows(np, s, seg, start, col_of_seg, col_ptr, int(row_bits), labels, rows)
+
     def rb_column_extremes(grid, block, args):
         _check_args(args, ["float64", np.int64, np.int32, np.int64, "float64", "float64",
                            "int32"])
@@ -382,6 +403,31 @@ def test_column_extremes(monkeypatch, n, d, emulated):
         Y = X.copy()
         Y[rng.integers(n), rng.integers(d)] = bad
         assert _ops.column_extremes(xp, Y)[2] is False
+
+
+@settings(max_examples=60, deadline=None)
+@given(keys=st.lists(st.integers(0, 5), min_size=1, max_size=60))
+def test_number_pairs_equals_number_grid(keys):
+    """The three-pass numbering of sorted (key << row_bits | row) words (number_pairs) gives
+    number_grid's labels, CSC rows, column pointers, keys and largest bin, exactly."""
+    n = len(keys)
+    row_bits = cb._row_bits(n)
+    pairs = (np.asarray(keys, dtype=np.uint64) << np.uint64(row_bits)) | np.arange(
+        n, dtype=np.uint64)
+    s = np.sort(pairs)
+    row_s = (s & np.uint64((1 << row_bits) - 1)).astype(np.int64)
+    lab, cp, rc, kb, mc = cb.number_grid(np, row_s, (s >> np.uint64(row_bits))[None, :])
+    labels = np.full(n, -7, dtype=np.int32)
+    rows = np.full(n, -7, dtype=np.int32)
+    cp2, kb2, mc2 = cb.number_pairs(np, s, row_bits, labels, rows)
+    np.testing.assert_array_equal(labels, lab)
+    np.testing.assert_array_equal(rows, rc)
+    np.testing.assert_array_equal(cp2, cp)
+    np.testing.assert_array_equal(kb2, kb)
+    assert int(mc2) == mc
+    # first appearance: bin c's first row comes before bin c + 1's
+    firsts = [keys.index(k) for k in dict.fromkeys(keys)]
+    np.testing.assert_array_equal(labels[firsts], np.arange(len(firsts)))
 
 
 def test_cupy_branches_with_emulated_kernels(monkeypatch):

@@ -114,6 +114,53 @@ def grid_keys(xp, X, u, w, lo, hi, shift, row_bits, fit):
     return keys, inside.astype(xp.bool_)
 
 
+# ------------------------------------------------------------------------------ numbering
+def seg_flags(xp, s, row_bits):
+    """(n,) int32: 1 where a segment of equal keys starts in the sorted (key << row_bits |
+    row) words s, else 0 (kernels.cu, rb_seg_flags)."""
+    n = s.shape[0]
+    if is_numpy(xp):
+        flags = np.ones(n, dtype=np.int32)
+        k = s >> np.uint64(row_bits)
+        flags[1:] = k[1:] != k[:-1]
+        return flags
+    flags = xp.empty(n, dtype=xp.int32)
+    if n:
+        _kernel("rb_seg_flags")(_blocks(n), (BLOCK,), (s, np.int64(n), np.int32(row_bits), flags))
+    return flags
+
+
+def seg_starts(xp, flags, seg, n_seg):
+    """(n_seg,) int64: the position where each segment starts (rb_seg_starts)."""
+    n = flags.shape[0]
+    if is_numpy(xp):
+        start = np.empty(n_seg, dtype=np.int64)
+        hit = flags != 0
+        start[seg[hit]] = np.flatnonzero(hit)
+        return start
+    start = xp.empty(n_seg, dtype=xp.int64)
+    if n:
+        _kernel("rb_seg_starts")(_blocks(n), (BLOCK,), (flags, seg, np.int64(n), start))
+    return start
+
+
+def number_rows(xp, s, seg, start, col_of_seg, col_ptr, row_bits, labels, rows):
+    """labels[i] = the bin of row i, rows = the grid-sorted (CSC) rows, from the sorted
+    words s (rb_number_rows). labels (n,) and rows (n,) int32 are written in place."""
+    n = s.shape[0]
+    if is_numpy(xp):
+        b = seg.astype(np.int64)
+        c = col_of_seg[b]
+        i = (s & np.uint64((1 << row_bits) - 1)).astype(np.int64)
+        labels[i] = c.astype(np.int32)
+        rows[col_ptr[c] + (np.arange(n, dtype=np.int64) - start[b])] = i.astype(np.int32)
+        return
+    if n:
+        _kernel("rb_number_rows")(
+            _blocks(n), (BLOCK,),
+            (s, seg, start, col_of_seg, col_ptr, np.int64(n), np.int32(row_bits), labels, rows))
+
+
 # ------------------------------------------------------------------------------ extremes
 #: entries of X per block of rb_column_extremes (about), and its most blocks
 EXTREMES_PER_BLOCK = 1 << 16

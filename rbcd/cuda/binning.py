@@ -234,15 +234,29 @@ def _grid_words(xp, X, u, w, lo, hi, word, shift, n_words):
     return words, inside
 
 
+def _row_bits(n):
+    return max(1, int(n - 1).bit_length())
+
+
+def _combines(n, r, n_words, top_bits):
+    """Whether grid r's (key, row) pairs fit one uint64 word (key << row_bits | row)."""
+    return int(n_words[r]) == 1 and int(top_bits[r]) + _row_bits(n) <= 64
+
+
+def _sorted_words(xp, X, dev, r):
+    """Grid r's (key << row_bits | row) words, sorted (its pairs fit one word)."""
+    pairs = _ops.grid_keys(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r], dev["hi"][r],
+                           dev["shift"][r], _row_bits(X.shape[0]), fit=True)
+    return xp.sort(pairs)
+
+
 def _sorted_pairs(xp, X, dev, r, n_words, top_bits, combine):
     """Rows of X sorted by (key of grid r, row): (row_s (n,) int64, words_s (W, n) uint64)."""
     n = X.shape[0]
-    row_bits = max(1, int(n - 1).bit_length())
+    row_bits = _row_bits(n)
     W = int(n_words[r])
-    if combine and W == 1 and int(top_bits[r]) + row_bits <= 64:
-        pairs = _ops.grid_keys(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r], dev["hi"][r],
-                               dev["shift"][r], row_bits, fit=True)
-        s = xp.sort(pairs)
+    if combine and _combines(n, r, n_words, top_bits):
+        s = _sorted_words(xp, X, dev, r)
         row_s = (s & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
         return row_s, (s >> xp.uint64(row_bits))[None, :]
     words, _ = _grid_words(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r], dev["hi"][r],
@@ -293,6 +307,38 @@ def number_grid(xp, row_s, words_s):
     return labels, col_ptr, rows_csc, keys, int(seg_len.max())
 
 
+def number_pairs(xp, s, row_bits, labels, rows):
+    """First-appearance numbering of one grid from its sorted (key << row_bits | row) words
+    s, the same numbering as :func:`number_grid` in three passes over the rows
+    (_ops.seg_flags, seg_starts, number_rows) and small per-bin steps.
+
+    Writes ``labels`` (n,) int32 (the bin of each row) and ``rows`` (n,) int32 (the rows of
+    bin 0, then bin 1, ..., increasing in each) in place; returns ``(col_ptr (n_bins + 1,)
+    int64, keys_by_id (n_bins, 1) uint64, max_count (a 0-d array of xp))``."""
+    n = s.shape[0]
+    flags = _ops.seg_flags(xp, s, row_bits)
+    seg = xp.cumsum(flags, dtype=xp.int32)
+    seg -= 1
+    n_bins = int(seg[n - 1]) + 1                     # the one synchronisation of a grid
+    start = _ops.seg_starts(xp, flags, seg, n_bins)
+    del flags
+    head = s[start]                                  # each segment's smallest row: sorted
+    first_row = (head & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
+    col_of_seg = xp.empty(n_bins, dtype=xp.int64)
+    col_of_seg[_stable_argsort(xp, first_row)] = xp.arange(n_bins, dtype=xp.int64)
+    seg_len = xp.empty(n_bins, dtype=xp.int64)
+    seg_len[:-1] = start[1:] - start[:-1]
+    seg_len[-1] = n - start[-1]
+    counts = xp.empty(n_bins, dtype=xp.int64)
+    counts[col_of_seg] = seg_len
+    col_ptr = xp.zeros(n_bins + 1, dtype=xp.int64)
+    col_ptr[1:] = xp.cumsum(counts)
+    _ops.number_rows(xp, s, seg, start, col_of_seg, col_ptr, row_bits, labels, rows)
+    keys = xp.empty((n_bins, 1), dtype=xp.uint64)
+    keys[col_of_seg, 0] = head >> xp.uint64(row_bits)
+    return col_ptr, keys, seg_len.max()
+
+
 # ---------------------------------------------------------------------------------- fit
 def _prepare(est, X, xp):
     """Validate, extremes, sigma, the grid draw (contract 2) and the range check."""
@@ -338,16 +384,24 @@ def fit_layout(est, X, xp, *, combine=True):
     col_ptrs, keys = [], []
     n_bins = np.zeros(R, dtype=np.int64)
     max_count = np.zeros(R, dtype=np.int64)
+    counts = []
     for r in range(R):
-        row_s, words_s = _sorted_pairs(xp, X, dev, r, n_words, top_bits, combine)
-        lab, cp, rc, kb, mc = number_grid(xp, row_s, words_s)
-        del row_s, words_s
-        labels[r] = lab
-        rows[r * n:(r + 1) * n] = rc
+        if combine and _combines(n, r, n_words, top_bits):
+            s = _sorted_words(xp, X, dev, r)
+            cp, kb, mc = number_pairs(xp, s, _row_bits(n), labels[r], rows[r * n:(r + 1) * n])
+            del s
+        else:
+            row_s, words_s = _sorted_pairs(xp, X, dev, r, n_words, top_bits, combine)
+            lab, cp, rc, kb, mc = number_grid(xp, row_s, words_s)
+            del row_s, words_s
+            labels[r] = lab
+            rows[r * n:(r + 1) * n] = rc
         col_ptrs.append(cp[:-1] + r * n)
-        keys.append(np.ascontiguousarray(_ops.to_host(kb)))
+        keys.append(kb)         # to the host after the loop: no synchronisation per grid
+        counts.append(mc)
         n_bins[r] = cp.shape[0] - 1
-        max_count[r] = mc
+    keys = [np.ascontiguousarray(_ops.to_host(kb)) for kb in keys]
+    max_count[:] = [int(mc) for mc in counts]
     grid_ptr = np.zeros(R + 1, dtype=np.int64)
     np.cumsum(n_bins, out=grid_ptr[1:])
     col_ptr = xp.concatenate(col_ptrs + [xp.asarray([n * R], dtype=xp.int64)])

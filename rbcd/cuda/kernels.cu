@@ -18,6 +18,15 @@
 //   sum_{e in piece p} U[rows[e], k0 + t]. No atomics: each piece is one warp's.
 // * rb_segment_sums: out[c, t] = scale * sum_{p in [ptr[c], ptr[c + 1])} V[p, t], one thread
 //   per segment (pieces -> columns, or columns -> grids).
+// * rb_seg_flags, rb_seg_starts, rb_number_rows: the first-appearance numbering of one
+//   grid from its sorted (key << row_bits | row) words s (docs/design.md contract 4; the
+//   caller: rbcd.cuda.binning.number_pairs). rb_seg_flags: flags[p] = 1 where a segment of
+//   equal keys starts (p = 0, or s[p] >> row_bits != s[p - 1] >> row_bits), else 0.
+//   rb_seg_starts: start[seg[p]] = p where flags[p] (seg = inclusive scan of flags - 1).
+//   rb_number_rows: position p holds row i = s[p] & (2^row_bits - 1) of segment b = seg[p],
+//   numbered c = col_of_seg[b]: labels[i] = c, and i goes to rows[col_ptr[c] + p -
+//   start[b]] (within a segment the rows are increasing, as s is sorted). Each position
+//   writes its own entries: no atomics, no order dependence.
 // * rb_column_extremes: block b takes rows [b * rows_per_block, (b + 1) * rows_per_block) of
 //   the C-contiguous (n, d) X and writes bmin[b, j] / bmax[b, j], the least and largest
 //   entry of column j over those rows (+inf / -inf for a block without rows), and sets
@@ -147,6 +156,38 @@ extern "C" __global__ void rb_segment_sums(
         for (long long p = a; p < b; p++) s += V[p * k + t];
         out[c * k + t] = scale * s;
     }
+}
+
+extern "C" __global__ void rb_seg_flags(
+    const unsigned long long* __restrict__ s, long long n, int row_bits, int* __restrict__ flags)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    flags[p] = (p == 0 || (s[p] >> row_bits) != (s[p - 1] >> row_bits)) ? 1 : 0;
+}
+
+extern "C" __global__ void rb_seg_starts(
+    const int* __restrict__ flags, const int* __restrict__ seg, long long n,
+    long long* __restrict__ start)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    if (flags[p]) start[seg[p]] = p;
+}
+
+extern "C" __global__ void rb_number_rows(
+    const unsigned long long* __restrict__ s, const int* __restrict__ seg,
+    const long long* __restrict__ start, const long long* __restrict__ col_of_seg,
+    const long long* __restrict__ col_ptr, long long n, int row_bits,
+    int* __restrict__ labels, int* __restrict__ rows)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= n) return;
+    int b = seg[p];
+    long long c = col_of_seg[b];
+    int i = (int)(s[p] & ((1ULL << row_bits) - 1ULL));
+    labels[i] = (int)c;
+    rows[col_ptr[c] + (p - start[b])] = i;
 }
 
 extern "C" __global__ void rb_column_extremes(
