@@ -53,7 +53,36 @@ def main():
         layout = cb.fit_layout(est, X, xp)
         sync()
         whole = time.perf_counter() - t0
-    del layout
+    # the CG iteration's pieces on this layout (issue 32: the iteration against its two
+    # label passes), each synchronised; k = 1
+    from rbcd.cuda import cg as ccg
+
+    def clock_mean(f, reps=5):
+        f()
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            f()
+        sync()
+        return (time.perf_counter() - t0) / reps
+
+    P = xp.ones((layout.n_columns, 1))
+    T = xp.ones((n, 1))
+    y = X[:, 0] * 2.0 - 1.0
+    cg_steps = {
+        "Z p (layout.dot)": clock_mean(lambda: layout.dot(P)),
+        "Z^T u (layout.tdot)": clock_mean(lambda: layout.tdot(T)),
+        "T.sum(axis=0)": clock_mean(lambda: T.sum(axis=0)),
+        "col_sums(T)": clock_mean(lambda: _ops.col_sums(xp, T)),
+        "T - c": clock_mean(lambda: T - P[:1, :]),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for it in (2, 12):
+            cg_steps[f"solve_ridge, {it} iterations"] = clock_mean(
+                lambda: ccg.solve_ridge(xp, layout, y.reshape(n, 1), None, 1e-4 * n, True, 0.0,
+                                        it, "jacobi", structured=True), reps=1)
+    del layout, P, T
     # the same fit's stages, synchronised one by one
     stages = dict(prepare=0.0, keys=0.0, sort=0.0, number=0.0, store=0.0)
     t = time.perf_counter()
@@ -127,6 +156,11 @@ def main():
           f"{total:.3f} s")
     for k, v in stages.items():
         print(f"  {k:8s} {v:.4f} s  ({100 * v / total:4.1f}%)  {1e3 * v / R:.3f} ms per grid")
+    print("  CG pieces on this layout (mean of 5 calls; solve_ridge: one call):")
+    for k, v in cg_steps.items():
+        print(f"    {k:32s} {1e3 * v:8.2f} ms")
+    per_it = (cg_steps["solve_ridge, 12 iterations"] - cg_steps["solve_ridge, 2 iterations"]) / 10
+    print(f"    {'one CG iteration (difference)':32s} {1e3 * per_it:8.2f} ms")
     print("  steps of prepare (each on its own):")
     for k, v in steps.items():
         print(f"    {k:32s} {1e3 * v:8.2f} ms")

@@ -433,6 +433,8 @@ def test_number_pairs_equals_number_grid(keys):
 def test_cupy_branches_with_emulated_kernels(monkeypatch):
     fake = _FakeCupy()
     monkeypatch.setattr(_ops, "_kernel", _emulated)
+    # (pinned memory and events need a GPU: the count is read at once)
+    monkeypatch.setattr(_ops, "last_async", lambda xp, a: _ops._Ready(a[-1]))
     rng = np.random.default_rng(4)
     X = rng.uniform(size=(3000, 6))
     X[:, 5] = 1.0

@@ -314,14 +314,26 @@ def number_pairs(xp, s, row_bits, labels, rows):
 
     Writes ``labels`` (n,) int32 (the bin of each row) and ``rows`` (n,) int32 (the rows of
     bin 0, then bin 1, ..., increasing in each) in place; returns ``(col_ptr (n_bins + 1,)
-    int64, keys_by_id (n_bins, 1) uint64, max_count (a 0-d array of xp))``."""
-    n = s.shape[0]
+    int64, keys_by_id (n_bins, 1) uint64, max_count (a 0-d array of xp))``. In two halves
+    (:func:`_segment_ids`, :func:`_number_segments`) so that fit can queue the next grid's
+    work between them: the second needs the bin count on the host."""
+    flags, seg, count = _segment_ids(xp, s, row_bits)
+    return _number_segments(xp, s, flags, seg, count.get() + 1, row_bits, labels, rows)
+
+
+def _segment_ids(xp, s, row_bits):
+    """(flags, seg, count): segment starts and the segment of each position of the sorted
+    words s; ``count.get()`` is the last segment's number (bins - 1), fetched without
+    waiting for work queued later (_ops.last_async)."""
     flags = _ops.seg_flags(xp, s, row_bits)
     seg = xp.cumsum(flags, dtype=xp.int32)
     seg -= 1
-    n_bins = int(seg[n - 1]) + 1                     # the one synchronisation of a grid
+    return flags, seg, _ops.last_async(xp, seg)
+
+
+def _number_segments(xp, s, flags, seg, n_bins, row_bits, labels, rows):
+    n = s.shape[0]
     start = _ops.seg_starts(xp, flags, seg, n_bins)
-    del flags
     head = s[start]                                  # each segment's smallest row: sorted
     first_row = (head & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
     col_of_seg = xp.empty(n_bins, dtype=xp.int64)
@@ -385,11 +397,26 @@ def fit_layout(est, X, xp, *, combine=True):
     n_bins = np.zeros(R, dtype=np.int64)
     max_count = np.zeros(R, dtype=np.int64)
     counts = []
+    # single-word grids are pipelined: grid r's bin count reaches the host while the GPU
+    # already runs grid r + 1's keys, sort and segment scan (queued before the count is
+    # asked for), so the GPU does not idle while the host issues grid r's small steps
+    row_bits = _row_bits(n)
+    fast = [r for r in range(R) if combine and _combines(n, r, n_words, top_bits)]
+    queued = {}
+
+    def queue(j):
+        if j < len(fast):
+            s = _sorted_words(xp, X, dev, fast[j])
+            queued[fast[j]] = (j, s) + _segment_ids(xp, s, row_bits)
+
+    queue(0)
     for r in range(R):
-        if combine and _combines(n, r, n_words, top_bits):
-            s = _sorted_words(xp, X, dev, r)
-            cp, kb, mc = number_pairs(xp, s, _row_bits(n), labels[r], rows[r * n:(r + 1) * n])
-            del s
+        if r in queued:
+            j, s, flags, seg, count = queued.pop(r)
+            queue(j + 1)
+            cp, kb, mc = _number_segments(xp, s, flags, seg, count.get() + 1, row_bits,
+                                          labels[r], rows[r * n:(r + 1) * n])
+            del s, flags, seg
         else:
             row_s, words_s = _sorted_pairs(xp, X, dev, r, n_words, top_bits, combine)
             lab, cp, rc, kb, mc = number_grid(xp, row_s, words_s)

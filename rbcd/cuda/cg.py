@@ -97,7 +97,7 @@ class GridProjection:
     def __call__(self, V):
         means = _ops.segment_sums(self.xp, V, self.ptr) * self.inv_sizes[:, None]
         if not self.fit_intercept:
-            c = means.sum(axis=0) * self.inv_total
+            c = _ops.col_sums(self.xp, means) * self.inv_total
             means = means - self.inv_sizes[:, None] * c[None, :]
         return V - means[self.grid_of_col]
 
@@ -135,7 +135,7 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         colsum, colsq = op.col_stats(s)
     if fit_intercept:
         zbar = colsum / S
-        ybar = (s[:, None] * Y).sum(axis=0) / S
+        ybar = _ops.col_sums(xp, s[:, None] * Y) / S
         Yc = Y - ybar[None, :]
         diag = colsq - S * zbar * zbar
     else:
@@ -156,18 +156,18 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     def apply_A(P):
         T = op.dot(P)
         if zbar is not None:
-            T = T - (zbar[:, None] * P).sum(axis=0)[None, :]
+            T = T - _ops.col_sums(xp, zbar[:, None] * P)[None, :]
         if weighted:
             T = T * s[:, None]
         Q = op.tdot(T)
         if zbar is not None:
-            Q = Q - zbar[:, None] * T.sum(axis=0)[None, :]
+            Q = Q - zbar[:, None] * _ops.col_sums(xp, T)[None, :]
         Q = Q + alpha_d[None, :] * P
         return Q * keep
 
     B = op.tdot(sY)
     if zbar is not None:
-        B = B - zbar[:, None] * sY.sum(axis=0)[None, :]
+        B = B - zbar[:, None] * _ops.col_sums(xp, sY)[None, :]
     B = B * keep
     use_diag = preconditioner == "jacobi"
     proj = GridProjection(xp, op.grid_ptr_host, fit_intercept) if (use_diag and structured) else None
@@ -187,10 +187,10 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         max_iter = default_max_iter(D)
     X = xp.zeros((D, k))
     Rr = B
-    bnorm = _ops.to_host(xp.sqrt((B * B).sum(axis=0)))
+    bnorm = _ops.to_host(xp.sqrt(_ops.col_sums(xp, B * B)))
     thresh = tol * bnorm
     P = precond(Rr)
-    rz = (Rr * P).sum(axis=0)
+    rz = _ops.col_sums(xp, Rr * P)
     n_iter = np.zeros(k, dtype=np.int64)
     done = bnorm <= thresh
     rnorm = bnorm.copy()
@@ -201,14 +201,14 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
             break
         act_d = xp.asarray(act)
         Q = apply_A(P)
-        pq = (P * Q).sum(axis=0)
+        pq = _ops.col_sums(xp, P * Q)
         ok_d = pq > 0
         step = xp.where(act_d & ok_d, rz / xp.where(ok_d, pq, 1.0), 0.0)
         X = X + step[None, :] * P
         Rr = Rr - step[None, :] * Q
         Zr = precond(Rr)
-        rr = (Rr * Rr).sum(axis=0)
-        rz_new = (Rr * Zr).sum(axis=0)
+        rr = _ops.col_sums(xp, Rr * Rr)
+        rz_new = _ops.col_sums(xp, Rr * Zr)
         beta = xp.where(rz > 0, rz_new / xp.where(rz > 0, rz, 1.0), 0.0)
         P = xp.where(act_d[None, :], Zr + beta[None, :] * P, P)
         rz = xp.where(act_d, rz_new, rz)
