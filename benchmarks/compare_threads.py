@@ -130,8 +130,8 @@ def main(argv=None):
     p.add_argument("--stages", type=_stages, default=[s for s in STAGES if s != "fit"],
                    help=f"stages to time, from {','.join(STAGES)} (default all but fit)")
     p.add_argument("--iters", type=int, default=2,
-                   help="k: CG iterations / CD epochs of the long fit beyond the short one "
-                        "(default 2)")
+                   help="k: each CG / CD measurement is one fit of 1 + k iterations / "
+                        "epochs, the best of its k iterations / 1 + k epochs (default 2)")
     p.add_argument("--triad-min", type=_int, default=TRIAD_MIN,
                    help=f"smallest triad array, doubles (default {TRIAD_MIN})")
     p.add_argument("--out", default=None, help="directory for threads.md and threads.json "
