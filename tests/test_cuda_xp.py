@@ -492,6 +492,16 @@ def test_compare_gpu_dry_run(tmp_path):
     assert g["t_zdot"] > 0 and g["t_tdot"] > 0 and g["bound"] > 0
     md = open(tmp_path / "gpu.md").read()
     assert "| 1,500 | 4 |" in md and "| yes |" in md
+    # above --cpu-max, Z checked against the CPU's binning alone (--check-max)
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "compare_gpu.py"), "--xp", "numpy",
+         "--sizes", "2500", "--grids", "3", "--n-test", "300", "--rff-max", "0",
+         "--cpu-max", "1000", "--check-max", "1e4", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.load(open(tmp_path / "gpu_results.json"))["results"]
+    assert res[0]["z_equal"] is True and "cpu" not in res[0]
+    assert "Z checked against the CPU's binning alone: equal True" in out.stdout
 
 
 def test_piece_sums_twin_honours_piece_end():
