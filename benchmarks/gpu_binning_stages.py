@@ -152,8 +152,11 @@ def main():
     total = sum(stages.values())
     print(f"gpu_binning_stages: N = {n:,}, d = {a.d}, R = {a.grids} ({generic} grid(s) on the "
           f"generic multi-word path, their keys and sort counted in 'keys')")
-    print(f"  fit_layout as the estimator runs it: {whole:.3f} s; synchronised stages: "
-          f"{total:.3f} s")
+    n_batches = len(cb._batches([r for r in range(R) if cb._combines(n, r, n_words, top_bits)],
+                                n, top_bits, row_bits))
+    print(f"  fit_layout as the estimator runs it ({n_batches} batch(es) of grids, "
+          f"BATCH_WORDS {cb.BATCH_WORDS}): {whole:.3f} s; synchronised stages, grid by "
+          f"grid: {total:.3f} s")
     for k, v in stages.items():
         print(f"  {k:8s} {v:.4f} s  ({100 * v / total:4.1f}%)  {1e3 * v / R:.3f} ms per grid")
     print("  CG pieces on this layout (mean of 5 calls; solve_ridge: one call):")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks of issue 32 as one script, run from the repository root on the GPU machine:
 #     bash benchmarks/gpu_device_check.sh
-# Builds in place, runs the GPU tests and the numpy-twin tests, then compare_gpu.py on
+# Builds in place, runs the GPU tests and the numpy-twin tests, the stage breakdown of a
+# binning fit and a CG iteration (gpu_binning_stages.py, N 1e6 and 1e7), then compare_gpu.py on
 # N 1e6, 1e7 (R 64, 256) and 5e7 (R 64): the CPU baseline (binning + CG) up to N R = 6.4e8
 # rows x grids, Z checked against the CPU's binning alone at the other sizes, the RFF
 # baseline up to 1e7 rows. Every step has a timeout; the whole run ends within about 4
@@ -41,6 +42,11 @@ timeout 75 python -m pytest tests/test_cuda_gpu.py -q -x -p no:cacheprovider 2>&
 
 stamp "numpy-twin tests (tests/test_cuda_xp.py)"
 timeout 40 python -m pytest tests/test_cuda_xp.py -q -p no:cacheprovider 2>&1 | tail -8
+
+stamp "binning and CG stages (gpu_binning_stages.py at N 1e6 and 1e7, R 64)"
+if [ "${BENCH_XP:-cupy}" = cupy ]; then
+  for N in 1e6 1e7; do timeout 30 python benchmarks/gpu_binning_stages.py --n $N --grids 64 2>&1 | tail -22; done
+fi
 
 LEFT=$(( 235 - ($(date +%s) - T0) ))
 if [ "$LEFT" -lt 30 ]; then LEFT=30; fi

@@ -430,6 +430,52 @@ def test_number_pairs_equals_number_grid(keys):
     np.testing.assert_array_equal(labels[firsts], np.arange(len(firsts)))
 
 
+def test_batches_of_grids():
+    """Consecutive single-word grids in runs of at most BATCH_WORDS // n grids whose
+    (grid, key, row) words fit 64 bits; a gap or a wide key starts a new run."""
+    top = np.array([10, 10, 10, 10, 40, 40, 10, 10, 10])
+    assert cb._batches([0, 1, 2, 3, 5, 6, 7, 8], 1000, top, 10) == [[0, 1, 2, 3], [5, 6, 7, 8]]
+    # at most 2 grids a batch
+    assert cb._batches([0, 1, 2, 3], cb.BATCH_WORDS // 2, top, 10) == [[0, 1], [2, 3]]
+    assert cb._batches([0, 1, 2], cb.BATCH_WORDS, top, 10) == [[0], [1], [2]]
+    # 40 key bits + 22 row bits leave 2 bits: 4 grids with keys of 40 bits, not 5
+    top = np.array([40] * 6)
+    assert cb._batches(list(range(6)), 1000, top, 22) == [[0, 1, 2, 3], [4, 5]]
+    assert cb._batches(list(range(3)), 1000, top, 24) == [[0], [1], [2]]
+
+
+@pytest.mark.parametrize("words", [1, 2 * 3000, 5 * 3000, 1 << 24])
+@pytest.mark.parametrize("emulated", [False, True])
+def test_fit_in_batches_of_any_size(monkeypatch, words, emulated):
+    """Z is the CPU's whether the grids are numbered one by one (the GPU path above
+    BATCH_WORDS rows), in batches of 2 or 5, or all together; on numpy and on the CuPy
+    branches with emulated kernels."""
+    xp = np
+    if emulated:
+        xp = _FakeCupy()
+        monkeypatch.setattr(_ops, "_kernel", _emulated)
+        monkeypatch.setattr(_ops, "last_async", lambda xp_, a: _ops._Ready(a[-1]))
+    monkeypatch.setattr(cb, "BATCH_WORDS", words)
+    rng = np.random.default_rng(8)
+    X = rng.uniform(size=(3000, 5))
+    X[:, 4] = np.round(X[:, 4] * 3)
+    cpu, Z, cols = _cpu_Z(X, 11, 0.3, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = RandomBinning(n_grids=11, sigma=0.3, random_state=2)
+        layout = cb.fit_layout(est, X, xp)
+    _assert_same_Z(cb.csr_arrays(xp, layout.labels, est.grid_ptr_, est.n_features_out_,
+                                 est._value(), est._dtype_), Z)
+    np.testing.assert_array_equal(layout.rows, cols.indices)
+    np.testing.assert_array_equal(layout.col_ptr, cols.indptr)
+    np.testing.assert_array_equal(est.kappa_per_grid_, cpu.kappa_per_grid_)
+    np.testing.assert_array_equal(est.n_bins_, cpu.n_bins_)
+    Xt = rng.uniform(-0.1, 1.1, size=(200, 5))
+    _assert_same_Z(cb.csr_arrays(xp, cb.transform_labels(est, Xt, xp), est.grid_ptr_,
+                                 est.n_features_out_, est._value(), est._dtype_),
+                   cpu.transform(Xt))
+
+
 def test_cupy_branches_with_emulated_kernels(monkeypatch):
     fake = _FakeCupy()
     monkeypatch.setattr(_ops, "_kernel", _emulated)

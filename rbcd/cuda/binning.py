@@ -307,6 +307,91 @@ def number_grid(xp, row_s, words_s):
     return labels, col_ptr, rows_csc, keys, int(seg_len.max())
 
 
+#: sorted words (rows x grids) of one batch of grids at most: where rows are few, several
+#: grids share one sort, one scan and one set of array operations (at 10^6 rows a grid's
+#: dozens of small steps cost the host more time than the GPU's work on them)
+BATCH_WORDS = 1 << 24
+
+
+def _batches(fast, n, top_bits, row_bits):
+    """Runs of consecutive grids of ``fast`` (increasing) to fit together: at most
+    BATCH_WORDS // n grids, whose (grid, key, row) words fit one uint64 (grid q of a batch
+    at bit key_bits + row_bits, key_bits the batch's widest key)."""
+    g_max = max(1, BATCH_WORDS // max(int(n), 1))
+    out, cur = [], []
+    for r in fast:
+        if cur and r == cur[-1] + 1 and len(cur) < g_max:
+            key_bits = max(int(top_bits[q]) for q in cur + [r])
+            if len(cur).bit_length() + key_bits + row_bits <= 64:
+                cur.append(r)
+                continue
+        if cur:
+            out.append(cur)
+        cur = [r]
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _batch_front(xp, X, dev, batch, top_bits, row_bits):
+    """The queued half of a batch: its sorted words and segment scan (:func:`_segment_ids`).
+    One grid: ``(s, flags, seg, count)``; several: ``(s, key_bits, flags, seg, count)``,
+    the words ``q << (key_bits + row_bits) | key << row_bits | row`` of grid q of the batch
+    sorted together (a grid's segments never meet another's)."""
+    if len(batch) == 1:
+        s = _sorted_words(xp, X, dev, batch[0])
+        return (s,) + _segment_ids(xp, s, row_bits)
+    n = X.shape[0]
+    G = len(batch)
+    key_bits = max(int(top_bits[r]) for r in batch)
+    words = xp.empty((G, n), dtype=xp.uint64)
+    for q, r in enumerate(batch):
+        words[q] = _ops.grid_keys(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
+                                  dev["hi"][r], dev["shift"][r], row_bits, fit=True)
+    words |= (xp.arange(G, dtype=xp.uint64) << xp.uint64(key_bits + row_bits))[:, None]
+    s = xp.sort(words.reshape(-1))
+    del words
+    return (s, key_bits) + _segment_ids(xp, s, row_bits)
+
+
+def _number_batch(xp, s, flags, seg, n_seg, row_bits, key_bits, G, n, labels, rows):
+    """First-appearance numbering of G grids from their words sorted together (see
+    :func:`_batch_front`): the same numbering as :func:`number_pairs` per grid.
+
+    Writes ``labels`` (G, n) int32 and ``rows`` (G n,) int32 (grid q's CSC rows at
+    [q n, (q + 1) n)) in place. Returns, all on the device, ``(col_ptr (n_seg + 1,) int64``
+    (the batch's columns, grid after grid, into ``rows``), ``seg_off (G + 1,)`` (grid q's
+    columns are seg_off[q] .. seg_off[q + 1] - 1), ``keys (n_seg,) uint64`` in column
+    order, ``counts (n_seg,) int64`` in column order)."""
+    m = G * n
+    start = _ops.seg_starts(xp, flags, seg, n_seg)
+    head = s[start]
+    g_of_seg = (head >> xp.uint64(key_bits + row_bits)).astype(xp.int64)
+    first_row = (head & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
+    # columns: grid after grid, and within a grid by first appearance
+    rank = xp.empty(n_seg, dtype=xp.int64)
+    rank[_stable_argsort(xp, g_of_seg * n + first_row)] = xp.arange(n_seg, dtype=xp.int64)
+    seg_off = xp.zeros(G + 1, dtype=xp.int64)
+    seg_off[1:] = xp.cumsum(xp.bincount(g_of_seg, minlength=G))
+    local = (rank - seg_off[g_of_seg]).astype(xp.int32)
+    seg_len = xp.empty(n_seg, dtype=xp.int64)
+    seg_len[:-1] = start[1:] - start[:-1]
+    seg_len[-1] = m - start[-1]
+    counts = xp.empty(n_seg, dtype=xp.int64)
+    counts[rank] = seg_len
+    col_ptr = xp.zeros(n_seg + 1, dtype=xp.int64)
+    col_ptr[1:] = xp.cumsum(counts)
+    # every sorted position p: its row i goes to its column's place in the CSC rows, and
+    # its column's local id to the row's label
+    i = (s & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
+    pos = col_ptr[rank[seg]] + (xp.arange(m, dtype=xp.int64) - start[seg])
+    rows[pos] = i.astype(xp.int32)
+    labels.reshape(-1)[g_of_seg[seg] * n + i] = local[seg]
+    keys = xp.empty(n_seg, dtype=xp.uint64)
+    keys[rank] = (head >> xp.uint64(row_bits)) & xp.uint64((1 << key_bits) - 1)
+    return col_ptr, seg_off, keys, counts
+
+
 def number_pairs(xp, s, row_bits, labels, rows):
     """First-appearance numbering of one grid from its sorted (key << row_bits | row) words
     s, the same numbering as :func:`number_grid` in three passes over the rows
@@ -396,39 +481,72 @@ def fit_layout(est, X, xp, *, combine=True):
     col_ptrs, keys = [], []
     n_bins = np.zeros(R, dtype=np.int64)
     max_count = np.zeros(R, dtype=np.int64)
-    counts = []
-    # single-word grids are pipelined: grid r's bin count reaches the host while the GPU
-    # already runs grid r + 1's keys, sort and segment scan (queued before the count is
-    # asked for), so the GPU does not idle while the host issues grid r's small steps
+    # Single-word grids go in batches of consecutive grids (_batches: one sort and one set
+    # of array operations for several grids where rows are few), pipelined: a batch's bin
+    # count reaches the host while the GPU already runs the next batch's keys, sort and
+    # segment scan (queued before the count is asked for), so the GPU does not idle while
+    # the host issues the batch's small steps. The multi-word grids take number_grid.
     row_bits = _row_bits(n)
     fast = [r for r in range(R) if combine and _combines(n, r, n_words, top_bits)]
+    batches = _batches(fast, n, top_bits, row_bits)
+    first = {b[0]: j for j, b in enumerate(batches)}
     queued = {}
+    done = []            # per batch or grid, in grid order: what the host needs after the loop
 
     def queue(j):
-        if j < len(fast):
-            s = _sorted_words(xp, X, dev, fast[j])
-            queued[fast[j]] = (j, s) + _segment_ids(xp, s, row_bits)
+        if j < len(batches):
+            queued[j] = _batch_front(xp, X, dev, batches[j], top_bits, row_bits)
 
     queue(0)
-    for r in range(R):
-        if r in queued:
-            j, s, flags, seg, count = queued.pop(r)
+    r = 0
+    while r < R:
+        if r in first:
+            j = first[r]
+            batch = batches[j]
+            front = queued.pop(j)
             queue(j + 1)
-            cp, kb, mc = _number_segments(xp, s, flags, seg, count.get() + 1, row_bits,
-                                          labels[r], rows[r * n:(r + 1) * n])
-            del s, flags, seg
+            G = len(batch)
+            if G == 1:
+                s, flags, seg, count = front
+                cp, kb, mc = _number_segments(xp, s, flags, seg, count.get() + 1, row_bits,
+                                              labels[r], rows[r * n:(r + 1) * n])
+                done.append(("grid", cp.shape[0] - 1, kb, mc))
+            else:
+                s, key_bits, flags, seg, count = front
+                cp, seg_off, keys_sorted, bin_counts = _number_batch(
+                    xp, s, flags, seg, count.get() + 1, row_bits, key_bits, G, n,
+                    labels[r:r + G], rows[r * n:(r + G) * n])
+                done.append(("batch", G, seg_off, keys_sorted, bin_counts))
+            del front
+            col_ptrs.append(cp[:-1] + r * n)
+            r += G
         else:
             row_s, words_s = _sorted_pairs(xp, X, dev, r, n_words, top_bits, combine)
             lab, cp, rc, kb, mc = number_grid(xp, row_s, words_s)
             del row_s, words_s
             labels[r] = lab
             rows[r * n:(r + 1) * n] = rc
-        col_ptrs.append(cp[:-1] + r * n)
-        keys.append(kb)         # to the host after the loop: no synchronisation per grid
-        counts.append(mc)
-        n_bins[r] = cp.shape[0] - 1
-    keys = [np.ascontiguousarray(_ops.to_host(kb)) for kb in keys]
-    max_count[:] = [int(mc) for mc in counts]
+            done.append(("grid", cp.shape[0] - 1, kb, mc))
+            col_ptrs.append(cp[:-1] + r * n)
+            r += 1
+    # the per-grid results to the host, once (no synchronisation per grid in the loop)
+    r = 0
+    for item in done:
+        if item[0] == "grid":
+            n_bins[r] = item[1]
+            keys.append(np.ascontiguousarray(_ops.to_host(item[2])))
+            max_count[r] = int(item[3])
+            r += 1
+        else:
+            G = item[1]
+            off = _ops.to_host(item[2]).astype(np.int64)
+            ks = _ops.to_host(item[3])
+            bc = _ops.to_host(item[4])
+            n_bins[r:r + G] = np.diff(off)
+            max_count[r:r + G] = np.maximum.reduceat(bc, off[:-1])
+            keys.extend(np.ascontiguousarray(ks[off[q]:off[q + 1]].reshape(-1, 1))
+                        for q in range(G))
+            r += G
     grid_ptr = np.zeros(R + 1, dtype=np.int64)
     np.cumsum(n_bins, out=grid_ptr[1:])
     col_ptr = xp.concatenate(col_ptrs + [xp.asarray([n * R], dtype=xp.int64)])
