@@ -195,11 +195,16 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     done = bnorm <= thresh
     rnorm = bnorm.copy()
     breakdown = np.zeros(k, dtype=bool)
+    act_d = None
     for it in range(1, int(max_iter) + 1):
         act = ~done
         if not act.any():
             break
-        act_d = xp.asarray(act)
+        if act_d is None or not np.array_equal(act, act_host):
+            # copied to the device only when a target stops (a copy from pageable host
+            # memory waits for the queued work: once, not every iteration)
+            act_host = act.copy()
+            act_d = xp.asarray(act)
         Q = apply_A(P)
         pq = _ops.col_sums(xp, P * Q)
         ok_d = pq > 0
