@@ -82,6 +82,26 @@ def test_kernels_equal_numpy_twins(cp):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("batch_grids", [1, 3, 64])
+def test_Z_bit_for_bit_in_batches(cp, monkeypatch, batch_grids):
+    """The grids numbered one by one (the path above 2^23 rows), in batches of 3 and all
+    together give the CPU's Z and column layout."""
+    from rbcd.cuda import binning as cb
+    n = 20000
+    monkeypatch.setattr(cb, "BATCH_WORDS", batch_grids * n)
+    X, _ = _data(n, 6, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = RandomBinning(n_grids=16, random_state=3)
+        Zc, cols = cpu.fit_transform(X, return_columns=True)
+        gpu = RandomBinning(n_grids=16, random_state=3, device="cuda")
+        Zg, layout = gpu.fit_transform(cp.asarray(X), return_columns=True)
+    _assert_same_Z(Zg, Zc)
+    np.testing.assert_array_equal(layout.col_ptr.get(), cols.indptr)
+    np.testing.assert_array_equal(layout.rows.get(), cols.indices)
+    np.testing.assert_array_equal(gpu.kappa_per_grid_, cpu.kappa_per_grid_)
+
+
 @pytest.mark.parametrize("n, d", [(1, 3), (1000, 16), (200000, 7), (300, 600), (50, 2000)])
 def test_column_extremes_kernel(cp, n, d):
     from rbcd.cuda import _ops
