@@ -117,6 +117,15 @@ def test_compare_threads_runs(tmp_path):
     assert "fit_tables" in data["kernels"]["binning"]["1"]["kernels"]
     assert "Kernel breakdown" in md and "glue" in md
     assert data["data"]["N"] == 1500 and data["data"]["labels"]
+    # the tables-only stage (not a default one): fit_tables without Z's kernels
+    out_dir = tmp_path / "fit"
+    _run([sys.executable, os.path.join(ROOT, "benchmarks", "compare_threads.py")] + TINY
+         + ["--threads", "1", "--stages", "fit", "--triad-min", "1000",
+            "--out", str(out_dir)], tmp_path)
+    data = json.loads((out_dir / "threads.json").read_text())
+    kernels = data["kernels"]["fit"]["1"]["kernels"]
+    assert "fit_tables" in kernels and "finish_training" not in kernels
+    assert data["seconds"]["fit"]["1"] == data["kernels"]["fit"]["1"]["wall_s"] > 0
 
 
 def test_stream_triad_probe():
