@@ -476,6 +476,31 @@ def test_fit_in_batches_of_any_size(monkeypatch, words, emulated):
                    cpu.transform(Xt))
 
 
+@pytest.mark.parametrize("emulated", [False, True])
+def test_fit_with_wide_keys_mixes_batches_and_grids(monkeypatch, emulated):
+    """Keys of 51-64 bits: some grids cannot share a word with a grid number (batches of
+    one), some not even with the row (the multi-word path), the others batch; Z is the
+    CPU's."""
+    xp = np
+    if emulated:
+        xp = _FakeCupy()
+        monkeypatch.setattr(_ops, "_kernel", _emulated)
+        monkeypatch.setattr(_ops, "last_async", lambda xp_, a: _ops._Ready(a[-1]))
+    X = np.random.default_rng(16).uniform(size=(16, 11))
+    cpu, Z, cols = _cpu_Z(X, 8, 0.02, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = RandomBinning(n_grids=8, sigma=0.02, random_state=16)
+        layout = cb.fit_layout(est, X, xp)
+    _, _, n_words, top = est._cuda_tables.layout()
+    fast = [r for r in range(8) if cb._combines(16, r, n_words, top)]
+    assert cb._batches(fast, 16, top, cb._row_bits(16)) == [[1, 2, 3], [5], [7]]
+    _assert_same_Z(cb.csr_arrays(xp, layout.labels, est.grid_ptr_, est.n_features_out_,
+                                 est._value(), est._dtype_), Z)
+    np.testing.assert_array_equal(layout.rows, cols.indices)
+    np.testing.assert_array_equal(est.kappa_per_grid_, cpu.kappa_per_grid_)
+
+
 def test_cupy_branches_with_emulated_kernels(monkeypatch):
     fake = _FakeCupy()
     monkeypatch.setattr(_ops, "_kernel", _emulated)
