@@ -369,18 +369,11 @@ def _number_batch(xp, s, flags, seg, n_seg, row_bits, key_bits, G, n, labels, ro
     g_of_seg = (head >> xp.uint64(key_bits + row_bits)).astype(xp.int64)
     first_row = (head & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
     # columns: grid after grid, and within a grid by first appearance
-    rank = xp.empty(n_seg, dtype=xp.int64)
-    rank[_stable_argsort(xp, g_of_seg * n + first_row)] = xp.arange(n_seg, dtype=xp.int64)
+    rank = _ranks(xp, g_of_seg * n + first_row)
     seg_off = xp.zeros(G + 1, dtype=xp.int64)
     seg_off[1:] = xp.cumsum(xp.bincount(g_of_seg, minlength=G))
     local = (rank - seg_off[g_of_seg]).astype(xp.int32)
-    seg_len = xp.empty(n_seg, dtype=xp.int64)
-    seg_len[:-1] = start[1:] - start[:-1]
-    seg_len[-1] = m - start[-1]
-    counts = xp.empty(n_seg, dtype=xp.int64)
-    counts[rank] = seg_len
-    col_ptr = xp.zeros(n_seg + 1, dtype=xp.int64)
-    col_ptr[1:] = xp.cumsum(counts)
+    counts, col_ptr = _column_counts(xp, start, rank, m)
     # every sorted position p: its row i goes to its column's place in the CSC rows, and
     # its column's local id to the row's label
     i = (s & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
@@ -390,6 +383,28 @@ def _number_batch(xp, s, flags, seg, n_seg, row_bits, key_bits, G, n, labels, ro
     keys = xp.empty(n_seg, dtype=xp.uint64)
     keys[rank] = (head >> xp.uint64(row_bits)) & xp.uint64((1 << key_bits) - 1)
     return col_ptr, seg_off, keys, counts
+
+
+def _ranks(xp, key):
+    """rank[b] = the place of key[b] in increasing order (the keys are distinct)."""
+    rank = xp.empty(key.shape[0], dtype=xp.int64)
+    rank[_stable_argsort(xp, key)] = xp.arange(key.shape[0], dtype=xp.int64)
+    return rank
+
+
+def _column_counts(xp, start, col_of_seg, total):
+    """(counts, col_ptr) of the columns of segments that start at the sorted positions
+    ``start`` (increasing; ``total`` positions in all), segment b being column
+    col_of_seg[b]: counts in column order, and their running sums from 0."""
+    n_seg = start.shape[0]
+    seg_len = xp.empty(n_seg, dtype=xp.int64)
+    seg_len[:-1] = start[1:] - start[:-1]
+    seg_len[-1] = total - start[-1]
+    counts = xp.empty(n_seg, dtype=xp.int64)
+    counts[col_of_seg] = seg_len
+    col_ptr = xp.zeros(n_seg + 1, dtype=xp.int64)
+    col_ptr[1:] = xp.cumsum(counts)
+    return counts, col_ptr
 
 
 def number_pairs(xp, s, row_bits, labels, rows):
@@ -421,19 +436,12 @@ def _number_segments(xp, s, flags, seg, n_bins, row_bits, labels, rows):
     start = _ops.seg_starts(xp, flags, seg, n_bins)
     head = s[start]                                  # each segment's smallest row: sorted
     first_row = (head & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
-    col_of_seg = xp.empty(n_bins, dtype=xp.int64)
-    col_of_seg[_stable_argsort(xp, first_row)] = xp.arange(n_bins, dtype=xp.int64)
-    seg_len = xp.empty(n_bins, dtype=xp.int64)
-    seg_len[:-1] = start[1:] - start[:-1]
-    seg_len[-1] = n - start[-1]
-    counts = xp.empty(n_bins, dtype=xp.int64)
-    counts[col_of_seg] = seg_len
-    col_ptr = xp.zeros(n_bins + 1, dtype=xp.int64)
-    col_ptr[1:] = xp.cumsum(counts)
+    col_of_seg = _ranks(xp, first_row)
+    counts, col_ptr = _column_counts(xp, start, col_of_seg, n)
     _ops.number_rows(xp, s, seg, start, col_of_seg, col_ptr, row_bits, labels, rows)
     keys = xp.empty((n_bins, 1), dtype=xp.uint64)
     keys[col_of_seg, 0] = head >> xp.uint64(row_bits)
-    return col_ptr, keys, seg_len.max()
+    return col_ptr, keys, counts.max()
 
 
 # ---------------------------------------------------------------------------------- fit
