@@ -358,3 +358,86 @@ def test_leave_one_out_search_does_not_depend_on_the_targets_scale(c):
     assert scaled.best_params_ == base.best_params_
     assert scaled.best_score_ == pytest.approx(base.best_score_, rel=1e-9)
     np.testing.assert_allclose(scaled.predict(X) / c, base.predict(X), rtol=1e-8, atol=1e-12)
+
+
+# ------------------------------------------------------------------ cv=None on more rows: folds
+
+
+def _search_mode(est):
+    """"loo" (one split: leave-one-out) or the number of folds the search ran."""
+    return "loo" if est.n_splits_ == 1 else est.n_splits_
+
+
+def test_cv_none_runs_folds_where_the_sample_holds_under_half_of_the_rows(monkeypatch):
+    # leave-one-out on every row up to LOO_MAX_ROWS, on its sample while that holds at
+    # least KFOLD_SAMPLE_SHARE of the rows, KFOLD_SPLITS folds on all rows above that up to
+    # KFOLD_MAX_ROWS, the sample again above (limits scaled down: 20 rows, 100 rows)
+    from rbcd import model_selection
+    from rbcd.solvers import _direct
+
+    monkeypatch.setattr(_direct, "LOO_MAX_ROWS", 20)
+    monkeypatch.setattr(model_selection, "KFOLD_MAX_ROWS", 100)
+    rng = np.random.default_rng(5)
+    modes = {}
+    for n in (20, 40, 41, 100, 101):
+        X = rng.uniform(size=(n, 2))
+        y = np.sin(4 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)      # edge-of-grid notes
+            est = RBRegressorCV(n_grids=8, sigma_factors=(1.0, 2.0), random_state=0,
+                                n_jobs=1).fit(X, y)
+        modes[n] = _search_mode(est)
+        # the folds' alpha grid with folds, alpha="auto"'s with leave-one-out
+        per_row = (model_selection.DEFAULT_ALPHAS_CG_PER_ROW if modes[n] != "loo"
+                   else _direct.AUTO_ALPHAS_PER_ROW)
+        np.testing.assert_allclose(np.unique(est.cv_results_["param_alpha"]),
+                                   np.sort(np.asarray(per_row) * n), rtol=1e-12)
+    assert modes == {20: "loo", 40: "loo", 41: 5, 100: 5, 101: "loo"}
+    # a scorer still needs folds given, whatever the rows
+    X = rng.uniform(size=(60, 2))
+    with pytest.raises(ValueError, match="scoring needs cross-validation folds"):
+        RBRegressorCV(n_grids=8, scoring="r2", random_state=0).fit(X, X[:, 0])
+    # cd keeps its plain 5 folds; a given cv is used as given
+    est = RBRegressorCV(n_grids=8, sigma_factors=(1.0,), alphas=(1e-3,), cv=3,
+                        random_state=0, n_jobs=1).fit(X, X[:, 0])
+    assert est.n_splits_ == 3
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_automatic_folds_score_as_grid_search_with_shuffled_folds(monkeypatch, task):
+    # cv=None on 2 * LOO_MAX_ROWS < N <= KFOLD_MAX_ROWS: every candidate's fold scores, the
+    # ranks, the choice and the refit are GridSearchCV's over RBRegressor / RBClassifier
+    # with KFold / StratifiedKFold(5, shuffle=True, random_state=seed) and the folds'
+    # alphas DEFAULT_ALPHAS_CG_PER_ROW * N
+    from rbcd import model_selection
+    from rbcd.solvers import _direct
+
+    monkeypatch.setattr(_direct, "LOO_MAX_ROWS", 50)
+    rng = np.random.default_rng(6)
+    n, seed = 150, 7
+    X = rng.uniform(-1, 1, size=(n, 3))
+    f = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2]
+    if task == "regression":
+        y = f + 0.2 * rng.standard_normal(n)
+        ours_cls, model, folds = RBRegressorCV, RBRegressor, KFold
+    else:
+        y = np.digitize(f + 0.2 * rng.standard_normal(n), [-0.4, 0.4])     # 3 classes
+        ours_cls, model, folds = RBClassifierCV, RBClassifier, StratifiedKFold
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ours = ours_cls(n_grids=16, sigma_factors=FACTORS, tol=1e-10, random_state=seed,
+                        n_jobs=1).fit(X, y)
+    alphas = [float(a) * n for a in model_selection.DEFAULT_ALPHAS_CG_PER_ROW]
+    sigmas = [float(fc * scale_sigma(X)) for fc in FACTORS]
+    gs = GridSearchCV(model(n_grids=16, tol=1e-10, random_state=seed, n_jobs=1),
+                      {"sigma": sigmas, "alpha": alphas},
+                      cv=folds(5, shuffle=True, random_state=seed)).fit(X, y)
+    res, ref = ours.cv_results_, gs.cv_results_
+    assert ours.n_splits_ == 5
+    assert [p["alpha"] for p in res["params"]] == pytest.approx([p["alpha"] for p in ref["params"]],
+                                                                rel=1e-15)
+    for k in range(5):
+        np.testing.assert_allclose(res[f"split{k}_test_score"], ref[f"split{k}_test_score"],
+                                   rtol=1e-7, atol=1e-9)
+    assert ours.best_index_ == gs.best_index_
+    np.testing.assert_allclose(ours.predict(X), gs.predict(X), rtol=1e-7, atol=1e-9)
