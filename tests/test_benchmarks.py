@@ -191,3 +191,19 @@ def test_compare_search_runs(tmp_path):
     assert row["name"] == "sk-wine-scaled" and row["task"] == "clf" and len(row["splits"]) == 1
     assert 0.5 < row["rbcd"] <= 1.0 and 0.5 < row["rbcd-cv"] <= 1.0 and row["cv_over_gs_svc"] > 0
     assert "| sk-wine-scaled |" in (out_dir / "search.md").read_text()
+
+
+def test_compare_search_regression_time_against_the_kernel_ridge_grid(tmp_path):
+    """Regression has no gs-svc: the search's time is put over the exact-lap KernelRidge
+    GridSearchCV's fit time, printed as "krr"."""
+    import json
+
+    out_dir = tmp_path / "out"
+    out = _run([sys.executable, os.path.join(ROOT, "benchmarks", "compare_search.py"),
+                "--quick", "--sets", "sk-diabetes-scaled", "--out", str(out_dir)], tmp_path)
+    assert "over the exact-lap KernelRidge grid's time, worst:" in out
+    (row,) = json.loads((out_dir / "search.json").read_text())["rows"]
+    assert row["task"] == "reg" and row["exact-lap_t"] > 0
+    assert row["cv_over_krr"] == pytest.approx(row["rbcd-cv_t"] / row["exact-lap_t"])
+    assert row["cv_over_gs_svc"] != row["cv_over_gs_svc"]        # nan: no gs-svc
+    assert "krr" in (out_dir / "search.md").read_text().split("| sk-diabetes-scaled |")[1]
