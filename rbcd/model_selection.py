@@ -98,7 +98,7 @@ DEFAULT_ALPHAS_CD = (1e-5, 1e-4, 1e-3, 1e-2)
 #: sample holds at least KFOLD_SAMPLE_SHARE of the rows, KFOLD_SPLITS-fold cross-validation
 #: on all rows above that, up to KFOLD_MAX_ROWS rows, the sample above (module docstring).
 #: A leave-one-out fit on a sample of 1,000 rows sees 1,000 rows, a fifth of star's 4,950:
-#: there it chose sigma factors 2-4 on 4 of 5 splits (mean test RMSE 25.5, against 24.4
+#: there it chose sigma factors 2-4 on 3 of 5 splits (mean test RMSE 25.5, against 24.4
 #: for 5 folds, which chose factor 1 on all 5). Up to 2,000 rows the sample is at least as
 #: good (hmda, 1,785 rows: 89.8% against 89.5% for 5 folds; digits, 1,348 rows: the same
 #: choice on split 0) at a fifth of the time or less, and 5 folds would take longer than
