@@ -6,6 +6,7 @@ array module switched to numpy by monkeypatching rbcd.cuda._ops.cupy_module).
 tests/test_cuda_gpu.py runs the same checks with CuPy on a GPU (the CUDA kernels)."""
 import pickle
 import sys
+import types
 import warnings
 
 import numpy as np
@@ -176,6 +177,42 @@ def test_cg_matches_cpu(seed, fit_intercept, weighted, preconditioner, k):
     grad = -2 * (Z.T @ (sw[:, None] * resid)) + 2 * 0.3 * c2.T
     assert np.abs(grad).max() <= 1e-6 * max(1.0, np.abs(Z.T @ (sw[:, None] * Y)).max())
     assert P.shape == Z.shape and info["converged"].all()
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("preconditioner, structured", [("jacobi", True), ("jacobi", False),
+                                                         (None, False)])
+def test_cg_step_kernels_emulated(monkeypatch, fit_intercept, weighted, preconditioner,
+                                  structured):
+    """The CG's CuPy branch (the step kernels rb_cg_q, rb_cg_step, rb_cg_dir, rb_cg_p,
+    emulated with their launch checks) against the CPU's solver: k = 11 targets (two
+    launches of 8 and 3 each), one target stopping early (a zero column of Y)."""
+    fake = _FakeCupy()
+    monkeypatch.setattr(_ops, "_kernel", _emulated)
+    rng = np.random.default_rng(7)
+    n = 700
+    X = rng.uniform(size=(n, 3))
+    Y = np.c_[[np.sin(3 * X[:, 0] * (t + 1)) + X[:, 1] * t for t in range(11)]].T
+    Y[:, 4] = 0.0
+    s = rng.uniform(0.2, 3.0, size=n) if weighted else None
+    _, Z, cols = _cpu_Z(X, 10, "scale", 5)
+    _, layout, _ = _xp_fit(X, 10, "scale", 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c1, b1, it1 = solve_ridge_cg(Z, Y, s, alpha=0.3, fit_intercept=fit_intercept,
+                                     tol=1e-10, preconditioner=preconditioner,
+                                     columns=cols if structured else None)
+        c2, b2, it2, info = ccg.solve_ridge(fake, layout, Y, s, alpha=0.3,
+                                            fit_intercept=fit_intercept, tol=1e-10,
+                                            preconditioner=preconditioner,
+                                            structured=structured)
+    np.testing.assert_allclose(c2, c1, atol=1e-7)
+    np.testing.assert_allclose(b2, b1, atol=1e-7)
+    assert info["converged"].all() and it2[4] == 0 and it2.max() > 3
+    # (at tol 1e-10 rounding moves the counts by a few iterations, as it does between
+    # the numpy twin and the CPU)
+    assert np.abs(np.asarray(it2) - np.asarray(it1)).max() <= 0.1 * it1.max()
 
 
 def test_layout_products_equal_sparse_products():
@@ -376,6 +413,75 @@ def _emulated(name):
                     bmax[b] = np.fmax(bmax[b], np.fmax.reduce(blk, axis=0))
                 if not np.isfinite(blk).all():
                     bad[0] = 1
+
+    def rb_batch_keys(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
+                           "int64", "int64", np.int32, np.int32, "uint64"])
+        X, n, d, G, u, w, lo, shift, row_bits, key_bits, words = args
+        assert grid[0] * block[0] >= n and X.shape == (n, d) and words.shape == (G, n)
+        assert u.shape == w.shape == lo.shape == shift.shape == (G, d)
+        assert int(G).bit_length() + int(key_bits) + int(row_bits) <= 64
+        words[:] = _ops.batch_keys(np, X, u, w, lo, shift, int(row_bits), int(key_bits))
+
+    def rb_number_batch(grid, block, args):
+        _check_args(args, ["uint64", "int32", "int64", "int64", "int64", "int64", "int32",
+                           np.int64, np.int64, np.int32, "int32", "int32"])
+        s, seg, start, rank, col_ptr, g_of_seg, local, m, n, row_bits, labels, rows = args
+        assert grid[0] * block[0] >= m and s.shape == seg.shape == rows.shape == (m,)
+        assert labels.shape == (m,) and m % n == 0
+        assert start.shape == rank.shape == g_of_seg.shape == local.shape
+        assert col_ptr.shape == (start.shape[0] + 1,)
+        _ops.number_batch(np, s, seg, start, rank, col_ptr, g_of_seg, local, int(n),
+                          int(row_bits), labels, rows)
+
+    def _cg_common(grid, block, D, k, k0, kc, partial):
+        assert grid[0] * block[0] >= D and block[0] % 32 == 0 and 1 <= kc <= 8
+        assert k0 + kc <= k and partial.shape == (grid[0], k)
+        return slice(int(k0), int(k0) + int(kc))
+
+    def rb_cg_q(grid, block, args):
+        _check_args(args, ["float64", "float64", np.int32, "float64", "float64", "float64",
+                           "float64", np.int64, np.int32, np.int32, np.int32, "float64"])
+        Q, zbar, has, sumT, alpha, P, keep, D, k, k0, kc, partial = args
+        t = _cg_common(grid, block, D, k, k0, kc, partial)
+        assert Q.shape == P.shape == (D, k) and keep.shape == (D,)
+        _ops.cg_q(np, Q[:, t], zbar if has else None, sumT[t], alpha[t], P[:, t], keep,
+                  partial[:, t])
+
+    def rb_cg_step(grid, block, args):
+        _check_args(args, ["float64", np.int32, "float64", "int32", "float64", "float64",
+                           "float64", "float64", "float64", np.int32, np.int64, np.int32,
+                           np.int32, np.int32, "float64", "float64", "float64"])
+        (ppq, nb, rz, act, P, Q, X, Rr, minv, use_minv, D, k, k0, kc, Zr, partial,
+         summary) = args
+        t = _cg_common(grid, block, D, k, k0, kc, partial)
+        assert ppq.shape == (nb, k) and summary.shape == (2, k)
+        _ops.cg_step(np, ppq[:, t], rz[t], act[t], P[:, t], Q[:, t], X[:, t], Rr[:, t],
+                     minv[:, t] if use_minv else None, Zr[:, t], partial[:, t], summary[:, t])
+
+    def rb_cg_dir(grid, block, args):
+        _check_args(args, ["float64", "float64", "float64", "int64", "float64", "float64",
+                           np.int32, np.int32, np.float64, np.int64, np.int32, np.int32,
+                           np.int32, "float64"])
+        Zr, Rr, keep, goc, gsum, inv, R, mode, inv_total, D, k, k0, kc, partial = args
+        t = _cg_common(grid, block, D, k, k0, kc, partial)
+        proj = None
+        if mode:
+            assert goc.shape == (D,) and gsum.shape == (R, k) and inv.shape == (R,)
+            proj = types.SimpleNamespace(inv_sizes=inv, grid_of_col=goc,
+                                         fit_intercept=mode == 1, inv_total=float(inv_total))
+        _ops.cg_dir(np, Zr[:, t], Rr[:, t], keep, proj, gsum[:, t] if mode else None,
+                    partial[:, t])
+
+    def rb_cg_p(grid, block, args):
+        _check_args(args, ["float64", "float64", np.int32, "float64", "int32", "float64",
+                           "float64", np.int64, np.int32, np.int32, np.int32, "float64",
+                           "float64"])
+        prz, prr, nb, rz, act, Zr, P, D, k, k0, kc, rz_out, summary = args
+        t = _cg_common(grid, block, D, k, k0, kc, prz)
+        assert prr.shape == (nb, k) and rz_out is not rz
+        _ops.cg_p(np, prz[:, t], prr[:, t], rz[t], act[t], Zr[:, t], P[:, t], rz_out[t],
+                  summary[:, t])
 
     return locals()[name]
 

@@ -344,11 +344,9 @@ def _batch_front(xp, X, dev, batch, top_bits, row_bits):
     n = X.shape[0]
     G = len(batch)
     key_bits = max(int(top_bits[r]) for r in batch)
-    words = xp.empty((G, n), dtype=xp.uint64)
-    for q, r in enumerate(batch):
-        words[q] = _ops.grid_keys(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
-                                  dev["hi"][r], dev["shift"][r], row_bits, fit=True)
-    words |= (xp.arange(G, dtype=xp.uint64) << xp.uint64(key_bits + row_bits))[:, None]
+    r0, r1 = batch[0], batch[-1] + 1
+    words = _ops.batch_keys(xp, X, dev["u"][r0:r1], dev["w"][r0:r1], dev["lo"][r0:r1],
+                            dev["shift"][r0:r1], row_bits, key_bits)
     s = xp.sort(words.reshape(-1))
     del words
     return (s, key_bits) + _segment_ids(xp, s, row_bits)
@@ -376,10 +374,8 @@ def _number_batch(xp, s, flags, seg, n_seg, row_bits, key_bits, G, n, labels, ro
     counts, col_ptr = _column_counts(xp, start, rank, m)
     # every sorted position p: its row i goes to its column's place in the CSC rows, and
     # its column's local id to the row's label
-    i = (s & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
-    pos = col_ptr[rank[seg]] + (xp.arange(m, dtype=xp.int64) - start[seg])
-    rows[pos] = i.astype(xp.int32)
-    labels.reshape(-1)[g_of_seg[seg] * n + i] = local[seg]
+    _ops.number_batch(xp, s, seg, start, rank, col_ptr, g_of_seg, local, n, row_bits,
+                      labels.reshape(-1), rows)
     keys = xp.empty(n_seg, dtype=xp.uint64)
     keys[rank] = (head >> xp.uint64(row_bits)) & xp.uint64((1 << key_bits) - 1)
     return col_ptr, seg_off, keys, counts
