@@ -5,9 +5,9 @@
 # binning fit and a CG iteration (gpu_binning_stages.py, N 1e6 and 1e7), then compare_gpu.py on
 # N 1e6, 1e7 (R 64, 256) and 5e7 (R 64): the CPU baseline (binning + CG) up to N R = 6.4e8
 # rows x grids, Z checked against the CPU's binning alone at the other sizes, the RFF
-# baseline up to 1e7 rows. Every step has a timeout; the whole run ends within about 4
-# minutes (240 s); the H100 run of this configuration without the binning-only checks took
-# 50 s for the benchmark (docs/benchmarks/gpu.md).
+# baseline up to 1e7 rows. Every step has a timeout; the whole run ends within TOTAL
+# seconds (default 235: then the benchmark's budget ends before N = 1e7, R = 256; the H100
+# run of 2026-11-26 with TOTAL=235 took 215 s, the benchmark 95 s of it).
 # Writes three files to $OUT (default /tmp/rbcd_gpu_out): device_log.txt (everything printed),
 # gpu_results.json and gpu.md (the benchmark's results).
 set -u
@@ -48,7 +48,7 @@ if [ "${BENCH_XP:-cupy}" = cupy ]; then
   for N in 1e6 1e7; do timeout 30 python benchmarks/gpu_binning_stages.py --n $N --grids 64 2>&1 | tail -22; done
 fi
 
-LEFT=$(( 235 - ($(date +%s) - T0) ))
+LEFT=$(( ${TOTAL:-235} - ($(date +%s) - T0) ))
 if [ "$LEFT" -lt 30 ]; then LEFT=30; fi
 BUDGET=$(( LEFT - 25 ))
 if [ "$BUDGET" -lt 5 ]; then BUDGET=5; fi
