@@ -230,6 +230,12 @@ def test_layout_products_equal_sparse_products():
     assert layout2.piece_start.shape[0] > layout2.n_columns
     U2 = rng.normal(size=(20000, 1))
     np.testing.assert_allclose(layout2.tdot(U2), Z2.T @ U2, rtol=1e-10)
+    # the warps' order of the pieces: a permutation, by first row
+    for lay in (layout, layout2):
+        order = lay.piece_order
+        np.testing.assert_array_equal(np.sort(order), np.arange(lay.piece_start.shape[0]))
+        first = lay.rows[lay.piece_start[order]]
+        assert np.all(np.diff(first) >= 0) and lay.piece_order.dtype == np.int64
 
 
 def test_errors_match_cpu():
@@ -363,10 +369,11 @@ def _emulated(name):
         out[:, k0:k0 + kc] = _ops.zdot(np, labels, gp, W[:, k0:k0 + kc], float(value))
 
     def rb_piece_sums(grid, block, args):
-        _check_args(args, ["int32", "int64", "int64", np.int64, "float64", np.int32,
+        _check_args(args, ["int32", "int64", "int64", "int64", np.int64, "float64", np.int32,
                            np.int32, np.int32, "float64"])
-        rows, ps, pe, n_pieces, U, k, k0, kc, partial = args
+        rows, ps, pe, order, n_pieces, U, k, k0, kc, partial = args
         assert grid[0] * block[0] >= 32 * n_pieces and block[0] % 32 == 0
+        np.testing.assert_array_equal(np.sort(order), np.arange(n_pieces))
         assert ps.shape == pe.shape == (n_pieces,) and partial.shape == (n_pieces, k)
         partial[:, k0:k0 + kc] = _ops.piece_sums(np, rows, ps, pe, U[:, k0:k0 + kc])
 

@@ -324,8 +324,10 @@ def zdot(xp, labels, grid_ptr, W, value):
     return out
 
 
-def piece_sums(xp, rows, piece_start, piece_end, U):
-    """partial[p] = sum over entries e of piece p of U[rows[e]]: (n_pieces, k)."""
+def piece_sums(xp, rows, piece_start, piece_end, U, order=None):
+    """partial[p] = sum over entries e of piece p of U[rows[e]]: (n_pieces, k). ``order``
+    (n_pieces,) int64, a permutation: the order in which the kernel's warps take the pieces
+    (the sums do not depend on it; None: piece order)."""
     n_pieces = piece_start.shape[0]
     k = U.shape[1]
     if is_numpy(xp):
@@ -344,12 +346,14 @@ def piece_sums(xp, rows, piece_start, piece_end, U):
     if n_pieces == 0 or k == 0:
         return out
     U = xp.ascontiguousarray(U, dtype=xp.float64)
+    if order is None:
+        order = xp.arange(n_pieces, dtype=xp.int64)
     f = _kernel("rb_piece_sums")
     for k0 in range(0, k, KMAX):
         kc = min(KMAX, k - k0)
         f(_blocks(n_pieces * 32), (BLOCK,),
-          (rows, piece_start, piece_end, np.int64(n_pieces), U, np.int32(k), np.int32(k0),
-           np.int32(kc), out))
+          (rows, piece_start, piece_end, order, np.int64(n_pieces), U, np.int32(k),
+           np.int32(k0), np.int32(kc), out))
     return out
 
 

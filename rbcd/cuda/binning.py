@@ -180,6 +180,11 @@ class GridLayout:
         self.piece_ptr = _ops.on_device(xp, piece_ptr, np.int64)
         self.piece_start = _ops.on_device(xp, start, np.int64)
         self.piece_end = _ops.on_device(xp, end, np.int64)
+        # the pieces in the order of their first rows, for rb_piece_sums' warps
+        if start.shape[0]:
+            self.piece_order = _stable_argsort(xp, rows[self.piece_start]).astype(xp.int64)
+        else:
+            self.piece_order = xp.zeros(0, dtype=xp.int64)
 
     @property
     def shape(self):
@@ -192,7 +197,8 @@ class GridLayout:
     def tdot(self, U):
         """Z^T @ U, U (N, k) -> (D, k): piece sums over the grid-sorted layout, then column
         sums. No atomics: the sums do not depend on scheduling."""
-        part = _ops.piece_sums(self.xp, self.rows, self.piece_start, self.piece_end, U)
+        part = _ops.piece_sums(self.xp, self.rows, self.piece_start, self.piece_end, U,
+                               self.piece_order)
         return _ops.segment_sums(self.xp, part, self.piece_ptr, self.value)
 
     def to_rbcolumns(self):

@@ -15,7 +15,10 @@
 //   grid's read is coalesced; the labels of RB_ZBATCH grids are loaded together, the
 //   additions run in grid order. kc <= 8.
 // * rb_piece_sums: one warp per piece of the grid-sorted (CSC) entries: partial[p, t] =
-//   sum_{e in piece p} U[rows[e], k0 + t]. No atomics: each piece is one warp's.
+//   sum_{e in piece p} U[rows[e], k0 + t]. No atomics: each piece is one warp's. Warp w
+//   takes piece order[w] (a permutation: the pieces by their first row, so that the warps
+//   in flight together read a narrow band of U's rows, which the L2 cache holds, instead
+//   of all of U for the columns of one grid); the sums do not depend on it.
 // * rb_segment_sums: out[c, t] = scale * sum_{p in [ptr[c], ptr[c + 1])} V[p, t], one thread
 //   per segment (pieces -> columns, or columns -> grids).
 // * rb_seg_flags, rb_seg_starts, rb_number_rows: the first-appearance numbering of one
@@ -113,14 +116,16 @@ extern "C" __global__ void rb_zdot(
 
 extern "C" __global__ void rb_piece_sums(
     const int* __restrict__ rows, const long long* __restrict__ piece_start,
-    const long long* __restrict__ piece_end, long long n_pieces,
-    const double* __restrict__ U, int k, int k0, int kc, double* __restrict__ partial)
+    const long long* __restrict__ piece_end, const long long* __restrict__ order,
+    long long n_pieces, const double* __restrict__ U, int k, int k0, int kc,
+    double* __restrict__ partial)
 {
     // blockDim.x is a multiple of 32: a warp leaves together, so the shuffles below
     // always run on full warps
-    long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
-    if (p >= n_pieces) return;
+    if (w >= n_pieces) return;
+    long long p = order[w];
     double acc[RB_KMAX];
 #pragma unroll
     for (int t = 0; t < RB_KMAX; t++) acc[t] = 0.0;
