@@ -55,6 +55,9 @@ if [ "$LEFT" -lt 30 ]; then LEFT=30; fi
 BUDGET=$(( LEFT - 25 ))
 if [ "$BUDGET" -lt 5 ]; then BUDGET=5; fi
 stamp "benchmark (compare_gpu.py; ${LEFT} s left, no new configuration after ${BUDGET} s)"
+# The RFF side fits 3 frequency draws per feature count and bisects between the ladder's rungs
+# (compare_gpu.py): from the single-draw times of the 2026-11-26 runs, about 20 s at N 1e7,
+# R 64 and 75 s at R 256 (estimates): give TOTAL about 400 for every size.
 # BENCH_REPEAT (2): GPU fits per size, the fastest kept (single fits at N 1e6 gave a binning of
 # 24 and 33 ms in two H100 runs of the same code path).
 # BENCH_XP=numpy BENCH_SIZES="2000 5000" BENCH_NTEST=2000: a dry run of this script without a GPU
@@ -62,6 +65,6 @@ timeout "$LEFT" python benchmarks/compare_gpu.py --out "$OUT" --xp "${BENCH_XP:-
     --n-test "${BENCH_NTEST:-200000}" --sizes ${BENCH_SIZES:-1e6 1e7 5e7} --grids 64 256 \
     --gpu-max-work "${BENCH_MAX_WORK:-3.2e9}" --cpu-max "${BENCH_CPU_MAX:-1e7}" \
     --cpu-max-work 6.4e8 --check-max "${BENCH_CHECK_MAX:-5e7}" --rff-max "${BENCH_RFF_MAX:-1e7}" \
-    --rff-features 256 1024 2048 4096 --repeat "${BENCH_REPEAT:-2}" --budget "$BUDGET"
+    --rff-features 256 512 1024 2048 4096 --rff-seeds 3 --repeat "${BENCH_REPEAT:-2}" --budget "$BUDGET"
 echo "benchmark exit code $?"
 stamp "done"

@@ -671,6 +671,9 @@ def test_compare_gpu_dry_run(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.load(open(tmp_path / "gpu_results.json"))["results"]
     assert res[0]["z_equal"] is True and res[0]["pred_diff_same_w"] <= 1e-6
+    # the RFF side: the mean R^2 of its frequency draws, between their extremes
+    f = res[0]["rff"]
+    assert f["r2_min"] <= f["r2"] <= f["r2_max"] and f["tried"][0] == [32, f["r2"]]
     assert res[0]["gpu"]["iters"] == res[0]["cpu"]["iters"]
     g = res[0]["gpu"]
     assert g["t_zdot"] > 0 and g["t_tdot"] > 0 and g["bound"] > 0
