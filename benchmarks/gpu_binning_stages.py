@@ -5,8 +5,8 @@ synchronisation, on the compare_gpu problem.
     python benchmarks/gpu_binning_stages.py --n 1e7 --grids 64        # on a GPU
     python benchmarks/gpu_binning_stages.py --xp numpy --n 20000       # dry run
 
-Stages of one batch or grid (docs/gpu.md): ``keys`` (rb_batch_keys / rb_grid_keys: the
-packed (grid,) key, row words), ``sort`` (xp.sort of those words), ``number``
+Stages of one batch or grid (docs/gpu.md): ``keys`` (rb_batch_keys: the packed (grid,)
+key, row words; a grid alone gets its words with the next KEY_GROUP - 1 such grids'), ``sort`` (xp.sort of those words), ``number``
 (_segment_ids and _number_batch / number_pairs: segments, first-appearance ranks, labels
 and CSC rows written into the layout, keys by id), ``store`` (its keys and largest bins to
 the host; fit_layout does this once after the loop). The
@@ -104,6 +104,8 @@ def main():
     fast = [r for r in range(R) if cb._combines(n, r, n_words, top_bits)]
     batches = cb._batches(fast, n, top_bits, row_bits)
     first = {b[0]: b for b in batches}
+    single = {b[0] for b in batches if len(b) == 1}
+    ahead = {}
     r = 0
     while r < R:
         t = time.perf_counter()
@@ -125,10 +127,11 @@ def main():
                 xp, s, flags, seg, count.get() + 1, row_bits, key_bits, G, n,
                 labels[r:r + G], rows[r * n:(r + G) * n])
             del s, flags, seg
-        elif batch is not None:                    # one grid
+        elif batch is not None:                    # one grid (keys with the next few: _key_group)
             G = 1
-            pairs = _ops.grid_keys(xp, Xc, dev["u"][r], dev["w"][r], dev["lo"][r],
-                                   dev["hi"][r], dev["shift"][r], row_bits, fit=True)
+            if r not in ahead:
+                ahead.update(cb._key_group(xp, Xc, dev, r, single, row_bits))
+            pairs = ahead.pop(r)
             sync()
             t1 = time.perf_counter()
             s = xp.sort(pairs)

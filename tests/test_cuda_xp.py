@@ -424,11 +424,12 @@ def _emulated(name):
     def rb_batch_keys(grid, block, args):
         _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
                            "int64", "int64", np.int32, np.int32, "uint64"])
-        X, n, d, G, u, w, lo, shift, row_bits, key_bits, words = args
+        X, n, d, G, u, w, lo, shift, row_bits, tag_shift, words = args
         assert grid[0] * block[0] >= n and X.shape == (n, d) and words.shape == (G, n)
         assert u.shape == w.shape == lo.shape == shift.shape == (G, d)
-        assert int(G).bit_length() + int(key_bits) + int(row_bits) <= 64
-        words[:] = _ops.batch_keys(np, X, u, w, lo, shift, int(row_bits), int(key_bits))
+        assert tag_shift == -1 or int(G - 1).bit_length() + int(tag_shift) <= 64
+        key_bits = None if tag_shift < 0 else int(tag_shift) - int(row_bits)
+        words[:] = _ops.batch_keys(np, X, u, w, lo, shift, int(row_bits), key_bits)
 
     def rb_number_batch(grid, block, args):
         _check_args(args, ["uint64", "int32", "int64", "int64", "int64", "int64", "int32",
@@ -569,6 +570,15 @@ def test_fit_in_batches_of_any_size(monkeypatch, words, emulated):
         monkeypatch.setattr(_ops, "_kernel", _emulated)
         monkeypatch.setattr(_ops, "last_async", lambda xp_, a: _ops._Ready(a[-1]))
     monkeypatch.setattr(cb, "BATCH_WORDS", words)
+    calls = []
+    batch_keys = _ops.batch_keys
+
+    def spy(*a):
+        if a[0] is xp:      # fit_layout's calls, not the emulator's own
+            calls.append((a[2].shape[0], a[-1]))
+        return batch_keys(*a)
+
+    monkeypatch.setattr(_ops, "batch_keys", spy)
     rng = np.random.default_rng(8)
     X = rng.uniform(size=(3000, 5))
     X[:, 4] = np.round(X[:, 4] * 3)
@@ -577,6 +587,13 @@ def test_fit_in_batches_of_any_size(monkeypatch, words, emulated):
         warnings.simplefilter("ignore")
         est = RandomBinning(n_grids=11, sigma=0.3, random_state=2)
         layout = cb.fit_layout(est, X, xp)
+    if words <= 3000:   # every grid alone: keys in groups of KEY_GROUP grids, no grid tag
+        assert calls == [(4, None), (4, None), (3, None)]
+    else:               # batches of several grids: one call each, tagged (a last grid alone:
+        g = words // 3000   # untagged)
+        assert calls == [(min(g, 11 - a), None if min(g, 11 - a) == 1 else calls[i][1])
+                         for i, a in enumerate(range(0, 11, g))]
+        assert all(c[1] is not None for c in calls if c[0] > 1)
     _assert_same_Z(cb.csr_arrays(xp, layout.labels, est.grid_ptr_, est.n_features_out_,
                                  est._value(), est._dtype_), Z)
     np.testing.assert_array_equal(layout.rows, cols.indices)
@@ -689,6 +706,25 @@ def test_compare_gpu_dry_run(tmp_path):
     res = json.load(open(tmp_path / "gpu_results.json"))["results"]
     assert res[0]["z_equal"] is True and "cpu" not in res[0]
     assert "Z checked against the CPU's binning alone: equal True" in out.stdout
+
+
+def test_gpu_binning_stages_dry_run():
+    """benchmarks/gpu_binning_stages.py runs on the numpy twins: every stage and the CG
+    pieces are reported, and the stages add up to a positive time."""
+    import os
+    import re
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "gpu_binning_stages.py"), "--xp",
+         "numpy", "--n", "3000", "--grids", "6"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    for stage in ("prepare", "keys", "sort", "number", "store"):
+        assert re.search(rf"^  {stage} +[0-9.]+ s", out.stdout, re.M), stage
+    assert "one CG iteration (difference)" in out.stdout
+    total = float(re.search(r"stage by stage: ([0-9.]+) s", out.stdout).group(1))
+    assert total > 0
 
 
 def test_piece_sums_twin_honours_piece_end():

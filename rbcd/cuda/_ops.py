@@ -129,22 +129,25 @@ def col_sums(xp, A):
 def batch_keys(xp, X, u, w, lo, shift, row_bits, key_bits):
     """(G, n) uint64: the words ``q << (key_bits + row_bits) | key << row_bits | row`` of the
     G grids of a batch (rb_batch_keys; u, w, lo, shift the batch's (G, d) rows; a fit:
-    every bin in range). Row q equals grid_keys(..., fit=True) of grid q with q on top."""
+    every bin in range). Row q equals grid_keys(..., fit=True) of grid q with q on top;
+    key_bits None: without q (grids whose words are sorted one by one)."""
     n, d = X.shape
     G = u.shape[0]
+    tag_shift = -1 if key_bits is None else int(key_bits) + int(row_bits)
     if is_numpy(xp):
         words = np.empty((G, n), dtype=np.uint64)
         for q in range(G):
             words[q] = grid_keys(np, X, u[q], w[q], lo[q], np.full(d, np.iinfo(np.int64).max),
                                  shift[q], row_bits, True)
-            words[q] |= np.uint64(q) << np.uint64(key_bits + row_bits)
+            if tag_shift >= 0:
+                words[q] |= np.uint64(q) << np.uint64(tag_shift)
         return words
     words = xp.empty((G, n), dtype=xp.uint64)
     if n:
         _kernel("rb_batch_keys")(
             _blocks(n), (BLOCK,),
             (X, np.int64(n), np.int32(d), np.int32(G), u, w, lo, shift, np.int32(row_bits),
-             np.int32(key_bits), words))
+             np.int32(tag_shift), words))
     return words
 
 # ------------------------------------------------------------------------------ numbering

@@ -339,13 +339,32 @@ def _batches(fast, n, top_bits, row_bits):
     return out
 
 
-def _batch_front(xp, X, dev, batch, top_bits, row_bits):
+#: consecutive one-grid batches whose keys one pass over X computes (rb_batch_keys without
+#: the grid on top): where rows are many, each grid is sorted alone, and reading X once per
+#: grid made its keys cost about as much as its sort (10^7 x 16: X is 1.28 GB a pass)
+KEY_GROUP = 4
+
+
+def _key_group(xp, X, dev, r, single, row_bits):
+    """{grid: its (n,) key << row_bits | row words} for grid r and the next one-grid
+    batches after it (``single``: the grids that form a batch alone), at most KEY_GROUP
+    consecutive grids, from one pass over X."""
+    g = 1
+    while g < KEY_GROUP and r + g in single:
+        g += 1
+    words = _ops.batch_keys(xp, X, dev["u"][r:r + g], dev["w"][r:r + g], dev["lo"][r:r + g],
+                            dev["shift"][r:r + g], row_bits, None)
+    return {r + q: words[q] for q in range(g)}
+
+
+def _batch_front(xp, X, dev, batch, top_bits, row_bits, words=None):
     """The queued half of a batch: its sorted words and segment scan (:func:`_segment_ids`).
-    One grid: ``(s, flags, seg, count)``; several: ``(s, key_bits, flags, seg, count)``,
-    the words ``q << (key_bits + row_bits) | key << row_bits | row`` of grid q of the batch
-    sorted together (a grid's segments never meet another's)."""
+    One grid: ``(s, flags, seg, count)`` (``words``: its unsorted words when computed
+    ahead, :func:`_key_group`); several: ``(s, key_bits, flags, seg, count)``, the words
+    ``q << (key_bits + row_bits) | key << row_bits | row`` of grid q of the batch sorted
+    together (a grid's segments never meet another's)."""
     if len(batch) == 1:
-        s = _sorted_words(xp, X, dev, batch[0])
+        s = _sorted_words(xp, X, dev, batch[0]) if words is None else xp.sort(words)
         return (s,) + _segment_ids(xp, s, row_bits)
     n = X.shape[0]
     G = len(batch)
@@ -500,12 +519,20 @@ def fit_layout(est, X, xp, *, combine=True):
     fast = [r for r in range(R) if combine and _combines(n, r, n_words, top_bits)]
     batches = _batches(fast, n, top_bits, row_bits)
     first = {b[0]: j for j, b in enumerate(batches)}
+    single = {b[0] for b in batches if len(b) == 1}
     queued = {}
+    ahead = {}           # one-grid batches' words computed with an earlier grid's (_key_group)
     done = []            # per batch or grid, in grid order: what the host needs after the loop
 
     def queue(j):
         if j < len(batches):
-            queued[j] = _batch_front(xp, X, dev, batches[j], top_bits, row_bits)
+            b = batches[j]
+            words = None
+            if len(b) == 1:
+                if b[0] not in ahead:
+                    ahead.update(_key_group(xp, X, dev, b[0], single, row_bits))
+                words = ahead.pop(b[0])
+            queued[j] = _batch_front(xp, X, dev, b, top_bits, row_bits, words)
 
     queue(0)
     r = 0

@@ -424,10 +424,10 @@ extern "C" __global__ void rb_cg_p(
 // ------------------------------------------------------------------------------ batches
 // A batch of G consecutive one-word grids numbered together (rbcd.cuda.binning, where
 // rows are few):
-// * rb_batch_keys: words[q n + i] = q << (key_bits + row_bits) | key_q(i) << row_bits | i
-//   for grid q < G of the batch (u, w, lo, shift: the batch's (G, d) rows), key_q as
-//   rb_grid_keys computes it in a fit (the same floor of the same true division, bit for
-//   bit; a fit's bins all lie in [lo, hi]).
+// * rb_batch_keys: words[q n + i] = q << tag_shift | key_q(i) << row_bits | i for grid
+//   q < G of the batch (u, w, lo, shift: the batch's (G, d) rows); tag_shift < 0: no q
+//   (grids sorted one by one). key_q as rb_grid_keys computes it in a fit (the same floor
+//   of the same true division, bit for bit; a fit's bins all lie in [lo, hi]).
 //   One thread per row, all G grids: the row is read from memory once.
 // * rb_number_batch: rb_number_rows over the batch's m = G n sorted words s: position p
 //   holds row i of segment b = seg[p] (grid g_of_seg[b], column rank[b] of the batch,
@@ -437,7 +437,7 @@ extern "C" __global__ void rb_batch_keys(
     const double* __restrict__ X, long long n, int d, int G,
     const double* __restrict__ u, const double* __restrict__ w,
     const long long* __restrict__ lo, const long long* __restrict__ shift, int row_bits,
-    int key_bits, unsigned long long* __restrict__ words)
+    int tag_shift, unsigned long long* __restrict__ words)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -453,8 +453,8 @@ extern "C" __global__ void rb_batch_keys(
             long long b = (long long)floor(v);
             key |= ((unsigned long long)(b - loq[j])) << sq[j];
         }
-        words[(long long)q * n + i] = ((unsigned long long)q << (key_bits + row_bits))
-                                      | (key << row_bits) | (unsigned long long)i;
+        unsigned long long tag = tag_shift >= 0 ? (unsigned long long)q << tag_shift : 0ULL;
+        words[(long long)q * n + i] = tag | (key << row_bits) | (unsigned long long)i;
     }
 }
 
