@@ -442,6 +442,19 @@ def _emulated(name):
         _ops.number_batch(np, s, seg, start, rank, col_ptr, g_of_seg, local, int(n),
                           int(row_bits), labels, rows)
 
+    def rb_match_keys(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
+                           "int64", "int64", "int64", "uint8", "uint64", "int32", "int64",
+                           "int32"])
+        X, m, d, R, u, w, lo, hi, shift, single, skeys, sids, off, labels = args
+        assert grid[0] * block[0] >= m and X.shape == (m, d) and labels.shape == (R, m)
+        assert u.shape == hi.shape == shift.shape == (R, d) and single.shape == (R,)
+        assert off.shape == (R + 1,) and off[-1] == skeys.shape[0] == sids.shape[0]
+        for r in range(R):   # each one-word grid's fitted keys sorted, increasing
+            seg = skeys[off[r]:off[r + 1]]
+            assert np.all(seg[1:] > seg[:-1])
+        _ops.match_keys(np, X, u, w, lo, hi, shift, single, skeys, sids, off, labels)
+
     def _cg_common(grid, block, D, k, k0, kc, partial):
         assert grid[0] * block[0] >= D and block[0] % 32 == 0 and 1 <= kc <= 8
         assert k0 + kc <= k and partial.shape == (grid[0], k)

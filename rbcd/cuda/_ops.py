@@ -150,6 +150,33 @@ def batch_keys(xp, X, u, w, lo, shift, row_bits, key_bits):
              np.int32(tag_shift), words))
     return words
 
+
+def match_keys(xp, X, u, w, lo, hi, shift, single, skeys, sids, off, labels):
+    """Labels (R, m) int32 of new rows X in the one-word grids (``single`` (R,) uint8), in
+    place (rb_match_keys): each row's key as grid_keys(fit=False) computes it, looked up
+    among grid r's fitted keys sorted, ``skeys[off[r]:off[r + 1]]`` (uint64) with their
+    local ids ``sids`` (int32); -1 where there is no equal key or a bin is out of range.
+    Rows of the other grids are not written."""
+    m, d = X.shape
+    R = u.shape[0]
+    if is_numpy(xp):
+        for r in np.flatnonzero(single):
+            key, inside = grid_keys(np, X, u[r], w[r], lo[r], hi[r], shift[r], 0, False)
+            seg = skeys[off[r]:off[r + 1]]
+            labels[r] = -1
+            if seg.shape[0] == 0:
+                continue
+            pos = np.searchsorted(seg, key)
+            hit = inside & (pos < seg.shape[0])
+            hit[hit] = seg[pos[hit]] == key[hit]
+            labels[r][hit] = sids[off[r] + pos[hit]]
+        return
+    if m:
+        _kernel("rb_match_keys")(
+            _blocks(m), (BLOCK,),
+            (X, np.int64(m), np.int32(d), np.int32(R), u, w, lo, hi, shift, single, skeys,
+             sids, off, labels))
+
 # ------------------------------------------------------------------------------ numbering
 def seg_flags(xp, s, row_bits):
     """(n,) int32: 1 where a segment of equal keys starts in the sorted (key << row_bits |

@@ -126,11 +126,14 @@ class CudaTables:
         return word, shift, n_words, top_bits
 
     def device_arrays(self, xp):
-        """(u, w, lo, hi, shift, keys) on xp (word, n_words on the host), cached per module."""
+        """(u, w, lo, hi, shift, keys) on xp (word, n_words on the host), cached per module;
+        once fitted also, for the one-word grids (``single`` (R,) uint8), their keys sorted,
+        concatenated grid after grid (``skeys`` uint64, ``koff`` (R + 1,) int64) with their
+        local ids (``sids`` int32), for _ops.match_keys."""
         key = xp.__name__
         if key not in self._device:
             word, shift, n_words, _ = self.layout()
-            self._device[key] = dict(
+            arrays = dict(
                 u=_ops.on_device(xp, self.offsets, np.float64),
                 w=_ops.on_device(xp, self.widths, np.float64),
                 lo=_ops.on_device(xp, self.lo, np.int64),
@@ -139,6 +142,22 @@ class CudaTables:
                 word=word, n_words=n_words,
                 keys=[_ops.on_device(xp, k, np.uint64) for k in (self.keys or [])],
             )
+            if self.keys:
+                single = np.asarray(n_words) == 1
+                parts, ids = [], []
+                for r, k in enumerate(self.keys):
+                    k1 = k[:, 0] if single[r] else k[:0, 0]
+                    order = np.argsort(k1, kind="stable")
+                    parts.append(k1[order])
+                    ids.append(order.astype(np.int32))
+                koff = np.zeros(len(parts) + 1, dtype=np.int64)
+                np.cumsum([p.shape[0] for p in parts], out=koff[1:])
+                arrays.update(
+                    single=_ops.on_device(xp, single.astype(np.uint8), np.uint8),
+                    skeys=_ops.on_device(xp, np.concatenate(parts).astype(np.uint64), np.uint64),
+                    sids=_ops.on_device(xp, np.concatenate(ids).astype(np.int32), np.int32),
+                    koff=_ops.on_device(xp, koff, np.int64), any_single=bool(single.any()))
+            self._device[key] = arrays
         return self._device[key]
 
     def __getstate__(self):
@@ -692,15 +711,17 @@ def transform_labels(est, X, xp):
     dev = tables.device_arrays(xp)
     R = tables.widths.shape[0]
     labels = xp.empty((R, m), dtype=xp.int32)
+    # the one-word grids (the usual case) all in one pass: a binary search per row and grid
+    # among the fitted keys, sorted (_ops.match_keys); the others by match_grid's sort
+    if dev["any_single"]:
+        _ops.match_keys(xp, X, dev["u"], dev["w"], dev["lo"], dev["hi"], dev["shift"],
+                        dev["single"], dev["skeys"], dev["sids"], dev["koff"], labels)
     for r in range(R):
         W = int(dev["n_words"][r])
-        if W == 1 and not _ops.is_numpy(xp):
-            key, inside = _ops.grid_keys(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
-                                         dev["hi"][r], dev["shift"][r], 0, fit=False)
-            words = key[None, :]
-        else:
-            words, inside = _grid_words(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
-                                        dev["hi"][r], dev["word"][r], dev["shift"][r], W)
+        if W == 1:
+            continue
+        words, inside = _grid_words(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
+                                    dev["hi"][r], dev["word"][r], dev["shift"][r], W)
         labels[r] = match_grid(xp, dev["keys"][r], words, inside)
     return labels
 

@@ -472,3 +472,49 @@ extern "C" __global__ void rb_number_batch(
     labels[g_of_seg[b] * n + i] = local[b];
     rows[col_ptr[rank[b]] + (p - start[b])] = (int)i;
 }
+
+// ------------------------------------------------------------------------------ transform
+// * rb_match_keys: the labels of new rows in every one-word grid (single[r] = 1), exactly
+//   (docs/design.md contract 6): the key of row i in grid r as rb_grid_keys computes it in
+//   transform mode, then a binary search among grid r's fitted keys, sorted:
+//   skeys[off[r] .. off[r + 1]) with their local ids sids. labels[r m + i] = the id of the
+//   equal fitted key, or -1 where there is none or a bin lies outside [lo_j, hi_j]. One
+//   thread per row, all grids (u, w, lo, hi, shift: (R, d)); grids with single[r] = 0 are
+//   left to the caller.
+extern "C" __global__ void rb_match_keys(
+    const double* __restrict__ X, long long m, int d, int R,
+    const double* __restrict__ u, const double* __restrict__ w,
+    const long long* __restrict__ lo, const long long* __restrict__ hi,
+    const long long* __restrict__ shift, const unsigned char* __restrict__ single,
+    const unsigned long long* __restrict__ skeys, const int* __restrict__ sids,
+    const long long* __restrict__ off, int* __restrict__ labels)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    const double* x = X + i * (long long)d;
+    for (int r = 0; r < R; r++) {
+        if (!single[r]) continue;
+        const long long base = (long long)r * d;
+        unsigned long long key = 0ULL;
+        int in = 1;
+        for (int j = 0; j < d; j++) {
+            double q = (x[j] - u[base + j]) / w[base + j];
+            long long b = (long long)floor(q);
+            if (b < lo[base + j] || b > hi[base + j]) {
+                in = 0;
+            } else {
+                key |= ((unsigned long long)(b - lo[base + j])) << shift[base + j];
+            }
+        }
+        int lab = -1;
+        if (in) {
+            long long a = off[r], z = off[r + 1];     // first index in [a, z) with skeys >= key
+            while (a < z) {
+                long long mid = a + ((z - a) >> 1);
+                if (skeys[mid] < key) a = mid + 1; else z = mid;
+            }
+            if (a < off[r + 1] && skeys[a] == key) lab = sids[a];
+        }
+        labels[(long long)r * m + i] = lab;
+    }
+}
