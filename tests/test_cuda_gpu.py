@@ -102,13 +102,16 @@ def test_Z_bit_for_bit_in_batches(cp, monkeypatch, batch_grids):
     np.testing.assert_array_equal(gpu.kappa_per_grid_, cpu.kappa_per_grid_)
 
 
-@pytest.mark.parametrize("fit_intercept, weighted", [(True, False), (False, True)])
-def test_cg_step_kernels_against_twin(cp, fit_intercept, weighted):
+@pytest.mark.parametrize("fit_intercept, weighted, max_blocks", [
+    (True, False, 1024), (False, True, 1024), (True, True, 3)])
+def test_cg_step_kernels_against_twin(cp, monkeypatch, fit_intercept, weighted, max_blocks):
     """The CG with its fused step kernels (rb_cg_q, rb_cg_step, rb_cg_dir, rb_cg_p) on the
     GPU against the same solve on the numpy twins and on the CPU: k = 11 targets (two
     launches of 8 and 3), one stopping at once (a zero target), blocks of 256 columns
-    whose partial sums every block totals alike."""
-    from rbcd.cuda import binning as cb, cg as ccg
+    whose partial sums every block totals alike; with 3 blocks, each thread takes several
+    columns (the grid-stride loop that caps the blocks for large D)."""
+    from rbcd.cuda import _ops, binning as cb, cg as ccg
+    monkeypatch.setattr(_ops, "CG_MAX_BLOCKS", max_blocks)
     from rbcd.solvers.cg import solve_ridge_cg
     X, y = _data(8000, 5, seed=2)
     Y = np.c_[[np.sin((t + 1) * X[:, 0]) + t * X[:, 1] for t in range(11)]].T

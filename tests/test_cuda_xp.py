@@ -456,7 +456,7 @@ def _emulated(name):
         _ops.match_keys(np, X, u, w, lo, hi, shift, single, skeys, sids, off, labels)
 
     def _cg_common(grid, block, D, k, k0, kc, partial):
-        assert grid[0] * block[0] >= D and block[0] % 32 == 0 and 1 <= kc <= 8
+        assert grid == (_ops.cg_blocks(D),) and block[0] % 32 == 0 and 1 <= kc <= 8
         assert k0 + kc <= k and partial.shape == (grid[0], k)
         return slice(int(k0), int(k0) + int(kc))
 

@@ -410,9 +410,14 @@ def segment_sums(xp, V, ptr, scale=1.0):
 
 
 # ------------------------------------------------------------------------------ CG steps
+#: most thread blocks of a CG step kernel (kernels.cu: every block sums all the blocks'
+#: partials, so their number is capped; the columns run in a grid-stride loop)
+CG_MAX_BLOCKS = 1024
+
+
 def cg_blocks(D):
     """Thread blocks of the CG step kernels for D columns: rows of their (nb, k) partials."""
-    return max(1, -(-int(D) // BLOCK))
+    return max(1, min(-(-int(D) // BLOCK), CG_MAX_BLOCKS))
 
 
 def _launch_cg(xp, name, D, k, args_before, args_after):
@@ -421,7 +426,7 @@ def _launch_cg(xp, name, D, k, args_before, args_after):
     f = _kernel(name)
     for k0 in range(0, k, KMAX):
         kc = min(KMAX, k - k0)
-        f(_blocks(D), (BLOCK,),
+        f((cg_blocks(D),), (BLOCK,),
           tuple(args_before) + (np.int64(D), np.int32(k), np.int32(k0), np.int32(kc))
           + tuple(args_after))
 

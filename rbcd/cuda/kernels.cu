@@ -252,11 +252,13 @@ extern "C" __global__ void rb_column_extremes(
 // One block-PCG iteration's work on the (D, k) vectors, after the products (rbcd.cuda.cg):
 // rb_cg_q, rb_cg_step, rb_cg_dir, rb_cg_p, four launches per RB_KMAX targets instead of
 // about forty array operations. Every kernel takes targets [k0, k0 + kc), kc <= RB_KMAX,
-// of row-major (D, k) arrays, one thread per column j, blockDim.x a multiple of 32, and
-// writes per-block sums partial[b, t] (b = blockIdx.x, (nb, k)), summed in a fixed order
-// (warp shuffles, then the warps in order): no atomics, the same bits on every run. A
-// kernel that needs a total of the previous kernel's partials sums them itself, in every
-// block in the same order (rb_totals), so every block sees the same total.
+// of row-major (D, k) arrays, columns j in a grid-stride loop (at most CG_MAX_BLOCKS of
+// _ops.py blocks), blockDim.x a multiple of 32, and writes per-block sums partial[b, t]
+// (b = blockIdx.x, (nb, k)), summed in a fixed order (each thread's columns in order, warp
+// shuffles, then the warps in order): no atomics, the same bits on every run. A kernel
+// that needs a total of the previous kernel's partials sums them itself, in every block in
+// the same order (rb_totals), so every block sees the same total; the cap on the blocks
+// keeps that redundant work (nb partials per block) small for any D.
 //   rb_cg_q:    Q = (Q0 - zbar_j sumT_t + alpha_t P) keep_j (zbar term where has_zbar);
 //               partial = sums of P Q.
 //   rb_cg_step: pq = total of partial_pq; ok_t = pq > 0; step = rz / pq where act_t and
@@ -306,16 +308,16 @@ extern "C" __global__ void rb_cg_q(
     long long D, int k, int k0, int kc, double* __restrict__ partial)
 {
     __shared__ double sh[32];
-    long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
     for (int t = k0; t < k0 + kc; t++) {
         double v = 0.0;
-        if (j < D) {
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
             long long e = j * k + t;
             double q = Q[e];
             if (has_zbar) q -= zbar[j] * sumT[t];
             q = (q + alpha[t] * P[e]) * keep[j];
             Q[e] = q;
-            v = P[e] * q;
+            v += P[e] * q;
         }
         v = rb_block_sum(v, sh);
         if (threadIdx.x == 0) partial[(long long)blockIdx.x * k + t] = v;
@@ -332,19 +334,19 @@ extern "C" __global__ void rb_cg_step(
     __shared__ double sh[32];
     __shared__ double pq[RB_KMAX];
     rb_totals(partial_pq, nb, k, k0, kc, pq, sh);
-    long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
     for (int c = 0; c < kc; c++) {
         int t = k0 + c;
         int ok = pq[c] > 0.0;
         double step = (act[t] && ok) ? rz[t] / pq[c] : 0.0;
         double v = 0.0;
-        if (j < D) {
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
             long long e = j * k + t;
             X[e] += step * P[e];
             double r = Rr[e] - step * Q[e];
             Rr[e] = r;
             Zr[e] = use_minv ? r * minv[e] : r;
-            v = r * r;
+            v += r * r;
         }
         v = rb_block_sum(v, sh);
         if (threadIdx.x == 0) {
@@ -371,11 +373,11 @@ extern "C" __global__ void rb_cg_dir(
         }
         __syncthreads();
     }
-    long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
     for (int c = 0; c < kc; c++) {
         int t = k0 + c;
         double v = 0.0;
-        if (j < D) {
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
             long long e = j * k + t;
             double z = Zr[e];
             if (mode != 0) {
@@ -386,7 +388,7 @@ extern "C" __global__ void rb_cg_dir(
             }
             z *= keep[j];
             Zr[e] = z;
-            v = Rr[e] * z;
+            v += Rr[e] * z;
         }
         v = rb_block_sum(v, sh);
         if (threadIdx.x == 0) partial[(long long)blockIdx.x * k + t] = v;
@@ -404,12 +406,12 @@ extern "C" __global__ void rb_cg_p(
     __shared__ double rr[RB_KMAX];
     rb_totals(partial_rz, nb, k, k0, kc, rzn, sh);
     rb_totals(partial_rr, nb, k, k0, kc, rr, sh);
-    long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long stride = (long long)gridDim.x * blockDim.x;
     for (int c = 0; c < kc; c++) {
         int t = k0 + c;
         if (!act[t]) continue;
         double beta = rz[t] > 0.0 ? rzn[c] / rz[t] : 0.0;
-        if (j < D) {
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
             long long e = j * k + t;
             P[e] = Zr[e] + beta * P[e];
         }
