@@ -1,13 +1,15 @@
 """Where a GPU binning fit spends its time (issue 32): the stages of rbcd.cuda.binning's
-per-grid loop, each timed after a device synchronisation, on the compare_gpu problem.
+loop over batches of grids (as fit_layout forms them), each timed after a device
+synchronisation, on the compare_gpu problem.
 
     python benchmarks/gpu_binning_stages.py --n 1e7 --grids 64        # on a GPU
     python benchmarks/gpu_binning_stages.py --xp numpy --n 20000       # dry run
 
-Stages of one grid (docs/gpu.md): ``keys`` (rb_grid_keys: the packed key << row_bits | row),
-``sort`` (xp.sort of those words), ``number`` (number_pairs: segments, first-appearance
-ranks, labels and CSC rows written into the layout, keys by id), ``store`` (its keys and
-largest bin to the host; fit_layout does this once after the loop). The
+Stages of one batch or grid (docs/gpu.md): ``keys`` (rb_batch_keys: the packed (grid,)
+key, row words; a grid alone gets its words with the next KEY_GROUP - 1 such grids'), ``sort`` (xp.sort of those words), ``number``
+(_segment_ids and _number_batch / number_pairs: segments, first-appearance ranks, labels
+and CSC rows written into the layout, keys by id), ``store`` (its keys and largest bins to
+the host; fit_layout does this once after the loop). The
 synchronisations add a little to the whole; ``fit_layout`` is also timed as the estimator
 runs it (no synchronisation inside), which is the figure compare_gpu reports.
 """
@@ -99,11 +101,37 @@ def main():
     stages["prepare"] += time.perf_counter() - t
     row_bits = cb._row_bits(n)
     generic = 0
-    for r in range(R):
+    fast = [r for r in range(R) if cb._combines(n, r, n_words, top_bits)]
+    batches = cb._batches(fast, n, top_bits, row_bits)
+    first = {b[0]: b for b in batches}
+    single = {b[0] for b in batches if len(b) == 1}
+    ahead = {}
+    r = 0
+    while r < R:
         t = time.perf_counter()
-        if cb._combines(n, r, n_words, top_bits):
-            pairs = _ops.grid_keys(xp, Xc, dev["u"][r], dev["w"][r], dev["lo"][r],
-                                   dev["hi"][r], dev["shift"][r], row_bits, fit=True)
+        batch = first.get(r)
+        if batch is not None and len(batch) > 1:   # fit_layout's batch of grids
+            G = len(batch)
+            key_bits = max(int(top_bits[q]) for q in batch)
+            words = _ops.batch_keys(xp, Xc, dev["u"][r:r + G], dev["w"][r:r + G],
+                                    dev["lo"][r:r + G], dev["shift"][r:r + G], row_bits,
+                                    key_bits)
+            sync()
+            t1 = time.perf_counter()
+            s = xp.sort(words.reshape(-1))
+            del words
+            sync()
+            t2 = time.perf_counter()
+            flags, seg, count = cb._segment_ids(xp, s, row_bits)
+            cp, seg_off, kb, mc = cb._number_batch(
+                xp, s, flags, seg, count.get() + 1, row_bits, key_bits, G, n,
+                labels[r:r + G], rows[r * n:(r + G) * n])
+            del s, flags, seg
+        elif batch is not None:                    # one grid (keys with the next few: _key_group)
+            G = 1
+            if r not in ahead:
+                ahead.update(cb._key_group(xp, Xc, dev, r, single, row_bits))
+            pairs = ahead.pop(r)
             sync()
             t1 = time.perf_counter()
             s = xp.sort(pairs)
@@ -113,6 +141,7 @@ def main():
             cp, kb, mc = cb.number_pairs(xp, s, row_bits, labels[r], rows[r * n:(r + 1) * n])
             del s
         else:
+            G = 1
             generic += 1
             row_s, words_s = cb._sorted_pairs(xp, Xc, dev, r, n_words, top_bits, True)
             t1 = t2 = time.perf_counter()
@@ -122,13 +151,14 @@ def main():
         sync()
         t3 = time.perf_counter()
         _ops.to_host(kb)
-        int(mc)
+        _ops.to_host(mc)
         sync()
         t4 = time.perf_counter()
         stages["keys"] += t1 - t
         stages["sort"] += t2 - t1
         stages["number"] += t3 - t2
         stages["store"] += t4 - t3
+        r += G
     # the steps of "prepare", each synchronised (the column extremes as fit takes them, and
     # as two cupy reductions over the rows' axis, the earlier code)
     from rbcd.cuda import binning as _b
@@ -152,13 +182,12 @@ def main():
     total = sum(stages.values())
     print(f"gpu_binning_stages: N = {n:,}, d = {a.d}, R = {a.grids} ({generic} grid(s) on the "
           f"generic multi-word path, their keys and sort counted in 'keys')")
-    n_batches = len(cb._batches([r for r in range(R) if cb._combines(n, r, n_words, top_bits)],
-                                n, top_bits, row_bits))
-    print(f"  fit_layout as the estimator runs it ({n_batches} batch(es) of grids, "
-          f"BATCH_WORDS {cb.BATCH_WORDS}): {whole:.3f} s; synchronised stages, grid by "
-          f"grid: {total:.3f} s")
+    print(f"  fit_layout as the estimator runs it ({len(batches)} batch(es) of grids, "
+          f"BATCH_WORDS {cb.BATCH_WORDS}): {whole:.3f} s; the same batches, synchronised "
+          f"stage by stage: {total:.3f} s")
     for k, v in stages.items():
-        print(f"  {k:8s} {v:.4f} s  ({100 * v / total:4.1f}%)  {1e3 * v / R:.3f} ms per grid")
+        print(f"  {k:8s} {v:.4f} s  ({100 * v / total:4.1f}%)  {1e3 * v / R:.3f} ms per grid, "
+              f"{1e3 * v / len(batches):.3f} ms per batch")
     print("  CG pieces on this layout (mean of 5 calls; solve_ridge: one call):")
     for k, v in cg_steps.items():
         print(f"    {k:32s} {1e3 * v:8.2f} ms")

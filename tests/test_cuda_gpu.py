@@ -102,6 +102,42 @@ def test_Z_bit_for_bit_in_batches(cp, monkeypatch, batch_grids):
     np.testing.assert_array_equal(gpu.kappa_per_grid_, cpu.kappa_per_grid_)
 
 
+@pytest.mark.parametrize("fit_intercept, weighted, max_blocks", [
+    (True, False, 1024), (False, True, 1024), (True, True, 3)])
+def test_cg_step_kernels_against_twin(cp, monkeypatch, fit_intercept, weighted, max_blocks):
+    """The CG with its fused step kernels (rb_cg_q, rb_cg_step, rb_cg_dir, rb_cg_p) on the
+    GPU against the same solve on the numpy twins and on the CPU: k = 11 targets (two
+    launches of 8 and 3), one stopping at once (a zero target), blocks of 256 columns
+    whose partial sums every block totals alike; with 3 blocks, each thread takes several
+    columns (the grid-stride loop that caps the blocks for large D)."""
+    from rbcd.cuda import _ops, binning as cb, cg as ccg
+    monkeypatch.setattr(_ops, "CG_MAX_BLOCKS", max_blocks)
+    from rbcd.solvers.cg import solve_ridge_cg
+    X, y = _data(8000, 5, seed=2)
+    Y = np.c_[[np.sin((t + 1) * X[:, 0]) + t * X[:, 1] for t in range(11)]].T
+    Y[:, 4] = 0.0
+    s = np.random.default_rng(3).uniform(0.2, 3.0, size=X.shape[0]) if weighted else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = RandomBinning(n_grids=32, random_state=1)
+        Z, cols = cpu.fit_transform(X, return_columns=True)
+        lay_g = cb.fit_layout(RandomBinning(n_grids=32, random_state=1), cp.asarray(X), cp)
+        lay_n = cb.fit_layout(RandomBinning(n_grids=32, random_state=1), X, np)
+        assert lay_g.n_columns > 4 * 256
+        kw = dict(alpha=0.5, fit_intercept=fit_intercept, tol=1e-10)
+        c1, b1, _ = solve_ridge_cg(Z, Y, s, columns=cols, **kw)
+        cg_, bg, itg, info = ccg.solve_ridge(cp, lay_g, cp.asarray(Y),
+                                             None if s is None else cp.asarray(s),
+                                             structured=True, **kw)
+        cn, bn, itn, _ = ccg.solve_ridge(np, lay_n, Y, s, structured=True, **kw)
+    assert info["converged"].all() and itg[4] == 0
+    assert np.abs(itg - itn).max() <= 0.1 * itn.max()
+    # (the iterates agree to rounding; at tol 1e-10 the solutions agree to about 1e-8)
+    np.testing.assert_allclose(cg_, cn, atol=1e-6)
+    np.testing.assert_allclose(cg_, c1, atol=1e-6)
+    np.testing.assert_allclose(bg, b1, atol=1e-6)
+
+
 @pytest.mark.parametrize("n, d", [(1, 3), (1000, 16), (200000, 7), (300, 600), (50, 2000)])
 def test_column_extremes_kernel(cp, n, d):
     from rbcd.cuda import _ops

@@ -6,6 +6,7 @@ array module switched to numpy by monkeypatching rbcd.cuda._ops.cupy_module).
 tests/test_cuda_gpu.py runs the same checks with CuPy on a GPU (the CUDA kernels)."""
 import pickle
 import sys
+import types
 import warnings
 
 import numpy as np
@@ -178,6 +179,42 @@ def test_cg_matches_cpu(seed, fit_intercept, weighted, preconditioner, k):
     assert P.shape == Z.shape and info["converged"].all()
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("preconditioner, structured", [("jacobi", True), ("jacobi", False),
+                                                         (None, False)])
+def test_cg_step_kernels_emulated(monkeypatch, fit_intercept, weighted, preconditioner,
+                                  structured):
+    """The CG's CuPy branch (the step kernels rb_cg_q, rb_cg_step, rb_cg_dir, rb_cg_p,
+    emulated with their launch checks) against the CPU's solver: k = 11 targets (two
+    launches of 8 and 3 each), one target stopping early (a zero column of Y)."""
+    fake = _FakeCupy()
+    monkeypatch.setattr(_ops, "_kernel", _emulated)
+    rng = np.random.default_rng(7)
+    n = 700
+    X = rng.uniform(size=(n, 3))
+    Y = np.c_[[np.sin(3 * X[:, 0] * (t + 1)) + X[:, 1] * t for t in range(11)]].T
+    Y[:, 4] = 0.0
+    s = rng.uniform(0.2, 3.0, size=n) if weighted else None
+    _, Z, cols = _cpu_Z(X, 10, "scale", 5)
+    _, layout, _ = _xp_fit(X, 10, "scale", 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c1, b1, it1 = solve_ridge_cg(Z, Y, s, alpha=0.3, fit_intercept=fit_intercept,
+                                     tol=1e-10, preconditioner=preconditioner,
+                                     columns=cols if structured else None)
+        c2, b2, it2, info = ccg.solve_ridge(fake, layout, Y, s, alpha=0.3,
+                                            fit_intercept=fit_intercept, tol=1e-10,
+                                            preconditioner=preconditioner,
+                                            structured=structured)
+    np.testing.assert_allclose(c2, c1, atol=1e-7)
+    np.testing.assert_allclose(b2, b1, atol=1e-7)
+    assert info["converged"].all() and it2[4] == 0 and it2.max() > 3
+    # (at tol 1e-10 rounding moves the counts by a few iterations, as it does between
+    # the numpy twin and the CPU)
+    assert np.abs(np.asarray(it2) - np.asarray(it1)).max() <= 0.1 * it1.max()
+
+
 def test_layout_products_equal_sparse_products():
     rng = np.random.default_rng(1)
     X = rng.uniform(size=(5000, 2))
@@ -193,6 +230,12 @@ def test_layout_products_equal_sparse_products():
     assert layout2.piece_start.shape[0] > layout2.n_columns
     U2 = rng.normal(size=(20000, 1))
     np.testing.assert_allclose(layout2.tdot(U2), Z2.T @ U2, rtol=1e-10)
+    # the warps' order of the pieces: a permutation, by first row
+    for lay in (layout, layout2):
+        order = lay.piece_order
+        np.testing.assert_array_equal(np.sort(order), np.arange(lay.piece_start.shape[0]))
+        first = lay.rows[lay.piece_start[order]]
+        assert np.all(np.diff(first) >= 0) and lay.piece_order.dtype == np.int64
 
 
 def test_errors_match_cpu():
@@ -326,10 +369,11 @@ def _emulated(name):
         out[:, k0:k0 + kc] = _ops.zdot(np, labels, gp, W[:, k0:k0 + kc], float(value))
 
     def rb_piece_sums(grid, block, args):
-        _check_args(args, ["int32", "int64", "int64", np.int64, "float64", np.int32,
+        _check_args(args, ["int32", "int64", "int64", "int64", np.int64, "float64", np.int32,
                            np.int32, np.int32, "float64"])
-        rows, ps, pe, n_pieces, U, k, k0, kc, partial = args
+        rows, ps, pe, order, n_pieces, U, k, k0, kc, partial = args
         assert grid[0] * block[0] >= 32 * n_pieces and block[0] % 32 == 0
+        np.testing.assert_array_equal(np.sort(order), np.arange(n_pieces))
         assert ps.shape == pe.shape == (n_pieces,) and partial.shape == (n_pieces, k)
         partial[:, k0:k0 + kc] = _ops.piece_sums(np, rows, ps, pe, U[:, k0:k0 + kc])
 
@@ -376,6 +420,89 @@ def _emulated(name):
                     bmax[b] = np.fmax(bmax[b], np.fmax.reduce(blk, axis=0))
                 if not np.isfinite(blk).all():
                     bad[0] = 1
+
+    def rb_batch_keys(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
+                           "int64", "int64", np.int32, np.int32, "uint64"])
+        X, n, d, G, u, w, lo, shift, row_bits, tag_shift, words = args
+        assert grid[0] * block[0] >= n and X.shape == (n, d) and words.shape == (G, n)
+        assert u.shape == w.shape == lo.shape == shift.shape == (G, d)
+        assert tag_shift == -1 or int(G - 1).bit_length() + int(tag_shift) <= 64
+        key_bits = None if tag_shift < 0 else int(tag_shift) - int(row_bits)
+        words[:] = _ops.batch_keys(np, X, u, w, lo, shift, int(row_bits), key_bits)
+
+    def rb_number_batch(grid, block, args):
+        _check_args(args, ["uint64", "int32", "int64", "int64", "int64", "int64", "int32",
+                           np.int64, np.int64, np.int32, "int32", "int32"])
+        s, seg, start, rank, col_ptr, g_of_seg, local, m, n, row_bits, labels, rows = args
+        assert grid[0] * block[0] >= m and s.shape == seg.shape == rows.shape == (m,)
+        assert labels.shape == (m,) and m % n == 0
+        assert start.shape == rank.shape == g_of_seg.shape == local.shape
+        assert col_ptr.shape == (start.shape[0] + 1,)
+        _ops.number_batch(np, s, seg, start, rank, col_ptr, g_of_seg, local, int(n),
+                          int(row_bits), labels, rows)
+
+    def rb_match_keys(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
+                           "int64", "int64", "int64", "uint8", "uint64", "int32", "int64",
+                           "int32"])
+        X, m, d, R, u, w, lo, hi, shift, single, skeys, sids, off, labels = args
+        assert grid[0] * block[0] >= m and X.shape == (m, d) and labels.shape == (R, m)
+        assert u.shape == hi.shape == shift.shape == (R, d) and single.shape == (R,)
+        assert off.shape == (R + 1,) and off[-1] == skeys.shape[0] == sids.shape[0]
+        for r in range(R):   # each one-word grid's fitted keys sorted, increasing
+            seg = skeys[off[r]:off[r + 1]]
+            assert np.all(seg[1:] > seg[:-1])
+        _ops.match_keys(np, X, u, w, lo, hi, shift, single, skeys, sids, off, labels)
+
+    def _cg_common(grid, block, D, k, k0, kc, partial):
+        assert grid == (_ops.cg_blocks(D),) and block[0] % 32 == 0 and 1 <= kc <= 8
+        assert k0 + kc <= k and partial.shape == (grid[0], k)
+        return slice(int(k0), int(k0) + int(kc))
+
+    def rb_cg_q(grid, block, args):
+        _check_args(args, ["float64", "float64", np.int32, "float64", "float64", "float64",
+                           "float64", np.int64, np.int32, np.int32, np.int32, "float64"])
+        Q, zbar, has, sumT, alpha, P, keep, D, k, k0, kc, partial = args
+        t = _cg_common(grid, block, D, k, k0, kc, partial)
+        assert Q.shape == P.shape == (D, k) and keep.shape == (D,)
+        _ops.cg_q(np, Q[:, t], zbar if has else None, sumT[t], alpha[t], P[:, t], keep,
+                  partial[:, t])
+
+    def rb_cg_step(grid, block, args):
+        _check_args(args, ["float64", np.int32, "float64", "int32", "float64", "float64",
+                           "float64", "float64", "float64", np.int32, np.int64, np.int32,
+                           np.int32, np.int32, "float64", "float64", "float64"])
+        (ppq, nb, rz, act, P, Q, X, Rr, minv, use_minv, D, k, k0, kc, Zr, partial,
+         summary) = args
+        t = _cg_common(grid, block, D, k, k0, kc, partial)
+        assert ppq.shape == (nb, k) and summary.shape == (2, k)
+        _ops.cg_step(np, ppq[:, t], rz[t], act[t], P[:, t], Q[:, t], X[:, t], Rr[:, t],
+                     minv[:, t] if use_minv else None, Zr[:, t], partial[:, t], summary[:, t])
+
+    def rb_cg_dir(grid, block, args):
+        _check_args(args, ["float64", "float64", "float64", "int64", "float64", "float64",
+                           np.int32, np.int32, np.float64, np.int64, np.int32, np.int32,
+                           np.int32, "float64"])
+        Zr, Rr, keep, goc, gsum, inv, R, mode, inv_total, D, k, k0, kc, partial = args
+        t = _cg_common(grid, block, D, k, k0, kc, partial)
+        proj = None
+        if mode:
+            assert goc.shape == (D,) and gsum.shape == (R, k) and inv.shape == (R,)
+            proj = types.SimpleNamespace(inv_sizes=inv, grid_of_col=goc,
+                                         fit_intercept=mode == 1, inv_total=float(inv_total))
+        _ops.cg_dir(np, Zr[:, t], Rr[:, t], keep, proj, gsum[:, t] if mode else None,
+                    partial[:, t])
+
+    def rb_cg_p(grid, block, args):
+        _check_args(args, ["float64", "float64", np.int32, "float64", "int32", "float64",
+                           "float64", np.int64, np.int32, np.int32, np.int32, "float64",
+                           "float64"])
+        prz, prr, nb, rz, act, Zr, P, D, k, k0, kc, rz_out, summary = args
+        t = _cg_common(grid, block, D, k, k0, kc, prz)
+        assert prr.shape == (nb, k) and rz_out is not rz
+        _ops.cg_p(np, prz[:, t], prr[:, t], rz[t], act[t], Zr[:, t], P[:, t], rz_out[t],
+                  summary[:, t])
 
     return locals()[name]
 
@@ -456,6 +583,15 @@ def test_fit_in_batches_of_any_size(monkeypatch, words, emulated):
         monkeypatch.setattr(_ops, "_kernel", _emulated)
         monkeypatch.setattr(_ops, "last_async", lambda xp_, a: _ops._Ready(a[-1]))
     monkeypatch.setattr(cb, "BATCH_WORDS", words)
+    calls = []
+    batch_keys = _ops.batch_keys
+
+    def spy(*a):
+        if a[0] is xp:      # fit_layout's calls, not the emulator's own
+            calls.append((a[2].shape[0], a[-1]))
+        return batch_keys(*a)
+
+    monkeypatch.setattr(_ops, "batch_keys", spy)
     rng = np.random.default_rng(8)
     X = rng.uniform(size=(3000, 5))
     X[:, 4] = np.round(X[:, 4] * 3)
@@ -464,6 +600,13 @@ def test_fit_in_batches_of_any_size(monkeypatch, words, emulated):
         warnings.simplefilter("ignore")
         est = RandomBinning(n_grids=11, sigma=0.3, random_state=2)
         layout = cb.fit_layout(est, X, xp)
+    if words <= 3000:   # every grid alone: keys in groups of KEY_GROUP grids, no grid tag
+        assert calls == [(4, None), (4, None), (3, None)]
+    else:               # batches of several grids: one call each, tagged (a last grid alone:
+        g = words // 3000   # untagged)
+        assert calls == [(min(g, 11 - a), None if min(g, 11 - a) == 1 else calls[i][1])
+                         for i, a in enumerate(range(0, 11, g))]
+        assert all(c[1] is not None for c in calls if c[0] > 1)
     _assert_same_Z(cb.csr_arrays(xp, layout.labels, est.grid_ptr_, est.n_features_out_,
                                  est._value(), est._dtype_), Z)
     np.testing.assert_array_equal(layout.rows, cols.indices)
@@ -558,6 +701,9 @@ def test_compare_gpu_dry_run(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.load(open(tmp_path / "gpu_results.json"))["results"]
     assert res[0]["z_equal"] is True and res[0]["pred_diff_same_w"] <= 1e-6
+    # the RFF side: the mean R^2 of its frequency draws, between their extremes
+    f = res[0]["rff"]
+    assert f["r2_min"] <= f["r2"] <= f["r2_max"] and f["tried"][0] == [32, f["r2"]]
     assert res[0]["gpu"]["iters"] == res[0]["cpu"]["iters"]
     g = res[0]["gpu"]
     assert g["t_zdot"] > 0 and g["t_tdot"] > 0 and g["bound"] > 0
@@ -573,6 +719,25 @@ def test_compare_gpu_dry_run(tmp_path):
     res = json.load(open(tmp_path / "gpu_results.json"))["results"]
     assert res[0]["z_equal"] is True and "cpu" not in res[0]
     assert "Z checked against the CPU's binning alone: equal True" in out.stdout
+
+
+def test_gpu_binning_stages_dry_run():
+    """benchmarks/gpu_binning_stages.py runs on the numpy twins: every stage and the CG
+    pieces are reported, and the stages add up to a positive time."""
+    import os
+    import re
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "gpu_binning_stages.py"), "--xp",
+         "numpy", "--n", "3000", "--grids", "6"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    for stage in ("prepare", "keys", "sort", "number", "store"):
+        assert re.search(rf"^  {stage} +[0-9.]+ s", out.stdout, re.M), stage
+    assert "one CG iteration (difference)" in out.stdout
+    total = float(re.search(r"stage by stage: ([0-9.]+) s", out.stdout).group(1))
+    assert total > 0
 
 
 def test_piece_sums_twin_honours_piece_end():

@@ -125,6 +125,58 @@ def col_sums(xp, A):
     return xp.ones(A.shape[0], dtype=A.dtype) @ A
 
 
+
+def batch_keys(xp, X, u, w, lo, shift, row_bits, key_bits):
+    """(G, n) uint64: the words ``q << (key_bits + row_bits) | key << row_bits | row`` of the
+    G grids of a batch (rb_batch_keys; u, w, lo, shift the batch's (G, d) rows; a fit:
+    every bin in range). Row q equals grid_keys(..., fit=True) of grid q with q on top;
+    key_bits None: without q (grids whose words are sorted one by one)."""
+    n, d = X.shape
+    G = u.shape[0]
+    tag_shift = -1 if key_bits is None else int(key_bits) + int(row_bits)
+    if is_numpy(xp):
+        words = np.empty((G, n), dtype=np.uint64)
+        for q in range(G):
+            words[q] = grid_keys(np, X, u[q], w[q], lo[q], np.full(d, np.iinfo(np.int64).max),
+                                 shift[q], row_bits, True)
+            if tag_shift >= 0:
+                words[q] |= np.uint64(q) << np.uint64(tag_shift)
+        return words
+    words = xp.empty((G, n), dtype=xp.uint64)
+    if n:
+        _kernel("rb_batch_keys")(
+            _blocks(n), (BLOCK,),
+            (X, np.int64(n), np.int32(d), np.int32(G), u, w, lo, shift, np.int32(row_bits),
+             np.int32(tag_shift), words))
+    return words
+
+
+def match_keys(xp, X, u, w, lo, hi, shift, single, skeys, sids, off, labels):
+    """Labels (R, m) int32 of new rows X in the one-word grids (``single`` (R,) uint8), in
+    place (rb_match_keys): each row's key as grid_keys(fit=False) computes it, looked up
+    among grid r's fitted keys sorted, ``skeys[off[r]:off[r + 1]]`` (uint64) with their
+    local ids ``sids`` (int32); -1 where there is no equal key or a bin is out of range.
+    Rows of the other grids are not written."""
+    m, d = X.shape
+    R = u.shape[0]
+    if is_numpy(xp):
+        for r in np.flatnonzero(single):
+            key, inside = grid_keys(np, X, u[r], w[r], lo[r], hi[r], shift[r], 0, False)
+            seg = skeys[off[r]:off[r + 1]]
+            labels[r] = -1
+            if seg.shape[0] == 0:
+                continue
+            pos = np.searchsorted(seg, key)
+            hit = inside & (pos < seg.shape[0])
+            hit[hit] = seg[pos[hit]] == key[hit]
+            labels[r][hit] = sids[off[r] + pos[hit]]
+        return
+    if m:
+        _kernel("rb_match_keys")(
+            _blocks(m), (BLOCK,),
+            (X, np.int64(m), np.int32(d), np.int32(R), u, w, lo, hi, shift, single, skeys,
+             sids, off, labels))
+
 # ------------------------------------------------------------------------------ numbering
 def seg_flags(xp, s, row_bits):
     """(n,) int32: 1 where a segment of equal keys starts in the sorted (key << row_bits |
@@ -209,6 +261,26 @@ def number_rows(xp, s, seg, start, col_of_seg, col_ptr, row_bits, labels, rows):
             (s, seg, start, col_of_seg, col_ptr, np.int64(n), np.int32(row_bits), labels, rows))
 
 
+
+def number_batch(xp, s, seg, start, rank, col_ptr, g_of_seg, local, n, row_bits, labels,
+                 rows):
+    """number_rows for a batch of grids (rb_number_batch): position p of the sorted words s
+    (m = G n of them) holds row i of segment b = seg[p]; labels (G n,) int32 gets
+    labels[g_of_seg[b] n + i] = local[b], rows (m,) int32 gets i at col_ptr[rank[b]] + p -
+    start[b]. Written in place."""
+    m = s.shape[0]
+    if is_numpy(xp):
+        b = seg.astype(np.int64)
+        i = (s & np.uint64((1 << row_bits) - 1)).astype(np.int64)
+        labels[g_of_seg[b] * n + i] = local[b]
+        rows[col_ptr[rank[b]] + (np.arange(m, dtype=np.int64) - start[b])] = i.astype(np.int32)
+        return
+    if m:
+        _kernel("rb_number_batch")(
+            _blocks(m), (BLOCK,),
+            (s, seg, start, rank, col_ptr, g_of_seg, local, np.int64(m), np.int64(n),
+             np.int32(row_bits), labels, rows))
+
 # ------------------------------------------------------------------------------ extremes
 #: entries of X per block of rb_column_extremes (about), and its most blocks
 EXTREMES_PER_BLOCK = 1 << 16
@@ -282,8 +354,10 @@ def zdot(xp, labels, grid_ptr, W, value):
     return out
 
 
-def piece_sums(xp, rows, piece_start, piece_end, U):
-    """partial[p] = sum over entries e of piece p of U[rows[e]]: (n_pieces, k)."""
+def piece_sums(xp, rows, piece_start, piece_end, U, order=None):
+    """partial[p] = sum over entries e of piece p of U[rows[e]]: (n_pieces, k). ``order``
+    (n_pieces,) int64, a permutation: the order in which the kernel's warps take the pieces
+    (the sums do not depend on it; None: piece order)."""
     n_pieces = piece_start.shape[0]
     k = U.shape[1]
     if is_numpy(xp):
@@ -302,12 +376,14 @@ def piece_sums(xp, rows, piece_start, piece_end, U):
     if n_pieces == 0 or k == 0:
         return out
     U = xp.ascontiguousarray(U, dtype=xp.float64)
+    if order is None:
+        order = xp.arange(n_pieces, dtype=xp.int64)
     f = _kernel("rb_piece_sums")
     for k0 in range(0, k, KMAX):
         kc = min(KMAX, k - k0)
         f(_blocks(n_pieces * 32), (BLOCK,),
-          (rows, piece_start, piece_end, np.int64(n_pieces), U, np.int32(k), np.int32(k0),
-           np.int32(kc), out))
+          (rows, piece_start, piece_end, order, np.int64(n_pieces), U, np.int32(k),
+           np.int32(k0), np.int32(kc), out))
     return out
 
 
@@ -331,3 +407,115 @@ def segment_sums(xp, V, ptr, scale=1.0):
         _blocks(n_seg), (BLOCK,),
         (V, ptr, np.int64(n_seg), np.int32(k), np.float64(scale), out))
     return out
+
+
+# ------------------------------------------------------------------------------ CG steps
+#: most thread blocks of a CG step kernel (kernels.cu: every block sums all the blocks'
+#: partials, so their number is capped; the columns run in a grid-stride loop)
+CG_MAX_BLOCKS = 1024
+
+
+def cg_blocks(D):
+    """Thread blocks of the CG step kernels for D columns: rows of their (nb, k) partials."""
+    return max(1, min(-(-int(D) // BLOCK), CG_MAX_BLOCKS))
+
+
+def _launch_cg(xp, name, D, k, args_before, args_after):
+    """One launch per KMAX targets of a CG step kernel (arguments: args_before, then D, k,
+    k0, kc, then args_after)."""
+    f = _kernel(name)
+    for k0 in range(0, k, KMAX):
+        kc = min(KMAX, k - k0)
+        f((cg_blocks(D),), (BLOCK,),
+          tuple(args_before) + (np.int64(D), np.int32(k), np.int32(k0), np.int32(kc))
+          + tuple(args_after))
+
+
+def _put_total(partial, total):
+    """A twin's partial sums: the whole total in row 0 (the kernels' rows are block sums)."""
+    partial[...] = 0.0
+    partial[0] = total
+
+
+def cg_q(xp, Q, zbar, sumT, alpha, P, keep, partial):
+    """In place: Q = (Q - zbar sumT + alpha P) keep (the zbar term where zbar is not None);
+    partial (nb, k): sums of P Q (kernels.cu, rb_cg_q). Q, P (D, k); keep (D,)."""
+    D, k = Q.shape
+    if is_numpy(xp):
+        if zbar is not None:
+            Q -= zbar[:, None] * sumT[None, :]
+        Q += alpha[None, :] * P
+        Q *= keep[:, None]
+        _put_total(partial, (P * Q).sum(axis=0))
+        return
+    has = zbar is not None
+    _launch_cg(xp, "rb_cg_q", D, k,
+               (Q, zbar if has else keep, np.int32(has), sumT if has else alpha, alpha, P, keep),
+               (partial,))
+
+
+def cg_step(xp, partial_pq, rz, act, P, Q, X, Rr, minv, Zr, partial, summary):
+    """The step along P (rb_cg_step): pq = the total of partial_pq; where act and pq > 0,
+    step = rz / pq, else 0; X += step P, Rr -= step Q, Zr = Rr minv (Rr where minv is
+    None); partial: sums of Rr Rr; summary[1] = (pq > 0). act (k,) int32."""
+    D, k = P.shape
+    if is_numpy(xp):
+        pq = partial_pq.sum(axis=0)
+        ok = pq > 0
+        step = np.where((act != 0) & ok, rz / np.where(ok, pq, 1.0), 0.0)
+        X += step[None, :] * P
+        Rr -= step[None, :] * Q
+        Zr[...] = Rr * minv if minv is not None else Rr
+        _put_total(partial, (Rr * Rr).sum(axis=0))
+        summary[1] = ok
+        return
+    _launch_cg(xp, "rb_cg_step", D, k,
+               (partial_pq, np.int32(partial_pq.shape[0]), rz, act, P, Q, X, Rr,
+                minv if minv is not None else P, np.int32(minv is not None)),
+               (Zr, partial, summary))
+
+
+def cg_dir(xp, Zr, Rr, keep, proj, gsum, partial):
+    """The preconditioned residual's projection and constant columns (rb_cg_dir), in place:
+    Zr = (Zr - m_g(j)) keep with gsum (R, k) the per-grid sums of Zr and proj a
+    rbcd.cuda.cg.GridProjection (m as its means), or Zr = Zr keep where proj is None;
+    partial: sums of Rr Zr."""
+    D, k = Zr.shape
+    if is_numpy(xp):
+        if proj is not None:
+            means = gsum * proj.inv_sizes[:, None]
+            if not proj.fit_intercept:
+                c = means.sum(axis=0) * proj.inv_total
+                means = means - proj.inv_sizes[:, None] * c[None, :]
+            Zr -= means[proj.grid_of_col]
+        Zr *= keep[:, None]
+        _put_total(partial, (Rr * Zr).sum(axis=0))
+        return
+    if proj is None:
+        # (mode 0 reads no grid arrays: an empty array stands for them)
+        args = (Zr, Rr, keep, xp.empty(0, dtype=xp.int64), Zr, keep, np.int32(0),
+                np.int32(0), np.float64(0.0))
+    else:
+        args = (Zr, Rr, keep, proj.grid_of_col, gsum, proj.inv_sizes,
+                np.int32(proj.inv_sizes.shape[0]), np.int32(1 if proj.fit_intercept else 2),
+                np.float64(proj.inv_total))
+    _launch_cg(xp, "rb_cg_dir", D, k, args, (partial,))
+
+
+def cg_p(xp, partial_rz, partial_rr, rz, act, Zr, P, rz_out, summary):
+    """The new direction (rb_cg_p): rz_new, rr = the totals of the partials; where act,
+    P = Zr + beta P with beta = rz_new / rz (0 where rz <= 0) and rz_out = rz_new, else
+    rz_out = rz; summary[0] = sqrt(rr). rz_out is not rz."""
+    D, k = P.shape
+    if is_numpy(xp):
+        rz_new = partial_rz.sum(axis=0)
+        rr = partial_rr.sum(axis=0)
+        a = act != 0
+        beta = np.where(rz > 0, rz_new / np.where(rz > 0, rz, 1.0), 0.0)
+        P[:, a] = Zr[:, a] + beta[None, a] * P[:, a]
+        rz_out[...] = np.where(a, rz_new, rz)
+        summary[0] = np.sqrt(rr)
+        return
+    _launch_cg(xp, "rb_cg_p", D, k,
+               (partial_rz, partial_rr, np.int32(partial_rz.shape[0]), rz, act, Zr, P),
+               (rz_out, summary))

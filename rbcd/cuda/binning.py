@@ -126,11 +126,14 @@ class CudaTables:
         return word, shift, n_words, top_bits
 
     def device_arrays(self, xp):
-        """(u, w, lo, hi, shift, keys) on xp (word, n_words on the host), cached per module."""
+        """(u, w, lo, hi, shift, keys) on xp (word, n_words on the host), cached per module;
+        once fitted also, for the one-word grids (``single`` (R,) uint8), their keys sorted,
+        concatenated grid after grid (``skeys`` uint64, ``koff`` (R + 1,) int64) with their
+        local ids (``sids`` int32), for _ops.match_keys."""
         key = xp.__name__
         if key not in self._device:
             word, shift, n_words, _ = self.layout()
-            self._device[key] = dict(
+            arrays = dict(
                 u=_ops.on_device(xp, self.offsets, np.float64),
                 w=_ops.on_device(xp, self.widths, np.float64),
                 lo=_ops.on_device(xp, self.lo, np.int64),
@@ -139,6 +142,22 @@ class CudaTables:
                 word=word, n_words=n_words,
                 keys=[_ops.on_device(xp, k, np.uint64) for k in (self.keys or [])],
             )
+            if self.keys:
+                single = np.asarray(n_words) == 1
+                parts, ids = [], []
+                for r, k in enumerate(self.keys):
+                    k1 = k[:, 0] if single[r] else k[:0, 0]
+                    order = np.argsort(k1, kind="stable")
+                    parts.append(k1[order])
+                    ids.append(order.astype(np.int32))
+                koff = np.zeros(len(parts) + 1, dtype=np.int64)
+                np.cumsum([p.shape[0] for p in parts], out=koff[1:])
+                arrays.update(
+                    single=_ops.on_device(xp, single.astype(np.uint8), np.uint8),
+                    skeys=_ops.on_device(xp, np.concatenate(parts).astype(np.uint64), np.uint64),
+                    sids=_ops.on_device(xp, np.concatenate(ids).astype(np.int32), np.int32),
+                    koff=_ops.on_device(xp, koff, np.int64), any_single=bool(single.any()))
+            self._device[key] = arrays
         return self._device[key]
 
     def __getstate__(self):
@@ -180,6 +199,11 @@ class GridLayout:
         self.piece_ptr = _ops.on_device(xp, piece_ptr, np.int64)
         self.piece_start = _ops.on_device(xp, start, np.int64)
         self.piece_end = _ops.on_device(xp, end, np.int64)
+        # the pieces in the order of their first rows, for rb_piece_sums' warps
+        if start.shape[0]:
+            self.piece_order = _stable_argsort(xp, rows[self.piece_start]).astype(xp.int64)
+        else:
+            self.piece_order = xp.zeros(0, dtype=xp.int64)
 
     @property
     def shape(self):
@@ -192,7 +216,8 @@ class GridLayout:
     def tdot(self, U):
         """Z^T @ U, U (N, k) -> (D, k): piece sums over the grid-sorted layout, then column
         sums. No atomics: the sums do not depend on scheduling."""
-        part = _ops.piece_sums(self.xp, self.rows, self.piece_start, self.piece_end, U)
+        part = _ops.piece_sums(self.xp, self.rows, self.piece_start, self.piece_end, U,
+                               self.piece_order)
         return _ops.segment_sums(self.xp, part, self.piece_ptr, self.value)
 
     def to_rbcolumns(self):
@@ -333,22 +358,39 @@ def _batches(fast, n, top_bits, row_bits):
     return out
 
 
-def _batch_front(xp, X, dev, batch, top_bits, row_bits):
+#: consecutive one-grid batches whose keys one pass over X computes (rb_batch_keys without
+#: the grid on top): where rows are many, each grid is sorted alone, and reading X once per
+#: grid made its keys cost about as much as its sort (10^7 x 16: X is 1.28 GB a pass)
+KEY_GROUP = 4
+
+
+def _key_group(xp, X, dev, r, single, row_bits):
+    """{grid: its (n,) key << row_bits | row words} for grid r and the next one-grid
+    batches after it (``single``: the grids that form a batch alone), at most KEY_GROUP
+    consecutive grids, from one pass over X."""
+    g = 1
+    while g < KEY_GROUP and r + g in single:
+        g += 1
+    words = _ops.batch_keys(xp, X, dev["u"][r:r + g], dev["w"][r:r + g], dev["lo"][r:r + g],
+                            dev["shift"][r:r + g], row_bits, None)
+    return {r + q: words[q] for q in range(g)}
+
+
+def _batch_front(xp, X, dev, batch, top_bits, row_bits, words=None):
     """The queued half of a batch: its sorted words and segment scan (:func:`_segment_ids`).
-    One grid: ``(s, flags, seg, count)``; several: ``(s, key_bits, flags, seg, count)``,
-    the words ``q << (key_bits + row_bits) | key << row_bits | row`` of grid q of the batch
-    sorted together (a grid's segments never meet another's)."""
+    One grid: ``(s, flags, seg, count)`` (``words``: its unsorted words when computed
+    ahead, :func:`_key_group`); several: ``(s, key_bits, flags, seg, count)``, the words
+    ``q << (key_bits + row_bits) | key << row_bits | row`` of grid q of the batch sorted
+    together (a grid's segments never meet another's)."""
     if len(batch) == 1:
-        s = _sorted_words(xp, X, dev, batch[0])
+        s = _sorted_words(xp, X, dev, batch[0]) if words is None else xp.sort(words)
         return (s,) + _segment_ids(xp, s, row_bits)
     n = X.shape[0]
     G = len(batch)
     key_bits = max(int(top_bits[r]) for r in batch)
-    words = xp.empty((G, n), dtype=xp.uint64)
-    for q, r in enumerate(batch):
-        words[q] = _ops.grid_keys(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
-                                  dev["hi"][r], dev["shift"][r], row_bits, fit=True)
-    words |= (xp.arange(G, dtype=xp.uint64) << xp.uint64(key_bits + row_bits))[:, None]
+    r0, r1 = batch[0], batch[-1] + 1
+    words = _ops.batch_keys(xp, X, dev["u"][r0:r1], dev["w"][r0:r1], dev["lo"][r0:r1],
+                            dev["shift"][r0:r1], row_bits, key_bits)
     s = xp.sort(words.reshape(-1))
     del words
     return (s, key_bits) + _segment_ids(xp, s, row_bits)
@@ -376,10 +418,8 @@ def _number_batch(xp, s, flags, seg, n_seg, row_bits, key_bits, G, n, labels, ro
     counts, col_ptr = _column_counts(xp, start, rank, m)
     # every sorted position p: its row i goes to its column's place in the CSC rows, and
     # its column's local id to the row's label
-    i = (s & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
-    pos = col_ptr[rank[seg]] + (xp.arange(m, dtype=xp.int64) - start[seg])
-    rows[pos] = i.astype(xp.int32)
-    labels.reshape(-1)[g_of_seg[seg] * n + i] = local[seg]
+    _ops.number_batch(xp, s, seg, start, rank, col_ptr, g_of_seg, local, n, row_bits,
+                      labels.reshape(-1), rows)
     keys = xp.empty(n_seg, dtype=xp.uint64)
     keys[rank] = (head >> xp.uint64(row_bits)) & xp.uint64((1 << key_bits) - 1)
     return col_ptr, seg_off, keys, counts
@@ -498,12 +538,20 @@ def fit_layout(est, X, xp, *, combine=True):
     fast = [r for r in range(R) if combine and _combines(n, r, n_words, top_bits)]
     batches = _batches(fast, n, top_bits, row_bits)
     first = {b[0]: j for j, b in enumerate(batches)}
+    single = {b[0] for b in batches if len(b) == 1}
     queued = {}
+    ahead = {}           # one-grid batches' words computed with an earlier grid's (_key_group)
     done = []            # per batch or grid, in grid order: what the host needs after the loop
 
     def queue(j):
         if j < len(batches):
-            queued[j] = _batch_front(xp, X, dev, batches[j], top_bits, row_bits)
+            b = batches[j]
+            words = None
+            if len(b) == 1:
+                if b[0] not in ahead:
+                    ahead.update(_key_group(xp, X, dev, b[0], single, row_bits))
+                words = ahead.pop(b[0])
+            queued[j] = _batch_front(xp, X, dev, b, top_bits, row_bits, words)
 
     queue(0)
     r = 0
@@ -663,15 +711,17 @@ def transform_labels(est, X, xp):
     dev = tables.device_arrays(xp)
     R = tables.widths.shape[0]
     labels = xp.empty((R, m), dtype=xp.int32)
+    # the one-word grids (the usual case) all in one pass: a binary search per row and grid
+    # among the fitted keys, sorted (_ops.match_keys); the others by match_grid's sort
+    if dev["any_single"]:
+        _ops.match_keys(xp, X, dev["u"], dev["w"], dev["lo"], dev["hi"], dev["shift"],
+                        dev["single"], dev["skeys"], dev["sids"], dev["koff"], labels)
     for r in range(R):
         W = int(dev["n_words"][r])
-        if W == 1 and not _ops.is_numpy(xp):
-            key, inside = _ops.grid_keys(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
-                                         dev["hi"][r], dev["shift"][r], 0, fit=False)
-            words = key[None, :]
-        else:
-            words, inside = _grid_words(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
-                                        dev["hi"][r], dev["word"][r], dev["shift"][r], W)
+        if W == 1:
+            continue
+        words, inside = _grid_words(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r],
+                                    dev["hi"][r], dev["word"][r], dev["shift"][r], W)
         labels[r] = match_grid(xp, dev["keys"][r], words, inside)
     return labels
 

@@ -14,8 +14,9 @@ solutions agree to the solver tolerance.
 
 Products: ``GridLayout`` (Z from the device binning: Z P by a gather over the labels, Z^T U
 by atomic-free segmented sums over the grid-sorted layout) or ``MatrixOperator`` (any
-dense or (cupyx.)scipy sparse matrix). One host synchronisation per iteration (the k
-residual norms, curvatures and r . M^-1 r, fetched together).
+dense or (cupyx.)scipy sparse matrix). After the products, an iteration's vector work is four
+fused kernels (rbcd.cuda._ops.cg_q, cg_step, cg_dir, cg_p, each with its numpy twin), and
+one host synchronisation fetches the k residual norms and curvature signs together.
 """
 import warnings
 
@@ -153,17 +154,18 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     sY = s[:, None] * Yc
     alpha_d = xp.asarray(alpha)
 
-    def apply_A(P):
+    ones_n = xp.ones(n)
+
+    def products(P):
+        """Q0 = Z^T S (Z P - 1 zbar^T P) and sumT = 1^T S (Z P - 1 zbar^T P) (the centred
+        product before its zbar, alpha and constant-column terms, added by _ops.cg_q)."""
         T = op.dot(P)
         if zbar is not None:
-            T = T - _ops.col_sums(xp, zbar[:, None] * P)[None, :]
+            T -= (zbar @ P)[None, :]
         if weighted:
-            T = T * s[:, None]
-        Q = op.tdot(T)
-        if zbar is not None:
-            Q = Q - zbar[:, None] * _ops.col_sums(xp, T)[None, :]
-        Q = Q + alpha_d[None, :] * P
-        return Q * keep
+            T *= s[:, None]
+        Q0 = xp.ascontiguousarray(op.tdot(T), dtype=xp.float64)
+        return Q0, (ones_n @ T if zbar is not None else None)
 
     B = op.tdot(sY)
     if zbar is not None:
@@ -185,12 +187,24 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
 
     if max_iter is None:
         max_iter = default_max_iter(D)
+    # the iteration's state, updated in place by the step kernels (_ops.cg_q, cg_step,
+    # cg_dir, cg_p: four launches per 8 targets after the products, and one copy of the
+    # (2, k) summary to the host: the residual norms and the curvature signs)
     X = xp.zeros((D, k))
-    Rr = B
+    Rr = xp.array(B, dtype=xp.float64, order="C")
     bnorm = _ops.to_host(xp.sqrt(_ops.col_sums(xp, B * B)))
     thresh = tol * bnorm
-    P = precond(Rr)
-    rz = _ops.col_sums(xp, Rr * P)
+    P = xp.array(precond(Rr), dtype=xp.float64, order="C")
+    rz = xp.ascontiguousarray(_ops.col_sums(xp, Rr * P), dtype=xp.float64)
+    rz_out = xp.empty(k)
+    Zr = xp.empty((D, k))
+    nb = _ops.cg_blocks(D)
+    part_pq, part_rr, part_rz = (xp.empty((nb, k)) for _ in range(3))
+    summary = xp.empty((2, k))
+    keep_v = xp.ascontiguousarray(keep[:, 0], dtype=xp.float64)
+    alpha_v = xp.ascontiguousarray(alpha_d, dtype=xp.float64)
+    zbar_v = None if zbar is None else xp.ascontiguousarray(zbar, dtype=xp.float64)
+    minv_v = None if minv is None else xp.ascontiguousarray(minv, dtype=xp.float64)
     n_iter = np.zeros(k, dtype=np.int64)
     done = bnorm <= thresh
     rnorm = bnorm.copy()
@@ -204,20 +218,15 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
             # copied to the device only when a target stops (a copy from pageable host
             # memory waits for the queued work: once, not every iteration)
             act_host = act.copy()
-            act_d = xp.asarray(act)
-        Q = apply_A(P)
-        pq = _ops.col_sums(xp, P * Q)
-        ok_d = pq > 0
-        step = xp.where(act_d & ok_d, rz / xp.where(ok_d, pq, 1.0), 0.0)
-        X = X + step[None, :] * P
-        Rr = Rr - step[None, :] * Q
-        Zr = precond(Rr)
-        rr = _ops.col_sums(xp, Rr * Rr)
-        rz_new = _ops.col_sums(xp, Rr * Zr)
-        beta = xp.where(rz > 0, rz_new / xp.where(rz > 0, rz, 1.0), 0.0)
-        P = xp.where(act_d[None, :], Zr + beta[None, :] * P, P)
-        rz = xp.where(act_d, rz_new, rz)
-        host = _ops.to_host(xp.stack([xp.sqrt(rr), ok_d.astype(xp.float64)]))
+            act_d = _ops.on_device(xp, act.astype(np.int32), np.int32)
+        Q, sumT = products(P)
+        _ops.cg_q(xp, Q, zbar_v, sumT, alpha_v, P, keep_v, part_pq)
+        _ops.cg_step(xp, part_pq, rz, act_d, P, Q, X, Rr, minv_v, Zr, part_rr, summary)
+        gsum = None if proj is None else _ops.segment_sums(xp, Zr, proj.ptr)
+        _ops.cg_dir(xp, Zr, Rr, keep_v, proj, gsum, part_rz)
+        _ops.cg_p(xp, part_rz, part_rr, rz, act_d, Zr, P, rz_out, summary)
+        rz, rz_out = rz_out, rz
+        host = _ops.to_host(summary)
         rn, ok = host[0], host[1] > 0
         n_iter[act] = it
         rnorm[act] = rn[act]

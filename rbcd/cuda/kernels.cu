@@ -15,7 +15,10 @@
 //   grid's read is coalesced; the labels of RB_ZBATCH grids are loaded together, the
 //   additions run in grid order. kc <= 8.
 // * rb_piece_sums: one warp per piece of the grid-sorted (CSC) entries: partial[p, t] =
-//   sum_{e in piece p} U[rows[e], k0 + t]. No atomics: each piece is one warp's.
+//   sum_{e in piece p} U[rows[e], k0 + t]. No atomics: each piece is one warp's. Warp w
+//   takes piece order[w] (a permutation: the pieces by their first row, so that the warps
+//   in flight together read a narrow band of U's rows, which the L2 cache holds, instead
+//   of all of U for the columns of one grid); the sums do not depend on it.
 // * rb_segment_sums: out[c, t] = scale * sum_{p in [ptr[c], ptr[c + 1])} V[p, t], one thread
 //   per segment (pieces -> columns, or columns -> grids).
 // * rb_seg_flags, rb_seg_starts, rb_number_rows: the first-appearance numbering of one
@@ -113,14 +116,16 @@ extern "C" __global__ void rb_zdot(
 
 extern "C" __global__ void rb_piece_sums(
     const int* __restrict__ rows, const long long* __restrict__ piece_start,
-    const long long* __restrict__ piece_end, long long n_pieces,
-    const double* __restrict__ U, int k, int k0, int kc, double* __restrict__ partial)
+    const long long* __restrict__ piece_end, const long long* __restrict__ order,
+    long long n_pieces, const double* __restrict__ U, int k, int k0, int kc,
+    double* __restrict__ partial)
 {
     // blockDim.x is a multiple of 32: a warp leaves together, so the shuffles below
     // always run on full warps
-    long long p = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
-    if (p >= n_pieces) return;
+    if (w >= n_pieces) return;
+    long long p = order[w];
     double acc[RB_KMAX];
 #pragma unroll
     for (int t = 0; t < RB_KMAX; t++) acc[t] = 0.0;
@@ -241,4 +246,277 @@ extern "C" __global__ void rb_column_extremes(
         }
     }
     if (!finite) *bad = 1;
+}
+
+// ------------------------------------------------------------------------------ CG steps
+// One block-PCG iteration's work on the (D, k) vectors, after the products (rbcd.cuda.cg):
+// rb_cg_q, rb_cg_step, rb_cg_dir, rb_cg_p, four launches per RB_KMAX targets instead of
+// about forty array operations. Every kernel takes targets [k0, k0 + kc), kc <= RB_KMAX,
+// of row-major (D, k) arrays, columns j in a grid-stride loop (at most CG_MAX_BLOCKS of
+// _ops.py blocks), blockDim.x a multiple of 32, and writes per-block sums partial[b, t]
+// (b = blockIdx.x, (nb, k)), summed in a fixed order (each thread's columns in order, warp
+// shuffles, then the warps in order): no atomics, the same bits on every run. A kernel
+// that needs a total of the previous kernel's partials sums them itself, in every block in
+// the same order (rb_totals), so every block sees the same total; the cap on the blocks
+// keeps that redundant work (nb partials per block) small for any D.
+//   rb_cg_q:    Q = (Q0 - zbar_j sumT_t + alpha_t P) keep_j (zbar term where has_zbar);
+//               partial = sums of P Q.
+//   rb_cg_step: pq = total of partial_pq; ok_t = pq > 0; step = rz / pq where act_t and
+//               ok_t, else 0; X += step P; Rr -= step Q; Zr = Rr minv (Rr where !use_minv);
+//               partial = sums of Rr Rr; block 0 writes ok_t to summary[1, t].
+//   rb_cg_dir:  the grid projection and the constant columns: Zr = (Zr - m_g(j),t) keep_j,
+//               m_g,t = gsum[g, t] inv_g (mode 1, with an intercept), minus inv_g c_t with
+//               c_t = inv_total sum_g gsum[g, t] inv_g (mode 2, without); mode 0: no
+//               projection. partial = sums of Rr Zr.
+//   rb_cg_p:    rz_new = total of partial_rz, rr = total of partial_rr; beta = rz_new / rz
+//               where rz > 0, else 0; P = Zr + beta P where act_t; block 0 writes
+//               rz_out_t = act_t ? rz_new : rz_t and summary[0, t] = sqrt(rr). rz and
+//               rz_out are different arrays (every block reads rz).
+
+// sum of v over the block, returned to thread 0 (every thread must call it)
+__device__ double rb_block_sum(double v, double* sh)
+{
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    double s = 0.0;
+    if (threadIdx.x == 0) {
+        for (int q = 0; q < (int)(blockDim.x >> 5); q++) s += sh[q];
+    }
+    __syncthreads();
+    return s;
+}
+
+// tot[t] = sum over b of partial[b, k0 + t], t < kc, in shared memory for the whole block
+__device__ void rb_totals(const double* __restrict__ partial, int nb, int k, int k0, int kc,
+                          double* tot, double* sh)
+{
+    for (int t = 0; t < kc; t++) {
+        double v = 0.0;
+        for (int b = threadIdx.x; b < nb; b += blockDim.x) v += partial[(long long)b * k + k0 + t];
+        v = rb_block_sum(v, sh);
+        if (threadIdx.x == 0) tot[t] = v;
+    }
+    __syncthreads();
+}
+
+extern "C" __global__ void rb_cg_q(
+    double* __restrict__ Q, const double* __restrict__ zbar, int has_zbar,
+    const double* __restrict__ sumT, const double* __restrict__ alpha,
+    const double* __restrict__ P, const double* __restrict__ keep,
+    long long D, int k, int k0, int kc, double* __restrict__ partial)
+{
+    __shared__ double sh[32];
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (int t = k0; t < k0 + kc; t++) {
+        double v = 0.0;
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
+            long long e = j * k + t;
+            double q = Q[e];
+            if (has_zbar) q -= zbar[j] * sumT[t];
+            q = (q + alpha[t] * P[e]) * keep[j];
+            Q[e] = q;
+            v += P[e] * q;
+        }
+        v = rb_block_sum(v, sh);
+        if (threadIdx.x == 0) partial[(long long)blockIdx.x * k + t] = v;
+    }
+}
+
+extern "C" __global__ void rb_cg_step(
+    const double* __restrict__ partial_pq, int nb, const double* __restrict__ rz,
+    const int* __restrict__ act, const double* __restrict__ P, const double* __restrict__ Q,
+    double* __restrict__ X, double* __restrict__ Rr, const double* __restrict__ minv,
+    int use_minv, long long D, int k, int k0, int kc, double* __restrict__ Zr,
+    double* __restrict__ partial, double* __restrict__ summary)
+{
+    __shared__ double sh[32];
+    __shared__ double pq[RB_KMAX];
+    rb_totals(partial_pq, nb, k, k0, kc, pq, sh);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (int c = 0; c < kc; c++) {
+        int t = k0 + c;
+        int ok = pq[c] > 0.0;
+        double step = (act[t] && ok) ? rz[t] / pq[c] : 0.0;
+        double v = 0.0;
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
+            long long e = j * k + t;
+            X[e] += step * P[e];
+            double r = Rr[e] - step * Q[e];
+            Rr[e] = r;
+            Zr[e] = use_minv ? r * minv[e] : r;
+            v += r * r;
+        }
+        v = rb_block_sum(v, sh);
+        if (threadIdx.x == 0) {
+            partial[(long long)blockIdx.x * k + t] = v;
+            if (blockIdx.x == 0) summary[k + t] = ok ? 1.0 : 0.0;
+        }
+    }
+}
+
+extern "C" __global__ void rb_cg_dir(
+    double* __restrict__ Zr, const double* __restrict__ Rr, const double* __restrict__ keep,
+    const long long* __restrict__ grid_of_col, const double* __restrict__ gsum,
+    const double* __restrict__ inv_sizes, int R, int mode, double inv_total,
+    long long D, int k, int k0, int kc, double* __restrict__ partial)
+{
+    __shared__ double sh[32];
+    __shared__ double corr[RB_KMAX];
+    if (mode == 2) {  // c_t, in every block alike
+        for (int c = 0; c < kc; c++) {
+            double v = 0.0;
+            for (int g = threadIdx.x; g < R; g += blockDim.x) v += gsum[(long long)g * k + k0 + c] * inv_sizes[g];
+            v = rb_block_sum(v, sh);
+            if (threadIdx.x == 0) corr[c] = v * inv_total;
+        }
+        __syncthreads();
+    }
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (int c = 0; c < kc; c++) {
+        int t = k0 + c;
+        double v = 0.0;
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
+            long long e = j * k + t;
+            double z = Zr[e];
+            if (mode != 0) {
+                long long g = grid_of_col[j];
+                double m = gsum[g * k + t] * inv_sizes[g];
+                if (mode == 2) m -= inv_sizes[g] * corr[c];
+                z -= m;
+            }
+            z *= keep[j];
+            Zr[e] = z;
+            v += Rr[e] * z;
+        }
+        v = rb_block_sum(v, sh);
+        if (threadIdx.x == 0) partial[(long long)blockIdx.x * k + t] = v;
+    }
+}
+
+extern "C" __global__ void rb_cg_p(
+    const double* __restrict__ partial_rz, const double* __restrict__ partial_rr, int nb,
+    const double* __restrict__ rz, const int* __restrict__ act,
+    const double* __restrict__ Zr, double* __restrict__ P, long long D, int k, int k0, int kc,
+    double* __restrict__ rz_out, double* __restrict__ summary)
+{
+    __shared__ double sh[32];
+    __shared__ double rzn[RB_KMAX];
+    __shared__ double rr[RB_KMAX];
+    rb_totals(partial_rz, nb, k, k0, kc, rzn, sh);
+    rb_totals(partial_rr, nb, k, k0, kc, rr, sh);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (int c = 0; c < kc; c++) {
+        int t = k0 + c;
+        if (!act[t]) continue;
+        double beta = rz[t] > 0.0 ? rzn[c] / rz[t] : 0.0;
+        for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
+            long long e = j * k + t;
+            P[e] = Zr[e] + beta * P[e];
+        }
+    }
+    if (blockIdx.x == 0 && threadIdx.x < kc) {
+        int t = k0 + threadIdx.x;
+        rz_out[t] = act[t] ? rzn[threadIdx.x] : rz[t];
+        summary[t] = sqrt(rr[threadIdx.x]);
+    }
+}
+
+// ------------------------------------------------------------------------------ batches
+// A batch of G consecutive one-word grids numbered together (rbcd.cuda.binning, where
+// rows are few):
+// * rb_batch_keys: words[q n + i] = q << tag_shift | key_q(i) << row_bits | i for grid
+//   q < G of the batch (u, w, lo, shift: the batch's (G, d) rows); tag_shift < 0: no q
+//   (grids sorted one by one). key_q as rb_grid_keys computes it in a fit (the same floor
+//   of the same true division, bit for bit; a fit's bins all lie in [lo, hi]).
+//   One thread per row, all G grids: the row is read from memory once.
+// * rb_number_batch: rb_number_rows over the batch's m = G n sorted words s: position p
+//   holds row i of segment b = seg[p] (grid g_of_seg[b], column rank[b] of the batch,
+//   local id local[b] in its grid): labels[g n + i] = local[b], and i goes to
+//   rows[col_ptr[rank[b]] + p - start[b]].
+extern "C" __global__ void rb_batch_keys(
+    const double* __restrict__ X, long long n, int d, int G,
+    const double* __restrict__ u, const double* __restrict__ w,
+    const long long* __restrict__ lo, const long long* __restrict__ shift, int row_bits,
+    int tag_shift, unsigned long long* __restrict__ words)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double* x = X + i * (long long)d;
+    for (int q = 0; q < G; q++) {
+        const double* uq = u + (long long)q * d;
+        const double* wq = w + (long long)q * d;
+        const long long* loq = lo + (long long)q * d;
+        const long long* sq = shift + (long long)q * d;
+        unsigned long long key = 0ULL;
+        for (int j = 0; j < d; j++) {
+            double v = (x[j] - uq[j]) / wq[j];
+            long long b = (long long)floor(v);
+            key |= ((unsigned long long)(b - loq[j])) << sq[j];
+        }
+        unsigned long long tag = tag_shift >= 0 ? (unsigned long long)q << tag_shift : 0ULL;
+        words[(long long)q * n + i] = tag | (key << row_bits) | (unsigned long long)i;
+    }
+}
+
+extern "C" __global__ void rb_number_batch(
+    const unsigned long long* __restrict__ s, const int* __restrict__ seg,
+    const long long* __restrict__ start, const long long* __restrict__ rank,
+    const long long* __restrict__ col_ptr, const long long* __restrict__ g_of_seg,
+    const int* __restrict__ local, long long m, long long n, int row_bits,
+    int* __restrict__ labels, int* __restrict__ rows)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= m) return;
+    int b = seg[p];
+    long long i = (long long)(s[p] & ((1ULL << row_bits) - 1ULL));
+    labels[g_of_seg[b] * n + i] = local[b];
+    rows[col_ptr[rank[b]] + (p - start[b])] = (int)i;
+}
+
+// ------------------------------------------------------------------------------ transform
+// * rb_match_keys: the labels of new rows in every one-word grid (single[r] = 1), exactly
+//   (docs/design.md contract 6): the key of row i in grid r as rb_grid_keys computes it in
+//   transform mode, then a binary search among grid r's fitted keys, sorted:
+//   skeys[off[r] .. off[r + 1]) with their local ids sids. labels[r m + i] = the id of the
+//   equal fitted key, or -1 where there is none or a bin lies outside [lo_j, hi_j]. One
+//   thread per row, all grids (u, w, lo, hi, shift: (R, d)); grids with single[r] = 0 are
+//   left to the caller.
+extern "C" __global__ void rb_match_keys(
+    const double* __restrict__ X, long long m, int d, int R,
+    const double* __restrict__ u, const double* __restrict__ w,
+    const long long* __restrict__ lo, const long long* __restrict__ hi,
+    const long long* __restrict__ shift, const unsigned char* __restrict__ single,
+    const unsigned long long* __restrict__ skeys, const int* __restrict__ sids,
+    const long long* __restrict__ off, int* __restrict__ labels)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m) return;
+    const double* x = X + i * (long long)d;
+    for (int r = 0; r < R; r++) {
+        if (!single[r]) continue;
+        const long long base = (long long)r * d;
+        unsigned long long key = 0ULL;
+        int in = 1;
+        for (int j = 0; j < d; j++) {
+            double q = (x[j] - u[base + j]) / w[base + j];
+            long long b = (long long)floor(q);
+            if (b < lo[base + j] || b > hi[base + j]) {
+                in = 0;
+            } else {
+                key |= ((unsigned long long)(b - lo[base + j])) << shift[base + j];
+            }
+        }
+        int lab = -1;
+        if (in) {
+            long long a = off[r], z = off[r + 1];     // first index in [a, z) with skeys >= key
+            while (a < z) {
+                long long mid = a + ((z - a) >> 1);
+                if (skeys[mid] < key) a = mid + 1; else z = mid;
+            }
+            if (a < off[r + 1] && skeys[a] == key) lab = sids[a];
+        }
+        labels[(long long)r * m + i] = lab;
+    }
 }
