@@ -366,9 +366,11 @@ def build_parser(command=None):
     train.add_argument("--test", metavar="TEST", default=None,
                        help="optional test data, scored at the end")
     train.add_argument("--cv", action="store_true",
-                       help="choose sigma (multipliers of the scale rule) and alpha by 5-fold "
-                            "cross-validation (rbcd.model_selection.RBClassifierCV / "
-                            "RBRegressorCV), then fit the best model on all rows")
+                       help="choose sigma (multipliers of the scale rule) and alpha by "
+                            "leave-one-out (5 folds from 2,001 to 20,000 rows, or with "
+                            "--solver cd) as rbcd.model_selection.RBClassifierCV "
+                            "/ RBRegressorCV do with cv=None, then fit the best model on all "
+                            "rows")
     train.add_argument("--task", choices=("auto", "classification", "regression"),
                        default="auto",
                        help=f"auto: classification when the labels are integers with at most "
