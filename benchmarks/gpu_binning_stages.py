@@ -6,7 +6,8 @@ synchronisation, on the compare_gpu problem.
     python benchmarks/gpu_binning_stages.py --xp numpy --n 20000       # dry run
 
 Stages of one batch or grid (docs/gpu.md): ``keys`` (rb_batch_keys: the packed (grid,)
-key, row words; a grid alone gets its words with the next KEY_GROUP - 1 such grids'), ``sort`` (xp.sort of those words), ``number``
+key, row words; a grid alone gets its words with the next KEY_GROUP - 1 such grids'),
+``sort`` (xp.sort of those words), ``number``
 (_segment_ids and _number_batch / number_pairs: segments, first-appearance ranks, labels
 and CSC rows written into the layout, keys by id), ``store`` (its keys and largest bins to
 the host; fit_layout does this once after the loop). The

@@ -385,8 +385,6 @@ def _batch_front(xp, X, dev, batch, top_bits, row_bits, words=None):
     if len(batch) == 1:
         s = _sorted_words(xp, X, dev, batch[0]) if words is None else xp.sort(words)
         return (s,) + _segment_ids(xp, s, row_bits)
-    n = X.shape[0]
-    G = len(batch)
     key_bits = max(int(top_bits[r]) for r in batch)
     r0, r1 = batch[0], batch[-1] + 1
     words = _ops.batch_keys(xp, X, dev["u"][r0:r1], dev["w"][r0:r1], dev["lo"][r0:r1],
