@@ -28,7 +28,6 @@ configuration, so a run cut short keeps what it measured).
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 import warnings
