@@ -41,6 +41,7 @@
 
 #define RB_KMAX 8
 #define RB_ZBATCH 8
+#define RB_KEYS 8
 
 extern "C" __global__ void rb_grid_keys(
     const double* __restrict__ X, long long n, int d,
@@ -444,19 +445,33 @@ extern "C" __global__ void rb_batch_keys(
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const double* x = X + i * (long long)d;
-    for (int q = 0; q < G; q++) {
-        const double* uq = u + (long long)q * d;
-        const double* wq = w + (long long)q * d;
-        const long long* loq = lo + (long long)q * d;
-        const long long* sq = shift + (long long)q * d;
-        unsigned long long key = 0ULL;
+    // RB_KEYS grids at a time, column after column: x_j is loaded once for all of them (a
+    // warp's load of x_j touches 32 rows' cache lines; once per grid, those loads were the
+    // kernel's cost). Each key gets the same operations as in rb_grid_keys.
+    for (int q0 = 0; q0 < G; q0 += RB_KEYS) {
+        const int qn = G - q0 < RB_KEYS ? G - q0 : RB_KEYS;
+        unsigned long long key[RB_KEYS];
+#pragma unroll
+        for (int c = 0; c < RB_KEYS; c++) key[c] = 0ULL;
         for (int j = 0; j < d; j++) {
-            double v = (x[j] - uq[j]) / wq[j];
-            long long b = (long long)floor(v);
-            key |= ((unsigned long long)(b - loq[j])) << sq[j];
+            const double xj = x[j];
+#pragma unroll
+            for (int c = 0; c < RB_KEYS; c++) {
+                if (c < qn) {
+                    const long long e = (long long)(q0 + c) * d + j;
+                    long long b = (long long)floor((xj - u[e]) / w[e]);
+                    key[c] |= ((unsigned long long)(b - lo[e])) << shift[e];
+                }
+            }
         }
-        unsigned long long tag = tag_shift >= 0 ? (unsigned long long)q << tag_shift : 0ULL;
-        words[(long long)q * n + i] = tag | (key << row_bits) | (unsigned long long)i;
+#pragma unroll
+        for (int c = 0; c < RB_KEYS; c++) {
+            if (c < qn) {
+                const int q = q0 + c;
+                unsigned long long tag = tag_shift >= 0 ? (unsigned long long)q << tag_shift : 0ULL;
+                words[(long long)q * n + i] = tag | (key[c] << row_bits) | (unsigned long long)i;
+            }
+        }
     }
 }
 
@@ -494,29 +509,45 @@ extern "C" __global__ void rb_match_keys(
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= m) return;
     const double* x = X + i * (long long)d;
-    for (int r = 0; r < R; r++) {
-        if (!single[r]) continue;
-        const long long base = (long long)r * d;
-        unsigned long long key = 0ULL;
-        int in = 1;
+    // RB_KEYS grids at a time, column after column (x_j loaded once for them, as in
+    // rb_batch_keys), then each key's search
+    for (int r0 = 0; r0 < R; r0 += RB_KEYS) {
+        const int rn = R - r0 < RB_KEYS ? R - r0 : RB_KEYS;
+        unsigned long long key[RB_KEYS];
+        int in[RB_KEYS];
+#pragma unroll
+        for (int c = 0; c < RB_KEYS; c++) {
+            key[c] = 0ULL;
+            in[c] = c < rn && single[r0 + c];
+        }
         for (int j = 0; j < d; j++) {
-            double q = (x[j] - u[base + j]) / w[base + j];
-            long long b = (long long)floor(q);
-            if (b < lo[base + j] || b > hi[base + j]) {
-                in = 0;
-            } else {
-                key |= ((unsigned long long)(b - lo[base + j])) << shift[base + j];
+            const double xj = x[j];
+#pragma unroll
+            for (int c = 0; c < RB_KEYS; c++) {
+                if (c < rn && single[r0 + c]) {
+                    const long long e = (long long)(r0 + c) * d + j;
+                    long long b = (long long)floor((xj - u[e]) / w[e]);
+                    if (b < lo[e] || b > hi[e]) {
+                        in[c] = 0;
+                    } else {
+                        key[c] |= ((unsigned long long)(b - lo[e])) << shift[e];
+                    }
+                }
             }
         }
-        int lab = -1;
-        if (in) {
-            long long a = off[r], z = off[r + 1];     // first index in [a, z) with skeys >= key
-            while (a < z) {
-                long long mid = a + ((z - a) >> 1);
-                if (skeys[mid] < key) a = mid + 1; else z = mid;
+        for (int c = 0; c < rn; c++) {
+            const int r = r0 + c;
+            if (!single[r]) continue;
+            int lab = -1;
+            if (in[c]) {
+                long long a = off[r], z = off[r + 1];   // first index in [a, z) with skeys >= key
+                while (a < z) {
+                    long long mid = a + ((z - a) >> 1);
+                    if (skeys[mid] < key[c]) a = mid + 1; else z = mid;
+                }
+                if (a < off[r + 1] && skeys[a] == key[c]) lab = sids[a];
             }
-            if (a < off[r + 1] && skeys[a] == key) lab = sids[a];
+            labels[(long long)r * m + i] = lab;
         }
-        labels[(long long)r * m + i] = lab;
     }
 }
