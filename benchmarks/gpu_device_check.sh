@@ -8,8 +8,9 @@
 # baseline up to 1e7 rows. Every step has a timeout; the whole run ends within TOTAL
 # seconds (default 235: then the benchmark's budget ends before N = 1e7, R = 256; the H100
 # run of 2026-11-26 with TOTAL=235 took 215 s, the benchmark 95 s of it).
-# Writes three files to $OUT (default /tmp/rbcd_gpu_out): device_log.txt (everything printed),
-# gpu_results.json and gpu.md (the benchmark's results).
+# Writes to $OUT (default /tmp/rbcd_gpu_out): device_log.txt (everything printed),
+# gpu_results.json and gpu.md (the benchmark's results), ncu.csv (the kernels' durations of
+# one fit + CG at N 1e6, where Nsight Compute is installed).
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/rbcd_gpu_out}
@@ -48,6 +49,22 @@ fi
 stamp "binning and CG stages (gpu_binning_stages.py at N ${STAGES_N:-1e6 1e7}, R 64)"
 if [ "${BENCH_XP:-cupy}" = cupy ]; then
   for N in ${STAGES_N:-1e6 1e7}; do timeout 30 python benchmarks/gpu_binning_stages.py --n $N --grids 64 2>&1 | tail -22; done
+fi
+
+if [ "${BENCH_XP:-cupy}" = cupy ] && [ "${KERNEL_TIME:-1}" = 1 ]; then
+  # KERNEL_TIME=0 skips: the GPU's share of a fit + CG at N 1e6 (the kernels' durations
+  # under Nsight Compute against the wall time of the same run without it)
+  stamp "GPU time of a fit + CG at N 1e6 (gpu_kernel_time.py; ncu if present)"
+  timeout 40 python benchmarks/gpu_kernel_time.py --n 1e6 --grids 64 2>&1 | tail -2
+  if command -v ncu > /dev/null; then
+    timeout 120 ncu --profile-from-start off --clock-control none \
+        --metrics gpu__time_duration.sum --csv \
+        python benchmarks/gpu_kernel_time.py --n 1e6 --grids 64 > "$OUT/ncu.csv" 2> /dev/null
+    echo "ncu exit code $?"
+    python benchmarks/gpu_kernel_time.py --summarize "$OUT/ncu.csv" 2>&1 | head -30
+  else
+    echo "ncu not found"
+  fi
 fi
 
 LEFT=$(( ${TOTAL:-235} - ($(date +%s) - T0) ))

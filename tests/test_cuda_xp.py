@@ -740,6 +740,33 @@ def test_gpu_binning_stages_dry_run():
     assert total > 0
 
 
+def test_gpu_kernel_time_dry_run_and_summary(tmp_path):
+    """benchmarks/gpu_kernel_time.py: the fit + solve runs on the numpy twins, and the
+    summary of an ncu --csv output sums each kernel's durations in their units."""
+    import os
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = os.path.join(root, "benchmarks", "gpu_kernel_time.py")
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, script, "--xp", "numpy", "--n", "3000", "--grids",
+                          "6"], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "fit" in out.stdout and "iterations" in out.stdout
+    header = ('"ID","Kernel Name","Section Name","Metric Name","Metric Unit",'
+              '"Metric Value"\n')
+    rows = ['"0","rb_zdot","x","gpu__time_duration.sum","usecond","1,500.5"\n',
+            '"1","rb_zdot","x","gpu__time_duration.sum","nsecond","500"\n',
+            '"2","rb_cg_q(double*)","x","gpu__time_duration.sum","msecond","2"\n',
+            '"3","rb_cg_q","x","other__metric","msecond","99"\n']
+    csv_path = tmp_path / "ncu.csv"
+    csv_path.write_text("==PROF== Connected\n" + header + "".join(rows) + "a line of ours\n")
+    out = subprocess.run([sys.executable, script, "--summarize", str(csv_path)],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "3 launches, 3.50 ms of GPU time" in out.stdout
+    assert "2.000 ms       1x  rb_cg_q" in out.stdout and "1.501 ms       2x  rb_zdot" in out.stdout
+
+
 def test_piece_sums_twin_honours_piece_end():
     """The numpy twin of rb_piece_sums sums each piece from its start to its end, as the
     kernel does, also where pieces leave gaps, are empty or end at the last entry."""
