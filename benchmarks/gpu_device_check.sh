@@ -74,7 +74,7 @@ if [ "$BUDGET" -lt 5 ]; then BUDGET=5; fi
 stamp "benchmark (compare_gpu.py; ${LEFT} s left, no new configuration after ${BUDGET} s)"
 # The RFF side fits 3 frequency draws per feature count and bisects between the ladder's rungs
 # (compare_gpu.py): from the single-draw times of the 2026-11-26 runs, about 20 s at N 1e7,
-# R 64 and 75 s at R 256 (estimates): give TOTAL about 400 for every size.
+# R 64 and 75 s at R 256 (estimates); with the ncu step (up to 160 s) give TOTAL about 480.
 # BENCH_REPEAT (2): GPU fits per size, the fastest kept (single fits at N 1e6 gave a binning of
 # 24 and 33 ms in two H100 runs of the same code path).
 # BENCH_XP=numpy BENCH_SIZES="2000 5000" BENCH_NTEST=2000: a dry run of this script without a GPU
