@@ -79,12 +79,13 @@ def _layout_col_stats(layout, s):
 
 
 class GridProjection:
-    """Projection off the grid indicator directions (rbcd.solvers.cg._GridProjection), on
-    (D, k) arrays of xp: subtract each grid's mean over its columns (with an intercept);
-    without, only the part along span{e_g - e_h}."""
+    """The arrays of the projection off the grid indicator directions
+    (rbcd.solvers.cg._GridProjection), applied to (D, k) arrays by _ops.cg_dir: subtract
+    each grid's mean over its columns (with an intercept); without, only the part along
+    span{e_g - e_h}. ``ptr`` (R + 1,) the grids' columns, ``inv_sizes`` (R,) 1 / their
+    sizes (0 for an empty grid), ``grid_of_col`` (D,), ``inv_total`` 1 / sum(inv_sizes)."""
 
     def __init__(self, xp, grid_ptr, fit_intercept):
-        self.xp = xp
         gp = np.asarray(grid_ptr, dtype=np.int64)
         sizes = np.diff(gp)
         self.ptr = _ops.on_device(xp, gp, np.int64)
@@ -94,13 +95,6 @@ class GridProjection:
                                           np.int64)
         self.fit_intercept = bool(fit_intercept)
         self.inv_total = 1.0 / float(inv.sum()) if inv.sum() > 0 else 0.0
-
-    def __call__(self, V):
-        means = _ops.segment_sums(self.xp, V, self.ptr) * self.inv_sizes[:, None]
-        if not self.fit_intercept:
-            c = _ops.col_sums(self.xp, means) * self.inv_total
-            means = means - self.inv_sizes[:, None] * c[None, :]
-        return V - means[self.grid_of_col]
 
 
 def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
@@ -179,12 +173,6 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     else:
         minv = None
 
-    def precond(Rr):
-        Zr = Rr * minv if minv is not None else Rr
-        if proj is not None:
-            Zr = proj(Zr)
-        return Zr * keep
-
     if max_iter is None:
         max_iter = default_max_iter(D)
     # the iteration's state, updated in place by the step kernels (_ops.cg_q, cg_step,
@@ -194,10 +182,7 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     Rr = xp.array(B, dtype=xp.float64, order="C")
     bnorm = _ops.to_host(xp.sqrt(_ops.col_sums(xp, B * B)))
     thresh = tol * bnorm
-    P = xp.array(precond(Rr), dtype=xp.float64, order="C")
-    rz = xp.ascontiguousarray(_ops.col_sums(xp, Rr * P), dtype=xp.float64)
     rz_out = xp.empty(k)
-    Zr = xp.empty((D, k))
     nb = _ops.cg_blocks(D)
     part_pq, part_rr, part_rz = (xp.empty((nb, k)) for _ in range(3))
     summary = xp.empty((2, k))
@@ -205,6 +190,13 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     alpha_v = xp.ascontiguousarray(alpha_d, dtype=xp.float64)
     zbar_v = None if zbar is None else xp.ascontiguousarray(zbar, dtype=xp.float64)
     minv_v = None if minv is None else xp.ascontiguousarray(minv, dtype=xp.float64)
+    # the first direction: the preconditioned residual (Jacobi, projection, constant
+    # columns) by the iteration's own step, _ops.cg_dir, and rz = r . M^-1 r
+    Zr = Rr * minv_v if minv_v is not None else Rr.copy()
+    _ops.cg_dir(xp, Zr, Rr, keep_v, proj,
+                None if proj is None else _ops.segment_sums(xp, Zr, proj.ptr), part_rz)
+    P = Zr.copy()
+    rz = xp.ascontiguousarray(_ops.col_sums(xp, part_rz), dtype=xp.float64)
     n_iter = np.zeros(k, dtype=np.int64)
     done = bnorm <= thresh
     rnorm = bnorm.copy()
