@@ -25,6 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+import compare_gpu  # noqa: E402 (its problem and sync)
 from rbcd import RandomBinning  # noqa: E402
 from rbcd.cuda import _ops, binning as cb  # noqa: E402
 
@@ -40,13 +41,9 @@ def main():
     n = int(a.n)
 
     def sync():
-        if not _ops.is_numpy(xp):
-            xp.cuda.Device().synchronize()
+        compare_gpu.sync(xp)
 
-    if _ops.is_numpy(xp):
-        X = np.random.default_rng(0).uniform(size=(n, a.d))
-    else:
-        X = xp.random.RandomState(0).random_sample((n, a.d), dtype=xp.float64)
+    X = compare_gpu.make_data(xp, n, a.d, 0)[0]   # the benchmark's X
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cb.fit_layout(RandomBinning(n_grids=4, random_state=0), X[:2000], xp)  # warm-up

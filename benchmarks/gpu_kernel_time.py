@@ -27,6 +27,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+import compare_gpu  # noqa: E402 (its problem and sync)
 from rbcd import RandomBinning  # noqa: E402
 from rbcd.cuda import _ops, binning as cb, cg as ccg  # noqa: E402
 
@@ -68,14 +69,10 @@ def main():
     n = int(a.n)
 
     def sync():
-        if not _ops.is_numpy(xp):
-            xp.cuda.Device().synchronize()
+        compare_gpu.sync(xp)
 
-    if _ops.is_numpy(xp):
-        X = np.random.default_rng(0).uniform(size=(n, a.d))
-    else:
-        X = xp.random.RandomState(0).random_sample((n, a.d), dtype=xp.float64)
-    y = (xp.sin(6.0 * X[:, 0]) + X[:, 1] * X[:, 2]).reshape(n, 1)
+    X, y = compare_gpu.make_data(xp, n, a.d, 0)   # the benchmark's problem
+    y = y.reshape(n, 1)
 
     def run():
         with warnings.catch_warnings():
