@@ -436,6 +436,40 @@ extern "C" __global__ void rb_cg_p(
 //   holds row i of segment b = seg[p] (grid g_of_seg[b], column rank[b] of the batch,
 //   local id local[b] in its grid): labels[g n + i] = local[b], and i goes to
 //   rows[col_ptr[rank[b]] + p - start[b]].
+// keys of the row x in grids g0 .. g0 + gn - 1 (gn <= RB_KEYS; u, w, lo, hi, shift: (grids,
+// d) rows), column after column, so that x_j is loaded once for them (a warp's load of x_j
+// touches 32 rows' cache lines: loaded once per grid, those loads were the key kernels'
+// cost). key[c] packs b_j - lo_j at shift_j with rb_grid_keys' arithmetic; hi == NULL (a
+// fit: every bin in range) checks nothing, else in[c] = 0 where some b_j lies outside
+// [lo_j, hi_j] (its field left out). Grids with use != NULL and !use[g] are skipped.
+__device__ void rb_row_keys(
+    const double* __restrict__ x, int d, int g0, int gn, const unsigned char* __restrict__ use,
+    const double* __restrict__ u, const double* __restrict__ w,
+    const long long* __restrict__ lo, const long long* __restrict__ hi,
+    const long long* __restrict__ shift, unsigned long long* key, int* in)
+{
+#pragma unroll
+    for (int c = 0; c < RB_KEYS; c++) {
+        key[c] = 0ULL;
+        in[c] = c < gn && (use == NULL || use[g0 + c]);
+    }
+    for (int j = 0; j < d; j++) {
+        const double xj = x[j];
+#pragma unroll
+        for (int c = 0; c < RB_KEYS; c++) {
+            if (c < gn && (use == NULL || use[g0 + c])) {
+                const long long e = (long long)(g0 + c) * d + j;
+                long long b = (long long)floor((xj - u[e]) / w[e]);
+                if (hi != NULL && (b < lo[e] || b > hi[e])) {
+                    in[c] = 0;
+                } else {
+                    key[c] |= ((unsigned long long)(b - lo[e])) << shift[e];
+                }
+            }
+        }
+    }
+}
+
 extern "C" __global__ void rb_batch_keys(
     const double* __restrict__ X, long long n, int d, int G,
     const double* __restrict__ u, const double* __restrict__ w,
@@ -445,25 +479,11 @@ extern "C" __global__ void rb_batch_keys(
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const double* x = X + i * (long long)d;
-    // RB_KEYS grids at a time, column after column: x_j is loaded once for all of them (a
-    // warp's load of x_j touches 32 rows' cache lines; once per grid, those loads were the
-    // kernel's cost). Each key gets the same operations as in rb_grid_keys.
-    for (int q0 = 0; q0 < G; q0 += RB_KEYS) {
+    for (int q0 = 0; q0 < G; q0 += RB_KEYS) {     // RB_KEYS grids at a time (rb_row_keys)
         const int qn = G - q0 < RB_KEYS ? G - q0 : RB_KEYS;
         unsigned long long key[RB_KEYS];
-#pragma unroll
-        for (int c = 0; c < RB_KEYS; c++) key[c] = 0ULL;
-        for (int j = 0; j < d; j++) {
-            const double xj = x[j];
-#pragma unroll
-            for (int c = 0; c < RB_KEYS; c++) {
-                if (c < qn) {
-                    const long long e = (long long)(q0 + c) * d + j;
-                    long long b = (long long)floor((xj - u[e]) / w[e]);
-                    key[c] |= ((unsigned long long)(b - lo[e])) << shift[e];
-                }
-            }
-        }
+        int in[RB_KEYS];
+        rb_row_keys(x, d, q0, qn, NULL, u, w, lo, NULL, shift, key, in);
 #pragma unroll
         for (int c = 0; c < RB_KEYS; c++) {
             if (c < qn) {
@@ -509,32 +529,11 @@ extern "C" __global__ void rb_match_keys(
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= m) return;
     const double* x = X + i * (long long)d;
-    // RB_KEYS grids at a time, column after column (x_j loaded once for them, as in
-    // rb_batch_keys), then each key's search
-    for (int r0 = 0; r0 < R; r0 += RB_KEYS) {
+    for (int r0 = 0; r0 < R; r0 += RB_KEYS) {     // RB_KEYS grids at a time, then the searches
         const int rn = R - r0 < RB_KEYS ? R - r0 : RB_KEYS;
         unsigned long long key[RB_KEYS];
         int in[RB_KEYS];
-#pragma unroll
-        for (int c = 0; c < RB_KEYS; c++) {
-            key[c] = 0ULL;
-            in[c] = c < rn && single[r0 + c];
-        }
-        for (int j = 0; j < d; j++) {
-            const double xj = x[j];
-#pragma unroll
-            for (int c = 0; c < RB_KEYS; c++) {
-                if (c < rn && single[r0 + c]) {
-                    const long long e = (long long)(r0 + c) * d + j;
-                    long long b = (long long)floor((xj - u[e]) / w[e]);
-                    if (b < lo[e] || b > hi[e]) {
-                        in[c] = 0;
-                    } else {
-                        key[c] |= ((unsigned long long)(b - lo[e])) << shift[e];
-                    }
-                }
-            }
-        }
+        rb_row_keys(x, d, r0, rn, single, u, w, lo, hi, shift, key, in);
         for (int c = 0; c < rn; c++) {
             const int r = r0 + c;
             if (!single[r]) continue;
