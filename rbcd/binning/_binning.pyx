@@ -808,15 +808,10 @@ cdef inline int64_t table_add(Table *t, const uint64_t *key, uint64_t h) noexcep
     return local
 
 
-cdef void table_finish(Table *t, bint keep_counts) noexcept nogil:
-    """End of fit for one table: keys and counts in id order (the probe structure
-    freed first where it can be), the largest bin count (then the counts freed
-    unless ``keep_counts``), then the bucketed table t.ct (binning_table.h) and
-    the keys freed. Afterwards the table holds only t.ct (and t.counts if kept)."""
-    cdef int64_t local
+cdef int table_export(Table *t) noexcept nogil:
+    """Keys and counts in id order, the probe structure freed (0, or -1 when the keys
+    cannot be allocated). Afterwards the table holds only keys, counts and n_bins."""
     cdef int rc = 0
-    if t.failed:
-        return
     if t.direct != NULL:
         rc = keys_from_direct(t)
     elif t.fat != NULL:
@@ -826,7 +821,19 @@ cdef void table_finish(Table *t, bint keep_counts) noexcept nogil:
     else:
         free(t.slots)
         t.slots = NULL
-    if rc != 0:
+    return rc
+
+
+cdef void table_finish(Table *t, bint keep_counts) noexcept nogil:
+    """End of fit for one table: keys and counts in id order (table_export: the probe
+    structure freed first where it can be), the largest bin count (then the counts freed
+    unless ``keep_counts``), then the bucketed table t.ct (binning_table.h) and
+    the keys freed. Afterwards the table holds only t.ct (and t.counts if kept).
+    A table that holds keys and counts only (a merge of row ranges) takes the same path."""
+    cdef int64_t local
+    if t.failed:
+        return
+    if table_export(t) != 0:
         t.failed = 1
         return
     t.max_count = 0
@@ -914,6 +921,182 @@ ctypedef struct FitJob:
     PyObject *caught            # a list: the exception a signal handler raised
 
 
+ctypedef struct Scratch:
+    # One fit thread's buffers for a row block (sweep_rows).
+    double *q           # (d,) the quotients of one row (division keys)
+    uint64_t *keys      # (ROW_BLOCK * max_words) the block's keys for one grid
+    uint64_t *hashes    # (ROW_BLOCK,) their hashes
+    double *xt          # (d * ROW_BLOCK) the block transposed (threshold keys, AVX-512);
+                        # zeroed so that the unused lanes of a short last block hold
+                        # finite values
+    int64_t *stage      # (ROW_BLOCK * max_group) local ids of a block, grid-major
+                        # (stage[(r - ga) * ROW_BLOCK + k]); copied to ids row by row
+                        # after the block, so that each cache line of ids is written in
+                        # one burst
+
+
+cdef int scratch_init(Scratch *s, Py_ssize_t d, int max_words, Py_ssize_t max_group) noexcept nogil:
+    """Allocate a thread's scratch (0, or -1 when it cannot; scratch_free frees either way)."""
+    s.q = <double *> PyMem_RawMalloc(d * sizeof(double) + 1)
+    s.keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
+    s.hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
+    s.xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK + 1, sizeof(double))
+    s.stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * max_group * sizeof(int64_t))
+    if s.q == NULL or s.keys == NULL or s.hashes == NULL or s.xt == NULL or s.stage == NULL:
+        return -1
+    return 0
+
+
+cdef void scratch_free(Scratch *s) noexcept nogil:
+    PyMem_RawFree(s.q)
+    PyMem_RawFree(s.keys)
+    PyMem_RawFree(s.hashes)
+    PyMem_RawFree(s.xt)
+    PyMem_RawFree(s.stage)
+
+
+cdef Py_ssize_t group_end(const FitJob *job, Py_ssize_t ga, Py_ssize_t g1) noexcept nogil:
+    """The end of the group of grids that starts at ga (at most g1): at most MAX_GROUP
+    grids, of which at most MAX_WIDE have wide fit tables (multi-word keys: slots, keys
+    and counts, about 30-40 bytes per bin; fat: about 21). pk and direct tables (at most
+    about 15 bytes per bin) do not count."""
+    cdef Py_ssize_t gb = ga
+    cdef int n_wide = 0
+    while gb < g1 and gb - ga < MAX_GROUP:
+        if wide_table(job.L.n_words[gb], job.L.top_bits[gb], job.direct_bits[gb], job.N):
+            if n_wide == MAX_WIDE:
+                break
+            n_wide = n_wide + 1
+        gb = gb + 1
+    return gb
+
+
+cdef void sweep_rows(
+    const FitJob *job,
+    Table *gt,                # IN/OUT the tables of grids ga .. gb - 1 (gt[r - ga]), initialised
+    idx_t *ids,               # OUT (N * R) local id of (i, r) at i * R + r, or NULL
+    Py_ssize_t ga,            # the group's grids: ga .. gb - 1
+    Py_ssize_t gb,
+    Py_ssize_t row0,          # the rows: row0 .. row1 - 1, in blocks of ROW_BLOCK from row0
+    Py_ssize_t row1,
+    Scratch *s,
+    Py_ssize_t toucher,       # this thread's number and the number of threads that first
+    Py_ssize_t n_touchers,    # touch the fresh pages of ids (touch_rows; 0: none)
+) noexcept nogil:
+    """One sweep over rows row0 .. row1 - 1 for a group of grids: each row's local id in
+    each grid's table, numbered by first appearance from row0 on (tables sized for
+    row1 - row0 rows after PRESIZE_ROWS of them). Leaves early, tables unfinished, when
+    the interrupt stops the kernel; a failed table is marked and skipped."""
+    cdef const Layout *L = job.L
+    cdef const double *X = job.X
+    cdef Py_ssize_t N = job.N, d = L.d, R = L.R
+    cdef bint simd = job.simd, vec = job.vec, thresholds = job.thresholds
+    cdef const int32_t *n_words = L.n_words
+    cdef const unsigned char *use_thr = L.use_thr
+    cdef Py_ssize_t i0, i1, i, r, k, tb, kc, kk, g, n_g
+    cdef int W
+    cdef Table *t
+    cdef uint64_t *key
+    cdef uint64_t *keys = s.keys
+    cdef uint64_t *hashes = s.hashes
+    cdef double *xt = s.xt
+    cdef int64_t *stage = s.stage
+    cdef bint xt_ready
+    cdef Thresholds thr
+    cdef int64_t *srow
+    cdef bint looks = omp_thread_num() == 0  # thread 0 looks at the signals
+    i0 = row0
+    while i0 < row1:
+        if looks:
+            look_at_signals(job.interrupt, job.caught)
+        if rbcd_stopped(job.interrupt):
+            break  # interrupted: fit_tables frees the tables and raises
+        i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < row1 else row1
+        xt_ready = False
+        if ids != NULL and n_touchers > 1:
+            tb = i0 // ROW_BLOCK + TOUCH_AHEAD
+            if tb % n_touchers == toucher:
+                touch_rows(ids, N, R, ga, tb * ROW_BLOCK, (tb + 1) * ROW_BLOCK)
+        for r in range(ga, gb):
+            t = &gt[r - ga]
+            if t.failed:
+                continue
+            W = n_words[r]
+            if thresholds and use_thr[r]:
+                # single-word keys from the grid's thresholds (exact:
+                # bins are monotone in x)
+                thr = grid_thresholds(L, r)
+                if vec:
+                    if not xt_ready:
+                        transpose_block(X, d, i0, i1, xt)
+                        xt_ready = True
+                    thr_keys_avx512(xt, ROW_BLOCK, i1 - i0, d, NULL, NULL, thr,
+                                    keys, hashes, NULL)
+                else:
+                    for i in range(i0, i1):
+                        k = i - i0
+                        keys[k] = thr_key(X + i * d, thr.ej, thr.et, thr.ea, thr.n)
+                        hashes[k] = key_hash(keys + k, 1)
+            else:
+                for i in range(i0, i1):
+                    k = i - i0
+                    key = keys + k * W
+                    if not grid_key(L, r, X + i * d, simd, s.q, key):
+                        t.failed = 2  # cannot happen: [lo, hi] bounds the training bins
+                        break
+                    hashes[k] = key_hash(key, W)
+                if t.failed:
+                    continue
+            # the block's slots prefetched, then probed in row order
+            # (first appearance numbering)
+            srow = stage + (r - ga) * ROW_BLOCK
+            if t.direct != NULL:
+                for k in range(i1 - i0):
+                    prefetch(t.direct + keys[k])
+                for k in range(i1 - i0):
+                    srow[k] = direct_add(t, keys[k])
+                continue
+            if t.pk != NULL:
+                for k in range(i1 - i0):
+                    prefetch(t.pk + mulhi64(hashes[k], <uint64_t> t.capacity))
+                if i0 - row0 == PRESIZE_ROWS:
+                    if table_presize(t, PRESIZE_ROWS, row1 - row0) != 0:
+                        t.failed = 1
+                        continue
+                for k in range(i1 - i0):
+                    srow[k] = pk_add(t, keys[k], hashes[k])
+                    if srow[k] < 0:
+                        t.failed = 1
+                        break
+                continue
+            for k in range(i1 - i0):
+                if t.fat != NULL:
+                    prefetch(t.fat + mulhi64(hashes[k], <uint64_t> t.capacity))
+                else:
+                    prefetch(t.slots + mulhi64(hashes[k], <uint64_t> t.capacity))
+            if i0 - row0 == PRESIZE_ROWS:
+                if table_presize(t, PRESIZE_ROWS, row1 - row0) != 0:
+                    t.failed = 1
+                    continue
+            for k in range(i1 - i0):
+                srow[k] = table_add(t, keys + k * W, hashes[k])
+                if srow[k] < 0:
+                    t.failed = 1
+                    break
+        if ids != NULL:
+            # ids[i, ga:gb] = stage[:, i - i0], 16 rows at a time
+            n_g = gb - ga
+            kc = 0
+            while kc < i1 - i0:
+                kk = kc + 16 if kc + 16 < i1 - i0 else i1 - i0
+                for g in range(n_g):
+                    srow = stage + g * ROW_BLOCK
+                    for k in range(kc, kk):
+                        ids[(i0 + k) * R + ga + g] = <idx_t> srow[k]
+                kc = kk
+        i0 = i1
+
+
 cdef void fit_grid_block(
     const FitJob *job,
     Table *tables,            # IN/OUT (R,) tables, only g0 .. g1 - 1 touched
@@ -923,150 +1106,28 @@ cdef void fit_grid_block(
     Py_ssize_t toucher,       # this thread's number and the number of threads: the row
     Py_ssize_t n_touchers,    # blocks whose fresh ids pages this thread touches first
 ) noexcept nogil:
+    """The grid mode of fit_tables: this thread's grids, over all rows. One sweep over
+    the rows per group of them (group_end): X is read once per group, and each row
+    block's ids are written row by row from the stage. A group's tables are created at
+    its start and finished (exported to their compact form) at its end, so a group
+    bounds the fit tables alive at once; a thread of pk and direct tables only sweeps
+    once."""
     cdef const Layout *L = job.L
-    cdef const double *X = job.X
-    cdef Py_ssize_t N = job.N, d = L.d, R = L.R
-    cdef int max_words = L.max_words
-    cdef bint simd = job.simd, vec = job.vec, thresholds = job.thresholds
-    cdef const int32_t *n_words = L.n_words
-    cdef const unsigned char *use_thr = L.use_thr
-    cdef const int32_t *direct_bits = job.direct_bits
-    cdef Py_ssize_t i0, i1, i, r, k, ga, gb, tb
-    cdef int W
-    cdef Table *t
-    cdef uint64_t *key
-    cdef double *q = <double *> PyMem_RawMalloc(d * sizeof(double))
-    cdef uint64_t *keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
-    cdef uint64_t *hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
-    # the row block transposed (threshold keys, AVX-512); zeroed so that the
-    # unused lanes of a short last block hold finite values
-    cdef double *xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK, sizeof(double))
-    cdef bint xt_ready
-    cdef Py_ssize_t kc, kk, g, n_g
-    cdef Thresholds thr
-    # local ids of a row block for the group's grids, grid-major
-    # (stage[(r - ga) * ROW_BLOCK + k]); copied to ids row by row after the
-    # block, so that each cache line of ids is written in one burst
+    cdef Py_ssize_t N = job.N, r, ga, gb
+    cdef Scratch s
     cdef Py_ssize_t max_group = g1 - g0 if g1 - g0 < MAX_GROUP else MAX_GROUP
-    cdef int64_t *stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * max_group * sizeof(int64_t))
-    cdef int64_t *srow
-    cdef bint looks = omp_thread_num() == 0  # thread 0 looks at the signals
-    if q == NULL or keys == NULL or hashes == NULL or xt == NULL or stage == NULL:
+    if scratch_init(&s, L.d, L.max_words, max_group) != 0:
         for r in range(g0, g1):
             tables[r].failed = 1
     else:
-        # One sweep over the rows for a group of the thread's grids: X is
-        # read once per group, and each row block's ids are written row by
-        # row from the stage. A group's tables are created at its start and
-        # finished (exported to their compact form) at its end, so a group
-        # bounds the fit tables alive at once: at most MAX_GROUP grids, of
-        # which at most MAX_WIDE have wide fit tables (multi-word keys: slots,
-        # keys and counts, about 30-40 bytes per bin; fat: about 21). A thread
-        # of pk and direct tables only (at most about 15 bytes per bin) sweeps
-        # once.
         ga = g0
         while ga < g1:
-            gb = ga
-            n_g = 0
-            while gb < g1 and gb - ga < MAX_GROUP:
-                if wide_table(n_words[gb], L.top_bits[gb], direct_bits[gb], N):
-                    if n_g == MAX_WIDE:
-                        break
-                    n_g = n_g + 1
-                gb = gb + 1
+            gb = group_end(job, ga, g1)
             for r in range(ga, gb):
-                table_init(&tables[r], n_words[r], L.word_bits + r * L.max_words, L.top_bits[r],
-                           direct_bits[r], N)
-            i0 = 0
-            while i0 < N:
-                if looks:
-                    look_at_signals(job.interrupt, job.caught)
-                if rbcd_stopped(job.interrupt):
-                    break  # interrupted: fit_tables frees the tables and raises
-                i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
-                xt_ready = False
-                if ids != NULL and n_touchers > 1 and ga == g0:
-                    tb = i0 // ROW_BLOCK + TOUCH_AHEAD
-                    if tb % n_touchers == toucher:
-                        touch_rows(ids, N, R, g0, tb * ROW_BLOCK, (tb + 1) * ROW_BLOCK)
-                for r in range(ga, gb):
-                    t = &tables[r]
-                    if t.failed:
-                        continue
-                    W = n_words[r]
-                    if thresholds and use_thr[r]:
-                        # single-word keys from the grid's thresholds (exact:
-                        # bins are monotone in x)
-                        thr = grid_thresholds(L, r)
-                        if vec:
-                            if not xt_ready:
-                                transpose_block(X, d, i0, i1, xt)
-                                xt_ready = True
-                            thr_keys_avx512(xt, ROW_BLOCK, i1 - i0, d, NULL, NULL, thr,
-                                            keys, hashes, NULL)
-                        else:
-                            for i in range(i0, i1):
-                                k = i - i0
-                                keys[k] = thr_key(X + i * d, thr.ej, thr.et, thr.ea, thr.n)
-                                hashes[k] = key_hash(keys + k, 1)
-                    else:
-                        for i in range(i0, i1):
-                            k = i - i0
-                            key = keys + k * W
-                            if not grid_key(L, r, X + i * d, simd, q, key):
-                                t.failed = 2  # cannot happen: [lo, hi] bounds the training bins
-                                break
-                            hashes[k] = key_hash(key, W)
-                        if t.failed:
-                            continue
-                    # the block's slots prefetched, then probed in row order
-                    # (first appearance numbering)
-                    srow = stage + (r - ga) * ROW_BLOCK
-                    if t.direct != NULL:
-                        for k in range(i1 - i0):
-                            prefetch(t.direct + keys[k])
-                        for k in range(i1 - i0):
-                            srow[k] = direct_add(t, keys[k])
-                        continue
-                    if t.pk != NULL:
-                        for k in range(i1 - i0):
-                            prefetch(t.pk + mulhi64(hashes[k], <uint64_t> t.capacity))
-                        if i0 == PRESIZE_ROWS:
-                            if table_presize(t, i0, N) != 0:
-                                t.failed = 1
-                                continue
-                        for k in range(i1 - i0):
-                            srow[k] = pk_add(t, keys[k], hashes[k])
-                            if srow[k] < 0:
-                                t.failed = 1
-                                break
-                        continue
-                    for k in range(i1 - i0):
-                        if t.fat != NULL:
-                            prefetch(t.fat + mulhi64(hashes[k], <uint64_t> t.capacity))
-                        else:
-                            prefetch(t.slots + mulhi64(hashes[k], <uint64_t> t.capacity))
-                    if i0 == PRESIZE_ROWS:
-                        if table_presize(t, i0, N) != 0:
-                            t.failed = 1
-                            continue
-                    for k in range(i1 - i0):
-                        srow[k] = table_add(t, keys + k * W, hashes[k])
-                        if srow[k] < 0:
-                            t.failed = 1
-                            break
-                if ids != NULL:
-                    # ids[i, ga:gb] = stage[:, i - i0], 16 rows at a time
-                    n_g = gb - ga
-                    kc = 0
-                    while kc < i1 - i0:
-                        kk = kc + 16 if kc + 16 < i1 - i0 else i1 - i0
-                        for g in range(n_g):
-                            srow = stage + g * ROW_BLOCK
-                            for k in range(kc, kk):
-                                ids[(i0 + k) * R + ga + g] = <idx_t> srow[k]
-                        kc = kk
-                i0 = i1
+                table_init(&tables[r], L.n_words[r], L.word_bits + r * L.max_words,
+                           L.top_bits[r], job.direct_bits[r], N)
+            sweep_rows(job, &tables[ga], ids, ga, gb, 0, N, &s, toucher,
+                       n_touchers if ga == g0 else 0)
             if rbcd_stopped(job.interrupt):
                 break
             for r in range(ga, gb):
@@ -1074,11 +1135,7 @@ cdef void fit_grid_block(
             if gb < g1:
                 release_free_memory()  # the group's fit tables, before the next group's
             ga = gb
-    PyMem_RawFree(q)
-    PyMem_RawFree(keys)
-    PyMem_RawFree(hashes)
-    PyMem_RawFree(xt)
-    PyMem_RawFree(stage)
+    scratch_free(&s)
 
 
 # ----------------------------------------------------------------------------
