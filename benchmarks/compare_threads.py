@@ -14,6 +14,11 @@ usable cores, and the core count itself), ``n_jobs`` passed explicitly:
 * ``fit``: ``RandomBinning(n_jobs=T).fit(X)``: the bin tables only, no Z (fit_transform's
   first kernel without its writes of Z's indices: set against ``binning``, what writing Z
   costs the fit's scaling; not in the default stages);
+* ``binning-grids`` / ``binning-ranges``: ``binning`` with the fit's mode forced (the
+  plan's private ``_paths``): the grid mode (each thread a run of grids over all rows) or
+  the row-range mode (each thread a range of rows over all grids, then the merge), to set
+  the plan's choice between them (rbcd.binning._plan.RANGES_MIN_THREADS) by measurement;
+  not in the default stages;
 * ``transform``: ``transform(X)`` of that fitted binning (the same rows again);
 * ``cg``: one RidgeCG iteration as the solver runs it on Z with its grid structure
   (``fit(Z, y, columns=...)``, as RBRegressor passes it), in a fit of 1 + k iterations
@@ -73,10 +78,13 @@ from _common import (
     write_text,
 )
 
-STAGES = ("binning", "fit", "transform", "cg", "cd-grid", "cd-hogwild")
+STAGES = ("binning", "fit", "binning-grids", "binning-ranges", "transform", "cg", "cd-grid",
+          "cd-hogwild")
 TITLES = {
     "binning": "binning (fit_transform)",
     "fit": "binning (fit: tables only)",
+    "binning-grids": "binning (fit_transform, grid mode)",
+    "binning-ranges": "binning (fit_transform, row ranges)",
     "transform": "binning (transform)",
     "cg": "RidgeCG iteration",
     "cd-grid": "CD epoch, grid mode",
@@ -84,6 +92,8 @@ TITLES = {
 }
 # issue 33's targets at 16 threads against 1 (speedups), and for the CG iteration's time
 # against its bandwidth bound
+BINNING = ("binning", "fit", "binning-grids", "binning-ranges")   # timed by their wall time
+OPTIONAL = ("fit", "binning-grids", "binning-ranges")   # not in the default stages
 TARGET_SPEEDUP = {"binning": 10.0, "cd-grid": 10.0, "cd-hogwild": 10.0}
 TARGET_CG_BOUND = 2.0
 TRIAD_MIN = 2**22       # triad arrays of at least this many doubles (32 MiB each)
@@ -127,8 +137,9 @@ def main(argv=None):
     p.add_argument("--threads", type=_threads, default=None,
                    help="thread counts, comma separated (default 1, 2, 4, ... up to the "
                         "usable cores, and the core count)")
-    p.add_argument("--stages", type=_stages, default=[s for s in STAGES if s != "fit"],
-                   help=f"stages to time, from {','.join(STAGES)} (default all but fit)")
+    p.add_argument("--stages", type=_stages, default=[s for s in STAGES if s not in OPTIONAL],
+                   help=f"stages to time, from {','.join(STAGES)} (default all but "
+                        f"{', '.join(OPTIONAL)})")
     p.add_argument("--iters", type=int, default=2,
                    help="k: each CG / CD measurement is one fit of 1 + k iterations / "
                         "epochs, the best of its k iterations / 1 + k epochs (default 2)")
@@ -220,6 +231,8 @@ class _Bench:
         self.bytes = {
             # read X, write Z (indices, data, indptr)
             "binning": x_bytes + z_bytes,
+            "binning-grids": x_bytes + z_bytes,
+            "binning-ranges": x_bytes + z_bytes,
             # read X (once per group of grids; counted once)
             "fit": x_bytes,
             "transform": x_bytes + z_bytes,
@@ -287,15 +300,22 @@ class _Bench:
         epochs; the best of the k (or 1 + k) in either case. The kernels' own times are
         kept as the stage's breakdown (``self.kernels``)."""
         import rbcd
+        from rbcd.binning._plan import _Paths
 
         a = self.args
         k = a.iters
         with KernelProbe() as probe:
             t0 = time.perf_counter()
-            if stage in ("binning", "fit"):
+            if stage in BINNING:
                 rb = rbcd.RandomBinning(n_grids=a.grids, sigma=a.sigma, random_state=a.seed,
                                         n_jobs=T)
-                Z = rb.fit_transform(self.X) if stage == "binning" else rb.fit(self.X)
+                if stage == "fit":
+                    Z = rb.fit(self.X)
+                elif stage == "binning":
+                    Z = rb.fit_transform(self.X)
+                else:
+                    Z = rb.fit_transform(self.X, _paths=_Paths(
+                        ranges=0 if stage == "binning-grids" else T))
                 units = [time.perf_counter() - t0]
                 del Z, rb  # (freeing Z is not part of the time)
             elif stage == "transform":
@@ -317,7 +337,7 @@ class _Bench:
                 est.fit(self.Z, self.y, columns=self.cols)
                 units = probe.durations("CDProblem.epoch")
             wall = time.perf_counter() - t0
-        if stage in ("binning", "fit", "transform"):
+        if stage in BINNING or stage == "transform":
             wall = units[0]
         self.fits.append({"stage": stage, "threads": T, "wall_s": wall, "units_s": units})
         if units:

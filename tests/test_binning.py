@@ -125,6 +125,90 @@ def test_exact_mode_matches_ref(path, problem):
         assert_same_csr(T_train, Zr)
 
 
+@PATHS
+@settings(max_examples=20)
+@given(problem=problems(), ranges=st.integers(1, 6), n_jobs=st.integers(1, 3),
+       merge_all=st.booleans())
+def test_row_range_fit_matches_ref(path, problem, ranges, n_jobs, merge_all):
+    """The fit's row-range mode (each thread a range of rows for every grid, the ranges'
+    tables merged; _binning.fit_ranges): the same tables, Z and transforms as rbcd_ref
+    for any number of ranges and threads, with every grid merged by one thread or every
+    grid merged by all threads over hash partitions (merge_pairs=0)."""
+    X, X2, R, sigma, seed = problem
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
+    try:
+        Zr = ref.fit_transform(X)
+    except ValueError:
+        return  # bins beyond int64: test_exact_mode_matches_ref checks the error
+    Tr = ref.transform(X2)
+    p = bin_paths(path, threads=True)
+    p = _Paths(simd=p.simd, thresholds=p.thresholds, direct=p.direct, small_work=0,
+               ranges=ranges, merge_pairs=0 if merge_all else 1 << 16)
+    rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=n_jobs)
+    Z = rb.fit_transform(X, _paths=p)
+    assert_same_fit(rb, ref)
+    assert_same_csr(Z, Zr)
+    assert_same_csr(rb.transform(X2, _paths=p), Tr)
+    Z2, cols = rb.fit_transform(X, return_columns=True, _paths=p)
+    assert_same_csr(Z2, Zr)
+    _, cols_grid = RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit_transform(
+        X, return_columns=True, _paths=_Paths(ranges=0))
+    np.testing.assert_array_equal(cols.indptr, cols_grid.indptr)
+    np.testing.assert_array_equal(cols.indices, cols_grid.indices)
+    fitted = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=n_jobs).fit(
+        X, _paths=p)  # the tables alone (no ids)
+    assert_same_fit(fitted, ref)
+    assert_same_csr(fitted.transform(X2), Tr)
+
+
+def test_row_range_fit_on_many_bins():
+    """Row ranges on a few thousand rows whose fine grids (about a bin per row) take the
+    merge by all threads (more pairs than their share) and coarse ones the merge by one
+    thread: the grid mode's Z, bin counts and tables, for 1 to 16 ranges."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(6000, 5))
+    widths = np.array([0.01, 0.5, 3.0])
+    for sigma in widths:
+        rb0 = RandomBinning(n_grids=24, sigma=float(sigma), random_state=2)
+        Z0 = rb0.fit_transform(X, _paths=_Paths(ranges=0))
+        for ranges, n_jobs in [(2, 2), (3, 2), (16, 2), (7, 1)]:
+            rb = RandomBinning(n_grids=24, sigma=float(sigma), random_state=2, n_jobs=n_jobs)
+            Z = rb.fit_transform(X, _paths=_Paths(ranges=ranges, small_work=0))
+            assert_same_csr(Z, Z0)
+            np.testing.assert_array_equal(rb.n_bins_, rb0.n_bins_)
+            np.testing.assert_array_equal(rb.kappa_per_grid_, rb0.kappa_per_grid_)
+            assert_same_csr(rb.transform(X[::7]), rb0.transform(X[::7]))
+
+
+def test_fit_ranges_rule():
+    """The plan's choice of the fit's mode: the grid mode below RANGES_MIN_THREADS threads
+    or RANGE_MIN_ROWS rows per thread, else one range per thread; _Paths.ranges wins."""
+    t = _plan.RANGES_MIN_THREADS
+    rows = _plan.RANGE_MIN_ROWS
+    assert _plan._fit_ranges(t - 1, 10**9) == 0
+    assert _plan._fit_ranges(t, t * rows) == t
+    assert _plan._fit_ranges(t, t * rows - 1) == 0
+    assert _plan._fit_ranges(2 * t, 10**9) == 2 * t
+    assert _plan._fit_ranges(1, 10, _Paths(ranges=3)) == 3
+    assert _plan._fit_ranges(64, 10**9, _Paths(ranges=0)) == 0
+
+
+def test_fit_tables_checks_its_mode():
+    """The row-range mode takes the grids as one run [0, R] and at least one thread."""
+    X = np.random.default_rng(0).random((50, 3))
+    rb = RandomBinning(n_grids=4, sigma=1.0, random_state=0)
+    X_, widths, offsets, lo, hi, cmin, cmax, *_ = rb._draw(X, _Paths())
+    grids = _plan._grid_layout(widths, offsets, lo, hi, cmin, cmax, True)
+    direct = np.full(4, -1, dtype=np.int32)
+    ids = np.empty(0, dtype=np.int32)
+    with pytest.raises(ValueError, match="row-range mode"):
+        _binning.fit_tables(X_, grids, direct, ids, False, np.array([0, 2, 4]), _Paths(), 2, 2)
+    with pytest.raises(ValueError, match="row-range mode"):
+        _binning.fit_tables(X_, grids, direct, ids, False, np.array([0, 4]), _Paths(), 2, 0)
+    out = _binning.fit_tables(X_, grids, direct, ids, False, np.array([0, 4]), _Paths(), 2, 2)
+    np.testing.assert_array_equal(out[0], rb.fit(X).n_bins_)
+
+
 @settings(max_examples=25)
 @given(problem=problems(), hashed=st.booleans(), sparse_in=st.booleans())
 def test_sigma_scale_matches_ref(problem, hashed, sparse_in):

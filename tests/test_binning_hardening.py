@@ -255,10 +255,12 @@ import sys, time, traceback
 import numpy as np
 import rbcd
 from rbcd.binning import random_binning
-what, n, d, R, sigma, skew = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6] == "1"
+what, n, d, R, sigma, mode = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], sys.argv[6]
 sigma = float(sigma) if sigma != "scale" else sigma
-if skew:  # thread 0 gets one grid, thread 1 the rest: thread 0 waits, looking at signals
+if mode == "1":  # thread 0 gets one grid, thread 1 the rest: thread 0 waits, looking at signals
     random_binning._grid_bounds = lambda cost, n_chunks: np.array([0, 1, len(cost)], dtype=np.int64)
+if mode == "ranges":  # the fit's row-range mode: each thread a range of rows, then merges
+    random_binning._fit_ranges = lambda n_threads, n_rows, paths=None: n_threads
 X = np.random.default_rng(0).normal(size=(n, d))
 rb = rbcd.RandomBinning(n_grids=R, sigma=sigma, n_jobs=2 if what == "fit" else 1, random_state=0,
                         n_features=None if what != "hashed" else 2**20)
@@ -283,19 +285,21 @@ except KeyboardInterrupt as exc:
 
 @pytest.mark.skipif(not hasattr(__import__("signal"), "SIGINT") or __import__("os").name != "posix",
                     reason="sends SIGINT to a child process (POSIX)")
-@pytest.mark.parametrize("what, n, d, R, sigma, skew, inside", [
+@pytest.mark.parametrize("what, n, d, R, sigma, mode, inside", [
     # fit: every row its own bin in 16 features (hash tables, two-word keys), as in the
     # report (78.7 s for 300,000 rows x 1,024 grids); here about 7 s uninterrupted (AMD EPYC,
     # 2 threads; the transforms below about 4 s)
     ("fit", 100_000, 16, 512, "0.05", "0", "fit_tables"),
     # the same, thread 0 done after one grid: it keeps looking while thread 1 works
     ("fit", 100_000, 16, 512, "0.05", "1", "fit_tables"),
+    # the same in the row-range mode (sweeps of both ranges, merges between them)
+    ("fit", 100_000, 16, 512, "0.05", "ranges", "fit_tables"),
     # transform, exact and hashed: Python looks between the kernels' row ranges
     # (one thread, wide rows: about 4 s uninterrupted, little memory)
     ("exact", 40_000, 256, 256, "1.0", "0", "transform_exact"),
     ("hashed", 40_000, 512, 256, "1.0", "0", "transform_hashed"),
 ])
-def test_ctrl_c_during_binning_ends_it_within_two_seconds(what, n, d, R, sigma, skew, inside):
+def test_ctrl_c_during_binning_ends_it_within_two_seconds(what, n, d, R, sigma, mode, inside):
     """Issue 31 item 10: SIGINT half a second into a long fit or transform raises
     KeyboardInterrupt within 2 s, from inside the binning (not before or after it), and
     the process can bin again."""
@@ -309,7 +313,7 @@ def test_ctrl_c_during_binning_ends_it_within_two_seconds(what, n, d, R, sigma, 
         [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
         + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))}
     proc = subprocess.Popen([sys.executable, "-c", _INTERRUPTED, what, str(n), str(d), str(R),
-                             sigma, skew], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             sigma, mode], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env=env)
     try:
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()

@@ -56,10 +56,18 @@ Design
   thousands of values (``_plan._direct_bits``) is fitted in an array of
   one 8-byte slot per possible key (id + 1, count): no hash, no probe, no
   compare. At the end of fit its keys are exported to the bucketed format.
-* Parallelism in fit: each thread owns a contiguous block of grids of about
-  equal estimated cost (``bounds``; one table per grid, so the output does
-  not depend on the thread count or the split) and
+* Parallelism in fit, two modes with the same output. Grid mode: each thread owns a
+  contiguous block of grids of about equal estimated cost (``bounds``; one table per
+  grid, so the output does not depend on the thread count or the split) and
   sweeps the rows once per group of them (above), in blocks of ``ROW_BLOCK`` rows.
+  Row-range mode (``fit_ranges``, from ``_plan.RANGES_MIN_THREADS`` threads): each
+  thread sweeps its own range of rows for every grid of a group, in tables of its own
+  (numbered by first appearance within the range); the ranges' tables are then merged
+  per grid (``rbcd/src/binning_merge.h``: a bin's global id is its rank among the
+  distinct bins ordered by their first (range, local id), which is the first
+  appearance over all rows) and the ids of every range but the first rewritten. It
+  reads X once in all and splits a heavy grid among the threads, at the price of the
+  merge and the rewrite.
   Keys of a block are computed first and their slots prefetched, then
   probed in row order (memory-level parallelism); the block's local ids are
   staged grid by grid and copied to the row-major ids row by row. Fine
@@ -201,6 +209,31 @@ cdef extern from "binning_keys.h" nogil:
         uint64_t *keys, uint64_t *hashes, unsigned char *inside) noexcept
 
 
+cdef extern from "binning_merge.h" nogil:
+    ctypedef struct Merge "rbcd_merge":
+        int W
+        int pbits
+        int64_t T
+        const int64_t *base
+        const uint64_t *keys
+        uint32_t *counts
+        uint64_t *hash
+        uint32_t *order
+        int64_t *part_off
+        uint32_t *first
+        uint32_t *gid
+    ctypedef struct MergeSlot "rbcd_merge_slot":
+        pass
+    void merge_hash "rbcd_merge_hash"(Merge *m, int64_t t) noexcept
+    int merge_partition "rbcd_merge_partition"(Merge *m, int64_t p, MergeSlot **slots,
+                                               uint64_t *slots_cap) noexcept
+    int64_t merge_count_new "rbcd_merge_count_new"(const Merge *m, int64_t q0, int64_t q1) noexcept
+    void merge_number "rbcd_merge_number"(Merge *m, int64_t q0, int64_t q1, int64_t start) noexcept
+    void merge_follow "rbcd_merge_follow"(Merge *m, int64_t q0, int64_t q1) noexcept
+    void merge_output "rbcd_merge_output"(const Merge *m, int64_t q0, int64_t q1,
+                                          uint64_t *out_keys, uint32_t *out_counts) noexcept
+
+
 cdef extern from "binning_interrupt.h" nogil:
     ctypedef struct rbcd_interrupt:
         int stop
@@ -245,6 +278,10 @@ cdef enum:
     PAGE_BYTES = 4096
     PRESIZE_ROWS = 8192    # rows after which a table is sized for all rows (multiple of ROW_BLOCK)
     RELEASE_BINS = 1 << 22 # bins (about 15 fit-table bytes each) from which fit hands free pages back
+    REMAP_ROWS = 4096      # rows per block of the ids rewrite after a row-range merge
+    PART_PER_THREAD = 4    # partitions per thread of a parallel merge at least (dynamic schedule)
+    PART_PAIRS = 1 << 14   # pairs per partition at most, where PART_BITS allows (its slots: 512 KiB)
+    PART_BITS = 12         # partitions of a parallel merge: at most 2**PART_BITS
 
 cdef uint64_t LOW32 = 0xFFFFFFFF
 
@@ -1139,6 +1176,375 @@ cdef void fit_grid_block(
 
 
 # ----------------------------------------------------------------------------
+# Row-range fit (fit_tables with n_ranges > 1): every thread sweeps its own rows for
+# every grid, then the ranges' tables are merged (rbcd/src/binning_merge.h)
+# ----------------------------------------------------------------------------
+
+ctypedef struct MergeWork:
+    # Reusable merge buffers (grown, never shrunk, within one fit): the pair arrays of a
+    # merge (binning_merge.h) and one thread's partition slots. Fresh pages for every
+    # grid's merge would cost a page fault per 4 KiB.
+    uint64_t *keys      # (pairs_cap * key_words_cap / pairs_cap) the pairs' keys
+    uint32_t *counts
+    uint64_t *hash
+    uint32_t *order
+    uint32_t *first
+    int64_t pairs_cap   # pairs the arrays above hold (keys: key_words words)
+    int64_t key_words
+    int64_t *part_off
+    int64_t part_cap
+    MergeSlot *slots
+    uint64_t slots_cap
+
+
+cdef void work_free(MergeWork *w) noexcept nogil:
+    free(w.keys)
+    free(w.counts)
+    free(w.hash)
+    free(w.order)
+    free(w.first)
+    free(w.part_off)
+    free(w.slots)
+    memset(w, 0, sizeof(MergeWork))
+
+
+cdef int work_room(MergeWork *w, int64_t M, int W, int64_t n_off) noexcept nogil:
+    """Room in w for M pairs of W-word keys and n_off partition offsets (0, or -1)."""
+    if M > w.pairs_cap or M * W > w.key_words:
+        free(w.keys)
+        free(w.counts)
+        free(w.hash)
+        free(w.order)
+        free(w.first)
+        w.pairs_cap = M if M > w.pairs_cap else w.pairs_cap
+        w.key_words = M * W if M * W > w.key_words else w.key_words
+        w.keys = <uint64_t *> big_malloc(w.key_words * sizeof(uint64_t) + 1)
+        w.counts = <uint32_t *> big_malloc(w.pairs_cap * sizeof(uint32_t) + 1)
+        w.hash = <uint64_t *> big_malloc(w.pairs_cap * sizeof(uint64_t) + 1)
+        w.order = <uint32_t *> big_malloc(w.pairs_cap * sizeof(uint32_t) + 1)
+        w.first = <uint32_t *> big_malloc(w.pairs_cap * sizeof(uint32_t) + 1)
+        if (w.keys == NULL or w.counts == NULL or w.hash == NULL or w.order == NULL
+                or w.first == NULL):
+            work_free(w)
+            return -1
+    if n_off > w.part_cap:
+        free(w.part_off)
+        w.part_off = <int64_t *> malloc(n_off * sizeof(int64_t))
+        w.part_cap = n_off if w.part_off != NULL else 0
+        if w.part_off == NULL:
+            return -1
+    return 0
+
+
+ctypedef struct GridMerge:
+    # The merge of one grid's range tables (binning_merge.h): its arrays lie in a
+    # MergeWork, except base and gid, which the ids rewrite needs after the merge.
+    Merge m
+    int64_t *base       # (T + 1) owned: the pairs of range t start at base[t]
+    int64_t M           # pairs (the ranges' bins summed)
+    int64_t n_bins      # the grid's bins (new pairs)
+
+
+cdef void merge_free(GridMerge *g) noexcept nogil:
+    free(g.base)
+    free(g.m.gid)
+    memset(g, 0, sizeof(GridMerge))
+
+
+cdef int merge_alloc(GridMerge *g, MergeWork *w, const Table *rt, Py_ssize_t stride,
+                     Py_ssize_t T, int W, int pbits) noexcept nogil:
+    """A grid's merge over the buffers of w; rt[t * stride] is its table of range t
+    (exported: keys and counts in local id order). 0, or -1 when an allocation fails."""
+    cdef Py_ssize_t t
+    cdef int64_t M
+    memset(g, 0, sizeof(GridMerge))
+    g.base = <int64_t *> malloc((T + 1) * sizeof(int64_t))
+    if g.base == NULL:
+        return -1
+    g.base[0] = 0
+    for t in range(T):
+        g.base[t + 1] = g.base[t] + rt[t * stride].n_bins
+    M = g.base[T]
+    g.M = M
+    g.m.gid = <uint32_t *> big_malloc(M * sizeof(uint32_t) + 1)
+    if g.m.gid == NULL or work_room(w, M, W, T * (((<int64_t> 1) << pbits) + 1)) != 0:
+        return -1
+    g.m.W = W
+    g.m.pbits = pbits
+    g.m.T = T
+    g.m.base = g.base
+    g.m.keys = w.keys
+    g.m.counts = w.counts
+    g.m.hash = w.hash
+    g.m.order = w.order
+    g.m.first = w.first
+    g.m.part_off = w.part_off
+    return 0
+
+
+cdef void merge_gather(GridMerge *g, Table *t, Py_ssize_t r) noexcept nogil:
+    """Step 1 for range r: its table's keys and counts (exported) copied to the pairs
+    (and freed from the table), then hashed (and sorted by partition)."""
+    cdef int64_t b = g.base[r], n = g.base[r + 1] - g.base[r]
+    cdef int W = g.m.W
+    if n > 0:
+        memcpy(<uint64_t *> g.m.keys + b * W, t.keys, n * W * sizeof(uint64_t))
+        memcpy(g.m.counts + b, t.counts, n * sizeof(uint32_t))
+    free(t.keys)
+    free(t.counts)
+    t.keys = NULL
+    t.counts = NULL
+    merge_hash(&g.m, r)
+
+
+cdef int merge_result(GridMerge *g, Table *out) noexcept nogil:
+    """Room for the merged keys and counts in the grid's table ``out`` (n_bins set)."""
+    cdef int W = g.m.W
+    out.keys = <uint64_t *> big_malloc(g.n_bins * W * sizeof(uint64_t) + 1)
+    out.counts = <uint32_t *> big_malloc(g.n_bins * sizeof(uint32_t) + 1)
+    if out.keys == NULL or out.counts == NULL:
+        return -1
+    out.n_bins = g.n_bins
+    out.keys_room = g.n_bins
+    return 0
+
+
+cdef int merge_serial(GridMerge *g, MergeWork *w, Table *rt, Py_ssize_t stride, Py_ssize_t T,
+                      Table *out) noexcept nogil:
+    """A whole merge on this thread, in partitions of at most PART_PAIRS pairs where
+    PART_BITS allows (their slots stay in cache). 0, or -1."""
+    cdef Py_ssize_t t, p
+    cdef int pbits = 0
+    cdef int64_t M = pairs_of(rt, stride, T, 0)
+    while pbits < PART_BITS and (M >> pbits) > PART_PAIRS:
+        pbits += 1
+    if merge_alloc(g, w, rt, stride, T, out.n_words, pbits) != 0:
+        return -1
+    for t in range(T):
+        merge_gather(g, &rt[t * stride], t)
+    for p in range((<Py_ssize_t> 1) << pbits):
+        if merge_partition(&g.m, p, &w.slots, &w.slots_cap) != 0:
+            return -1
+    g.n_bins = merge_count_new(&g.m, 0, g.M)
+    merge_number(&g.m, 0, g.M, 0)
+    merge_follow(&g.m, 0, g.M)
+    if merge_result(g, out) != 0:
+        return -1
+    merge_output(&g.m, 0, g.M, out.keys, out.counts)
+    return 0
+
+
+cdef int merge_parallel(GridMerge *g, MergeWork *works, Table *rt, Py_ssize_t stride,
+                        Py_ssize_t T, Table *out, int n_threads) noexcept nogil:
+    """A whole merge by every thread (works: n_threads + 1 buffers, the last for the
+    pairs, thread i's slots in works[i]): ranges, then partitions (at least
+    PART_PER_THREAD per thread, and enough for at most PART_PAIRS pairs each up to
+    2**PART_BITS of them), then pair blocks. 0, or -1."""
+    cdef Py_ssize_t t, p, c, n_p
+    cdef Py_ssize_t n_c = n_threads
+    cdef int fails = 0, pbits = 1
+    cdef int64_t *start
+    cdef MergeWork *mine
+    cdef int64_t M = pairs_of(rt, stride, T, 0)
+    while pbits < PART_BITS and (((<int64_t> 1) << pbits) < PART_PER_THREAD * n_threads
+                                 or (M >> pbits) > PART_PAIRS):
+        pbits += 1
+    n_p = (<Py_ssize_t> 1) << pbits
+    if merge_alloc(g, &works[n_threads], rt, stride, T, out.n_words, pbits) != 0:
+        return -1
+    start = <int64_t *> malloc((n_c + 1) * sizeof(int64_t))
+    if start == NULL:
+        return -1
+    for t in prange(T, schedule="dynamic", num_threads=n_threads):
+        merge_gather(g, &rt[t * stride], t)
+    for p in prange(n_p, schedule="dynamic", num_threads=n_threads):
+        mine = &works[omp_thread_num()]
+        if merge_partition(&g.m, p, &mine.slots, &mine.slots_cap) != 0:
+            fails += 1
+    if fails:
+        free(start)
+        return -1
+    # pair block c: c * M // n_c .. (c + 1) * M // n_c - 1; start[c + 1]: its new pairs
+    start[0] = 0
+    for c in prange(n_c, schedule="static", num_threads=n_threads):
+        start[c + 1] = merge_count_new(&g.m, c * g.M // n_c, (c + 1) * g.M // n_c)
+    for c in range(n_c):
+        start[c + 1] += start[c]
+    g.n_bins = start[n_c]
+    for c in prange(n_c, schedule="static", num_threads=n_threads):
+        merge_number(&g.m, c * g.M // n_c, (c + 1) * g.M // n_c, start[c])
+    free(start)
+    if merge_result(g, out) != 0:
+        return -1
+    for c in prange(n_c, schedule="static", num_threads=n_threads):
+        merge_follow(&g.m, c * g.M // n_c, (c + 1) * g.M // n_c)
+        merge_output(&g.m, c * g.M // n_c, (c + 1) * g.M // n_c, out.keys, out.counts)
+    return 0
+
+
+cdef void remap_rows(idx_t *ids, Py_ssize_t R, Py_ssize_t ga, Py_ssize_t gb,
+                     const GridMerge *gm, const int64_t *row_start, Py_ssize_t T,
+                     Py_ssize_t i0, Py_ssize_t i1) noexcept nogil:
+    """ids of rows i0 .. i1 - 1 in grids ga .. gb - 1: each range's local id replaced by
+    the grid's global id (gm[r - ga]: the pair base[t] + local's gid)."""
+    cdef Py_ssize_t t = 0, i, r
+    cdef idx_t *e
+    cdef const GridMerge *g
+    while t + 1 < T and row_start[t + 1] <= i0:
+        t += 1
+    for i in range(i0, i1):
+        while row_start[t + 1] <= i:
+            t += 1
+        for r in range(ga, gb):
+            g = &gm[r - ga]
+            e = &ids[i * R + r]
+            e[0] = <idx_t> g.m.gid[g.base[t] + e[0]]
+
+
+cdef int fit_ranges(FitJob *job, Table *tables, idx_t *ids, Py_ssize_t T, int n_threads,
+                    int64_t merge_pairs) except -1:
+    """The row-range mode of fit_tables: rows cut into T ranges (range t: rows
+    t * N // T .. (t + 1) * N // T - 1), n_threads threads. Per group of grids
+    (group_end): every range swept for every grid of the group in a table of its own
+    (its thread reads only its rows of X and writes only its rows of ids), the ranges'
+    tables merged per grid (binning_merge.h: by one thread for a grid of fewer pairs
+    than both ``merge_pairs`` and its share of the group's (the pairs over the threads),
+    several grids at once; by all threads over hash partitions for the others; 0: all of
+    them), the ids of ranges 1 .. T - 1 rewritten to the global ids, and the grids'
+    tables finished. The merges are not interrupted (thread 0 looks at the signals in
+    the sweeps). The same tables and ids as the grid mode, bit for bit
+    (first appearance over all rows). Returns 0; a failed table is marked in
+    ``tables``; after an interrupt it returns early (the caller raises)."""
+    cdef const Layout *L = job.L
+    cdef Py_ssize_t N = job.N, R = L.R
+    cdef Py_ssize_t ga = 0, gb, ng, t, k, r, b, n_blocks, i0
+    cdef int fails
+    cdef int64_t big             # pairs from which a grid is merged by every thread
+    cdef Table *rt = NULL
+    cdef GridMerge *gm = NULL
+    cdef Scratch *scr = NULL     # (T,) one per range
+    cdef MergeWork *works = NULL # (n_threads + 1,) the threads' merge buffers, and the pairs'
+                                 # of the merge by all threads
+    cdef int64_t *row_start = <int64_t *> malloc((T + 1) * sizeof(int64_t))
+    works = <MergeWork *> PyMem_RawCalloc(n_threads + 1, sizeof(MergeWork))
+    if row_start == NULL or works == NULL:
+        free(row_start)
+        PyMem_RawFree(works)
+        raise MemoryError("cannot allocate the bin tables")
+    for t in range(T + 1):
+        row_start[t] = (<int64_t> t * N) // T
+    try:
+        while ga < R and not rbcd_stopped(job.interrupt):
+            gb = group_end(job, ga, R)
+            ng = gb - ga
+            rt = <Table *> PyMem_RawCalloc(T * ng, sizeof(Table))
+            gm = <GridMerge *> PyMem_RawCalloc(ng, sizeof(GridMerge))
+            scr = <Scratch *> PyMem_RawCalloc(T, sizeof(Scratch))
+            if rt == NULL or gm == NULL or scr == NULL:
+                raise MemoryError("cannot allocate the bin tables")
+            job.interrupt.finished = 0
+            for t in prange(T, nogil=True, schedule="static", chunksize=1, num_threads=n_threads):
+                if scratch_init(&scr[t], L.d, L.max_words, ng) != 0:
+                    for k in range(ng):
+                        rt[t * ng + k].failed = 1
+                else:
+                    for k in range(ng):
+                        table_init(&rt[t * ng + k], L.n_words[ga + k],
+                                   L.word_bits + (ga + k) * L.max_words, L.top_bits[ga + k],
+                                   job.direct_bits[ga + k], row_start[t + 1] - row_start[t])
+                    sweep_rows(job, &rt[t * ng], ids, ga, gb, row_start[t], row_start[t + 1],
+                               &scr[t], 0, 0)
+                scratch_free(&scr[t])
+                rbcd_chunk_done(job.interrupt)
+                if omp_thread_num() == 0 and t + omp_num_threads() >= T:
+                    wait_for_chunks(job.interrupt, job.caught, T)  # thread 0's last range
+            if rbcd_stopped(job.interrupt):
+                break
+            # a failed range table fails its grid
+            for k in range(T * ng):
+                if rt[k].failed and tables[ga + k % ng].failed == 0:
+                    tables[ga + k % ng].failed = rt[k].failed
+            with nogil:
+                for k in prange(T * ng, schedule="dynamic", num_threads=n_threads):
+                    if rt[k].failed == 0 and table_export(&rt[k]) != 0:
+                        rt[k].failed = 1
+                for k in range(T * ng):
+                    if rt[k].failed and tables[ga + k % ng].failed == 0:
+                        tables[ga + k % ng].failed = 1
+                for k in range(ng):
+                    tables[ga + k].n_words = L.n_words[ga + k]
+                    tables[ga + k].wbits = L.word_bits + (ga + k) * L.max_words
+                # grids of at most their share of the group's pairs: one thread each
+                # (several at once); then the others (merge_pairs == 0: all), each by every
+                # thread
+                big = 0
+                for k in range(ng):
+                    big += pairs_of(rt, ng, T, k)
+                big = big // n_threads + 1
+                if big < merge_pairs or merge_pairs == 0:
+                    big = merge_pairs
+                for k in prange(ng, schedule="dynamic", num_threads=n_threads):
+                    if tables[ga + k].failed == 0 and pairs_of(rt, ng, T, k) < big:
+                        if merge_serial(&gm[k], &works[omp_thread_num()], &rt[k], ng, T,
+                                        &tables[ga + k]) != 0:
+                            tables[ga + k].failed = 1
+                for k in range(ng):
+                    if tables[ga + k].failed == 0 and pairs_of(rt, ng, T, k) >= big:
+                        if merge_parallel(&gm[k], works, &rt[k], ng, T, &tables[ga + k],
+                                          n_threads) != 0:
+                            tables[ga + k].failed = 1
+                fails = 0
+                for k in range(ng):
+                    fails += tables[ga + k].failed != 0
+                if ids != NULL and T > 1 and fails == 0:
+                    n_blocks = (N - row_start[1] + REMAP_ROWS - 1) // REMAP_ROWS
+                    for b in prange(n_blocks, schedule="static", num_threads=n_threads):
+                        i0 = row_start[1] + b * REMAP_ROWS
+                        remap_rows(ids, R, ga, gb, gm, row_start, T, i0,
+                                   i0 + REMAP_ROWS if i0 + REMAP_ROWS < N else N)
+                for k in range(ng):
+                    merge_free(&gm[k])
+                for k in range(T * ng):
+                    table_free(&rt[k])
+                for k in prange(ng, schedule="dynamic", num_threads=n_threads):
+                    table_finish(&tables[ga + k], job.keep_counts)
+            PyMem_RawFree(rt)
+            PyMem_RawFree(gm)
+            PyMem_RawFree(scr)
+            rt = NULL
+            gm = NULL
+            scr = NULL
+            if gb < R:
+                with nogil:
+                    release_free_memory()  # the group's fit tables, before the next group's
+            ga = gb
+    finally:
+        if gm != NULL:
+            for k in range(ng):
+                merge_free(&gm[k])
+            PyMem_RawFree(gm)
+        if rt != NULL:
+            for k in range(T * ng):
+                table_free(&rt[k])
+            PyMem_RawFree(rt)
+        PyMem_RawFree(scr)
+        for k in range(n_threads + 1):
+            work_free(&works[k])
+        PyMem_RawFree(works)
+        free(row_start)
+    return 0
+
+
+cdef inline int64_t pairs_of(const Table *rt, Py_ssize_t ng, Py_ssize_t T, Py_ssize_t k) noexcept nogil:
+    """The pairs of grid k of a group: its range tables' bins summed."""
+    cdef int64_t n = 0
+    cdef Py_ssize_t t
+    for t in range(T):
+        n += rt[t * ng + k].n_bins
+    return n
+
+
+# ----------------------------------------------------------------------------
 # Python-facing kernels
 # ----------------------------------------------------------------------------
 
@@ -1392,7 +1798,8 @@ def range_bounds(const double[:, ::1] widths, const double[:, ::1] offsets,
 
 
 def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] direct_bits,
-               idx_t[::1] ids, bint want_counts, const int64_t[::1] bounds, paths):
+               idx_t[::1] ids, bint want_counts, const int64_t[::1] bounds, paths,
+               Py_ssize_t n_ranges=0, int n_threads=1, int64_t merge_pairs=0):
     """Build the exact per-grid bin tables of the training rows (docs/design.md contract 4).
 
     grids : the layout of the grids (widths, offsets, training bounds, packed-key layout,
@@ -1402,15 +1809,22 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         ``2**direct_bits[r]``) are fitted in a direct table instead of a hash table.
     ids : (N * R,) OUT, or length 0 for none: local id of row i in grid r
         at ``i * R + r`` (numbered by first appearance in row order).
-    bounds : (n_threads + 1,) the grids of thread c are ``bounds[c] .. bounds[c + 1] - 1``
-        (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see ``_plan._grid_bounds``).
+    bounds : (n_chunks + 1,) the grid mode: thread c fits grids ``bounds[c] .. bounds[c + 1]
+        - 1`` over all rows (0 = bounds[0] < bounds[1] < ... < bounds[-1] = R; see
+        ``_plan._grid_bounds``). Must be ``[0, R]`` in the row-range mode.
     paths : ``_plan._Paths`` (its ``simd`` and ``thresholds``).
+    n_ranges : 0 for the grid mode; else the row-range mode (fit_ranges): the rows cut
+        into ``n_ranges`` ranges, every range fitted for every grid by one of
+        ``n_threads`` threads, the ranges' tables merged (a grid of at least
+        ``merge_pairs`` range bins by all threads) and the ids rewritten.
 
     Returns ``(n_bins, max_count, dirs, offs, ents, counts)``: int64 (R,) arrays,
     lists of the per-grid arrays of the bucketed tables (binning_table.h: uint32
     dir, uint8 offsets, uint8 records), and the concatenated
     int64 bin counts in column order (None unless want_counts).
-    Identical for every thread count: a grid's table is built by one thread.
+    Identical for every thread count and either mode: bins are numbered by first
+    appearance over all rows (a grid's table is built by one thread in the grid mode;
+    the merge of the row-range mode keeps that numbering, binning_merge.h).
     """
     cdef Py_ssize_t N = X.shape[0], d = X.shape[1], R = grids.L.R
     cdef Py_ssize_t r, c, n_chunks, k
@@ -1432,6 +1846,8 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
     n_chunks = bounds.shape[0] - 1
     if n_chunks < 1 or bounds[0] != 0 or bounds[n_chunks] != R:
         raise ValueError("bounds must run from 0 to R")
+    if n_ranges < 0 or (n_ranges > 0 and (n_chunks != 1 or n_threads < 1)):
+        raise ValueError("the row-range mode needs bounds [0, R] and n_threads >= 1")
     for c in range(n_chunks):
         if bounds[c + 1] <= bounds[c]:
             raise ValueError("bounds must be strictly increasing")
@@ -1452,12 +1868,15 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
     if tables == NULL:
         raise MemoryError("cannot allocate the bin tables")
     try:
-        for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
-                        num_threads=n_chunks):
-            fit_grid_block(&job, tables, ids_ptr, bounds[c], bounds[c + 1], c, n_chunks)
-            rbcd_chunk_done(&interrupt)
-            if omp_thread_num() == 0 and c + omp_num_threads() >= n_chunks:
-                wait_for_chunks(&interrupt, job.caught, n_chunks)  # thread 0's last chunk
+        if n_ranges > 0:
+            fit_ranges(&job, tables, ids_ptr, n_ranges, n_threads, merge_pairs)
+        else:
+            for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
+                            num_threads=n_chunks):
+                fit_grid_block(&job, tables, ids_ptr, bounds[c], bounds[c + 1], c, n_chunks)
+                rbcd_chunk_done(&interrupt)
+                if omp_thread_num() == 0 and c + omp_num_threads() >= n_chunks:
+                    wait_for_chunks(&interrupt, job.caught, n_chunks)  # thread 0's last chunk
         if caught:  # Ctrl-C (or another signal handler's exception): nothing is kept
             raise caught[0]
         for r in range(R):

@@ -32,7 +32,11 @@ class _Paths:
     gives them (``_thresholds``); ``direct``: direct fit tables and the dense transform
     index where the plan gives them (``_direct_bits``, ``_dense_bits``);
     ``small_work``: below this much work (rows x grids x columns) one thread runs,
-    as starting a parallel region costs more than the work. ``constants``: leave the
+    as starting a parallel region costs more than the work. ``ranges``: the fit's row
+    ranges (:func:`_fit_ranges`): None lets the plan choose, 0 is the grid mode (each
+    thread fits a run of grids over all rows), k >= 1 the row-range mode with k ranges;
+    ``merge_pairs``: the row-range mode merges a grid with at least this many range bins
+    by all threads (0: every grid). ``constants``: leave the
     features constant over the training rows out of the tables ("always", where the
     draw can be repeated), never, or "auto": for sparse X, or where the dense copy of
     the varying features costs less than the grid arrays of the constant ones
@@ -43,6 +47,8 @@ class _Paths:
     thresholds: bool = True
     direct: bool = True
     small_work: int = SMALL_WORK
+    ranges: int = None
+    merge_pairs: int = 1 << 16
     constants: str = "auto"
 
 
@@ -224,6 +230,33 @@ def _grid_bounds(cost, n_chunks):
             j -= 1
         bounds[c] = min(max(j, bounds[c - 1] + 1), R - (n_chunks - c))
     return bounds
+
+
+# The fit's row-range mode (_binning.fit_ranges): every thread bins its own range of
+# rows for every grid, and the ranges' tables are merged. It reads X once in all, where
+# the grid mode's threads each read all of X once per group of grids, and it splits a
+# heavy grid's work among the threads, where the grid mode gives a grid to one thread
+# (docs/benchmarks/threads.md: at 16 threads those two bound the grid mode's tables at
+# about 4.6x). It pays the merge and a rewrite of the ids of all ranges but the first:
+# on the project's 2-vCPU AMD EPYC (N = 10^6, d = 16, R = 64, sigma 1) its fit_tables did
+# 1.04x the grid mode's work with one range, 1.8x with 16 ranges, and was slower on 2
+# threads (0.28-0.32 s against 0.24-0.25 s); where every row has a bin of its own
+# (100,000 rows, sigma 0.05, 512 grids) the merges add 30-45%. The threshold is where
+# that work, spread evenly, beats the grid mode's bound (docs/benchmarks/threads.md),
+# modelled, not yet measured: compare_threads' binning-grids / binning-ranges stages
+# measure both modes at every thread count.
+RANGES_MIN_THREADS = 16
+RANGE_MIN_ROWS = 1 << 14
+
+
+def _fit_ranges(n_threads, n_rows, paths=_DEFAULT_PATHS):
+    """The row ranges of a fit on ``n_threads`` threads: 0 for the grid mode, else one
+    range per thread (the plan's rule; ``paths.ranges`` overrides it)."""
+    if paths.ranges is not None:
+        return int(paths.ranges)
+    if n_threads < RANGES_MIN_THREADS or n_rows < n_threads * RANGE_MIN_ROWS:
+        return 0
+    return int(n_threads)
 
 
 def _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact, thresholds=True):

@@ -95,6 +95,7 @@ from ._plan import (  # noqa: F401
     _direct_bits,
     _drop_constants,
     _fit_memory,
+    _fit_ranges,
     _grid_bounds,
     _grid_costs,
     _grid_layout,
@@ -300,11 +301,18 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         ids = _binning.empty(nnz if (exact and mode != "fit") else 0, idx)
         # bits of each single-word key: the bits used in its one word (pack_layout)
         key_bits = np.where(grids.n_words == 1, grids.top_bits, -1).astype(np.int64)
-        direct = _direct_bits(lo, hi, grids.n_words, n_samples, key_bits, paths.direct)
-        bounds = _grid_bounds(_grid_costs(grids.thr_ptr, grids.use_thr, direct, grids.n_words,
-                                          X.shape[1]), n_threads)
+        n_ranges = _fit_ranges(n_threads, n_samples, paths)
+        if n_ranges:  # row ranges: a direct table per range, sized for the range's rows
+            direct = _direct_bits(lo, hi, grids.n_words, -(-n_samples // n_ranges), key_bits,
+                                  paths.direct)
+            bounds = np.array([0, R], dtype=np.int64)
+        else:
+            direct = _direct_bits(lo, hi, grids.n_words, n_samples, key_bits, paths.direct)
+            bounds = _grid_bounds(_grid_costs(grids.thr_ptr, grids.use_thr, direct,
+                                              grids.n_words, X.shape[1]), n_threads)
         n_bins, max_count, dirs, offs, ents, counts = _binning.fit_tables(
-            X, grids, direct, ids, mode == "columns", bounds, paths)
+            X, grids, direct, ids, mode == "columns", bounds, paths, n_ranges, n_threads,
+            paths.merge_pairs)
         self._constant_columns = constant
         self._widths, self._offsets = (None, None) if constant is not None else (widths, offsets)
         self.n_bins_ = n_bins
