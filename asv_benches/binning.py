@@ -39,6 +39,33 @@ class FitTransform(Big):
         self.est.fit_transform(self.X)
 
 
+class FitTransformRanges(Big):
+    """fit_transform in the fit's row-range mode (each thread a range of rows for every
+    grid, then the merge; the plan takes it from rbcd.binning._plan.RANGES_MIN_THREADS
+    threads), forced here at 1 and 2 threads with as many ranges: against FitTransform
+    at the same parameters, what the mode costs where the grid mode runs."""
+
+    params = ([N_SMALL, N_LARGE], [1.0, 0.25], THREADS)
+    param_names = ["n_samples", "sigma", "n_jobs"]
+
+    def setup(self, n_samples, sigma, n_jobs):
+        RandomBinning = require("rbcd", "RandomBinning")
+        Paths = require("rbcd.binning._plan", "_Paths")
+        try:
+            self.paths = Paths(ranges=n_jobs)
+        except TypeError:  # before the row-range mode
+            raise NotImplementedError("no row-range mode") from None
+        self.X = memo(("X", n_samples), lambda: make_X(n_samples, N_FEATURES))
+        self.est = RandomBinning(n_grids=N_GRIDS, sigma=sigma, n_jobs=n_jobs,
+                                 random_state=SEED_GRIDS)
+
+    def time_fit_transform_ranges(self, n_samples, sigma, n_jobs):
+        self.est.fit_transform(self.X, _paths=self.paths)
+
+    def peakmem_fit_transform_ranges(self, n_samples, sigma, n_jobs):
+        self.est.fit_transform(self.X, _paths=self.paths)
+
+
 class Transform(Big):
     """transform of N new rows by a RandomBinning fitted on N training rows."""
 
