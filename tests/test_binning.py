@@ -180,6 +180,22 @@ def test_row_range_fit_on_many_bins():
             assert_same_csr(rb.transform(X[::7]), rb0.transform(X[::7]))
 
 
+def test_row_range_fit_groups_and_presized_tables():
+    """Row ranges over several groups of grids (two-word keys: at most MAX_WIDE wide
+    tables a group) and ranges long enough for the tables to be presized (more than
+    PRESIZE_ROWS rows, most rows a bin of their own): the grid mode's Z and tables."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(20_000, 16))
+    rb0 = RandomBinning(n_grids=20, sigma=0.05, random_state=4)
+    Z0 = rb0.fit_transform(X, _paths=_Paths(ranges=0))
+    for ranges, n_jobs in [(2, 2), (3, 1)]:
+        rb = RandomBinning(n_grids=20, sigma=0.05, random_state=4, n_jobs=n_jobs)
+        Z = rb.fit_transform(X, _paths=_Paths(ranges=ranges, small_work=0))
+        assert_same_csr(Z, Z0)
+        np.testing.assert_array_equal(rb.n_bins_, rb0.n_bins_)
+        assert_same_csr(rb.transform(X[:500]), rb0.transform(X[:500]))
+
+
 def test_fit_ranges_rule():
     """The plan's choice of the fit's mode: the grid mode below RANGES_MIN_THREADS threads
     or RANGE_MIN_ROWS rows per thread, else one range per thread; _Paths.ranges wins."""
