@@ -19,6 +19,10 @@ usable cores, and the core count itself), ``n_jobs`` passed explicitly:
   the row-range mode (each thread a range of rows over all grids, then the merge), to set
   the plan's choice between them (rbcd.binning._plan.RANGES_MIN_THREADS) by measurement;
   not in the default stages;
+* ``ranges-work``: ``binning`` in the row-range mode with T ranges on one thread: the
+  mode's work at T threads, measurable where there are fewer cores than T (against
+  ``binning-grids`` at 1 thread: how much more work the ranges' merges and ids rewrite
+  add; its "speedup" column is below 1 by that factor); not in the default stages;
 * ``transform``: ``transform(X)`` of that fitted binning (the same rows again);
 * ``cg``: one RidgeCG iteration as the solver runs it on Z with its grid structure
   (``fit(Z, y, columns=...)``, as RBRegressor passes it), in a fit of 1 + k iterations
@@ -78,13 +82,14 @@ from _common import (
     write_text,
 )
 
-STAGES = ("binning", "fit", "binning-grids", "binning-ranges", "transform", "cg", "cd-grid",
-          "cd-hogwild")
+STAGES = ("binning", "fit", "binning-grids", "binning-ranges", "ranges-work", "transform", "cg",
+          "cd-grid", "cd-hogwild")
 TITLES = {
     "binning": "binning (fit_transform)",
     "fit": "binning (fit: tables only)",
     "binning-grids": "binning (fit_transform, grid mode)",
     "binning-ranges": "binning (fit_transform, row ranges)",
+    "ranges-work": "binning (fit_transform, T row ranges on 1 thread)",
     "transform": "binning (transform)",
     "cg": "RidgeCG iteration",
     "cd-grid": "CD epoch, grid mode",
@@ -92,8 +97,8 @@ TITLES = {
 }
 # issue 33's targets at 16 threads against 1 (speedups), and for the CG iteration's time
 # against its bandwidth bound
-BINNING = ("binning", "fit", "binning-grids", "binning-ranges")   # timed by their wall time
-OPTIONAL = ("fit", "binning-grids", "binning-ranges")   # not in the default stages
+BINNING = ("binning", "fit", "binning-grids", "binning-ranges", "ranges-work")   # wall time
+OPTIONAL = ("fit", "binning-grids", "binning-ranges", "ranges-work")   # not by default
 TARGET_SPEEDUP = {"binning": 10.0, "cd-grid": 10.0, "cd-hogwild": 10.0}
 TARGET_CG_BOUND = 2.0
 TRIAD_MIN = 2**22       # triad arrays of at least this many doubles (32 MiB each)
@@ -233,6 +238,7 @@ class _Bench:
             "binning": x_bytes + z_bytes,
             "binning-grids": x_bytes + z_bytes,
             "binning-ranges": x_bytes + z_bytes,
+            "ranges-work": x_bytes + z_bytes,
             # read X (once per group of grids; counted once)
             "fit": x_bytes,
             "transform": x_bytes + z_bytes,
@@ -308,7 +314,7 @@ class _Bench:
             t0 = time.perf_counter()
             if stage in BINNING:
                 rb = rbcd.RandomBinning(n_grids=a.grids, sigma=a.sigma, random_state=a.seed,
-                                        n_jobs=T)
+                                        n_jobs=1 if stage == "ranges-work" else T)
                 if stage == "fit":
                     Z = rb.fit(self.X)
                 elif stage == "binning":

@@ -188,13 +188,13 @@ def test_a_draw_too_long_is_refused_up_front():
 
 # ---------------------------------------------------------------- item 9: fits refused up front
 _FIT_PEAK = r"""
-import json, resource, sys
+import json, sys
 import numpy as np
 import rbcd
 from rbcd.binning import _plan
-def rss():
+def rss(field="VmRSS"):
     with open("/proc/self/status") as f:
-        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS"))
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
 n, d, R = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 X = np.random.default_rng(0).normal(size=(n, d))
 rbcd.RandomBinning(n_grids=2, sigma=1.0).fit(X[:10, :3])  # the lazy imports
@@ -202,7 +202,9 @@ base = rss()
 seen = []
 _plan._check_memory = lambda estimate, what, n_grids: seen.append(estimate)
 rbcd.RandomBinning(n_grids=R, n_jobs=2, random_state=0).fit(X)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# VmHWM, this process's own peak: ru_maxrss keeps the parent's RSS across fork and exec
+# (Linux), so under a large pytest process it read the parent's size, not the fit's
+peak = rss("VmHWM")
 print(json.dumps({"estimate": seen[0], "used": peak - base}))
 """
 
