@@ -68,10 +68,10 @@ Design
   appearance over all rows) and the ids of every range but the first rewritten. It
   reads X once in all and splits a heavy grid among the threads, at the price of the
   merge and the rewrite.
-  Keys of a block are computed first and their slots prefetched, then
-  probed in row order (memory-level parallelism); the block's local ids are
-  staged grid by grid and copied to the row-major ids row by row. Fine
-  grids, where most rows open a new bin, are sized for all rows after
+  In either mode (``sweep_rows``) the keys of a block are computed first and their
+  slots prefetched, then probed in row order (memory-level parallelism); the block's
+  local ids are staged grid by grid and copied to the row-major ids row by row. Fine
+  grids, where most rows open a new bin, are sized for all the sweep's rows after
   ``PRESIZE_ROWS`` rows instead of doubling (and rehashing) a large table
   many times.
 * With AVX-512 (checked at run time) the bins of 8 columns are computed at
