@@ -1205,13 +1205,13 @@ ctypedef struct MergeWork:
     # Reusable merge buffers (grown, never shrunk, within one fit): the pair arrays of a
     # merge (binning_merge.h) and one thread's partition slots. Fresh pages for every
     # grid's merge would cost a page fault per 4 KiB.
-    uint64_t *keys      # (pairs_cap * key_words_cap / pairs_cap) the pairs' keys
-    uint32_t *counts
+    uint64_t *keys      # (key_words,) the pairs' keys
+    uint32_t *counts    # (pairs_cap,) each, as rbcd_merge's arrays of the same names
     uint64_t *hash
     uint32_t *order
     uint32_t *first
-    int64_t pairs_cap   # pairs the arrays above hold (keys: key_words words)
-    int64_t key_words
+    int64_t pairs_cap   # pairs the arrays above hold
+    int64_t key_words   # words keys holds
     int64_t *part_off
     int64_t part_cap
     MergeSlot *slots
@@ -1485,17 +1485,14 @@ cdef int fit_ranges(FitJob *job, Table *tables, idx_t *ids, Py_ssize_t T, int n_
                     wait_for_chunks(job.interrupt, job.caught, T)  # thread 0's last range
             if rbcd_stopped(job.interrupt):
                 break
-            # a failed range table fails its grid
-            for k in range(T * ng):
-                if rt[k].failed and tables[ga + k % ng].failed == 0:
-                    tables[ga + k % ng].failed = rt[k].failed
             with nogil:
                 for k in prange(T * ng, schedule="dynamic", num_threads=n_threads):
                     if rt[k].failed == 0 and table_export(&rt[k]) != 0:
                         rt[k].failed = 1
+                # a failed range table (sweep or export) fails its grid
                 for k in range(T * ng):
                     if rt[k].failed and tables[ga + k % ng].failed == 0:
-                        tables[ga + k % ng].failed = 1
+                        tables[ga + k % ng].failed = rt[k].failed
                 for k in range(ng):
                     tables[ga + k].n_words = L.n_words[ga + k]
                     tables[ga + k].wbits = L.word_bits + (ga + k) * L.max_words
