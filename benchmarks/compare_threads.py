@@ -23,6 +23,19 @@ usable cores, and the core count itself), ``n_jobs`` passed explicitly:
   mode's work at T threads, measurable where there are fewer cores than T (against
   ``binning-grids`` at 1 thread: how much more work the ranges' merges and ids rewrite
   add; its "speedup" column is below 1 by that factor); not in the default stages;
+* ``binning-huge``: ``binning-grids`` with Z's arrays (and the fit's ids) on memory advised
+  as 2 MiB pages (the library's own arrays are on 4 KiB pages: ``_binning.empty``); not in
+  the default stages;
+* ``touch`` / ``touch-huge``: the first touch by T threads of fresh memory of Z's size
+  (its indices and data), on 4 KiB pages / advised as 2 MiB pages: the page faults that
+  every fit and transform pays for its output, against which the binning stages' times
+  can be set; not in the default stages;
+* ``core`` / ``core-l2``: no data at all: fixed work split over T threads, each one
+  dependent chain of integer mixing (``rbcd._openmp_info.core_work``), with ``core-l2``
+  also probing a private 256 KiB table at every link. Their speedups are the most that T
+  of this machine's cores give (their clock under load; on a VM, how its CPUs map to
+  physical cores): the ceiling to read the stages' speedups against; not in the
+  default stages;
 * ``transform``: ``transform(X)`` of that fitted binning (the same rows again);
 * ``cg``: one RidgeCG iteration as the solver runs it on Z with its grid structure
   (``fit(Z, y, columns=...)``, as RBRegressor passes it), in a fit of 1 + k iterations
@@ -37,9 +50,10 @@ usable cores, and the core count itself), ``n_jobs`` passed explicitly:
 
 Every stage also records its kernel breakdown (the time in each compiled kernel the
 Python layer calls, per iteration or epoch for the iterative stages; the rest of the
-stage's wall time is Python/numpy glue), printed per thread count and written to
-threads.md and threads.json: where a stage stops scaling, its breakdown says which kernel
-(or the glue) holds it.
+stage's wall time is Python/numpy glue) and the process's system CPU time and minor page
+faults over the measurement, printed per thread count and written to threads.md and
+threads.json: where a stage stops scaling, its breakdown says which kernel (or the glue,
+or the kernel's page faults) holds it.
 
 Bandwidth: STREAM's triad a = b + s c (rbcd._openmp_info.stream_triad, OpenMP, static
 schedule, each array first touched by the threads that stream it) on arrays of max(N,
@@ -82,14 +96,19 @@ from _common import (
     write_text,
 )
 
-STAGES = ("binning", "fit", "binning-grids", "binning-ranges", "ranges-work", "transform", "cg",
-          "cd-grid", "cd-hogwild")
+STAGES = ("binning", "fit", "binning-grids", "binning-ranges", "ranges-work", "binning-huge",
+          "touch", "touch-huge", "core", "core-l2", "transform", "cg", "cd-grid", "cd-hogwild")
 TITLES = {
     "binning": "binning (fit_transform)",
     "fit": "binning (fit: tables only)",
     "binning-grids": "binning (fit_transform, grid mode)",
     "binning-ranges": "binning (fit_transform, row ranges)",
     "ranges-work": "binning (fit_transform, T row ranges on 1 thread)",
+    "binning-huge": "binning (fit_transform, grid mode, Z on 2 MiB pages)",
+    "touch": "first touch of Z's bytes (4 KiB pages)",
+    "touch-huge": "first touch of Z's bytes (2 MiB pages)",
+    "core": "core speed (ALU chains)",
+    "core-l2": "core speed (L2 probe chains)",
     "transform": "binning (transform)",
     "cg": "RidgeCG iteration",
     "cd-grid": "CD epoch, grid mode",
@@ -97,12 +116,24 @@ TITLES = {
 }
 # issue 33's targets at 16 threads against 1 (speedups), and for the CG iteration's time
 # against its bandwidth bound
-BINNING = ("binning", "fit", "binning-grids", "binning-ranges", "ranges-work")   # wall time
-OPTIONAL = ("fit", "binning-grids", "binning-ranges", "ranges-work")   # not by default
+BINNING = ("binning", "fit", "binning-grids", "binning-ranges", "ranges-work",
+           "binning-huge")                                             # wall time
+TOUCH = ("touch", "touch-huge")                                        # wall time
+CORE = {"core": (2**28, 0), "core-l2": (2**26, 2**15)}                 # (steps, table words)
+OPTIONAL = ("fit", "binning-grids", "binning-ranges", "ranges-work", "binning-huge",
+            "touch", "touch-huge", "core", "core-l2")                  # not by default
 TARGET_SPEEDUP = {"binning": 10.0, "cd-grid": 10.0, "cd-hogwild": 10.0}
 TARGET_CG_BOUND = 2.0
 TRIAD_MIN = 2**22       # triad arrays of at least this many doubles (32 MiB each)
 TRIAD_REPEAT = 5
+
+
+def _rusage():
+    """(system CPU seconds, minor page faults) of this process so far, all threads."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_stime, r.ru_minflt
 
 
 def _threads(text):
@@ -239,6 +270,13 @@ class _Bench:
             "binning-grids": x_bytes + z_bytes,
             "binning-ranges": x_bytes + z_bytes,
             "ranges-work": x_bytes + z_bytes,
+            "binning-huge": x_bytes + z_bytes,
+            # written once (the first touch also zeroes each page in the kernel: not counted)
+            "touch": self.Z.data.nbytes + self.Z.indices.nbytes,
+            "touch-huge": self.Z.data.nbytes + self.Z.indices.nbytes,
+            # no memory traffic: no bound
+            "core": 0,
+            "core-l2": 0,
             # read X (once per group of grids; counted once)
             "fit": x_bytes,
             "transform": x_bytes + z_bytes,
@@ -293,6 +331,53 @@ class _Bench:
         self.bw[T] = max(self.bw.get(T, 0.0), 3 * 8 * n / best)
         del arrays, a, b, c
 
+    def _touch(self, T, huge):
+        """Seconds for T threads to write fresh memory of Z's size (indices and data) once,
+        on 4 KiB pages or advised as 2 MiB pages (``_binning.empty``; the arrays freed
+        after)."""
+        from rbcd.binning import _binning
+
+        n = (self.Z.data.nbytes + self.Z.indices.nbytes) // 8
+        t0 = time.perf_counter()
+        a = _binning.empty(n, np.float64, huge=huge)
+        _binning.fill_constant(a, 1.0, T)
+        t = time.perf_counter() - t0
+        if a[n // 2] != 1.0:
+            raise RuntimeError("fill_constant wrote a wrong value")
+        del a
+        return t
+
+    @staticmethod
+    def _core(T, steps, table_words):
+        """Seconds for ``core_work(steps, T, table_words)`` (T threads, one chain each)."""
+        from rbcd._openmp_info import core_work
+
+        t0 = time.perf_counter()
+        core_work(steps, T, table_words)
+        return time.perf_counter() - t0
+
+    def _binning_huge(self, T):
+        """``binning-grids`` with every array the binning allocates through
+        ``_binning.empty`` (the fit's ids, Z's data) advised as 2 MiB pages: the library's
+        module attribute swapped for the one measurement, then restored."""
+        import rbcd
+        from rbcd.binning import _binning
+        from rbcd.binning._plan import _Paths
+
+        a = self.args
+        plain = _binning.empty
+        _binning.empty = lambda n, dtype, huge=True: plain(n, dtype, huge=huge)
+        try:
+            rb = rbcd.RandomBinning(n_grids=a.grids, sigma=a.sigma, random_state=a.seed,
+                                    n_jobs=T)
+            t0 = time.perf_counter()
+            Z = rb.fit_transform(self.X, _paths=_Paths(ranges=0))
+            t = time.perf_counter() - t0
+        finally:
+            _binning.empty = plain
+        del Z, rb
+        return t
+
     def _keep(self, stage, T, t, units=1):
         if t == t and t > 0 and t < self.best[stage].get(T, np.inf):
             self.best[stage][T] = t
@@ -310,9 +395,16 @@ class _Bench:
 
         a = self.args
         k = a.iters
+        ru0 = _rusage()
         with KernelProbe() as probe:
             t0 = time.perf_counter()
-            if stage in BINNING:
+            if stage in TOUCH:
+                units = [self._touch(T, huge=stage == "touch-huge")]
+            elif stage in CORE:
+                units = [self._core(T, *CORE[stage]) for _ in range(3)]
+            elif stage == "binning-huge":
+                units = [self._binning_huge(T)]
+            elif stage in BINNING:
                 rb = rbcd.RandomBinning(n_grids=a.grids, sigma=a.sigma, random_state=a.seed,
                                         n_jobs=1 if stage == "ranges-work" else T)
                 if stage == "fit":
@@ -343,8 +435,11 @@ class _Bench:
                 est.fit(self.Z, self.y, columns=self.cols)
                 units = probe.durations("CDProblem.epoch")
             wall = time.perf_counter() - t0
-        if stage in BINNING or stage == "transform":
+        if stage in BINNING or stage in TOUCH or stage == "transform":
             wall = units[0]
+        elif stage in CORE:
+            wall = min(units)
+        sys_s, faults = (b - a for a, b in zip(ru0, _rusage()))
         self.fits.append({"stage": stage, "threads": T, "wall_s": wall, "units_s": units})
         if units:
             self._keep(stage, T, min(units), len(units))
@@ -354,6 +449,8 @@ class _Bench:
         if units and min(units) <= self.best[stage].get(T, np.inf):
             self.kernels[stage][T] = {
                 "wall_s": wall / per_unit,
+                # over the whole measurement (a fit of 1 + k units for CG / CD)
+                "sys_s": sys_s, "minor_faults": int(faults),
                 "kernels": {n: [c / per_unit, s / per_unit]
                             for n, (c, s) in probe.totals().items()},
             }
@@ -398,17 +495,21 @@ class _Bench:
             row = [str(T), f"{self.bw[T] / 1e9:.1f} GB/s"]
             for s in stages:
                 t = self.best[s].get(T, float("nan"))
-                bound = self.bytes[s] / self.bw[T]
                 sp = base[s] / t if t == t and t > 0 else float("nan")
-                row.append(f"{fmt_time(t)} ({fmt_ratio(sp)}; {t / bound:.2f} x bound)"
-                           if t == t else "n/a")
+                if self.bytes[s]:
+                    bound = self.bytes[s] / self.bw[T]
+                    row.append(f"{fmt_time(t)} ({fmt_ratio(sp)}; {t / bound:.2f} x bound)"
+                               if t == t else "n/a")
+                else:
+                    row.append(f"{fmt_time(t)} ({fmt_ratio(sp)})" if t == t else "n/a")
             rows.append(row)
         print()
         table(rows, ["threads", "triad"] + [TITLES[s] for s in stages])
         if threads:
             table([[TITLES[s], fmt_bytes(self.bytes[s]),
                     f"{self.bytes[s] / self.bw[threads[0]] * 1e3:.1f} ms",
-                    f"{self.bytes[s] / self.bw[threads[-1]] * 1e3:.1f} ms"] for s in stages],
+                    f"{self.bytes[s] / self.bw[threads[-1]] * 1e3:.1f} ms"]
+                   for s in stages if self.bytes[s]],
                   ["stage", "bytes (model)", f"bound at {threads[0]} thread(s)",
                    f"bound at {threads[-1]} thread(s)"])
         for line in self._summary():
@@ -432,7 +533,9 @@ class _Bench:
                 continue
             if not lines:
                 lines = ["", "Kernel breakdown (the best round; per iteration / epoch for the "
-                         "iterative stages; glue = wall time outside the compiled kernels):", ""]
+                         "iterative stages; glue = wall time outside the compiled kernels; "
+                         "system time and page faults: the process's, all threads, over the "
+                         "whole measurement):", ""]
             lines.append(f"- {TITLES[s]}:")
             for T, rec in sorted(per_T.items()):
                 ks = list(rec["kernels"].items())
@@ -440,8 +543,12 @@ class _Bench:
                 parts = [f"{n} {fmt_time(v[1])}" + (f" x{v[0]:g}" if v[0] != 1 else "")
                          for n, v in ks[:top]]
                 glue = max(0.0, rec["wall_s"] - inside)
+                faults = (f"; system time {fmt_time(rec['sys_s'])}, "
+                          f"{rec['minor_faults']:,} page faults (whole measurement)"
+                          if "sys_s" in rec else "")
                 lines.append(f"  - {T} thread(s): wall {fmt_time(rec['wall_s'])}; "
-                             + "; ".join(parts) + f"; glue {fmt_time(glue)}")
+                             + "".join(p + "; " for p in parts) + f"glue {fmt_time(glue)}"
+                             + faults)
         return lines
 
     def _markdown(self, threads, stages, base, summary):
@@ -469,15 +576,16 @@ class _Bench:
                 if t != t:
                     cells.append("n/a")
                     continue
-                bound = t / (self.bytes[s] / self.bw[T])
+                bound = f" ({t / (self.bytes[s] / self.bw[T]):.2f})" if self.bytes[s] else ""
                 if T == threads[0]:
-                    cells.append(f"{fmt_time(t)} ({bound:.2f})")
+                    cells.append(f"{fmt_time(t)}{bound}")
                 else:
-                    cells.append(f"{fmt_ratio(ratio(base[s], t))}, {fmt_time(t)} ({bound:.2f})")
+                    cells.append(f"{fmt_ratio(ratio(base[s], t))}, {fmt_time(t)}{bound}")
             lines.append(f"| {T} | {self.bw[T] / 1e9:.1f} GB/s | " + " | ".join(cells) + " |")
         lines += ["", "Bytes per stage (the model the bound divides):", ""]
         for s in stages:
-            lines.append(f"- {TITLES[s]}: {fmt_bytes(self.bytes[s])}")
+            if self.bytes[s]:
+                lines.append(f"- {TITLES[s]}: {fmt_bytes(self.bytes[s])}")
         if summary:
             lines += [""] + [f"- {s}" for s in summary]
         lines += self._breakdown_lines()

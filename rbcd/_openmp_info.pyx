@@ -57,3 +57,65 @@ def stream_triad(double[::1] a, const double[::1] b, const double[::1] c, double
     with nogil:
         for i in prange(n, schedule="static", num_threads=n_threads):
             ap[i] = bp[i] + s * cp[i]
+
+
+# ---------------------------------------------------------------------------------------
+# Core throughput probe (benchmarks/compare_threads.py): work that touches no shared
+# memory, so that its speedup at T threads is the most any kernel can get from T of this
+# machine's cores (their clock under load, shared physical cores of a VM), the ceiling
+# against which the stages' speedups are read.
+
+from libc.stdint cimport uint64_t
+from libc.stdlib cimport calloc, free
+
+
+cdef inline uint64_t _mix(uint64_t h) noexcept nogil:
+    # a 64-bit finaliser (xor-shift, multiply, xor-shift): one dependent chain
+    h ^= h >> 33
+    h *= <uint64_t> 0xff51afd7ed558ccd
+    h ^= h >> 29
+    return h
+
+
+cdef uint64_t _chain(Py_ssize_t steps, uint64_t seed, Py_ssize_t table_words) noexcept nogil:
+    """``steps`` links of a dependent chain; with ``table_words`` (a power of two) each
+    link also reads and increments a word of a private table of that size at the
+    chain's value (a hash probe's access, at the latency of the cache that holds the
+    table). Returns the chain's end, 0 if the table could not be allocated."""
+    cdef uint64_t h = seed * <uint64_t> 0x9e3779b97f4a7c15 + 1
+    cdef uint64_t mask
+    cdef uint64_t *tab
+    cdef Py_ssize_t k
+    if table_words <= 0:
+        for k in range(steps):
+            h = _mix(h)
+        return h
+    tab = <uint64_t *> calloc(table_words, sizeof(uint64_t))
+    if tab == NULL:
+        return 0
+    mask = <uint64_t> (table_words - 1)
+    for k in range(steps):
+        h = _mix(h ^ tab[h & mask])
+        tab[h & mask] += 1
+    free(tab)
+    return h
+
+
+def core_work(Py_ssize_t steps, int n_threads, Py_ssize_t table_words=0):
+    """``steps`` links of dependent chains (see ``_chain``), split evenly over
+    ``n_threads`` threads, one chain each: the time at T threads against 1 thread is the
+    machine's compute speedup (no shared data; with ``table_words`` a private table per
+    thread, e.g. 32,768 words = 256 KiB to stay in a core's L2). Returns the xor of the
+    chains' ends (a checksum that keeps the work from being optimised away)."""
+    cdef int t
+    cdef Py_ssize_t per
+    cdef uint64_t acc = 0
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1, got {n_threads}")
+    if steps < 0 or table_words < 0 or (table_words & (table_words - 1)) != 0:
+        raise ValueError("core_work: steps >= 0 and table_words a power of two (or 0)")
+    per = steps // n_threads
+    with nogil:
+        for t in prange(n_threads, schedule="static", num_threads=n_threads):
+            acc ^= _chain(per, <uint64_t> t, table_words)
+    return acc

@@ -126,6 +126,81 @@ def test_compare_threads_runs(tmp_path):
     kernels = data["kernels"]["fit"]["1"]["kernels"]
     assert "fit_tables" in kernels and "finish_training" not in kernels
     assert data["seconds"]["fit"]["1"] == data["kernels"]["fit"]["1"]["wall_s"] > 0
+    # the machine's ceiling and the first-touch stages: no byte bound for the ceiling,
+    # system time and page faults recorded for every stage
+    out_dir = tmp_path / "probes"
+    _run([sys.executable, os.path.join(ROOT, "benchmarks", "compare_threads.py")] + TINY
+         + ["--threads", "1,2", "--stages", "core,touch,touch-huge,binning-huge",
+            "--triad-min", "1000", "--out", str(out_dir)], tmp_path)
+    data = json.loads((out_dir / "threads.json").read_text())
+    for stage in ("core", "touch", "touch-huge", "binning-huge"):
+        assert all(data["seconds"][stage][T] > 0 for T in ("1", "2")), stage
+        rec = data["kernels"][stage]["2"]
+        assert rec["sys_s"] >= 0 and rec["minor_faults"] >= 0, stage
+    assert data["bytes"]["core"] == 0 and data["bytes"]["touch"] > 0
+    assert "fill_constant" in data["kernels"]["touch"]["1"]["kernels"]
+    assert "fit_tables" in data["kernels"]["binning-huge"]["1"]["kernels"]
+    md = (out_dir / "threads.md").read_text()
+    assert "system time" in md and "page faults" in md
+    row1 = next(line for line in md.splitlines() if line.startswith("| 1 | "))
+    assert row1.split(" | ")[2].endswith("ms") or row1.split(" | ")[2].endswith(" s")
+
+
+def _chain_reference(steps, seed, table_words):
+    """_openmp_info._chain in Python integers (mod 2**64)."""
+    m = (1 << 64) - 1
+
+    def mix(h):
+        h ^= h >> 33
+        h = (h * 0xFF51AFD7ED558CCD) & m
+        return h ^ (h >> 29)
+
+    h = (seed * 0x9E3779B97F4A7C15 + 1) & m
+    tab = [0] * table_words
+    for _ in range(steps):
+        if table_words:
+            h = mix(h ^ tab[h & (table_words - 1)])
+            tab[h & (table_words - 1)] = (tab[h & (table_words - 1)] + 1) & m
+        else:
+            h = mix(h)
+    return h
+
+
+def test_core_work_probe():
+    """core_work runs one chain per thread, steps // T links each (with or without a
+    private table), and returns the xor of their ends; it refuses bad arguments."""
+    from rbcd._openmp_info import core_work
+
+    for T in (1, 2, 3):
+        for words in (0, 4, 64):
+            expect = 0
+            for t in range(T):
+                expect ^= _chain_reference(1000 // T, t, words)
+            assert core_work(1000, T, words) == expect, (T, words)
+    with pytest.raises(ValueError, match="n_threads"):
+        core_work(10, 0)
+    with pytest.raises(ValueError, match="power of two"):
+        core_work(10, 1, 3)
+    with pytest.raises(ValueError, match="steps"):
+        core_work(-1, 1)
+
+
+def test_empty_arrays_on_either_page_size():
+    """_binning.empty gives writable, 64-byte aligned arrays of the dtype asked for, on
+    4 KiB pages or advised as 2 MiB pages (huge=True: 2 MiB aligned from 2 MiB on)."""
+    import numpy as np
+
+    from rbcd.binning import _binning
+
+    for huge in (False, True):
+        for n, dtype in ((0, np.float64), (5, np.int32), (3 << 18, np.float64)):
+            a = _binning.empty(n, dtype, huge=huge)
+            assert a.dtype == np.dtype(dtype) and a.shape == (n,)
+            if n:
+                a[:] = 7
+                assert np.all(a == 7) and a.ctypes.data % 64 == 0
+                if huge and a.nbytes >= 1 << 21:
+                    assert a.ctypes.data % (1 << 21) == 0
 
 
 def test_stream_triad_probe():

@@ -1950,12 +1950,17 @@ _FORMATS = {
 }
 
 
-def empty(Py_ssize_t n, dtype):
+def empty(Py_ssize_t n, dtype, bint huge=False):
     """An uninitialised 1-D array, 64-byte aligned (numpy owns and frees it).
 
-    Unlike ``numpy.empty`` the block is not advised as huge pages: for the big
-    output arrays, written once in order, the synchronous huge-page compaction
-    on first touch costs more than the page faults it saves.
+    Unlike ``numpy.empty`` the block is not advised as huge pages. On the
+    project's 2-vCPU VMs a process's first touch of fresh 2 MiB pages costs far
+    more than the 4 KiB page faults it saves: a whole process of one
+    fit_transform and one transform (N = 10^6, R = 64, 1 thread) took 1.78x as
+    long with Z's arrays on huge pages (system time 3.3 s against 1.0 s). On the
+    16-core Xeon VM huge pages saved 20% on 1 thread and nothing on 16
+    (docs/benchmarks/threads.md). ``huge=True`` advises them all the same (2 MiB
+    aligned, ``rbcd_big_malloc``): for compare_threads.py, which measures both.
     """
     dt = np.dtype(dtype)
     fmt = _FORMATS[dt]
@@ -1964,7 +1969,7 @@ def empty(Py_ssize_t n, dtype):
     cdef cvarray arr
     if n <= 0:
         return np.empty(0, dtype=dt)
-    ptr = line_malloc(n * itemsize)
+    ptr = big_malloc(n * itemsize) if huge else line_malloc(n * itemsize)
     if ptr == NULL:
         raise MemoryError(f"cannot allocate {n * itemsize} bytes")
     arr = cvarray(shape=(n,), itemsize=itemsize, format=fmt, mode="c", allocate_buffer=False)

@@ -241,10 +241,11 @@ def _grid_bounds(cost, n_chunks):
 # on the project's 2-vCPU AMD EPYC (N = 10^6, d = 16, R = 64, sigma 1) its fit_tables did
 # about the grid mode's work with one range, 1.6-2.0x with 16 ranges, and was slower on 2
 # threads (0.28-0.32 s against 0.24-0.29 s); where every row has a bin of its own
-# (100,000 rows, sigma 0.05, 512 grids) the merges add 30-45%. The threshold is where
-# that work, spread evenly, beats the grid mode's bound (docs/benchmarks/threads.md),
-# modelled, not yet measured: compare_threads' binning-grids / binning-ranges stages
-# measure both modes at every thread count.
+# (100,000 rows, sigma 0.05, 512 grids) the merges add 30-45%. Measured on a 16-core Xeon
+# VM (docs/benchmarks/threads.md, runs 6 and 8; N = 4 x 10^6, R = 64): the modes tie at
+# 16 threads (fit_transform 693 / 714 ms against the grid mode's 690 / 731 ms) and the
+# grid mode wins at 4 and 8, so the threshold is 16; that the row-range mode wins above
+# 16 threads (where the grid mode's heaviest grid bounds it harder) is still a model.
 RANGES_MIN_THREADS = 16
 RANGE_MIN_ROWS = 1 << 14
 
