@@ -68,7 +68,6 @@ and each time is the best of --repeat rounds, because a VM's speed drifts over s
 --out DIR writes DIR/threads.md (the markdown table, machine named) and
 DIR/threads.json (every measurement, the options and the machine).
 """
-import json
 import os
 import platform
 import sys

@@ -6,7 +6,6 @@ tables, the dense transform index, the split of the grids among threads) gives t
 same Z bit for bit; the choices change speed and memory only. The memory estimates
 refuse, before any work, a fit or transform that cannot fit in the memory available.
 """
-import os
 from dataclasses import dataclass
 
 import numpy as np
