@@ -1969,7 +1969,9 @@ def empty(Py_ssize_t n, dtype, bint huge=False):
     cdef cvarray arr
     if n <= 0:
         return np.empty(0, dtype=dt)
-    ptr = big_malloc(n * itemsize) if huge else line_malloc(n * itemsize)
+    # (big_malloc aligns and advises blocks of 2 MiB and more; below that it is malloc)
+    ptr = (big_malloc(n * itemsize) if huge and n * itemsize >= (1 << 21)
+           else line_malloc(n * itemsize))
     if ptr == NULL:
         raise MemoryError(f"cannot allocate {n * itemsize} bytes")
     arr = cvarray(shape=(n,), itemsize=itemsize, format=fmt, mode="c", allocate_buffer=False)
