@@ -6,3 +6,4 @@ cdef extern from "rbcd_omp.h" nogil:
     int omp_num_threads "rbcd_omp_num_threads"() noexcept  # of the current team
     void atomic_add "rbcd_atomic_add"(double *p, double v) noexcept
     int openmp_enabled "rbcd_openmp_enabled"() noexcept
+    double thread_cpu_seconds "rbcd_thread_cpu_seconds"() noexcept

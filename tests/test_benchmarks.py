@@ -282,3 +282,60 @@ def test_compare_search_regression_time_against_the_kernel_ridge_grid(tmp_path):
     assert row["cv_over_krr"] == pytest.approx(row["rbcd-cv_t"] / row["exact-lap_t"])
     assert row["cv_over_gs_svc"] != row["cv_over_gs_svc"]        # nan: no gs-svc
     assert "krr" in (out_dir / "search.md").read_text().split("| sk-diabetes-scaled |")[1]
+
+
+def test_fit_balance_runs(tmp_path):
+    """fit_balance.py reads every chunk's work from its thread's CPU clock: one entry per
+    chunk of the plan's split, the grids' own costs, and balances in (0, 1]."""
+    import json
+
+    out = tmp_path / "balance.json"
+    text = _run([sys.executable, os.path.join(ROOT, "benchmarks", "fit_balance.py"),
+                 "--n", "3000", "--d", "4", "--grids", "12", "--threads", "2,4",
+                 "--json", str(out)], tmp_path)
+    assert "balance" in text and "a sweep over the rows" in text
+    data = json.loads(out.read_text())
+    assert len(data["per_grid_cpu_s"]) == 12 and len(data["estimate"]) == 12
+    assert all(c > 0 for c in data["per_grid_cpu_s"]) and data["one_chunk_cpu_s"] > 0
+    for T in ("2", "4"):
+        rec = data["threads"][T]
+        assert len(rec["chunk_cpu_s"]) == len(rec["bounds"]) - 1 == int(T)
+        assert rec["bounds"][0] == 0 and rec["bounds"][-1] == 12
+        assert 0 < rec["balance_measured"] <= 1 and 0 < rec["balance_best"] <= 1
+        assert rec["work"] > 0
+
+
+def test_fit_tables_chunk_clocks():
+    """fit_tables(chunk_cpu=...) gives every chunk of the grid mode its thread's CPU
+    seconds (the fit itself unchanged), and refuses an array of the wrong length."""
+    import numpy as np
+
+    import rbcd
+    from rbcd.binning import _binning
+    from rbcd.binning._plan import _Paths
+
+    X = np.random.default_rng(0).random((4000, 5))
+    seen = {}
+    plain = _binning.fit_tables
+
+    def wrapped(X_, grids, direct, ids, want_counts, bounds, paths, n_ranges=0, n_threads=1,
+                merge_pairs=0):
+        cpu = np.full(3, np.nan)
+        b = np.array([0, 2, 5, len(direct)], dtype=np.int64)
+        out = plain(X_, grids, direct, ids, want_counts, b, paths, n_ranges, n_threads,
+                    merge_pairs, chunk_cpu=cpu)
+        seen["cpu"] = cpu
+        with pytest.raises(ValueError, match="chunk_cpu"):
+            plain(X_, grids, direct, ids, want_counts, b, paths, n_ranges, n_threads,
+                  merge_pairs, chunk_cpu=np.zeros(2))
+        return out
+
+    Z0 = rbcd.RandomBinning(n_grids=9, random_state=1).fit_transform(X, _paths=_Paths(ranges=0))
+    _binning.fit_tables = wrapped
+    try:
+        Z1 = rbcd.RandomBinning(n_grids=9, random_state=1).fit_transform(
+            X, _paths=_Paths(ranges=0))
+    finally:
+        _binning.fit_tables = plain
+    assert np.all(np.isfinite(seen["cpu"])) and np.all(seen["cpu"] >= 0)
+    assert (Z0 != Z1).nnz == 0 and np.array_equal(Z0.indices, Z1.indices)

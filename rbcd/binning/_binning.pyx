@@ -118,7 +118,7 @@ from libc.string cimport memcpy, memmove, memset
 from cpython.mem cimport PyMem_RawMalloc, PyMem_RawCalloc, PyMem_RawFree
 from cpython.exc cimport PyErr_CheckSignals
 from cpython.ref cimport PyObject
-from rbcd._openmp cimport omp_num_threads, omp_thread_num
+from rbcd._openmp cimport omp_num_threads, omp_thread_num, thread_cpu_seconds
 from rbcd.binning._grid cimport label_is_wide
 
 import threading
@@ -181,6 +181,7 @@ cdef extern from "binning_keys.h" nogil:
         Py_ssize_t n
     uint64_t GOLDEN "RBCD_GOLDEN"
     void prefetch "RBCD_PREFETCH"(const void *p) noexcept
+    void prefetch_w "RBCD_PREFETCH_W"(const void *p) noexcept
     uint64_t mix64 "rbcd_mix64"(uint64_t z) noexcept
     uint64_t key_hash "rbcd_key_hash"(const uint64_t *key, int n_words) noexcept
     int64_t floor_to_int64 "rbcd_floor_to_int64"(double q) noexcept
@@ -273,6 +274,9 @@ cdef enum:
     INITIAL_CAPACITY = 64  # slots of a fresh table (grows by doubling)
     LABEL_BLOCK = 1024     # rows per block of training_labels (uint16 labels: 2 KiB, whole cache lines)
     MAX_GROUP = 256        # grids per sweep over the rows at most (their ids are staged per row block)
+    # doubles between the columns of a transposed row block (xt): ROW_BLOCK and a cache line
+    # more, so that a row's d stores into xt fall in different cache sets
+    XT_STRIDE = ROW_BLOCK + 8
     MAX_WIDE = 8           # wide-slot tables (multi-word or fat) per sweep at most (see fit_grid_block)
     TOUCH_AHEAD = 4        # row blocks ahead at which fit's threads first touch ids (see fit_grid_block)
     PAGE_BYTES = 4096
@@ -307,14 +311,19 @@ cdef inline bint thr_key_range(
 
 
 cdef inline void transpose_block(const double *X, Py_ssize_t d, Py_ssize_t i0, Py_ssize_t i1,
-                                 double *xt) noexcept nogil:
-    """xt[j * ROW_BLOCK + k] = X[i0 + k, j] for the rows i0 .. i1 - 1 (at most ROW_BLOCK)."""
+                                 Py_ssize_t n_rows, double *xt) noexcept nogil:
+    """xt[j * XT_STRIDE + k] = X[i0 + k, j] for the rows i0 .. i1 - 1 (at most ROW_BLOCK),
+    prefetching the next block's rows (below ``n_rows``): the block's keys and probes come
+    between two transposes, long enough for the prefetcher to lose the stream."""
     cdef Py_ssize_t i, j
     cdef const double *xrow
     for i in range(i0, i1):
         xrow = X + i * d
+        if i + ROW_BLOCK < n_rows:
+            for j in range(0, d, 8):
+                prefetch(xrow + ROW_BLOCK * d + j)
         for j in range(d):
-            xt[j * ROW_BLOCK + (i - i0)] = xrow[j]
+            xt[j * XT_STRIDE + (i - i0)] = xrow[j]
 
 
 cdef inline bint keys_equal(const uint64_t *a, const uint64_t *b, int n_words) noexcept nogil:
@@ -963,7 +972,7 @@ ctypedef struct Scratch:
     double *q           # (d,) the quotients of one row (division keys)
     uint64_t *keys      # (ROW_BLOCK * max_words) the block's keys for one grid
     uint64_t *hashes    # (ROW_BLOCK,) their hashes
-    double *xt          # (d * ROW_BLOCK) the block transposed (threshold keys, AVX-512);
+    double *xt          # (d * XT_STRIDE) the block transposed (threshold keys, AVX-512);
                         # zeroed so that the unused lanes of a short last block hold
                         # finite values
     int64_t *stage      # (ROW_BLOCK * max_group) local ids of a block, grid-major
@@ -977,7 +986,7 @@ cdef int scratch_init(Scratch *s, Py_ssize_t d, int max_words, Py_ssize_t max_gr
     s.q = <double *> PyMem_RawMalloc(d * sizeof(double))
     s.keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
     s.hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
-    s.xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK, sizeof(double))
+    s.xt = <double *> PyMem_RawCalloc(d * XT_STRIDE, sizeof(double))
     s.stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * max_group * sizeof(int64_t))
     if s.q == NULL or s.keys == NULL or s.hashes == NULL or s.xt == NULL or s.stage == NULL:
         return -1
@@ -1066,9 +1075,9 @@ cdef void sweep_rows(
                 thr = grid_thresholds(L, r)
                 if vec:
                     if not xt_ready:
-                        transpose_block(X, d, i0, i1, xt)
+                        transpose_block(X, d, i0, i1, N, xt)
                         xt_ready = True
-                    thr_keys_avx512(xt, ROW_BLOCK, i1 - i0, d, NULL, NULL, thr,
+                    thr_keys_avx512(xt, XT_STRIDE, i1 - i0, d, NULL, NULL, thr,
                                     keys, hashes, NULL)
                 else:
                     for i in range(i0, i1):
@@ -1122,11 +1131,17 @@ cdef void sweep_rows(
                     t.failed = 1
                     break
         if ids != NULL:
-            # ids[i, ga:gb] = stage[:, i - i0], 16 rows at a time
+            # ids[i, ga:gb] = stage[:, i - i0], 16 rows at a time, the next block's lines
+            # of these grids asked for meanwhile (a few grids write a part of every row's
+            # lines: each row's write would otherwise wait for its line)
             n_g = gb - ga
             kc = 0
             while kc < i1 - i0:
                 kk = kc + 16 if kc + 16 < i1 - i0 else i1 - i0
+                if i1 + kk <= row1:
+                    for k in range(kc, kk):
+                        prefetch_w(&ids[(i1 + k) * R + ga])
+                        prefetch_w(&ids[(i1 + k) * R + gb - 1])
                 for g in range(n_g):
                     srow = stage + g * ROW_BLOCK
                     for k in range(kc, kk):
@@ -1821,7 +1836,8 @@ def range_bounds(const double[:, ::1] widths, const double[:, ::1] offsets,
 
 def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] direct_bits,
                idx_t[::1] ids, bint want_counts, const int64_t[::1] bounds, paths,
-               Py_ssize_t n_ranges=0, int n_threads=1, int64_t merge_pairs=0):
+               Py_ssize_t n_ranges=0, int n_threads=1, int64_t merge_pairs=0,
+               double[::1] chunk_cpu=None):
     """Build the exact per-grid bin tables of the training rows (docs/design.md contract 4).
 
     grids : the layout of the grids (widths, offsets, training bounds, packed-key layout,
@@ -1839,6 +1855,10 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         into ``n_ranges`` ranges, every range fitted for every grid by one of
         ``n_threads`` threads, the ranges' tables merged (a grid of at least
         ``merge_pairs`` range bins by all threads) and the ids rewritten.
+    chunk_cpu : (n_chunks,) OUT, or None: in the grid mode, the CPU seconds of the thread
+        that fitted each chunk's grids (its own clock: the chunk's work, also when there
+        are more threads than cores), for benchmarks/fit_balance.py; -1 where the
+        platform has no per-thread clock. Not filled in the row-range mode.
 
     Returns ``(n_bins, max_count, dirs, offs, ents, counts)``: int64 (R,) arrays,
     lists of the per-grid arrays of the bucketed tables (binning_table.h: uint32
@@ -1870,6 +1890,10 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         raise ValueError("bounds must run from 0 to R")
     if n_ranges < 0 or (n_ranges > 0 and (n_chunks != 1 or n_threads < 1)):
         raise ValueError("the row-range mode needs bounds [0, R] and n_threads >= 1")
+    if chunk_cpu is not None and chunk_cpu.shape[0] != n_chunks:
+        raise ValueError("chunk_cpu must have one entry per chunk of bounds")
+    cdef double *cpu_ptr = &chunk_cpu[0] if chunk_cpu is not None else NULL
+    cdef double c0
     for c in range(n_chunks):
         if bounds[c + 1] <= bounds[c]:
             raise ValueError("bounds must be strictly increasing")
@@ -1895,7 +1919,10 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         else:
             for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
                             num_threads=n_chunks):
+                c0 = thread_cpu_seconds() if cpu_ptr != NULL else 0.0
                 fit_grid_block(&job, tables, ids_ptr, bounds[c], bounds[c + 1], c, n_chunks)
+                if cpu_ptr != NULL:
+                    cpu_ptr[c] = thread_cpu_seconds() - c0 if c0 >= 0 else -1.0
                 rbcd_chunk_done(&interrupt)
                 if omp_thread_num() == 0 and c + omp_num_threads() >= n_chunks:
                     wait_for_chunks(&interrupt, job.caught, n_chunks)  # thread 0's last chunk
@@ -2094,7 +2121,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
     stage = NULL
     with nogil, parallel(num_threads=max(1, n_threads)):
         q = <double *> PyMem_RawMalloc(d * sizeof(double))
-        xt = <double *> PyMem_RawCalloc(d * ROW_BLOCK, sizeof(double))
+        xt = <double *> PyMem_RawCalloc(d * XT_STRIDE, sizeof(double))
         keys = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * max_words * sizeof(uint64_t))
         hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
         # recs[k * max_words ..]: the record key bits of row i0 + k (rbcd_ct_query)
@@ -2116,9 +2143,9 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                     e0 = L.thr_ptr[r]
                     if use_thresholds and L.use_thr[r] and vec:
                         if not xt_ready:
-                            transpose_block(&X[0, 0], d, i0, i1, xt)
+                            transpose_block(&X[0, 0], d, i0, i1, N, xt)
                             xt_ready = True
-                        thr_keys_avx512(xt, ROW_BLOCK, n, d, L.range_lo + r * d, L.range_hi + r * d,
+                        thr_keys_avx512(xt, XT_STRIDE, n, d, L.range_lo + r * d, L.range_hi + r * d,
                                         grid_thresholds(L, r), keys, NULL, inside)
                     elif use_thresholds and L.use_thr[r]:
                         for k in range(n):

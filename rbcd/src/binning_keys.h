@@ -19,8 +19,11 @@
 #define RBCD_MUL2 0x94D049BB133111EBULL
 #if defined(__GNUC__) || defined(__clang__)
 #define RBCD_PREFETCH(p) __builtin_prefetch((const void *)(p), 0, 1)
+/* for a line about to be written (its ownership asked for with the data) */
+#define RBCD_PREFETCH_W(p) __builtin_prefetch((const void *)(p), 1, 1)
 #else
 #define RBCD_PREFETCH(p) ((void)0)
+#define RBCD_PREFETCH_W(p) ((void)0)
 #endif
 
 /* The thresholds of one grid (random_binning._thresholds): entry e is column ej[e],

@@ -27,4 +27,18 @@ static inline void rbcd_atomic_add(double *p, double v) {
 
 static inline int rbcd_openmp_enabled(void) { return RBCD_OPENMP; }
 
+/* CPU seconds the calling thread has run so far (POSIX CLOCK_THREAD_CPUTIME_ID), or -1
+ * where the platform has no per-thread CPU clock. For diagnostics (the fit's work per
+ * thread chunk, _binning.fit_tables): a thread's own work, whatever the other threads
+ * do, also when more threads than cores take turns. */
+#include <time.h>
+static inline double rbcd_thread_cpu_seconds(void) {
+#if defined(CLOCK_THREAD_CPUTIME_ID)
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) == 0)
+        return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#endif
+    return -1.0;
+}
+
 #endif
