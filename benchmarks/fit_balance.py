@@ -18,10 +18,11 @@ each chunk as this machine does it, not times on a T-core machine). The script
   chunk per grid: every grid's own cost (CPU seconds), set against the plan's estimate
   (their correlation, and the heaviest grid against the mean), and what a sweep over the
   rows costs by itself (each chunk sweeps all rows once per group of its grids: reading
-  and transposing X, writing its part of every row's ids);
+  and transposing X, writing its part of every row's ids): the grids' costs alone less
+  their one-chunk fit, over R - 1;
 * for each T of --threads: the plan's split, measured (a fit with those T chunks) and
-  modelled (the sums of the grids' own costs over each chunk), and the best contiguous
-  split of the measured grid costs (what a perfect estimate would give): ``balance`` =
+  modelled (a sweep and the grids' own work, their costs less a sweep), and the best
+  contiguous split of that model (what a perfect estimate would give): ``balance`` =
   mean / max of the chunks' work (1.0: even), ``work`` = the chunks' total against the
   one-chunk fit's, and ``cap`` = T x balance / work, the most speedup that split allows.
 
@@ -165,9 +166,12 @@ def main(argv=None):
     for T in threads:
         plan_bounds = _grid_bounds(est, T)
         _, used, measured, _ = fit(T, plan_bounds)
-        modelled = np.add.reduceat(per_grid, plan_bounds[:-1])
-        best = _contiguous_split(per_grid, T)
-        best_work = np.add.reduceat(per_grid, best[:-1])
+        # a chunk's work modelled as one sweep and its grids' own work (each grid's cost
+        # alone less the sweep it paid)
+        own = np.maximum(per_grid - sweep, 0.0)
+        modelled = sweep + np.add.reduceat(own, plan_bounds[:-1])
+        best = _contiguous_split(own, T)
+        best_work = sweep + np.add.reduceat(own, best[:-1])
         Tn = plan_bounds.shape[0] - 1
         b_meas, b_mod, b_best = _balance(measured), _balance(modelled), _balance(best_work)
         work = float(measured.sum()) / one
