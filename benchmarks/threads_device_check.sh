@@ -12,7 +12,8 @@
 # at most about 200 s:
 #   BUILD_TIMEOUT (80)   the in-place build;
 #   BENCH_BUDGET (100)   the benchmark starts no further thread count after this long;
-#   BENCH_TIMEOUT (115)  hard limit of the benchmark process (timeout -k).
+#   BENCH_TIMEOUT (115)  hard limit of the benchmark process (timeout -k);
+#   BALANCE=1 adds benchmarks/fit_balance.py (BALANCE_TIMEOUT, 60).
 # The first run on the 16-core Intel Xeon (threads 1, 4, 16; commit 0cd054d): build
 # 37 s, the benchmark 51 s, of which the 1-thread stages 28 s, 4 threads 12 s,
 # 16 threads 7 s. Threads 2 and 8 add about 17 s and 8 s: about 80 s for the
@@ -62,4 +63,11 @@ rc=${PIPESTATUS[0]}
 cd ..
 echo "compare_threads rc=$rc; total $(( $(date +%s) - t0 )) s"
 [ -f "$OUT/threads.md" ] && cat "$OUT/threads.md"
+if [ "${BALANCE:-0}" = 1 ]; then
+  # BALANCE=1: the grid mode's split of the fit's work among the threads
+  # (benchmarks/fit_balance.py; about 20 s at N = 4e6 on 16 cores, estimated)
+  echo "== fit_balance (timeout ${BALANCE_TIMEOUT:-60}s)"
+  PYTHONPATH=. timeout -k 5 "${BALANCE_TIMEOUT:-60}" python benchmarks/fit_balance.py \
+    --n "$N" --threads "$THREADS" --json "$OUT/fit_balance.json" 2>&1 | tee "$OUT/fit_balance.log"
+fi
 exit $rc
