@@ -70,7 +70,11 @@ Design
   merge and the rewrite.
   In either mode (``sweep_rows``) the keys of a block are computed first and their
   slots prefetched, then probed in row order (memory-level parallelism); the block's
-  local ids are staged grid by grid and copied to the row-major ids row by row. Fine
+  local ids are staged grid by grid and copied to the row-major ids row by row. The
+  next block's rows of X are prefetched while a block is transposed, and its lines of
+  ids (for writing) while a block's ids are copied: between two blocks come the keys and
+  probes, and the hardware prefetcher loses both streams (a sweep by itself cost twice as
+  much without; benchmarks/fit_balance.py). Fine
   grids, where most rows open a new bin, are sized for all the sweep's rows after
   ``PRESIZE_ROWS`` rows instead of doubling (and rehashing) a large table
   many times.
