@@ -81,7 +81,8 @@ cdef uint64_t _chain(Py_ssize_t steps, uint64_t seed, Py_ssize_t table_words) no
     """``steps`` links of a dependent chain; with ``table_words`` (a power of two) each
     link also reads and increments a word of a private table of that size at the
     chain's value (a hash probe's access, at the latency of the cache that holds the
-    table). Returns the chain's end, 0 if the table could not be allocated."""
+    table). Returns the chain's end, 0 if the table could not be allocated (core_work
+    then raises)."""
     cdef uint64_t h = seed * <uint64_t> 0x9e3779b97f4a7c15 + 1
     cdef uint64_t mask
     cdef uint64_t *tab
@@ -107,9 +108,9 @@ def core_work(Py_ssize_t steps, int n_threads, Py_ssize_t table_words=0):
     machine's compute speedup (no shared data; with ``table_words`` a private table per
     thread, e.g. 32,768 words = 256 KiB to stay in a core's L2). Returns the xor of the
     chains' ends (a checksum that keeps the work from being optimised away)."""
-    cdef int t
+    cdef int t, bad = 0
     cdef Py_ssize_t per
-    cdef uint64_t acc = 0
+    cdef uint64_t acc = 0, end
     if n_threads < 1:
         raise ValueError(f"n_threads must be >= 1, got {n_threads}")
     if steps < 0 or table_words < 0 or (table_words & (table_words - 1)) != 0:
@@ -117,5 +118,10 @@ def core_work(Py_ssize_t steps, int n_threads, Py_ssize_t table_words=0):
     per = steps // n_threads
     with nogil:
         for t in prange(n_threads, schedule="static", num_threads=n_threads):
-            acc ^= _chain(per, <uint64_t> t, table_words)
+            end = _chain(per, <uint64_t> t, table_words)
+            acc ^= end
+            if end == 0 and table_words > 0:
+                bad += 1
+    if bad:
+        raise MemoryError(f"core_work: cannot allocate a table of {table_words} words")
     return acc

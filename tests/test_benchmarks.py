@@ -183,6 +183,8 @@ def test_core_work_probe():
         core_work(10, 1, 3)
     with pytest.raises(ValueError, match="steps"):
         core_work(-1, 1)
+    with pytest.raises(MemoryError, match="table"):
+        core_work(10, 2, 1 << 62)  # (calloc refuses: the byte count overflows)
 
 
 def test_empty_arrays_on_either_page_size():
