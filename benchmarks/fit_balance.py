@@ -33,6 +33,7 @@ The fits are the library's own: ``_binning.fit_tables`` is wrapped for the run t
 in the bounds and read the chunk clocks (the library's module attribute, restored after).
 """
 import json
+import os
 import sys
 
 import numpy as np
@@ -124,8 +125,6 @@ def main(argv=None):
     threads = sorted({int(t) for t in args.threads.split(",") if t})
     print_header("The grid-mode fit's split of work among threads (issue 33)", args)
 
-    import os
-
     os.environ.setdefault("OMP_THREAD_LIMIT", str(usable_cpus()))  # before OpenMP starts
     import rbcd
     from rbcd.binning._plan import _Paths, _grid_bounds
@@ -165,7 +164,7 @@ def main(argv=None):
                         "threads": {}}
     for T in threads:
         plan_bounds = _grid_bounds(est, T)
-        _, used, measured, _ = fit(T, plan_bounds)
+        measured = fit(T, plan_bounds)[2]
         # a chunk's work modelled as one sweep and its grids' own work (each grid's cost
         # alone less the sweep it paid)
         own = np.maximum(per_grid - sweep, 0.0)

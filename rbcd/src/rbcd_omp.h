@@ -3,6 +3,8 @@
 #ifndef RBCD_OMP_H
 #define RBCD_OMP_H
 
+#include <time.h>
+
 #if RBCD_OPENMP
 #include <omp.h>
 static inline int rbcd_omp_max_threads(void) { return omp_get_max_threads(); }
@@ -31,7 +33,6 @@ static inline int rbcd_openmp_enabled(void) { return RBCD_OPENMP; }
  * where the platform has no per-thread CPU clock. For diagnostics (the fit's work per
  * thread chunk, _binning.fit_tables): a thread's own work, whatever the other threads
  * do, also when more threads than cores take turns. */
-#include <time.h>
 static inline double rbcd_thread_cpu_seconds(void) {
 #if defined(CLOCK_THREAD_CPUTIME_ID)
     struct timespec ts;
