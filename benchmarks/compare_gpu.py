@@ -58,6 +58,9 @@ def parse():
     p.add_argument("--check-max", type=float, default=0.0,
                    help="largest N whose Z is checked against the CPU's binning alone (no "
                         "CPU solve) where the CPU baseline does not run (default 0: none)")
+    p.add_argument("--check-whole-max", type=float, default=6.4e9,
+                   help="largest N * R whose CPU Z (--check-max) is built whole; above, the "
+                        "CPU transforms the training rows a block at a time")
     p.add_argument("--gpu-max-work", type=float, default=float("inf"),
                    help="largest N * R run on the GPU (larger ones are skipped)")
     p.add_argument("--rff-max", type=float, default=1e6, help="largest N of the RFF baseline")
@@ -217,23 +220,49 @@ def rb_cpu(X, y, Xt, R, tol):
                 D=int(Z.shape[1])), (rb, Z, ridge, pred)
 
 
-def z_check(xp, Xd, est, layout, R, block=1 << 20):
+def z_check(xp, Xd, est, layout, R, block=1 << 20, whole_max=6.4e9):
     """Whether the CPU's Z of X (RandomBinning with the same parameters, all cores) equals
     the GPU's, bit for bit: indices against the GPU labels + grid offsets a block of rows
-    at a time, indptr, and every value."""
+    at a time, indptr, and every value.
+
+    Up to ``whole_max`` stored entries (N x R) the CPU's Z is its fit_transform. Above,
+    where that Z would not fit the host (5 x 10^7 rows x 256 grids: 154 GB), the CPU fits
+    its tables alone and transforms the training rows a block at a time: the transform
+    of the training rows is the fit's Z bit for bit (docs/design.md), so each block is
+    the fit's Z of those rows, and the check holds one block of it at a time."""
     X = _ops.to_host(Xd)
+    n = X.shape[0]
+    offsets = np.asarray(est.grid_ptr_[:-1], dtype=np.int64)
+    value = np.asarray(est._value())
+    rb = RandomBinning(n_grids=R, random_state=0, n_jobs=-1)
+
+    def same_block(Zb, a, b):
+        return (Zb.shape == (b - a, est.n_features_out_) and Zb.nnz == (b - a) * R
+                and np.array_equal(Zb.indptr, np.arange(0, (b - a) * R + 1, R))
+                and bool(np.all(Zb.data == value.astype(Zb.data.dtype)))
+                and np.array_equal(
+                    Zb.indices.reshape(b - a, R),
+                    _ops.to_host(layout.labels[:, a:b]).T.astype(np.int64) + offsets[None, :]))
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        Z = RandomBinning(n_grids=R, random_state=0, n_jobs=-1).fit_transform(X)
-    n = X.shape[0]
+        if n * R > whole_max:
+            rb.fit(X)
+            if not np.array_equal(rb.grid_ptr_, est.grid_ptr_):
+                return False
+            for a in range(0, n, block):
+                b = min(n, a + block)
+                if not same_block(rb.transform(X[a:b]), a, b):
+                    return False
+            return True
+        Z = rb.fit_transform(X)
     del X
     if Z.shape != (n, est.n_features_out_) or Z.nnz != n * R:
         return False
     if not np.array_equal(Z.indptr, np.arange(0, n * R + 1, R, dtype=Z.indptr.dtype)):
         return False
-    if not bool(np.all(Z.data == np.asarray(est._value(), dtype=Z.data.dtype))):
+    if not bool(np.all(Z.data == value.astype(Z.data.dtype))):
         return False
-    offsets = np.asarray(est.grid_ptr_[:-1], dtype=np.int64)
     for a in range(0, n, block):
         b = min(n, a + block)
         gpu = _ops.to_host(layout.labels[:, a:b]).T.astype(np.int64) + offsets[None, :]
@@ -509,7 +538,8 @@ def measure(args, xp, rec, n, R, Xt, yt, Xt_dev):
               f"{rec['pred_diff_same_w']:.1e}", flush=True)
         del Z, rb, ridge
     elif n <= args.check_max:
-        rec["z_equal"] = z_check(xp, Xd, est, layout, R)
+        rec["z_equal"] = z_check(xp, Xd, est, layout, R,
+                                 whole_max=args.check_whole_max)
         print(f"  Z checked against the CPU's binning alone: equal {rec['z_equal']}", flush=True)
     if n <= args.rff_max:
         rec["rff"] = rff_search(args, xp, Xd, yd, Xt_dev, yt, float(est.sigma_),

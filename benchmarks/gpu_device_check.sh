@@ -8,6 +8,9 @@
 # baseline up to 1e7 rows. Every step has a timeout; the whole run ends within TOTAL
 # seconds (default 235: then the benchmark's budget ends before N = 1e7, R = 256; the H100
 # run of 2026-11-26 with TOTAL=235 took 215 s, the benchmark 95 s of it).
+# The 5e7 x R 256 cell needs an H200 (about 112 GB on the GPU): on one, BENCH_SIZES=5e7
+# BENCH_MAX_WORK=1.3e10 runs it; its Z check then transforms the training rows on the CPU a
+# block at a time (compare_gpu.py --check-whole-max: the whole CPU Z would be 154 GB).
 # Writes to $OUT (default /tmp/rbcd_gpu_out): device_log.txt (everything printed),
 # gpu_results.json and gpu.md (the benchmark's results), ncu.csv (the kernels' durations of
 # one fit + CG at N 1e6, where Nsight Compute is installed).

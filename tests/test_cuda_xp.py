@@ -719,6 +719,40 @@ def test_compare_gpu_dry_run(tmp_path):
     res = json.load(open(tmp_path / "gpu_results.json"))["results"]
     assert res[0]["z_equal"] is True and "cpu" not in res[0]
     assert "Z checked against the CPU's binning alone: equal True" in out.stdout
+    # the same check a block of rows at a time (the CPU's tables, then its transform)
+    out = subprocess.run(
+        [sys.executable, os.path.join(root, "benchmarks", "compare_gpu.py"), "--xp", "numpy",
+         "--sizes", "2500", "--grids", "3", "--n-test", "300", "--rff-max", "0",
+         "--cpu-max", "1000", "--check-max", "1e4", "--check-whole-max", "100",
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "2"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "Z checked against the CPU's binning alone: equal True" in out.stdout
+
+
+def test_z_check_blocks_find_a_difference(monkeypatch):
+    """compare_gpu's z_check, whole or by blocks of rows, says False when one label of the
+    GPU's layout differs from the CPU's Z (and True before)."""
+    import importlib.util
+    import os
+    from types import SimpleNamespace
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.syspath_prepend(os.path.join(root, "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        "compare_gpu", os.path.join(root, "benchmarks", "compare_gpu.py"))
+    cg = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cg)
+    X = np.random.default_rng(4).uniform(size=(700, 5))
+    R = 6
+    est = RandomBinning(n_grids=R, random_state=0).fit(X)
+    Z = est.transform(X)
+    labels = (Z.indices.reshape(700, R) - est.grid_ptr_[:-1][None, :]).T.astype(np.int32)
+    layout = SimpleNamespace(labels=np.ascontiguousarray(labels))
+    for whole_max, block in [(1e12, 256), (10, 256), (10, 100)]:
+        assert cg.z_check(np, X, est, layout, R, block=block, whole_max=whole_max)
+        layout.labels[2, 650] ^= 1
+        assert not cg.z_check(np, X, est, layout, R, block=block, whole_max=whole_max)
+        layout.labels[2, 650] ^= 1
 
 
 def test_gpu_binning_stages_dry_run():
