@@ -435,9 +435,11 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         return (CDClassifier if self._classifier else CDRegressor)(alpha=float(alpha))
 
     def _preconditioner(self, Z):
-        # RBClassifier's preconditioner="auto" with the grid structure: projected Jacobi when
-        # there are fewer bins than rows, plain CG otherwise (rbcd.models)
-        return "jacobi" if Z.shape[1] < Z.shape[0] else None
+        # RBClassifier's preconditioner="auto" with the grid structure (rbcd.models): projected
+        # Jacobi up to AUTO_JACOBI_BINS_PER_ROW bins per row, plain CG above
+        from .models import _preconditioner
+
+        return _preconditioner("auto", None, Z.shape, True)
 
     def _solve_alphas(self, Z, y, sample_weight, columns, alphas, tol, seed):
         """Yield (alpha index, fitted solver, seconds, iterations) for every alpha;

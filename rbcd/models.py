@@ -88,24 +88,30 @@ def _random_binning_class():
 
 
 
-# Measured on random-binning matrices (README, "Benchmarks"; rbcd/ridge.py). With the grid
-# structure (exact mode), Jacobi is projected off the grids' null directions: on the demo's
-# checkerboard (N = 10^5, D = 3 10^4) it needs 22/50/108/230/354 iterations against plain
-# CG's 55/132/218/379/535 to tol 1e-2/1e-3/1e-4/1e-6/1e-8, and it was never behind plain CG
-# with D < N (digits, uniform and Gaussian data). With D > N (more bins than rows) Z has many
-# more null directions and plain CG wins (breast cancer: 271 vs 187 to 1e-4). Without the
-# structure (hashed mode) plain Jacobi speeds up the early residual reduction (1.4-2.5x fewer
-# iterations to 1e-2 .. 1e-4) and slows the tail (1.1-1.6x more to 1e-6).
+# Measured on random-binning matrices (README, "Benchmarks"). With the grid structure (exact
+# mode), Jacobi is projected off the grids' null directions: on the demo's checkerboard
+# (N = 10^5, D = 3 10^4) it needs 22/50/108/230/354 iterations against plain CG's
+# 55/132/218/379/535 to tol 1e-2/1e-3/1e-4/1e-6/1e-8, and it was never behind plain CG with
+# D < N (digits, uniform and Gaussian data). With more bins than rows it still wins up to
+# AUTO_JACOBI_BINS_PER_ROW bins per row (benchmarks/compare_preconditioner.py, the models'
+# defaults with solver="cg": regression 1.2-4.3x fewer iterations at D / N = 1.8-15.9, e.g.
+# 50,000 rows, D / N = 1.8: 46 against 196; classification, with its larger penalties, the
+# same count within 13% either way up to D / N = 7.4, and 52 against 93 on a 50,000-row set)
+# and loses far beyond it (scaled digits, D / N = 58: 65 against 33; 2 classes at
+# D / N = 15: 66 against 49). Without the structure (hashed mode) plain Jacobi speeds up the
+# early residual reduction (1.4-2.5x fewer iterations to 1e-2 .. 1e-4) and slows the tail
+# (1.1-1.6x more to 1e-6).
+AUTO_JACOBI_BINS_PER_ROW = 8
 AUTO_JACOBI_TOL = 1e-4
 
 
 def _preconditioner(preconditioner, tol, shape=None, structured=False):
     """Resolve ``preconditioner="auto"`` for a Z of ``shape`` (None: not known yet):
-    with the grid structure, "jacobi" when D < N else plain CG (None); without it,
-    "jacobi" for tol >= 1e-4, else None."""
+    with the grid structure, "jacobi" when D <= AUTO_JACOBI_BINS_PER_ROW x N else plain CG
+    (None); without it, "jacobi" for tol >= 1e-4, else None."""
     if isinstance(preconditioner, str) and preconditioner == "auto":
         if structured and shape is not None:
-            return "jacobi" if shape[1] < shape[0] else None
+            return ("jacobi" if shape[1] <= AUTO_JACOBI_BINS_PER_ROW * shape[0] else None)
         return "jacobi" if tol >= AUTO_JACOBI_TOL else None
     return preconditioner
 
@@ -459,11 +465,12 @@ _PARAMS_DOC = """
     parallel : None, "auto", "hogwild" or "grid" (cd only)
     preconditioner : "auto", "jacobi" or None (cg only), default "auto"
         "auto": in exact mode (n_features=None), Jacobi (projected off the grids' null
-        directions, see RidgeCG) when there are fewer bins than rows, D < N, and plain CG
-        otherwise; in hashed mode Jacobi for tol >= 1e-4 and plain CG below. Measured on
+        directions, see RidgeCG) up to 8 bins per training row, D <= 8 N, and plain CG
+        above; in hashed mode Jacobi for tol >= 1e-4 and plain CG below. Measured on
         random binning features: with D < N projected Jacobi needs 1.5-2.6x fewer
-        iterations than plain CG at every tolerance from 1e-2 to 1e-8; with D > N plain
-        CG needs fewer.
+        iterations than plain CG at every tolerance from 1e-2 to 1e-8, and up to
+        D = 8 N as many or fewer (regression: 1.2-4.3x fewer); far beyond, plain CG
+        needs fewer (benchmarks/compare_preconditioner.py).
     warm_start : bool (cd only)
     dtype : numpy.float64 or numpy.float32, the dtype of the features
     n_jobs : int or None, threads for binning and solver. None: the cores not busy with other

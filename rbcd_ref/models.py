@@ -41,17 +41,19 @@ RIDGE_SOLVERS = ("auto", "cg", "direct")    # RidgeCG's ``solver``
 
 
 
-# The rule of rbcd.models (measured there): with the grid structure, Jacobi when D < N;
-# without it, Jacobi for loose tolerances only.
+# The rule of rbcd.models (measured there): with the grid structure, Jacobi up to 8 bins
+# per training row (D <= 8 N); without it, Jacobi for loose tolerances only.
+AUTO_JACOBI_BINS_PER_ROW = 8
 AUTO_JACOBI_TOL = 1e-4
 
 
 def _preconditioner(preconditioner, tol, shape=None, structured=False):
     """Resolve ``preconditioner="auto"``: with the grid structure (exact mode) and Z's shape
-    known, "jacobi" when D < N else None; otherwise "jacobi" for tol >= 1e-4, else None."""
+    known, "jacobi" when D <= 8 N else None; otherwise "jacobi" for tol >= 1e-4, else
+    None."""
     if isinstance(preconditioner, str) and preconditioner == "auto":
         if structured and shape is not None:
-            return "jacobi" if shape[1] < shape[0] else None
+            return "jacobi" if shape[1] <= AUTO_JACOBI_BINS_PER_ROW * shape[0] else None
         return "jacobi" if tol >= AUTO_JACOBI_TOL else None
     return preconditioner
 

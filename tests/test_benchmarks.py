@@ -70,6 +70,7 @@ TINY = ["--n", "1500", "--d", "4", "--grids", "8", "--repeat", "1"]
     ("compare_binning.py", ["--ref-n", "200"]),
     ("compare_cd.py", ["--epochs", "2"]),
     ("compare_ridge.py", []),
+    ("compare_preconditioner.py", ["--quick", "--sizes", "1500", "--sigmas", "0.5"]),
     ("compare_sizes.py", ["--sizes", "300", "--no-bundled", "--svc-max", "300",
                           "--components", "50"]),
     # a 2-worker LocalCluster of processes: the optional dask extra

@@ -460,8 +460,9 @@ def test_sklearn_compatible(estimator, check):
 @pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
 @pytest.mark.parametrize("tol", [1e-3, 1e-4, None, 1e-6])
 def test_auto_preconditioner_follows_bins_per_row_and_tolerance(module, tol):
-    # "auto" in exact mode: (projected) Jacobi when D < N, plain CG when D > N, at any tol;
-    # in hashed mode (no grid structure): Jacobi for loose tolerances only
+    # "auto" in exact mode: (projected) Jacobi up to AUTO_JACOBI_BINS_PER_ROW bins per row,
+    # plain CG above, at any tol; in hashed mode (no grid structure): Jacobi for loose
+    # tolerances only
     import importlib
 
     Reg = importlib.import_module(module).RBRegressor
@@ -470,9 +471,15 @@ def test_auto_preconditioner_follows_bins_per_row_and_tolerance(module, tol):
     coarse = Reg(n_grids=4, sigma=3.0, solver="cg", tol=tol, random_state=0).fit(X, y)
     assert coarse.binning_.n_features_out_ < 400
     assert coarse.solver_.preconditioner == "jacobi"
-    fine = Reg(n_grids=4, sigma=0.01, solver="cg", tol=tol, random_state=0).fit(X, y)
-    assert fine.binning_.n_features_out_ > 400
+    fine = Reg(n_grids=16, sigma=0.01, solver="cg", tol=tol, random_state=0).fit(X, y)
+    per_row = importlib.import_module(module + ".models").AUTO_JACOBI_BINS_PER_ROW
+    assert fine.binning_.n_features_out_ > per_row * 400
     assert fine.solver_.preconditioner is None
+    # more bins than rows, within the bound: Jacobi (sigma 0.1: 4 grids of a few hundred
+    # bins each for 400 rows)
+    mid = Reg(n_grids=4, sigma=0.1, solver="cg", tol=tol, random_state=0).fit(X, y)
+    assert 400 < mid.binning_.n_features_out_ <= per_row * 400
+    assert mid.solver_.preconditioner == "jacobi"
     hashed = Reg(n_grids=4, sigma=3.0, n_features=64, solver="cg", tol=tol,
                  random_state=0).fit(X, y)
     effective_tol = 1e-3 if tol is None else tol  # the cg default

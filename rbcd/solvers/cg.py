@@ -51,10 +51,12 @@ dense Z, no structure) plain Jacobi is used. Cost per iteration: the grid sums o
 active columns of P, a gather and a subtraction.
 
 Which preconditioner needs fewer iterations depends on the data: the projected Jacobi
-helps most on random binning training data with D < N; without the structure Jacobi
-helps at loose tolerances and can cost iterations at tight ones; when D > N (rank Z <= N,
-many more null directions) neither form of Jacobi helps. benchmarks/compare_ridge.py
-prints the iteration counts per tolerance. ``preconditioner="auto"`` of RBRegressor /
+helps most on random binning training data with D < N, and still helps or ties up to a
+few bins per row (small penalties gain most: the regressions of
+benchmarks/compare_preconditioner.py); without the structure Jacobi helps at loose
+tolerances and can cost iterations at tight ones; when D >> N (rank Z <= N, many more
+null directions) plain CG can need fewer. benchmarks/compare_ridge.py prints the
+iteration counts per tolerance. ``preconditioner="auto"`` of RBRegressor /
 RBClassifier is resolved in rbcd.models.
 """
 import numbers
@@ -925,8 +927,9 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         projected off the grid indicator null directions, and then needed fewer
         iterations than plain CG at every tolerance when D < N (demo: 22 vs 55 at
         tol 1e-2, 354 vs 535 at 1e-8); without the structure it helps to loose
-        tolerances (tol >= 1e-4) and costs iterations to tight ones. When D > N it
-        does not help either way (module docstring).
+        tolerances (tol >= 1e-4) and costs iterations to tight ones. With more bins
+        than rows it helps or ties up to a few bins per row and can lose far beyond
+        (module docstring).
     n_jobs : threads for the sparse products (None: OpenMP default, -1: all cores)
     verbose : int, default 0. Printed to stdout (scikit-learn's levels): 1, one summary
         line per fit (iterations, the final relative residual, converged or not, threads,
