@@ -7,7 +7,7 @@ machine and against a GPU random-Fourier-features + ridge baseline (issue 32).
 
 Problem: X uniform in [0, 1]^d (d = 16), y = sin(2 pi x0) + 4 (x1 - 0.5)(x2 - 0.5)
 + |x2 - 0.5| + 0.1 noise; sigma="scale"; ridge with alpha = 1e-4 per row; CG to --tol
-(1e-3); the preconditioner of RBRegressor's "auto" (projected Jacobi when D < N). Accuracy:
+(1e-3); the preconditioner of RBRegressor's "auto" (projected Jacobi up to 8 bins per row). Accuracy:
 R^2 on --n-test fresh rows. Stages, each timed after a device synchronisation: binning
 (fit: keys, sort, numbering, layout), CG, predict (transform of the test rows + Z w).
 
@@ -40,6 +40,7 @@ sys.path.insert(0, os.path.dirname(HERE))  # the checkout's rbcd first
 import _common as C  # noqa: E402
 import rbcd  # noqa: E402
 from rbcd import RandomBinning, RidgeCG  # noqa: E402
+from rbcd.models import _preconditioner  # noqa: E402
 from rbcd.cuda import _ops, binning as cb, cg as ccg  # noqa: E402
 
 ALPHA_PER_ROW = 1e-4
@@ -150,7 +151,7 @@ def rb_gpu(xp, X, y, Xt, R, tol):
     sync(xp)
     t1 = time.perf_counter()
     D = layout.n_columns
-    pre = "jacobi" if D < n else None
+    pre = _preconditioner("auto", tol, (n, D), True)
     Y = y.reshape(n, 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -208,7 +209,7 @@ def rb_cpu(X, y, Xt, R, tol):
         rb = RandomBinning(n_grids=R, random_state=0, n_jobs=-1)
         Z, cols = rb.fit_transform(X, return_columns=True)
     t1 = time.perf_counter()
-    pre = "jacobi" if Z.shape[1] < n else None
+    pre = _preconditioner("auto", tol, Z.shape, True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ridge = RidgeCG(alpha=ALPHA_PER_ROW * n, tol=tol, preconditioner=pre, n_jobs=-1)
