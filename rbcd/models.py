@@ -94,11 +94,11 @@ def _random_binning_class():
 # 55/132/218/379/535 to tol 1e-2/1e-3/1e-4/1e-6/1e-8, and it was never behind plain CG with
 # D < N (digits, uniform and Gaussian data). With more bins than rows it still wins up to
 # AUTO_JACOBI_BINS_PER_ROW bins per row (benchmarks/compare_preconditioner.py, the models'
-# defaults with solver="cg": regression 1.2-4.3x fewer iterations at D / N = 1.8-15.9, e.g.
-# 50,000 rows, D / N = 1.8: 46 against 196; classification, with its larger penalties, the
-# same count within 13% either way up to D / N = 7.4, and 52 against 93 on a 50,000-row set)
-# and loses far beyond it (scaled digits, D / N = 58: 65 against 33; 2 classes at
-# D / N = 15: 66 against 49). Without the structure (hashed mode) plain Jacobi speeds up the
+# defaults with solver="cg", docs/benchmarks/preconditioner.md: regression 1.2-4.3x fewer
+# iterations at D / N = 1.6-15.2, e.g. 60,000 rows, D / N = 1.6: 93 against 402;
+# classification, with its 100-1,000x larger penalties, within 10% either way up to
+# D / N = 7.4) and loses far beyond it (scaled digits, D / N = 58: 65 against 33; 2 classes
+# at D / N = 15: 66 against 49). Without the structure (hashed mode) plain Jacobi speeds up the
 # early residual reduction (1.4-2.5x fewer iterations to 1e-2 .. 1e-4) and slows the tail
 # (1.1-1.6x more to 1e-6).
 AUTO_JACOBI_BINS_PER_ROW = 8
@@ -111,7 +111,7 @@ def _preconditioner(preconditioner, tol, shape=None, structured=False):
     (None); without it, "jacobi" for tol >= 1e-4, else None."""
     if isinstance(preconditioner, str) and preconditioner == "auto":
         if structured and shape is not None:
-            return ("jacobi" if shape[1] <= AUTO_JACOBI_BINS_PER_ROW * shape[0] else None)
+            return "jacobi" if shape[1] <= AUTO_JACOBI_BINS_PER_ROW * shape[0] else None
         return "jacobi" if tol >= AUTO_JACOBI_TOL else None
     return preconditioner
 
