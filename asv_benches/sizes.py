@@ -64,3 +64,29 @@ class ThreadsRatio:
         return min(times[None]) / min(times[1])
 
     track_threads_ratio.unit = "ratio"
+
+
+class DefaultsCGIterations:
+    """CG iterations of a default fit (``solver="cg"``) at 10,000 rows, where Z has 1-8
+    bins per row: the projected Jacobi of ``preconditioner="auto"`` there
+    (this problem, D / N = 2.0: regression 54 iterations against 69 with plain CG,
+    classification 22 either way; docs/benchmarks/preconditioner.md). Deterministic: a
+    count, not a time."""
+
+    version = DATA_VERSION + "-cgit1"
+    params = (["clf", "reg"],)
+    param_names = ["task"]
+    timeout = 300
+
+    def setup(self, task):
+        quiet_convergence()
+        n = 10_000 if not SMOKE else 1_000
+        self.X, self.y, _ = memo(("sizes", n, task), lambda: _problem(n, task))
+        name = "RBClassifier" if task == "clf" else "RBRegressor"
+        self.cls = require("rbcd", name)
+
+    def track_cg_iterations(self, task):
+        m = self.cls(random_state=0, solver="cg", n_jobs=1).fit(self.X, self.y)
+        return int(np.max(m.solver_.n_iter_))
+
+    track_cg_iterations.unit = "iterations"
