@@ -128,12 +128,13 @@ def test_exact_mode_matches_ref(path, problem):
 @PATHS
 @settings(max_examples=20)
 @given(problem=problems(), ranges=st.integers(1, 6), n_jobs=st.integers(1, 3),
-       merge_all=st.booleans())
-def test_row_range_fit_matches_ref(path, problem, ranges, n_jobs, merge_all):
+       merge=st.sampled_from(["direct", "hash", "all"]))
+def test_row_range_fit_matches_ref(path, problem, ranges, n_jobs, merge):
     """The fit's row-range mode (each thread a range of rows for every grid, the ranges'
     tables merged; _binning.fit_ranges): the same tables, Z and transforms as rbcd_ref
-    for any number of ranges and threads, with every grid merged by one thread or every
-    grid merged by all threads over hash partitions (merge_pairs=0)."""
+    for any number of ranges and threads, with every grid merged by one thread (by key
+    where its keys allow, or by hash partitions) or every grid merged by all threads
+    over hash partitions (merge_pairs=0)."""
     X, X2, R, sigma, seed = problem
     ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
     try:
@@ -143,7 +144,8 @@ def test_row_range_fit_matches_ref(path, problem, ranges, n_jobs, merge_all):
     Tr = ref.transform(X2)
     p = bin_paths(path, threads=True)
     p = _Paths(simd=p.simd, thresholds=p.thresholds, direct=p.direct, small_work=0,
-               ranges=ranges, merge_pairs=0 if merge_all else 1 << 16)
+               ranges=ranges, merge_pairs=0 if merge == "all" else 1 << 16,
+               merge_direct=merge == "direct")
     rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=n_jobs)
     Z = rb.fit_transform(X, _paths=p)
     assert_same_fit(rb, ref)

@@ -114,7 +114,7 @@ Design
 """
 from cython.parallel cimport prange, parallel
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
-from libc.stdlib cimport free, malloc, qsort, realloc
+from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from cython.view cimport array as cvarray
 cimport numpy as cnp
 from cpython.pycapsule cimport PyCapsule_New, PyCapsule_GetPointer, PyCapsule_Destructor
@@ -237,6 +237,9 @@ cdef extern from "binning_merge.h" nogil:
     void merge_follow "rbcd_merge_follow"(Merge *m, int64_t q0, int64_t q1) noexcept
     void merge_output "rbcd_merge_output"(const Merge *m, int64_t q0, int64_t q1,
                                           uint64_t *out_keys, uint32_t *out_counts) noexcept
+    int64_t merge_direct_range "rbcd_merge_direct"(
+        const uint64_t *keys, const uint32_t *counts, int64_t n_pairs, uint32_t *id_of,
+        uint32_t *gid, uint64_t *out_keys, uint32_t *out_counts, int64_t n) noexcept
 
 
 cdef extern from "binning_interrupt.h" nogil:
@@ -292,6 +295,7 @@ cdef enum:
     PART_PER_THREAD = 4    # partitions per thread of a parallel merge at least (dynamic schedule)
     PART_PAIRS = 1 << 14   # pairs per partition at most, where PART_BITS allows (its slots: 512 KiB)
     PART_BITS = 12         # partitions of a parallel merge: at most 2**PART_BITS
+    MERGE_DIRECT_BITS = 22 # a merge by one thread goes by key up to these key bits (16 MiB of ids)
 
 cdef uint64_t LOW32 = 0xFFFFFFFF
 
@@ -1237,6 +1241,8 @@ ctypedef struct MergeWork:
     int64_t part_cap
     MergeSlot *slots
     uint64_t slots_cap
+    uint32_t *id_of     # (id_of_cap,) a direct merge's global id + 1 per key, all 0
+    int64_t id_of_cap   # between merges
 
 
 cdef void work_free(MergeWork *w) noexcept nogil:
@@ -1247,6 +1253,7 @@ cdef void work_free(MergeWork *w) noexcept nogil:
     free(w.first)
     free(w.part_off)
     free(w.slots)
+    free(w.id_of)
     memset(w, 0, sizeof(MergeWork))
 
 
@@ -1376,6 +1383,54 @@ cdef int merge_serial(GridMerge *g, MergeWork *w, Table *rt, Py_ssize_t stride, 
     return 0
 
 
+cdef int merge_direct(GridMerge *g, MergeWork *w, Table *rt, Py_ssize_t stride, Py_ssize_t T,
+                      int bits, Table *out) noexcept nogil:
+    """A whole merge on this thread by key (rbcd_merge_direct), for a grid of single-word
+    keys below 2**bits: the same ids, keys and counts as merge_serial. The ranges'
+    exported keys and counts are freed as they are merged. 0, or -1."""
+    cdef Py_ssize_t t
+    cdef int64_t M, k, size = (<int64_t> 1) << bits
+    cdef Table *r
+    memset(g, 0, sizeof(GridMerge))
+    g.base = <int64_t *> malloc((T + 1) * sizeof(int64_t))
+    if g.base == NULL:
+        return -1
+    g.base[0] = 0
+    for t in range(T):
+        g.base[t + 1] = g.base[t] + rt[t * stride].n_bins
+    M = g.base[T]
+    g.M = M
+    g.m.W = 1
+    g.m.T = T
+    g.m.base = g.base
+    g.m.gid = <uint32_t *> big_malloc(M * sizeof(uint32_t) + 1)
+    if g.m.gid == NULL or work_room(w, M, 1, 0) != 0:
+        return -1
+    if size > w.id_of_cap:
+        free(w.id_of)
+        w.id_of_cap = 0
+        w.id_of = <uint32_t *> calloc(size, sizeof(uint32_t))  # fresh zero pages
+        if w.id_of == NULL:
+            return -1
+        w.id_of_cap = size
+    g.n_bins = 0
+    for t in range(T):
+        r = &rt[t * stride]
+        g.n_bins = merge_direct_range(r.keys, r.counts, r.n_bins, w.id_of,
+                                      g.m.gid + g.base[t], w.keys, w.counts, g.n_bins)
+        free(r.keys)
+        free(r.counts)
+        r.keys = NULL
+        r.counts = NULL
+    for k in range(g.n_bins):
+        w.id_of[w.keys[k]] = 0
+    if merge_result(g, out) != 0:
+        return -1
+    memcpy(out.keys, w.keys, g.n_bins * sizeof(uint64_t))
+    memcpy(out.counts, w.counts, g.n_bins * sizeof(uint32_t))
+    return 0
+
+
 cdef int merge_parallel(GridMerge *g, MergeWork *works, Table *rt, Py_ssize_t stride,
                         Py_ssize_t T, Table *out, int n_threads) noexcept nogil:
     """A whole merge by every thread (works: n_threads + 1 buffers, the last for the
@@ -1444,7 +1499,7 @@ cdef void remap_rows(idx_t *ids, Py_ssize_t R, Py_ssize_t ga, Py_ssize_t gb,
 
 
 cdef int fit_ranges(FitJob *job, Table *tables, idx_t *ids, Py_ssize_t T, int n_threads,
-                    int64_t merge_pairs) except -1:
+                    int64_t merge_pairs, int direct_merge_bits) except -1:
     """The row-range mode of fit_tables: rows cut into T ranges (range t: rows
     t * N // T .. (t + 1) * N // T - 1), n_threads threads. Per group of grids
     (group_end): every range swept for every grid of the group in a table of its own
@@ -1454,7 +1509,9 @@ cdef int fit_ranges(FitJob *job, Table *tables, idx_t *ids, Py_ssize_t T, int n_
     several grids at once; by all threads over hash partitions for the others; 0: all of
     them), the ids of ranges 1 .. T - 1 rewritten to the global ids, and the grids'
     tables finished. The merges are not interrupted (thread 0 looks at the signals in
-    the sweeps). The same tables and ids as the grid mode, bit for bit
+    the sweeps). A grid of single-word keys of at most ``direct_merge_bits`` bits (-1:
+    none) that one thread merges is merged by key (merge_direct), the others by hash
+    partitions. The same tables and ids as the grid mode, bit for bit
     (first appearance over all rows). Returns 0; a failed table is marked in
     ``tables``; after an interrupt it returns early (the caller raises)."""
     cdef const Layout *L = job.L
@@ -1528,8 +1585,12 @@ cdef int fit_ranges(FitJob *job, Table *tables, idx_t *ids, Py_ssize_t T, int n_
                     big = merge_pairs
                 for k in prange(ng, schedule="dynamic", num_threads=n_threads):
                     if tables[ga + k].failed == 0 and pairs_of(rt, ng, T, k) < big:
-                        if merge_serial(&gm[k], &works[omp_thread_num()], &rt[k], ng, T,
-                                        &tables[ga + k]) != 0:
+                        if L.n_words[ga + k] == 1 and L.top_bits[ga + k] <= direct_merge_bits:
+                            if merge_direct(&gm[k], &works[omp_thread_num()], &rt[k], ng, T,
+                                            L.top_bits[ga + k], &tables[ga + k]) != 0:
+                                tables[ga + k].failed = 1
+                        elif merge_serial(&gm[k], &works[omp_thread_num()], &rt[k], ng, T,
+                                          &tables[ga + k]) != 0:
                             tables[ga + k].failed = 1
                 for k in range(ng):
                     if tables[ga + k].failed == 0 and pairs_of(rt, ng, T, k) >= big:
@@ -1921,7 +1982,8 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
         raise MemoryError("cannot allocate the bin tables")
     try:
         if n_ranges > 0:
-            fit_ranges(&job, tables, ids_ptr, n_ranges, n_threads, merge_pairs)
+            fit_ranges(&job, tables, ids_ptr, n_ranges, n_threads, merge_pairs,
+                       MERGE_DIRECT_BITS if paths.merge_direct else -1)
         else:
             for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
                             num_threads=n_chunks):

@@ -35,7 +35,8 @@ class _Paths:
     ranges (:func:`_fit_ranges`): None lets the plan choose, 0 is the grid mode (each
     thread fits a run of grids over all rows), k >= 1 the row-range mode with k ranges;
     ``merge_pairs``: the row-range mode merges a grid with at least this many range bins
-    by all threads (0: every grid). ``constants``: leave the
+    by all threads (0: every grid); ``merge_direct``: a grid that one thread merges goes
+    by key where its keys are small enough (else by hash partitions). ``constants``: leave the
     features constant over the training rows out of the tables ("always", where the
     draw can be repeated), never, or "auto": for sparse X, or where the dense copy of
     the varying features costs less than the grid arrays of the constant ones
@@ -48,6 +49,7 @@ class _Paths:
     small_work: int = SMALL_WORK
     ranges: int = None
     merge_pairs: int = 1 << 16
+    merge_direct: bool = True
     constants: str = "auto"
 
 

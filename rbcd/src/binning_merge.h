@@ -26,6 +26,12 @@
  * Range 0's pairs are all new and keep their ids (gid = l), so its rows' ids need no
  * rewrite. P = 1 (pbits = 0) needs no sort: partition 0 visits the pairs in order.
  *
+ * Grids of single-word keys below 2**bits for a small enough `bits` take a fifth way,
+ * rbcd_merge_direct, on one thread: no hashes, partitions or slots to clear, one array
+ * indexed by the key itself (its global id + 1, 0 for a key not yet met), the pairs
+ * visited range after range in local id order as in step 2. The same ids, keys and
+ * counts as steps 1-4.
+ *
  * Pairs and bins are below 2**32 (a range's bins are at most its rows; fit takes fewer
  * than 2**32 - 1 rows). Memory per pair: its key (8 W bytes), hash (8), count, partition
  * order, first pair and global id (4 each), plus a partition's slots (16 bytes per pair
@@ -211,6 +217,39 @@ static void rbcd_merge_output(const rbcd_merge *m, int64_t q0, int64_t q1,
         for (k = 0; k < W; k++) out_keys[g * W + k] = m->keys[q * W + k];
         out_counts[g] = m->counts[q];
     }
+}
+
+/* The direct merge of range t's pairs, in local id order (keys[l], counts[l], l <
+ * n_pairs): id_of[key] is the key's global id + 1, 0 for a key no earlier pair had
+ * (id_of: 2**bits entries for keys below 2**bits, all 0 before range 0). A key not met
+ * yet takes the next global id n (its key and count written at out_keys[n],
+ * out_counts[n], then n += 1); a key met in an earlier range adds its count (a range's
+ * local ids are distinct keys). gid[l] = the global id of pair l. Returns the new n.
+ * The caller clears id_of afterwards at the out_keys it holds. */
+static int64_t rbcd_merge_direct(const uint64_t *keys, const uint32_t *counts,
+                                 int64_t n_pairs, uint32_t *id_of, uint32_t *gid,
+                                 uint64_t *out_keys, uint32_t *out_counts, int64_t n)
+{
+    enum { AHEAD = 16 };    /* pairs between a slot's prefetch and its use */
+    int64_t l;
+    uint64_t key;
+    uint32_t v;
+    for (l = 0; l < n_pairs; l++) {
+        if (l + AHEAD < n_pairs) RBCD_PREFETCH_W(id_of + keys[l + AHEAD]);
+        key = keys[l];
+        v = id_of[key];
+        if (v == 0) {
+            id_of[key] = (uint32_t)(n + 1);
+            out_keys[n] = key;
+            out_counts[n] = counts[l];
+            gid[l] = (uint32_t)n;
+            n += 1;
+        } else {
+            out_counts[v - 1] += counts[l];
+            gid[l] = v - 1;
+        }
+    }
+    return n;
 }
 
 #endif
