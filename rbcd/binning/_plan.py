@@ -240,7 +240,8 @@ def _grid_bounds(cost, n_chunks):
 # (docs/benchmarks/threads.md: at 16 threads those two bound the grid mode's tables at
 # about 4.6x). It pays the merge and a rewrite of the ids of all ranges but the first:
 # on the project's 2-vCPU AMD EPYC (N = 10^6, d = 16, R = 64, sigma 1) its fit_tables did
-# about the grid mode's work with one range, 1.6-2.0x with 16 ranges, and was slower on 2
+# about the grid mode's work with one range, 1.6-2.0x with 16 ranges (later, the whole
+# fit_transform's user CPU: 2.4x, and 1.8x since the merge by key), and was slower on 2
 # threads (0.28-0.32 s against 0.24-0.29 s); where every row has a bin of its own
 # (100,000 rows, sigma 0.05, 512 grids) the merges add 30-45%. Measured on a 16-core Xeon
 # VM (docs/benchmarks/threads.md, runs 6 and 8; N = 4 x 10^6, R = 64): the modes tie at
