@@ -52,13 +52,13 @@ says which values to add.
 """
 import copy
 import time
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets

@@ -49,8 +49,7 @@ the new binning has the same number of columns (same data and an int random_stat
 import time
 
 import numpy as np
-import scipy.sparse as sp
-from numbers import Integral, Real
+from numbers import Integral
 
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if

@@ -201,7 +201,7 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     done = bnorm <= thresh
     rnorm = bnorm.copy()
     breakdown = np.zeros(k, dtype=bool)
-    act_d = None
+    act_d = act_host = None
     for it in range(1, int(max_iter) + 1):
         act = ~done
         if not act.any():
