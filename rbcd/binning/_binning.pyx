@@ -296,6 +296,7 @@ cdef enum:
     PART_PAIRS = 1 << 14   # pairs per partition at most, where PART_BITS allows (its slots: 512 KiB)
     PART_BITS = 12         # partitions of a parallel merge: at most 2**PART_BITS
     MERGE_DIRECT_BITS = 22 # a merge by one thread goes by key up to these key bits (16 MiB of ids)
+    MERGE_DIRECT_KEYS_PER_PAIR = 4  # ... and up to this many possible keys per pair (see fit_ranges)
 
 cdef uint64_t LOW32 = 0xFFFFFFFF
 
@@ -1509,9 +1510,11 @@ cdef int fit_ranges(FitJob *job, Table *tables, idx_t *ids, Py_ssize_t T, int n_
     several grids at once; by all threads over hash partitions for the others; 0: all of
     them), the ids of ranges 1 .. T - 1 rewritten to the global ids, and the grids'
     tables finished. The merges are not interrupted (thread 0 looks at the signals in
-    the sweeps). A grid of single-word keys of at most ``direct_merge_bits`` bits (-1:
-    none) that one thread merges is merged by key (merge_direct), the others by hash
-    partitions. The same tables and ids as the grid mode, bit for bit
+    the sweeps). A grid that one thread merges is merged by key (merge_direct) where its
+    keys are single words of at most ``direct_merge_bits`` bits (-1: none) and its key
+    space is at most MERGE_DIRECT_KEYS_PER_PAIR times its pairs (the array of ids by
+    key, 4 bytes a key, then takes at most 16 bytes a pair: less than the hash merge's
+    own arrays), the others by hash partitions. The same tables and ids as the grid mode, bit for bit
     (first appearance over all rows). Returns 0; a failed table is marked in
     ``tables``; after an interrupt it returns early (the caller raises)."""
     cdef const Layout *L = job.L
@@ -1585,7 +1588,9 @@ cdef int fit_ranges(FitJob *job, Table *tables, idx_t *ids, Py_ssize_t T, int n_
                     big = merge_pairs
                 for k in prange(ng, schedule="dynamic", num_threads=n_threads):
                     if tables[ga + k].failed == 0 and pairs_of(rt, ng, T, k) < big:
-                        if L.n_words[ga + k] == 1 and L.top_bits[ga + k] <= direct_merge_bits:
+                        if (L.n_words[ga + k] == 1 and L.top_bits[ga + k] <= direct_merge_bits
+                                and ((<int64_t> 1) << L.top_bits[ga + k])
+                                <= MERGE_DIRECT_KEYS_PER_PAIR * pairs_of(rt, ng, T, k)):
                             if merge_direct(&gm[k], &works[omp_thread_num()], &rt[k], ng, T,
                                             L.top_bits[ga + k], &tables[ga + k]) != 0:
                                 tables[ga + k].failed = 1
