@@ -66,6 +66,29 @@ class FitTransformRanges(Big):
         self.est.fit_transform(self.X, _paths=self.paths)
 
 
+class FitTransformRangesWork(Big):
+    """fit_transform with 16 row ranges on one thread: the row-range mode's whole work at
+    16 threads (sweeps, merges, the ids rewrite), measurable on a 2-core machine; against
+    FitTransform at one thread, the work the mode adds (docs/benchmarks/threads.md)."""
+
+    params = ([N_LARGE], [1.0, 0.25])
+    param_names = ["n_samples", "sigma"]
+
+    def setup(self, n_samples, sigma):
+        RandomBinning = require("rbcd", "RandomBinning")
+        Paths = require("rbcd.binning._plan", "_Paths")
+        try:
+            self.paths = Paths(ranges=16)
+        except TypeError:  # before the row-range mode
+            raise NotImplementedError("no row-range mode") from None
+        self.X = memo(("X", n_samples), lambda: make_X(n_samples, N_FEATURES))
+        self.est = RandomBinning(n_grids=N_GRIDS, sigma=sigma, n_jobs=1,
+                                 random_state=SEED_GRIDS)
+
+    def time_fit_transform_16_ranges(self, n_samples, sigma):
+        self.est.fit_transform(self.X, _paths=self.paths)
+
+
 class Transform(Big):
     """transform of N new rows by a RandomBinning fitted on N training rows."""
 
