@@ -1514,8 +1514,8 @@ cdef int fit_ranges(FitJob *job, Table *tables, idx_t *ids, Py_ssize_t T, int n_
     keys are single words of at most ``direct_merge_bits`` bits (-1: none) and its key
     space is at most MERGE_DIRECT_KEYS_PER_PAIR times its pairs (the array of ids by
     key, 4 bytes a key, then takes at most 16 bytes a pair: less than the hash merge's
-    own arrays), the others by hash partitions. The same tables and ids as the grid mode, bit for bit
-    (first appearance over all rows). Returns 0; a failed table is marked in
+    own arrays), the others by hash partitions. The same tables and ids as the grid
+    mode, bit for bit (first appearance over all rows). Returns 0; a failed table is marked in
     ``tables``; after an interrupt it returns early (the caller raises)."""
     cdef const Layout *L = job.L
     cdef Py_ssize_t N = job.N, R = L.R

@@ -26,11 +26,11 @@
  * Range 0's pairs are all new and keep their ids (gid = l), so its rows' ids need no
  * rewrite. P = 1 (pbits = 0) needs no sort: partition 0 visits the pairs in order.
  *
- * Grids of single-word keys below 2**bits for a small enough `bits` take a fifth way,
- * rbcd_merge_direct, on one thread: no hashes, partitions or slots to clear, one array
- * indexed by the key itself (its global id + 1, 0 for a key not yet met), the pairs
- * visited range after range in local id order as in step 2. The same ids, keys and
- * counts as steps 1-4.
+ * A grid of single-word keys below 2**bits, for a small enough `bits`, may be merged
+ * instead by rbcd_merge_direct on one thread: no hashes, partitions or slots to clear,
+ * one array indexed by the key itself (its global id + 1, 0 for a key not yet met), the
+ * pairs visited range after range in local id order as in step 2. The same ids, keys
+ * and counts as steps 1-4.
  *
  * Pairs and bins are below 2**32 (a range's bins are at most its rows; fit takes fewer
  * than 2**32 - 1 rows). Memory per pair: its key (8 W bytes), hash (8), count, partition
