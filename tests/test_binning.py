@@ -182,6 +182,23 @@ def test_row_range_fit_on_many_bins():
             assert_same_csr(rb.transform(X[::7]), rb0.transform(X[::7]))
 
 
+def test_row_range_merge_by_key_and_by_hash():
+    """Grids of 6-20 key bits (uniform rows, sigma 1, 16 features) merged by key, one
+    thread reusing its array of ids across grids of every size, and the same fit merged
+    by hash partitions: both give the grid mode's Z, bin counts and tables."""
+    X = np.random.default_rng(5).random((60_000, 16))
+    rb0 = RandomBinning(n_grids=24, sigma=1.0, random_state=3)
+    Z0 = rb0.fit_transform(X, _paths=_Paths(ranges=0))
+    for ranges, n_jobs, by_key in [(16, 1, True), (5, 2, True), (16, 2, False)]:
+        rb = RandomBinning(n_grids=24, sigma=1.0, random_state=3, n_jobs=n_jobs)
+        Z = rb.fit_transform(X, _paths=_Paths(ranges=ranges, small_work=0,
+                                              merge_direct=by_key))
+        assert_same_csr(Z, Z0)
+        np.testing.assert_array_equal(rb.n_bins_, rb0.n_bins_)
+        np.testing.assert_array_equal(rb.kappa_per_grid_, rb0.kappa_per_grid_)
+        assert_same_csr(rb.transform(X[::9]), rb0.transform(X[::9]))
+
+
 def test_row_range_fit_groups_and_presized_tables():
     """Row ranges over several groups of grids (two-word keys: at most MAX_WIDE wide
     tables a group) and ranges long enough for the tables to be presized (more than
