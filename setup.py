@@ -136,7 +136,10 @@ def extensions():
         )
         for m in names
     ]
-    return cythonize(exts, compiler_directives=DIRECTIVES, quiet=True)
+    # the generated C goes under build/ (not beside the .pyx sources): the package
+    # directories hold only what is written by hand
+    return cythonize(exts, compiler_directives=DIRECTIVES, quiet=True,
+                     build_dir=os.path.join("build", "cython"))
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})
