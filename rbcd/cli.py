@@ -572,10 +572,12 @@ def model_input(estimator, X, what, fitting=False):
     if accepts_sparse(estimator):
         return X
     n_grids = estimator.get_params().get("n_grids", 0) if fitting else 0
-    if isinstance(n_grids, str):  # "auto"
+    if isinstance(n_grids, str):  # "auto": the estimator's own rule where it has one
         from .models import auto_n_grids
 
-        n_grids = auto_n_grids(X.shape[1], X.shape[0])
+        resolve = getattr(estimator, "_n_grids", None)
+        n_grids = (resolve(X.shape[1], X.shape[0]) if resolve is not None
+                   else auto_n_grids(X.shape[1], X.shape[0]))
     return to_dense(X, what, int(n_grids or 0))
 
 

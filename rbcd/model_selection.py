@@ -149,13 +149,14 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
 
     def _n_grids(self, n_features_in, n_samples):
         """n_grids, with "auto" resolved as the models resolve it (rbcd.models.auto_n_grids:
-        256, or 512 above 64 features, 1,024 up to 2,048 rows, 512 up to 4,096), raised on
-        small data up to SEARCH_MAX_GRIDS (module constants)."""
+        256, or 512 above 64 features, 1,024 up to 2,048 rows, 512 up to 4,096; more for
+        regression above 2,048 rows), raised on small data up to SEARCH_MAX_GRIDS (module
+        constants)."""
         if not isinstance(self.n_grids, str):
             return int(self.n_grids)
         from .models import auto_n_grids, small_data_grids
 
-        return max(int(auto_n_grids(n_features_in, n_samples)),
+        return max(int(auto_n_grids(n_features_in, n_samples, regression=not self._classifier)),
                    small_data_grids(n_samples, SEARCH_MAX_GRIDS, n_features_in))
 
     def _model(self, sigma, alpha, seed=None, n_grids=None):
@@ -538,8 +539,9 @@ _CV_PARAMS_DOC = """
     n_grids : int or "auto", default "auto"
         Random grids R. "auto": as in the model (256, or 512 above 64 features, and on
         small data the power of two that keeps rows x grids, and features x grids, within
-        2**21, up to 1,024: rbcd.models.auto_n_grids), here up to 2,048 (2,048 grids up to
-        1,024 rows and features).
+        2**21, up to 1,024; regression above 2,048 rows up to 2,048 grids within 2**24
+        entries: rbcd.models.auto_n_grids), here up to 2,048 (2,048 grids up to 1,024 rows
+        and features).
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
         value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as

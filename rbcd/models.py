@@ -15,7 +15,8 @@ do it faster, binning once per sigma and fold). Defaults, one set for Python and
 command line, chosen on a suite of real data sets (docs/benchmarks/realdata.md):
 ``sigma="scale"`` (a multiple of the median L1 distance between training rows);
 ``n_grids="auto"`` -> 256 grids, 512 above 64 features, 1,024 up to 2,048 training rows
-and 512 up to 4,096 (SMALL_DATA_GRIDS); ``alpha="auto"`` -> chosen from
+and 512 up to 4,096 (SMALL_DATA_GRIDS); regression above 2,048 rows 2,048 up to 8,192,
+1,024 up to 16,384, 512 up to 32,768 (REGRESSION_GRIDS); ``alpha="auto"`` -> chosen from
 the data (ridge: leave-one-out; cd: a held-out path, rbcd.solvers.cd); ``max_epochs`` 1000
 (cd); ``alpha=None`` -> a penalty of 1e-4
 per training row (cg: 1e-4 * n_samples in Ridge's sum-of-squares units; cd: 1e-4 in
@@ -146,6 +147,18 @@ WIDE_D = 64
 #: 15-35% more time. The searches of rbcd.model_selection build on this rule.
 SMALL_DATA_GRIDS = 1024
 SMALL_DATA_ENTRIES = 1 << 21
+#: n_grids="auto" for regression past the small-data rows (above 2,048): the power of two
+#: that keeps the training rows times the grids within REGRESSION_ENTRIES, up to
+#: REGRESSION_GRIDS (2,048 grids up to 8,192 rows, 1,024 up to 16,384, 512 up to 32,768;
+#: grids x features still within SMALL_DATA_ENTRIES). A ridge fit on a fixed set of grids
+#: levels off at an error that the grids, not the rows, set: the kernel estimate's noise
+#: enters the squared error directly, where a classifier needs only the sign, and it grows
+#: with the rows that share it. Measured (docs/benchmarks/search.md, "Grids for
+#: regression"): star (4,950 rows) RMSE +4.6% -> +1.8% against the tuned exact Laplacian
+#: machine in 3x the fit time; synthetic regression at 5,000-12,000 rows -25% to -32% RMSE.
+#: Up to 2,048 rows 2,048 grids gained nothing over 1,024 (diabetes, Boston housing).
+REGRESSION_GRIDS = 2048
+REGRESSION_ENTRIES = 1 << 24
 
 #: stored entries (rows x grids) below which a fit runs on one thread whatever n_jobs: a
 #: thread team's wake-up costs microseconds on an idle machine and up to a scheduler time
@@ -182,25 +195,31 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     return float(aux.alpha_ * np.sqrt(n_weight / weight))
 
 
-def auto_n_grids(n_features_in, n_samples=None):
+def auto_n_grids(n_features_in, n_samples=None, regression=False):
     """The grids of ``n_grids="auto"``: AUTO_GRIDS, or AUTO_GRIDS_WIDE above WIDE_D features;
     raised where ``n_samples`` (None: unknown) is small to the largest power of two, at most
     SMALL_DATA_GRIDS, whose products with n_samples and with n_features_in are at most
-    SMALL_DATA_ENTRIES."""
+    SMALL_DATA_ENTRIES; for ``regression`` past those rows, to the largest power of two, at
+    most REGRESSION_GRIDS, whose product with n_samples is at most REGRESSION_ENTRIES (and
+    with n_features_in at most SMALL_DATA_ENTRIES)."""
     R = AUTO_GRIDS if n_features_in <= WIDE_D else AUTO_GRIDS_WIDE
-    if n_samples is not None:
-        return max(R, small_data_grids(n_samples, SMALL_DATA_GRIDS, n_features_in))
+    if n_samples is None:
+        return R
+    R = max(R, small_data_grids(n_samples, SMALL_DATA_GRIDS, n_features_in))
+    if regression and int(n_samples) * SMALL_DATA_GRIDS > SMALL_DATA_ENTRIES:
+        R = max(R, min(small_data_grids(n_samples, REGRESSION_GRIDS, entries=REGRESSION_ENTRIES),
+                       small_data_grids(n_features_in, REGRESSION_GRIDS)))
     return R
 
 
-def small_data_grids(n_samples, cap, n_features=1):
+def small_data_grids(n_samples, cap, n_features=1, entries=SMALL_DATA_ENTRIES):
     """The largest power of two, at most ``cap``, whose products with ``n_samples`` and with
-    ``n_features`` are at most SMALL_DATA_ENTRIES (0 when none is). WIDE_SMALL_DATA: a grid
+    ``n_features`` are at most ``entries`` (0 when none is). WIDE_SMALL_DATA: a grid
     holds a width, an offset and bin bounds per feature (docs/design.md contract 2), so on
     wide data the grids, not the rows, set a small fit's time and memory (100 rows x 20,000
     features: half the grids took a third of the search's memory). Below 2,049 features
     (every set the rule was measured on) nothing changes."""
-    fit = SMALL_DATA_ENTRIES // max(int(n_samples), int(n_features), 1)
+    fit = int(entries) // max(int(n_samples), int(n_features), 1)
     return min(int(cap), 1 << (fit.bit_length() - 1)) if fit >= 1 else 0
 
 
@@ -280,7 +299,7 @@ class _RBBase(ChecksummedState, BaseEstimator):
 
     def _n_grids(self, n_features_in, n_samples):
         if isinstance(self.n_grids, str):  # "auto"
-            return auto_n_grids(n_features_in, n_samples)
+            return auto_n_grids(n_features_in, n_samples, regression=not self._classifier)
         return self.n_grids
 
     def _make_binning(self, n_samples):
@@ -424,8 +443,9 @@ _PARAMS_DOC = """
         Random grids R (non-zeros per feature row). "auto": 256, or 512 with more than 64
         features; 1,024 up to 2,048 training rows and 512 up to 4,096, where the kernel
         estimate's noise limits accuracy more than the data do (fewer of these extra grids
-        above 2,048 features, as each grid holds numbers per feature). More grids estimate
-        the kernel better; time and memory grow linearly.
+        above 2,048 features, as each grid holds numbers per feature); regression above
+        2,048 rows: 2,048 up to 8,192 rows, 1,024 up to 16,384, 512 up to 32,768. More
+        grids estimate the kernel better; time and memory grow linearly.
     sigma : "scale", float or array (n_features,), default "scale"
         Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma). "scale": half the
         median L1 distance between sampled pairs of training rows (``binning_.sigma_``);

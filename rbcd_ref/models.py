@@ -12,7 +12,8 @@ linear solver on the features Z:
   the grids, the paper's RBCD view) works.
 
 Defaults (the same as rbcd's): ``n_grids="auto"`` -> 256, or 512 above 64 features, 1,024 up
-to 2,048 training rows, 512 up to 4,096;
+to 2,048 training rows, 512 up to 4,096; regression above 2,048 rows: 2,048 up to 8,192,
+1,024 up to 16,384, 512 up to 32,768;
 ``alpha="auto"`` -> chosen from the data: ridge by rbcd_ref.solvers.cg.choose_alpha, cd by a
 (held-out) path, rbcd_ref.solvers.cd.auto_alpha;
 ``alpha=None`` -> 1e-4 per unit of training weight (cg: 1e-4 * sum of weights, cd: 1e-4);
@@ -104,6 +105,15 @@ class _RBBase(BaseEstimator):
                 small //= 2
             if size * small <= 2**21:
                 n_grids = max(n_grids, small)
+            # regression past 2,048 rows: up to 2,048 grids with n_samples * n_grids <= 2**24
+            # (and n_features_in * n_grids <= 2**21): a ridge fit's error levels off where
+            # the grids, not the rows, set it
+            if not self._classifier and n_samples > 2048:
+                more = 2048
+                while more > 1 and (n_samples * more > 2**24 or n_features_in * more > 2**21):
+                    more //= 2
+                if n_samples * more <= 2**24 and n_features_in * more <= 2**21:
+                    n_grids = max(n_grids, more)
         return RandomBinning(n_grids=n_grids, sigma=self.sigma, kernel=self.kernel,
                              n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                              random_state=self.random_state)

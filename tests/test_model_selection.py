@@ -271,8 +271,12 @@ def test_auto_grids_follow_the_width_and_size_of_the_data(smooth):
     assert search._n_grids(3, edge) == SMALL_DATA_GRIDS
     # above the models' rule: the power of two within SMALL_DATA_ENTRIES, up to 2,048
     assert [search._n_grids(3, n) for n in (1, 133, 512, 513, 1024, 1025, 4096, 4097, 8193)] \
-        == [2048, 2048, 2048, 2048, 2048, 1024, 512, 256, 256]
-    assert search._n_grids(66, 4097) == 512 and search._n_grids(66, 100_000) == 512
+        == [2048, 2048, 2048, 2048, 2048, 1024, 2048, 2048, 1024]   # regression: the models'
+    classes = RBClassifierCV(n_grids="auto")                         # larger rule above 2,048
+    assert [classes._n_grids(3, n) for n in (1, 1024, 1025, 4096, 4097, 8193)] \
+        == [2048, 2048, 1024, 512, 256, 256]
+    assert search._n_grids(66, 4097) == 2048 and search._n_grids(66, 100_000) == 512
+    assert classes._n_grids(66, 4097) == 512 and classes._n_grids(66, 100_000) == 512
     # wide small data: grids x features within SMALL_DATA_ENTRIES too (the wide default at
     # least): every grid holds numbers per feature
     assert [search._n_grids(d, 100) for d in (1024, 1025, 2048, 4097, 20000)] \

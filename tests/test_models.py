@@ -131,6 +131,22 @@ def test_defaults_depend_on_solver(board):
     # grids x features would pass SMALL_DATA_ENTRIES (never below the wide default, 512)
     assert [auto_n_grids(d, 50) for d in (2048, 2049, 4096, 4097, 20000)] \
         == [1024, 512, 512, 512, 512]
+    # regression past the small-data rows: up to REGRESSION_GRIDS within REGRESSION_ENTRIES
+    # (grids x features still within SMALL_DATA_ENTRIES); up to 2,048 rows as classification
+    from rbcd.models import REGRESSION_ENTRIES, REGRESSION_GRIDS
+
+    assert (REGRESSION_GRIDS, REGRESSION_ENTRIES) == (2048, 1 << 24)
+    rows = (1, 2048, 2049, 4096, 4097, 8192, 8193, 16384, 16385, 32768, 32769, 65537, 10**6)
+    assert [auto_n_grids(8, n, regression=True) for n in rows] \
+        == [1024, 1024, 2048, 2048, 2048, 2048, 1024, 1024, 512, 512, 256, 256, 256]
+    assert [auto_n_grids(8, n) for n in rows] \
+        == [1024, 1024, 512, 512, 256, 256, 256, 256, 256, 256, 256, 256, 256]
+    assert [auto_n_grids(d, 5000, regression=True) for d in (66, 1024, 1025, 4096, 20000)] \
+        == [2048, 2048, 1024, 512, 512]
+    assert auto_n_grids(66, 10**6, regression=True) == 512
+    big = np.random.default_rng(0).uniform(size=(2049, 2))
+    assert RBRegressor(random_state=0).fit(big, big[:, 0]).binning_.n_grids == 2048
+    assert RBClassifier(random_state=0).fit(big, big[:, 0] > 0.5).binning_.n_grids == 512
     np.testing.assert_array_equal(cg.coef_, cg.solver_.coef_)
     np.testing.assert_array_equal(cg.intercept_, cg.solver_.intercept_)
     assert set(cg.fit_time_) == {"binning", "solver"}

@@ -154,7 +154,9 @@ def test_auto_grids_are_rbcds():
     import rbcd_ref
     from rbcd.models import auto_n_grids
 
-    for d in (2, 64, 65, 2048, 2049, 4097, 20000):
-        for n in (1, 100, 2048, 2049, 4096, 4097, 8192, 10**6):
-            got = rbcd_ref.RBRegressor()._binning(d, n).n_grids
+    for d in (2, 64, 65, 1024, 1025, 2048, 2049, 4097, 20000):
+        for n in (1, 100, 2048, 2049, 4096, 4097, 8192, 8193, 16385, 32769, 10**6):
+            got = rbcd_ref.RBClassifier()._binning(d, n).n_grids
             assert got == auto_n_grids(d, n), (d, n, got)
+            got = rbcd_ref.RBRegressor()._binning(d, n).n_grids
+            assert got == auto_n_grids(d, n, regression=True), (d, n, got)

@@ -120,7 +120,8 @@ class _RBBase(BaseEstimator):
             solver, alpha, tol, loss = self._effective(n_weight)
         n_grids = self.n_grids
         if isinstance(n_grids, str):  # "auto"
-            n_grids = _local.auto_n_grids(X.shape[1], X.shape[0])
+            n_grids = _local.auto_n_grids(X.shape[1], X.shape[0],
+                                               regression=not self._classifier)
         binning = RandomBinning(n_grids=n_grids, sigma=self.sigma, kernel=self.kernel,
                                 n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                                 random_state=self.random_state)
