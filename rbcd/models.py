@@ -175,10 +175,13 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     rows all of them, above a fixed sample of as many (the CPU's draw), binned by the
     fitted CPU ``binning`` (the training bins, hence the same dual Gram matrix and the
     same choice as a CPU fit); exact leave-one-out there, its best penalty a_s scaled to
-    a_s sqrt(n_weight / sample weight) as the CPU scales it. ``take_rows(rows)`` returns (X, y, sample_weight or None)
-    of the given sorted rows as numpy arrays (gathered from the device or the cluster)."""
+    a_s sqrt(n_weight / sample weight) as the CPU scales it; for regression that choice
+    checked on the held-out rows of the CPU's sample (rbcd.solvers._heldout: up to 20,000
+    rows gathered and binned here). ``take_rows(rows)`` returns (X, y, sample_weight or
+    None) of the given sorted rows as numpy arrays (gathered from the device or the
+    cluster)."""
     from .binning import column_structure
-    from .solvers._direct import check_loo_sample_weight, loo_rows
+    from .solvers._direct import LOO_MAX_ROWS, check_loo_sample_weight, loo_rows
 
     rows = loo_rows(n_rows)
     Xs, ys, ws = take_rows(rows)
@@ -192,7 +195,20 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
         aux.set_params(device="cpu")
     aux.fit(Zs, ys, sample_weight=ws, columns=cols)
     # the CPU's scaling of a sample's choice (rbcd.solvers.cg._solve_auto_alpha)
-    return float(aux.alpha_ * np.sqrt(n_weight / weight))
+    alpha = float(aux.alpha_ * np.sqrt(n_weight / weight))
+    if model._classifier or n_rows <= LOO_MAX_ROWS:
+        return alpha
+    # regression: checked on held-out rows as the CPU checks it (rbcd.solvers._heldout)
+    from ._threads import effective_n_threads
+    from .solvers._heldout import heldout_choice, heldout_rows
+
+    rows, held = heldout_rows(n_rows)
+    Xh, yh, wh = take_rows(rows)
+    Zh = binning.transform(np.asarray(Xh, dtype=np.float64))
+    yh = np.asarray(yh, dtype=np.float64)
+    return heldout_choice(Zh, yh.reshape(yh.shape[0], -1), wh, held, alpha, n_weight,
+                          model.fit_intercept, effective_n_threads(model.n_jobs),
+                          column_structure(Zh, binning.grid_ptr_))[0]
 
 
 def auto_n_grids(n_features_in, n_samples=None, regression=False):

@@ -353,18 +353,74 @@ def test_auto_alpha_classification_scores_accuracy_and_matches_the_twin():
 def test_auto_alpha_above_the_leave_one_out_size_uses_a_sample(monkeypatch):
     from rbcd_ref.solvers import cg as ref_cg
 
+    from rbcd.solvers import _heldout
+
     monkeypatch.setattr(_direct, "LOO_MAX_ROWS", 60)
     monkeypatch.setattr(ref_cg, "LOO_MAX_ROWS", 60)
+    # the held-out check's fits solved exactly, as the twin solves them
+    monkeypatch.setattr(_heldout, "HELDOUT_TOL", 1e-13)
     X, y, Z, cols = _rb(n=200, R=8, sigma=0.4, seed=5)
     fast = RidgeCG(alpha="auto", solver="direct").fit(Z, y, columns=cols)
     ref = RefRidgeCG(alpha="auto", solver="direct").fit(Z, y)
     assert fast.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)
-    # a candidate for the sample's 60 rows, scaled by sqrt(200 / 60) to all 200
-    assert np.isclose(_direct.AUTO_ALPHAS_PER_ROW * 60 * np.sqrt(200 / 60), fast.alpha_).any()
+    # a candidate for the sample's 60 rows, scaled by sqrt(200 / 60) to all 200, then a
+    # multiple of it chosen on held-out rows (regression)
+    sample = _direct.AUTO_ALPHAS_PER_ROW * 60 * np.sqrt(200 / 60)
+    assert np.isclose(sample[:, None] * _heldout.HELDOUT_FACTORS, fast.alpha_).any()
     np.testing.assert_allclose(fast.coef_, ref.coef_, atol=1e-8)
     cg = RidgeCG(alpha="auto", solver="cg", tol=1e-10).fit(Z, y, columns=cols)
     assert cg.alpha_ == pytest.approx(fast.alpha_)
-    np.testing.assert_allclose(cg.coef_, ref.coef_, atol=1e-5)
+    # (the checked penalty is small here: CG's 1e-10 residual is a 1e-5 error in w)
+    np.testing.assert_allclose(cg.coef_, ref.coef_, atol=5e-5)
+
+
+def test_held_out_check_of_the_sample_choice(monkeypatch):
+    """Regression above LOO_MAX_ROWS: the candidates a0 * HELDOUT_FACTORS fitted on the
+    sample less its held-out rows (weight 0) and scored there; known answer: scikit-learn's
+    Ridge fitted on the other rows alone. Classification keeps the sample's choice."""
+    from sklearn.linear_model import Ridge
+
+    from rbcd.solvers import _heldout
+    from rbcd_ref.solvers import cg as ref_cg
+
+    rows, held = _heldout.heldout_rows(500)
+    np.testing.assert_array_equal(rows, np.arange(500))
+    assert held.shape == (100,) and np.all(np.diff(held) > 0) and held[-1] < 500
+    big, big_held = _heldout.heldout_rows(_heldout.HELDOUT_MAX_ROWS + 7)
+    assert big.shape == (_heldout.HELDOUT_MAX_ROWS,) and np.all(np.diff(big) > 0)
+    assert big[-1] < _heldout.HELDOUT_MAX_ROWS + 7
+    assert big_held.shape == (int(_heldout.HELDOUT_MAX_ROWS * _heldout.HELDOUT_SHARE),)
+
+    monkeypatch.setattr(_heldout, "HELDOUT_TOL", 1e-13)
+    X, y, Z, cols = _rb(n=300, R=8, sigma=0.4, seed=6)
+    Y = np.column_stack([y, 2.0 * y + 1.0])        # two targets: one penalty, summed errors
+    w = np.random.default_rng(1).uniform(0.5, 2.0, 300)
+    a0, total = 3.0, float(w.sum()) * 1.5
+    held5 = np.arange(60) * 5
+    alpha, scores = _heldout.heldout_choice(Z.tocsr(), Y, w, held5, a0, total, True, 1, cols)
+    keep = np.setdiff1d(np.arange(300), held5)
+    expect = []
+    for a in a0 * _heldout.HELDOUT_FACTORS:
+        fa = a * np.sqrt(w[keep].sum() / total)
+        r = Ridge(alpha=fa, solver="cholesky").fit(Z[keep].toarray(), Y[keep],
+                                                    sample_weight=w[keep])
+        expect.append(np.sum(w[held5][:, None] * (r.predict(Z[held5].toarray()) - Y[held5]) ** 2))
+    np.testing.assert_allclose(scores, expect, rtol=1e-7)
+    assert alpha == a0 * _heldout.HELDOUT_FACTORS[int(np.argmin(expect))]
+    # no weight held out (or fitted): the sample's choice stands
+    w0 = w.copy()
+    w0[held5] = 0.0
+    assert _heldout.heldout_choice(Z.tocsr(), Y, w0, held5, a0, total, True, 1, cols) == (a0, None)
+
+    # classification: the sample's leave-one-out choice, scaled, unchecked
+    monkeypatch.setattr(_direct, "LOO_MAX_ROWS", 60)
+    monkeypatch.setattr(ref_cg, "LOO_MAX_ROWS", 60)
+    labels = (y > np.median(y)).astype(int)
+    fast = RidgeCGClassifier(alpha="auto", solver="direct").fit(Z, labels, columns=cols)
+    from rbcd_ref.solvers.cg import RidgeCGClassifier as RefClassifier
+    ref = RefClassifier(alpha="auto", solver="direct").fit(Z, labels)
+    assert fast.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)
+    assert np.isclose(_direct.AUTO_ALPHAS_PER_ROW * 60 * np.sqrt(300 / 60), fast.alpha_).any()
 
 
 def test_models_default_alpha_is_auto():

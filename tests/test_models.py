@@ -503,3 +503,39 @@ def test_auto_preconditioner_follows_bins_per_row_and_tolerance(module, tol):
     explicit = Reg(n_grids=4, sigma=0.01, solver="cg", tol=tol, preconditioner="jacobi",
                    random_state=0).fit(X, y)
     assert explicit.solver_.preconditioner == "jacobi"
+
+
+def test_auto_alpha_from_a_sample_is_the_cpu_fits_choice(monkeypatch):
+    """The GPU and Dask paths choose alpha="auto" on rows gathered to the host
+    (rbcd.models.auto_alpha_from_sample): the leave-one-out sample, then for regression the
+    held-out check's sample. Both are the CPU fit's rows, so the choice is the CPU fit's."""
+    from rbcd.models import auto_alpha_from_sample
+    from rbcd.solvers import _direct, _heldout
+
+    # a leave-one-out sample of 100 rows: its scaled choice is far from the held-out best
+    monkeypatch.setattr(_direct, "LOO_MAX_ROWS", 100)
+    rng = np.random.default_rng(3)
+    n = 1300
+    X = rng.uniform(-1, 1, size=(n, 3))
+    y = np.sin(3 * X[:, 0]) * X[:, 1] + 0.05 * rng.standard_normal(n)
+    w = rng.uniform(0.5, 2.0, n)
+
+    def take(rows, weights):
+        return X[rows], y[rows], None if weights is None else weights[rows]
+
+    for weights in (None, w):
+        cpu = RBRegressor(n_grids=64, random_state=0, solver="cg").fit(X, y, sample_weight=weights)
+        total = float(n if weights is None else weights.sum())
+        got = auto_alpha_from_sample(RBRegressor(n_grids=64, random_state=0), cpu.binning_, n,
+                                     lambda rows: take(rows, weights), total)
+        assert got == pytest.approx(cpu.alpha_, rel=1e-12)
+        with monkeypatch.context() as m:     # the choice without the held-out check
+            m.setattr(_heldout, "HELDOUT_FACTORS", np.array([1.0]))
+            unchecked = RBRegressor(n_grids=64, random_state=0, solver="cg").fit(
+                X, y, sample_weight=weights).alpha_
+        assert cpu.alpha_ > 3 * unchecked
+    labels = (y > 0).astype(int)
+    cpu = RBClassifier(n_grids=64, random_state=0, solver="cg").fit(X, labels)
+    got = auto_alpha_from_sample(RBClassifier(n_grids=64, random_state=0), cpu.binning_, n,
+                                 lambda rows: (X[rows], labels[rows], None), float(n))
+    assert got == pytest.approx(cpu.alpha_, rel=1e-12)

@@ -515,7 +515,9 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     scalings S / S_s (the same penalty per row), sqrt(S / S_s) and 1 (the same penalty),
     the square root did best on synthetic sets of 10^4 and 3 x 10^4 rows (2 and 10 classes,
     regression; benchmarks/compare_sizes.py's data): 10 classes 0.339 / 0.349 / 0.341, 2
-    classes 0.806 / 0.823 / 0.827, regression R^2 0.944 / 0.938 / 0.921.
+    classes 0.806 / 0.823 / 0.827, regression R^2 0.944 / 0.938 / 0.921. For regression
+    that scaled choice is then checked on held-out rows (rbcd.solvers._heldout: the best
+    of a few multiples of it; ``info["heldout_scores"]``).
     """
     from . import _direct
 
@@ -566,12 +568,32 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
                                           classification, solution=False)
     # scaled to all rows by sqrt(total weight / sample weight): SAMPLE_SCALING
     a = float(a_sub * cs * np.sqrt(s.sum() / s_sub.sum()))
+    selection = (f"leave-one-out on {rows.shape[0]} of {n} rows, scaled by "
+                 f"sqrt(total / sample weight)")
+    heldout = None
+    if not classification:   # regression: that guess checked on held-out rows (_heldout)
+        from ._heldout import heldout_choice, heldout_rows
+        h_rows, held = heldout_rows(n)
+        if h_rows.shape[0] == n:
+            Zh, Yh, sh, h_columns = Zc, Y, s, columns
+        else:
+            Zh, Yh, sh, h_columns = Zc[h_rows], Y[h_rows], s[h_rows], None
+            if grid_ptr is not None and sp.issparse(Zh):
+                from ..binning import column_structure
+                try:
+                    h_columns = column_structure(Zh, grid_ptr, n_jobs=n_threads)
+                except ValueError:
+                    h_columns = None
+        a, heldout = heldout_choice(Zh, Yh, sh, held, a, float(s.sum()), fit_intercept,
+                                    n_threads, h_columns)
+        if heldout is not None:
+            selection += (f", then the best of {heldout.shape[0]} multiples on "
+                          f"{held.shape[0]} held-out of {h_rows.shape[0]} rows")
     coef, intercept, n_iter, info = solve_ridge(
         Z, Y, sample_weight, a, fit_intercept, tol, max_iter, preconditioner, n_threads,
         columns, return_info=True, method=method)
     info.update(alpha=a, alphas=per_row * float(s.sum()), scores=scores,
-                selection=f"leave-one-out on {rows.shape[0]} of {n} rows, scaled by "
-                          f"sqrt(total / sample weight)")
+                selection=selection, heldout_scores=heldout)
     return coef, intercept, n_iter, info
 
 
@@ -906,9 +928,10 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     alpha : float >= 0, array of one value per target, or "auto"
         "auto": chosen from the data among 1e-6 .. 10 per unit of training weight, by
         exact leave-one-out error from one eigendecomposition up to 1,000 rows (RidgeCV's
-        method) and by the error on a held-out fifth of the rows above
-        (rbcd.solvers.cg._solve_auto_alpha); RidgeCGClassifier scores the accuracy of its
-        decisions. The choice is ``alpha_``.
+        method), above on a fixed sample of 1,000 rows, scaled; for regression that
+        choice is then checked on a held-out fifth of up to 20,000 rows
+        (rbcd.solvers.cg._solve_auto_alpha, rbcd.solvers._heldout); RidgeCGClassifier
+        scores the accuracy of its decisions. The choice is ``alpha_``.
     solver : "cg", "direct" or "auto", default "cg"
         "cg": block preconditioned conjugate gradient. "direct": one Cholesky
         factorization of the dual (n x n, Z Z^T) or the primal (D x D, Z^T Z) Gram

@@ -174,6 +174,43 @@ AUTO_ALPHAS_PER_ROW = np.logspace(-6, 1, 15)
 LOO_MAX_ROWS = 1000
 
 
+# the held-out check of a regression's sample choice (oracle of rbcd.solvers._heldout)
+HELDOUT_MAX_ROWS = 20000
+HELDOUT_SHARE = 0.2
+HELDOUT_FACTORS = 10.0 ** np.arange(-0.5, 2.01, 0.5)
+
+
+def heldout_alpha(Z, Y, s, a0, fit_intercept):
+    """The best of a0 * HELDOUT_FACTORS by the weighted squared error on held-out rows.
+    The sample: every row up to HELDOUT_MAX_ROWS, above the first HELDOUT_MAX_ROWS of
+    default_rng(0).permutation(n), in row order; held out: the first
+    int(HELDOUT_SHARE * m) (at least 1) of default_rng(1).permutation(m) of its m rows,
+    weight 0 in the fits. Candidate a is fitted with the penalty a sqrt(S_fit / S) (S_fit:
+    the fitted rows' weight, S: all rows'). Exact solves here (rbcd solves by CG to
+    HELDOUT_TOL: the two agree when that tolerance is tight); ties go to the smaller."""
+    n = Z.shape[0]
+    rows = np.arange(n) if n <= HELDOUT_MAX_ROWS else \
+        np.sort(np.random.default_rng(0).permutation(n)[:HELDOUT_MAX_ROWS])
+    m = rows.shape[0]
+    held = np.random.default_rng(1).permutation(m)[:max(1, int(m * HELDOUT_SHARE))]
+    Zh, Yh = sp.csr_matrix(Z)[rows], Y[rows]
+    w = s[rows].astype(np.float64)
+    w_fit = w.copy()
+    w_fit[held] = 0.0
+    if not (w_fit.sum() > 0 and w[held].sum() > 0):
+        return float(a0)
+    best, best_err = None, None
+    for a in a0 * HELDOUT_FACTORS:
+        fa = a * np.sqrt(w_fit.sum() / s.sum())
+        form = "dual" if Zh.shape[0] <= Zh.shape[1] else "primal"
+        W, B = ridge_direct_solve(Zh, Yh, w_fit, fa, fit_intercept, form)
+        F = np.asarray(Zh[held] @ W.T) + B[None, :]
+        err = float(np.sum(w[held][:, None] * (F - Yh[held]) ** 2))
+        if best_err is None or err < best_err:
+            best, best_err = float(a), err
+    return best
+
+
 def selection_scores(Y, F, s, classification):
     """(primary, secondary), higher is better: the weighted accuracy of the one-vs-rest
     decisions (classification) or minus the weighted mean squared error, then minus the
@@ -205,13 +242,15 @@ def choose_alpha(Z, Y, s, fit_intercept, classification):
     (AUTO_ALPHAS_PER_ROW * sum of the weights). Above LOO_MAX_ROWS rows the same on the
     rows of a fixed sample (numpy's default_rng(0).permutation, the first LOO_MAX_ROWS,
     in row order), its best penalty a_s scaled to a_s sqrt(S / S_s) (S, S_s: the total
-    and the sample's weight)."""
+    and the sample's weight); for regression that penalty then checked on held-out rows
+    (:func:`heldout_alpha`)."""
     n = Z.shape[0]
     if n > LOO_MAX_ROWS:
         rows = np.sort(np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
         a = choose_alpha(sp.csr_matrix(Z)[rows], Y[rows], s[rows], fit_intercept,
                          classification)
-        return float(a * np.sqrt(s.sum() / s[rows].sum()))
+        a0 = float(a * np.sqrt(s.sum() / s[rows].sum()))
+        return a0 if classification else heldout_alpha(Z, Y, s, a0, fit_intercept)
     Zd = np.asarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float64)
     S = float(s.sum())
     zbar = (s @ Zd) / S if fit_intercept else np.zeros(Zd.shape[1])
