@@ -368,6 +368,16 @@ def test_auto_alpha_above_the_leave_one_out_size_uses_a_sample(monkeypatch):
     sample = _direct.AUTO_ALPHAS_PER_ROW * 60 * np.sqrt(200 / 60)
     assert np.isclose(sample[:, None] * _heldout.HELDOUT_FACTORS, fast.alpha_).any()
     np.testing.assert_allclose(fast.coef_, ref.coef_, atol=1e-8)
+    # the held-out check on a sample of 150 of the 200 rows (its rows sliced from Z, their
+    # own grid structure), as the twin draws it
+    monkeypatch.setattr(_heldout, "HELDOUT_MAX_ROWS", 150)
+    monkeypatch.setattr(ref_cg, "HELDOUT_MAX_ROWS", 150)
+    sub = RidgeCG(alpha="auto", solver="direct").fit(Z, y, columns=cols)
+    sub_ref = RefRidgeCG(alpha="auto", solver="direct").fit(Z, y)
+    assert sub.alpha_ == pytest.approx(sub_ref.alpha_, rel=1e-12)
+    assert np.isclose(sample[:, None] * _heldout.HELDOUT_FACTORS * np.sqrt(150 / 200),
+                      sub.alpha_).any()
+    monkeypatch.setattr(_heldout, "HELDOUT_MAX_ROWS", 20000)
     cg = RidgeCG(alpha="auto", solver="cg", tol=1e-10).fit(Z, y, columns=cols)
     assert cg.alpha_ == pytest.approx(fast.alpha_)
     # (the checked penalty is small here: CG's 1e-10 residual is a 1e-5 error in w)
@@ -406,7 +416,13 @@ def test_held_out_check_of_the_sample_choice(monkeypatch):
                                                     sample_weight=w[keep])
         expect.append(np.sum(w[held5][:, None] * (r.predict(Z[held5].toarray()) - Y[held5]) ** 2))
     np.testing.assert_allclose(scores, expect, rtol=1e-7)
-    assert alpha == a0 * _heldout.HELDOUT_FACTORS[int(np.argmin(expect))]
+    # the sample (weight w.sum()) stands for rows of weight `total`: its best penalty is
+    # returned as it is for the sample, not scaled up (SAMPLE_UNITS)
+    best = a0 * _heldout.HELDOUT_FACTORS[int(np.argmin(expect))]
+    assert alpha == pytest.approx(best * np.sqrt(w.sum() / total), rel=1e-12)
+    every_row, _ = _heldout.heldout_choice(Z.tocsr(), Y, w, held5, a0, float(w.sum()), True,
+                                           1, cols)
+    assert every_row == best
     # no weight held out (or fitted): the sample's choice stands
     w0 = w.copy()
     w0[held5] = 0.0

@@ -186,8 +186,10 @@ def heldout_alpha(Z, Y, s, a0, fit_intercept):
     default_rng(0).permutation(n), in row order; held out: the first
     int(HELDOUT_SHARE * m) (at least 1) of default_rng(1).permutation(m) of its m rows,
     weight 0 in the fits. Candidate a is fitted with the penalty a sqrt(S_fit / S) (S_fit:
-    the fitted rows' weight, S: all rows'). Exact solves here (rbcd solves by CG to
-    HELDOUT_TOL: the two agree when that tolerance is tight); ties go to the smaller."""
+    the fitted rows' weight, S: all rows'); the best returned as a sqrt(S_m / S) (S_m: the
+    sample's weight; 1 when the sample is every row: above HELDOUT_MAX_ROWS the sample's
+    penalty, not scaled up). Exact solves here (rbcd solves by CG to HELDOUT_TOL: the two
+    agree when that tolerance is tight); ties go to the smaller."""
     n = Z.shape[0]
     rows = np.arange(n) if n <= HELDOUT_MAX_ROWS else \
         np.sort(np.random.default_rng(0).permutation(n)[:HELDOUT_MAX_ROWS])
@@ -208,7 +210,7 @@ def heldout_alpha(Z, Y, s, a0, fit_intercept):
         err = float(np.sum(w[held][:, None] * (F - Yh[held]) ** 2))
         if best_err is None or err < best_err:
             best, best_err = float(a), err
-    return best
+    return best * float(np.sqrt(w.sum() / s.sum()))
 
 
 def selection_scores(Y, F, s, classification):
