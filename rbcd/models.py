@@ -175,8 +175,8 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     rows all of them, above a fixed sample of as many (the CPU's draw), binned by the
     fitted CPU ``binning`` (the training bins, hence the same dual Gram matrix and the
     same choice as a CPU fit); exact leave-one-out there, its best penalty a_s scaled to
-    a_s sqrt(n_weight / sample weight) as the CPU scales it; for regression that choice
-    checked on the held-out rows of the CPU's sample (rbcd.solvers._heldout: up to 20,000
+    a_s sqrt(n_weight / sample weight) as the CPU scales it; for regression above 5,000
+    rows that choice checked on the held-out rows of the CPU's sample (rbcd.solvers._heldout: up to 20,000
     rows gathered and binned here). ``take_rows(rows)`` returns (X, y, sample_weight or
     None) of the given sorted rows as numpy arrays (gathered from the device or the
     cluster)."""
@@ -196,12 +196,13 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     aux.fit(Zs, ys, sample_weight=ws, columns=cols)
     # the CPU's scaling of a sample's choice (rbcd.solvers.cg._solve_auto_alpha)
     alpha = float(aux.alpha_ * np.sqrt(n_weight / weight))
-    if model._classifier or n_rows <= LOO_MAX_ROWS:
-        return alpha
-    # regression: checked on held-out rows as the CPU checks it (rbcd.solvers._heldout)
     from ._threads import effective_n_threads
+    from .solvers import _heldout
     from .solvers._heldout import heldout_choice, heldout_rows
 
+    if model._classifier or n_rows <= max(LOO_MAX_ROWS, _heldout.HELDOUT_MIN_ROWS):
+        return alpha
+    # regression: checked on held-out rows as the CPU checks it (rbcd.solvers._heldout)
     rows, held = heldout_rows(n_rows)
     Xh, yh, wh = take_rows(rows)
     Zh = binning.transform(np.asarray(Xh, dtype=np.float64))

@@ -360,6 +360,15 @@ def test_auto_alpha_above_the_leave_one_out_size_uses_a_sample(monkeypatch):
     # the held-out check's fits solved exactly, as the twin solves them
     monkeypatch.setattr(_heldout, "HELDOUT_TOL", 1e-13)
     X, y, Z, cols = _rb(n=200, R=8, sigma=0.4, seed=5)
+    # up to HELDOUT_MIN_ROWS rows no check: the sample's choice, scaled
+    monkeypatch.setattr(_heldout, "HELDOUT_MIN_ROWS", 200)
+    monkeypatch.setattr(ref_cg, "HELDOUT_MIN_ROWS", 200)
+    plain = RidgeCG(alpha="auto", solver="direct").fit(Z, y, columns=cols)
+    assert plain.alpha_ == pytest.approx(
+        RefRidgeCG(alpha="auto", solver="direct").fit(Z, y).alpha_, rel=1e-12)
+    assert np.isclose(_direct.AUTO_ALPHAS_PER_ROW * 60 * np.sqrt(200 / 60), plain.alpha_).any()
+    monkeypatch.setattr(_heldout, "HELDOUT_MIN_ROWS", 199)
+    monkeypatch.setattr(ref_cg, "HELDOUT_MIN_ROWS", 199)
     fast = RidgeCG(alpha="auto", solver="direct").fit(Z, y, columns=cols)
     ref = RefRidgeCG(alpha="auto", solver="direct").fit(Z, y)
     assert fast.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)

@@ -514,6 +514,7 @@ def test_auto_alpha_from_a_sample_is_the_cpu_fits_choice(monkeypatch):
 
     # a leave-one-out sample of 100 rows: its scaled choice is far from the held-out best
     monkeypatch.setattr(_direct, "LOO_MAX_ROWS", 100)
+    monkeypatch.setattr(_heldout, "HELDOUT_MIN_ROWS", 500)
     rng = np.random.default_rng(3)
     n = 1300
     X = rng.uniform(-1, 1, size=(n, 3))

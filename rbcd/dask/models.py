@@ -168,7 +168,7 @@ class _RBBase(BaseEstimator):
     def _auto_alpha(self, client, binning, X, y, sample_weight, n_weight, solver="cg"):
         """alpha="auto": the single-machine rule on a sample of at most 1,000 rows
         gathered to the driver and binned by the fitted tables (rbcd.models
-        .auto_alpha_from_sample; for regression above 1,000 rows also the held-out
+        .auto_alpha_from_sample; for regression above 5,000 rows also the held-out
         check's sample of at most 20,000 rows): the same choice as rbcd.RBRegressor /
         RBClassifier on the same rows, without a class_weight (the sample's classes weigh it otherwise).
         solver="cd": the local CD rule (rbcd.solvers.cd, a held-out path) on the sample's

@@ -516,8 +516,8 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     the square root did best on synthetic sets of 10^4 and 3 x 10^4 rows (2 and 10 classes,
     regression; benchmarks/compare_sizes.py's data): 10 classes 0.339 / 0.349 / 0.341, 2
     classes 0.806 / 0.823 / 0.827, regression R^2 0.944 / 0.938 / 0.921. For regression
-    that scaled choice is then checked on held-out rows (rbcd.solvers._heldout: the best
-    of a few multiples of it; ``info["heldout_scores"]``).
+    above HELDOUT_MIN_ROWS rows that scaled choice is then checked on held-out rows
+    (rbcd.solvers._heldout: the best of a few multiples of it; ``info["heldout_scores"]``).
     """
     from . import _direct
 
@@ -571,9 +571,10 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     selection = (f"leave-one-out on {rows.shape[0]} of {n} rows, scaled by "
                  f"sqrt(total / sample weight)")
     heldout = None
-    if not classification:   # regression: that guess checked on held-out rows (_heldout)
-        from ._heldout import heldout_choice, heldout_rows
-        h_rows, held = heldout_rows(n)
+    from . import _heldout
+    if not classification and n > _heldout.HELDOUT_MIN_ROWS:
+        # regression: that guess checked on held-out rows (rbcd.solvers._heldout)
+        h_rows, held = _heldout.heldout_rows(n)
         if h_rows.shape[0] == n:
             Zh, Yh, sh, h_columns = Zc, Y, s, columns
         else:
@@ -584,8 +585,8 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
                     h_columns = column_structure(Zh, grid_ptr, n_jobs=n_threads)
                 except ValueError:
                     h_columns = None
-        a, heldout = heldout_choice(Zh, Yh, sh, held, a, float(s.sum()), fit_intercept,
-                                    n_threads, h_columns)
+        a, heldout = _heldout.heldout_choice(Zh, Yh, sh, held, a, float(s.sum()),
+                                             fit_intercept, n_threads, h_columns)
         if heldout is not None:
             selection += (f", then the best of {heldout.shape[0]} multiples on "
                           f"{held.shape[0]} held-out of {h_rows.shape[0]} rows")
@@ -928,8 +929,8 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
     alpha : float >= 0, array of one value per target, or "auto"
         "auto": chosen from the data among 1e-6 .. 10 per unit of training weight, by
         exact leave-one-out error from one eigendecomposition up to 1,000 rows (RidgeCV's
-        method), above on a fixed sample of 1,000 rows, scaled; for regression that
-        choice is then checked on a held-out fifth of up to 20,000 rows
+        method), above on a fixed sample of 1,000 rows, scaled; for regression above
+        5,000 rows that choice is then checked on a held-out fifth of up to 20,000 rows
         (rbcd.solvers.cg._solve_auto_alpha, rbcd.solvers._heldout); RidgeCGClassifier
         scores the accuracy of its decisions. The choice is ``alpha_``.
     solver : "cg", "direct" or "auto", default "cg"

@@ -175,6 +175,7 @@ LOO_MAX_ROWS = 1000
 
 
 # the held-out check of a regression's sample choice (oracle of rbcd.solvers._heldout)
+HELDOUT_MIN_ROWS = 5000
 HELDOUT_MAX_ROWS = 20000
 HELDOUT_SHARE = 0.2
 HELDOUT_FACTORS = 10.0 ** np.arange(-0.5, 2.01, 0.5)
@@ -244,15 +245,17 @@ def choose_alpha(Z, Y, s, fit_intercept, classification):
     (AUTO_ALPHAS_PER_ROW * sum of the weights). Above LOO_MAX_ROWS rows the same on the
     rows of a fixed sample (numpy's default_rng(0).permutation, the first LOO_MAX_ROWS,
     in row order), its best penalty a_s scaled to a_s sqrt(S / S_s) (S, S_s: the total
-    and the sample's weight); for regression that penalty then checked on held-out rows
-    (:func:`heldout_alpha`)."""
+    and the sample's weight); for regression above HELDOUT_MIN_ROWS rows that penalty then
+    checked on held-out rows (:func:`heldout_alpha`)."""
     n = Z.shape[0]
     if n > LOO_MAX_ROWS:
         rows = np.sort(np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
         a = choose_alpha(sp.csr_matrix(Z)[rows], Y[rows], s[rows], fit_intercept,
                          classification)
         a0 = float(a * np.sqrt(s.sum() / s[rows].sum()))
-        return a0 if classification else heldout_alpha(Z, Y, s, a0, fit_intercept)
+        if classification or n <= HELDOUT_MIN_ROWS:
+            return a0
+        return heldout_alpha(Z, Y, s, a0, fit_intercept)
     Zd = np.asarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float64)
     S = float(s.sum())
     zbar = (s @ Zd) / S if fit_intercept else np.zeros(Zd.shape[1])
