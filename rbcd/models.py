@@ -481,8 +481,10 @@ _PARAMS_DOC = """
         Penalty. Ridge solvers: Ridge's units (sum of squares + alpha ||w||^2); cd:
         mean-loss units (DESIGN contract 8). "auto" (ridge solvers): chosen from the data
         among 1e-6 .. 10 per unit of training weight, by exact leave-one-out up to 1,000
-        rows and on a held-out fifth of the rows above, by squared error (regression) or
-        by accuracy (classification); the choice is ``alpha_``. With cd, "auto" is chosen
+        rows and on a fixed sample of 1,000 rows above, by squared error (regression) or
+        by accuracy (classification); a regression above 5,000 rows then takes the best
+        of six multiples of that choice on a held-out fifth of up to 20,000 rows
+        (rbcd.solvers._heldout); the choice is ``alpha_``. With cd, "auto" is chosen
         on a fixed held-out fifth of the rows (of each class) along a warm-started path of
         9 penalties from alpha_max down to 1e-4 alpha_max, by the model's own held-out loss,
         then fitted on every row (rbcd.solvers.cd, docs/internals.md); ``solver_.alphas_``
