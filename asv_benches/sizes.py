@@ -90,3 +90,31 @@ class DefaultsCGIterations:
         return int(np.max(m.solver_.n_iter_))
 
     track_cg_iterations.unit = "iterations"
+
+
+class DefaultsRegressionError:
+    """Test RMSE of RBRegressor() with every default (deterministic: random_state=0) where
+    the regression rules act: 8,000 rows (2,048 grids, alpha="auto" checked on held-out
+    rows) and 30,000 (512 grids; the check on a 20,000-row sample). The targets' noise,
+    0.1, is the floor (docs/benchmarks/search.md, "Grids for regression")."""
+
+    version = DATA_VERSION + "-regerr1"
+    params = ([8_000, 30_000] if not SMOKE else [6_000],)
+    param_names = ["n_samples"]
+    timeout = 300
+
+    def setup(self, n):
+        quiet_convergence()
+        self.X, self.y, _ = memo(("sizes", n, "reg"), lambda: _problem(n, "reg"))
+        rng = np.random.default_rng([12, n])
+        X_new = rng.uniform(-1, 1, size=(2_000, 8))
+        f = (np.sin(3 * X_new[:, 0]) * np.cos(2 * X_new[:, 1]) + X_new[:, 2] * X_new[:, 3]
+             + 0.5 * X_new[:, 4] ** 2)
+        self.X_new, self.y_new = X_new, f + 0.1 * rng.standard_normal(2_000)
+        self.cls = require("rbcd", "RBRegressor")
+
+    def track_test_rmse(self, n):
+        p = self.cls(random_state=0).fit(self.X, self.y).predict(self.X_new)
+        return float(np.sqrt(np.mean((p - self.y_new) ** 2)))
+
+    track_test_rmse.unit = "RMSE"
