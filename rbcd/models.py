@@ -154,8 +154,8 @@ SMALL_DATA_ENTRIES = 1 << 21
 #: levels off at an error that the grids, not the rows, set: the kernel estimate's noise
 #: enters the squared error directly, where a classifier needs only the sign, and it grows
 #: with the rows that share it. Measured (docs/benchmarks/search.md, "Grids for
-#: regression"): star (4,950 rows) RMSE +4.6% -> +1.8% against the tuned exact Laplacian
-#: machine in 3x the fit time; synthetic regression at 5,000-12,000 rows -25% to -32% RMSE.
+#: regression"): star (4,950 rows) RMSE +4.6% -> +1.9% against the tuned exact Laplacian
+#: machine in 3x the fit time; synthetic regression at 5,000-12,000 rows -19% to -34% RMSE.
 #: Up to 2,048 rows 2,048 grids gained nothing over 1,024 (diabetes, Boston housing).
 REGRESSION_GRIDS = 2048
 REGRESSION_ENTRIES = 1 << 24
@@ -176,11 +176,13 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     fitted CPU ``binning`` (the training bins, hence the same dual Gram matrix and the
     same choice as a CPU fit); exact leave-one-out there, its best penalty a_s scaled to
     a_s sqrt(n_weight / sample weight) as the CPU scales it; for regression above 5,000
-    rows that choice checked on the held-out rows of the CPU's sample (rbcd.solvers._heldout: up to 20,000
-    rows gathered and binned here). ``take_rows(rows)`` returns (X, y, sample_weight or
+    rows that choice checked on the held-out rows of the CPU's sample
+    (rbcd.solvers._heldout: up to 20,000 rows gathered and binned here). ``take_rows(rows)`` returns (X, y, sample_weight or
     None) of the given sorted rows as numpy arrays (gathered from the device or the
     cluster)."""
+    from ._threads import effective_n_threads
     from .binning import column_structure
+    from .solvers import _heldout
     from .solvers._direct import LOO_MAX_ROWS, check_loo_sample_weight, loo_rows
 
     rows = loo_rows(n_rows)
@@ -196,20 +198,17 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     aux.fit(Zs, ys, sample_weight=ws, columns=cols)
     # the CPU's scaling of a sample's choice (rbcd.solvers.cg._solve_auto_alpha)
     alpha = float(aux.alpha_ * np.sqrt(n_weight / weight))
-    from ._threads import effective_n_threads
-    from .solvers import _heldout
-    from .solvers._heldout import heldout_choice, heldout_rows
-
     if model._classifier or n_rows <= max(LOO_MAX_ROWS, _heldout.HELDOUT_MIN_ROWS):
         return alpha
     # regression: checked on held-out rows as the CPU checks it (rbcd.solvers._heldout)
-    rows, held = heldout_rows(n_rows)
+    rows, held = _heldout.heldout_rows(n_rows)
     Xh, yh, wh = take_rows(rows)
     Zh = binning.transform(np.asarray(Xh, dtype=np.float64))
     yh = np.asarray(yh, dtype=np.float64)
-    return heldout_choice(Zh, yh.reshape(yh.shape[0], -1), wh, held, alpha, n_weight,
-                          model.fit_intercept, effective_n_threads(model.n_jobs),
-                          column_structure(Zh, binning.grid_ptr_))[0]
+    return _heldout.heldout_choice(Zh, yh.reshape(yh.shape[0], -1), wh, held, alpha,
+                                   n_weight, model.fit_intercept,
+                                   effective_n_threads(model.n_jobs),
+                                   column_structure(Zh, binning.grid_ptr_))[0]
 
 
 def auto_n_grids(n_features_in, n_samples=None, regression=False):

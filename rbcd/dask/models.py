@@ -170,7 +170,8 @@ class _RBBase(BaseEstimator):
         gathered to the driver and binned by the fitted tables (rbcd.models
         .auto_alpha_from_sample; for regression above 5,000 rows also the held-out
         check's sample of at most 20,000 rows): the same choice as rbcd.RBRegressor /
-        RBClassifier on the same rows, without a class_weight (the sample's classes weigh it otherwise).
+        RBClassifier on the same rows, without a class_weight (the sample's classes weigh
+        it otherwise).
         solver="cd": the local CD rule (rbcd.solvers.cd, a held-out path) on the sample's
         features; its alpha is in mean-loss units, used as it is (up to 1,000 rows the
         sample is every row: the local model's choice)."""

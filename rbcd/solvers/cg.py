@@ -519,7 +519,7 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     above HELDOUT_MIN_ROWS rows that scaled choice is then checked on held-out rows
     (rbcd.solvers._heldout: the best of a few multiples of it; ``info["heldout_scores"]``).
     """
-    from . import _direct
+    from . import _direct, _heldout
 
     n, k = Y.shape
     s = np.ones(n) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
@@ -571,7 +571,6 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     selection = (f"leave-one-out on {rows.shape[0]} of {n} rows, scaled by "
                  f"sqrt(total / sample weight)")
     heldout = None
-    from . import _heldout
     if not classification and n > _heldout.HELDOUT_MIN_ROWS:
         # regression: that guess checked on held-out rows (rbcd.solvers._heldout)
         h_rows, held = _heldout.heldout_rows(n)
