@@ -4,12 +4,14 @@ solver="auto" rule."""
 import os
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 
 import rbcd_ref
@@ -432,6 +434,19 @@ def test_held_out_check_of_the_sample_choice(monkeypatch):
     every_row, _ = _heldout.heldout_choice(Z.tocsr(), Y, w, held5, a0, float(w.sum()), True,
                                            1, cols)
     assert every_row == best
+    # the candidates' CG stopped by max_iter (2 iterations): no ConvergenceWarning escapes
+    # the internal step, and a choice is still made
+    from rbcd.solvers import cg as fast_cg
+
+    with monkeypatch.context() as m:
+        m.setattr(fast_cg, "default_max_iter", lambda D: 2)
+        with pytest.warns(ConvergenceWarning):    # (what the same solve says on its own)
+            fast_cg.solve_ridge(Z.tocsr(), Y, w, a0, True, 1e-13, None, "jacobi", 1, cols)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ConvergenceWarning)
+            capped, _ = _heldout.heldout_choice(Z.tocsr(), Y, w, held5, a0, total, True, 1,
+                                                cols)
+    assert np.isclose(a0 * _heldout.HELDOUT_FACTORS * np.sqrt(w.sum() / total), capped).any()
     # no weight held out (or fitted): the sample's choice stands
     w0 = w.copy()
     w0[held5] = 0.0

@@ -23,7 +23,10 @@ gather the sample and bin it with the fitted tables: rbcd.models.auto_alpha_from
 and the twin (rbcd_ref.solvers.cg.choose_alpha, with exact solves: the two agree when
 HELDOUT_TOL is tight) make the same choice. Classification keeps the leave-one-out choice.
 """
+import warnings
+
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
 #: the check runs above this many rows. Below, the 1,000-row leave-one-out sample holds a
 #: fifth of the rows or more, and the check moved the test RMSE by at most 1% (synthetic
@@ -89,9 +92,14 @@ def heldout_choice(Z, Y, s, held, alpha0, total_weight, fit_intercept, n_threads
     candidates = float(alpha0) * HELDOUT_FACTORS
     n_c = candidates.shape[0]
     fit_alphas = candidates * np.sqrt(S_fit / float(total_weight))
-    coef, intercept, _ = solve_ridge(Z, np.tile(Y, (1, n_c)), w_fit, np.repeat(fit_alphas, k),
-                                     fit_intercept, HELDOUT_TOL, None, "jacobi", n_threads,
-                                     columns)
+    with warnings.catch_warnings():
+        # an internal step that wants held-out errors, not converged coefficients: a user
+        # who set no max_iter is not told to raise it here (the fit that follows warns for
+        # itself)
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        coef, intercept, _ = solve_ridge(Z, np.tile(Y, (1, n_c)), w_fit,
+                                         np.repeat(fit_alphas, k), fit_intercept, HELDOUT_TOL,
+                                         None, "jacobi", n_threads, columns)
     F = np.asarray(Z[held] @ coef.T) + intercept[None, :]
     err = (F - np.tile(Y[held], (1, n_c))) ** 2
     scores = np.einsum("i,ij->j", w_held, err).reshape(n_c, k).sum(axis=1)
