@@ -1301,12 +1301,12 @@ cdef void merge_free(GridMerge *g) noexcept nogil:
     memset(g, 0, sizeof(GridMerge))
 
 
-cdef int merge_alloc(GridMerge *g, MergeWork *w, const Table *rt, Py_ssize_t stride,
-                     Py_ssize_t T, int W, int pbits) noexcept nogil:
-    """A grid's merge over the buffers of w; rt[t * stride] is its table of range t
-    (exported: keys and counts in local id order). 0, or -1 when an allocation fails."""
+cdef int merge_base(GridMerge *g, const Table *rt, Py_ssize_t stride,
+                    Py_ssize_t T) noexcept nogil:
+    """g cleared, then the offsets of its ranges' pairs (g.base, T + 1 entries: range t's
+    pairs start at base[t]) and their number g.M; rt[t * stride] is the grid's table of
+    range t. 0, or -1 when the allocation fails."""
     cdef Py_ssize_t t
-    cdef int64_t M
     memset(g, 0, sizeof(GridMerge))
     g.base = <int64_t *> malloc((T + 1) * sizeof(int64_t))
     if g.base == NULL:
@@ -1314,8 +1314,18 @@ cdef int merge_alloc(GridMerge *g, MergeWork *w, const Table *rt, Py_ssize_t str
     g.base[0] = 0
     for t in range(T):
         g.base[t + 1] = g.base[t] + rt[t * stride].n_bins
-    M = g.base[T]
-    g.M = M
+    g.M = g.base[T]
+    return 0
+
+
+cdef int merge_alloc(GridMerge *g, MergeWork *w, const Table *rt, Py_ssize_t stride,
+                     Py_ssize_t T, int W, int pbits) noexcept nogil:
+    """A grid's merge over the buffers of w; rt[t * stride] is its table of range t
+    (exported: keys and counts in local id order). 0, or -1 when an allocation fails."""
+    cdef int64_t M
+    if merge_base(g, rt, stride, T) != 0:
+        return -1
+    M = g.M
     g.m.gid = <uint32_t *> big_malloc(M * sizeof(uint32_t) + 1)
     if g.m.gid == NULL or work_room(w, M, W, T * (((<int64_t> 1) << pbits) + 1)) != 0:
         return -1
@@ -1392,15 +1402,9 @@ cdef int merge_direct(GridMerge *g, MergeWork *w, Table *rt, Py_ssize_t stride, 
     cdef Py_ssize_t t
     cdef int64_t M, k, size = (<int64_t> 1) << bits
     cdef Table *r
-    memset(g, 0, sizeof(GridMerge))
-    g.base = <int64_t *> malloc((T + 1) * sizeof(int64_t))
-    if g.base == NULL:
+    if merge_base(g, rt, stride, T) != 0:
         return -1
-    g.base[0] = 0
-    for t in range(T):
-        g.base[t + 1] = g.base[t] + rt[t * stride].n_bins
-    M = g.base[T]
-    g.M = M
+    M = g.M
     g.m.W = 1
     g.m.T = T
     g.m.base = g.base

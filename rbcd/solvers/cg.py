@@ -497,6 +497,21 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
     return coef, intercept, n_iter
 
 
+def _sample_rows(Zc, columns, rows, n_threads):
+    """(Zc[rows], its grid structure or None): the rows of a sample that alpha="auto"
+    scores, with the column structure rebuilt from the training one's grid boundaries
+    (None when ``columns`` has none, Z is dense, or the rows do not form one)."""
+    Z_rows = Zc[rows]
+    grid_ptr = getattr(columns, "grid_ptr", None)
+    if grid_ptr is None or not sp.issparse(Z_rows):
+        return Z_rows, None
+    from ..binning import column_structure
+    try:
+        return Z_rows, column_structure(Z_rows, grid_ptr, n_jobs=n_threads)
+    except ValueError:
+        return Z_rows, None
+
+
 def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, preconditioner,
                       n_threads, columns, method, classification):
     """Ridge with the penalty chosen from the data; returns solve_ridge's four values, with
@@ -550,15 +565,7 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     rows = _direct.loo_rows(n)
     _direct.check_loo_sample_weight(s[rows], n)
     Zc = Z.tocsr() if sp.issparse(Z) else np.asarray(Z)
-    Z_sub = Zc[rows]
-    sub_columns = None
-    grid_ptr = getattr(columns, "grid_ptr", None)
-    if grid_ptr is not None and sp.issparse(Z_sub):
-        from ..binning import column_structure
-        try:
-            sub_columns = column_structure(Z_sub, grid_ptr, n_jobs=n_threads)
-        except ValueError:
-            sub_columns = None
+    Z_sub, sub_columns = _sample_rows(Zc, columns, rows, n_threads)
     s_sub = s[rows]
     cs = pow2_scale(s_sub) if sample_weight is not None else 1.0
     system = _RidgeSystem(Z_sub, Y[rows] / cy, None if sample_weight is None else s_sub / cs,
@@ -577,13 +584,8 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
         if h_rows.shape[0] == n:
             Zh, Yh, sh, h_columns = Zc, Y, s, columns
         else:
-            Zh, Yh, sh, h_columns = Zc[h_rows], Y[h_rows], s[h_rows], None
-            if grid_ptr is not None and sp.issparse(Zh):
-                from ..binning import column_structure
-                try:
-                    h_columns = column_structure(Zh, grid_ptr, n_jobs=n_threads)
-                except ValueError:
-                    h_columns = None
+            Zh, h_columns = _sample_rows(Zc, columns, h_rows, n_threads)
+            Yh, sh = Y[h_rows], s[h_rows]
         a, heldout = _heldout.heldout_choice(Zh, Yh, sh, held, a, float(s.sum()),
                                              fit_intercept, n_threads, h_columns)
         if heldout is not None:
