@@ -349,10 +349,14 @@ def selection_scores(Y, F, s, classification):
     return float(np.einsum("i,i->", s, hit.astype(np.float64))) / float(s.sum()), -err
 
 
-def loo_select(system, columns, alphas, classification, solution=True):
+def loo_select(system, columns, alphas, classification, solution=True, extra=None):
     """Exact leave-one-out over ``alphas`` from one eigendecomposition of the dual Gram
     matrix, and the solution at the best. Returns (alpha, W (D, k), scores (m, 2)); W is
     None without ``solution`` (a pass over Z saved where only the choice is wanted).
+
+    ``extra``: Ms (n, d), extra columns of the design already centred and weighted
+    (S^1/2 Mc; rbcd.solvers._linear): the Gram matrix is then Kc + Ms Ms^T, and W holds
+    the extra columns' coefficients in its last d rows, (D + d, k).
 
     With Kc = Zs Zs^T = Q diag(e) Q^T (Zs = S^1/2 Zc, so Kc S^1/2 1 = 0) the hat matrix of
     the weighted problem with its unpenalised intercept is H = P + Q diag(e / (e + a)) Q^T,
@@ -368,6 +372,8 @@ def loo_select(system, columns, alphas, classification, solution=True):
     sw = np.sqrt(system.s)
     ys = system.Yc * sw[:, None]
     with limit_blas(1):                      # LAPACK_THREADS (module docstring)
+        if extra is not None:
+            G += extra @ extra.T
         e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True,
                                  driver="evd")          # divide and conquer: the fastest here
         e = np.maximum(e, 0.0)                           # rounding below 0
@@ -380,8 +386,9 @@ def loo_select(system, columns, alphas, classification, solution=True):
         if not solution:
             return a, None, scores
         A = Q @ ((1.0 / (e + a))[:, None] * QtY)         # (Kc + a I)^-1 ys
+        V = None if extra is None else extra.T @ A
     W = system.ztimes_t(A * sw[:, None])
-    return a, W, scores
+    return a, (W if V is None else np.vstack([W, V])), scores
 
 
 def _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, s, classification):

@@ -428,7 +428,8 @@ def solve_ridge_cg(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=
 
 def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
                 max_iter=None, preconditioner="jacobi", n_threads=1, columns=None,
-                verbose=0, return_info=False, method="cg", classification=False):
+                verbose=0, return_info=False, method="cg", classification=False,
+                extra=None):
     """Ridge on validated inputs by ``method``: "cg" (solve_ridge_cg), "dual" or "primal"
     (one Cholesky factorization for every target, rbcd.solvers._direct), "direct" (the
     smaller of the two) or "auto" (the cheapest of the three by rbcd.solvers._direct's
@@ -445,13 +446,23 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
     ``alpha="auto"``: the penalty chosen from the data (:func:`_solve_auto_alpha`), by the
     targets' squared error, or with ``classification`` by the accuracy of the one-vs-rest
     decisions; ``info["alpha"]`` is the choice.
+
+    ``extra``: a rbcd.solvers._linear.ExtraBlock, the linear term beside Z (that module):
+    the coefficients are then those of the design [Z, M], (k, D + d), where the chosen
+    weight c is > 0 (``info["extra_weight"]``; with c = 0 they are Z's alone).
     """
     k = Y.shape[1]
     if isinstance(alpha, str):
         if alpha != "auto":
             raise ValueError(f"alpha must be a non-negative number or 'auto', got {alpha!r}")
         out = _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter,
-                                preconditioner, n_threads, columns, method, classification)
+                                preconditioner, n_threads, columns, method, classification,
+                                extra)
+        return out if return_info else out[:3]
+    if extra is not None:
+        out = _solve_with_extra(Z, Y, sample_weight, alpha, fit_intercept, tol, max_iter,
+                                preconditioner, n_threads, columns, verbose, method,
+                                classification, extra)
         return out if return_info else out[:3]
     alpha = _check_alpha(alpha, k)
     zmax = _max_abs(Z)
@@ -497,6 +508,68 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
     return coef, intercept, n_iter
 
 
+def _solve_with_extra(Z, Y, sample_weight, alpha, fit_intercept, tol, max_iter,
+                      preconditioner, n_threads, columns, verbose, method, classification,
+                      extra):
+    """solve_ridge's four values for the design [Z, sqrt(c) M] at a fixed alpha (one for
+    every target) and the one weight c of ``extra``: one solve on Z of the k targets and
+    the d columns of sqrt(c) M, then their Schur complement (rbcd.solvers._linear)."""
+    from ._linear import schur_solution
+
+    if len(extra.weights) != 1:
+        raise ValueError("the linear term's weight is chosen only with alpha='auto'; "
+                         f"got {len(extra.weights)} candidates and a fixed alpha")
+    a = np.asarray(alpha, dtype=np.float64).reshape(-1)
+    if np.unique(a).shape[0] != 1:
+        raise ValueError("the linear term needs one alpha for every target")
+    a = float(a[0])
+    c = extra.weights[0]
+    if c == 0.0:
+        out = solve_ridge(Z, Y, sample_weight, a, fit_intercept, tol, max_iter,
+                          preconditioner, n_threads, columns, verbose, return_info=True,
+                          method=method, classification=classification)
+        out[3]["extra_weight"] = 0.0
+        return out
+    k = Y.shape[1]
+    s = np.ones(Y.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    Mp = np.sqrt(c) * extra.M
+    coef_all, intercept_all, n_iter, info = solve_ridge(
+        Z, np.hstack([Y, Mp]), sample_weight, a, fit_intercept, tol, max_iter,
+        preconditioner, n_threads, columns, verbose, return_info=True, method=method,
+        classification=classification)
+    w, v, b = schur_solution(Y, Mp, s, a, coef_all, intercept_all, Z, fit_intercept)
+    conv = np.asarray(info["converged"])
+    info = dict(info, converged=conv[:k] & bool(np.all(conv[k:])),
+                residual=np.asarray(info["residual"])[:k], stop=np.asarray(info["stop"])[:k],
+                extra_weight=c)
+    return np.hstack([w, np.sqrt(c) * v]), b, np.asarray(n_iter)[:k], info
+
+
+def _choose_extra(system, columns, alphas, classification, extra, solution):
+    """The best (c, alpha) over the weights of ``extra`` (None: no term) by leave-one-out
+    on ``system``: returns (c, alpha, W, scores, Ms) with Ms the unit block centred and
+    weighted on the system (None without a term); W as loo_select's (D + d rows where
+    c > 0). The first weight wins ties."""
+    from . import _direct
+    from ._linear import centred_weighted
+
+    if extra is None:
+        a, W, scores = _direct.loo_select(system, columns, alphas, classification, solution)
+        return 0.0, a, W, scores, None
+    M = extra.M
+    if M.shape[0] != system.shape[0]:
+        raise ValueError("the linear term's block does not match the rows")
+    Ms, _ = centred_weighted(M, system)
+    best = None
+    for c in extra.weights:
+        a, W, scores = _direct.loo_select(system, columns, alphas, classification, solution,
+                                          extra=None if c == 0.0 else np.sqrt(c) * Ms)
+        top = tuple(scores[_direct._best(scores)])
+        if best is None or top > best[0]:
+            best = (top, c, a, W, scores)
+    return best[1], best[2], best[3], best[4], Ms
+
+
 def _sample_rows(Zc, columns, rows, n_threads):
     """(Zc[rows], its grid structure or None): the rows of a sample that alpha="auto"
     scores, with the column structure rebuilt from the training one's grid boundaries
@@ -513,7 +586,7 @@ def _sample_rows(Zc, columns, rows, n_threads):
 
 
 def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, preconditioner,
-                      n_threads, columns, method, classification):
+                      n_threads, columns, method, classification, extra=None):
     """Ridge with the penalty chosen from the data; returns solve_ridge's four values, with
     ``info["alpha"]`` (the choice), ``info["alphas"]`` and ``info["scores"]`` (the
     candidates and their (primary, secondary) scores, rbcd.solvers._direct.selection_scores)
@@ -533,7 +606,12 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     classes 0.806 / 0.823 / 0.827, regression R^2 0.944 / 0.938 / 0.921. For regression
     above HELDOUT_MIN_ROWS rows that scaled choice is then checked on held-out rows
     (rbcd.solvers._heldout: the best of a few multiples of it; ``info["heldout_scores"]``).
+
+    ``extra`` (rbcd.solvers._linear): the leave-one-out chooses the weight c among its
+    candidates with the penalty (``info["extra_weight"]``); the held-out check runs only
+    where the choice is c = 0.
     """
+    from ._linear import ExtraBlock, joint_residual
     from . import _direct, _heldout
 
     n, k = Y.shape
@@ -544,21 +622,36 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
         cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
         system = _RidgeSystem(Z, Y / cy, None if sample_weight is None else s / cs,
                               fit_intercept, n_threads, columns)
-        a, W, scores = _direct.loo_select(system, columns, alphas / cs, classification)
+        c, a, W, scores, Ms = _choose_extra(system, columns, alphas / cs, classification,
+                                            extra, True)
+        chosen = {} if extra is None else {"extra_weight": c}
         if method == "cg":                   # the choice, solved as asked
             coef, intercept, n_iter, info = solve_ridge(
                 Z, Y, sample_weight, a * cs, fit_intercept, tol, max_iter, preconditioner,
-                n_threads, columns, return_info=True, method="cg")
-            info.update(alpha=a * cs, alphas=alphas, scores=scores, selection="leave-one-out")
+                n_threads, columns, return_info=True, method="cg",
+                extra=None if extra is None else ExtraBlock(extra.M, (c,)))
+            info.update(alpha=a * cs, alphas=alphas, scores=scores, selection="leave-one-out",
+                        **chosen)
             return coef, intercept, n_iter, info
-        a_given = np.full(k, a)
-        residual = system.relative_residual(W, a_given)
+        D = system.shape[1]
+        V = W[D:] if c > 0.0 else None
+        W = W[:D]
+        if V is None:
+            residual = system.relative_residual(W, np.full(k, a))
+        else:
+            residual = joint_residual(system, W, V, np.sqrt(c) * Ms, a)
         coef = W.T * cy
         intercept = (system.ybar - np.einsum("kj,j->k", W.T, system.zbar)) * cy \
             if system.zbar is not None else np.zeros(k)
+        if V is not None:
+            # the coefficients of the unit block M: sqrt(c) times those of sqrt(c) M
+            coef = np.hstack([coef, np.sqrt(c) * V.T * cy])
+            if system.zbar is not None:
+                mbar = np.einsum("i,ij->j", system.s, extra.M) / system.S
+                intercept -= np.sqrt(c) * np.einsum("kj,j->k", V.T, mbar) * cy
         info = dict(converged=residual <= tol, residual=residual,
                     stop=np.array(["direct"] * k), method="dual", alpha=a * cs,
-                    alphas=alphas, scores=scores, selection="leave-one-out")
+                    alphas=alphas, scores=scores, selection="leave-one-out", **chosen)
         return coef, intercept, np.ones(k, dtype=np.int64), info
     # above LOO_MAX_ROWS: leave-one-out on a fixed sample of LOO_MAX_ROWS rows chooses the
     # penalty per unit of weight, applied to all rows
@@ -571,14 +664,15 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     system = _RidgeSystem(Z_sub, Y[rows] / cy, None if sample_weight is None else s_sub / cs,
                           fit_intercept, n_threads, sub_columns)
     per_row = _direct.AUTO_ALPHAS_PER_ROW
-    a_sub, _, scores = _direct.loo_select(system, sub_columns, per_row * float(s_sub.sum()) / cs,
-                                          classification, solution=False)
+    c, a_sub, _, scores, _ = _choose_extra(
+        system, sub_columns, per_row * float(s_sub.sum()) / cs, classification,
+        None if extra is None else ExtraBlock(extra.M[rows], extra.weights), False)
     # scaled to all rows by sqrt(total weight / sample weight): SAMPLE_SCALING
     a = float(a_sub * cs * np.sqrt(s.sum() / s_sub.sum()))
     selection = (f"leave-one-out on {rows.shape[0]} of {n} rows, scaled by "
                  f"sqrt(total / sample weight)")
     heldout = None
-    if not classification and n > _heldout.HELDOUT_MIN_ROWS:
+    if not classification and n > _heldout.HELDOUT_MIN_ROWS and c == 0.0:
         # regression: that guess checked on held-out rows (rbcd.solvers._heldout)
         h_rows, held = _heldout.heldout_rows(n)
         if h_rows.shape[0] == n:
@@ -593,7 +687,8 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
                           f"{held.shape[0]} held-out of {h_rows.shape[0]} rows")
     coef, intercept, n_iter, info = solve_ridge(
         Z, Y, sample_weight, a, fit_intercept, tol, max_iter, preconditioner, n_threads,
-        columns, return_info=True, method=method)
+        columns, return_info=True, method=method,
+        extra=None if extra is None else ExtraBlock(extra.M, (c,)))
     info.update(alpha=a, alphas=per_row * float(s.sum()), scores=scores,
                 selection=selection, heldout_scores=heldout)
     return coef, intercept, n_iter, info
@@ -839,8 +934,13 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
             dtype=[np.float64, np.float32],
         )
 
-    def _solve(self, Z, Y, sample_weight, columns=None):
-        """Solve and set n_iter_, converged_ and residual_; returns (coef, intercept)."""
+    def _solve(self, Z, Y, sample_weight, columns=None, extra=None):
+        """Solve and set n_iter_, converged_ and residual_; returns (coef, intercept).
+
+        ``extra`` (private: rbcd.RBClassifier / RBRegressor's ``linear``): a
+        rbcd.solvers._linear.ExtraBlock, the linear term beside Z. Its chosen weight is
+        ``extra_weight_``; where it is > 0 the coefficients are those of the design
+        [Z, M] and ``n_features_in_`` is D + d (the model predicts from [Z, M])."""
         if not np.isfinite(float(self.tol)):
             raise ValueError(f"tol must be finite, got {self.tol!r}")
         if not (isinstance(self.alpha, str) and self.alpha == "auto"):
@@ -850,7 +950,9 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
         n_threads = effective_n_threads(self.n_jobs)
         # the solver's own arrays (CG's iterates, the transposed copy's D + 1 pointers):
         # refused up front when they cannot fit (issue 31: hashed n_features of 2**40)
-        check_solver_memory(type(self).__name__, "cg", Z.shape[0], Z.shape[1], Y.shape[1])
+        n_extra = 0 if extra is None else extra.M.shape[1]
+        check_solver_memory(type(self).__name__, "cg", Z.shape[0], Z.shape[1],
+                            Y.shape[1] + n_extra)
         s = _check_sample_weight(sample_weight, Z.shape[0])
         verbose = int(self.verbose)
         t0 = time.perf_counter()
@@ -862,12 +964,12 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
                 out = solve_ridge(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
                                   self.max_iter, self.preconditioner, n_threads, columns,
                                   verbose=verbose, return_info=True, method=self.solver,
-                                  classification=self._classification)
+                                  classification=self._classification, extra=extra)
         else:
             out = solve_ridge(Z, Y, s, self.alpha, self.fit_intercept, self.tol,
                               self.max_iter, self.preconditioner, n_threads, columns,
                               verbose=verbose, return_info=True, method=self.solver,
-                              classification=self._classification)
+                              classification=self._classification, extra=extra)
         coef, intercept, n_iter, info = out
         if verbose:
             k = Y.shape[1]
@@ -892,6 +994,10 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
             self.alpha_ = float(a) if a.ndim == 0 else a
         self.converged_ = bool(np.all(info["converged"]))
         self.residual_ = info["residual"]
+        if extra is not None:
+            self.extra_weight_ = float(info.get("extra_weight", 0.0))
+            if self.extra_weight_ > 0.0:
+                self.n_features_in_ = Z.shape[1] + n_extra
         return coef, intercept
 
     def to_cpu(self):
@@ -1009,8 +1115,13 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
             multi_output=True, y_numeric=True,
         )
         y = check_regression_target(y)  # object y with None / inf: named, not recursed on
+        return self._fit_labels(X, y, sample_weight, columns)
+
+    def _fit_labels(self, X, y, sample_weight, columns, extra=None):
+        """fit after the checks of X and y (rbcd.RBRegressor calls it with the features it
+        made and the targets it checked). ``extra``: the linear term (_RidgeCGBase._solve)."""
         Y = y.reshape(y.shape[0], -1)
-        coef, intercept = self._solve(X, Y, sample_weight, columns)
+        coef, intercept = self._solve(X, Y, sample_weight, columns, extra)
         out_dtype = X.dtype
         if y.ndim == 1:
             self.coef_ = coef[0].astype(out_dtype)
@@ -1082,9 +1193,10 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         check_classification_targets(y)
         return self._fit_labels(X, y, sample_weight, columns)
 
-    def _fit_labels(self, X, y, sample_weight, columns):
+    def _fit_labels(self, X, y, sample_weight, columns, extra=None):
         """fit after the checks of X and y (rbcd.RBClassifier calls it with the features
-        it made and the labels it checked: the same fit without checking them twice)."""
+        it made and the labels it checked: the same fit without checking them twice).
+        ``extra``: the linear term (_RidgeCGBase._solve)."""
         self.classes_, Y = one_vs_rest_targets(y)
         if self.classes_.shape[0] < 2:
             raise ValueError(
@@ -1094,7 +1206,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         if self.class_weight is not None:
             cw = compute_sample_weight(check_class_weight(self.class_weight), y)
             s = cw if s is None else s * cw
-        coef, intercept = self._solve(X, Y, s, columns)
+        coef, intercept = self._solve(X, Y, s, columns, extra)
         self.coef_ = coef.astype(X.dtype)
         self.intercept_ = intercept.astype(X.dtype) if self.fit_intercept else np.zeros(Y.shape[1], dtype=X.dtype)
         return self

@@ -1,0 +1,123 @@
+"""A linear term beside the random binning kernel (issue 30; docs/benchmarks/search.md,
+"A linear term beside the kernel").
+
+The models' ``linear`` parameter adds c times a linear kernel on the standardized
+features to the kernel that random binning estimates:
+
+    k(x, y) = k_RB(x, y) + c <m(x), m(y)>,     m(x) = (x - mean) / (scale sqrt(d))
+
+(mean and scale: the training columns' mean and standard deviation, 1 for a constant
+column; d features, so that <m(x), m(x)> is about 1, as k_RB(x, x) = 1). Its feature
+map is the design [Z, sqrt(c) M]: ridge on it with the penalty alpha is ridge on [Z, M]
+with alpha on Z's columns and alpha / c on M's. The fitted coefficients are those of the
+design [Z, M] (``coef_`` of shape (k, D + d)), so prediction is [Z, M] @ coef_.T + b.
+
+A near-linear target (diabetes) is fitted better by the sum than by either kernel, and
+on unscaled data (raw wine) the standardized term carries the features that the L1
+distance of the kernel drowns (measurements in docs/benchmarks/search.md).
+
+Solving, with every ridge path (CG, dual and primal direct solves) kept as it is:
+
+* a fixed alpha: the Schur complement of the joint normal equations. With W_Y, W_M the
+  ridge solutions on Z for the targets Y and for the columns of Mp = sqrt(c) M (one
+  block solve of k + d right-hand sides), the joint solution is
+
+      v = (Mpc^T S (Mpc - Zc W_M) + alpha I)^-1 Mpc^T S (Yc - Zc W_Y),   w = W_Y - W_M v
+
+  (c: centred with the weighted means; S: the weights), exact up to the solver's
+  tolerance;
+* alpha="auto" by leave-one-out: the dual Gram matrix of the joint design is
+  Kc + Mps Mps^T (Mps = S^1/2 Mpc), so rbcd.solvers._direct.loo_select scores every
+  (c, alpha) from one eigendecomposition per c; the best (c, alpha) wins (ties: the
+  earlier c of the candidates, then the larger alpha).
+"""
+import numpy as np
+
+#: the weights c that ``linear="auto"`` chooses among, by leave-one-out with alpha
+#: (the first wins ties: no term)
+AUTO_CANDIDATES = (0.0, 1.0)
+#: ``linear="auto"`` adds the term only up to this many features (the term's block is
+#: dense: n x d; beyond, and above rbcd.solvers._direct.LOO_MAX_ROWS rows, it is 0)
+AUTO_MAX_FEATURES = 256
+
+
+class LinearTerm:
+    """The standardization of the linear term, fitted on the training rows:
+    ``block(X)`` = (X - mean_) / (scale_ sqrt(d)), dense float64."""
+
+    def __init__(self, X):
+        X = _dense(X)
+        self.mean_ = X.mean(axis=0)
+        std = X.std(axis=0)
+        # a constant column: scale 1, so its block column is exactly 0
+        self.scale_ = np.where(std > 0, std, 1.0)
+        self.n_features_ = X.shape[1]
+
+    def block(self, X):
+        X = _dense(X)
+        if X.shape[1] != self.n_features_:
+            raise ValueError(f"X has {X.shape[1]} features, the linear term was fitted on "
+                             f"{self.n_features_}")
+        return (X - self.mean_) / self.scale_ / np.sqrt(float(self.n_features_))
+
+
+def _dense(X):
+    import scipy.sparse as sp
+
+    return np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+
+
+class ExtraBlock:
+    """What a ridge solve is given for the term: M (n, d) the unit block (LinearTerm.block)
+    and ``weights`` the candidate c (one: fixed; several: chosen by leave-one-out)."""
+
+    def __init__(self, M, weights):
+        self.M = np.ascontiguousarray(M, dtype=np.float64)
+        self.weights = tuple(float(c) for c in weights)
+        if not self.weights or any(not (c >= 0 and np.isfinite(c)) for c in self.weights):
+            raise ValueError(f"the linear term's weights must be finite and >= 0, got "
+                             f"{weights!r}")
+
+
+def centred_weighted(M, system):
+    """(Ms, mbar): Ms = S^1/2 (M - 1 mbar^T) with mbar the weighted column means of M on
+    ``system`` (a rbcd.solvers.cg._RidgeSystem; without intercept mbar = 0)."""
+    if system.zbar is not None:
+        mbar = np.einsum("i,ij->j", system.s, M) / system.S
+        Mc = M - mbar
+    else:
+        mbar = np.zeros(M.shape[1])
+        Mc = M
+    return np.sqrt(system.s)[:, None] * Mc, mbar
+
+
+def joint_residual(system, W, V, Ms, alpha):
+    """||g|| / ||b|| per target for the joint normal equations of the design [Zc, Mc]:
+    g = b - (A + alpha I) [W; V], b = [Zc^T S Yc; Mc^T S^1/2 ys] (Ms = S^1/2 Mc)."""
+    sw = np.sqrt(system.s)
+    r = system.Yc * sw[:, None] - system.ztimes(W) * sw[:, None] - Ms @ V   # S^1/2 residual
+    g = np.vstack([system.ztimes_t(r * sw[:, None]) - alpha * W, Ms.T @ r - alpha * V])
+    b = np.vstack([system.B, Ms.T @ (system.Yc * sw[:, None])])
+    bn = np.linalg.norm(b, axis=0)
+    return np.where(bn > 0, np.linalg.norm(g, axis=0) / np.where(bn > 0, bn, 1.0), 0.0)
+
+
+def schur_solution(Y, Mp, s, alpha, coef_all, intercept_all, Z, fit_intercept):
+    """The joint solution from the ridge solutions on Z of the k + d targets [Y, Mp]
+    (coef_all (k + d, D), intercept_all (k + d)): returns (w (k, D), v (k, d), b (k))
+    for the design [Z, Mp] (module docstring)."""
+    k = Y.shape[1]
+    F = np.asarray(Z @ coef_all.T) + intercept_all[None, :]       # the fits of all k + d
+    R = np.hstack([Y, Mp]) - F                                    # Yc - Zc W_Y, Mpc - Zc W_M
+    if fit_intercept:
+        Mpc = Mp - np.einsum("i,ij->j", s, Mp) / float(s.sum())
+    else:
+        Mpc = Mp
+    sM = s[:, None] * Mpc
+    A = sM.T @ R[:, k:]
+    A = 0.5 * (A + A.T)                                           # symmetric up to rounding
+    A.flat[:: A.shape[0] + 1] += alpha
+    v = np.linalg.solve(A, sM.T @ R[:, :k])                       # (d, k)
+    w = coef_all[:k] - v.T @ coef_all[k:]
+    b = intercept_all[:k] - v.T @ intercept_all[k:]
+    return w, v.T, b
