@@ -228,6 +228,13 @@ def auto_n_grids(n_features_in, n_samples=None, regression=False):
     return R
 
 
+def _with_block(Z, M):
+    """[Z, M] as CSR: the random binning features and the linear term's dense block."""
+    import scipy.sparse as sp
+
+    return sp.hstack([Z, sp.csr_matrix(M)], format="csr")
+
+
 def small_data_grids(n_samples, cap, n_features=1, entries=SMALL_DATA_ENTRIES):
     """The largest power of two, at most ``cap``, whose products with ``n_samples`` and with
     ``n_features`` are at most ``entries`` (0 when none is). WIDE_SMALL_DATA: a grid
@@ -261,6 +268,7 @@ _RB_CONSTRAINTS = {
     "random_state": "no_validation",  # checked by RandomBinning and the CD solvers
     "verbose": VERBOSE,
     "device": [StrOptions({"cpu", "cuda"})],  # "cuda": rbcd.cuda (docs/gpu.md; cg only)
+    "linear": [StrOptions({"auto"}), RealInterval(0, None, closed="left")],
 }
 
 
@@ -313,6 +321,34 @@ class _RBBase(ChecksummedState, BaseEstimator):
             loss = self.loss
         return solver, alpha, tol, loss
 
+    def _linear_weights(self, n_samples, n_features):
+        """The weights c of the linear term that the fit considers (``linear``): one
+        fixed c, or for "auto" rbcd.solvers._linear.AUTO_CANDIDATES where the ridge
+        penalty is chosen by exact leave-one-out on every row (alpha="auto", a ridge
+        solver, at most LOO_MAX_ROWS rows, at most AUTO_MAX_FEATURES features, the CPU),
+        else (0.0,): no term. A ValueError for a term the fit cannot add."""
+        from .solvers._direct import LOO_MAX_ROWS
+        from .solvers._linear import AUTO_CANDIDATES, AUTO_MAX_FEATURES
+
+        solver, alpha, _, _ = self._effective()
+        ridge = solver in _RIDGE_SOLVERS
+        if isinstance(self.linear, str):          # "auto"
+            if (ridge and alpha == "auto" and self.device == "cpu"
+                    and n_samples <= LOO_MAX_ROWS and n_features <= AUTO_MAX_FEATURES):
+                return AUTO_CANDIDATES
+            return (0.0,)
+        c = float(self.linear)
+        if not np.isfinite(c):
+            raise ValueError(f"linear must be 'auto' or a finite number >= 0, got {self.linear!r}")
+        if c > 0.0 and not ridge:
+            raise ValueError(f"linear={self.linear!r} adds a linear term to the ridge "
+                             f"solvers' kernel; solver={solver!r} has none: use solver="
+                             f"'auto', 'cg' or 'direct', or linear=0")
+        if c > 0.0 and self.device != "cpu":
+            raise ValueError(f"linear={self.linear!r}: the linear term is fitted on the CPU "
+                             f"only; use device='cpu', or linear=0 with device='cuda'")
+        return (c,)
+
     def _n_grids(self, n_features_in, n_samples):
         if isinstance(self.n_grids, str):  # "auto"
             return auto_n_grids(n_features_in, n_samples, regression=not self._classifier)
@@ -356,7 +392,11 @@ class _RBBase(ChecksummedState, BaseEstimator):
         """
         if self.device == "cuda":  # binning and CG on the GPU (rbcd.cuda.estimators)
             from .cuda.estimators import rb_fit
-            return rb_fit(self, X, y, sample_weight)
+            self._linear_weights(0, 0)      # a linear term refused before any work
+            self.__dict__.pop("_linear_term", None)
+            rb_fit(self, X, y, sample_weight)
+            self.linear_ = 0.0
+            return self
         solver = self._solver_name()
         self._effective()  # parameter errors before any work
         X = validate_data(self, X, reset=True, accept_sparse=["csr", "csc"],
@@ -367,6 +407,7 @@ class _RBBase(ChecksummedState, BaseEstimator):
         y = (check_class_labels(y, X.shape[0], type(self).__name__) if self._classifier
              else check_regression_target(y, X.shape[0]))
         sample_weight = check_sample_weight(sample_weight, X.shape[0])
+        weights = self._linear_weights(X.shape[0], X.shape[1])
         t0 = time.perf_counter()
         binning = self._make_binning(X.shape[0])
         # SERIAL_ENTRIES: a small fit runs every stage on one thread, whatever n_jobs
@@ -388,10 +429,18 @@ class _RBBase(ChecksummedState, BaseEstimator):
                  1 if np.ndim(y) == 1 else np.shape(y)[1])   # classes (one-vs-rest), targets
         check_solver_memory(type(self).__name__, "cd" if solver == "cd" else "cg", Z.shape[0],
                             Z.shape[1], n_out, "classes" if self._classifier else "targets")
+        term = extra = None
+        if any(c > 0.0 for c in weights):   # the linear term (rbcd.solvers._linear)
+            from .solvers._linear import ExtraBlock, LinearTerm
+            term = LinearTerm(X)
+            extra = ExtraBlock(term.block(X), weights)
         fit_labels = getattr(est, "_fit_labels", None)
         if fit_labels is not None:   # Z made and y checked here: not checked again
             est.n_features_in_ = Z.shape[1]
-            fit_labels(Z, y, sample_weight, cols)
+            if extra is None:
+                fit_labels(Z, y, sample_weight, cols)
+            else:
+                fit_labels(Z, y, sample_weight, cols, extra=extra)
         else:
             est.fit(Z, y, sample_weight=sample_weight, columns=cols)
         if serial:
@@ -399,9 +448,14 @@ class _RBBase(ChecksummedState, BaseEstimator):
         t2 = time.perf_counter()
         self.binning_ = binning
         self.solver_ = est
+        self.linear_ = float(getattr(est, "extra_weight_", 0.0)) if extra is not None else 0.0
+        self._linear_term = term if self.linear_ > 0.0 else None
+        if self.linear_ > 0.0:
+            Z = _with_block(Z, extra.M)
         if self._classifier:
             self.classes_ = est.classes_
-            self._fit_calibration(est, Z, y, sample_weight, n_weight)
+            self._fit_calibration(est, Z, y, sample_weight, n_weight,
+                                  extra.M if self.linear_ > 0.0 else None)
         self.fit_time_ = {"binning": t1 - t0, "solver": t2 - t1}
         if self.verbose:
             form = f" ({est.solver_})" if solver in _RIDGE_SOLVERS else ""
@@ -419,16 +473,22 @@ class _RBBase(ChecksummedState, BaseEstimator):
         return rb_to_cpu(self)
 
     def _features(self, X):
+        """The solver's features of X: Z, and beside it the linear term's block M where
+        the fit added one ([Z, M], rbcd.solvers._linear)."""
         check_is_fitted(self, "solver_")
         if "_cuda_tables" in self.binning_.__dict__:  # fitted with device="cuda"
             return self.binning_.transform(X)
         X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"],
                           dtype=np.float64, ensure_all_finite=False)
-        return self.binning_.transform(X)
+        Z = self.binning_.transform(X)
+        term = self.__dict__.get("_linear_term")
+        return Z if term is None else _with_block(Z, term.block(X))
 
     @property
     def coef_(self):
-        """The solver's coefficients on the random binning features."""
+        """The solver's coefficients on the random binning features, and after them on
+        the linear term's d standardized features where the fit added one (``linear_``
+        > 0)."""
         return self.solver_.coef_
 
     @property
@@ -520,6 +580,17 @@ _PARAMS_DOC = """
         "cuda": binning, CG and prediction on one GPU through CuPy (the ``rbcd[cuda]``
         extra; solver "auto" or "cg", solved by CG; exact mode; calibration "train" or None). The same Z bit for
         bit, the same objective; ``to_cpu()`` gives the equal CPU model (docs/gpu.md).
+    linear : "auto" or float >= 0, default "auto" (ridge solvers)
+        Weight c of a linear kernel on the standardized features added to the random
+        binning kernel: k(x, y) = k_RB(x, y) + c <m(x), m(y)>, m(x) = (x - mean) /
+        (std sqrt(n_features)) with the training columns' mean and standard deviation
+        (rbcd.solvers._linear). It fits near-linear targets and features that the L1
+        distance of the kernel drowns (unscaled data). 0: none. "auto": c chosen among
+        0 and 1 jointly with the penalty by the same exact leave-one-out, where
+        alpha="auto" scores every row (at most 1,000 rows; at most 256 features; the CPU);
+        elsewhere none. The choice is ``linear_``; with c > 0, ``coef_`` holds the d
+        linear coefficients after the random binning ones. A fixed c > 0 is solved on any
+        size, by the ridge solver on Z with d more right-hand sides.
 """
 
 
@@ -536,14 +607,17 @@ class RBRegressor(RegressorMixin, _RBBase):
     coef_, intercept_, n_iter_ : the solver's
     n_features_in_ : int
     fit_time_ : dict with the seconds spent in "binning" and "solver"
+    linear_ : float, the weight of the linear term used (0: none)
     """
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
                  solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=CD_MAX_EPOCHS, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
-                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0, device="cpu"):
+                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0, device="cpu",
+                 linear="auto"):
         self.device = device
+        self.linear = linear
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -598,6 +672,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
     classes_, binning_, solver_ (RidgeCGClassifier or CDClassifier), coef_,
     intercept_, n_iter_, n_features_in_, fit_time_
     calibration_ : float or None, the fitted scale of the softmax
+    linear_ : float, the weight of the linear term used (0: none)
     """
 
     _classifier = True
@@ -612,8 +687,9 @@ class RBClassifier(ClassifierMixin, _RBBase):
                  tol=None, max_iter=None, max_epochs=CD_MAX_EPOCHS, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, calibration="train", dtype=np.float64, n_jobs=None,
-                 random_state=None, verbose=0, device="cpu"):
+                 random_state=None, verbose=0, device="cpu", linear="auto"):
         self.device = device
+        self.linear = linear
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -659,10 +735,12 @@ class RBClassifier(ClassifierMixin, _RBBase):
             return False
         return self.calibration is not None
 
-    def _fit_calibration(self, est, Z, y, sample_weight, n_weight):
+    def _fit_calibration(self, est, Z, y, sample_weight, n_weight, M=None):
         """Fit the softmax scale of ``rbcd._calibration`` (only where the solver has no
         probabilities of its own and calibration is on): on the training rows' scores, or on
-        a held-out fifth scored by a model fitted on the rest (same parameters)."""
+        a held-out fifth scored by a model fitted on the rest (same parameters; with the
+        linear term's block M, Z is [Z, M] and the rest's fit adds the term of weight
+        ``linear_``)."""
         self.calibration_ = None
         if self.calibration is None or self._native_proba():
             return
@@ -678,8 +756,15 @@ class RBClassifier(ClassifierMixin, _RBBase):
                 aux = self._make_solver(Z.shape, False, n_weight)
                 if getattr(aux, "alpha", None) == "auto":   # the penalty the model chose
                     aux.set_params(alpha=est.alpha_)
-                aux.fit(Z[fit_rows], y[fit_rows],
-                        sample_weight=None if weight is None else weight[fit_rows])
+                w_fit = None if weight is None else weight[fit_rows]
+                if M is None:
+                    aux.fit(Z[fit_rows], y[fit_rows], sample_weight=w_fit)
+                else:   # Z is [Z, M]: the term refitted with the model's weight
+                    from .solvers._linear import ExtraBlock
+                    D = Z.shape[1] - M.shape[1]
+                    aux.n_features_in_ = D
+                    aux._fit_labels(Z[fit_rows][:, :D], y[fit_rows], w_fit, None,
+                                    extra=ExtraBlock(M[fit_rows], (self.linear_,)))
                 est = aux
             else:  # too few rows to hold out every class: calibrate on the training rows
                 rows = np.arange(y.shape[0])

@@ -29,13 +29,14 @@ The features of new data are ``model.binning_.transform(X)`` (the models have no
 its coefficients when the number of columns is unchanged (same data and an int seed).
 """
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .binning import RandomBinning
 from .solvers.cd import CDClassifier, CDRegressor
-from .solvers.cg import RidgeCG, RidgeCGClassifier
+from .solvers.cg import LOO_MAX_ROWS, RidgeCG, RidgeCGClassifier
 
 SOLVERS = ("auto", "cg", "direct", "cd")
 RIDGE_SOLVERS = ("auto", "cg", "direct")    # RidgeCG's ``solver``
@@ -138,8 +139,32 @@ class _RBBase(BaseEstimator):
             return previous.set_params(**params)
         return cls(**params)
 
+    def _linear_weights(self, n_samples, n_features):
+        """The weights c of the linear term (rbcd.models' rule): a number as given (> 0 only
+        with a ridge solver); "auto": 0 or 1, chosen with alpha="auto" by leave-one-out,
+        where that scores every row (at most LOO_MAX_ROWS rows, at most 256 features)."""
+        solver, alpha, _, _ = self._resolved()
+        ridge = solver in RIDGE_SOLVERS
+        if isinstance(self.linear, str):
+            if self.linear != "auto":
+                raise ValueError(f"linear must be 'auto' or a number >= 0, got {self.linear!r}")
+            if ridge and alpha == "auto" and n_samples <= LOO_MAX_ROWS and n_features <= 256:
+                return (0.0, 1.0)
+            return (0.0,)
+        c = float(self.linear)
+        if not (np.isfinite(c) and c >= 0.0):
+            raise ValueError(f"linear must be 'auto' or a finite number >= 0, got {self.linear!r}")
+        if c > 0.0 and not ridge:
+            raise ValueError(f"linear={self.linear!r} needs a ridge solver, got solver={solver!r}")
+        return (c,)
+
+    def _block(self, X):
+        """The linear term's unit block: (X - mean) / (scale sqrt(d)), scale the training
+        columns' standard deviation (1 for a constant column)."""
+        return (X - self._linear_mean) / self._linear_scale / np.sqrt(float(X.shape[1]))
+
     def fit(self, X, y, sample_weight=None):
-        """Draw the grids, bin X into Z, fit the solver on Z."""
+        """Draw the grids, bin X into Z, fit the solver on Z (and the linear term)."""
         solver, _, _, _ = self._resolved()  # parameter errors before any work
         X = validate_data(self, X, reset=True, accept_sparse=False, dtype=np.float64,
                           ensure_all_finite=False)
@@ -153,7 +178,15 @@ class _RBBase(BaseEstimator):
             weights = np.asarray(sample_weight, dtype=np.float64)
             total_weight = float(weights.sum() if weights.ndim else weights * Z.shape[0])
         est = self._solver(Z.shape, self.n_features is None, total_weight)
-        if solver in RIDGE_SOLVERS:
+        weights = self._linear_weights(X.shape[0], X.shape[1])
+        self.linear_ = 0.0
+        if solver in RIDGE_SOLVERS and any(c > 0.0 for c in weights):
+            self._linear_mean = X.mean(axis=0)
+            std = X.std(axis=0)
+            self._linear_scale = np.where(std > 0, std, 1.0)
+            est.fit(Z, y, sample_weight=sample_weight, extra=(self._block(X), weights))
+            self.linear_ = float(est.extra_weight_)
+        elif solver in RIDGE_SOLVERS:
             est.fit(Z, y, sample_weight=sample_weight)
         else:
             grid = binning if self.n_features is None else None
@@ -171,7 +204,10 @@ class _RBBase(BaseEstimator):
         check_is_fitted(self, "solver_")
         X = validate_data(self, X, reset=False, accept_sparse=False, dtype=np.float64,
                           ensure_all_finite=False)
-        return self.binning_.transform(X)
+        Z = self.binning_.transform(X)
+        if self.linear_ > 0.0:   # [Z, M]: the linear term's columns after Z's
+            Z = sp.hstack([sp.csr_matrix(Z), sp.csr_matrix(self._block(X))], format="csr")
+        return Z
 
     @property
     def coef_(self):
@@ -210,7 +246,8 @@ class RBRegressor(RegressorMixin, _RBBase):
                  solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=1000, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
-                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0):
+                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0,
+                 linear="auto"):
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -231,6 +268,7 @@ class RBRegressor(RegressorMixin, _RBBase):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.linear = linear
 
     def predict(self, X):
         Z = self._features(X)
@@ -257,7 +295,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
                  tol=None, max_iter=None, max_epochs=1000, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, dtype=np.float64, n_jobs=None, random_state=None,
-                 verbose=0):
+                 verbose=0, linear="auto"):
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -279,6 +317,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+        self.linear = linear
 
     def decision_function(self, X):
         Z = self._features(X)

@@ -372,8 +372,9 @@ def loo_select(system, columns, alphas, classification, solution=True, extra=Non
     sw = np.sqrt(system.s)
     ys = system.Yc * sw[:, None]
     with limit_blas(1):                      # LAPACK_THREADS (module docstring)
-        if extra is not None:
-            G += extra @ extra.T
+        if extra is not None:   # the lower triangle (the only one filled and read)
+            low = np.tril_indices(n)
+            G[low] += (extra @ extra.T)[low]
         e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True,
                                  driver="evd")          # divide and conquer: the fastest here
         e = np.maximum(e, 0.0)                           # rounding below 0

@@ -237,7 +237,8 @@ def best_index(scores):
     return best
 
 
-def choose_alpha(Z, Y, s, fit_intercept, classification):
+def choose_alpha(Z, Y, s, fit_intercept, classification, return_score=False,
+                 heldout=True):
     """The penalty of alpha="auto" by exact leave-one-out: with Zs = S^1/2 (Z - 1 zbar^T),
     K = Zs Zs^T and P the projection on S^1/2 1 (the unpenalised intercept), the hat matrix
     is H = P + K (K + a I)^-1 and row i's leave-one-out residual (r_i / (1 - H_ii)) /
@@ -246,16 +247,17 @@ def choose_alpha(Z, Y, s, fit_intercept, classification):
     rows of a fixed sample (numpy's default_rng(0).permutation, the first LOO_MAX_ROWS,
     in row order), its best penalty a_s scaled to a_s sqrt(S / S_s) (S, S_s: the total
     and the sample's weight); for regression above HELDOUT_MIN_ROWS rows that penalty then
-    checked on held-out rows (:func:`heldout_alpha`)."""
+    checked on held-out rows (:func:`heldout_alpha`; not with ``heldout=False``).
+    ``return_score``: also the best leave-one-out (primary, secondary) score."""
     n = Z.shape[0]
     if n > LOO_MAX_ROWS:
         rows = np.sort(np.random.default_rng(0).permutation(n)[:LOO_MAX_ROWS])
-        a = choose_alpha(sp.csr_matrix(Z)[rows], Y[rows], s[rows], fit_intercept,
-                         classification)
+        a, score = choose_alpha(sp.csr_matrix(Z)[rows], Y[rows], s[rows], fit_intercept,
+                                classification, return_score=True)
         a0 = float(a * np.sqrt(s.sum() / s[rows].sum()))
-        if classification or n <= HELDOUT_MIN_ROWS:
-            return a0
-        return heldout_alpha(Z, Y, s, a0, fit_intercept)
+        if heldout and not classification and n > HELDOUT_MIN_ROWS:
+            a0 = heldout_alpha(Z, Y, s, a0, fit_intercept)
+        return (a0, score) if return_score else a0
     Zd = np.asarray(Z.toarray() if sp.issparse(Z) else Z, dtype=np.float64)
     S = float(s.sum())
     zbar = (s @ Zd) / S if fit_intercept else np.zeros(Zd.shape[1])
@@ -277,7 +279,17 @@ def choose_alpha(Z, Y, s, fit_intercept, classification):
         loo = r / ((1.0 - h) * np.where(root > 0, root, 1.0))[:, None]
         loo[root == 0] = 0.0
         scores.append(selection_scores(Y, Y - loo, s, classification))
-    return float(alphas[best_index(scores)])
+    best = best_index(scores)
+    return (float(alphas[best]), tuple(scores[best])) if return_score else float(alphas[best])
+
+
+def augmented(Z, M, c):
+    """The design [Z, sqrt(c) M] of the linear term of weight c (rbcd.solvers._linear):
+    ridge on it is the joint fit; the coefficients of the unit block M are sqrt(c) times
+    its last columns'. c = 0: Z alone."""
+    if c == 0.0:
+        return sp.csr_matrix(Z)
+    return sp.hstack([sp.csr_matrix(Z), sp.csr_matrix(np.sqrt(c) * M)], format="csr")
 
 
 class _RidgeCGBase(BaseEstimator):
@@ -300,7 +312,7 @@ class _RidgeCGBase(BaseEstimator):
         Z = validate_data(self, Z, reset=reset, accept_sparse=True, dtype=np.float64)
         return sp.csr_matrix(Z)
 
-    def _solve(self, Z, Y, s):
+    def _solve(self, Z, Y, s, extra=None):
         """W, b, n_iter. ``solver`` "direct" and "auto" factor the smaller Gram matrix
         (rbcd's "auto" chooses CG on large problems by a cost model; this oracle, meant
         for small inputs, always solves exactly: the two agree to CG's tolerance)."""
@@ -315,10 +327,35 @@ class _RidgeCGBase(BaseEstimator):
             W, B = ridge_direct_solve(Zf, Yf, sf, a, fit_intercept, form)
             return W, B, np.ones(Yf.shape[1], dtype=np.int64)     # one factorization
 
+        if extra is None:
+            if alpha == "auto":
+                alpha = choose_alpha(Z, Y, s, fit_intercept, self._classification)
+            self.alpha_ = alpha
+            return fit(Z, Y, s, alpha)
+        # the linear term (oracle of rbcd.solvers._linear): ridge on [Z, sqrt(c) M]; with
+        # alpha="auto" the best (c, alpha) by leave-one-out, the first c winning ties, the
+        # held-out check only for c = 0
+        M, weights = extra
         if alpha == "auto":
-            alpha = choose_alpha(Z, Y, s, fit_intercept, self._classification)
+            best = None
+            for c in weights:
+                a, score = choose_alpha(augmented(Z, M, c), Y, s, fit_intercept,
+                                        self._classification, return_score=True,
+                                        heldout=(c == 0.0))
+                if best is None or score > best[0]:
+                    best = (score, c, a)
+            _, c, alpha = best
+        else:
+            if len(weights) != 1:
+                raise ValueError("the linear term's weight is chosen only with alpha='auto'")
+            c = weights[0]
         self.alpha_ = alpha
-        return fit(Z, Y, s, alpha)
+        self.extra_weight_ = c
+        W, B, n_iter = fit(augmented(Z, M, c), Y, s, alpha)
+        if c > 0.0:
+            W = W.copy()
+            W[:, Z.shape[1]:] *= np.sqrt(c)
+        return W, B, n_iter
 
     def _decision(self, Z):
         check_is_fitted(self, "coef_")
@@ -351,17 +388,21 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         self.preconditioner = preconditioner
         self.n_jobs = n_jobs
 
-    def fit(self, Z, y, sample_weight=None, columns=None):
+    def fit(self, Z, y, sample_weight=None, columns=None, extra=None):
         """``columns`` (the RBColumns of Z or a fitted exact-mode RandomBinning) is accepted
         for parity with rbcd.RidgeCG, where it only speeds up the Jacobi preconditioner;
-        the solution does not depend on it, and it is ignored here."""
+        the solution does not depend on it, and it is ignored here. ``extra``: (M, weights),
+        the linear term beside Z (the oracle of rbcd's private hook; ``extra_weight_`` the
+        weight used, the coefficients then of [Z, M] where it is > 0)."""
         self._check_params()
         check_y_given(y, type(self).__name__)
         Z = self._validate_Z(Z, reset=True)
         y = check_target(y, Z.shape[0], "y", allow_2d=True)
         s = check_sample_weight(sample_weight, Z.shape[0])
         single = y.ndim == 1
-        W, B, n_iter = self._solve(Z, y[:, None] if single else y, s)
+        W, B, n_iter = self._solve(Z, y[:, None] if single else y, s, extra)
+        if W.shape[1] != Z.shape[1]:
+            self.n_features_in_ = W.shape[1]
         self.coef_ = W[0] if single else W
         self.intercept_ = float(B[0]) if single else B
         self.n_iter_ = n_iter
@@ -396,8 +437,8 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         self.n_jobs = n_jobs
         self.class_weight = class_weight
 
-    def fit(self, Z, y, sample_weight=None, columns=None):
-        """``columns`` is accepted and ignored, as in RidgeCG.fit."""
+    def fit(self, Z, y, sample_weight=None, columns=None, extra=None):
+        """``columns`` is accepted and ignored, ``extra`` as in RidgeCG.fit."""
         self._check_params()
         Z = self._validate_Z(Z, reset=True)
         y, classes, idx = check_class_labels(y, Z.shape[0], type(self).__name__)
@@ -407,7 +448,9 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
             Y = np.where(idx == 1, 1.0, -1.0)[:, None]
         else:
             Y = np.where(idx[:, None] == np.arange(classes.shape[0])[None, :], 1.0, -1.0)
-        W, B, n_iter = self._solve(Z, Y, s)
+        W, B, n_iter = self._solve(Z, Y, s, extra)
+        if W.shape[1] != Z.shape[1]:
+            self.n_features_in_ = W.shape[1]
         self.classes_ = classes
         self.coef_ = W
         self.intercept_ = B
