@@ -158,10 +158,24 @@ class _RBBase(BaseEstimator):
             raise ValueError(f"linear={self.linear!r} needs a ridge solver, got solver={solver!r}")
         return (c,)
 
+    def _standardize(self, X):
+        """The linear term's standardization, on X / p (p: per column, the power of two of
+        the largest magnitude, frexp's exponent: exact, so X * 2^k standardizes alike)."""
+        big = np.max(np.abs(X), axis=0)
+        self._linear_pow2 = np.ldexp(1.0, np.frexp(big)[1]).astype(np.float64)
+        Xs = X / self._linear_pow2
+        self._linear_mean = Xs.mean(axis=0)
+        std = (Xs - self._linear_mean).std(axis=0)
+        self._linear_constant = np.max(X, axis=0) == np.min(X, axis=0)
+        self._linear_scale = np.where(self._linear_constant | ~(std > 0), 1.0, std)
+
     def _block(self, X):
-        """The linear term's unit block: (X - mean) / (scale sqrt(d)), scale the training
-        columns' standard deviation (1 for a constant column)."""
-        return (X - self._linear_mean) / self._linear_scale / np.sqrt(float(X.shape[1]))
+        """The linear term's unit block: (X - mean) / (std sqrt(d)) (on X / p, above), a
+        constant training column 0."""
+        M = ((X / self._linear_pow2 - self._linear_mean) / self._linear_scale
+             / np.sqrt(float(X.shape[1])))
+        M[:, self._linear_constant] = 0.0
+        return M
 
     def fit(self, X, y, sample_weight=None):
         """Draw the grids, bin X into Z, fit the solver on Z (and the linear term)."""
@@ -181,9 +195,7 @@ class _RBBase(BaseEstimator):
         weights = self._linear_weights(X.shape[0], X.shape[1])
         self.linear_ = 0.0
         if solver in RIDGE_SOLVERS and any(c > 0.0 for c in weights):
-            self._linear_mean = X.mean(axis=0)
-            std = X.std(axis=0)
-            self._linear_scale = np.where(std > 0, std, 1.0)
+            self._standardize(X)
             est.fit(Z, y, sample_weight=sample_weight, extra=(self._block(X), weights))
             self.linear_ = float(est.extra_weight_)
         elif solver in RIDGE_SOLVERS:

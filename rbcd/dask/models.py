@@ -74,6 +74,12 @@ class _RBBase(BaseEstimator):
         if self.device != "cpu":
             raise ValueError(f"rbcd.dask runs on the workers' CPUs: device must be 'cpu', got "
                              f"{self.device!r}")
+        if not (isinstance(self.linear, str) and self.linear == "auto") and self.linear != 0:
+            # rbcd.models' linear term: "auto" adds it only where leave-one-out scores every
+            # row of a local fit, never the case here
+            raise ValueError(f"rbcd.dask fits no linear term beside the kernel: linear must be "
+                             f"'auto' or 0, got {self.linear!r} (rbcd.RBRegressor / "
+                             f"RBClassifier fit one on a single machine)")
         solver = "cd" if self.solver == "cd" else "cg"   # "auto": CG (no direct form here)
         auto = isinstance(self.alpha, str) and self.alpha == "auto"
         if auto:
@@ -158,6 +164,7 @@ class _RBBase(BaseEstimator):
             self._fit_calibration(est, Z, y, sample_weight)
         del Z
         self.fit_time_ = {"binning": t1 - t0, "solver": time.perf_counter() - t1}
+        self.linear_ = 0.0
         self.binning_ = binning
         self.solver_ = est
         self.n_features_in_ = int(X.shape[1])
@@ -254,8 +261,10 @@ class RBRegressor(RegressorMixin, _RBBase):
                  solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=_local.CD_MAX_EPOCHS, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
-                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0, device="cpu"):
+                 dtype=np.float64, n_jobs=None, random_state=None, verbose=0, device="cpu",
+                 linear="auto"):
         self.device = device
+        self.linear = linear
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel
@@ -294,8 +303,9 @@ class RBClassifier(ClassifierMixin, _RBBase):
                  tol=None, max_iter=None, max_epochs=_local.CD_MAX_EPOCHS, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, calibration="sigmoid", dtype=np.float64, n_jobs=None,
-                 random_state=None, verbose=0, device="cpu"):
+                 random_state=None, verbose=0, device="cpu", linear="auto"):
         self.device = device
+        self.linear = linear
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel

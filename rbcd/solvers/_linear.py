@@ -4,10 +4,10 @@
 The models' ``linear`` parameter adds c times a linear kernel on the standardized
 features to the kernel that random binning estimates:
 
-    k(x, y) = k_RB(x, y) + c <m(x), m(y)>,     m(x) = (x - mean) / (scale sqrt(d))
+    k(x, y) = k_RB(x, y) + c <m(x), m(y)>,     m(x) = (x - mean) / (std sqrt(d))
 
-(mean and scale: the training columns' mean and standard deviation, 1 for a constant
-column; d features, so that <m(x), m(x)> is about 1, as k_RB(x, x) = 1). Its feature
+(mean and std: the training columns' mean and standard deviation; a constant column
+gives 0; d features, so that <m(x), m(x)> is about 1, as k_RB(x, x) = 1). Its feature
 map is the design [Z, sqrt(c) M]: ridge on it with the penalty alpha is ridge on [Z, M]
 with alpha on Z's columns and alpha / c on M's. The fitted coefficients are those of the
 design [Z, M] (``coef_`` of shape (k, D + d)), so prediction is [Z, M] @ coef_.T + b.
@@ -43,14 +43,22 @@ AUTO_MAX_FEATURES = 256
 
 class LinearTerm:
     """The standardization of the linear term, fitted on the training rows:
-    ``block(X)`` = (X - mean_) / (scale_ sqrt(d)), dense float64."""
+    ``block(X)`` = (X - mean) / (std sqrt(d)), dense float64, a constant column 0.
+
+    Computed on X / p (p per column: the power of two of the column's largest magnitude,
+    math.frexp's exponent), which is exact: X * 2^k gives the same block bit for bit (the
+    binning's contract 3 scales exactly too), and squares of huge or tiny columns neither
+    overflow nor underflow."""
 
     def __init__(self, X):
         X = _dense(X)
-        self.mean_ = X.mean(axis=0)
-        std = X.std(axis=0)
-        # a constant column: scale 1, so its block column is exactly 0
-        self.scale_ = np.where(std > 0, std, 1.0)
+        big = np.max(np.abs(X), axis=0) if X.shape[0] else np.zeros(X.shape[1])
+        self.pow2_ = np.ldexp(1.0, np.frexp(big)[1]).astype(np.float64)   # 1 for 0
+        Xs = X / self.pow2_
+        self.mean_ = Xs.mean(axis=0)
+        std = (Xs - self.mean_).std(axis=0)
+        self.constant_ = np.max(X, axis=0) == np.min(X, axis=0)
+        self.scale_ = np.where(self.constant_ | ~(std > 0), 1.0, std)
         self.n_features_ = X.shape[1]
 
     def block(self, X):
@@ -58,7 +66,9 @@ class LinearTerm:
         if X.shape[1] != self.n_features_:
             raise ValueError(f"X has {X.shape[1]} features, the linear term was fitted on "
                              f"{self.n_features_}")
-        return (X - self.mean_) / self.scale_ / np.sqrt(float(self.n_features_))
+        M = (X / self.pow2_ - self.mean_) / self.scale_ / np.sqrt(float(self.n_features_))
+        M[:, self.constant_] = 0.0
+        return M
 
 
 def _dense(X):
