@@ -24,7 +24,11 @@ search runs 5-fold cross-validation on all rows instead, folds shuffled with the
 seed (as ``cv=KFold(5, shuffle=True, random_state=seed)``, stratified for classifiers),
 binning once per sigma and fold and solving all alphas in one block CG (below; the folds'
 alphas). Above 20,000 rows, the sample again (bounded cost). The score is the leave-one-out
-or held-out accuracy (classification) or R^2 (regression).
+or held-out accuracy (classification) or R^2 (regression). Where the leave-one-out scores
+every row (at most 1,000 rows; at most 256 features), each (sigma, alpha) also takes the
+better of the models' two linear-term weights, 0 and 1 (``linear="auto"``,
+rbcd.solvers._linear: a second eigendecomposition per sigma): ``cv_results_["param_linear"]``
+and ``best_params_["linear"]`` say which, and the refit uses it.
 
 ``cv`` given (an int, a splitter or an iterable of splits), or ``solver="cd"``: K-fold
 cross-validation, scored by ``scoring``.
@@ -159,13 +163,15 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         return max(int(auto_n_grids(n_features_in, n_samples, regression=not self._classifier)),
                    small_data_grids(n_samples, SEARCH_MAX_GRIDS, n_features_in))
 
-    def _model(self, sigma, alpha, seed=None, n_grids=None):
-        """The RBClassifier / RBRegressor of one candidate."""
+    def _model(self, sigma, alpha, seed=None, n_grids=None, linear=0.0):
+        """The RBClassifier / RBRegressor of one candidate (``linear``: the weight of its
+        linear term, rbcd.solvers._linear; 0 none)."""
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         return self._model_class()(
             n_grids=self.n_grids if n_grids is None else n_grids, sigma=float(sigma), solver=self.solver, alpha=float(alpha),
             fit_intercept=self.fit_intercept, tol=self.tol, max_iter=self.max_iter,
-            n_jobs=self.n_jobs, random_state=self.random_state if seed is None else seed, **extra)
+            n_jobs=self.n_jobs, random_state=self.random_state if seed is None else seed,
+            linear=float(linear), **extra)
 
     def _effective_tol(self):
         """tol, or the model's own default for the solver when None (so that the search
@@ -311,7 +317,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         """Warn when the best candidate lies on an edge of the grid, refit it on all rows."""
         best = self.cv_results_["params"][self.best_index_]
         self._warn_on_edges(best, factors, alphas)
-        self.best_estimator_ = self._model(best["sigma"], best["alpha"], seed, n_grids)
+        self.best_estimator_ = self._model(best["sigma"], best["alpha"], seed, n_grids,
+                                           best.get("linear", 0.0))
         t0 = time.perf_counter()
         self.best_estimator_.fit(X, y, sample_weight=sample_weight)
         self.refit_time_ = time.perf_counter() - t0
@@ -346,12 +353,18 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         that many, the alphas scaled to the sample's weight). Scores: leave-one-out
         accuracy (classification, weighted) or R^2 (regression)."""
         from .binning import RandomBinning
-        from .solvers._direct import check_loo_sample_weight, loo_rows, loo_select
+        from .solvers._direct import _best, check_loo_sample_weight, loo_rows, loo_select
+        from .solvers._linear import (AUTO_CANDIDATES, AUTO_MAX_FEATURES, LinearTerm,
+                                      centred_weighted)
         from .solvers.cg import _RidgeSystem, one_vs_rest_targets
         from ._threads import effective_n_threads
 
         n = X.shape[0]
         rows = loo_rows(n)
+        # the models' linear="auto" (rbcd.solvers._linear): where the leave-one-out scores
+        # every row, each (sigma, alpha) takes the better weight of AUTO_CANDIDATES
+        M = (LinearTerm(X).block(X) if rows.shape[0] == n and X.shape[1] <= AUTO_MAX_FEATURES
+             else None)
         Xs, ys = X[rows], y[rows]
         s = np.ones(n) if sample_weight is None else sample_weight
         s_rows = s[rows]
@@ -366,6 +379,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         n_threads = effective_n_threads(self.n_jobs)
         n_s, n_a = sigmas.shape[0], alphas.shape[0]
         scores = np.empty((n_a, n_s, 1))
+        linear = np.zeros((n_a, n_s))
         fit_time = np.zeros((n_a, n_s, 1))
         sw = s_rows / s_rows.sum()
         spread = float(np.einsum("i,ik->", sw, (T - sw @ T) ** 2))    # for R^2
@@ -378,6 +392,17 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             system = _RidgeSystem(Z, T, s_rows if weighted else None, self.fit_intercept,
                                   n_threads, cols)
             _, _, sc = loo_select(system, cols, alphas * shrink, self._classifier, solution=False)
+            if M is not None:
+                Ms, _ = centred_weighted(M, system)
+                for c in AUTO_CANDIDATES:
+                    if c == 0.0:
+                        continue
+                    _, _, sc_c = loo_select(system, cols, alphas * shrink, self._classifier,
+                                            solution=False, extra=np.sqrt(c) * Ms)
+                    # per alpha the better (primary, secondary) score; ties keep the earlier
+                    better = np.array([tuple(sc_c[j]) > tuple(sc[j]) for j in range(n_a)])
+                    sc = np.where(better[:, None], sc_c, sc)
+                    linear[better, si] = c
             if self._classifier:
                 scores[:, si, 0] = sc[:, 0]
             else:
@@ -389,14 +414,21 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                       f"alphas on {rows.shape[0]} rows in {time.perf_counter() - t0:.3f}s",
                       flush=True)
         self._store_results(sigmas, factors, alphas, scores, fit_time, np.zeros_like(fit_time),
-                            np.ones(scores.shape, dtype=np.int64))
+                            np.ones(scores.shape, dtype=np.int64),
+                            linear if M is not None else None)
 
-    def _store_results(self, sigmas, factors, alphas, scores, fit_time, score_time, n_iter):
+    def _store_results(self, sigmas, factors, alphas, scores, fit_time, score_time, n_iter,
+                       linear=None):
         """cv_results_ in GridSearchCV's layout and candidate order: ParameterGrid over the
-        sorted keys ("alpha", "sigma"), the last key varying fastest."""
+        sorted keys ("alpha", "sigma"), the last key varying fastest. ``linear`` (n_alphas,
+        n_sigmas): the linear term's weight each candidate took (params' "linear",
+        ``param_linear``); None: no term searched."""
         n_a, n_s, n_f = scores.shape
         flat = scores.reshape(n_a * n_s, n_f)
         params = [{"alpha": float(a), "sigma": float(s)} for a in alphas for s in sigmas]
+        if linear is not None:
+            for p, c in zip(params, linear.reshape(-1)):
+                p["linear"] = float(c)
         mean = flat.mean(axis=1)
         # ranks as GridSearchCV's: equal means share the smallest rank
         order = np.argsort(-mean, kind="stable")
@@ -417,6 +449,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             "std_score_time": score_time.reshape(n_a * n_s, n_f).std(axis=1),
             "mean_n_iter": n_iter.reshape(n_a * n_s, n_f).mean(axis=1),
         }
+        if linear is not None:
+            results["param_linear"] = np.ma.MaskedArray(linear.reshape(-1))
         for k in range(n_f):
             results[f"split{k}_test_score"] = flat[:, k]
         self.cv_results_ = results

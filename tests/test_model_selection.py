@@ -304,12 +304,20 @@ def test_leave_one_out_scores_equal_refits_on_all_but_one_row():
     cv = RBRegressorCV(n_grids=8, sigma=1.0, sigma_factors=(1.0,), alphas=alphas,
                        random_state=0).fit(X, y)
     Z = RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit_transform(X).toarray()
+    # each candidate takes the better weight of the linear term, 0 or 1 (the models'
+    # linear="auto"): the design Z or [Z, M], M the standardized X / sqrt(d)
+    M = (X - X.mean(axis=0)) / X.std(axis=0) / np.sqrt(3)
     for j, a in enumerate(alphas):
-        pred = np.array([Ridge(alpha=a).fit(np.delete(Z, i, 0), np.delete(y, i)).predict(Z[i:i + 1])[0]
-                         for i in range(40)])
-        r2 = 1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2)
-        assert cv.cv_results_["mean_test_score"][j] == pytest.approx(r2, rel=1e-9)
+        r2 = {}
+        for c, A in ((0.0, Z), (1.0, np.hstack([Z, M]))):
+            pred = np.array([Ridge(alpha=a).fit(np.delete(A, i, 0), np.delete(y, i)).predict(
+                A[i:i + 1])[0] for i in range(40)])
+            r2[c] = 1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2)
+        best = 1.0 if r2[1.0] > r2[0.0] else 0.0
+        assert cv.cv_results_["param_linear"][j] == best
+        assert cv.cv_results_["mean_test_score"][j] == pytest.approx(r2[best], rel=1e-9)
     assert cv.best_index_ == int(np.argmax(cv.cv_results_["mean_test_score"]))
+    assert cv.best_estimator_.linear_ == cv.best_params_["linear"]
 
 
 def test_leave_one_out_classification_accuracy_and_refit():
