@@ -118,3 +118,35 @@ class DefaultsRegressionError:
         return float(np.sqrt(np.mean((p - self.y_new) ** 2)))
 
     track_test_rmse.unit = "RMSE"
+
+
+class DefaultsBundledScore:
+    """Test score of RBClassifier() / RBRegressor() with every default (random_state=0) on
+    scikit-learn's bundled sets, raw (one 75/25 split, seed 0): where the linear term of
+    ``linear="auto"`` acts (unscaled features: wine, breast cancer; a near-linear target:
+    diabetes; docs/benchmarks/search.md, "A linear term beside the kernel")."""
+
+    version = DATA_VERSION + "-bundled1"
+    params = (["wine", "breast_cancer", "diabetes"],)
+    param_names = ["data"]
+    timeout = 120
+
+    def setup(self, data):
+        from sklearn import datasets
+        from sklearn.model_selection import train_test_split
+
+        quiet_convergence()
+        X, y = getattr(datasets, f"load_{data}")(return_X_y=True)
+        self.regression = data == "diabetes"
+        self.split = train_test_split(X, y, test_size=0.25, random_state=0,
+                                      stratify=None if self.regression else y)
+        self.cls = require("rbcd", "RBRegressor" if self.regression else "RBClassifier")
+
+    def track_test_score(self, data):
+        Xtr, Xte, ytr, yte = self.split
+        p = self.cls(random_state=0).fit(Xtr, ytr).predict(Xte)
+        if self.regression:
+            return float(np.sqrt(np.mean((p - yte) ** 2)))
+        return float(np.mean(p == yte))
+
+    track_test_score.unit = "accuracy or RMSE"
