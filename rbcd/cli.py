@@ -1014,7 +1014,8 @@ def _check_writable(path, what, inputs=()):
 
 def _cross_validate(model, task, X, y, args, report, progress):
     """``train --cv``: the CV estimator over sigma multipliers and alphas, with the options
-    that it shares with ``model``; returns ``model`` with the chosen sigma and alpha."""
+    that it shares with ``model``; returns ``model`` with the chosen sigma and alpha (and
+    the linear term's weight, rbcd.model_selection)."""
     from .model_selection import RBClassifierCV, RBRegressorCV
 
     cls = RBClassifierCV if task == "classification" else RBRegressorCV
@@ -1035,7 +1036,9 @@ def _cross_validate(model, task, X, y, args, report, progress):
            f"score {cv.best_score_:.4f}", f"candidates {len(cv.cv_results_['params'])}",
            f"time {time.perf_counter() - t0:.2f} s")
     chosen = cv.best_estimator_.get_params()
-    return model.set_params(sigma=chosen["sigma"], alpha=chosen["alpha"])
+    # the linear term's weight the search chose with them, unless --linear gave one
+    linear = {} if "linear" in given else {"linear": chosen["linear"]}
+    return model.set_params(sigma=chosen["sigma"], alpha=chosen["alpha"], **linear)
 
 
 def cmd_train(args, out):

@@ -353,7 +353,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         that many, the alphas scaled to the sample's weight). Scores: leave-one-out
         accuracy (classification, weighted) or R^2 (regression)."""
         from .binning import RandomBinning
-        from .solvers._direct import _best, check_loo_sample_weight, loo_rows, loo_select
+        from .solvers._direct import (check_loo_sample_weight, loo_rows, loo_select,
+                                      loo_select_weights)
         from .solvers._linear import (AUTO_CANDIDATES, AUTO_MAX_FEATURES, LinearTerm,
                                       centred_weighted)
         from .solvers.cg import _RidgeSystem, one_vs_rest_targets
@@ -391,14 +392,16 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             weighted = sample_weight is not None or getattr(self, "class_weight", None) is not None
             system = _RidgeSystem(Z, T, s_rows if weighted else None, self.fit_intercept,
                                   n_threads, cols)
-            _, _, sc = loo_select(system, cols, alphas * shrink, self._classifier, solution=False)
-            if M is not None:
+            if M is None:
+                _, _, sc = loo_select(system, cols, alphas * shrink, self._classifier,
+                                      solution=False)
+            else:   # one eigendecomposition for every weight (loo_select_weights)
                 Ms, _ = centred_weighted(M, system)
-                for c in AUTO_CANDIDATES:
-                    if c == 0.0:
-                        continue
-                    _, _, sc_c = loo_select(system, cols, alphas * shrink, self._classifier,
-                                            solution=False, extra=np.sqrt(c) * Ms)
+                per = loo_select_weights(system, cols, alphas * shrink, self._classifier, Ms,
+                                         AUTO_CANDIDATES, solution=False)
+                sc = per[0][2]
+                linear[:, si] = AUTO_CANDIDATES[0]
+                for c, (_, _, sc_c) in zip(AUTO_CANDIDATES[1:], per[1:]):
                     # per alpha the better (primary, secondary) score; ties keep the earlier
                     better = np.array([tuple(sc_c[j]) > tuple(sc[j]) for j in range(n_a)])
                     sc = np.where(better[:, None], sc_c, sc)

@@ -781,6 +781,8 @@ def test_train_cv_chooses_sigma_and_alpha(classification_files, tmp_path, capsys
     cv = RBClassifierCV(n_grids=8, n_jobs=1, random_state=0).fit(X.toarray(), y)
     assert est.get_params()["sigma"] == cv.best_estimator_.get_params()["sigma"]
     assert est.get_params()["alpha"] == cv.best_estimator_.get_params()["alpha"]
+    assert est.get_params()["linear"] == cv.best_estimator_.get_params()["linear"]
+    assert est.linear_ == cv.best_estimator_.linear_
     assert f"score {cv.best_score_:.4f}" in cv_line
     assert main(["train", str(train), "-m", str(model), "--cv", "--sigma", "1"]) == 2
 

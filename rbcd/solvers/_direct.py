@@ -349,14 +349,19 @@ def selection_scores(Y, F, s, classification):
     return float(np.einsum("i,i->", s, hit.astype(np.float64))) / float(s.sum()), -err
 
 
-def loo_select(system, columns, alphas, classification, solution=True, extra=None):
+def loo_gram(system, columns):
+    """The dual Gram matrix Kc that :func:`loo_select` and :func:`loo_select_weights`
+    decompose (lower triangle, C order)."""
+    check_gram_memory(system.shape[0], 4,
+                      "alpha='auto' (the eigendecomposition of the dual Gram matrix)")
+    return _dual_gram(system, grid_labels(system, columns))
+
+
+def loo_select(system, columns, alphas, classification, solution=True):
     """Exact leave-one-out over ``alphas`` from one eigendecomposition of the dual Gram
     matrix, and the solution at the best. Returns (alpha, W (D, k), scores (m, 2)); W is
     None without ``solution`` (a pass over Z saved where only the choice is wanted).
 
-    ``extra``: Ms (n, d), extra columns of the design already centred and weighted
-    (S^1/2 Mc; rbcd.solvers._linear): the Gram matrix is then Kc + Ms Ms^T, and W holds
-    the extra columns' coefficients in its last d rows, (D + d, k).
 
     With Kc = Zs Zs^T = Q diag(e) Q^T (Zs = S^1/2 Zc, so Kc S^1/2 1 = 0) the hat matrix of
     the weighted problem with its unpenalised intercept is H = P + Q diag(e / (e + a)) Q^T,
@@ -366,15 +371,10 @@ def loo_select(system, columns, alphas, classification, solution=True, extra=Non
     O(n^2 k), the eigendecomposition O(n^3) once (scikit-learn's RidgeCV, "eigen" mode).
     """
     n = system.shape[0]
-    check_gram_memory(n, 4, "alpha='auto' (the eigendecomposition of the dual Gram matrix)")
-    labels = grid_labels(system, columns)
-    G = _dual_gram(system, labels)
+    G = loo_gram(system, columns)
     sw = np.sqrt(system.s)
     ys = system.Yc * sw[:, None]
     with limit_blas(1):                      # LAPACK_THREADS (module docstring)
-        if extra is not None:   # the lower triangle (the only one filled and read)
-            low = np.tril_indices(n)
-            G[low] += (extra @ extra.T)[low]
         e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True,
                                  driver="evd")          # divide and conquer: the fastest here
         e = np.maximum(e, 0.0)                           # rounding below 0
@@ -387,9 +387,8 @@ def loo_select(system, columns, alphas, classification, solution=True, extra=Non
         if not solution:
             return a, None, scores
         A = Q @ ((1.0 / (e + a))[:, None] * QtY)         # (Kc + a I)^-1 ys
-        V = None if extra is None else extra.T @ A
     W = system.ztimes_t(A * sw[:, None])
-    return a, (W if V is None else np.vstack([W, V])), scores
+    return a, W, scores
 
 
 def _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, s, classification):
@@ -400,6 +399,42 @@ def _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, s, classification):
     G = e[None, :] / (e[None, :] + alphas[:, None])              # (m, n): e / (e + a)
     F = (Q @ (G.T[:, :, None] * QtY[:, None, :]).reshape(n, m * k)).reshape(n, m, k)
     h = p[:, None] + (Q * Q) @ G.T                                # (n, m): diag(H)
+    return _scores_of(F, h, ys, sw, Yraw, s, classification)
+
+
+def _loo_scores_lowrank(Q, e, QtY, ys, sw, p, alphas, Yraw, s, classification, B):
+    """_loo_scores for the Gram matrix Kc + Ms Ms^T from the eigendecomposition of Kc
+    (Q, e) and B = Q^T Ms (n, d), by the Woodbury identity: with g = 1 / (e + a) and
+    C = I + B^T diag(g) B (d x d),
+    (Kc + Ms Ms^T + a I)^-1 = Q (diag(g) - diag(g) B C^-1 B^T diag(g)) Q^T. The fit is
+    ys - a (K + a I)^-1 ys and diag(H) = p + 1 - a diag((K + a I)^-1): O(n^2 (d + k)) per
+    alpha instead of a second eigendecomposition (rbcd.solvers._linear). Also returns the
+    solutions (K + a I)^-1 ys, (m, n, k)."""
+    n, k = ys.shape
+    m = alphas.shape[0]
+    QQ = Q * Q
+    F = np.empty((n, m, k))
+    h = np.empty((n, m))
+    X = np.empty((m, n, k))
+    eye = np.eye(B.shape[1])
+    for j, a in enumerate(alphas):
+        g = 1.0 / (e + a)
+        gB = g[:, None] * B
+        C = eye + B.T @ gB
+        t = g[:, None] * QtY
+        t -= gB @ np.linalg.solve(C, B.T @ t)
+        X[j] = Q @ t                                     # (K + a I)^-1 ys
+        F[:, j, :] = ys - a * X[j]
+        F2 = Q @ gB
+        diag_inv = QQ @ g - np.einsum("ij,ij->i", F2, np.linalg.solve(C, F2.T).T)
+        h[:, j] = p + 1.0 - a * diag_inv
+    return _scores_of(F, h, ys, sw, Yraw, s, classification), X
+
+
+def _scores_of(F, h, ys, sw, Yraw, s, classification):
+    """selection_scores of the leave-one-out predictions from the fits F (n, m, k) and the
+    hat matrix's diagonal h (n, m) at every alpha."""
+    k = ys.shape[1]
     den = 1.0 - h
     live = sw > 0
     safe = (den > 1e-12) & live[:, None]
@@ -417,6 +452,48 @@ def _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, s, classification):
         scores = np.column_stack([-err, -err])
     scores[~np.all(safe[live], axis=0)] = -np.inf    # a row its own fit reproduces exactly
     return scores
+
+
+def loo_select_weights(system, columns, alphas, classification, Ms, weights, solution=True):
+    """loo_select for the design [Zc, sqrt(c) Mc] at every weight c of ``weights``
+    (rbcd.solvers._linear; Ms = S^1/2 Mc), from ONE eigendecomposition of Kc: c = 0 as
+    loo_select, c > 0 by the Woodbury identity (_loo_scores_lowrank). Returns a list of
+    (alpha, W, scores) per weight, W as loo_select's with ``extra`` (D + d rows where
+    c > 0; None without ``solution``)."""
+    n = system.shape[0]
+    G = loo_gram(system, columns)
+    sw = np.sqrt(system.s)
+    ys = system.Yc * sw[:, None]
+    out = []
+    with limit_blas(1):                      # LAPACK_THREADS (module docstring)
+        e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True,
+                                 driver="evd")
+        e = np.maximum(e, 0.0)
+        QtY = Q.T @ ys
+        QtM = Q.T @ Ms
+        p = system.s / system.S if system.zbar is not None else np.zeros(n)
+        Yraw = system.Yc + system.ybar
+        for c in weights:
+            if c == 0.0:
+                scores = _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, system.s,
+                                     classification)
+                best = _best(scores)
+                A = Q @ ((1.0 / (e + alphas[best]))[:, None] * QtY) if solution else None
+                V = None
+            else:
+                scores, X = _loo_scores_lowrank(Q, e, QtY, ys, sw, p, alphas, Yraw, system.s,
+                                                classification, np.sqrt(c) * QtM)
+                best = _best(scores)
+                A = X[best] if solution else None
+                V = None if A is None else np.sqrt(c) * (Ms.T @ A)
+            out.append((float(alphas[best]), A, V, scores))
+    result = []
+    for a, A, V, scores in out:
+        W = None if A is None else system.ztimes_t(A * sw[:, None])
+        if W is not None and V is not None:
+            W = np.vstack([W, V])
+        result.append((a, W, scores))
+    return result
 
 
 def _best(scores):

@@ -27,9 +27,10 @@ Solving, with every ridge path (CG, dual and primal direct solves) kept as it is
   (c: centred with the weighted means; S: the weights), exact up to the solver's
   tolerance;
 * alpha="auto" by leave-one-out: the dual Gram matrix of the joint design is
-  Kc + Mps Mps^T (Mps = S^1/2 Mpc), so rbcd.solvers._direct.loo_select scores every
-  (c, alpha) from one eigendecomposition per c; the best (c, alpha) wins (ties: the
-  earlier c of the candidates, then the larger alpha).
+  Kc + Mps Mps^T (Mps = S^1/2 Mpc), a rank-d update of Kc, so
+  rbcd.solvers._direct.loo_select_weights scores every (c, alpha) from ONE
+  eigendecomposition of Kc (the Woodbury identity for c > 0: O(n^2 d) per alpha); the
+  best (c, alpha) wins (ties: the earlier c of the candidates, then the larger alpha).
 """
 import numpy as np
 

@@ -561,9 +561,8 @@ def _choose_extra(system, columns, alphas, classification, extra, solution):
         raise ValueError("the linear term's block does not match the rows")
     Ms, _ = centred_weighted(M, system)
     best = None
-    for c in extra.weights:
-        a, W, scores = _direct.loo_select(system, columns, alphas, classification, solution,
-                                          extra=None if c == 0.0 else np.sqrt(c) * Ms)
+    for c, (a, W, scores) in zip(extra.weights, _direct.loo_select_weights(
+            system, columns, alphas, classification, Ms, extra.weights, solution)):
         top = tuple(scores[_direct._best(scores)])
         if best is None or top > best[0]:
             best = (top, c, a, W, scores)
