@@ -297,6 +297,27 @@ def solve_direct(system, alpha, form, columns, tol=None):
     return W, np.ones(k, dtype=np.int64), info
 
 
+def solve_dual_extra(system, columns, alpha, Ms):
+    """The dual direct solve of the design [Zc, Mc] (rbcd.solvers._linear; Ms = S^1/2 Mc,
+    the block already scaled by sqrt(c)): (Kc + Ms Ms^T + alpha I) A = ys, W = Zs^T A,
+    V = Ms^T A. Returns (W (D, k), V (d, k)): the term costs an n x n x d product, not
+    d more right-hand sides in the D columns' space."""
+    n = system.shape[0]
+    G = loo_gram(system, columns)
+    low = np.tril_indices(n)                 # the lower triangle, the only one filled and read
+    G[low] += (Ms @ Ms.T)[low]
+    sw = np.sqrt(system.s)
+    ys = system.Yc * sw[:, None]
+    with limit_blas(1):                      # LAPACK_THREADS (module docstring)
+        try:
+            A = _factor_solve(G, np.asfortranarray(ys), alpha)
+        except np.linalg.LinAlgError:
+            G = loo_gram(system, columns)
+            G[low] += (Ms @ Ms.T)[low]
+            A = _eig_solve(G, ys, alpha)
+    return system.ztimes_t(A * sw[:, None]), Ms.T @ A
+
+
 # ------------------------------------------------------------------------------------
 # alpha="auto": the penalty chosen from the data (DESIGN.md, "Direct solves and
 # regularization chosen by the data")

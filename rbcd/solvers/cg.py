@@ -533,6 +533,30 @@ def _solve_with_extra(Z, Y, sample_weight, alpha, fit_intercept, tol, max_iter,
     k = Y.shape[1]
     s = np.ones(Y.shape[0]) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     Mp = np.sqrt(c) * extra.M
+    if method in ("auto", "direct", "dual"):
+        # the dual form solves the joint design itself (n x n: the term adds Ms Ms^T), where
+        # the Schur complement's d right-hand sides would each span the D columns
+        from . import _direct
+        from ._linear import centred_weighted, joint_residual
+
+        cy = pow2_scale(Y)
+        cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
+        system = _RidgeSystem(Z, Y / cy, None if sample_weight is None else s / cs,
+                              fit_intercept, n_threads, columns)
+        form = method if method == "dual" else _direct.choose(system, columns, method)
+        if form == "dual":
+            _direct.check_gram_memory(system.shape[0], 1, "the dual direct solve")
+            Ms, mbar = centred_weighted(Mp, system)
+            W, V = _direct.solve_dual_extra(system, columns, a / cs, Ms)
+            residual = joint_residual(system, W, V, Ms, a / cs)
+            coef = np.hstack([W.T, np.sqrt(c) * V.T]) * cy
+            intercept = np.zeros(k)
+            if system.zbar is not None:
+                intercept = (system.ybar - np.einsum("kj,j->k", W.T, system.zbar)
+                             - np.einsum("kj,j->k", V.T, mbar)) * cy
+            info = dict(converged=residual <= tol, residual=residual,
+                        stop=np.array(["direct"] * k), method="dual", extra_weight=c)
+            return coef, intercept, np.ones(k, dtype=np.int64), info
     coef_all, intercept_all, n_iter, info = solve_ridge(
         Z, np.hstack([Y, Mp]), sample_weight, a, fit_intercept, tol, max_iter,
         preconditioner, n_threads, columns, verbose, return_info=True, method=method,
