@@ -590,7 +590,8 @@ _PARAMS_DOC = """
         alpha="auto" scores every row (at most 1,000 rows; at most 256 features; the CPU);
         elsewhere none. The choice is ``linear_``; with c > 0, ``coef_`` holds the d
         linear coefficients after the random binning ones. A fixed c > 0 is solved on any
-        size, by the ridge solver on Z with d more right-hand sides.
+        size: in the dual direct form as one n x n system, else by the ridge solver on Z
+        with d more right-hand sides.
 """
 
 
