@@ -247,7 +247,7 @@ def check_gram_memory(m, copies, what):
             f"(or 'auto', which chooses CG at this size)")
 
 
-def solve_direct(system, alpha, form, columns, tol=None):
+def solve_direct(system, alpha, form, columns, tol=None, extra=None):
     """W (D, k) of ``system`` (a rbcd.solvers.cg._RidgeSystem) in ``form`` "dual" or
     "primal"; returns (W, n_iter (ones: one factorization, scikit-learn's convention that
     a fitted solver made at least one iteration), info as solve_ridge_cg's, ``stop``
@@ -257,7 +257,13 @@ def solve_direct(system, alpha, form, columns, tol=None):
     case). Where it fails (alpha = 0 and a singular Gram matrix), the Gram matrix is
     formed again and the minimum-norm solution taken from its eigendecomposition.
     ``converged`` is the relative residual <= tol (a direct solve is exact up to the
-    rounding that the conditioning of the system allows)."""
+    rounding that the conditioning of the system allows).
+
+    ``extra`` (dual form only): Ms = S^1/2 Mc, extra columns of the design
+    (rbcd.solvers._linear): the Gram matrix is Kc + Ms Ms^T, and W holds their
+    coefficients Ms^T A in its last d rows, (D + d, k)."""
+    if extra is not None and form != "dual":
+        raise ValueError("extra columns are solved in the dual form only")
     k = system.Yc.shape[1]
     n, D = system.shape
     check_gram_memory(n if form == "dual" else D, 1 if len(np.unique(alpha)) == 1 else 2,
@@ -265,7 +271,13 @@ def solve_direct(system, alpha, form, columns, tol=None):
     labels = grid_labels(system, columns, narrow=(form == "dual"))
 
     def gram():
-        return _dual_gram(system, labels) if form == "dual" else _primal_gram(system, labels)
+        if form != "dual":
+            return _primal_gram(system, labels)
+        K = _dual_gram(system, labels)
+        if extra is not None:                # the lower triangle, the only one filled and read
+            low = np.tril_indices(n)
+            K[low] += (extra @ extra.T)[low]
+        return K
 
     G = gram()
     if form == "dual":
@@ -290,32 +302,18 @@ def solve_direct(system, alpha, form, columns, tol=None):
         W = X
         if system.flat.size:
             W[system.flat] = 0.0
-    residual = system.relative_residual(W, alpha)
+    if extra is None:
+        residual = system.relative_residual(W, alpha)
+    else:
+        from ._linear import joint_residual
+
+        V = extra.T @ X
+        residual = joint_residual(system, W, V, extra, alpha)
+        W = np.vstack([W, V])
     converged = residual <= (tol if tol is not None else np.inf)
     info = dict(converged=converged, residual=residual,
                 stop=np.array(["direct"] * k))
     return W, np.ones(k, dtype=np.int64), info
-
-
-def solve_dual_extra(system, columns, alpha, Ms):
-    """The dual direct solve of the design [Zc, Mc] (rbcd.solvers._linear; Ms = S^1/2 Mc,
-    the block already scaled by sqrt(c)): (Kc + Ms Ms^T + alpha I) A = ys, W = Zs^T A,
-    V = Ms^T A. Returns (W (D, k), V (d, k)): the term costs an n x n x d product, not
-    d more right-hand sides in the D columns' space."""
-    n = system.shape[0]
-    G = loo_gram(system, columns)
-    low = np.tril_indices(n)                 # the lower triangle, the only one filled and read
-    G[low] += (Ms @ Ms.T)[low]
-    sw = np.sqrt(system.s)
-    ys = system.Yc * sw[:, None]
-    with limit_blas(1):                      # LAPACK_THREADS (module docstring)
-        try:
-            A = _factor_solve(G, np.asfortranarray(ys), alpha)
-        except np.linalg.LinAlgError:
-            G = loo_gram(system, columns)
-            G[low] += (Ms @ Ms.T)[low]
-            A = _eig_solve(G, ys, alpha)
-    return system.ztimes_t(A * sw[:, None]), Ms.T @ A
 
 
 # ------------------------------------------------------------------------------------
@@ -383,7 +381,6 @@ def loo_select(system, columns, alphas, classification, solution=True):
     matrix, and the solution at the best. Returns (alpha, W (D, k), scores (m, 2)); W is
     None without ``solution`` (a pass over Z saved where only the choice is wanted).
 
-
     With Kc = Zs Zs^T = Q diag(e) Q^T (Zs = S^1/2 Zc, so Kc S^1/2 1 = 0) the hat matrix of
     the weighted problem with its unpenalised intercept is H = P + Q diag(e / (e + a)) Q^T,
     P = S^1/2 1 1^T S^1/2 / S, and the weighted residual of the fit is
@@ -391,25 +388,8 @@ def loo_select(system, columns, alphas, classification, solution=True):
     r_i / (1 - H_ii) (weighted units; / sqrt(s_i) for the target's). Each alpha costs
     O(n^2 k), the eigendecomposition O(n^3) once (scikit-learn's RidgeCV, "eigen" mode).
     """
-    n = system.shape[0]
-    G = loo_gram(system, columns)
-    sw = np.sqrt(system.s)
-    ys = system.Yc * sw[:, None]
-    with limit_blas(1):                      # LAPACK_THREADS (module docstring)
-        e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True,
-                                 driver="evd")          # divide and conquer: the fastest here
-        e = np.maximum(e, 0.0)                           # rounding below 0
-        QtY = Q.T @ ys
-        p = system.s / system.S if system.zbar is not None else np.zeros(n)
-        Yraw = system.Yc + system.ybar                   # the targets as given
-        scores = _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, system.s, classification)
-        best = _best(scores)
-        a = float(alphas[best])
-        if not solution:
-            return a, None, scores
-        A = Q @ ((1.0 / (e + a))[:, None] * QtY)         # (Kc + a I)^-1 ys
-    W = system.ztimes_t(A * sw[:, None])
-    return a, W, scores
+    return loo_select_weights(system, columns, alphas, classification, None, (0.0,),
+                              solution)[0]
 
 
 def _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, s, classification):
@@ -477,10 +457,11 @@ def _scores_of(F, h, ys, sw, Yraw, s, classification):
 
 def loo_select_weights(system, columns, alphas, classification, Ms, weights, solution=True):
     """loo_select for the design [Zc, sqrt(c) Mc] at every weight c of ``weights``
-    (rbcd.solvers._linear; Ms = S^1/2 Mc), from ONE eigendecomposition of Kc: c = 0 as
-    loo_select, c > 0 by the Woodbury identity (_loo_scores_lowrank). Returns a list of
-    (alpha, W, scores) per weight, W as loo_select's with ``extra`` (D + d rows where
-    c > 0; None without ``solution``)."""
+    (rbcd.solvers._linear; Ms = S^1/2 Mc, None where every weight is 0), from ONE
+    eigendecomposition of Kc: c = 0 as loo_select, c > 0 by the Woodbury identity
+    (_loo_scores_lowrank). Returns a list of (alpha, W, scores) per weight, W (D, k), or
+    (D + d, k) with the term's coefficients in its last d rows where c > 0 (None without
+    ``solution``)."""
     n = system.shape[0]
     G = loo_gram(system, columns)
     sw = np.sqrt(system.s)
@@ -488,17 +469,18 @@ def loo_select_weights(system, columns, alphas, classification, Ms, weights, sol
     out = []
     with limit_blas(1):                      # LAPACK_THREADS (module docstring)
         e, Q = scipy.linalg.eigh(G.T, lower=False, check_finite=False, overwrite_a=True,
-                                 driver="evd")
-        e = np.maximum(e, 0.0)
+                                 driver="evd")          # divide and conquer: the fastest here
+        e = np.maximum(e, 0.0)                           # rounding below 0
         QtY = Q.T @ ys
-        QtM = Q.T @ Ms
+        QtM = None if Ms is None else Q.T @ Ms
         p = system.s / system.S if system.zbar is not None else np.zeros(n)
-        Yraw = system.Yc + system.ybar
+        Yraw = system.Yc + system.ybar                   # the targets as given
         for c in weights:
             if c == 0.0:
                 scores = _loo_scores(Q, e, QtY, ys, sw, p, alphas, Yraw, system.s,
                                      classification)
                 best = _best(scores)
+                # (Kc + a I)^-1 ys
                 A = Q @ ((1.0 / (e + alphas[best]))[:, None] * QtY) if solution else None
                 V = None
             else:

@@ -19,7 +19,7 @@ distance of the kernel drowns (measurements in docs/benchmarks/search.md).
 Solving, with every ridge path (CG, dual and primal direct solves) kept as it is:
 
 * a fixed alpha, dual direct form (small n): the joint n x n system
-  (Kc + Mps Mps^T + alpha I) A = ys (rbcd.solvers._direct.solve_dual_extra);
+  (Kc + Mps Mps^T + alpha I) A = ys (rbcd.solvers._direct.solve_direct's ``extra``);
 * a fixed alpha otherwise: the Schur complement of the joint normal equations. With
   W_Y, W_M the ridge solutions on Z for the targets Y and for the columns of
   Mp = sqrt(c) M (one block solve of k + d right-hand sides), the joint solution is

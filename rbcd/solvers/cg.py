@@ -537,7 +537,7 @@ def _solve_with_extra(Z, Y, sample_weight, alpha, fit_intercept, tol, max_iter,
         # the dual form solves the joint design itself (n x n: the term adds Ms Ms^T), where
         # the Schur complement's d right-hand sides would each span the D columns
         from . import _direct
-        from ._linear import centred_weighted, joint_residual
+        from ._linear import centred_weighted
 
         cy = pow2_scale(Y)
         cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
@@ -545,18 +545,18 @@ def _solve_with_extra(Z, Y, sample_weight, alpha, fit_intercept, tol, max_iter,
                               fit_intercept, n_threads, columns)
         form = method if method == "dual" else _direct.choose(system, columns, method)
         if form == "dual":
-            _direct.check_gram_memory(system.shape[0], 1, "the dual direct solve")
             Ms, mbar = centred_weighted(Mp, system)
-            W, V = _direct.solve_dual_extra(system, columns, a / cs, Ms)
-            residual = joint_residual(system, W, V, Ms, a / cs)
+            WV, n_iter, info = _direct.solve_direct(system, np.full(k, a / cs), "dual",
+                                                    columns, tol, extra=Ms)
+            D = system.shape[1]
+            W, V = WV[:D], WV[D:]
             coef = np.hstack([W.T, np.sqrt(c) * V.T]) * cy
             intercept = np.zeros(k)
             if system.zbar is not None:
                 intercept = (system.ybar - np.einsum("kj,j->k", W.T, system.zbar)
                              - np.einsum("kj,j->k", V.T, mbar)) * cy
-            info = dict(converged=residual <= tol, residual=residual,
-                        stop=np.array(["direct"] * k), method="dual", extra_weight=c)
-            return coef, intercept, np.ones(k, dtype=np.int64), info
+            info.update(method="dual", extra_weight=c)
+            return coef, intercept, n_iter, info
     coef_all, intercept_all, n_iter, info = solve_ridge(
         Z, np.hstack([Y, Mp]), sample_weight, a, fit_intercept, tol, max_iter,
         preconditioner, n_threads, columns, verbose, return_info=True, method=method,
@@ -571,9 +571,9 @@ def _solve_with_extra(Z, Y, sample_weight, alpha, fit_intercept, tol, max_iter,
 
 def _choose_extra(system, columns, alphas, classification, extra, solution):
     """The best (c, alpha) over the weights of ``extra`` (None: no term) by leave-one-out
-    on ``system``: returns (c, alpha, W, scores, Ms) with Ms the unit block centred and
-    weighted on the system (None without a term); W as loo_select's (D + d rows where
-    c > 0). The first weight wins ties."""
+    on ``system``: returns (c, alpha, W, scores, (Ms, mbar)) with Ms the unit block centred
+    and weighted on the system and mbar its weighted column means (None without a term); W
+    as loo_select_weights' (D + d rows where c > 0). The first weight wins ties."""
     from . import _direct
     from ._linear import centred_weighted
 
@@ -583,14 +583,14 @@ def _choose_extra(system, columns, alphas, classification, extra, solution):
     M = extra.M
     if M.shape[0] != system.shape[0]:
         raise ValueError("the linear term's block does not match the rows")
-    Ms, _ = centred_weighted(M, system)
+    Ms, mbar = centred_weighted(M, system)
     best = None
     for c, (a, W, scores) in zip(extra.weights, _direct.loo_select_weights(
             system, columns, alphas, classification, Ms, extra.weights, solution)):
         top = tuple(scores[_direct._best(scores)])
         if best is None or top > best[0]:
             best = (top, c, a, W, scores)
-    return best[1], best[2], best[3], best[4], Ms
+    return best[1], best[2], best[3], best[4], (Ms, mbar)
 
 
 def _sample_rows(Zc, columns, rows, n_threads):
@@ -645,8 +645,8 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
         cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
         system = _RidgeSystem(Z, Y / cy, None if sample_weight is None else s / cs,
                               fit_intercept, n_threads, columns)
-        c, a, W, scores, Ms = _choose_extra(system, columns, alphas / cs, classification,
-                                            extra, True)
+        c, a, W, scores, term = _choose_extra(system, columns, alphas / cs, classification,
+                                              extra, True)
         chosen = {} if extra is None else {"extra_weight": c}
         if method == "cg":                   # the choice, solved as asked
             coef, intercept, n_iter, info = solve_ridge(
@@ -662,7 +662,7 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
         if V is None:
             residual = system.relative_residual(W, np.full(k, a))
         else:
-            residual = joint_residual(system, W, V, np.sqrt(c) * Ms, a)
+            residual = joint_residual(system, W, V, np.sqrt(c) * term[0], a)
         coef = W.T * cy
         intercept = (system.ybar - np.einsum("kj,j->k", W.T, system.zbar)) * cy \
             if system.zbar is not None else np.zeros(k)
@@ -670,8 +670,7 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
             # the coefficients of the unit block M: sqrt(c) times those of sqrt(c) M
             coef = np.hstack([coef, np.sqrt(c) * V.T * cy])
             if system.zbar is not None:
-                mbar = np.einsum("i,ij->j", system.s, extra.M) / system.S
-                intercept -= np.sqrt(c) * np.einsum("kj,j->k", V.T, mbar) * cy
+                intercept -= np.sqrt(c) * np.einsum("kj,j->k", V.T, term[1]) * cy
         info = dict(converged=residual <= tol, residual=residual,
                     stop=np.array(["direct"] * k), method="dual", alpha=a * cs,
                     alphas=alphas, scores=scores, selection="leave-one-out", **chosen)
