@@ -160,6 +160,49 @@ def test_primal_form_when_there_are_fewer_columns_than_rows(weighted):
         np.testing.assert_allclose(m.intercept_, sk.intercept_, atol=1e-10)
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("extra", [False, True])
+def test_dual_residual_in_the_dual_space_equals_the_primal_one(fit_intercept, weighted, extra,
+                                                               monkeypatch):
+    # the identity behind dual_relative_residual: at W = Zs^T X the primal residual is
+    # Zs^T r. Checked at a perturbed X (residuals far above rounding), against the primal
+    # space check of _RidgeSystem / joint_residual
+    from rbcd.solvers._linear import LinearTerm, centred_weighted, joint_residual
+    from rbcd.solvers.cg import _RidgeSystem
+
+    X, y, Z, cols = _rb(n=60, R=40, sigma=0.5, seed=7)
+    Y = np.c_[y, X[:, 2] - X[:, 3]]
+    rng = np.random.default_rng(8)
+    s = rng.uniform(0.3, 3.0, 60) if weighted else None
+    system = _RidgeSystem(Z, Y, s, fit_intercept, 1, cols)
+    alpha = np.array([0.3, 2.0])
+    sw = np.sqrt(system.s)
+    rhs = system.Yc * sw[:, None]
+    Zs = Z.toarray() - (system.zbar if fit_intercept else 0.0)
+    Zs = Zs * sw[:, None]
+    Ms = centred_weighted(LinearTerm(X).block(X), system)[0] if extra else None
+    G = Zs @ Zs.T + (Ms @ Ms.T if extra else 0.0)
+    Xd = np.linalg.solve(G + np.diag(np.full(60, 1.0)), rhs) * (1.0 + 0.1 * rng.standard_normal((60, 2)))
+    W = system.ztimes_t(Xd * sw[:, None])
+    primal = (system.relative_residual(W, alpha) if not extra
+              else joint_residual(system, W, Ms.T @ Xd, Ms, alpha))
+    assert np.all(primal > 1e-3)
+    lower = np.ascontiguousarray(np.tril(G))          # only the lower triangle is read
+    np.testing.assert_allclose(_direct.dual_relative_residual(lower, rhs, Xd, alpha), primal,
+                               rtol=1e-10)
+    # solve_direct takes this path where the Gram copy is the smaller (n^2 <= D k): the
+    # primal space checks are not called
+    assert 60 * 60 <= Z.shape[1] * 2
+
+    def refuse(*args):
+        raise AssertionError("the primal space residual was computed")
+    monkeypatch.setattr(_RidgeSystem, "relative_residual", refuse)
+    monkeypatch.setattr("rbcd.solvers._linear.joint_residual", refuse)
+    _, _, info = _direct.solve_direct(system, alpha, "dual", cols, extra=Ms)
+    assert np.all(info["residual"] < 1e-12)
+
+
 def test_one_factorization_per_alpha_for_per_target_alphas():
     X, y, Z, cols = _rb(n=80, R=10, sigma=0.5)
     Y = np.c_[y, y, -y, 2 * y]

@@ -233,6 +233,25 @@ def _eig_solve(G, rhs, alpha):
     return Q @ (inv[:, None] * (Q.T @ rhs))
 
 
+def dual_relative_residual(G, rhs, X, alpha):
+    """The relative residual of the primal normal equations at the dual solution, computed
+    in the dual space: ||Zs^T r|| / ||Zs^T rhs|| per column, r = rhs - (G + alpha I) X.
+
+    G = Zs Zs^T (lower triangle read; Zs = S^1/2 Zc, with the extra columns when there are
+    any), X the dual solution of (G + alpha I) X = rhs. The primal solution W = Zs^T X
+    (solve_direct) leaves the primal residual B - (Zs^T Zs + alpha I) W = Zs^T r, with
+    B = Zs^T rhs, so its squared norm is r^T G r, and ||B||^2 = rhs^T G rhs: the same
+    quantity as _RidgeSystem.relative_residual, without the (D, k) passes over Z."""
+    with limit_blas(1):                      # LAPACK_THREADS (module docstring)
+        symm = scipy.linalg.blas.dsymm
+        # the C-order lower triangle is the Fortran upper triangle: no copy
+        R = rhs - symm(1.0, G.T, np.asfortranarray(X), lower=0) - X * alpha[None, :]
+        rn = np.einsum("ik,ik->k", R, symm(1.0, G.T, np.asfortranarray(R), lower=0))
+        bn = np.einsum("ik,ik->k", rhs, symm(1.0, G.T, np.asfortranarray(rhs), lower=0))
+    rn, bn = np.sqrt(np.maximum(rn, 0.0)), np.sqrt(np.maximum(bn, 0.0))
+    return np.where(bn > 0, rn / np.where(bn > 0, bn, 1.0), 0.0)
+
+
 def check_gram_memory(m, copies, what):
     """ValueError before a direct solve forms ``copies`` float64 m x m matrices that do not
     fit in the memory available (rbcd._memory.available_memory)."""
@@ -285,6 +304,11 @@ def solve_direct(system, alpha, form, columns, tol=None, extra=None):
         rhs = system.Yc if sw is None else system.Yc * sw[:, None]
     else:
         rhs = system.B
+    # the dual residual check in the dual space (dual_relative_residual) from a copy of the
+    # Gram matrix, where that copy is no larger than one of the (D + d, k) arrays of the
+    # check in the primal space
+    G0 = G.copy() if form == "dual" and n * n <= (D + (0 if extra is None else
+                                                       extra.shape[1])) * k else None
     X = np.empty((G.shape[0], k))
     groups = np.unique(alpha)
     for j, a in enumerate(groups):
@@ -302,13 +326,17 @@ def solve_direct(system, alpha, form, columns, tol=None, extra=None):
         W = X
         if system.flat.size:
             W[system.flat] = 0.0
-    if extra is None:
+    if extra is not None:
+        V = extra.T @ X
+    if G0 is not None:
+        residual = dual_relative_residual(G0, rhs, X, alpha)
+    elif extra is None:
         residual = system.relative_residual(W, alpha)
     else:
         from ._linear import joint_residual
 
-        V = extra.T @ X
         residual = joint_residual(system, W, V, extra, alpha)
+    if extra is not None:
         W = np.vstack([W, V])
     converged = residual <= (tol if tol is not None else np.inf)
     info = dict(converged=converged, residual=residual,
