@@ -498,7 +498,7 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
         from ._direct import solve_direct
         coef, n_iter, info = solve_direct(system, alpha, method, columns, tol)
     info["method"] = method
-    coef = coef.T.copy()
+    coef = transposed(coef)
     if system.zbar is not None:
         intercept = system.ybar - np.einsum("kj,j->k", coef, system.zbar)
     else:
@@ -550,7 +550,7 @@ def _solve_with_extra(Z, Y, sample_weight, alpha, fit_intercept, tol, max_iter,
                                                     columns, tol, extra=Ms)
             D = system.shape[1]
             W, V = WV[:D], WV[D:]
-            coef = np.hstack([W.T, np.sqrt(c) * V.T]) * cy
+            coef = transposed(W, cy, np.sqrt(c) * V)
             intercept = np.zeros(k)
             if system.zbar is not None:
                 intercept = (system.ybar - np.einsum("kj,j->k", W.T, system.zbar)
@@ -663,12 +663,11 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
             residual = system.relative_residual(W, np.full(k, a))
         else:
             residual = joint_residual(system, W, V, np.sqrt(c) * term[0], a)
-        coef = W.T * cy
+        # with a term, the coefficients of the unit block M: sqrt(c) times those of sqrt(c) M
+        coef = transposed(W, cy, None if V is None else np.sqrt(c) * V)
         intercept = (system.ybar - np.einsum("kj,j->k", W.T, system.zbar)) * cy \
             if system.zbar is not None else np.zeros(k)
         if V is not None:
-            # the coefficients of the unit block M: sqrt(c) times those of sqrt(c) M
-            coef = np.hstack([coef, np.sqrt(c) * V.T * cy])
             if system.zbar is not None:
                 intercept -= np.sqrt(c) * np.einsum("kj,j->k", V.T, term[1]) * cy
         info = dict(converged=residual <= tol, residual=residual,
@@ -727,6 +726,21 @@ def subtract_outer(Q, z, v):
     for start in range(0, Q.shape[0], OUTER_BLOCK):
         stop = start + OUTER_BLOCK
         Q[start:stop] -= np.outer(z[start:stop], v)
+
+
+def transposed(W, scale=1.0, extra=None):
+    """C-contiguous (k, D [+ d]) = scale * [W.T, extra.T] for W (D, k) (and extra (d, k)),
+    copied by blocks of OUTER_BLOCK rows of W: a (D, k) -> (k, D) copy in one go reads W
+    with a stride of k doubles across all of it, twice as slow where D is in the millions."""
+    D, k = W.shape
+    d = 0 if extra is None else extra.shape[0]
+    out = np.empty((k, D + d))
+    for start in range(0, D, OUTER_BLOCK):
+        stop = min(start + OUTER_BLOCK, D)
+        np.multiply(W[start:stop].T, scale, out=out[:, start:stop])
+    if d:
+        np.multiply(extra.T, scale, out=out[:, D:])
+    return out
 
 
 class _RidgeSystem:
