@@ -150,3 +150,55 @@ class DefaultsBundledScore:
         return float(np.mean(p == yte))
 
     track_test_score.unit = "accuracy or RMSE"
+
+
+class SearchBundled:
+    """RBClassifierCV() with every default (the leave-one-out search over sigma, alpha and
+    the linear term, then the refit) on scikit-learn's bundled classification sets, raw
+    (one 75/25 split, seed 0): its fit + predict time, and that time over a GridSearchCV of
+    SVC() on the same split (6 gamma multipliers x 5 C, 5 folds: compare_search's gs-svc),
+    best of 3 each, taken in turns (issue 30's target: <= 1)."""
+
+    version = DATA_VERSION + "-search1"
+    params = (["wine", "breast_cancer"],)
+    param_names = ["data"]
+    timeout = 300
+
+    def setup(self, data):
+        from sklearn import datasets
+        from sklearn.model_selection import train_test_split
+
+        quiet_convergence()
+        X, y = getattr(datasets, f"load_{data}")(return_X_y=True)
+        self.split = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+        self.cls = require("rbcd", "RBClassifierCV")
+
+    def _search(self):
+        import warnings
+
+        Xtr, Xte, ytr, _ = self.split
+        with warnings.catch_warnings():      # a best value on an edge of the grid
+            warnings.simplefilter("ignore", UserWarning)
+            self.cls(random_state=0).fit(Xtr, ytr).predict(Xte)
+
+    def _svc(self):
+        from sklearn.model_selection import GridSearchCV
+        from sklearn.svm import SVC
+
+        Xtr, Xte, ytr, _ = self.split
+        scale = 1.0 / (Xtr.shape[1] * Xtr.var())
+        grid = {"gamma": [g * scale for g in (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)],
+                "C": [0.1, 1.0, 10.0, 100.0, 1000.0]}
+        GridSearchCV(SVC(), grid, cv=5).fit(Xtr, ytr).predict(Xte)
+
+    def time_search_fit_predict(self, data):
+        self._search()
+
+    def track_search_over_gs_svc(self, data):
+        times = {"search": [], "svc": []}
+        for _ in range(3):
+            for name, run in (("search", self._search), ("svc", self._svc)):
+                times[name].append(best_of(run, repeat=1))
+        return min(times["search"]) / min(times["svc"])
+
+    track_search_over_gs_svc.unit = "ratio"
