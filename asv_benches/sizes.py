@@ -22,6 +22,17 @@ def _problem(n, task):
     return X[:n], y[:n], X[n:]
 
 
+def _bundled_split(data, regression):
+    """(X_train, X_test, y_train, y_test) of scikit-learn's bundled set ``data``, raw: one
+    75/25 split, seed 0, stratified for classification."""
+    from sklearn import datasets
+    from sklearn.model_selection import train_test_split
+
+    X, y = getattr(datasets, f"load_{data}")(return_X_y=True)
+    return train_test_split(X, y, test_size=0.25, random_state=0,
+                            stratify=None if regression else y)
+
+
 class DefaultsFitPredict:
     """Fit + predict with every default (n_jobs=None: OpenMP's default threads) and with
     n_jobs=1."""
@@ -132,14 +143,9 @@ class DefaultsBundledScore:
     timeout = 120
 
     def setup(self, data):
-        from sklearn import datasets
-        from sklearn.model_selection import train_test_split
-
         quiet_convergence()
-        X, y = getattr(datasets, f"load_{data}")(return_X_y=True)
         self.regression = data == "diabetes"
-        self.split = train_test_split(X, y, test_size=0.25, random_state=0,
-                                      stratify=None if self.regression else y)
+        self.split = _bundled_split(data, self.regression)
         self.cls = require("rbcd", "RBRegressor" if self.regression else "RBClassifier")
 
     def track_test_score(self, data):
@@ -165,12 +171,8 @@ class SearchBundled:
     timeout = 300
 
     def setup(self, data):
-        from sklearn import datasets
-        from sklearn.model_selection import train_test_split
-
         quiet_convergence()
-        X, y = getattr(datasets, f"load_{data}")(return_X_y=True)
-        self.split = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+        self.split = _bundled_split(data, False)
         self.cls = require("rbcd", "RBClassifierCV")
 
     def _search(self):

@@ -179,7 +179,9 @@ def _primal_gram(system, labels):
             with limit_blas(1):              # LAPACK_THREADS (module docstring)
                 A = Z.T @ (Z * s[:, None])
     if zbar is not None:
-        A -= system.S * np.outer(zbar, zbar)
+        from .cg import subtract_outer
+
+        subtract_outer(A, zbar, zbar, system.S)         # A -= S zbar zbar^T, no D x D temporary
     return A
 
 
@@ -326,17 +328,16 @@ def solve_direct(system, alpha, form, columns, tol=None, extra=None):
         W = X
         if system.flat.size:
             W[system.flat] = 0.0
-    if extra is not None:
-        V = extra.T @ X
+    V = None if extra is None else extra.T @ X
     if G0 is not None:
         residual = dual_relative_residual(G0, rhs, X, alpha)
-    elif extra is None:
+    elif V is None:
         residual = system.relative_residual(W, alpha)
     else:
         from ._linear import joint_residual
 
         residual = joint_residual(system, W, V, extra, alpha)
-    if extra is not None:
+    if V is not None:
         W = np.vstack([W, V])
     converged = residual <= (tol if tol is not None else np.inf)
     info = dict(converged=converged, residual=residual,

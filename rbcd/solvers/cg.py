@@ -719,13 +719,14 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
 OUTER_BLOCK = 8192
 
 
-def subtract_outer(Q, z, v):
-    """Q -= outer(z, v) in place, Q (D, k) C-contiguous, by blocks of OUTER_BLOCK rows: the
-    whole outer product would be a (D, k) temporary, as large as Q, whose fresh pages cost
-    more than the subtraction (D in the millions on a few hundred rows with many grids)."""
+def subtract_outer(Q, z, v, scale=1.0):
+    """Q -= scale * outer(z, v) in place, Q (D, k) C-contiguous, by blocks of OUTER_BLOCK
+    rows: the whole outer product would be a (D, k) temporary, as large as Q, whose fresh
+    pages cost more than the subtraction (D in the millions on a few hundred rows with
+    many grids; the primal Gram matrix's D x D)."""
     for start in range(0, Q.shape[0], OUTER_BLOCK):
         stop = start + OUTER_BLOCK
-        Q[start:stop] -= np.outer(z[start:stop], v)
+        Q[start:stop] -= scale * np.outer(z[start:stop], v)
 
 
 def transposed(W, scale=1.0, extra=None):
