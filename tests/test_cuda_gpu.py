@@ -138,6 +138,47 @@ def test_cg_step_kernels_against_twin(cp, monkeypatch, fit_intercept, weighted, 
     np.testing.assert_allclose(bg, b1, atol=1e-6)
 
 
+@pytest.mark.parametrize("max_iter, weighted", [(None, False), (None, True), (6, False)])
+def test_device_stopping_equals_host_loop(cp, capsys, max_iter, weighted):
+    """solve_ridge's default loop (host_lag=1: rb_cg_p keeps the active mask on the device,
+    the host reads it one iteration late through pinned copies) against the host's own
+    decision after every iteration (host_lag=0): the same coef, intercept, n_iter and info
+    bit for bit, and the same verbose lines; k = 11 targets (two launches of 8 and 3)
+    stopping at different iterations, a zero one at once; max_iter reached with the same
+    ConvergenceWarning."""
+    from sklearn.exceptions import ConvergenceWarning
+    from rbcd.cuda import binning as cb, cg as ccg
+    X, _ = _data(8000, 5, seed=4)
+    rng = np.random.default_rng(4)
+    Y = np.c_[[np.sin((t + 1) * X[:, 0]) * 10.0 ** (t - 5) + t * X[:, 1] for t in range(11)]].T
+    Y[:, 4] = 0.0
+    Y[:, 7] += 0.1 * rng.normal(size=X.shape[0])   # a rough target: many iterations
+    s = cp.asarray(rng.uniform(0.2, 3.0, size=X.shape[0])) if weighted else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lay = cb.fit_layout(RandomBinning(n_grids=32, random_state=1), cp.asarray(X), cp)
+    outs, warned, printed = [], [], []
+    for lag in (0, 1):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outs.append(ccg.solve_ridge(cp, lay, cp.asarray(Y), s, alpha=0.5, tol=1e-10,
+                                        max_iter=max_iter, structured=True, verbose=2,
+                                        host_lag=lag))
+        warned.append([str(w.message) for w in caught
+                       if issubclass(w.category, ConvergenceWarning)])
+        printed.append(capsys.readouterr().out)
+    (c0, b0, it0, info0), (c1, b1, it1, info1) = outs
+    for a, b in [(c0, c1), (b0, b1), (it0, it1)] + [(info0[key], info1[key]) for key in info0]:
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    assert warned[1] == warned[0] and printed[1] == printed[0]
+    assert it1[4] == 0 and len(printed[1].splitlines()) == it1.max()
+    if max_iter is None:
+        assert info1["converged"].all() and not warned[1]
+        assert len(set(it1[it1 > 0].tolist())) >= 3
+    else:
+        assert it1.max() == max_iter and len(warned[1]) == 1
+
+
 @pytest.mark.parametrize("n, d", [(1, 3), (1000, 16), (200000, 7), (300, 600), (50, 2000)])
 def test_column_extremes_kernel(cp, n, d):
     from rbcd.cuda import _ops

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings, strategies as st
+from sklearn.exceptions import ConvergenceWarning
 
 import rbcd_ref
 from rbcd import RandomBinning, RBClassifier, RBRegressor, RidgeCG, RidgeCGClassifier
@@ -213,6 +214,258 @@ def test_cg_step_kernels_emulated(monkeypatch, fit_intercept, weighted, precondi
     # (at tol 1e-10 rounding moves the counts by a few iterations, as it does between
     # the numpy twin and the CPU)
     assert np.abs(np.asarray(it2) - np.asarray(it1)).max() <= 0.1 * it1.max()
+
+
+# ------------------------------------------------------------------------------------------
+# The device-side stopping decision (solve_ridge's default host_lag=1: rb_cg_p keeps the
+# active mask, the host reads it one iteration late) against the host's own decision after
+# every iteration (host_lag=0, the synchronous loop): the same iterates, bit for bit.
+def _bits(a):
+    a = np.asarray(a)
+    return a.dtype.str, a.shape, a.tobytes()
+
+
+def _assert_same_solve(out0, out1):
+    c0, b0, it0, info0 = out0
+    c1, b1, it1, info1 = out1
+    assert _bits(c1) == _bits(c0) and _bits(b1) == _bits(b0) and _bits(it1) == _bits(it0)
+    assert set(info1) == set(info0)
+    for key in info0:
+        assert _bits(info1[key]) == _bits(info0[key]), key
+
+
+def _both_lags(xp, op, Y, s, **kw):
+    """solve_ridge with host_lag 0 and 1: the results and the ConvergenceWarnings of each."""
+    outs = []
+    for lag in (0, 1):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = ccg.solve_ridge(xp, op, Y, s, host_lag=lag, **kw)
+        conv = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+        outs.append((out, conv))
+    (out0, conv0), (out1, conv1) = outs
+    _assert_same_solve(out0, out1)
+    assert conv1 == conv0
+    return out1, conv1
+
+
+def _staggered_targets(X, rng):
+    """Targets that stop at very different iterations: smooth and rough, scales from 1e-3
+    to 1e6, a zero target (no iteration) and, with an intercept, a constant one."""
+    n = X.shape[0]
+    return np.c_[np.sin(5 * X[:, 0]), X[:, 1] * 100.0, rng.normal(size=n) * 1e-3,
+                 np.zeros(n), 1e6 * X[:, 0], np.full(n, 7.0),
+                 np.sign(X[:, 2] - 0.5) * np.sin(40 * X[:, 0] * X[:, 1])]
+
+
+@pytest.mark.parametrize("emulated", [False, True])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("preconditioner, structured", [("jacobi", True), ("jacobi", False),
+                                                         (None, False)])
+def test_device_stopping_equals_host_loop(monkeypatch, emulated, fit_intercept, weighted,
+                                          preconditioner, structured):
+    """k = 7 targets stopping at different iterations (numpy twins, and the CuPy branch with
+    the emulated kernels: one launch of 8 targets' kernel), on a GridLayout and on a
+    sparse Z: host_lag=1 (the device's mask) equals host_lag=0 (the host's) bit for bit
+    in coef, intercept, n_iter and info."""
+    xp = np
+    if emulated:
+        xp = _FakeCupy()
+        monkeypatch.setattr(_ops, "_kernel", _emulated)
+    rng = np.random.default_rng(11)
+    n = 500
+    X = rng.uniform(size=(n, 3))
+    Y = _staggered_targets(X, rng)
+    s = rng.uniform(0.2, 3.0, size=n) if weighted else None
+    _, Z, _ = _cpu_Z(X, 8, "scale", 3)
+    _, layout, _ = _xp_fit(X, 8, "scale", 3)
+    op = layout if structured else ccg.MatrixOperator(np, Z)
+    kw = dict(alpha=0.3, fit_intercept=fit_intercept, tol=1e-9,
+              preconditioner=preconditioner, structured=structured)
+    (coef, intercept, n_iter, info), conv = _both_lags(xp, op, Y, s, **kw)
+    assert n_iter[3] == 0
+    if weighted and fit_intercept:
+        # the constant target less its weighted mean: rounding noise, which the CG cannot
+        # reduce 1e9-fold (it stops by breakdown or max_iter, in both loops alike)
+        assert np.delete(info["converged"], 5).all() and len(conv) <= 1
+    else:
+        assert info["converged"].all() and not conv
+        assert (n_iter[5] == 0) == fit_intercept
+    assert len(set(n_iter[n_iter > 0].tolist())) >= 3   # stops at 3 or more iterations
+
+
+@pytest.mark.parametrize("emulated", [False, True])
+def test_device_stopping_breakdown(monkeypatch, emulated):
+    """Indefinite normal equations (some negative weights, passed to solve_ridge
+    unvalidated): targets break down (pq <= 0) at different iterations; the device's mask
+    stops each at the same iteration as the host's, with the same breakdown flags."""
+    xp = np
+    if emulated:
+        xp = _FakeCupy()
+        monkeypatch.setattr(_ops, "_kernel", _emulated)
+    rng = np.random.default_rng(1)
+    n = 400
+    X = rng.uniform(size=(n, 3))
+    Y = np.c_[np.sin(5 * X[:, 0]), X[:, 1] * 100.0, rng.normal(size=n) * 1e-3, np.zeros(n),
+              X[:, 0] * 1e6]
+    s = rng.uniform(0.5, 1.0, size=n)
+    s[rng.choice(n, 40, replace=False)] *= -0.9
+    _, layout, _ = _xp_fit(X, 8, "scale", 1)
+    (coef, intercept, n_iter, info), conv = _both_lags(
+        xp, layout, Y, s, alpha=0.1, tol=1e-10, structured=True)
+    stopped = info["stop"] == "breakdown"
+    assert stopped.sum() >= 2 and info["stop"][3] == "tol" and n_iter[3] == 0
+    assert len(set(n_iter[stopped].tolist())) >= 2      # at different iterations
+    assert len(conv) == 1 and "(breakdown)" in conv[0]
+
+
+@pytest.mark.parametrize("emulated", [False, True])
+@pytest.mark.parametrize("max_iter", [0, 1, 2, 5])
+def test_device_stopping_max_iter(monkeypatch, emulated, max_iter):
+    """max_iter reached: no target runs more than max_iter iterations, the same
+    ConvergenceWarning, the same results as the host's loop; 11 targets (two launches of
+    the step kernels), one zero target."""
+    xp = np
+    if emulated:
+        xp = _FakeCupy()
+        monkeypatch.setattr(_ops, "_kernel", _emulated)
+    rng = np.random.default_rng(4)
+    n = 300
+    X = rng.uniform(size=(n, 3))
+    Y = np.c_[_staggered_targets(X, rng), rng.normal(size=(n, 4))]
+    _, layout, _ = _xp_fit(X, 6, "scale", 2)
+    (coef, intercept, n_iter, info), conv = _both_lags(
+        xp, layout, Y, None, alpha=0.5, tol=1e-12, max_iter=max_iter, structured=True)
+    assert n_iter.max() == max_iter and n_iter[3] == 0 and info["stop"][3] == "tol"
+    assert (info["stop"] == "max_iter").sum() == Y.shape[1] - 2   # the zero, constant ones
+    assert len(conv) == 1 and "(max_iter)" in conv[0] and f"after {max_iter} it" in conv[0]
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        ccg.solve_ridge(xp, layout, Y, None, alpha=0.5, tol=1e-12, max_iter=max_iter,
+                        structured=True)
+
+
+def test_device_stopping_one_extra_iteration(monkeypatch):
+    """The host reads the device's mask one iteration late: after the iteration that stops
+    the last target it has queued at most one more (with every target inactive, changing
+    nothing), and none past max_iter. Counted as rb_cg_p launches (two per iteration for
+    11 targets) on the emulated kernels."""
+    fake = _FakeCupy()
+    launches = []
+
+    def counting(name):
+        f = _emulated(name)
+        if name != "rb_cg_p":
+            return f
+
+        def g(grid, block, args):
+            launches.append(int(args[9]))    # k0
+            f(grid, block, args)
+        return g
+
+    monkeypatch.setattr(_ops, "_kernel", counting)
+    rng = np.random.default_rng(4)
+    n = 300
+    X = rng.uniform(size=(n, 3))
+    Y = np.c_[_staggered_targets(X, rng), rng.normal(size=(n, 4))]
+    _, layout, _ = _xp_fit(X, 6, "scale", 2)
+    for max_iter, lag in [(None, 0), (None, 1), (7, 0), (7, 1)]:
+        launches.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _, _, n_iter, _ = ccg.solve_ridge(fake, layout, Y, None, alpha=0.5, tol=1e-8,
+                                              max_iter=max_iter, structured=True,
+                                              host_lag=lag)
+        assert len(launches) % 2 == 0 and set(launches) == {0, 8}
+        queued = len(launches) // 2
+        if max_iter is None:
+            assert queued == n_iter.max() + lag
+        else:
+            assert n_iter.max() == max_iter and queued == max_iter
+    # no target active at all: nothing is queued
+    launches.clear()
+    ccg.solve_ridge(fake, layout, np.zeros((n, 3)), None, alpha=0.5, structured=True)
+    assert launches == []
+
+
+def test_device_stopping_verbose(capsys):
+    """verbose >= 2 prints every iteration's largest relative residual, read one iteration
+    late: the same lines as the host's loop."""
+    rng = np.random.default_rng(2)
+    n = 300
+    X = rng.uniform(size=(n, 3))
+    Y = _staggered_targets(X, rng)
+    _, layout, _ = _xp_fit(X, 6, "scale", 2)
+    printed = []
+    for lag in (0, 1):
+        for max_iter in (None, 4):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _, _, n_iter, _ = ccg.solve_ridge(np, layout, Y, None, alpha=0.5, tol=1e-8,
+                                                  max_iter=max_iter, structured=True,
+                                                  verbose=2, host_lag=lag)
+            lines = capsys.readouterr().out.splitlines()
+            assert len(lines) == n_iter.max()
+            assert lines[-1].startswith(f"[RidgeCG cuda] iteration {n_iter.max()}: ")
+            printed.append(lines)
+    assert printed[2] == printed[0] and printed[3] == printed[1]
+
+
+def test_cg_step_and_p_freeze_inactive_targets():
+    """The twins of rb_cg_step and rb_cg_p: an inactive target's X, Rr, P and rz are not
+    written, whatever P and Q hold (NaN here); cg_p's decision: an active target goes on
+    unless rn <= thresh or pq <= 0 (breakdown, counted), and counts its iterations."""
+    D, k = 5, 4
+    rng = np.random.default_rng(0)
+    P = rng.normal(size=(D, k))
+    Q = P * 2.0
+    P[:, 1] = np.nan
+    Q[:, 1] = np.nan
+    Q[:, 3] = -P[:, 3]                 # pq < 0: breakdown of target 3
+    X = rng.normal(size=(D, k))
+    Rr = rng.normal(size=(D, k))
+    X0, Rr0, P0 = X.copy(), Rr.copy(), P.copy()
+    act = np.array([1, 0, 1, 1], dtype=np.int32)
+    rz = np.array([2.0, 3.0, 4.0, 5.0])
+    part_pq = np.zeros((1, k))
+    part_pq[0] = (P * Q).sum(axis=0)
+    Zr = np.empty((D, k))
+    part_rr = np.empty((1, k))
+    summary = np.array([[9.0, 8.0, 7.0, 6.0], [0.0, 0.0, 0.0, 0.0]])
+    _ops.cg_step(np, part_pq, rz, act, P, Q, X, Rr, None, Zr, part_rr, summary)
+    assert _bits(X[:, 1]) == _bits(X0[:, 1]) and _bits(Rr[:, 1]) == _bits(Rr0[:, 1])
+    np.testing.assert_array_equal(X[:, 3], X0[:, 3])     # breakdown: a step of 0
+    assert not np.array_equal(X[:, 0], X0[:, 0])
+    np.testing.assert_array_equal(summary[1], [1.0, 0.0, 1.0, 0.0])
+    rr = (Rr * Rr).sum(axis=0)
+    thresh = np.array([np.sqrt(rr[0]) * 2.0, 0.0, np.sqrt(rr[2]) / 2.0, 1e9])
+    part_rz = np.ones((1, k))
+    rz_out = np.empty(k)
+    act_out = np.full(k, 7, dtype=np.int32)
+    counts = np.array([[3, 3, 3, 3], [0, 0, 0, 0]], dtype=np.int32)
+    _ops.cg_p(np, part_rz, part_rr, rz, act, Zr, P, rz_out, summary, thresh, act_out, counts)
+    assert _bits(P[:, 1]) == _bits(P0[:, 1]) and rz_out[1] == rz[1]
+    np.testing.assert_array_equal(rz_out[[0, 2, 3]], 1.0)
+    np.testing.assert_array_equal(act_out, [0, 0, 1, 0])   # converged, inactive, on, broke
+    np.testing.assert_array_equal(counts, [[4, 3, 4, 4], [0, 0, 0, 1]])
+    np.testing.assert_array_equal(summary[0], [np.sqrt(rr[0]), 8.0, np.sqrt(rr[2]),
+                                               np.sqrt(rr[3])])
+
+
+def test_host_copies_numpy_copies_at_once():
+    """_ops.HostCopies on numpy arrays: put copies at once (the next iteration overwrites
+    the device array before the host reads the copy)."""
+    reads = _ops.HostCopies(np, 2)
+    a = np.array([1, 0, 1], dtype=np.int32)
+    b = np.array([0.5, 2.0])
+    reads.put(1, a, b)
+    a[:] = 0
+    got = reads.get(1)
+    np.testing.assert_array_equal(got[0], [1, 0, 1])
+    np.testing.assert_array_equal(got[1], [0.5, 2.0])
+    reads.wait()
+    with pytest.raises(ValueError, match="host_lag"):
+        ccg.solve_ridge(np, ccg.MatrixOperator(np, np.eye(3)), np.ones((3, 1)), host_lag=2)
 
 
 def test_layout_products_equal_sparse_products():
@@ -498,12 +751,16 @@ def _emulated(name):
     def rb_cg_p(grid, block, args):
         _check_args(args, ["float64", "float64", np.int32, "float64", "int32", "float64",
                            "float64", np.int64, np.int32, np.int32, np.int32, "float64",
-                           "float64"])
-        prz, prr, nb, rz, act, Zr, P, D, k, k0, kc, rz_out, summary = args
+                           "float64", "float64", "int32", "int32"])
+        (prz, prr, nb, rz, act, Zr, P, D, k, k0, kc, rz_out, summary, thresh, act_out,
+         counts) = args
         t = _cg_common(grid, block, D, k, k0, kc, prz)
-        assert prr.shape == (nb, k) and rz_out is not rz
+        assert prr.shape == (nb, k) and rz_out is not rz and summary.shape == (2, k)
+        assert act.shape == act_out.shape == thresh.shape == (k,) and counts.shape == (2, k)
+        # every block reads act and rz while block 0 writes act_out and rz_out: no overlap
+        assert not np.shares_memory(act, act_out) and not np.shares_memory(rz, rz_out)
         _ops.cg_p(np, prz[:, t], prr[:, t], rz[t], act[t], Zr[:, t], P[:, t], rz_out[t],
-                  summary[:, t])
+                  summary[:, t], thresh[t], act_out[t], counts[:, t])
 
     return locals()[name]
 
@@ -771,6 +1028,9 @@ def test_gpu_binning_stages_dry_run():
     for stage in ("prepare", "keys", "sort", "number", "store"):
         assert re.search(rf"^  {stage} +[0-9.]+ s", out.stdout, re.M), stage
     assert "one CG iteration (difference)" in out.stdout
+    assert re.search(r"^    host_lag=1: +[0-9.]+ ms per iteration", out.stdout, re.M)
+    assert re.search(r"^    host_lag=0: +[0-9.]+ ms per iteration", out.stdout, re.M)
+    assert "n_iter bit for bit equal: True" in out.stdout
     total = float(re.search(r"stage by stage: ([0-9.]+) s", out.stdout).group(1))
     assert total > 0
 

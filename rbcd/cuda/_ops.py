@@ -456,15 +456,18 @@ def cg_q(xp, Q, zbar, sumT, alpha, P, keep, partial):
 
 def cg_step(xp, partial_pq, rz, act, P, Q, X, Rr, minv, Zr, partial, summary):
     """The step along P (rb_cg_step): pq = the total of partial_pq; where act and pq > 0,
-    step = rz / pq, else 0; X += step P, Rr -= step Q, Zr = Rr minv (Rr where minv is
-    None); partial: sums of Rr Rr; summary[1] = (pq > 0). act (k,) int32."""
+    step = rz / pq, else 0; where act: X += step P, Rr -= step Q (an inactive target's X
+    and Rr are not written: a stopped target is frozen, whatever its P and Q hold); Zr = Rr
+    minv (Rr where minv is None); partial: sums of Rr Rr; summary[1] = (pq > 0). act (k,)
+    int32."""
     D, k = P.shape
     if is_numpy(xp):
         pq = partial_pq.sum(axis=0)
         ok = pq > 0
-        step = np.where((act != 0) & ok, rz / np.where(ok, pq, 1.0), 0.0)
-        X += step[None, :] * P
-        Rr -= step[None, :] * Q
+        a = act != 0
+        step = np.where(a & ok, rz / np.where(ok, pq, 1.0), 0.0)
+        X[:, a] += step[None, a] * P[:, a]
+        Rr[:, a] -= step[None, a] * Q[:, a]
         Zr[...] = Rr * minv if minv is not None else Rr
         _put_total(partial, (Rr * Rr).sum(axis=0))
         summary[1] = ok
@@ -502,10 +505,19 @@ def cg_dir(xp, Zr, Rr, keep, proj, gsum, partial):
     _launch_cg(xp, "rb_cg_dir", D, k, args, (partial,))
 
 
-def cg_p(xp, partial_rz, partial_rr, rz, act, Zr, P, rz_out, summary):
-    """The new direction (rb_cg_p): rz_new, rr = the totals of the partials; where act,
-    P = Zr + beta P with beta = rz_new / rz (0 where rz <= 0) and rz_out = rz_new, else
-    rz_out = rz; summary[0] = sqrt(rr). rz_out is not rz."""
+def cg_p(xp, partial_rz, partial_rr, rz, act, Zr, P, rz_out, summary, thresh, act_out,
+         counts):
+    """The new direction and the stopping decision on the device (rb_cg_p): rz_new, rr =
+    the totals of the partials; where act, P = Zr + beta P with beta = rz_new / rz (0 where
+    rz <= 0) and rz_out = rz_new, else rz_out = rz. Then, target by target, what the host
+    needs to stop the loop (rbcd.cuda.cg.solve_ridge), for the targets active in this
+    iteration only: summary[0] = rn = sqrt(rr) (an inactive target's entry keeps the
+    residual norm of its last iteration), counts[0] += 1 (the iterations it ran), counts[1]
+    = 1 where summary[1] (this iteration's pq > 0, by cg_step) says the curvature check
+    failed (breakdown). act_out = act and pq > 0 and not rn <= thresh: the targets that go
+    on to the next iteration (a NaN rn goes on, as the host's test did). act, act_out (k,)
+    int32 and counts (2, k) int32; rz_out is not rz and act_out is not act (every block
+    reads rz and act)."""
     D, k = P.shape
     if is_numpy(xp):
         rz_new = partial_rz.sum(axis=0)
@@ -514,8 +526,65 @@ def cg_p(xp, partial_rz, partial_rr, rz, act, Zr, P, rz_out, summary):
         beta = np.where(rz > 0, rz_new / np.where(rz > 0, rz, 1.0), 0.0)
         P[:, a] = Zr[:, a] + beta[None, a] * P[:, a]
         rz_out[...] = np.where(a, rz_new, rz)
-        summary[0] = np.sqrt(rr)
+        rn = np.sqrt(rr)
+        ok = summary[1] > 0
+        summary[0] = np.where(a, rn, summary[0])
+        counts[0] += a
+        counts[1][a & ~ok] = 1
+        act_out[...] = a & ok & ~(rn <= thresh)
         return
     _launch_cg(xp, "rb_cg_p", D, k,
                (partial_rz, partial_rr, np.int32(partial_rz.shape[0]), rz, act, Zr, P),
-               (rz_out, summary))
+               (rz_out, summary, thresh, act_out, counts))
+
+
+class HostCopies:
+    """Copies of small device arrays to the host that the host reads later, without
+    waiting for the work queued after them (rbcd.cuda.cg.solve_ridge reads an iteration's
+    stopping state while the next iteration runs). ``put(slot, *arrays)`` queues the copies
+    of C-contiguous device arrays into the slot's pinned host buffers behind the work
+    queued so far; ``get(slot)`` waits for those copies only and returns the host arrays
+    (valid until the slot's next put, which first waits for the slot's earlier copies);
+    ``wait()`` waits for every copy (before the buffers may be dropped). numpy arrays (the
+    numpy twin, or an emulation of cupy on numpy) are copied at once."""
+
+    def __init__(self, xp, n_slots):
+        self.xp = xp
+        self._bufs = [None] * n_slots     # per slot: (pinned memories, host arrays)
+        self._events = [None] * n_slots   # per slot: the event after its copies (cupy)
+        self._host = [None] * n_slots     # per slot: the arrays get returns
+
+    def put(self, slot, *arrays):
+        if all(isinstance(a, np.ndarray) for a in arrays):
+            self._host[slot] = [np.array(a) for a in arrays]
+            return
+        cupy = self.xp
+        if self._events[slot] is not None:
+            self._events[slot].synchronize()  # the slot's buffers are free again
+        bufs = self._bufs[slot]
+        if bufs is None or [(h.shape, h.dtype) for h in bufs[1]] != [
+                (tuple(a.shape), a.dtype) for a in arrays]:
+            mems = [cupy.cuda.alloc_pinned_memory(max(1, a.nbytes)) for a in arrays]
+            hosts = [np.frombuffer(m, a.dtype, a.size).reshape(a.shape)
+                     for m, a in zip(mems, arrays)]
+            bufs = self._bufs[slot] = (mems, hosts)
+            self._events[slot] = cupy.cuda.Event(block=False, disable_timing=True)
+        stream = cupy.cuda.get_current_stream()
+        for h, a in zip(bufs[1], arrays):
+            if not a.flags.c_contiguous:
+                raise ValueError("HostCopies.put needs C-contiguous arrays")
+            if a.nbytes:
+                cupy.cuda.runtime.memcpyAsync(h.ctypes.data, a.data.ptr, a.nbytes,
+                                              cupy.cuda.runtime.memcpyDeviceToHost, stream.ptr)
+        self._events[slot].record(stream)
+        self._host[slot] = bufs[1]
+
+    def get(self, slot):
+        if self._events[slot] is not None:
+            self._events[slot].synchronize()
+        return self._host[slot]
+
+    def wait(self):
+        for e in self._events:
+            if e is not None:
+                e.synchronize()

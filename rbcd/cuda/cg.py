@@ -15,8 +15,12 @@ solutions agree to the solver tolerance.
 Products: ``GridLayout`` (Z from the device binning: Z P by a gather over the labels, Z^T U
 by atomic-free segmented sums over the grid-sorted layout) or ``MatrixOperator`` (any
 dense or (cupyx.)scipy sparse matrix). After the products, an iteration's vector work is four
-fused kernels (rbcd.cuda._ops.cg_q, cg_step, cg_dir, cg_p, each with its numpy twin), and
-one host synchronisation fetches the k residual norms and curvature signs together.
+fused kernels (rbcd.cuda._ops.cg_q, cg_step, cg_dir, cg_p, each with its numpy twin). The
+last, cg_p, also takes the stopping decision on the device (which targets go on, the
+iterations and residual norm of each, breakdowns), so the host never waits for the
+iteration it has just queued: it reads the previous iteration's active mask (a small
+asynchronous copy) while the device runs the next one, and stops queueing once no target
+is active (see solve_ridge).
 """
 import warnings
 
@@ -98,15 +102,24 @@ class GridProjection:
 
 
 def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
-                max_iter=None, preconditioner="jacobi", structured=False, verbose=0):
+                max_iter=None, preconditioner="jacobi", structured=False, verbose=0,
+                host_lag=1):
     """Block PCG for ridge on xp. ``op``: a GridLayout or MatrixOperator; Y (n, k) and
     sample_weight (n,) arrays of xp (validated). ``structured``: op is random binning
     training data (every row has one entry of the same value in every grid: a GridLayout
     of a fit), so the Jacobi step is projected off the grid directions.
 
+    ``host_lag`` (internal, for benchmarks and tests): 1, the device decides which targets
+    stop and the host reads that decision one iteration late (it never waits for the
+    iteration it has just queued); 0, the host waits for every iteration and decides
+    itself, as before. Both run the same kernels on the same masks: the same results bit
+    for bit.
+
     Returns ``(coef (k, D), intercept (k,), n_iter (k,), info)`` as host numpy arrays; info
     as rbcd.solvers.cg.solve_ridge_cg's (converged, residual, stop).
     """
+    if host_lag not in (0, 1):
+        raise ValueError(f"host_lag must be 0 or 1, got {host_lag!r}")
     n, D = op.shape
     k = Y.shape[1]
     alpha = _check_alpha(alpha, k)
@@ -119,7 +132,7 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     if cy != 1.0 or cs != 1.0:
         coef, intercept, n_iter, info = solve_ridge(
             xp, op, Y / cy, None if sample_weight is None else sample_weight / cs, alpha / cs,
-            fit_intercept, tol, max_iter, preconditioner, structured, verbose)
+            fit_intercept, tol, max_iter, preconditioner, structured, verbose, host_lag)
         return coef * cy, intercept * cy, n_iter, info
     weighted = sample_weight is not None
     s = xp.ones(n) if sample_weight is None else xp.asarray(sample_weight, dtype=xp.float64)
@@ -175,9 +188,9 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
 
     if max_iter is None:
         max_iter = default_max_iter(D)
+    max_iter = int(max_iter)
     # the iteration's state, updated in place by the step kernels (_ops.cg_q, cg_step,
-    # cg_dir, cg_p: four launches per 8 targets after the products, and one copy of the
-    # (2, k) summary to the host: the residual norms and the curvature signs)
+    # cg_dir, cg_p: four launches per 8 targets after the products)
     X = xp.zeros((D, k))
     Rr = xp.array(B, dtype=xp.float64, order="C")
     bnorm = _ops.to_host(xp.sqrt(_ops.col_sums(xp, B * B)))
@@ -185,49 +198,119 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     rz_out = xp.empty(k)
     nb = _ops.cg_blocks(D)
     part_pq, part_rr, part_rz = (xp.empty((nb, k)) for _ in range(3))
-    summary = xp.empty((2, k))
     keep_v = xp.ascontiguousarray(keep[:, 0], dtype=xp.float64)
     alpha_v = xp.ascontiguousarray(alpha_d, dtype=xp.float64)
     zbar_v = None if zbar is None else xp.ascontiguousarray(zbar, dtype=xp.float64)
     minv_v = None if minv is None else xp.ascontiguousarray(minv, dtype=xp.float64)
+    # The stopping state on the device (written by _ops.cg_p, block 0, after the
+    # iteration's updates): masks[r] (k,) int32, the active mask: 1 for a target that the
+    # next iteration updates; cg_step and cg_p read one row and cg_p writes the next
+    # iteration's mask into the other (a kernel cannot clear the mask its other blocks
+    # still read), so the rows swap each iteration. A target stops (its mask entry goes to
+    # 0, for good) after the iteration whose residual norm rn <= thresh or whose curvature
+    # check pq > 0 fails (breakdown): the iteration that stops it still updates it, the
+    # next ones do not (cg_step and cg_p write nothing of an inactive target's X, Rr, P,
+    # rz). summary (2, k): row 0 the residual norm of each target's last iteration (bnorm
+    # before any), row 1 this iteration's pq > 0; counts (2, k) int32: the iterations each
+    # target ran, and 1 where it broke down.
+    summary = xp.empty((2, k))
+    summary[0] = _ops.on_device(xp, bnorm, np.float64)
+    counts = xp.zeros((2, k), dtype=xp.int32)
+    masks = xp.zeros((2, k), dtype=xp.int32)
+    thresh_d = _ops.on_device(xp, thresh, np.float64)
     # the first direction: the preconditioned residual (Jacobi, projection, constant
     # columns) by the iteration's own step, _ops.cg_dir, and rz = r . M^-1 r
     Zr = Rr * minv_v if minv_v is not None else Rr.copy()
     _ops.cg_dir(xp, Zr, Rr, keep_v, proj,
                 None if proj is None else _ops.segment_sums(xp, Zr, proj.ptr), part_rz)
     P = Zr.copy()
-    rz = xp.ascontiguousarray(_ops.col_sums(xp, part_rz), dtype=xp.float64)
-    n_iter = np.zeros(k, dtype=np.int64)
-    done = bnorm <= thresh
-    rnorm = bnorm.copy()
-    breakdown = np.zeros(k, dtype=bool)
-    act_d = act_host = None
-    for it in range(1, int(max_iter) + 1):
-        act = ~done
-        if not act.any():
-            break
-        if act_d is None or not np.array_equal(act, act_host):
-            # copied to the device only when a target stops (a copy from pageable host
-            # memory waits for the queued work: once, not every iteration)
-            act_host = act.copy()
-            act_d = _ops.on_device(xp, act.astype(np.int32), np.int32)
+    rz = [xp.ascontiguousarray(_ops.col_sums(xp, part_rz), dtype=xp.float64), rz_out]
+
+    def iterate(act_in, act_out):
+        """Queue one iteration: the targets of act_in step, act_out gets the next mask."""
         Q, sumT = products(P)
         _ops.cg_q(xp, Q, zbar_v, sumT, alpha_v, P, keep_v, part_pq)
-        _ops.cg_step(xp, part_pq, rz, act_d, P, Q, X, Rr, minv_v, Zr, part_rr, summary)
+        _ops.cg_step(xp, part_pq, rz[0], act_in, P, Q, X, Rr, minv_v, Zr, part_rr, summary)
         gsum = None if proj is None else _ops.segment_sums(xp, Zr, proj.ptr)
         _ops.cg_dir(xp, Zr, Rr, keep_v, proj, gsum, part_rz)
-        _ops.cg_p(xp, part_rz, part_rr, rz, act_d, Zr, P, rz_out, summary)
-        rz, rz_out = rz_out, rz
-        host = _ops.to_host(summary)
-        rn, ok = host[0], host[1] > 0
-        n_iter[act] = it
-        rnorm[act] = rn[act]
-        stop = (rn <= thresh) | ~ok
-        done |= act & stop
-        breakdown |= act & ~ok
-        if verbose >= 2:
+        _ops.cg_p(xp, part_rz, part_rr, rz[0], act_in, Zr, P, rz[1], summary, thresh_d,
+                  act_out, counts)
+        rz.reverse()
+
+    def report(it, rn, act):
+        if verbose >= 2 and act.any():
             rel = rn[act] / np.where(bnorm[act] > 0, bnorm[act], 1.0)
             print(f"[RidgeCG cuda] iteration {it}: max relative residual {np.max(rel):.3e}")
+
+    act0 = ~(bnorm <= thresh)   # the targets of the first iteration
+    if host_lag == 0:
+        # the host's decision (the loop before the device kept the mask): wait for each
+        # iteration's summary, update the mask on the host, copy it to the device when a
+        # target stops; the device's own mask (masks[1]) and counts are not read
+        n_iter = np.zeros(k, dtype=np.int64)
+        done = ~act0
+        rnorm = bnorm.copy()
+        breakdown = np.zeros(k, dtype=bool)
+        act_d = act_host = None
+        for it in range(1, max_iter + 1):
+            act = ~done
+            if not act.any():
+                break
+            if act_d is None or not np.array_equal(act, act_host):
+                # copied to the device only when a target stops (a copy from pageable host
+                # memory waits for the queued work: once, not every iteration)
+                act_host = act.copy()
+                act_d = _ops.on_device(xp, act.astype(np.int32), np.int32)
+            iterate(act_d, masks[1])
+            host = _ops.to_host(summary)
+            rn, ok = host[0], host[1] > 0
+            n_iter[act] = it
+            rnorm[act] = rn[act]
+            stop = (rn <= thresh) | ~ok
+            done |= act & stop
+            breakdown |= act & ~ok
+            report(it, rn, act)
+    else:
+        # the device's decision, read one iteration late: queue iteration it, then wait
+        # for the (small, asynchronous) copy of the mask after iteration it - 1, so the
+        # device runs iteration it while the host waits and queues iteration it + 1. When
+        # that mask is all 0, iteration it ran with every target inactive: it changed
+        # nothing (its products and sums are wasted; no X, Rr, P, rz or counts entry is
+        # written), and the loop stops. Every target runs the iterations its mask says,
+        # at most max_iter (the loop queues no more), and the counts, residual norms and
+        # breakdowns are the device's: what the host's loop (host_lag=0) computes.
+        masks[0] = _ops.on_device(xp, act0.astype(np.int32), np.int32)
+        rows = [masks[0], masks[1]]
+        reads = _ops.HostCopies(xp, 2)
+        seen = [act0]      # the mask of the iteration whose copy is read next
+
+        def read(it):
+            """Wait for iteration it's copy; True while some target is still active."""
+            got = reads.get(it % 2)
+            if verbose >= 2:
+                report(it, got[1], seen[0])
+            seen[0] = got[0] != 0
+            return bool(seen[0].any())
+
+        pending = None
+        if act0.any():
+            for it in range(1, max_iter + 1):
+                iterate(rows[0], rows[1])
+                reads.put(it % 2, rows[1], *((summary[0],) if verbose >= 2 else ()))
+                rows.reverse()
+                if pending is not None:
+                    still = read(pending)
+                    pending = None
+                    if not still:
+                        break
+                pending = it
+            if pending is not None and verbose >= 2:
+                read(pending)
+        reads.wait()   # no copy into the pinned buffers outlives them
+        cnt = _ops.to_host(counts)
+        n_iter = cnt[0].astype(np.int64)
+        breakdown = cnt[1] != 0
+        rnorm = np.array(_ops.to_host(summary[0]), dtype=np.float64)
     unconverged = rnorm > thresh
     relres = np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)
     stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))

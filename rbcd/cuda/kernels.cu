@@ -263,16 +263,21 @@ extern "C" __global__ void rb_column_extremes(
 //   rb_cg_q:    Q = (Q0 - zbar_j sumT_t + alpha_t P) keep_j (zbar term where has_zbar);
 //               partial = sums of P Q.
 //   rb_cg_step: pq = total of partial_pq; ok_t = pq > 0; step = rz / pq where act_t and
-//               ok_t, else 0; X += step P; Rr -= step Q; Zr = Rr minv (Rr where !use_minv);
-//               partial = sums of Rr Rr; block 0 writes ok_t to summary[1, t].
+//               ok_t, else 0; where act_t: X += step P, Rr -= step Q (an inactive target's
+//               X and Rr are not written); Zr = Rr minv (Rr where !use_minv); partial =
+//               sums of Rr Rr; block 0 writes ok_t to summary[1, t].
 //   rb_cg_dir:  the grid projection and the constant columns: Zr = (Zr - m_g(j),t) keep_j,
 //               m_g,t = gsum[g, t] inv_g (mode 1, with an intercept), minus inv_g c_t with
 //               c_t = inv_total sum_g gsum[g, t] inv_g (mode 2, without); mode 0: no
 //               projection. partial = sums of Rr Zr.
 //   rb_cg_p:    rz_new = total of partial_rz, rr = total of partial_rr; beta = rz_new / rz
 //               where rz > 0, else 0; P = Zr + beta P where act_t; block 0 writes
-//               rz_out_t = act_t ? rz_new : rz_t and summary[0, t] = sqrt(rr). rz and
-//               rz_out are different arrays (every block reads rz).
+//               rz_out_t = act_t ? rz_new : rz_t and the stopping decision: where act_t,
+//               summary[0, t] = rn = sqrt(rr), counts[0, t] += 1 (iterations run) and
+//               counts[1, t] = 1 if !(summary[1, t] > 0) (breakdown, rb_cg_step's ok_t);
+//               act_out_t = act_t && ok_t && !(rn <= thresh_t) (the next iteration's act).
+//               rz and rz_out, act and act_out are different arrays (every block reads rz
+//               and act; only block 0 writes rz_out and act_out).
 
 // sum of v over the block, returned to thread 0 (every thread must call it)
 __device__ double rb_block_sum(double v, double* sh)
@@ -339,13 +344,19 @@ extern "C" __global__ void rb_cg_step(
     for (int c = 0; c < kc; c++) {
         int t = k0 + c;
         int ok = pq[c] > 0.0;
-        double step = (act[t] && ok) ? rz[t] / pq[c] : 0.0;
+        int a = act[t];
+        double step = (a && ok) ? rz[t] / pq[c] : 0.0;
         double v = 0.0;
         for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
             long long e = j * k + t;
-            X[e] += step * P[e];
-            double r = Rr[e] - step * Q[e];
-            Rr[e] = r;
+            double r;
+            if (a) {
+                X[e] += step * P[e];
+                r = Rr[e] - step * Q[e];
+                Rr[e] = r;
+            } else {
+                r = Rr[e];
+            }
             Zr[e] = use_minv ? r * minv[e] : r;
             v += r * r;
         }
@@ -400,7 +411,8 @@ extern "C" __global__ void rb_cg_p(
     const double* __restrict__ partial_rz, const double* __restrict__ partial_rr, int nb,
     const double* __restrict__ rz, const int* __restrict__ act,
     const double* __restrict__ Zr, double* __restrict__ P, long long D, int k, int k0, int kc,
-    double* __restrict__ rz_out, double* __restrict__ summary)
+    double* __restrict__ rz_out, double* __restrict__ summary,
+    const double* __restrict__ thresh, int* __restrict__ act_out, int* __restrict__ counts)
 {
     __shared__ double sh[32];
     __shared__ double rzn[RB_KMAX];
@@ -418,9 +430,17 @@ extern "C" __global__ void rb_cg_p(
         }
     }
     if (blockIdx.x == 0 && threadIdx.x < kc) {
-        int t = k0 + threadIdx.x;
-        rz_out[t] = act[t] ? rzn[threadIdx.x] : rz[t];
-        summary[t] = sqrt(rr[threadIdx.x]);
+        int c = threadIdx.x, t = k0 + c;
+        int a = act[t];
+        double rn = sqrt(rr[c]);
+        int ok = summary[k + t] > 0.0;   // rb_cg_step's ok_t of this iteration
+        rz_out[t] = a ? rzn[c] : rz[t];
+        if (a) {
+            summary[t] = rn;
+            counts[t] += 1;
+            if (!ok) counts[k + t] = 1;
+        }
+        act_out[t] = (a && ok && !(rn <= thresh[t])) ? 1 : 0;
     }
 }
 
