@@ -163,10 +163,11 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         return max(int(auto_n_grids(n_features_in, n_samples, regression=not self._classifier)),
                    small_data_grids(n_samples, SEARCH_MAX_GRIDS, n_features_in))
 
-    def _model(self, sigma, alpha, seed=None, n_grids=None, linear=0.0):
+    def _model(self, sigma, alpha, seed=None, n_grids=None, linear=0.0, multi_class="ovr"):
         """The RBClassifier / RBRegressor of one candidate (``linear``: the weight of its
-        linear term, rbcd.solvers._linear; 0 none)."""
-        extra = {"class_weight": self.class_weight} if self._classifier else {}
+        linear term, rbcd.solvers._linear; 0 none; ``multi_class``: the classifier's)."""
+        extra = ({"class_weight": self.class_weight, "multi_class": multi_class}
+                 if self._classifier else {})
         return self._model_class()(
             n_grids=self.n_grids if n_grids is None else n_grids, sigma=float(sigma), solver=self.solver, alpha=float(alpha),
             fit_intercept=self.fit_intercept, tol=self.tol, max_iter=self.max_iter,
@@ -252,6 +253,12 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             if self.classes_.shape[0] < 2:
                 raise ValueError(f"{type(self).__name__} needs at least 2 classes in y, got 1 "
                                  f"class: {self.classes_[0].tolist()!r}")
+            if self.multi_class == "ovo" and not self._ridge():
+                raise ValueError("multi_class='ovo' needs a ridge solver (solver='auto', "
+                                 "'cg' or 'direct'); solver='cd' is one-vs-rest")
+            self._schemes = {"ovr": ("ovr",), "ovo": ("ovo",),
+                             "auto": ("ovr", "ovo") if self._loo(X.shape[0]) else ("ovr",)
+                             }[self.multi_class]
         # the models' checks (finite, >= 0, a positive sum, one per row), before any work
         sample_weight = check_sample_weight(sample_weight, X.shape[0])
         # one int seed for every fold, sigma and the refit: the same grids for a given sigma
@@ -318,7 +325,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         best = self.cv_results_["params"][self.best_index_]
         self._warn_on_edges(best, factors, alphas)
         self.best_estimator_ = self._model(best["sigma"], best["alpha"], seed, n_grids,
-                                           best.get("linear", 0.0))
+                                           best.get("linear", 0.0),
+                                           best.get("multi_class", "ovr"))
         t0 = time.perf_counter()
         self.best_estimator_.fit(X, y, sample_weight=sample_weight)
         self.refit_time_ = time.perf_counter() - t0
@@ -354,7 +362,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         accuracy (classification, weighted) or R^2 (regression)."""
         from .binning import RandomBinning
         from .solvers._direct import (check_loo_sample_weight, loo_rows, loo_select,
-                                      loo_select_weights)
+                                      loo_select_weights, plain_gram)
+        from .solvers._ovo import loo_ovo_scores
         from .solvers._linear import (AUTO_CANDIDATES, AUTO_MAX_FEATURES, LinearTerm,
                                       centred_weighted)
         from .solvers.cg import _RidgeSystem, one_vs_rest_targets
@@ -364,15 +373,23 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         rows = loo_rows(n)
         # the models' linear="auto" (rbcd.solvers._linear): where the leave-one-out scores
         # every row, each (sigma, alpha) takes the better weight of AUTO_CANDIDATES
+        schemes = self._multi_classes()
         M = (LinearTerm(X).block(X) if rows.shape[0] == n and X.shape[1] <= AUTO_MAX_FEATURES
-             else None)
+             and "ovr" in schemes else None)
         Xs, ys = X[rows], y[rows]
         s = np.ones(n) if sample_weight is None else sample_weight
         s_rows = s[rows]
+        s_pairs = s_rows                # one-vs-one: class_weight within each pair
         if self._classifier:
             _, T = one_vs_rest_targets(ys)
             if self.class_weight is not None:
                 s_rows = s_rows * compute_sample_weight(self.class_weight, ys)
+            index = np.searchsorted(self.classes_, ys)
+
+            def pair_weight(r):
+                if self.class_weight is None:
+                    return s_pairs[r]
+                return s_pairs[r] * compute_sample_weight(self.class_weight, ys[r])
         else:
             T = np.asarray(ys, dtype=np.float64).reshape(ys.shape[0], -1)
         check_loo_sample_weight(s_rows, n, f"{type(self).__name__} with cv=None")
@@ -381,6 +398,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         n_s, n_a = sigmas.shape[0], alphas.shape[0]
         scores = np.empty((n_a, n_s, 1))
         linear = np.zeros((n_a, n_s))
+        multi = np.full((n_a, n_s), schemes[0], dtype=object)
         fit_time = np.zeros((n_a, n_s, 1))
         sw = s_rows / s_rows.sum()
         spread = float(np.einsum("i,ik->", sw, (T - sw @ T) ** 2))    # for R^2
@@ -392,7 +410,9 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             weighted = sample_weight is not None or getattr(self, "class_weight", None) is not None
             system = _RidgeSystem(Z, T, s_rows if weighted else None, self.fit_intercept,
                                   n_threads, cols)
-            if M is None:
+            if "ovr" not in schemes:
+                sc = None
+            elif M is None:
                 _, _, sc = loo_select(system, cols, alphas * shrink, self._classifier,
                                       solution=False)
             else:   # one eigendecomposition for every weight (loo_select_weights)
@@ -406,6 +426,17 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                     better = np.array([tuple(sc_c[j]) > tuple(sc[j]) for j in range(n_a)])
                     sc = np.where(better[:, None], sc_c, sc)
                     linear[better, si] = c
+            if "ovo" in schemes:    # one eigendecomposition per pair (rbcd.solvers._ovo)
+                sc_o = loo_ovo_scores(plain_gram(system, cols), index, self.classes_.shape[0],
+                                      s_rows, alphas * shrink, self.fit_intercept,
+                                      pair_weight)
+                if sc is None:
+                    sc = sc_o
+                else:   # per alpha the better scheme; ties keep one-vs-rest
+                    better = np.array([tuple(sc_o[j]) > tuple(sc[j]) for j in range(n_a)])
+                    sc = np.where(better[:, None], sc_o, sc)
+                    multi[better, si] = "ovo"
+                    linear[better, si] = 0.0
             if self._classifier:
                 scores[:, si, 0] = sc[:, 0]
             else:
@@ -418,10 +449,11 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                       flush=True)
         self._store_results(sigmas, factors, alphas, scores, fit_time, np.zeros_like(fit_time),
                             np.ones(scores.shape, dtype=np.int64),
-                            linear if M is not None else None)
+                            linear if M is not None else None,
+                            multi if len(schemes) > 1 or schemes == ("ovo",) else None)
 
     def _store_results(self, sigmas, factors, alphas, scores, fit_time, score_time, n_iter,
-                       linear=None):
+                       linear=None, multi=None):
         """cv_results_ in GridSearchCV's layout and candidate order: ParameterGrid over the
         sorted keys ("alpha", "sigma"), the last key varying fastest. ``linear`` (n_alphas,
         n_sigmas): the linear term's weight each candidate took (params' "linear",
@@ -432,6 +464,11 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         if linear is not None:
             for p, c in zip(params, linear.reshape(-1)):
                 p["linear"] = float(c)
+        if multi is None and self._multi_classes() == ("ovo",):
+            multi = np.full((n_a, n_s), "ovo")
+        if multi is not None:
+            for p, mc in zip(params, multi.reshape(-1)):
+                p["multi_class"] = str(mc)
         mean = flat.mean(axis=1)
         # ranks as GridSearchCV's: equal means share the smallest rank
         order = np.argsort(-mean, kind="stable")
@@ -454,6 +491,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         }
         if linear is not None:
             results["param_linear"] = np.ma.MaskedArray(linear.reshape(-1))
+        if multi is not None:
+            results["param_multi_class"] = np.ma.MaskedArray(multi.reshape(-1).astype(object))
         for k in range(n_f):
             results[f"split{k}_test_score"] = flat[:, k]
         self.cv_results_ = results
@@ -482,7 +521,9 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
     def _solve_alphas(self, Z, y, sample_weight, columns, alphas, tol, seed):
         """Yield (alpha index, fitted solver, seconds, iterations) for every alpha;
         ``columns`` is the RBColumns of the training rows' Z (the grid structure)."""
-        if self._ridge():
+        if self._multi_classes() == ("ovo",):
+            yield from self._solve_ovo(Z, y, sample_weight, columns, alphas, tol)
+        elif self._ridge():
             yield from self._solve_cg(Z, y, sample_weight, columns, alphas, tol)
         else:
             yield from self._solve_cd(Z, y, sample_weight, columns, alphas, tol, seed)
@@ -533,6 +574,29 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             shell.n_features_in_ = Z.shape[1]
             shell.n_iter_ = np.asarray(solver.n_iter_)[block]
             yield ai, shell, seconds, int(np.max(shell.n_iter_))
+
+    def _solve_ovo(self, Z, y, sample_weight, columns, alphas, tol):
+        """multi_class="ovo" with folds: a one-vs-one RidgeCGClassifier per alpha."""
+        from .solvers.cg import RidgeCGClassifier
+
+        for ai, a in enumerate(alphas):
+            t0 = time.perf_counter()
+            est = RidgeCGClassifier(alpha=float(a), solver=self.solver,
+                                    fit_intercept=self.fit_intercept, tol=tol,
+                                    max_iter=self.max_iter,
+                                    preconditioner=self._preconditioner(Z),
+                                    class_weight=self.class_weight, n_jobs=self.n_jobs,
+                                    multi_class="ovo")
+            est.fit(Z, y, sample_weight=sample_weight, columns=columns)
+            yield ai, est, time.perf_counter() - t0, int(np.max(est.n_iter_))
+
+    def _multi_classes(self):
+        """The multi-class schemes the search compares: ("ovr",) for regression, two
+        classes or multi_class="ovr"; ("ovo",) for "ovo"; both for "auto" where the
+        leave-one-out search scores them (set by fit: with folds "auto" is one-vs-rest)."""
+        if not self._classifier or len(getattr(self, "classes_", ())) <= 2:
+            return ("ovr",)
+        return self.__dict__.get("_schemes", ("ovr",))
 
     def _solve_cd(self, Z, y, sample_weight, columns, alphas, tol, seed):
         from .solvers.cd import CDClassifier, CDRegressor
@@ -637,6 +701,13 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
     cross-validation, binning once per sigma (and fold) and solving all alphas together
     (module docstring).
     """ + _CV_PARAMS_DOC + """    class_weight : None, "balanced" or dict
+    multi_class : "auto", "ovr" or "ovo", default "auto"
+        RBClassifier's ``multi_class`` for more than two classes. "auto": with the
+        leave-one-out search (cv=None, a ridge solver) every (sigma, alpha) is scored
+        both ways, one-vs-one exactly from one eigendecomposition per pair of classes
+        (rbcd.solvers._ovo), and takes the better (ties: one-vs-rest), recorded as
+        ``params``' "multi_class" and ``param_multi_class``; with folds, one-vs-rest.
+        "ovo" / "ovr": that scheme only (with folds, "ovo" fits every pair per alpha).
     """ + _CV_ATTRS_DOC + """
     Examples
     --------
@@ -652,12 +723,14 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
     _parameter_constraints = {
         **_RBSearchBase._parameter_constraints,
         "class_weight": [StrOptions({"balanced"}), dict, None],
+        "multi_class": [StrOptions({"auto", "ovr", "ovo"})],
     }
 
     def __init__(self, n_grids="auto", sigma="scale", sigma_factors=DEFAULT_SIGMA_FACTORS,
                  alphas=None, cv=None, scoring=None, solver="auto", fit_intercept=True,
                  tol=None, max_iter=None, class_weight=None, n_jobs=None, random_state=None,
-                 verbose=0):
+                 verbose=0, multi_class="auto"):
+        self.multi_class = multi_class
         self.n_grids = n_grids
         self.sigma = sigma
         self.sigma_factors = sigma_factors

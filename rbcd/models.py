@@ -315,6 +315,10 @@ class _RBBase(ChecksummedState, BaseEstimator):
                     f"solver={solver!r} solves ridge (an L2 penalty only); l1_ratio must be 0 "
                     f"or its default 1.0 (ignored) with it, got {self.l1_ratio!r}: use "
                     f"solver='cd' for an elastic net")
+        elif getattr(self, "multi_class", "ovr") == "ovo":
+            raise ValueError(f"multi_class='ovo' fits one ridge problem per pair of classes: "
+                             f"use solver='auto', 'cg' or 'direct', not {solver!r} (which "
+                             f"is one-vs-rest)")
         elif self.loss is None:
             loss = "logistic" if self._classifier else "squared"
         else:
@@ -332,8 +336,9 @@ class _RBBase(ChecksummedState, BaseEstimator):
 
         solver, alpha, _, _ = self._effective()
         ridge = solver in _RIDGE_SOLVERS
+        ovo = getattr(self, "multi_class", "ovr") == "ovo"
         if isinstance(self.linear, str):          # "auto"
-            if (ridge and alpha == "auto" and self.device == "cpu"
+            if (ridge and not ovo and alpha == "auto" and self.device == "cpu"
                     and n_samples <= LOO_MAX_ROWS and n_features <= AUTO_MAX_FEATURES):
                 return AUTO_CANDIDATES
             return (0.0,)
@@ -344,6 +349,10 @@ class _RBBase(ChecksummedState, BaseEstimator):
             raise ValueError(f"linear={self.linear!r} adds a linear term to the ridge "
                              f"solvers' kernel; solver={solver!r} has none: use solver="
                              f"'auto', 'cg' or 'direct', or linear=0")
+        if c > 0.0 and ovo:
+            raise ValueError(f"linear={self.linear!r}: the linear term is fitted with "
+                             f"multi_class='ovr' only; use linear=0 (or 'auto', which adds "
+                             f"none with 'ovo')")
         if c > 0.0 and self.device != "cpu":
             raise ValueError(f"linear={self.linear!r}: the linear term is fitted on the CPU "
                              f"only; use device='cpu', or linear=0 with device='cuda'")
@@ -366,6 +375,8 @@ class _RBBase(ChecksummedState, BaseEstimator):
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver in _RIDGE_SOLVERS:
             cls = RidgeCGClassifier if self._classifier else RidgeCG
+            if self._classifier:
+                extra["multi_class"] = self.multi_class
             return cls(alpha=alpha, solver=solver, fit_intercept=self.fit_intercept, tol=tol,
                        max_iter=self.max_iter,
                        preconditioner=_preconditioner(self.preconditioner, tol, shape, structured),
@@ -391,6 +402,10 @@ class _RBBase(ChecksummedState, BaseEstimator):
         class labels; sample_weight : optional non-negative weights.
         """
         if self.device == "cuda":  # binning and CG on the GPU (rbcd.cuda.estimators)
+            if getattr(self, "multi_class", "ovr") != "ovr":
+                raise ValueError(f"multi_class={self.multi_class!r} is fitted on the CPU "
+                                 f"only; use device='cpu', or multi_class='ovr' with "
+                                 f"device='cuda'")
             from .cuda.estimators import rb_fit
             self._linear_weights(0, 0)      # a linear term refused before any work
             self.__dict__.pop("_linear_term", None)
@@ -445,6 +460,7 @@ class _RBBase(ChecksummedState, BaseEstimator):
             est.fit(Z, y, sample_weight=sample_weight, columns=cols)
         if serial:
             est.n_jobs = self.n_jobs
+        train_scores = est.__dict__.pop("_ovo_train_scores", None)   # one-vs-one, see below
         t2 = time.perf_counter()
         self.binning_ = binning
         self.solver_ = est
@@ -455,7 +471,7 @@ class _RBBase(ChecksummedState, BaseEstimator):
         if self._classifier:
             self.classes_ = est.classes_
             self._fit_calibration(est, Z, y, sample_weight, n_weight,
-                                  extra.M if self.linear_ > 0.0 else None)
+                                  extra.M if self.linear_ > 0.0 else None, train_scores)
         self.fit_time_ = {"binning": t1 - t0, "solver": t2 - t1}
         if self.verbose:
             form = f" ({est.solver_})" if solver in _RIDGE_SOLVERS else ""
@@ -659,6 +675,13 @@ class RBClassifier(ClassifierMixin, _RBBase):
     by coordinate descent, one-vs-rest for more than two classes.
     """ + _PARAMS_DOC + """
     class_weight : None, "balanced" or dict
+    multi_class : "ovr" or "ovo", default "ovr" (ridge solvers)
+        More than two classes with the squared loss: "ovr", one -1/+1 target per class,
+        all solved together; "ovo", one binary ridge problem per pair of classes on that
+        pair's rows and a vote (scikit-learn's OneVsOneClassifier over RidgeClassifier,
+        rbcd.solvers._ovo), alpha="auto" chosen for each pair, no linear term. With many
+        classes "ovo" is the closer to SVC (docs/benchmarks/search.md), for n_classes (
+        n_classes - 1) / 2 smaller fits; RBClassifierCV chooses between the two.
     calibration : "train", "holdout" or None, default "train"
         How ``predict_proba`` turns the decision values of a model without probabilities
         of its own (``solver="cg"``, or cd with the squared hinge loss) into
@@ -681,6 +704,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
         **_RB_CONSTRAINTS,
         "class_weight": [dict, StrOptions({"balanced"}), None],
         "calibration": [StrOptions({"train", "holdout"}), None],
+        "multi_class": [StrOptions({"ovr", "ovo"})],
     }
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
@@ -688,7 +712,8 @@ class RBClassifier(ClassifierMixin, _RBBase):
                  tol=None, max_iter=None, max_epochs=CD_MAX_EPOCHS, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, calibration="train", dtype=np.float64, n_jobs=None,
-                 random_state=None, verbose=0, device="cpu", linear="auto"):
+                 random_state=None, verbose=0, device="cpu", linear="auto", multi_class="ovr"):
+        self.multi_class = multi_class
         self.device = device
         self.linear = linear
         self.n_grids = n_grids
@@ -736,12 +761,13 @@ class RBClassifier(ClassifierMixin, _RBBase):
             return False
         return self.calibration is not None
 
-    def _fit_calibration(self, est, Z, y, sample_weight, n_weight, M=None):
+    def _fit_calibration(self, est, Z, y, sample_weight, n_weight, M=None, pair_scores=None):
         """Fit the softmax scale of ``rbcd._calibration`` (only where the solver has no
         probabilities of its own and calibration is on): on the training rows' scores, or on
         a held-out fifth scored by a model fitted on the rest (same parameters; with the
         linear term's block M, Z is [Z, M] and the rest's fit adds the term of weight
-        ``linear_``)."""
+        ``linear_``). ``pair_scores``: a one-vs-one fit's decisions of its pairs on the
+        training rows, where it computed them (rbcd.solvers._ovo.fit_pairs_dual)."""
         self.calibration_ = None
         if self.calibration is None or self._native_proba():
             return
@@ -770,8 +796,12 @@ class RBClassifier(ClassifierMixin, _RBBase):
             else:  # too few rows to hold out every class: calibrate on the training rows
                 rows = np.arange(y.shape[0])
         Zr = Z if rows.shape[0] == y.shape[0] else Z[rows]
-        fitted = getattr(est, "coef_", None) if hasattr(est, "_fit_labels") else None
-        if fitted is not None and est.__dict__.get("_cuda_fitted") is None:
+        fitted = (getattr(est, "coef_", None) if hasattr(est, "_fit_labels")
+                  and est.__dict__.get("pairs_") is None else None)
+        if pair_scores is not None and est is self.solver_ and rows.shape[0] == y.shape[0]:
+            from .solvers._ovo import ovo_decision
+            scores = ovo_decision(pair_scores, est.classes_.shape[0])
+        elif fitted is not None and est.__dict__.get("_cuda_fitted") is None:
             # the solver's decision_function without checking the features it was fitted on
             scores = np.asarray(Zr @ np.asarray(fitted).T) + est.intercept_
             scores = scores.ravel() if scores.shape[1] == 1 else scores

@@ -87,6 +87,8 @@ class _RBBase(BaseEstimator):
                     f"'squared', got {self.loss!r}"
                 )
             loss = "squared"
+        elif getattr(self, "multi_class", "ovr") == "ovo":
+            raise ValueError("multi_class='ovo' needs a ridge solver")
         elif self.loss is None:
             loss = "logistic" if self._classifier else "squared"
         else:
@@ -124,6 +126,8 @@ class _RBBase(BaseEstimator):
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver in RIDGE_SOLVERS:
             cls = RidgeCGClassifier if self._classifier else RidgeCG
+            if self._classifier:
+                extra["multi_class"] = self.multi_class
             return cls(alpha=alpha, solver=solver, fit_intercept=self.fit_intercept, tol=tol,
                        max_iter=self.max_iter,
                        preconditioner=_preconditioner(self.preconditioner, tol, shape, structured),
@@ -145,10 +149,11 @@ class _RBBase(BaseEstimator):
         where that scores every row (at most LOO_MAX_ROWS rows, at most 256 features)."""
         solver, alpha, _, _ = self._resolved()
         ridge = solver in RIDGE_SOLVERS
+        ovo = getattr(self, "multi_class", "ovr") == "ovo"     # one-vs-one: no linear term
         if isinstance(self.linear, str):
             if self.linear != "auto":
                 raise ValueError(f"linear must be 'auto' or a number >= 0, got {self.linear!r}")
-            if ridge and alpha == "auto" and n_samples <= LOO_MAX_ROWS and n_features <= 256:
+            if ridge and not ovo and alpha == "auto" and n_samples <= LOO_MAX_ROWS and n_features <= 256:
                 return (0.0, 1.0)
             return (0.0,)
         c = float(self.linear)
@@ -156,6 +161,8 @@ class _RBBase(BaseEstimator):
             raise ValueError(f"linear must be 'auto' or a finite number >= 0, got {self.linear!r}")
         if c > 0.0 and not ridge:
             raise ValueError(f"linear={self.linear!r} needs a ridge solver, got solver={solver!r}")
+        if c > 0.0 and ovo:
+            raise ValueError(f"linear={self.linear!r} is fitted with multi_class='ovr' only")
         return (c,)
 
     def _standardize(self, X):
@@ -307,7 +314,8 @@ class RBClassifier(ClassifierMixin, _RBBase):
                  tol=None, max_iter=None, max_epochs=1000, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, dtype=np.float64, n_jobs=None, random_state=None,
-                 verbose=0, linear="auto"):
+                 verbose=0, linear="auto", multi_class="ovr"):
+        self.multi_class = multi_class
         self.n_grids = n_grids
         self.sigma = sigma
         self.kernel = kernel

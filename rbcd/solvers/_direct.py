@@ -405,6 +405,25 @@ def loo_gram(system, columns):
     return _dual_gram(system, grid_labels(system, columns))
 
 
+def plain_gram(system, columns):
+    """Z Z^T of the system's Z (n x n, lower triangle filled), neither centred nor
+    weighted: the one-vs-one leave-one-out search centres each pair's block by the pair's
+    own mean (rbcd.solvers._ovo.loo_ovo_scores)."""
+    n = system.shape[0]
+    check_gram_memory(n, 3, "the one-vs-one leave-one-out search (the rows' Gram matrix)")
+    op = system.op
+    labels = grid_labels(system, columns)
+    if labels is not None:
+        K = np.empty((n, n))
+        _gram.gram_dual(labels, op.const_value * op.const_value, None, 0.0, None, K,
+                        _gram_threads(op.n_threads, n * n * labels.shape[0] / 2.0))
+        return K
+    Z = _matrix(op)
+    with limit_blas(1):                      # LAPACK_THREADS (module docstring)
+        return np.asarray((Z @ Z.T).todense() if sp.issparse(Z) else Z @ Z.T,
+                          dtype=np.float64)
+
+
 def loo_select(system, columns, alphas, classification, solution=True):
     """Exact leave-one-out over ``alphas`` from one eigendecomposition of the dual Gram
     matrix, and the solution at the best. Returns (alpha, W (D, k), scores (m, 2)); W is

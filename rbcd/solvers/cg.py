@@ -1061,6 +1061,10 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
             from ..cuda.estimators import ridge_decision
             return ridge_decision(self, X)
         X = self._validate_X(X, reset=False)
+        if sp.issparse(self.coef_):   # multi_class="ovo": the pairs' sparse coefficients
+            out = X @ self.coef_.T
+            out = out.toarray() if sp.issparse(out) else np.asarray(out)
+            return out + self.intercept_
         coef = np.asarray(self.coef_)
         if sp.issparse(X):
             out = X @ coef.T
@@ -1191,8 +1195,33 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         return tags
 
 
+def _pair_problem(Zp, grid_ptr, n_jobs):
+    """A one-vs-one pair's rows of Z as the sub-problem fits them: (Zp on the columns its
+    rows touch, those columns' indices, the grid structure of the result or None).
+
+    A column no row of the pair touches has coefficient 0 in the pair's solution (which
+    lies in the row space of its centred rows), so the fit drops such columns: the pair's
+    Gram matrices, CG vectors and column structure then scale with the pair's entries,
+    not with the D of all the classes. Dense rows are kept whole (``used`` all columns).
+    """
+    D = Zp.shape[1]
+    if not sp.issparse(Zp):
+        return Zp, np.arange(D), None
+    touched = np.bincount(Zp.indices, minlength=D) > 0
+    used = np.flatnonzero(touched)
+    new_index = np.cumsum(touched, dtype=Zp.indices.dtype) - 1   # old column -> kept one
+    indices = new_index[Zp.indices]
+    Zc = sp.csr_matrix((Zp.data, indices, Zp.indptr), shape=(Zp.shape[0], used.shape[0]))
+    if grid_ptr is None:
+        return Zc, used, None
+    from ._ovo import pair_columns
+
+    # the grids' boundaries among the kept columns (grids are runs of columns)
+    gp = np.searchsorted(used, grid_ptr).astype(np.int64)
+    return Zc, used, pair_columns(Zc, gp)
+
+
 class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
-    _classification = True    # alpha="auto" scores the accuracy of the decisions
     """Ridge classification by block preconditioned CG (like RidgeClassifier).
 
     Targets are -1/+1 one-vs-rest indicators, all classes solved as one block of
@@ -1200,21 +1229,31 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     largest right-hand side of the classes (their scores share one scale: a rare class is
     not solved to a tighter absolute accuracy than the others), and so is ``residual_``.
     Parameters as RidgeCG, plus ``class_weight`` (None, "balanced" or a dict), which
-    multiplies sample_weight.
+    multiplies sample_weight, and ``multi_class``: "ovr" (default, as above) or "ovo",
+    one binary problem per pair of classes on that pair's rows and a vote (scikit-learn's
+    OneVsOneClassifier over RidgeClassifier; rbcd.solvers._ovo), the same as "ovr" for two
+    classes. With "ovo" ``alpha="auto"`` is chosen for each pair from its rows, and alpha
+    may also give one value per pair.
 
-    Attributes: ``classes_``, ``coef_`` (1, D) for two classes else (n_classes, D),
-    ``intercept_``, ``n_iter_``, ``solver_``, ``alpha_``, ``converged_``, ``residual_``,
-    ``n_features_in_``.
+    Attributes: ``classes_``, ``coef_`` (1, D) for two classes else (n_classes, D), with
+    "ovo" and more than two classes a scipy CSR matrix (n_pairs, D) of the pairs'
+    coefficients, ``pairs_`` (n_pairs, 2) their class numbers (None with "ovr"),
+    ``intercept_``, ``n_iter_``, ``solver_``, ``alpha_``, ``converged_``, ``residual_``
+    (with "ovo" one entry per pair), ``n_features_in_``.
     """
+
+    _classification = True    # alpha="auto" scores the accuracy of the decisions
 
     _parameter_constraints = {
         **_CG_CONSTRAINTS,
         "class_weight": [dict, StrOptions({"balanced"}), None],
+        "multi_class": [StrOptions({"ovr", "ovo"})],
     }
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
                  preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0,
-                 solver="cg", device="cpu"):
+                 solver="cg", device="cpu", multi_class="ovr"):
+        self.multi_class = multi_class
         self.alpha = alpha
         self.solver = solver
         self.fit_intercept = fit_intercept
@@ -1234,6 +1273,10 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         Jacobi preconditioner, same solution.
         """
         if self.device == "cuda":
+            if self.multi_class != "ovr":
+                raise ValueError(f"multi_class={self.multi_class!r} is fitted on the CPU "
+                                 f"only; use device='cpu', or multi_class='ovr' with "
+                                 f"device='cuda'")
             from ..cuda.estimators import ridge_fit
             return ridge_fit(self, X, y, sample_weight, columns, classifier=True)
         X, y = validate_data(
@@ -1241,7 +1284,9 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
             multi_output=False,
         )
         check_classification_targets(y)
-        return self._fit_labels(X, y, sample_weight, columns)
+        self._fit_labels(X, y, sample_weight, columns)
+        self.__dict__.pop("_ovo_train_scores", None)
+        return self
 
     def _fit_labels(self, X, y, sample_weight, columns, extra=None):
         """fit after the checks of X and y (rbcd.RBClassifier calls it with the features
@@ -1252,6 +1297,9 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
             raise ValueError(
                 f"RidgeCGClassifier needs at least 2 classes in y, got 1 class: {self.classes_[0].tolist()!r}"
             )
+        self.pairs_ = None
+        if self.multi_class == "ovo" and self.classes_.shape[0] > 2:
+            return self._fit_ovo(X, y, sample_weight, columns, extra)
         s = _check_sample_weight(sample_weight, X.shape[0])
         if self.class_weight is not None:
             cw = compute_sample_weight(check_class_weight(self.class_weight), y)
@@ -1261,9 +1309,140 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         self.intercept_ = intercept.astype(X.dtype) if self.fit_intercept else np.zeros(Y.shape[1], dtype=X.dtype)
         return self
 
+    def _fit_ovo(self, X, y, sample_weight, columns, extra):
+        """multi_class="ovo" with more than two classes (rbcd.solvers._ovo): one binary
+        fit per pair of classes on the pair's rows, with this estimator's parameters (the
+        grid structure of the pair's rows where ``columns`` gives one). coef_ is the CSR
+        matrix (n_pairs, D) of the pairs' coefficients, intercept_, alpha_, n_iter_ and
+        residual_ have one entry per pair, pairs_ lists them."""
+        from ._ovo import ovo_pairs, pair_rows, stack_pair_coefs
+
+        if extra is not None:
+            raise ValueError("multi_class='ovo' fits no linear term: use linear=0, or "
+                             "multi_class='ovr'")
+        s = _check_sample_weight(sample_weight, X.shape[0])
+        grid_ptr = None
+        if columns is not None:
+            grid_ptr = columns_from(X, columns, self.n_jobs).grid_ptr
+        Zr = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+        index = np.searchsorted(self.classes_, y)
+        params = self.get_params()
+        params["multi_class"] = "ovr"
+        pairs = ovo_pairs(self.classes_.shape[0])
+        per_pair = None            # alpha: one number, "auto", or one value per pair
+        if not isinstance(self.alpha, str) and np.ndim(self.alpha) == 1:
+            per_pair = np.asarray(self.alpha, dtype=np.float64)
+            if per_pair.shape[0] != len(pairs):
+                raise ValueError(f"alpha has {per_pair.shape[0]} values; with "
+                                 f"multi_class='ovo' give one value, or one per pair of "
+                                 f"classes ({len(pairs)})")
+        for a, b in pairs:
+            rows, _ = pair_rows(index, a, b)
+            if s is not None and not s[rows].sum() > 0:
+                raise ValueError(
+                    f"multi_class='ovo': every row of classes {self.classes_[a]!r} and "
+                    f"{self.classes_[b]!r} has sample weight 0, so their pair has no "
+                    f"data: give those rows weight, or use multi_class='ovr'")
+        fast, train = self._fit_pairs_dual(Zr, grid_ptr, index, s, per_pair)
+        coefs, intercepts, alphas, n_iter, residual, methods = [], [], [], [], [], set()
+        converged = True
+        for p, (a, b) in enumerate(pairs):
+            if fast[p] is not None:
+                used, vals, b0, a_p, res = fast[p]
+                coefs.append((used, vals))
+                intercepts.append(b0)
+                alphas.append(a_p)
+                n_iter.append(1)
+                residual.append(res)
+                converged &= bool(res <= float(self.tol))
+                methods.add("dual")
+                continue
+            rows, _ = pair_rows(index, a, b)
+            if per_pair is not None:
+                params["alpha"] = float(per_pair[p])
+            sub = RidgeCGClassifier(**params)
+            w = None if s is None else s[rows]
+            Zp, used, cols = _pair_problem(Zr[rows], grid_ptr, self.n_jobs)
+            sub._fit_labels(Zp, y[rows], w, cols)
+            coefs.append((used, np.asarray(sub.coef_[0], dtype=np.float64)))
+            intercepts.append(float(np.asarray(sub.intercept_)[0]))
+            alphas.append(float(sub.alpha_))
+            n_iter.append(int(np.max(sub.n_iter_)))
+            residual.append(float(np.max(sub.residual_)))
+            converged &= bool(sub.converged_)
+            methods.add(sub.solver_)
+        self.pairs_ = np.array(pairs, dtype=np.int64)
+        self.coef_ = stack_pair_coefs(coefs, X.shape[1], X.dtype)
+        self.intercept_ = np.array(intercepts, dtype=X.dtype)
+        self.alpha_ = np.array(alphas)
+        self.n_iter_ = np.array(n_iter, dtype=np.int64)
+        self.residual_ = np.array(residual)
+        self.converged_ = converged
+        self.solver_ = methods.pop() if len(methods) == 1 else "mixed"
+        if train is not None and not np.isnan(train).any():
+            # the training rows' pair decisions, for RBClassifier's calibration (taken off
+            # by RBClassifier.fit and by fit: never part of the fitted state)
+            self._ovo_train_scores = train
+        return self
+
+    def _fit_pairs_dual(self, Z, grid_ptr, index, s, per_pair):
+        """The pairs that the direct dual form solves (rbcd.solvers._ovo.fit_pairs_dual,
+        from one Gram matrix of all rows), as a list with None for the others: with
+        solver "direct" (n_p <= D_p, as RidgeCG's "direct" decides) or "auto" (where the
+        cost model of rbcd.solvers._direct.plan picks the dual form for the pair's n_p
+        rows and D_p touched columns), a positive alpha or "auto" on at most LOO_MAX_ROWS
+        rows, on random binning training data given with its grid structure, where the
+        rows' Gram matrix fits MAX_GRAM_BYTES. n_p, D_p and the alpha per pair are what
+        the pair's own RidgeCGClassifier would see."""
+        from . import _direct
+        from ._ovo import fit_pairs_dual, ovo_pairs, pair_rows, training_labels
+
+        pairs = ovo_pairs(self.classes_.shape[0])
+        none = ([None] * len(pairs), None)
+        n = Z.shape[0]
+        if (self.solver not in ("auto", "direct") or grid_ptr is None or not sp.issparse(Z)
+                or 8.0 * n * n > _direct.MAX_GRAM_BYTES):
+            return none
+        auto = isinstance(self.alpha, str)
+        if not auto:
+            alpha = (per_pair if per_pair is not None else
+                     np.full(len(pairs), float(np.asarray(self.alpha, dtype=np.float64))))
+        labels = training_labels(Z, np.asarray(grid_ptr, dtype=np.int64))
+        if labels is None:
+            return none
+        R = labels.shape[0]
+        cw = None if self.class_weight is None else check_class_weight(self.class_weight)
+        y_all = self.classes_[index]
+
+        def pair_weight(rows):
+            w = np.ones(rows.shape[0]) if s is None else s[rows]
+            return w if cw is None else w * compute_sample_weight(cw, y_all[rows])
+
+        def eligible(p, rows):
+            if auto and rows.shape[0] > _direct.LOO_MAX_ROWS:
+                return False
+            if not auto and not alpha[p] > 0:
+                return False
+            D_p = int(np.count_nonzero(np.bincount(Z[rows].indices, minlength=Z.shape[1])))
+            if self.solver == "direct":
+                return rows.shape[0] <= D_p
+            return _direct.plan(rows.shape[0], D_p, R, 1, True) == "dual"
+
+        chosen = [eligible(p, pair_rows(index, a, b)[0]) for p, (a, b) in enumerate(pairs)]
+        if not any(chosen):
+            return none
+        return fit_pairs_dual(Z, labels, index, self.classes_.shape[0], pair_weight,
+                              "auto" if auto else alpha, self.fit_intercept,
+                              effective_n_threads(self.n_jobs), chosen)
+
     def decision_function(self, X):
-        """Scores (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""
+        """Scores (n,) for two classes (positive means classes_[1]), else (n, n_classes);
+        with multi_class="ovo", the pairs' votes plus their squashed summed confidences
+        (rbcd.solvers._ovo.ovo_decision)."""
         scores = self._decision(X)
+        if self.__dict__.get("pairs_") is not None:
+            from ._ovo import ovo_decision
+            return ovo_decision(scores, self.classes_.shape[0])
         return scores.ravel() if scores.shape[1] == 1 else scores
 
     def predict(self, X):

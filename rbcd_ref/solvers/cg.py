@@ -423,11 +423,21 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     block of right-hand sides; for two classes a single column with classes_[1] as +1, like
     ``sklearn.linear_model.RidgeClassifier``. ``class_weight`` multiplies sample weights.
     ``alpha="auto"`` scores the accuracy of the decisions.
+
+    ``multi_class="ovo"`` (more than two classes): for every pair of classes a < b (in the
+    order of ``classes_``) a two-class fit on the rows of those two classes alone, +1 for
+    b, with the pair's own class weights and, with alpha="auto", its own penalty; the
+    prediction is the class with the most votes (a pair votes b where its decision is > 0),
+    ties broken by the summed decisions squashed into (-1/3, 1/3) (scikit-learn's
+    OneVsOneClassifier). ``coef_`` (n_pairs, D), ``intercept_``, ``alpha_`` one per pair,
+    ``pairs_`` the pairs.
     """
     _classification = True
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
-                 preconditioner="jacobi", n_jobs=None, class_weight=None, solver="cg"):
+                 preconditioner="jacobi", n_jobs=None, class_weight=None, solver="cg",
+                 multi_class="ovr"):
+        self.multi_class = multi_class
         self.alpha = alpha
         self.solver = solver
         self.fit_intercept = fit_intercept
@@ -443,6 +453,12 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         Z = self._validate_Z(Z, reset=True)
         y, classes, idx = check_class_labels(y, Z.shape[0], type(self).__name__)
         s = check_sample_weight(sample_weight, Z.shape[0])
+        check_choice(self.multi_class, "multi_class", ("ovr", "ovo"))
+        self.pairs_ = None
+        if self.multi_class == "ovo" and classes.shape[0] > 2:
+            if extra is not None:
+                raise ValueError("multi_class='ovo' fits no linear term")
+            return self._fit_pairs(Z, y, s, classes, idx)
         s = apply_class_weight(s, self.class_weight, y, classes)
         if classes.shape[0] == 2:
             Y = np.where(idx == 1, 1.0, -1.0)[:, None]
@@ -457,9 +473,57 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         self.n_iter_ = n_iter
         return self
 
+    def _fit_pairs(self, Z, y, s, classes, idx):
+        pairs, coefs, intercepts, alphas, iters = [], [], [], [], []
+        for a in range(classes.shape[0]):
+            for b in range(a + 1, classes.shape[0]):
+                rows = np.flatnonzero((idx == a) | (idx == b))
+                weight = self.class_weight
+                if isinstance(weight, dict):       # the pair's classes only
+                    weight = {c: v for c, v in weight.items() if c in (classes[a], classes[b])}
+                sp_ = apply_class_weight(s[rows], weight, y[rows], classes[[a, b]])
+                if not sp_.sum() > 0:
+                    raise ValueError(f"multi_class='ovo': the rows of classes "
+                                     f"{classes[a]!r} and {classes[b]!r} all have weight 0")
+                Y = np.where(idx[rows] == b, 1.0, -1.0)[:, None]
+                W, B, n_iter = self._solve(Z[rows], Y, sp_)
+                pairs.append((a, b))
+                coefs.append(W[0])
+                intercepts.append(float(B[0]))
+                alphas.append(float(self.alpha_))
+                iters.append(int(n_iter[0]))
+        self.classes_ = classes
+        self.pairs_ = np.array(pairs)
+        self.coef_ = np.array(coefs)
+        self.intercept_ = np.array(intercepts)
+        self.alpha_ = np.array(alphas)
+        self.n_iter_ = np.array(iters)
+        return self
+
     def decision_function(self, Z):
         out = self._decision(Z)
+        if getattr(self, "pairs_", None) is not None:
+            return self._vote(out)
         return out[:, 0] if out.shape[1] == 1 else out
+
+    def _vote(self, pair_decisions):
+        """Votes plus the summed confidences c squashed as c / (3 (|c| + 1))."""
+        K = self.classes_.shape[0]
+        out = np.zeros((pair_decisions.shape[0], K))
+        for i in range(pair_decisions.shape[0]):
+            votes = [0.0] * K
+            conf = [0.0] * K
+            for p, (a, b) in enumerate(self.pairs_):
+                d = float(pair_decisions[i, p])
+                if d > 0:
+                    votes[b] += 1
+                else:
+                    votes[a] += 1
+                conf[b] += d
+                conf[a] -= d
+            for c in range(K):
+                out[i, c] = votes[c] + conf[c] / (3.0 * (abs(conf[c]) + 1.0))
+        return out
 
     def predict(self, Z):
         scores = self.decision_function(Z)
