@@ -316,9 +316,9 @@ class _RBBase(ChecksummedState, BaseEstimator):
                     f"or its default 1.0 (ignored) with it, got {self.l1_ratio!r}: use "
                     f"solver='cd' for an elastic net")
         elif getattr(self, "multi_class", "ovr") == "ovo":
-            raise ValueError(f"multi_class='ovo' fits one ridge problem per pair of classes: "
-                             f"use solver='auto', 'cg' or 'direct', not {solver!r} (which "
-                             f"is one-vs-rest)")
+            raise ValueError(f"multi_class='ovo' needs a ridge solver (one ridge problem "
+                             f"per pair of classes): use solver='auto', 'cg' or 'direct', "
+                             f"not {solver!r} (which is one-vs-rest)")
         elif self.loss is None:
             loss = "logistic" if self._classifier else "squared"
         else:

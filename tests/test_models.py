@@ -463,6 +463,7 @@ def _expected_failures(estimator):
     RBClassifier(n_grids=8, n_jobs=1, random_state=0),
     RBRegressor(n_grids=8, alpha=None, n_jobs=1, random_state=0),
     RBClassifier(n_grids=8, alpha=None, n_jobs=1, random_state=0),
+    RBClassifier(n_grids=8, multi_class="ovo", n_jobs=1, random_state=0),
     RBClassifier(n_grids=8, solver="cd", parallel="grid", n_jobs=1, random_state=0),
     RBClassifier(n_grids=8, solver="cd", alpha=None, parallel="grid", n_jobs=1, random_state=0),
     RBRegressor(n_grids=8, solver="cd", n_jobs=1, random_state=0),

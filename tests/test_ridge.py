@@ -633,7 +633,7 @@ def test_matches_twin_with_binning(fit_intercept):
 # -------------------------------------------------------------------- check_estimator
 
 
-@parametrize_with_checks([RidgeCG(), RidgeCGClassifier()])
+@parametrize_with_checks([RidgeCG(), RidgeCGClassifier(), RidgeCGClassifier(multi_class="ovo")])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 
