@@ -41,8 +41,10 @@ timeout 90 python setup.py build_ext --inplace -j 16 > /tmp/rbcd_build.txt 2>&1
 echo "build exit code $?"; tail -4 /tmp/rbcd_build.txt
 python -c "import rbcd, rbcd.cuda; print('rbcd from', rbcd.__file__, '| cuda available:', rbcd.cuda.available())"
 
-stamp "GPU tests (tests/test_cuda_gpu.py)"
-timeout 100 python -m pytest tests/test_cuda_gpu.py -q -x -p no:cacheprovider 2>&1 | tail -25
+if [ "${GPU_TESTS:-1}" = 1 ]; then   # GPU_TESTS=0: skip (a run for one benchmark cell)
+  stamp "GPU tests (tests/test_cuda_gpu.py)"
+  timeout 100 python -m pytest tests/test_cuda_gpu.py -q -x -p no:cacheprovider 2>&1 | tail -25
+fi
 
 if [ "${TWIN_TESTS:-1}" = 1 ]; then   # TWIN_TESTS=0: CI runs them; skip to save device time
   stamp "numpy-twin tests (tests/test_cuda_xp.py)"
@@ -50,7 +52,7 @@ if [ "${TWIN_TESTS:-1}" = 1 ]; then   # TWIN_TESTS=0: CI runs them; skip to save
 fi
 
 stamp "binning and CG stages (gpu_binning_stages.py at N ${STAGES_N:-1e6 1e7}, R 64)"
-if [ "${BENCH_XP:-cupy}" = cupy ]; then
+if [ "${BENCH_XP:-cupy}" = cupy ] && [ "${STAGES_N:-}" != none ]; then   # STAGES_N=none: skip
   for N in ${STAGES_N:-1e6 1e7}; do timeout 30 python benchmarks/gpu_binning_stages.py --n $N --grids 64 2>&1 | tail -22; done
 fi
 

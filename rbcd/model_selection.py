@@ -126,6 +126,12 @@ def _positive_grid(values, name):
     return arr
 
 
+def _prefer_ovo(ovo, ovr):
+    """Per candidate (rows of (m, 2) leave-one-out scores, rbcd.solvers._direct's
+    (primary, secondary) order): True where one-vs-one scores strictly better."""
+    return np.array([tuple(o) > tuple(r) for o, r in zip(ovo, ovr)])
+
+
 class _RBSearchBase(ChecksummedState, BaseEstimator):
     _classifier = False
 
@@ -433,7 +439,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                 if sc is None:
                     sc = sc_o
                 else:   # per alpha the better scheme; ties keep one-vs-rest
-                    better = np.array([tuple(sc_o[j]) > tuple(sc[j]) for j in range(n_a)])
+                    better = _prefer_ovo(sc_o, sc)
                     sc = np.where(better[:, None], sc_o, sc)
                     multi[better, si] = "ovo"
                     linear[better, si] = 0.0
