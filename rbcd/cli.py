@@ -389,6 +389,11 @@ def build_parser(command=None):
                        help="classification: weights of the classes, 'balanced' (inverse to "
                             "their frequencies) or LABEL:WEIGHT pairs, e.g. 1:5,-1:1 (default: "
                             "none)")
+    train.add_argument("--multi-class", choices=("ovr", "ovo"), default=None,
+                       help="classification with more than two classes: one-vs-rest, or "
+                            "one-vs-one (a ridge problem per pair of classes and a vote; "
+                            "cg only) (default: the estimator's, ovr; with --cv the search "
+                            "scores both and keeps the better)")
     train.add_argument("--calibration", choices=("train", "holdout", "none"), default=None,
                        help="classification: how predict --proba turns the scores of a model "
                             "without probabilities of its own into probabilities: fitted on "
@@ -1022,6 +1027,10 @@ def _cross_validate(model, task, X, y, args, report, progress):
     given = _given(args)
     shared = {k: v for k, v in model.get_params().items()
               if k in cls().get_params() and k in given}
+    if task == "classification":   # --class-weight and --multi-class: the search's too
+        shared["class_weight"] = model.class_weight
+        if getattr(args, "multi_class", None) is not None:
+            shared["multi_class"] = args.multi_class
     for fixed in ("sigma", "alpha"):
         if fixed in given:
             raise UsageError(f"--cv chooses {fixed}; leave out --{fixed}")
@@ -1036,9 +1045,12 @@ def _cross_validate(model, task, X, y, args, report, progress):
            f"score {cv.best_score_:.4f}", f"candidates {len(cv.cv_results_['params'])}",
            f"time {time.perf_counter() - t0:.2f} s")
     chosen = cv.best_estimator_.get_params()
-    # the linear term's weight the search chose with them, unless --linear gave one
-    linear = {} if "linear" in given else {"linear": chosen["linear"]}
-    return model.set_params(sigma=chosen["sigma"], alpha=chosen["alpha"], **linear)
+    # the linear term's weight the search chose with them, unless --linear gave one, and
+    # the multi-class scheme it chose (one-vs-one: rbcd.solvers._ovo)
+    extra = {} if "linear" in given else {"linear": chosen["linear"]}
+    if "multi_class" in chosen:
+        extra["multi_class"] = chosen["multi_class"]
+    return model.set_params(sigma=chosen["sigma"], alpha=chosen["alpha"], **extra)
 
 
 def cmd_train(args, out):
@@ -1072,7 +1084,8 @@ def cmd_train(args, out):
            f"nnz {X.nnz}", f"{what} ({how})", base)
     n_threads, omp = _threads(args.n_jobs)
     params = _given(args)
-    for option, param in (("class_weight", "class_weight"), ("calibration", "calibration")):
+    for option, param in (("class_weight", "class_weight"), ("calibration", "calibration"),
+                          ("multi_class", "multi_class")):
         value = getattr(args, option)
         if value is not None and task != "classification":
             raise UsageError(f"--{option.replace('_', '-')} is for classification; the task "

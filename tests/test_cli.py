@@ -787,6 +787,39 @@ def test_train_cv_chooses_sigma_and_alpha(classification_files, tmp_path, capsys
     assert main(["train", str(train), "-m", str(model), "--cv", "--sigma", "1"]) == 2
 
 
+def test_train_multi_class(tmp_path, capsys):
+    """--multi-class sets the scheme; --cv searches with --class-weight and --multi-class
+    and keeps the scheme it chose; a regression refuses --multi-class."""
+    from rbcd.model_selection import RBClassifierCV
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(160, 3))
+    y = (np.arange(160) % 4)
+    X[:, 0] += y
+    data = tmp_path / "mc.svm"
+    dump_svmlight_file(X, y, str(data))
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(data), "-m", str(model), "--multi-class", "ovo",
+                 "--n-grids", "16", "--n-jobs", "1"]) == 0
+    est = load_model(str(model))["estimator"]
+    assert est.multi_class == "ovo" and est.solver_.pairs_.shape == (6, 2)
+    assert main(["train", str(data), "-m", str(model), "--cv", "--n-grids", "16",
+                 "--class-weight", "balanced", "--n-jobs", "1"]) == 0
+    est = load_model(str(model))["estimator"]
+    Xs, ys, _ = load_svmlight(str(data))
+    cv = RBClassifierCV(n_grids=16, class_weight="balanced", n_jobs=1,
+                        random_state=0).fit(Xs.toarray(), ys)
+    for param in ("sigma", "alpha", "linear", "multi_class", "class_weight"):
+        assert est.get_params()[param] == cv.best_estimator_.get_params()[param]
+    np.testing.assert_array_equal(est.predict(Xs), cv.predict(Xs.toarray()))
+    capsys.readouterr()
+    reg = tmp_path / "r.svm"
+    dump_svmlight_file(X, X[:, 1], str(reg))
+    assert main(["train", str(reg), "-m", str(model), "--task", "regression",
+                 "--multi-class", "ovo"]) == 2
+    assert "--multi-class is for classification" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ issue 31
 def _small_files(tmp_path):
     rng = np.random.default_rng(0)
