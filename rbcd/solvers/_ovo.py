@@ -120,12 +120,15 @@ def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=No
     n = K.shape[0]
     m = alphas.shape[0]
     pairs = ovo_pairs(n_classes)
-    pair_scores = np.empty((m, n, len(pairs)))
+    # the vote of every alpha, accumulated pair by pair (ovo_decision's terms): memory
+    # (m, n, n_classes), not (m, n, n_pairs)
+    votes = np.zeros((m, n, n_classes))
+    conf = np.zeros((m, n, n_classes))
     err = np.zeros(m)
     err_weight = 0.0
     bad = np.zeros(m, dtype=bool)
     with limit_blas(1):                        # rbcd.solvers._direct's LAPACK_THREADS
-        for p, (a, b) in enumerate(pairs):
+        for a, b in pairs:
             rows, t = pair_rows(index, a, b)
             w = s[rows] if pair_weight is None else pair_weight(rows)
             W = float(w.sum())
@@ -166,14 +169,18 @@ def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=No
             own = plain[rows]
             own[live] = t[live, None] - loo[live]
             plain[rows] = own
-            pair_scores[:, :, p] = plain.T
+            d = plain.T                                        # (m, n)
+            up = d > 0
+            votes[:, :, b] += up
+            votes[:, :, a] += ~up
+            conf[:, :, b] += d
+            conf[:, :, a] -= d
             err += w @ (loo * loo)
             err_weight += W
     S_all = float(s.sum())
     scores = np.empty((m, 2))
-    for j in range(m):
-        pred = np.argmax(ovo_decision(pair_scores[j], n_classes), axis=1)
-        scores[j, 0] = float(s @ (pred == index)) / S_all
+    pred = np.argmax(votes + conf / (3.0 * (np.abs(conf) + 1.0)), axis=2)   # (m, n)
+    scores[:, 0] = ((pred == index[None, :]) @ s) / S_all
     scores[:, 1] = -err / (err_weight if err_weight > 0 else 1.0)
     scores[bad] = -np.inf
     return scores
@@ -191,13 +198,16 @@ def training_labels(Z, grid_ptr):
         return None
     if not np.all(Z.data == Z.data[0]):
         return None
-    L = Z.indices.reshape(n, R).T.astype(np.int64)
-    # entry r of every row must lie in grid r (at most one per grid and R of them)
-    if np.any(L < grid_ptr[:-1, None]) or np.any(L >= grid_ptr[1:, None]):
-        return None
-    if R < 65536 and np.max(np.diff(grid_ptr)) <= 65536:
-        return np.ascontiguousarray((L - grid_ptr[:-1, None]).astype(np.uint16))
-    return np.ascontiguousarray(L.astype(np.int32))
+    L = Z.indices.reshape(n, R).T                    # a view: entry r of every row
+    narrow = R < 65536 and np.max(np.diff(grid_ptr)) <= 65536
+    out = np.empty((R, n), dtype=np.uint16 if narrow else np.int32)
+    for r in range(R):                               # a grid at a time: no (R, n) temporaries
+        lr = L[r]
+        # entry r of every row must lie in grid r (at most one per grid and R of them)
+        if lr.min() < grid_ptr[r] or lr.max() >= grid_ptr[r + 1]:
+            return None
+        out[r] = lr - grid_ptr[r] if narrow else lr
+    return out
 
 
 def fit_pairs_dual(Z, labels, index, n_classes, pair_weight, alpha, fit_intercept,
@@ -215,10 +225,12 @@ def fit_pairs_dual(Z, labels, index, n_classes, pair_weight, alpha, fit_intercep
     Returns (a list with, per pair, None (not chosen: the caller fits it) or (columns,
     coefficients, intercept, alpha, relative residual), and the chosen pairs' decisions
     on the rows of Z (n, n_pairs), from K: a model's scores of its own training rows
-    without a product with the sparse coefficients; NaN in the other pairs' columns)."""
+    without a product with the sparse coefficients; NaN in the other pairs' columns; None
+    with more pairs than rows)."""
     from . import _direct, _gram
 
     n = Z.shape[0]
+    _direct.check_gram_memory(n, 1, "the one-vs-one dual solves (the rows' Gram matrix)")
     K = np.empty((n, n))
     v = float(Z.data[0])
     _gram.gram_dual(labels, v * v, None, 0.0, None, K,
@@ -227,7 +239,8 @@ def fit_pairs_dual(Z, labels, index, n_classes, pair_weight, alpha, fit_intercep
     K[upper] = K.T[upper]
     out = []
     pairs = ovo_pairs(n_classes)
-    train = np.full((n, len(pairs)), np.nan)
+    # the training decisions where they take no more memory than K itself
+    train = np.full((n, len(pairs)), np.nan) if len(pairs) <= n else None
     for p, (a, b) in enumerate(pairs):
         rows, t = pair_rows(index, a, b)
         if not chosen[p]:
@@ -270,5 +283,6 @@ def fit_pairs_dual(Z, labels, index, n_classes, pair_weight, alpha, fit_intercep
         # intercept: tbar - zbar^T W, zbar^T W = w^T Z_p W / S = w^T K_pp u / S
         intercept = tbar - float(w @ (Kpp @ u)) / S if fit_intercept else 0.0
         out.append((cols, coef[cols], intercept, a_p, residual))
-        train[:, p] = K[:, rows] @ u + intercept
+        if train is not None:
+            train[:, p] = K[:, rows] @ u + intercept
     return out, train
