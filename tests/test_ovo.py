@@ -253,3 +253,21 @@ def test_search_with_folds():
     auto = RBClassifierCV(multi_class="auto", **kw).fit(X, y)   # folds: one-vs-rest
     assert "multi_class" not in auto.best_params_
     assert auto.best_estimator_.multi_class == "ovr"
+
+
+def test_search_on_the_leave_one_out_sample():
+    """Above LOO_MAX_ROWS rows the search scores both schemes on the fixed sample and
+    refits the chosen one on every row."""
+    from rbcd.solvers._direct import LOO_MAX_ROWS
+
+    X, y = _data(n=LOO_MAX_ROWS + 300, k=3, seed=6)
+    sw = np.random.default_rng(6).uniform(0.5, 2.0, y.shape[0])
+    cv = RBClassifierCV(n_grids=16, sigma_factors=(0.5, 1.0), random_state=0).fit(
+        X, y, sample_weight=sw)
+    best = cv.best_params_
+    again = rbcd.RBClassifier(n_grids=16, sigma=best["sigma"], alpha=best["alpha"],
+                              multi_class=best["multi_class"],
+                              linear=best.get("linear", 0.0), random_state=0).fit(
+        X, y, sample_weight=sw)
+    np.testing.assert_array_equal(cv.decision_function(X), again.decision_function(X))
+    assert set(np.asarray(cv.cv_results_["param_multi_class"], dtype=object)) <= {"ovr", "ovo"}
