@@ -681,7 +681,9 @@ class RBClassifier(ClassifierMixin, _RBBase):
         pair's rows and a vote (scikit-learn's OneVsOneClassifier over RidgeClassifier,
         rbcd.solvers._ovo), alpha="auto" chosen for each pair, no linear term. With many
         classes "ovo" is the closer to SVC (docs/benchmarks/search.md), for n_classes (
-        n_classes - 1) / 2 smaller fits; RBClassifierCV chooses between the two.
+        n_classes - 1) / 2 smaller fits; RBClassifierCV chooses between the two. With
+        "ovo" ``coef_`` is a CSR matrix (n_pairs, D) of the pairs' coefficients and
+        ``solver_.pairs_`` their classes' numbers.
     calibration : "train", "holdout" or None, default "train"
         How ``predict_proba`` turns the decision values of a model without probabilities
         of its own (``solver="cg"``, or cd with the squared hinge loss) into
