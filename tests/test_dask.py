@@ -837,6 +837,16 @@ def test_estimators_store_parameters_unchanged():
         assert set(params) == set(getattr(rbcd, cls.__name__)().get_params())
 
 
+def test_one_vs_one_is_refused_with_its_single_machine_estimator():
+    # multi_class: the single-machine estimators' parameter; rbcd.dask is one-vs-rest
+    X = np.zeros((4, 2))
+    y = np.array([0, 1, 2, 0])
+    for est in (rd.RBClassifier(multi_class="ovo"), rd.RidgeCGClassifier(multi_class="ovo")):
+        with pytest.raises(ValueError, match=r"one-vs-rest.*multi_class='ovo' runs on one "
+                                             r"machine: rbcd\." + type(est).__name__):
+            est.fit(X, y)
+
+
 def test_solver_modules_do_not_import_each_other():
     # issue 31 item 18: rbcd.dask.cd and rbcd.dask.cg imported each other; what they share
     # lives in rbcd.dask._blocks

@@ -295,6 +295,15 @@ def check_distributed_ridge(est):
                          f"{est.device!r}")
 
 
+def check_one_vs_rest(est):
+    """rbcd.dask classifies one-vs-rest: ``multi_class`` must be "ovr" (the one-vs-one
+    fits of rbcd.RidgeCGClassifier / RBClassifier run on one machine)."""
+    if est.multi_class != "ovr":
+        raise ValueError(f"rbcd.dask fits one-vs-rest: multi_class must be 'ovr', got "
+                         f"{est.multi_class!r} (multi_class='ovo' runs on one machine: "
+                         f"rbcd.{type(est).__name__})")
+
+
 class RidgeCG(RegressorMixin, BaseEstimator):
     """Ridge regression by block preconditioned CG on row-partitioned Z (dask).
 
@@ -377,7 +386,8 @@ class RidgeCGClassifier(BaseEstimator):
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
                  preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0,
-                 solver="cg", device="cpu"):
+                 solver="cg", device="cpu", multi_class="ovr"):
+        self.multi_class = multi_class
         self.alpha = alpha
         self.solver = solver
         self.device = device
@@ -391,6 +401,7 @@ class RidgeCGClassifier(BaseEstimator):
 
     def fit(self, X, y, sample_weight=None, columns=None, verbose=None):
         check_distributed_ridge(self)
+        check_one_vs_rest(self)
         client = client_or_error()
         check_cg_params(self.tol, self.max_iter, self.preconditioner)
         check_n_jobs(self.n_jobs)

@@ -110,6 +110,9 @@ class _RBBase(BaseEstimator):
 
     def fit(self, X, y, sample_weight=None):
         """Bin X on the workers and fit the solver there (see the module docstring)."""
+        if self._classifier:
+            from .cg import check_one_vs_rest
+            check_one_vs_rest(self)
         solver, alpha, tol, loss = self._effective()
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -294,7 +297,8 @@ class RBRegressor(RegressorMixin, _RBBase):
 class RBClassifier(ClassifierMixin, _RBBase):
     """Random binning kernel classification on row-partitioned data (dask): the parameters
     of :class:`rbcd.RBClassifier`; ``solver="cg"`` is ridge classification (one-vs-rest
-    -1/+1), ``solver="cd"`` logistic or squared hinge by grid-block CD."""
+    -1/+1; ``multi_class`` "ovr" only), ``solver="cd"`` logistic or squared hinge by
+    grid-block CD."""
 
     _classifier = True
 
@@ -303,7 +307,8 @@ class RBClassifier(ClassifierMixin, _RBBase):
                  tol=None, max_iter=None, max_epochs=_local.CD_MAX_EPOCHS, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
                  class_weight=None, calibration="sigmoid", dtype=np.float64, n_jobs=None,
-                 random_state=None, verbose=0, device="cpu", linear="auto"):
+                 random_state=None, verbose=0, device="cpu", linear="auto", multi_class="ovr"):
+        self.multi_class = multi_class
         self.device = device
         self.linear = linear
         self.n_grids = n_grids
