@@ -369,7 +369,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         from .binning import RandomBinning
         from .solvers._direct import (check_loo_sample_weight, loo_rows, loo_select,
                                       loo_select_weights, plain_gram)
-        from .solvers._ovo import loo_ovo_scores
+        from .solvers._ovo import loo_ovo_scores, pair_shares
         from .solvers._linear import (AUTO_CANDIDATES, AUTO_MAX_FEATURES, LinearTerm,
                                       centred_weighted)
         from .solvers.cg import _RidgeSystem, one_vs_rest_targets
@@ -391,6 +391,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             if self.class_weight is not None:
                 s_rows = s_rows * compute_sample_weight(self.class_weight, ys)
             index = np.searchsorted(self.classes_, ys)
+            # each pair's share of a candidate alpha (RidgeCGClassifier's "ovo" rule)
+            shares = pair_shares(index, self.classes_.shape[0], s_pairs)
 
             def pair_weight(r):
                 if self.class_weight is None:
@@ -435,7 +437,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             if "ovo" in schemes:    # one eigendecomposition per pair (rbcd.solvers._ovo)
                 sc_o = loo_ovo_scores(plain_gram(system, cols), index, self.classes_.shape[0],
                                       s_rows, alphas * shrink, self.fit_intercept,
-                                      pair_weight)
+                                      pair_weight, shares)
                 if sc is None:
                     sc = sc_o
                 else:   # per alpha the better scheme; ties keep one-vs-rest

@@ -18,7 +18,7 @@ import rbcd
 import rbcd_ref
 from rbcd import RandomBinning
 from rbcd.model_selection import RBClassifierCV
-from rbcd.solvers._ovo import loo_ovo_scores, ovo_decision, ovo_pairs
+from rbcd.solvers._ovo import loo_ovo_scores, ovo_decision, ovo_pairs, pair_shares
 from rbcd.solvers.cg import RidgeCGClassifier
 
 
@@ -42,7 +42,9 @@ def test_matches_sklearn_one_vs_one_ridge(solver, fit_intercept, class_weight):
     X, y = _data()
     y = np.array(["a", "b", "c", "d"])[y]        # string labels: the order of classes_
     Z, cols = _z(X)
-    ours = RidgeCGClassifier(alpha=0.7, multi_class="ovo", solver=solver, tol=1e-12,
+    # one penalty per pair given as is (a single number is the whole set's, each pair its
+    # share: test_a_number_alpha_is_shared_by_weight)
+    ours = RidgeCGClassifier(alpha=np.full(6, 0.7), multi_class="ovo", solver=solver, tol=1e-12,
                              max_iter=5000, fit_intercept=fit_intercept,
                              class_weight=class_weight).fit(Z, y, columns=cols)
     ref = OneVsOneClassifier(RidgeClassifier(alpha=0.7, fit_intercept=fit_intercept,
@@ -98,7 +100,7 @@ def test_vote_breaks_ties_by_confidence():
     assert np.all(np.abs(out - 1.0) < 1.0 / 3.0)
 
 
-def _brute_loo(Z, y, s, n_classes, alpha, fit_intercept, class_weight):
+def _brute_loo(Z, y, s, n_classes, alpha, fit_intercept, class_weight, shares=None):
     """Leave-one-out one-vs-one by refitting every pair without each row (the pair's
     weights fixed, as the hat-matrix identity keeps them)."""
     n = y.shape[0]
@@ -109,12 +111,13 @@ def _brute_loo(Z, y, s, n_classes, alpha, fit_intercept, class_weight):
         total += w.sum()
     for i in range(n):
         dec = []
-        for a, b in ovo_pairs(n_classes):
+        for p, (a, b) in enumerate(ovo_pairs(n_classes)):
             rows = np.flatnonzero((y == a) | (y == b))
             w = s[rows] * (compute_sample_weight(class_weight, y[rows]) if class_weight else 1.0)
             keep = rows != i
             t = np.where(y[rows] == b, 1.0, -1.0)
-            m = Ridge(alpha=alpha, fit_intercept=fit_intercept, solver="cholesky").fit(
+            a_p = alpha if shares is None else alpha * shares[p]
+            m = Ridge(alpha=a_p, fit_intercept=fit_intercept, solver="cholesky").fit(
                 Z[rows[keep]], t[keep], sample_weight=w[keep])
             f = float(m.predict(Z[i:i + 1])[0])
             dec.append(f)
@@ -127,7 +130,8 @@ def _brute_loo(Z, y, s, n_classes, alpha, fit_intercept, class_weight):
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("class_weight", [None, "balanced"])
-def test_leave_one_out_scores_are_exact(fit_intercept, class_weight):
+@pytest.mark.parametrize("shared", [False, True])
+def test_leave_one_out_scores_are_exact(fit_intercept, class_weight, shared):
     rng = np.random.default_rng(3)
     n, k = 36, 3
     X = rng.normal(size=(n, 2))
@@ -139,9 +143,11 @@ def test_leave_one_out_scores_are_exact(fit_intercept, class_weight):
     def pair_weight(r):
         return s[r] * compute_sample_weight(class_weight, y[r]) if class_weight else s[r]
 
-    got = loo_ovo_scores(np.tril(Z @ Z.T), y, k, s, alphas, fit_intercept, pair_weight)
+    shares = pair_shares(y, k, s) if shared else None
+    got = loo_ovo_scores(np.tril(Z @ Z.T), y, k, s, alphas, fit_intercept, pair_weight,
+                         shares)
     for j, a in enumerate(alphas):
-        acc, err = _brute_loo(Z, y, s, k, a, fit_intercept, class_weight)
+        acc, err = _brute_loo(Z, y, s, k, a, fit_intercept, class_weight, shares)
         assert got[j, 0] == pytest.approx(acc, abs=1e-12)
         assert got[j, 1] == pytest.approx(err, rel=1e-8)
 
@@ -216,9 +222,31 @@ def test_per_pair_alphas():
     alphas = np.linspace(0.1, 2.0, 6)
     m = RidgeCGClassifier(alpha=alphas, multi_class="ovo", solver="direct").fit(Z, y, columns=cols)
     assert np.array_equal(m.alpha_, alphas)
-    one = RidgeCGClassifier(alpha=float(alphas[2]), multi_class="ovo", solver="direct").fit(
-        Z, y, columns=cols)
+    one = RidgeCGClassifier(alpha=np.full(6, alphas[2]), multi_class="ovo",
+                            solver="direct").fit(Z, y, columns=cols)
     np.testing.assert_allclose(m.coef_[2].toarray(), one.coef_[2].toarray(), rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_a_number_alpha_is_shared_by_weight(weighted):
+    """alpha=c keeps the whole set's units: pair (a, b) solves with c times its rows'
+    share of the sample weight (class weights apart), the same penalty per unit of
+    weight as one-vs-rest's."""
+    X, y = _data(n=97, k=4, seed=7)              # unequal classes
+    y[:9] = 0
+    Z, cols = _z(X)
+    sw = np.random.default_rng(7).uniform(0.5, 2.0, y.shape[0]) if weighted else None
+    w = np.ones(y.shape[0]) if sw is None else sw
+    shares = np.array([w[(y == a) | (y == b)].sum() / w.sum() for a, b in ovo_pairs(4)])
+    assert np.ptp(shares) > 0.05
+    for solver in ("direct", "cg"):
+        kw = dict(multi_class="ovo", solver=solver, tol=1e-12, max_iter=5000,
+                  class_weight="balanced")
+        one = RidgeCGClassifier(alpha=3.0, **kw).fit(Z, y, sw, columns=cols)
+        per = RidgeCGClassifier(alpha=3.0 * shares, **kw).fit(Z, y, sw, columns=cols)
+        np.testing.assert_allclose(one.alpha_, 3.0 * shares, rtol=1e-15)
+        assert (one.coef_ != per.coef_).nnz == 0
+        assert np.array_equal(one.intercept_, per.intercept_)
 
 
 def test_search_scores_both_schemes():

@@ -93,7 +93,19 @@ def stack_pair_coefs(coefs, n_features, dtype):
                          shape=(len(coefs), n_features))
 
 
-def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=None):
+def pair_shares(index, n_classes, weight):
+    """Each pair's share of the training weight, (n_pairs,): the sample weights of its rows
+    over all rows' (``weight`` None: row counts). A number alpha is in the units of the
+    whole training set (Ridge's, as one-vs-rest uses it); a pair solves with alpha times
+    its share, the same penalty per unit of weight."""
+    w = np.ones(index.shape[0]) if weight is None else np.asarray(weight, dtype=np.float64)
+    total = float(w.sum())
+    return np.array([float(w[pair_rows(index, a, b)[0]].sum()) / total
+                     for a, b in ovo_pairs(n_classes)])
+
+
+def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=None,
+                   shares=None):
     """Exact leave-one-out (primary, secondary) scores of one-vs-one ridge classification
     at every alpha, (m, 2): the weighted accuracy of the leave-one-out votes, then minus the
     weighted mean squared leave-one-out error of the rows' own pairs (the order of
@@ -103,7 +115,8 @@ def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=No
     filled; the upper is ignored). ``index`` (n,): each row's class number; ``s`` (n,) the
     rows' weights, which the accuracy counts; ``pair_weight(rows)``, if given, the weights
     of a pair's rows in its fit (class_weight="balanced" within the pair), else s[rows].
-    alphas (m,): one penalty for every pair, as a fit with that alpha uses.
+    alphas (m,): the candidate penalties; pair p solves with alphas * shares[p]
+    (:func:`pair_shares`; None: 1), as a fit with that alpha does.
 
     Per pair, with Zc the pair's rows centred by their weighted mean, sw = sqrt(weights),
     Ks = diag(sw) Zc Zc^T diag(sw) = Q diag(e) Q^T: the fit's weighted residual is
@@ -128,7 +141,7 @@ def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=No
     err_weight = 0.0
     bad = np.zeros(m, dtype=bool)
     with limit_blas(1):                        # rbcd.solvers._direct's LAPACK_THREADS
-        for a, b in pairs:
+        for p, (a, b) in enumerate(pairs):
             rows, t = pair_rows(index, a, b)
             w = s[rows] if pair_weight is None else pair_weight(rows)
             W = float(w.sum())
@@ -149,7 +162,8 @@ def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=No
             e, Q = scipy.linalg.eigh(Ks, check_finite=False, overwrite_a=True, driver="evd")
             e = np.maximum(e, 0.0)
             QtY = Q.T @ ys
-            G = 1.0 / (e[:, None] + alphas[None, :])          # (n_p, m)
+            a_p = alphas if shares is None else alphas * shares[p]
+            G = 1.0 / (e[:, None] + a_p[None, :])              # (n_p, m)
             V = sw[:, None] * (Q @ (G * QtY[:, None]))         # diag(sw) (Ks + a I)^-1 ys
             # every row's plain decision tbar + (z - zbar)^T Zc^T V, expanded so that the
             # (n, n_p) centred block is never formed

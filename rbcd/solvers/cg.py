@@ -1232,8 +1232,10 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     multiplies sample_weight, and ``multi_class``: "ovr" (default, as above) or "ovo",
     one binary problem per pair of classes on that pair's rows and a vote (scikit-learn's
     OneVsOneClassifier over RidgeClassifier; rbcd.solvers._ovo), the same as "ovr" for two
-    classes. With "ovo" ``alpha="auto"`` is chosen for each pair from its rows, and alpha
-    may also give one value per pair.
+    classes. With "ovo" a number alpha keeps its units, those of the whole training set:
+    each pair solves with alpha times its rows' share of the sample weight (the same
+    penalty per unit of weight; an array gives each pair's own penalty as is), and
+    ``alpha="auto"`` is chosen for each pair from its rows.
 
     Attributes: ``classes_``, ``coef_`` (1, D) for two classes else (n_classes, D), with
     "ovo" and more than two classes a scipy CSR matrix (n_pairs, D) of the pairs'
@@ -1315,7 +1317,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         grid structure of the pair's rows where ``columns`` gives one). coef_ is the CSR
         matrix (n_pairs, D) of the pairs' coefficients, intercept_, alpha_, n_iter_ and
         residual_ have one entry per pair, pairs_ lists them."""
-        from ._ovo import ovo_pairs, pair_rows, stack_pair_coefs
+        from ._ovo import ovo_pairs, pair_rows, pair_shares, stack_pair_coefs
 
         if extra is not None:
             raise ValueError("multi_class='ovo' fits no linear term: use linear=0, or "
@@ -1336,6 +1338,11 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
                 raise ValueError(f"alpha has {per_pair.shape[0]} values; with "
                                  f"multi_class='ovo' give one value, or one per pair of "
                                  f"classes ({len(pairs)})")
+        elif not isinstance(self.alpha, str):
+            # one number: in the whole training set's units, each pair its share of it
+            # (rbcd.solvers._ovo.pair_shares)
+            per_pair = float(np.asarray(self.alpha, dtype=np.float64)) * pair_shares(
+                index, self.classes_.shape[0], s)
         for a, b in pairs:
             rows, _ = pair_rows(index, a, b)
             if s is not None and not s[rows].sum() > 0:
@@ -1404,9 +1411,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
                 or 8.0 * n * n > _direct.MAX_GRAM_BYTES):
             return none
         auto = isinstance(self.alpha, str)
-        if not auto:
-            alpha = (per_pair if per_pair is not None else
-                     np.full(len(pairs), float(np.asarray(self.alpha, dtype=np.float64))))
+        alpha = per_pair                # one value per pair, or None with "auto"
         labels = training_labels(Z, np.asarray(grid_ptr, dtype=np.int64))
         if labels is None:
             return none

@@ -312,11 +312,12 @@ class _RidgeCGBase(BaseEstimator):
         Z = validate_data(self, Z, reset=reset, accept_sparse=True, dtype=np.float64)
         return sp.csr_matrix(Z)
 
-    def _solve(self, Z, Y, s, extra=None):
+    def _solve(self, Z, Y, s, extra=None, alpha=None):
         """W, b, n_iter. ``solver`` "direct" and "auto" factor the smaller Gram matrix
         (rbcd's "auto" chooses CG on large problems by a cost model; this oracle, meant
         for small inputs, always solves exactly: the two agree to CG's tolerance)."""
-        alpha, tol, max_iter, preconditioner = self._check_params()
+        checked, tol, max_iter, preconditioner = self._check_params()
+        alpha = checked if alpha is None else alpha       # a pair's own (one-vs-one)
         fit_intercept = bool(self.fit_intercept)
 
         def fit(Zf, Yf, sf, a):
@@ -426,7 +427,8 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
 
     ``multi_class="ovo"`` (more than two classes): for every pair of classes a < b (in the
     order of ``classes_``) a two-class fit on the rows of those two classes alone, +1 for
-    b, with the pair's own class weights and, with alpha="auto", its own penalty; the
+    b, with the pair's own class weights and a number alpha times the pair's share of the
+    sample weight (alpha="auto": the pair's own choice); the
     prediction is the class with the most votes (a pair votes b where its decision is > 0),
     ties broken by the summed decisions squashed into (-1/3, 1/3) (scikit-learn's
     OneVsOneClassifier). ``coef_`` (n_pairs, D), ``intercept_``, ``alpha_`` one per pair,
@@ -475,6 +477,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
 
     def _fit_pairs(self, Z, y, s, classes, idx):
         pairs, coefs, intercepts, alphas, iters = [], [], [], [], []
+        alpha, _, _, _ = self._check_params()
         for a in range(classes.shape[0]):
             for b in range(a + 1, classes.shape[0]):
                 rows = np.flatnonzero((idx == a) | (idx == b))
@@ -486,7 +489,10 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
                     raise ValueError(f"multi_class='ovo': the rows of classes "
                                      f"{classes[a]!r} and {classes[b]!r} all have weight 0")
                 Y = np.where(idx[rows] == b, 1.0, -1.0)[:, None]
-                W, B, n_iter = self._solve(Z[rows], Y, sp_)
+                # a number alpha: the whole training set's units, the pair its share of
+                # the sample weight
+                a_p = alpha if alpha == "auto" else alpha * s[rows].sum() / s.sum()
+                W, B, n_iter = self._solve(Z[rows], Y, sp_, alpha=a_p)
                 pairs.append((a, b))
                 coefs.append(W[0])
                 intercepts.append(float(B[0]))
