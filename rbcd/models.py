@@ -679,7 +679,8 @@ class RBClassifier(ClassifierMixin, _RBBase):
         More than two classes with the squared loss: "ovr", one -1/+1 target per class,
         all solved together; "ovo", one binary ridge problem per pair of classes on that
         pair's rows and a vote (scikit-learn's OneVsOneClassifier over RidgeClassifier,
-        rbcd.solvers._ovo), alpha="auto" chosen for each pair, no linear term. With many
+        rbcd.solvers._ovo), a number alpha shared by the pairs in proportion to their rows'
+        weight, alpha="auto" chosen for each pair, no linear term. With many
         classes "ovo" is the closer to SVC (docs/benchmarks/search.md), for n_classes (
         n_classes - 1) / 2 smaller fits; RBClassifierCV chooses between the two. With
         "ovo" ``coef_`` is a CSR matrix (n_pairs, D) of the pairs' coefficients and
