@@ -126,10 +126,11 @@ def _positive_grid(values, name):
     return arr
 
 
-def _prefer_ovo(ovo, ovr):
+def _strictly_better(new, old):
     """Per candidate (rows of (m, 2) leave-one-out scores, rbcd.solvers._direct's
-    (primary, secondary) order): True where one-vs-one scores strictly better."""
-    return np.array([tuple(o) > tuple(r) for o, r in zip(ovo, ovr)])
+    (primary, secondary) order): True where ``new`` scores strictly better than ``old``
+    (ties keep the old choice)."""
+    return np.array([tuple(a) > tuple(b) for a, b in zip(new, old)])
 
 
 class _RBSearchBase(ChecksummedState, BaseEstimator):
@@ -431,7 +432,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                 linear[:, si] = AUTO_CANDIDATES[0]
                 for c, (_, _, sc_c) in zip(AUTO_CANDIDATES[1:], per[1:]):
                     # per alpha the better (primary, secondary) score; ties keep the earlier
-                    better = np.array([tuple(sc_c[j]) > tuple(sc[j]) for j in range(n_a)])
+                    better = _strictly_better(sc_c, sc)
                     sc = np.where(better[:, None], sc_c, sc)
                     linear[better, si] = c
             if "ovo" in schemes:    # one eigendecomposition per pair (rbcd.solvers._ovo)
@@ -441,7 +442,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                 if sc is None:
                     sc = sc_o
                 else:   # per alpha the better scheme; ties keep one-vs-rest
-                    better = _prefer_ovo(sc_o, sc)
+                    better = _strictly_better(sc_o, sc)
                     sc = np.where(better[:, None], sc_o, sc)
                     multi[better, si] = "ovo"
                     linear[better, si] = 0.0

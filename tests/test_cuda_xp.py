@@ -234,6 +234,15 @@ def _assert_same_solve(out0, out1):
         assert _bits(info1[key]) == _bits(info0[key]), key
 
 
+def _xp_for(monkeypatch, emulated):
+    """numpy, or with ``emulated`` the CuPy branch on numpy (_FakeCupy, the kernels by
+    their emulations)."""
+    if not emulated:
+        return np
+    monkeypatch.setattr(_ops, "_kernel", _emulated)
+    return _FakeCupy()
+
+
 def _both_lags(xp, op, Y, s, **kw):
     """solve_ridge with host_lag 0 and 1: the results and the ConvergenceWarnings of each."""
     outs = []
@@ -269,10 +278,7 @@ def test_device_stopping_equals_host_loop(monkeypatch, emulated, fit_intercept, 
     the emulated kernels: one launch of 8 targets' kernel), on a GridLayout and on a
     sparse Z: host_lag=1 (the device's mask) equals host_lag=0 (the host's) bit for bit
     in coef, intercept, n_iter and info."""
-    xp = np
-    if emulated:
-        xp = _FakeCupy()
-        monkeypatch.setattr(_ops, "_kernel", _emulated)
+    xp = _xp_for(monkeypatch, emulated)
     rng = np.random.default_rng(11)
     n = 500
     X = rng.uniform(size=(n, 3))
@@ -300,10 +306,7 @@ def test_device_stopping_breakdown(monkeypatch, emulated):
     """Indefinite normal equations (some negative weights, passed to solve_ridge
     unvalidated): targets break down (pq <= 0) at different iterations; the device's mask
     stops each at the same iteration as the host's, with the same breakdown flags."""
-    xp = np
-    if emulated:
-        xp = _FakeCupy()
-        monkeypatch.setattr(_ops, "_kernel", _emulated)
+    xp = _xp_for(monkeypatch, emulated)
     rng = np.random.default_rng(1)
     n = 400
     X = rng.uniform(size=(n, 3))
@@ -326,10 +329,7 @@ def test_device_stopping_max_iter(monkeypatch, emulated, max_iter):
     """max_iter reached: no target runs more than max_iter iterations, the same
     ConvergenceWarning, the same results as the host's loop; 11 targets (two launches of
     the step kernels), one zero target."""
-    xp = np
-    if emulated:
-        xp = _FakeCupy()
-        monkeypatch.setattr(_ops, "_kernel", _emulated)
+    xp = _xp_for(monkeypatch, emulated)
     rng = np.random.default_rng(4)
     n = 300
     X = rng.uniform(size=(n, 3))
@@ -770,10 +770,7 @@ def _emulated(name):
 def test_column_extremes(monkeypatch, n, d, emulated):
     """Block extremes of X, then their extremes: the column minima and maxima exactly, for
     any block split (a few entries per block forced), and every non-finite entry seen."""
-    xp = np
-    if emulated:
-        xp = _FakeCupy()
-        monkeypatch.setattr(_ops, "_kernel", _emulated)
+    xp = _xp_for(monkeypatch, emulated)
     monkeypatch.setattr(_ops, "EXTREMES_PER_BLOCK", 64)
     n_blocks, per = _ops.extremes_plan(n, d)
     assert 1 <= n_blocks <= min(n, _ops.EXTREMES_MAX_BLOCKS) and n_blocks * per >= n
@@ -835,10 +832,8 @@ def test_fit_in_batches_of_any_size(monkeypatch, words, emulated):
     """Z is the CPU's whether the grids are numbered one by one (the GPU path above
     BATCH_WORDS rows), in batches of 2 or 5, or all together; on numpy and on the CuPy
     branches with emulated kernels."""
-    xp = np
+    xp = _xp_for(monkeypatch, emulated)
     if emulated:
-        xp = _FakeCupy()
-        monkeypatch.setattr(_ops, "_kernel", _emulated)
         monkeypatch.setattr(_ops, "last_async", lambda xp_, a: _ops._Ready(a[-1]))
     monkeypatch.setattr(cb, "BATCH_WORDS", words)
     calls = []
@@ -882,10 +877,8 @@ def test_fit_with_wide_keys_mixes_batches_and_grids(monkeypatch, emulated):
     """Keys of 51-64 bits: some grids cannot share a word with a grid number (batches of
     one), some not even with the row (the multi-word path), the others batch; Z is the
     CPU's."""
-    xp = np
+    xp = _xp_for(monkeypatch, emulated)
     if emulated:
-        xp = _FakeCupy()
-        monkeypatch.setattr(_ops, "_kernel", _emulated)
         monkeypatch.setattr(_ops, "last_async", lambda xp_, a: _ops._Ready(a[-1]))
     X = np.random.default_rng(16).uniform(size=(16, 11))
     cpu, Z, cols = _cpu_Z(X, 8, 0.02, 16)

@@ -407,10 +407,10 @@ def loo_gram(system, columns):
 
 def plain_gram(system, columns):
     """Z Z^T of the system's Z (n x n, lower triangle filled), neither centred nor
-    weighted: the one-vs-one leave-one-out search centres each pair's block by the pair's
-    own mean (rbcd.solvers._ovo.loo_ovo_scores)."""
+    weighted: one-vs-one centres each pair's block by the pair's own mean, in its
+    leave-one-out search and its dual solves (rbcd.solvers._ovo)."""
     n = system.shape[0]
-    check_gram_memory(n, 3, "the one-vs-one leave-one-out search (the rows' Gram matrix)")
+    check_gram_memory(n, 3, "one-vs-one (the rows' Gram matrix)")
     op = system.op
     labels = grid_labels(system, columns)
     if labels is not None:

@@ -61,6 +61,32 @@ def pair_rows(index, a, b):
     return rows, np.where(index[rows] == b, 1.0, -1.0)
 
 
+def symmetric(K):
+    """K (n, n), a Gram matrix whose kernels fill the lower triangle only, made whole in
+    place (its lower triangle copied onto the upper)."""
+    upper = np.triu_indices(K.shape[0], 1)
+    K[upper] = K.T[upper]
+    return K
+
+
+def centred_pair(Kpp, t, w, fit_intercept):
+    """A pair's dual system from its block Kpp of the uncentred Gram matrix Z Z^T, its -1/+1
+    targets t and its weights w: (Ks, ys, sw, kbar, kk, tbar), Ks = diag(sw) Zc Zc^T
+    diag(sw) with Zc the pair's rows centred by their weighted mean and sw = sqrt(w),
+    ys = sw (t - tbar), kbar_j = zbar^T z_j for the pair's rows, kk = zbar^T zbar (kbar
+    None, kk and tbar 0 without an intercept or weight)."""
+    W = float(w.sum())
+    sw = np.sqrt(w)
+    if fit_intercept and W > 0:
+        kbar = (w @ Kpp) / W
+        kk = float(w @ kbar) / W
+        Kc = Kpp - kbar[None, :] - kbar[:, None] + kk
+        tbar = float(w @ t) / W
+    else:
+        kbar, kk, Kc, tbar = None, 0.0, Kpp, 0.0
+    return sw[:, None] * Kc * sw[None, :], sw * (t - tbar), sw, kbar, kk, tbar
+
+
 def pair_columns(Z, grid_ptr):
     """The grid structure (RBColumns) of a pair's rows of random binning training data Z
     (CSR, sorted indices, one stored value): every row keeps its one entry per grid, so
@@ -127,9 +153,7 @@ def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=No
     from K's entries. A candidate where a row of positive weight is reproduced exactly by
     its own fit (1 - h_i <= 1e-12) scores -inf, as in loo_select.
     """
-    K = np.array(K, dtype=np.float64)
-    upper = np.triu_indices(K.shape[0], 1)
-    K[upper] = K.T[upper]                      # the full symmetric matrix
+    K = symmetric(np.array(K, dtype=np.float64))
     n = K.shape[0]
     m = alphas.shape[0]
     pairs = ovo_pairs(n_classes)
@@ -145,20 +169,9 @@ def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=No
             rows, t = pair_rows(index, a, b)
             w = s[rows] if pair_weight is None else pair_weight(rows)
             W = float(w.sum())
-            sw = np.sqrt(w)
             Kr = K[rows]                        # (n_p, n): the pair's rows against every row
-            Kpp = Kr[:, rows]
-            if fit_intercept and W > 0:
-                kbar = (w @ Kpp) / W            # zbar^T z_j for the pair's rows j
-                kx = (w @ Kr) / W               # zbar^T z(x) for every row x
-                kk = float(w @ kbar) / W        # zbar^T zbar
-                Kc = Kpp - kbar[None, :] - kbar[:, None] + kk
-                tbar = float(w @ t) / W
-                hp = w / W
-            else:
-                Kc, tbar, hp = Kpp, 0.0, np.zeros(rows.shape[0])
-            Ks = sw[:, None] * Kc * sw[None, :]
-            ys = sw * (t - tbar)
+            Ks, ys, sw, kbar, kk, tbar = centred_pair(Kr[:, rows], t, w, fit_intercept)
+            hp = np.zeros(rows.shape[0]) if kbar is None else w / W
             e, Q = scipy.linalg.eigh(Ks, check_finite=False, overwrite_a=True, driver="evd")
             e = np.maximum(e, 0.0)
             QtY = Q.T @ ys
@@ -168,8 +181,9 @@ def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=No
             # every row's plain decision tbar + (z - zbar)^T Zc^T V, expanded so that the
             # (n, n_p) centred block is never formed
             plain = tbar + (V.T @ Kr).T                        # (n, m)
-            if fit_intercept and W > 0:
+            if kbar is not None:
                 c = V.sum(axis=0)
+                kx = (w @ Kr) / W                              # zbar^T z(x), every row x
                 plain -= kx[:, None] * c[None, :] + (kbar @ V - kk * c)[None, :]
             S = e[:, None] * G                                 # e / (e + a)
             Fw = Q @ (S * QtY[:, None])                        # fitted, weighted units
@@ -200,35 +214,11 @@ def loo_ovo_scores(K, index, n_classes, s, alphas, fit_intercept, pair_weight=No
     return scores
 
 
-def training_labels(Z, grid_ptr):
-    """(R, n) grid labels of random binning training data Z (CSR with sorted indices, one
-    entry per grid in every row: checked here), uint16 within each grid where every grid
-    has at most 65,536 columns, else int32 global columns (the layouts of
-    rbcd.solvers._gram.gram_dual); None when Z is not such a matrix."""
-    if not sp.issparse(Z) or Z.format != "csr" or not Z.has_sorted_indices:
-        return None
-    n, R = Z.shape[0], grid_ptr.shape[0] - 1
-    if n == 0 or R < 1 or Z.data.shape[0] != n * R or not np.all(np.diff(Z.indptr) == R):
-        return None
-    if not np.all(Z.data == Z.data[0]):
-        return None
-    L = Z.indices.reshape(n, R).T                    # a view: entry r of every row
-    narrow = R < 65536 and np.max(np.diff(grid_ptr)) <= 65536
-    out = np.empty((R, n), dtype=np.uint16 if narrow else np.int32)
-    for r in range(R):                               # a grid at a time: no (R, n) temporaries
-        lr = L[r]
-        # entry r of every row must lie in grid r (at most one per grid and R of them)
-        if lr.min() < grid_ptr[r] or lr.max() >= grid_ptr[r + 1]:
-            return None
-        out[r] = lr - grid_ptr[r] if narrow else lr
-    return out
-
-
-def fit_pairs_dual(Z, labels, index, n_classes, pair_weight, alpha, fit_intercept,
-                   n_threads, chosen):
+def fit_pairs_dual(Z, K, index, n_classes, pair_weight, alpha, fit_intercept, chosen):
     """One-vs-one ridge in the dual form for every pair p where ``chosen[p]``,
-    from ONE Gram matrix of all rows: the pair's block of K = Z Z^T (the label counts of
-    rbcd.solvers._gram), centred and weighted by the pair's own weights, then a Cholesky
+    from ONE Gram matrix of all rows: the pair's block of K = Z Z^T (the whole symmetric
+    matrix, rbcd.solvers._direct.plain_gram), centred and weighted by the pair's own
+    weights (:func:`centred_pair`), then a Cholesky
     solve (a number alpha: the pair's entry of ``alpha``, an (n_pairs,) array) or, for
     alpha "auto", the leave-one-out choice of rbcd.solvers._direct.loo_select on the
     pair's rows (the candidates AUTO_ALPHAS_PER_ROW times the pair's weight).
@@ -241,16 +231,9 @@ def fit_pairs_dual(Z, labels, index, n_classes, pair_weight, alpha, fit_intercep
     on the rows of Z (n, n_pairs), from K: a model's scores of its own training rows
     without a product with the sparse coefficients; NaN in the other pairs' columns; None
     with more pairs than rows)."""
-    from . import _direct, _gram
+    from . import _direct
 
     n = Z.shape[0]
-    _direct.check_gram_memory(n, 1, "the one-vs-one dual solves (the rows' Gram matrix)")
-    K = np.empty((n, n))
-    v = float(Z.data[0])
-    _gram.gram_dual(labels, v * v, None, 0.0, None, K,
-                    _direct._gram_threads(n_threads, n * n * labels.shape[0] / 2.0))
-    upper = np.triu_indices(n, 1)
-    K[upper] = K.T[upper]
     out = []
     pairs = ovo_pairs(n_classes)
     # the training decisions where they take no more memory than K itself
@@ -262,17 +245,9 @@ def fit_pairs_dual(Z, labels, index, n_classes, pair_weight, alpha, fit_intercep
             continue
         w = pair_weight(rows)
         S = float(w.sum())
-        sw = np.sqrt(w)
         Kpp = K[np.ix_(rows, rows)]
-        if fit_intercept:
-            kbar = (w @ Kpp) / S
-            kk = float(w @ kbar) / S
-            Kc = Kpp - kbar[None, :] - kbar[:, None] + kk
-            tbar = float(w @ t) / S
-        else:
-            Kc, tbar = Kpp, 0.0
-        Ks = sw[:, None] * Kc * sw[None, :]
-        ys = (sw * (t - tbar))[:, None]
+        Ks, ys, sw, _, _, tbar = centred_pair(Kpp, t, w, fit_intercept)
+        ys = ys[:, None]
         with limit_blas(1):                    # rbcd.solvers._direct's LAPACK_THREADS
             if isinstance(alpha, str):          # "auto": leave-one-out on the pair's rows
                 cand = _direct.AUTO_ALPHAS_PER_ROW * S

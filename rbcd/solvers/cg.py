@@ -1323,9 +1323,10 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
             raise ValueError("multi_class='ovo' fits no linear term: use linear=0, or "
                              "multi_class='ovr'")
         s = _check_sample_weight(sample_weight, X.shape[0])
-        grid_ptr = None
+        structure = grid_ptr = None
         if columns is not None:
-            grid_ptr = columns_from(X, columns, self.n_jobs).grid_ptr
+            structure = columns_from(X, columns, self.n_jobs)
+            grid_ptr = structure.grid_ptr
         Zr = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
         index = np.searchsorted(self.classes_, y)
         params = self.get_params()
@@ -1350,7 +1351,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
                     f"multi_class='ovo': every row of classes {self.classes_[a]!r} and "
                     f"{self.classes_[b]!r} has sample weight 0, so their pair has no "
                     f"data: give those rows weight, or use multi_class='ovr'")
-        fast, train = self._fit_pairs_dual(Zr, grid_ptr, index, s, per_pair)
+        fast, train = self._fit_pairs_dual(Zr, structure, index, s, per_pair)
         coefs, intercepts, alphas, n_iter, residual, methods = [], [], [], [], [], set()
         converged = True
         for p, (a, b) in enumerate(pairs):
@@ -1392,7 +1393,7 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
             self._ovo_train_scores = train
         return self
 
-    def _fit_pairs_dual(self, Z, grid_ptr, index, s, per_pair):
+    def _fit_pairs_dual(self, Z, structure, index, s, per_pair):
         """The pairs that the direct dual form solves (rbcd.solvers._ovo.fit_pairs_dual,
         from one Gram matrix of all rows), as a list with None for the others: with
         solver "direct" (n_p <= D_p, as RidgeCG's "direct" decides) or "auto" (where the
@@ -1402,20 +1403,23 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         rows' Gram matrix fits MAX_GRAM_BYTES. n_p, D_p and the alpha per pair are what
         the pair's own RidgeCGClassifier would see."""
         from . import _direct
-        from ._ovo import fit_pairs_dual, ovo_pairs, pair_rows, training_labels
+        from ._ovo import fit_pairs_dual, ovo_pairs, pair_rows, symmetric
 
         pairs = ovo_pairs(self.classes_.shape[0])
         none = ([None] * len(pairs), None)
         n = Z.shape[0]
-        if (self.solver not in ("auto", "direct") or grid_ptr is None or not sp.issparse(Z)
+        if (self.solver not in ("auto", "direct") or structure is None or not sp.issparse(Z)
                 or 8.0 * n * n > _direct.MAX_GRAM_BYTES):
             return none
         auto = isinstance(self.alpha, str)
         alpha = per_pair                # one value per pair, or None with "auto"
-        labels = training_labels(Z, np.asarray(grid_ptr, dtype=np.int64))
-        if labels is None:
+        # the products and grid labels of Z with its structure (no targets: only Z Z^T)
+        system = _RidgeSystem(Z, np.zeros((n, 1)), None, False,
+                              effective_n_threads(self.n_jobs), structure)
+        gp = _direct._grid_ptr(system, structure)
+        if gp is None:              # not random binning training data: each pair apart
             return none
-        R = labels.shape[0]
+        R = gp.shape[0] - 1
         cw = None if self.class_weight is None else check_class_weight(self.class_weight)
         y_all = self.classes_[index]
 
@@ -1436,9 +1440,9 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         chosen = [eligible(p, pair_rows(index, a, b)[0]) for p, (a, b) in enumerate(pairs)]
         if not any(chosen):
             return none
-        return fit_pairs_dual(Z, labels, index, self.classes_.shape[0], pair_weight,
-                              "auto" if auto else alpha, self.fit_intercept,
-                              effective_n_threads(self.n_jobs), chosen)
+        K = symmetric(_direct.plain_gram(system, structure))
+        return fit_pairs_dual(Z, K, index, self.classes_.shape[0], pair_weight,
+                              "auto" if auto else alpha, self.fit_intercept, chosen)
 
     def decision_function(self, X):
         """Scores (n,) for two classes (positive means classes_[1]), else (n, n_classes);
