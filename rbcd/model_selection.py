@@ -22,8 +22,8 @@ them. Above 2,000 rows, up to 20,000, a sample that small scores the candidates 
 rows, one split: sigma factor 4 chosen, test RMSE 24.9 against 23.3 at factor 1): there the
 search runs 5-fold cross-validation on all rows instead, folds shuffled with the search's
 seed (as ``cv=KFold(5, shuffle=True, random_state=seed)``, stratified for classifiers),
-binning once per sigma and fold and solving all alphas in one block CG (below; the folds'
-alphas). Above 20,000 rows, the sample again (bounded cost). The score is the leave-one-out
+binning once per sigma and fold and solving all alphas in one block CG, or from one Gram
+matrix per sigma (below; the folds' alphas). Above 20,000 rows, the sample again (bounded cost). The score is the leave-one-out
 or held-out accuracy (classification) or R^2 (regression). Where the leave-one-out scores
 every row (at most 1,000 rows; at most 256 features), each (sigma, alpha) also takes the
 better of the models' two linear-term weights, 0 and 1 (``linear="auto"``,
@@ -39,6 +39,13 @@ Why the K-fold search is faster than ``GridSearchCV(RBClassifier(), {"sigma": ..
 * The binning depends on sigma and the fold only, not on alpha: each fold's training rows
   are binned once per sigma (``RandomBinning.fit_transform``) and its validation rows
   transformed once (``RandomBinning.transform``).
+* ridge solvers, where the cost model says so (rbcd.solvers._direct.shared_dual_pays: many
+  grids on at most 8,192 rows, e.g. a regression search's 8,192 grids on star's 4,950 rows):
+  all rows are binned once per sigma and their Gram matrix P = Z Z^T formed once; each
+  fold's dual system is the block of P of its training rows (an entry of P counts the
+  grids where two rows share a bin, whatever the other rows), centred and weighted, one
+  Cholesky factorization per alpha. The solutions are those of each fold's own direct
+  solve up to rounding.
 * ridge solvers: ridge has one right-hand side per (alpha, target), and RidgeCG accepts one
   alpha per target, so every alpha of the grid (and, for classification, every class's -1/+1
   one-vs-rest target, exactly as RidgeCGClassifier builds them) is solved in ONE block CG: each
@@ -90,6 +97,19 @@ DEFAULT_SIGMA_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 #: 91.1%, Boston 2.981 / 2.968, ionosphere 94.3% / 94.5%) in twice the time
 #: (docs/benchmarks/search.md).
 SEARCH_MAX_GRIDS = 2048
+#: n_grids="auto" of a regression search past the small-data rows (above 2,048): the
+#: models' regression rule (rbcd.models.REGRESSION_GRIDS) with bounds 4x and 8x larger,
+#: the power of two up to SEARCH_REGRESSION_GRIDS that keeps the rows times the grids within
+#: SEARCH_REGRESSION_ENTRIES (8,192 grids up to 8,192 rows, 4,096 up to 16,384). A search
+#: compares kernels of several widths, and the smoothest, which the best exact kernel
+#: machines chose on star (4,950 rows), are the ones whose estimate needs the most grids:
+#: there the test set's own best (sigma, alpha) scored +0.7% RMSE against the tuned exact
+#: Laplacian machine with 8,192 grids and +1.4% with 4,096 (5 splits; at 2,048, the
+#: models' grids, the search chose factor 1 and scored +1.85%). The folds of such a search
+#: share one Gram matrix per sigma (rbcd.solvers._direct.shared_dual_pays), so the grids
+#: cost its n^2 R label comparisons, not a solve per fold (docs/benchmarks/search.md).
+SEARCH_REGRESSION_GRIDS = 8192
+SEARCH_REGRESSION_ENTRIES = 1 << 26
 #: Default alphas of the ridge/CG solver, per training row: alpha = c * n_samples (the ridge
 #: objective sums the squared errors, so a penalty that keeps its weight against the data
 #: term grows with N; on the real-data suite the best alpha went from 0.03-0.1 at a few
@@ -161,13 +181,16 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
     def _n_grids(self, n_features_in, n_samples):
         """n_grids, with "auto" resolved as the models resolve it (rbcd.models.auto_n_grids:
         256, or 512 above 64 features, 1,024 up to 2,048 rows, 512 up to 4,096; more for
-        regression above 2,048 rows), raised on small data up to SEARCH_MAX_GRIDS (module
+        regression above 2,048 rows, here within SEARCH_REGRESSION_ENTRIES up to
+        SEARCH_REGRESSION_GRIDS), raised on small data up to SEARCH_MAX_GRIDS (module
         constants)."""
         if not isinstance(self.n_grids, str):
             return int(self.n_grids)
         from .models import auto_n_grids, small_data_grids
 
-        return max(int(auto_n_grids(n_features_in, n_samples, regression=not self._classifier)),
+        return max(int(auto_n_grids(n_features_in, n_samples, regression=not self._classifier,
+                                    regression_grids=SEARCH_REGRESSION_GRIDS,
+                                    regression_entries=SEARCH_REGRESSION_ENTRIES)),
                    small_data_grids(n_samples, SEARCH_MAX_GRIDS, n_features_in))
 
     def _model(self, sigma, alpha, seed=None, n_grids=None, linear=0.0, multi_class="ovr"):
@@ -300,16 +323,25 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         score_time = np.zeros((n_a, n_s, n_f))
         n_iter = np.zeros((n_a, n_s, n_f), dtype=np.int64)
         for si, sigma in enumerate(sigmas):
+            t0 = time.perf_counter()
+            shared = self._shared_gram(X, y, folds, n_grids, float(sigma), alphas, seed)
+            t_shared = (time.perf_counter() - t0) / n_f
             for fi, (train, test) in enumerate(folds):
                 t0 = time.perf_counter()
-                rb = RandomBinning(n_grids=n_grids, sigma=float(sigma), n_jobs=self.n_jobs,
-                                   random_state=seed)
-                Z, cols = rb.fit_transform(X[train], return_columns=True)
-                Zv = rb.transform(X[test])
                 s = None if sample_weight is None else sample_weight[train]
-                t_bin = time.perf_counter() - t0
-                for ai, shell, t_fit, it in self._solve_alphas(Z, y[train], s, cols,
-                                                               alphas, tol, seed):
+                if shared is not None:        # the rows' Gram matrix: the fold's blocks
+                    Z_all, P = shared
+                    Zv = Z_all[test]
+                    solved = self._solve_shared(Z_all, P, train, y[train], s, alphas, tol)
+                    t_bin = t_shared
+                else:
+                    rb = RandomBinning(n_grids=n_grids, sigma=float(sigma),
+                                       n_jobs=self.n_jobs, random_state=seed)
+                    Z, cols = rb.fit_transform(X[train], return_columns=True)
+                    Zv = rb.transform(X[test])
+                    solved = self._solve_alphas(Z, y[train], s, cols, alphas, tol, seed)
+                    t_bin = time.perf_counter() - t0
+                for ai, shell, t_fit, it in solved:
                     t1 = time.perf_counter()
                     if sample_weight is None:
                         scores[ai, si, fi] = scorer(shell, Zv, y[test])
@@ -584,6 +616,112 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             shell.n_iter_ = np.asarray(solver.n_iter_)[block]
             yield ai, shell, seconds, int(np.max(shell.n_iter_))
 
+    def _shared_gram(self, X, y, folds, n_grids, sigma, alphas, seed):
+        """(Z, P) for the folds of one sigma, or None: Z the binning of ALL rows, P = Z Z^T
+        (n x n, symmetric, rbcd.solvers._direct.plain_gram), where a ridge solver's folds
+        are solved cheaper from P's blocks than each on its own
+        (rbcd.solvers._direct.shared_dual_pays; with solver="direct" against the folds'
+        own direct forms; never for one-vs-one or solver="cg"). A fold's Gram matrix is P's block of its
+        training rows, and its validation rows' products with the training rows are P's
+        off-diagonal block: an entry counts the grids where two rows share a bin, which
+        the other rows do not change (the grids depend on the seed and sigma only). So one
+        binning and one Gram matrix serve all folds, each fold's solution being the one
+        its own binning gives up to rounding; Z's columns include bins that only a fold's
+        validation rows reach, where that fold's coefficients are 0, as a model of the
+        fold's own binning has no column there."""
+        from .binning import RandomBinning
+        from .solvers import _direct
+        from .solvers._ovo import symmetric
+        from ._threads import effective_n_threads
+        from .solvers.cg import _RidgeSystem
+
+        if self.solver not in ("auto", "direct") or self._multi_classes() != ("ovr",):
+            return None
+        n = X.shape[0]
+        if 8.0 * n * n > _direct.MAX_GRAM_BYTES:
+            return None
+        rb = RandomBinning(n_grids=n_grids, sigma=sigma, n_jobs=self.n_jobs,
+                           random_state=seed)
+        Z, cols = rb.fit_transform(X, return_columns=True)
+        k = (1 if y.ndim == 1 else y.shape[1]) if not self._classifier else (
+            1 if self.classes_.shape[0] == 2 else self.classes_.shape[0])
+        n_train = max(len(train) for train, _ in folds)
+        if not _direct.shared_dual_pays(n, n_train, Z.shape[1], n_grids, k, alphas.shape[0],
+                                        len(folds), direct=self.solver == "direct"):
+            return None
+        system = _RidgeSystem(Z, np.zeros((n, 1)), None, False,
+                              effective_n_threads(self.n_jobs), cols)
+        return Z, symmetric(_direct.plain_gram(system, cols))
+
+    def _solve_shared(self, Z, P, train, y, sample_weight, alphas, tol):
+        """As :meth:`_solve_cg` (the same shells, yielded per alpha), the fold's ridge
+        problems solved in the dual form from the block of P = Z Z^T of its training rows
+        ``train`` (Z: all rows' binning): centred by the rows' weighted mean, weighted,
+        one Cholesky factorization per alpha (rbcd.solvers._direct); the coefficients
+        W = Zc^T S^1/2 A over Z's columns (one product with Z, the other rows' entries of
+        the multiplier 0)."""
+        from .solvers import _direct
+        from .solvers.cg import RidgeCG, RidgeCGClassifier
+        from ._threads import limit_blas
+
+        t0 = time.perf_counter()
+        w = np.ones(train.shape[0]) if sample_weight is None else np.asarray(
+            sample_weight, dtype=np.float64)
+        if self._classifier:
+            from .solvers.cg import one_vs_rest_targets
+            classes, T = one_vs_rest_targets(y)
+            if self.class_weight is not None:
+                w = w * compute_sample_weight(self.class_weight, y)
+        else:
+            T = np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
+        k = T.shape[1]
+        S = float(w.sum())
+        Ptt = P[np.ix_(train, train)]
+        sw = np.sqrt(w)
+        if self.fit_intercept:
+            kbar = (w @ Ptt) / S
+            K = Ptt - kbar[None, :] - kbar[:, None] + float(w @ kbar) / S
+            tbar = (w @ T) / S
+        else:
+            K, tbar = Ptt.copy(), np.zeros(k)
+        K *= sw[:, None]
+        K *= sw[None, :]
+        rhs = np.asfortranarray(sw[:, None] * (T - tbar[None, :]))
+        seconds = (time.perf_counter() - t0) / alphas.shape[0]
+        for ai, a in enumerate(alphas):
+            t1 = time.perf_counter()
+            with limit_blas(1):              # rbcd.solvers._direct's LAPACK_THREADS
+                try:
+                    A = _direct._factor_solve(K.copy(), rhs, float(a))
+                except np.linalg.LinAlgError:
+                    A = _direct._eig_solve(K.copy(), rhs, float(a))
+            U = sw[:, None] * A
+            if self.fit_intercept:       # Zc^T U = Z^T (U - w sum(U) / S)
+                U -= w[:, None] * (U.sum(axis=0) / S)[None, :]
+            U_all = np.zeros((Z.shape[0], k))
+            U_all[train] = U
+            coef = np.asarray(Z.T @ U_all).T                  # (k, D)
+            intercept = tbar - (w @ (Ptt @ U)) / S if self.fit_intercept else np.zeros(k)
+            if self._classifier:
+                shell = RidgeCGClassifier(alpha=float(a), fit_intercept=self.fit_intercept,
+                                          tol=tol, max_iter=self.max_iter,
+                                          class_weight=self.class_weight, n_jobs=self.n_jobs)
+                shell.classes_ = classes
+                shell.coef_ = np.ascontiguousarray(coef)
+                shell.intercept_ = np.asarray(intercept, dtype=np.float64)
+            else:
+                shell = RidgeCG(alpha=float(a), fit_intercept=self.fit_intercept, tol=tol,
+                                max_iter=self.max_iter, n_jobs=self.n_jobs)
+                if y.ndim == 1:
+                    shell.coef_ = np.ascontiguousarray(coef[0])
+                    shell.intercept_ = float(intercept[0])
+                else:
+                    shell.coef_ = np.ascontiguousarray(coef)
+                    shell.intercept_ = np.asarray(intercept, dtype=np.float64)
+            shell.n_features_in_ = Z.shape[1]
+            shell.n_iter_ = np.ones(k, dtype=np.int64)
+            yield ai, shell, seconds + time.perf_counter() - t1, 1
+
     def _solve_ovo(self, Z, y, sample_weight, columns, alphas, tol):
         """multi_class="ovo" with folds: a one-vs-one RidgeCGClassifier per alpha."""
         from .solvers.cg import RidgeCGClassifier
@@ -651,7 +789,9 @@ _CV_PARAMS_DOC = """
         small data the power of two that keeps rows x grids, and features x grids, within
         2**21, up to 1,024; regression above 2,048 rows up to 2,048 grids within 2**24
         entries: rbcd.models.auto_n_grids), here up to 2,048 (2,048 grids up to 1,024 rows
-        and features).
+        and features), and for regression above 2,048 rows up to 8,192 grids within 2**26
+        entries (8,192 grids up to 8,192 rows; SEARCH_REGRESSION_GRIDS): the refit
+        ``best_estimator_`` keeps the search's grids.
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
         value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as

@@ -211,20 +211,22 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
                                    column_structure(Zh, binning.grid_ptr_))[0]
 
 
-def auto_n_grids(n_features_in, n_samples=None, regression=False):
+def auto_n_grids(n_features_in, n_samples=None, regression=False,
+                 regression_grids=REGRESSION_GRIDS, regression_entries=REGRESSION_ENTRIES):
     """The grids of ``n_grids="auto"``: AUTO_GRIDS, or AUTO_GRIDS_WIDE above WIDE_D features;
     raised where ``n_samples`` (None: unknown) is small to the largest power of two, at most
     SMALL_DATA_GRIDS, whose products with n_samples and with n_features_in are at most
     SMALL_DATA_ENTRIES; for ``regression`` past those rows, to the largest power of two, at
-    most REGRESSION_GRIDS, whose product with n_samples is at most REGRESSION_ENTRIES (and
-    with n_features_in at most SMALL_DATA_ENTRIES)."""
+    most ``regression_grids``, whose product with n_samples is at most
+    ``regression_entries`` (and with n_features_in at most SMALL_DATA_ENTRIES; the searches
+    of rbcd.model_selection give their own, larger, bounds)."""
     R = AUTO_GRIDS if n_features_in <= WIDE_D else AUTO_GRIDS_WIDE
     if n_samples is None:
         return R
     R = max(R, small_data_grids(n_samples, SMALL_DATA_GRIDS, n_features_in))
     if regression and int(n_samples) * SMALL_DATA_GRIDS > SMALL_DATA_ENTRIES:
-        R = max(R, min(small_data_grids(n_samples, REGRESSION_GRIDS, entries=REGRESSION_ENTRIES),
-                       small_data_grids(n_features_in, REGRESSION_GRIDS)))
+        R = max(R, min(small_data_grids(n_samples, regression_grids, entries=regression_entries),
+                       small_data_grids(n_features_in, regression_grids)))
     return R
 
 

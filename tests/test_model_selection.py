@@ -270,12 +270,16 @@ def test_auto_grids_follow_the_width_and_size_of_the_data(smooth):
     edge = SMALL_DATA_ENTRIES // SMALL_DATA_GRIDS
     assert search._n_grids(3, edge) == SMALL_DATA_GRIDS
     # above the models' rule: the power of two within SMALL_DATA_ENTRIES, up to 2,048
-    assert [search._n_grids(3, n) for n in (1, 133, 512, 513, 1024, 1025, 4096, 4097, 8193)] \
-        == [2048, 2048, 2048, 2048, 2048, 1024, 2048, 2048, 1024]   # regression: the models'
-    classes = RBClassifierCV(n_grids="auto")                         # larger rule above 2,048
+    # regression above 2,048 rows: the models' larger rule with the search's bounds (8,192
+    # grids, rows x grids within SEARCH_REGRESSION_ENTRIES)
+    assert [search._n_grids(3, n) for n in (1, 133, 512, 513, 1024, 1025, 2048, 2049, 8192,
+                                            8193, 16385, 70_000)] \
+        == [2048, 2048, 2048, 2048, 2048, 1024, 1024, 8192, 8192, 4096, 2048, 512]
+    classes = RBClassifierCV(n_grids="auto")
     assert [classes._n_grids(3, n) for n in (1, 1024, 1025, 4096, 4097, 8193)] \
         == [2048, 2048, 1024, 512, 256, 256]
-    assert search._n_grids(66, 4097) == 2048 and search._n_grids(66, 100_000) == 512
+    assert search._n_grids(66, 4097) == 8192 and search._n_grids(66, 100_000) == 512
+    assert search._n_grids(300, 4097) == 4096      # grids x features within SMALL_DATA_ENTRIES
     assert classes._n_grids(66, 4097) == 512 and classes._n_grids(66, 100_000) == 512
     # wide small data: grids x features within SMALL_DATA_ENTRIES too (the wide default at
     # least): every grid holds numbers per feature
@@ -287,6 +291,94 @@ def test_auto_grids_follow_the_width_and_size_of_the_data(smooth):
                         random_state=0, n_jobs=1).fit(wide, y)
     assert est.best_estimator_.n_grids == 512
     assert est.best_estimator_.binning_.n_grids == 512
+
+
+@pytest.mark.parametrize("case", ["regression", "weighted", "multi-output", "no-intercept",
+                                  "classification", "two-class", "mae"])
+def test_folds_from_one_gram_matrix_equal_each_folds_own_solve(monkeypatch, case):
+    """Where the folds share one Gram matrix per sigma (the rows' Z Z^T, each fold its
+    blocks: rbcd.solvers._direct.shared_dual_pays, forced here), every fold score equals
+    GridSearchCV's over the models solved directly on each fold's own binning, with sample
+    weights, class weights, several targets, no intercept and another scorer."""
+    from rbcd import model_selection
+    from rbcd.solvers import _direct
+
+    calls = []
+
+    def always(*args, **kw):
+        calls.append(args)
+        return True
+
+    monkeypatch.setattr(_direct, "shared_dual_pays", always)
+    rng = np.random.default_rng(11)
+    n = 120
+    X = rng.uniform(-1, 1, size=(n, 3))
+    f = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2]
+    w = rng.uniform(0.2, 3.0, size=n) if case in ("weighted", "classification") else None
+    kw, fit_kw = {}, {}
+    if case in ("classification", "two-class"):
+        cuts = [-0.4, 0.4] if case == "classification" else [0.0]
+        y = np.digitize(f + 0.2 * rng.standard_normal(n), cuts)
+        ours_cls, model = RBClassifierCV, RBClassifier
+        kw = {"class_weight": "balanced"} if case == "classification" else {}
+        folds = StratifiedKFold(4, shuffle=True, random_state=2)
+    else:
+        y = f + 0.2 * rng.standard_normal(n)
+        if case == "multi-output":
+            y = np.column_stack([y, X[:, 2] - X[:, 0]])
+        ours_cls, model = RBRegressorCV, RBRegressor
+        folds = KFold(4, shuffle=True, random_state=2)
+    if case == "no-intercept":
+        kw["fit_intercept"] = False
+    scoring = "neg_mean_absolute_error" if case == "mae" else None
+    if w is not None:
+        fit_kw["sample_weight"] = w
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ours = ours_cls(n_grids=16, sigma_factors=FACTORS, alphas=ALPHAS, cv=folds,
+                        solver="direct", scoring=scoring, random_state=4, n_jobs=1,
+                        **kw).fit(X, y, **fit_kw)
+    assert len(calls) == len(FACTORS)            # one decision per sigma, the shared path
+    sigmas = [float(fc * scale_sigma(X)) for fc in FACTORS]
+    gs = GridSearchCV(model(n_grids=16, solver="direct", random_state=4, n_jobs=1, **kw),
+                      {"sigma": sigmas, "alpha": list(ALPHAS)}, cv=folds,
+                      scoring=scoring).fit(X, y, **fit_kw)
+    res, ref = ours.cv_results_, gs.cv_results_
+    for k in range(4):
+        np.testing.assert_allclose(res[f"split{k}_test_score"], ref[f"split{k}_test_score"],
+                                   rtol=1e-9, atol=1e-11)
+    assert ours.best_index_ == gs.best_index_
+    np.testing.assert_allclose(ours.predict(X), gs.predict(X), rtol=1e-9, atol=1e-11)
+    # the per-fold path (the decision False) gives the same scores
+    monkeypatch.setattr(_direct, "shared_dual_pays", lambda *a, **k: False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        own = ours_cls(n_grids=16, sigma_factors=FACTORS, alphas=ALPHAS, cv=folds,
+                       solver="direct", scoring=scoring, random_state=4, n_jobs=1,
+                       **kw).fit(X, y, **fit_kw)
+    np.testing.assert_allclose(own.cv_results_["mean_test_score"], res["mean_test_score"],
+                               rtol=1e-9, atol=1e-11)
+    assert model_selection.SEARCH_REGRESSION_GRIDS >= 2048
+
+
+def test_shared_gram_where_the_cost_model_says_so():
+    """The folds share one Gram matrix where its label comparisons, spread over the folds,
+    and a factorization per alpha cost less than each fold's own cheapest form: star's
+    search (4,950 rows, 8,192 grids, 5 folds, 4 alphas), not few grids (CG) nor more rows
+    than MAX_GRAM_BYTES allows; solver="direct" against the direct forms only."""
+    from rbcd.solvers import _direct
+
+    assert _direct.shared_dual_pays(4950, 3960, 10 ** 6, 8192, 1, 4, 5)
+    assert not _direct.shared_dual_pays(4950, 3960, 10 ** 6, 128, 1, 4, 5)
+    assert _direct.shared_dual_pays(4950, 3960, 10 ** 6, 128, 1, 4, 5, direct=True)
+    assert not _direct.shared_dual_pays(4950, 3960, 2000, 128, 1, 4, 5, direct=True)  # primal
+    big = int(np.sqrt(_direct.MAX_GRAM_BYTES / 8)) + 1
+    assert not _direct.shared_dual_pays(big, big - big // 5, 10 ** 7, 8192, 1, 4, 5,
+                                        direct=True)
+    # plan() is costs()'s cheapest form, one factorization
+    for args in ((3960, 10 ** 6, 8192, 4), (3960, 2000, 128, 1), (50_000, 10 ** 6, 64, 1)):
+        c = _direct.costs(*args, True)
+        assert _direct.plan(*args, True) == min(c, key=c.get)
 
 
 # ------------------------------------------------------------------ cv=None: leave-one-out

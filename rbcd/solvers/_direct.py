@@ -58,25 +58,55 @@ CG_ITERATIONS = 40
 MAX_GRAM_BYTES = 512 * 2**20
 
 
-def plan(n, D, n_grids, k, structured):
-    """"dual", "primal" or "cg": the form whose modelled cost is lowest for an n x D random
-    binning matrix with ``n_grids`` entries per row and k targets. ``structured``: the
-    grid labels are at hand (RB training data); without them the direct forms are not
-    modelled here and CG is chosen (RidgeCG(solver="direct") still solves directly)."""
-    n, D, R, k = float(n), float(D), float(n_grids), float(k)
-    cg = CG_ITERATIONS * 2.0 * n * R * k * COST_CG_ENTRY
+def costs(n, D, n_grids, k, structured, n_factor=1):
+    """The modelled seconds of each form ("cg", "dual", "primal") for an n x D random
+    binning matrix with ``n_grids`` entries per row, k targets and ``n_factor`` distinct
+    alphas (one factorization each); a direct form only where its Gram matrix is within
+    MAX_GRAM_BYTES, and only "cg" without the grid labels (``structured`` False)."""
+    n, D, R, k, f = float(n), float(D), float(n_grids), float(k), float(n_factor)
+    out = {"cg": CG_ITERATIONS * 2.0 * n * R * k * COST_CG_ENTRY}
     if not structured:
-        return "cg"
-    costs = {"cg": cg}
+        return out
     if 8.0 * n * n <= MAX_GRAM_BYTES:
-        costs["dual"] = (n * n * R / 2.0 * COST_COMPARE
-                         + (n ** 3 / 3.0 + 2.0 * n * n * k) * COST_FLOP
-                         + 2.0 * n * R * k * COST_CG_ENTRY)
+        out["dual"] = (n * n * R / 2.0 * COST_COMPARE
+                       + (f * n ** 3 / 3.0 + 2.0 * n * n * k) * COST_FLOP
+                       + 2.0 * n * R * k * COST_CG_ENTRY)
     if 8.0 * D * D <= MAX_GRAM_BYTES:
-        costs["primal"] = (n * R * R / 2.0 * COST_SCATTER
-                           + (D ** 3 / 3.0 + 2.0 * D * D * k) * COST_FLOP
-                           + 2.0 * n * R * k * COST_CG_ENTRY)
-    return min(costs, key=costs.get)
+        out["primal"] = (n * R * R / 2.0 * COST_SCATTER
+                         + (f * D ** 3 / 3.0 + 2.0 * D * D * k) * COST_FLOP
+                         + 2.0 * n * R * k * COST_CG_ENTRY)
+    return out
+
+
+def plan(n, D, n_grids, k, structured):
+    """"dual", "primal" or "cg": the form whose modelled cost (:func:`costs`, one
+    factorization) is lowest for an n x D random binning matrix with ``n_grids`` entries
+    per row and k targets. ``structured``: the grid labels are at hand (RB training
+    data); without them the direct forms are not modelled here and CG is chosen
+    (RidgeCG(solver="direct") still solves directly)."""
+    c = costs(n, D, n_grids, k, structured)
+    return min(c, key=c.get)
+
+
+def shared_dual_pays(n, n_train, D, n_grids, k, n_alphas, n_folds, direct=False):
+    """True where the folds of a search (rbcd.model_selection) are solved cheaper from
+    ONE dual Gram matrix of all n rows, each fold taking its training rows' block (one
+    factorization per alpha), than each fold on its own in its cheapest form: the
+    Gram matrix's cost shared by the ``n_folds`` folds of ``n_train`` training rows, k
+    targets and ``n_alphas`` alphas each. False where the n x n matrix passes
+    MAX_GRAM_BYTES. ``direct``: against the folds' own direct forms only (solver="direct")."""
+    if 8.0 * float(n) * float(n) > MAX_GRAM_BYTES:
+        return False
+    own = costs(n_train, D, n_grids, k * n_alphas, True, n_factor=n_alphas)
+    if direct:
+        own.pop("cg")
+        if not own:
+            return True
+    n, m, R = float(n), float(n_train), float(n_grids)
+    shared = (n * n * R / 2.0 * COST_COMPARE / n_folds
+              + (n_alphas * m ** 3 / 3.0 + 2.0 * m * m * k * n_alphas) * COST_FLOP
+              + 2.0 * m * R * k * n_alphas * COST_CG_ENTRY)
+    return shared <= min(own.values())
 
 
 def choose(system, columns, solver):
