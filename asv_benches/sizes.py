@@ -205,3 +205,29 @@ class SearchBundled:
         return min(times["search"]) / min(times["svc"])
 
     track_search_over_gs_svc.unit = "ratio"
+
+
+class SearchFoldsRegression:
+    """RBRegressorCV() on the regression problem above at 2,500 training rows, past the
+    leave-one-out sample's rows: 5 shuffled folds, the search's regression grids (8,192
+    here) and, with many grids on few rows, the folds' systems taken from one Gram matrix
+    of the rows per sigma (rbcd.model_selection, "Folds from one Gram matrix" in
+    docs/internals.md). Two sigma factors keep it short; fit + predict."""
+
+    version = DATA_VERSION + "-folds1"
+    timeout = 300
+
+    def setup(self):
+        quiet_convergence()
+        n = 2_500 if not SMOKE else 2_100
+        self.X, self.y, self.Xn = memo(("sizes", n, "reg"), lambda: _problem(n, "reg"))
+        self.cls = require("rbcd", "RBRegressorCV")
+        self.grids = {} if not SMOKE else {"n_grids": 64}
+
+    def time_search_fit_predict(self):
+        import warnings
+
+        with warnings.catch_warnings():      # a best value on an edge of the grid
+            warnings.simplefilter("ignore", UserWarning)
+            self.cls(sigma_factors=(1.0, 2.0), random_state=0,
+                     **self.grids).fit(self.X, self.y).predict(self.Xn)

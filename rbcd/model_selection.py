@@ -102,12 +102,13 @@ SEARCH_MAX_GRIDS = 2048
 #: the power of two up to SEARCH_REGRESSION_GRIDS that keeps the rows times the grids within
 #: SEARCH_REGRESSION_ENTRIES (8,192 grids up to 8,192 rows, 4,096 up to 16,384). A search
 #: compares kernels of several widths, and the smoothest, which the best exact kernel
-#: machines chose on star (4,950 rows), are the ones whose estimate needs the most grids:
-#: there the test set's own best (sigma, alpha) scored +0.7% RMSE against the tuned exact
-#: Laplacian machine with 8,192 grids and +1.4% with 4,096 (5 splits; at 2,048, the
-#: models' grids, the search chose factor 1 and scored +1.85%). The folds of such a search
-#: share one Gram matrix per sigma (rbcd.solvers._direct.shared_dual_pays), so the grids
-#: cost its n^2 R label comparisons, not a solve per fold (docs/benchmarks/search.md).
+#: machines chose on star (4,950 rows), are the ones whose estimate needs the most grids.
+#: There (5 splits, RMSE against the tuned exact Laplacian machine) the search scored
+#: +1.85% with 2,048 grids (sigma factor 1 chosen) and +0.83% with 8,192 (factor 2); the
+#: test rows' own best of sigma factors 2, 4 and three alphas +0.68% with 8,192 grids and
+#: +0.34% with 16,384. The folds of such a search share one Gram matrix per sigma
+#: (rbcd.solvers._direct.shared_dual_pays), so the grids cost its n^2 R / 2 label
+#: comparisons once per sigma, not a solve per fold (docs/benchmarks/search.md).
 SEARCH_REGRESSION_GRIDS = 8192
 SEARCH_REGRESSION_ENTRIES = 1 << 26
 #: Default alphas of the ridge/CG solver, per training row: alpha = c * n_samples (the ridge
@@ -676,14 +677,17 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             T = np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
         k = T.shape[1]
         S = float(w.sum())
-        Ptt = P[np.ix_(train, train)]
+        K = P[np.ix_(train, train)]                   # a copy, centred in place
         sw = np.sqrt(w)
         if self.fit_intercept:
-            kbar = (w @ Ptt) / S
-            K = Ptt - kbar[None, :] - kbar[:, None] + float(w @ kbar) / S
+            kbar = (w @ K) / S                        # zbar^T z_j over the training rows
+            kk = float(w @ kbar) / S
+            K -= kbar[None, :]
+            K -= kbar[:, None]
+            K += kk
             tbar = (w @ T) / S
         else:
-            K, tbar = Ptt.copy(), np.zeros(k)
+            tbar = np.zeros(k)
         K *= sw[:, None]
         K *= sw[None, :]
         rhs = np.asfortranarray(sw[:, None] * (T - tbar[None, :]))
@@ -701,7 +705,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             U_all = np.zeros((Z.shape[0], k))
             U_all[train] = U
             coef = np.asarray(Z.T @ U_all).T                  # (k, D)
-            intercept = tbar - (w @ (Ptt @ U)) / S if self.fit_intercept else np.zeros(k)
+            # zbar^T W = w^T P_tt U / S = kbar^T U
+            intercept = tbar - kbar @ U if self.fit_intercept else np.zeros(k)
             if self._classifier:
                 shell = RidgeCGClassifier(alpha=float(a), fit_intercept=self.fit_intercept,
                                           tol=tol, max_iter=self.max_iter,
