@@ -331,9 +331,9 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                 t0 = time.perf_counter()
                 s = None if sample_weight is None else sample_weight[train]
                 if shared is not None:        # the rows' Gram matrix: the fold's blocks
-                    Z_all, P = shared
-                    Zv = Z_all[test]
-                    solved = self._solve_shared(Z_all, P, train, y[train], s, alphas, tol)
+                    Z, P = shared                 # Z: every row's binning
+                    Zv = Z[test]
+                    solved = self._solve_shared(Z, P, train, y[train], s, alphas, tol)
                     t_bin = t_shared
                 else:
                     rb = RandomBinning(n_grids=n_grids, sigma=float(sigma),

@@ -295,7 +295,7 @@ def test_auto_grids_follow_the_width_and_size_of_the_data(smooth):
 
 @pytest.mark.parametrize("case", ["regression", "weighted", "multi-output", "no-intercept",
                                   "classification", "two-class", "mae"])
-def test_folds_from_one_gram_matrix_equal_each_folds_own_solve(monkeypatch, case):
+def test_folds_from_one_gram_matrix_equal_each_folds_own_solve(monkeypatch, capsys, case):
     """Where the folds share one Gram matrix per sigma (the rows' Z Z^T, each fold its
     blocks: rbcd.solvers._direct.shared_dual_pays, forced here), every fold score equals
     GridSearchCV's over the models solved directly on each fold's own binning, with sample
@@ -337,8 +337,11 @@ def test_folds_from_one_gram_matrix_equal_each_folds_own_solve(monkeypatch, case
         warnings.simplefilter("ignore", UserWarning)
         ours = ours_cls(n_grids=16, sigma_factors=FACTORS, alphas=ALPHAS, cv=folds,
                         solver="direct", scoring=scoring, random_state=4, n_jobs=1,
-                        **kw).fit(X, y, **fit_kw)
+                        verbose=int(case == "regression"), **kw).fit(X, y, **fit_kw)
     assert len(calls) == len(FACTORS)            # one decision per sigma, the shared path
+    if case == "regression":                     # a line per (sigma, fold)
+        lines = [ln for ln in capsys.readouterr().out.splitlines() if " fold " in ln]
+        assert len(lines) == len(FACTORS) * 4 and "features, best score" in lines[0]
     sigmas = [float(fc * scale_sigma(X)) for fc in FACTORS]
     gs = GridSearchCV(model(n_grids=16, solver="direct", random_state=4, n_jobs=1, **kw),
                       {"sigma": sigmas, "alpha": list(ALPHAS)}, cv=folds,
