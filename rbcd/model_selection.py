@@ -23,12 +23,13 @@ rows, one split: sigma factor 4 chosen, test RMSE 24.9 against 23.3 at factor 1)
 search runs 5-fold cross-validation on all rows instead, folds shuffled with the search's
 seed (as ``cv=KFold(5, shuffle=True, random_state=seed)``, stratified for classifiers),
 binning once per sigma and fold and solving all alphas in one block CG, or from one Gram
-matrix per sigma (below; the folds' alphas). Above 20,000 rows, the sample again (bounded cost). The score is the leave-one-out
-or held-out accuracy (classification) or R^2 (regression). Where the leave-one-out scores
-every row (at most 1,000 rows; at most 256 features), each (sigma, alpha) also takes the
-better of the models' two linear-term weights, 0 and 1 (``linear="auto"``,
-rbcd.solvers._linear: a second eigendecomposition per sigma): ``cv_results_["param_linear"]``
-and ``best_params_["linear"]`` say which, and the refit uses it.
+matrix per sigma (below; the folds' alphas). Above 20,000 rows, the sample again (bounded
+cost). The score is the leave-one-out or held-out accuracy (classification) or R^2
+(regression). Where the leave-one-out scores every row (at most 1,000 rows; at most 256
+features), each (sigma, alpha) also takes the better of the models' two linear-term
+weights, 0 and 1 (``linear="auto"``, rbcd.solvers._linear: a second eigendecomposition per
+sigma): ``cv_results_["param_linear"]`` and ``best_params_["linear"]`` say which, and the
+refit uses it.
 
 ``cv`` given (an int, a splitter or an iterable of splits), or ``solver="cd"``: K-fold
 cross-validation, scored by ``scoring``.
@@ -622,10 +623,10 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         (n x n, symmetric, rbcd.solvers._direct.plain_gram), where a ridge solver's folds
         are solved cheaper from P's blocks than each on its own
         (rbcd.solvers._direct.shared_dual_pays; with solver="direct" against the folds'
-        own direct forms; never for one-vs-one or solver="cg"). A fold's Gram matrix is P's block of its
-        training rows, and its validation rows' products with the training rows are P's
-        off-diagonal block: an entry counts the grids where two rows share a bin, which
-        the other rows do not change (the grids depend on the seed and sigma only). So one
+        own direct forms; never for one-vs-one or solver="cg", nor where the matrices do
+        not fit in the memory available). A fold's Gram matrix is P's block of its
+        training rows: an entry counts the grids where two rows share a bin, which the
+        other rows do not change (the grids depend on the seed and sigma only). So one
         binning and one Gram matrix serve all folds, each fold's solution being the one
         its own binning gives up to rounding; Z's columns include bins that only a fold's
         validation rows reach, where that fold's coefficients are 0, as a model of the
@@ -638,8 +639,13 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
 
         if self.solver not in ("auto", "direct") or self._multi_classes() != ("ovr",):
             return None
+        from ._memory import available_memory
+
         n = X.shape[0]
         if 8.0 * n * n > _direct.MAX_GRAM_BYTES:
+            return None
+        avail = available_memory()
+        if avail is not None and 8.0 * 4 * n * n > avail:   # P, a fold's block and its factor
             return None
         rb = RandomBinning(n_grids=n_grids, sigma=sigma, n_jobs=self.n_jobs,
                            random_state=seed)
