@@ -241,7 +241,8 @@ _MODEL_OPTIONS = (
     ("--alpha", "alpha", {"type": _float_in(0.0)}, "regularization strength"),
     ("--linear", "linear", {"type": _float_in(0.0)},
      "cg only: weight of a linear kernel on the standardized features beside the random "
-     "binning kernel, 0 = none ('auto' chooses 0 or 1 with alpha on up to 1,000 rows)"),
+     "binning kernel, 0 = none ('auto', up to 1,000 rows: classification chooses 0 or 1 "
+     "with alpha, regression takes 1)"),
     ("--l1-ratio", "l1_ratio", {"type": _float_in(0.0, 1.0)},
      "cd only: L1 share of the penalty, 1 = lasso, 0 = ridge"),
     ("--max-epochs", "max_epochs", {"type": _positive_int}, "cd only: maximum epochs"),

@@ -26,10 +26,10 @@ binning once per sigma and fold and solving all alphas in one block CG, or from 
 matrix per sigma (below; the folds' alphas). Above 20,000 rows, the sample again (bounded
 cost). The score is the leave-one-out or held-out accuracy (classification) or R^2
 (regression). Where the leave-one-out scores every row (at most 1,000 rows; at most 256
-features), each (sigma, alpha) also takes the better of the models' two linear-term
-weights, 0 and 1 (``linear="auto"``, rbcd.solvers._linear: a second eigendecomposition per
-sigma): ``cv_results_["param_linear"]`` and ``best_params_["linear"]`` say which, and the
-refit uses it.
+features), each (sigma, alpha) of a classifier also takes the better of the models' two
+linear-term weights, 0 and 1, and a regressor's the term at weight 1 (``linear="auto"``,
+rbcd.solvers._linear): ``cv_results_["param_linear"]`` and ``best_params_["linear"]`` say
+which, and the refit uses it.
 
 ``cv`` given (an int, a splitter or an iterable of splits), or ``solver="cd"``: K-fold
 cross-validation, scored by ``scoring``.
@@ -405,8 +405,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         from .solvers._direct import (check_loo_sample_weight, loo_rows, loo_select,
                                       loo_select_weights, plain_gram)
         from .solvers._ovo import loo_ovo_scores, pair_shares
-        from .solvers._linear import (AUTO_CANDIDATES, AUTO_MAX_FEATURES, LinearTerm,
-                                      centred_weighted)
+        from .solvers._linear import (AUTO_CANDIDATES, AUTO_MAX_FEATURES, AUTO_REGRESSION,
+                                      LinearTerm, centred_weighted)
         from .solvers.cg import _RidgeSystem, one_vs_rest_targets
         from ._threads import effective_n_threads
 
@@ -414,6 +414,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         rows = loo_rows(n)
         # the models' linear="auto" (rbcd.solvers._linear): where the leave-one-out scores
         # every row, each (sigma, alpha) takes the better weight of AUTO_CANDIDATES
+        # (classification) or the weight of AUTO_REGRESSION
+        weights = AUTO_CANDIDATES if self._classifier else AUTO_REGRESSION
         schemes = self._multi_classes()
         M = (LinearTerm(X).block(X) if rows.shape[0] == n and X.shape[1] <= AUTO_MAX_FEATURES
              and "ovr" in schemes else None)
@@ -461,10 +463,10 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             else:   # one eigendecomposition for every weight (loo_select_weights)
                 Ms, _ = centred_weighted(M, system)
                 per = loo_select_weights(system, cols, alphas * shrink, self._classifier, Ms,
-                                         AUTO_CANDIDATES, solution=False)
+                                         weights, solution=False)
                 sc = per[0][2]
-                linear[:, si] = AUTO_CANDIDATES[0]
-                for c, (_, _, sc_c) in zip(AUTO_CANDIDATES[1:], per[1:]):
+                linear[:, si] = weights[0]
+                for c, (_, _, sc_c) in zip(weights[1:], per[1:]):
                     # per alpha the better (primary, secondary) score; ties keep the earlier
                     better = _strictly_better(sc_c, sc)
                     sc = np.where(better[:, None], sc_c, sc)

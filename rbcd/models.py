@@ -329,12 +329,13 @@ class _RBBase(ChecksummedState, BaseEstimator):
 
     def _linear_weights(self, n_samples, n_features):
         """The weights c of the linear term that the fit considers (``linear``): one
-        fixed c, or for "auto" rbcd.solvers._linear.AUTO_CANDIDATES where the ridge
-        penalty is chosen by exact leave-one-out on every row (alpha="auto", a ridge
-        solver, at most LOO_MAX_ROWS rows, at most AUTO_MAX_FEATURES features, the CPU),
-        else (0.0,): no term. A ValueError for a term the fit cannot add."""
+        fixed c, or for "auto" rbcd.solvers._linear.AUTO_CANDIDATES (classification) or
+        AUTO_REGRESSION (regression) where the ridge penalty is chosen by exact
+        leave-one-out on every row (alpha="auto", a ridge solver, at most LOO_MAX_ROWS
+        rows, at most AUTO_MAX_FEATURES features, the CPU), else (0.0,): no term. A
+        ValueError for a term the fit cannot add."""
         from .solvers._direct import LOO_MAX_ROWS
-        from .solvers._linear import AUTO_CANDIDATES, AUTO_MAX_FEATURES
+        from .solvers._linear import AUTO_CANDIDATES, AUTO_MAX_FEATURES, AUTO_REGRESSION
 
         solver, alpha, _, _ = self._effective()
         ridge = solver in _RIDGE_SOLVERS
@@ -342,7 +343,7 @@ class _RBBase(ChecksummedState, BaseEstimator):
         if isinstance(self.linear, str):          # "auto"
             if (ridge and not ovo and alpha == "auto" and self.device == "cpu"
                     and n_samples <= LOO_MAX_ROWS and n_features <= AUTO_MAX_FEATURES):
-                return AUTO_CANDIDATES
+                return AUTO_CANDIDATES if self._classifier else AUTO_REGRESSION
             return (0.0,)
         c = float(self.linear)
         if not np.isfinite(c):
@@ -603,10 +604,11 @@ _PARAMS_DOC = """
         binning kernel: k(x, y) = k_RB(x, y) + c <m(x), m(y)>, m(x) = (x - mean) /
         (std sqrt(n_features)) with the training columns' mean and standard deviation
         (rbcd.solvers._linear). It fits near-linear targets and features that the L1
-        distance of the kernel drowns (unscaled data). 0: none. "auto": c chosen among
-        0 and 1 jointly with the penalty by the same exact leave-one-out, where
-        alpha="auto" scores every row (at most 1,000 rows; at most 256 features; the CPU);
-        elsewhere none. The choice is ``linear_``; with c > 0, ``coef_`` holds the d
+        distance of the kernel drowns (unscaled data). 0: none. "auto", where
+        alpha="auto" scores every row by exact leave-one-out (at most 1,000 rows; at most
+        256 features; the CPU): classification, c chosen among 0 and 1 jointly with the
+        penalty by that leave-one-out; regression, c = 1 with the penalty chosen for it
+        (rbcd.solvers._linear.AUTO_REGRESSION); elsewhere none. The choice is ``linear_``; with c > 0, ``coef_`` holds the d
         linear coefficients after the random binning ones. A fixed c > 0 is solved on any
         size: in the dual direct form as one n x n system, else by the ridge solver on Z
         with d more right-hand sides.

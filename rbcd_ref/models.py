@@ -145,8 +145,9 @@ class _RBBase(BaseEstimator):
 
     def _linear_weights(self, n_samples, n_features):
         """The weights c of the linear term (rbcd.models' rule): a number as given (> 0 only
-        with a ridge solver); "auto": 0 or 1, chosen with alpha="auto" by leave-one-out,
-        where that scores every row (at most LOO_MAX_ROWS rows, at most 256 features)."""
+        with a ridge solver); "auto", where alpha="auto" scores every row by leave-one-out
+        (at most LOO_MAX_ROWS rows, at most 256 features): classification 0 or 1, chosen
+        with alpha by leave-one-out; regression 1."""
         solver, alpha, _, _ = self._resolved()
         ridge = solver in RIDGE_SOLVERS
         ovo = getattr(self, "multi_class", "ovr") == "ovo"     # one-vs-one: no linear term
@@ -154,7 +155,7 @@ class _RBBase(BaseEstimator):
             if self.linear != "auto":
                 raise ValueError(f"linear must be 'auto' or a number >= 0, got {self.linear!r}")
             if ridge and not ovo and alpha == "auto" and n_samples <= LOO_MAX_ROWS and n_features <= 256:
-                return (0.0, 1.0)
+                return (0.0, 1.0) if self._classifier else (1.0,)
             return (0.0,)
         c = float(self.linear)
         if not (np.isfinite(c) and c >= 0.0):

@@ -13,7 +13,7 @@ from sklearn.linear_model import Ridge, RidgeClassifier
 import rbcd_ref
 from rbcd import RandomBinning, RBClassifier, RBRegressor, RidgeCG, RidgeCGClassifier
 from rbcd.solvers import _direct
-from rbcd.solvers._linear import AUTO_CANDIDATES, ExtraBlock, LinearTerm
+from rbcd.solvers._linear import AUTO_CANDIDATES, AUTO_REGRESSION, ExtraBlock, LinearTerm
 
 
 def _data(n=90, d=4, seed=0, scales=None):
@@ -124,8 +124,9 @@ def _explicit_loo(A, y, alphas, weight):
 
 
 def test_auto_choice_is_the_leave_one_out_best():
-    """linear="auto" with alpha="auto": the (c, alpha) of the smallest leave-one-out error,
-    each candidate refitted n times by scikit-learn's Ridge on [Z, sqrt(c) M]."""
+    """linear="auto" with alpha="auto" for regression: the term at AUTO_REGRESSION's weight
+    and the alpha of the smallest leave-one-out error, each candidate refitted n times by
+    scikit-learn's Ridge on [Z, sqrt(c) M]."""
     X, y = _data(n=36, d=3, seed=8)
     w = np.random.default_rng(9).uniform(0.5, 2.0, X.shape[0])
     m = RBRegressor(n_grids=16, random_state=8).fit(X, y, sample_weight=w)
@@ -133,7 +134,8 @@ def test_auto_choice_is_the_leave_one_out_best():
     M = _unit_block(X)
     alphas = _direct.AUTO_ALPHAS_PER_ROW * w.sum()
     best = None
-    for c in AUTO_CANDIDATES:
+    assert AUTO_REGRESSION == (1.0,)
+    for c in AUTO_REGRESSION:
         A = np.hstack([Z, np.sqrt(c) * M]) if c else Z
         err = _explicit_loo(A, y, alphas, w)
         j = max(range(alphas.shape[0]), key=lambda k: (-err[k], k))   # ties: larger alpha
@@ -216,6 +218,33 @@ def test_fixed_weight_above_the_leave_one_out_rows_matches_the_twin():
     assert fast.linear_ == 0.5
     assert fast.alpha_ == pytest.approx(twin.alpha_, rel=1e-12)
     np.testing.assert_allclose(fast.predict(X), twin.predict(X), rtol=0, atol=1e-4)
+
+
+def test_auto_regression_keeps_the_term_where_classification_chooses():
+    """linear="auto": regression takes the term at weight 1 on every leave-one-out fit, even
+    where the leave-one-out error without it is lower (a choice between the two picked the
+    worse on most splits of Boston housing); classification chooses between
+    AUTO_CANDIDATES; the twin follows both rules."""
+    import rbcd_ref
+
+    rng = np.random.default_rng(21)
+    X = rng.uniform(-1, 1, size=(60, 3))
+    y = np.sin(4 * X[:, 0]) * np.cos(3 * X[:, 1])        # nothing linear in it
+    m = RBRegressor(n_grids=16, random_state=1).fit(X, y)
+    twin = rbcd_ref.RBRegressor(n_grids=16, random_state=1).fit(X, y)
+    assert m.linear_ == 1.0 and twin.linear_ == 1.0
+    assert m.coef_.shape[-1] == m.binning_.n_features_out_ + X.shape[1]
+    without = RBRegressor(n_grids=16, random_state=1, linear=0.0).fit(X, y)
+    assert without.linear_ == 0.0
+    Z = m.binning_.transform(X).toarray()
+    alphas = _direct.AUTO_ALPHAS_PER_ROW * X.shape[0]
+    e0 = _explicit_loo(Z, y, alphas, np.ones(X.shape[0])).min()
+    e1 = _explicit_loo(np.hstack([Z, _unit_block(X)]), y, alphas, np.ones(X.shape[0])).min()
+    assert e0 < e1          # leave-one-out would have dropped the term: "auto" keeps it
+    labels = (y > np.median(y)).astype(int)
+    c = RBClassifier(n_grids=16, random_state=1).fit(X, labels)
+    assert c.linear_ in AUTO_CANDIDATES
+    assert rbcd_ref.RBClassifier(n_grids=16, random_state=1).fit(X, labels).linear_ == c.linear_
 
 
 def test_unscaled_features_gain(tmp_path):

@@ -438,7 +438,7 @@ def test_edge_of_the_grid_warns_with_the_way_out():
     X = rng.uniform(-1, 1, size=(80, 2))
     y = np.sin(4 * X[:, 0])                      # noise-free: the smallest alpha wins
     with pytest.warns(UserWarning, match="smallest of the grid: add smaller values to alphas"):
-        RBRegressorCV(n_grids=8, sigma_factors=(0.5, 1.0), alphas=(1e-6, 1.0, 10.0),
+        RBRegressorCV(n_grids=32, sigma_factors=(0.5, 1.0), alphas=(1e-6, 1.0, 10.0),
                       random_state=0).fit(X, y)
 
 
