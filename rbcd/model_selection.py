@@ -573,8 +573,31 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         else:
             yield from self._solve_cd(Z, y, sample_weight, columns, alphas, tol, seed)
 
-    def _solve_cg(self, Z, y, sample_weight, columns, alphas, tol):
+    def _shell(self, alpha, coef, intercept, classes, y_ndim, n_features, n_iter, tol):
+        """The fitted RidgeCG / RidgeCGClassifier that scores one alpha of a fold: ``coef``
+        (k, D) and ``intercept`` (k,) of its k targets; a single target of a regression
+        becomes 1-D coefficients and a float intercept, as RidgeCG stores them."""
         from .solvers.cg import RidgeCG, RidgeCGClassifier
+
+        coef = np.array(coef, dtype=np.float64, order="C")             # a copy
+        intercept = np.array(intercept, dtype=np.float64)
+        if self._classifier:
+            shell = RidgeCGClassifier(alpha=float(alpha), fit_intercept=self.fit_intercept,
+                                      tol=tol, max_iter=self.max_iter,
+                                      class_weight=self.class_weight, n_jobs=self.n_jobs)
+            shell.classes_ = classes
+        else:
+            shell = RidgeCG(alpha=float(alpha), fit_intercept=self.fit_intercept, tol=tol,
+                            max_iter=self.max_iter, n_jobs=self.n_jobs)
+            if y_ndim == 1:
+                coef, intercept = coef[0], float(intercept[0])
+        shell.coef_, shell.intercept_ = coef, intercept
+        shell.n_features_in_ = n_features
+        shell.n_iter_ = n_iter
+        return shell
+
+    def _solve_cg(self, Z, y, sample_weight, columns, alphas, tol):
+        from .solvers.cg import RidgeCG
 
         t0 = time.perf_counter()
         s = sample_weight
@@ -587,7 +610,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                 cw = compute_sample_weight(self.class_weight, y)
                 s = cw if s is None else s * cw
         else:
-            T = np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
+            classes, T = None, np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
         k = T.shape[1]
         n_a = alphas.shape[0]
         solver = RidgeCG(alpha=np.repeat(alphas, k), solver=self.solver,
@@ -600,24 +623,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         intercept = np.asarray(solver.intercept_, dtype=np.float64).reshape(n_a * k)
         for ai, a in enumerate(alphas):
             block = slice(ai * k, (ai + 1) * k)
-            if self._classifier:
-                shell = RidgeCGClassifier(alpha=float(a), fit_intercept=self.fit_intercept,
-                                          tol=tol, max_iter=self.max_iter,
-                                          class_weight=self.class_weight, n_jobs=self.n_jobs)
-                shell.classes_ = classes
-                shell.coef_ = coef[block].copy()
-                shell.intercept_ = intercept[block].copy()
-            else:
-                shell = RidgeCG(alpha=float(a), fit_intercept=self.fit_intercept, tol=tol,
-                                max_iter=self.max_iter, n_jobs=self.n_jobs)
-                if y.ndim == 1:
-                    shell.coef_ = coef[ai].copy()
-                    shell.intercept_ = float(intercept[ai])
-                else:
-                    shell.coef_ = coef[block].copy()
-                    shell.intercept_ = intercept[block].copy()
-            shell.n_features_in_ = Z.shape[1]
-            shell.n_iter_ = np.asarray(solver.n_iter_)[block]
+            shell = self._shell(a, coef[block], intercept[block], classes, y.ndim, Z.shape[1],
+                                np.asarray(solver.n_iter_)[block], tol)
             yield ai, shell, seconds, int(np.max(shell.n_iter_))
 
     def _shared_gram(self, X, y, folds, n_grids, sigma, alphas, seed):
@@ -670,7 +677,6 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         W = Zc^T S^1/2 A over Z's columns (one product with Z, the other rows' entries of
         the multiplier 0)."""
         from .solvers import _direct
-        from .solvers.cg import RidgeCG, RidgeCGClassifier
         from ._threads import limit_blas
 
         t0 = time.perf_counter()
@@ -682,7 +688,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             if self.class_weight is not None:
                 w = w * compute_sample_weight(self.class_weight, y)
         else:
-            T = np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
+            classes, T = None, np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
         k = T.shape[1]
         S = float(w.sum())
         K = P[np.ix_(train, train)]                   # a copy, centred in place
@@ -715,24 +721,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             coef = np.asarray(Z.T @ U_all).T                  # (k, D)
             # zbar^T W = w^T P_tt U / S = kbar^T U
             intercept = tbar - kbar @ U if self.fit_intercept else np.zeros(k)
-            if self._classifier:
-                shell = RidgeCGClassifier(alpha=float(a), fit_intercept=self.fit_intercept,
-                                          tol=tol, max_iter=self.max_iter,
-                                          class_weight=self.class_weight, n_jobs=self.n_jobs)
-                shell.classes_ = classes
-                shell.coef_ = np.ascontiguousarray(coef)
-                shell.intercept_ = np.asarray(intercept, dtype=np.float64)
-            else:
-                shell = RidgeCG(alpha=float(a), fit_intercept=self.fit_intercept, tol=tol,
-                                max_iter=self.max_iter, n_jobs=self.n_jobs)
-                if y.ndim == 1:
-                    shell.coef_ = np.ascontiguousarray(coef[0])
-                    shell.intercept_ = float(intercept[0])
-                else:
-                    shell.coef_ = np.ascontiguousarray(coef)
-                    shell.intercept_ = np.asarray(intercept, dtype=np.float64)
-            shell.n_features_in_ = Z.shape[1]
-            shell.n_iter_ = np.ones(k, dtype=np.int64)
+            shell = self._shell(a, coef, intercept, classes, y.ndim, Z.shape[1],
+                                np.ones(k, dtype=np.int64), tol)
             yield ai, shell, seconds + time.perf_counter() - t1, 1
 
     def _solve_ovo(self, Z, y, sample_weight, columns, alphas, tol):
