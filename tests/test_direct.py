@@ -589,3 +589,33 @@ def test_verbose_fit_says_which_alpha_was_chosen_and_how(capsys):
     assert f"alpha {chosen:.4g} chosen by leave-one-out" in out
     RidgeCG(alpha=0.5, verbose=1).fit(Z, y, columns=cols)
     assert "chosen by" not in capsys.readouterr().out
+
+
+def test_plan_counts_one_factorization_per_distinct_alpha():
+    # n = 1,000 rows, 64 grids, 8 targets: one factorization for all of them is cheaper
+    # than CG, eight (one alpha each) are not
+    D = 20000
+    assert _direct.plan(1000, D, 64, 8, True) == "dual"
+    assert _direct.plan(1000, D, 64, 8, True, n_factor=8) == "cg"
+    c1 = _direct.costs(1000, D, 64, 8, True)
+    c8 = _direct.costs(1000, D, 64, 8, True, n_factor=8)
+    assert c8["cg"] == c1["cg"] and c8["dual"] > c1["dual"]
+
+
+def test_ridge_auto_with_an_alpha_per_target_plans_by_its_factorizations():
+    from rbcd import RandomBinning, RidgeCG
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(1000, 4))
+    Y = np.column_stack([np.sin(3 * X[:, 0] + j) + 0.1 * rng.standard_normal(1000)
+                         for j in range(8)])
+    Z, cols = RandomBinning(n_grids=64, sigma=0.5, random_state=0).fit_transform(
+        X, return_columns=True)
+    same = RidgeCG(alpha=1.0, solver="auto", tol=1e-10).fit(Z, Y, columns=cols)
+    alphas = np.geomspace(0.5, 5.0, 8)
+    each = RidgeCG(alpha=alphas, solver="auto", tol=1e-10).fit(Z, Y, columns=cols)
+    assert same.solver_ == "dual"
+    assert each.solver_ == "cg"
+    for j, a in enumerate(alphas):
+        one = RidgeCG(alpha=a, solver="direct").fit(Z, Y[:, j], columns=cols)
+        np.testing.assert_allclose(each.coef_[j], one.coef_, atol=1e-7)

@@ -78,13 +78,14 @@ def costs(n, D, n_grids, k, structured, n_factor=1):
     return out
 
 
-def plan(n, D, n_grids, k, structured):
-    """"dual", "primal" or "cg": the form whose modelled cost (:func:`costs`, one
-    factorization) is lowest for an n x D random binning matrix with ``n_grids`` entries
-    per row and k targets. ``structured``: the grid labels are at hand (RB training
-    data); without them the direct forms are not modelled here and CG is chosen
+def plan(n, D, n_grids, k, structured, n_factor=1):
+    """"dual", "primal" or "cg": the form whose modelled cost (:func:`costs`) is lowest
+    for an n x D random binning matrix with ``n_grids`` entries per row, k targets and
+    ``n_factor`` distinct alphas (a direct form factors once per distinct alpha; CG's
+    cost does not depend on them). ``structured``: the grid labels are at hand (RB
+    training data); without them the direct forms are not modelled here and CG is chosen
     (RidgeCG(solver="direct") still solves directly)."""
-    c = costs(n, D, n_grids, k, structured)
+    c = costs(n, D, n_grids, k, structured, n_factor=n_factor)
     return min(c, key=c.get)
 
 
@@ -109,16 +110,16 @@ def shared_dual_pays(n, n_train, D, n_grids, k, n_alphas, n_folds, direct=False)
     return shared <= min(own.values())
 
 
-def choose(system, columns, solver):
-    """The form for ``solver`` "auto" (:func:`plan`) or "direct" (dual when n <= D, else
-    primal) on ``system``."""
+def choose(system, columns, solver, n_factor=1):
+    """The form for ``solver`` "auto" (:func:`plan`, ``n_factor`` distinct alphas) or
+    "direct" (dual when n <= D, else primal) on ``system``."""
     n, D = system.shape
     if solver == "direct":
         return "dual" if n <= D else "primal"
     gp = _grid_ptr(system, columns)
     structured = gp is not None
     R = gp.shape[0] - 1 if structured else 0
-    return plan(n, D, R, system.Yc.shape[1], structured)
+    return plan(n, D, R, system.Yc.shape[1], structured, n_factor)
 
 
 # ------------------------------------------------------------------------------------

@@ -490,7 +490,8 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
     system = _RidgeSystem(Z, Y, sample_weight, fit_intercept, n_threads, columns)
     if method in ("auto", "direct"):
         from ._direct import choose
-        method = choose(system, columns, method)
+        method = choose(system, columns, method,
+                        n_factor=np.unique(np.asarray(alpha, dtype=np.float64)).shape[0])
     if method == "cg":
         coef, n_iter, info = _cg_iterate(system, alpha, tol, max_iter, preconditioner,
                                          columns, verbose, shared_scale=classification)
