@@ -673,11 +673,12 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         """As :meth:`_solve_cg` (the same shells, yielded per alpha), the fold's ridge
         problems solved in the dual form from the block of P = Z Z^T of its training rows
         ``train`` (Z: all rows' binning): centred by the rows' weighted mean, weighted,
-        one Cholesky factorization per alpha (rbcd.solvers._direct); the coefficients
+        one Cholesky factorization per alpha, several at once on n_jobs threads
+        (rbcd.solvers._direct.cholesky_solves); the coefficients
         W = Zc^T S^1/2 A over Z's columns (one product with Z, the other rows' entries of
         the multiplier 0)."""
         from .solvers import _direct
-        from ._threads import limit_blas
+        from ._threads import effective_n_threads, limit_blas
 
         t0 = time.perf_counter()
         w = np.ones(train.shape[0]) if sample_weight is None else np.asarray(
@@ -705,13 +706,15 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         K *= sw[:, None]
         K *= sw[None, :]
         rhs = np.asfortranarray(sw[:, None] * (T - tbar[None, :]))
+        # every alpha's factorization at once, n_jobs of them at a time (one BLAS thread
+        # each: the bits of one thread)
+        solved = _direct.cholesky_solves(K, [rhs] * alphas.shape[0], alphas,
+                                         n_threads=effective_n_threads(self.n_jobs))
         seconds = (time.perf_counter() - t0) / alphas.shape[0]
-        for ai, a in enumerate(alphas):
+        for ai, (a, A) in enumerate(zip(alphas, solved)):
             t1 = time.perf_counter()
-            with limit_blas(1):              # rbcd.solvers._direct's LAPACK_THREADS
-                try:
-                    A = _direct._factor_solve(K.copy(), rhs, float(a))
-                except np.linalg.LinAlgError:
+            if A is None:                    # not positive definite: alpha = 0, K singular
+                with limit_blas(1):          # rbcd.solvers._direct's LAPACK_THREADS
                     A = _direct._eig_solve(K.copy(), rhs, float(a))
             U = sw[:, None] * A
             if self.fit_intercept:       # Zc^T U = Z^T (U - w sum(U) / S)

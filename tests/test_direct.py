@@ -17,6 +17,7 @@ from sklearn.linear_model import Ridge
 import rbcd_ref
 from rbcd import RandomBinning, RBClassifier, RBRegressor, RidgeCG, RidgeCGClassifier
 from rbcd.solvers import _direct, _gram
+from rbcd._threads import limit_blas
 from rbcd_ref.solvers.cg import RidgeCG as RefRidgeCG
 
 
@@ -619,3 +620,77 @@ def test_ridge_auto_with_an_alpha_per_target_plans_by_its_factorizations():
     for j, a in enumerate(alphas):
         one = RidgeCG(alpha=a, solver="direct").fit(Z, Y[:, j], columns=cols)
         np.testing.assert_allclose(each.coef_[j], one.coef_, atol=1e-7)
+
+
+# ------------------------------------------------------------------- several alphas at once
+
+
+@pytest.mark.parametrize("m", [1, 7, 260])
+def test_cholesky_solves_are_the_serial_factorizations_bit_for_bit(m):
+    rng = np.random.default_rng(m)
+    A = rng.standard_normal((m, m + 2))
+    G = A @ A.T
+    G[np.triu_indices(m, 1)] = np.nan             # only the lower triangle is read
+    alphas = np.array([0.5, 2.0, 0.5, 30.0])
+    rhs = [rng.standard_normal((m, w)) for w in (1, 3, 0, 2)]
+    with limit_blas(1):
+        ref = [_direct._factor_solve(G.copy(), np.asfortranarray(b), a)
+               for a, b in zip(alphas, rhs)]
+    for T in (1, 2, 3, 8):
+        Gc = G.copy()
+        out = _direct.cholesky_solves(Gc, rhs, alphas, n_threads=T)
+        np.testing.assert_array_equal(Gc, G)       # kept: each thread factors a copy
+        for x, r in zip(out, ref):
+            assert x.shape == r.shape
+            np.testing.assert_array_equal(x, r)
+    # one system, overwrite: factored in place
+    Gc = G.copy()
+    (x,) = _direct.cholesky_solves(Gc, rhs[1:2], alphas[1:2], overwrite=True)
+    np.testing.assert_array_equal(x, ref[1])
+    assert not np.array_equal(Gc, G, equal_nan=True)
+
+
+def test_cholesky_solves_mark_a_singular_system():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((30, 5))
+    G = A @ A.T                                    # rank 5
+    b = rng.standard_normal((30, 2))
+    out = _direct.cholesky_solves(G, [b, b], np.array([0.0, 1.0]), n_threads=2)
+    assert out[0] is None
+    np.testing.assert_allclose((G + np.eye(30)) @ out[1], b, atol=1e-9)
+
+
+def test_cholesky_solves_kernel_checks_its_arrays():
+    from rbcd.solvers import _gram
+
+    G = np.eye(4)
+    B = np.zeros((2, 1, 4))
+    w = np.ones(2, dtype=np.intc)
+    a = np.ones(2)
+    with pytest.raises(ValueError, match="work"):
+        _gram.factor_solves(G, B, a, w, np.empty((1, 4, 4)), 2)
+    with pytest.raises(ValueError, match="widths"):
+        _gram.factor_solves(G, B, a, np.array([1, 2], dtype=np.intc), np.empty((2, 4, 4)), 2)
+    with pytest.raises(ValueError, match="rhs"):
+        _gram.factor_solves(G, np.zeros((3, 1, 4)), a, w, np.empty((2, 4, 4)), 2)
+    with pytest.raises(ValueError, match="in place"):
+        _gram.factor_solves(G, B, a, w, G[None], 1)
+
+
+def test_ridge_with_an_alpha_per_target_is_the_same_on_any_thread_count():
+    from rbcd import RandomBinning, RidgeCG
+
+    rng = np.random.default_rng(1)
+    X = rng.uniform(size=(400, 3))
+    Y = np.column_stack([np.cos(4 * X[:, 0] + j) for j in range(5)])
+    Z, cols = RandomBinning(n_grids=32, sigma=0.3, random_state=0).fit_transform(
+        X, return_columns=True)
+    alphas = np.array([0.1, 1.0, 0.1, 10.0, 3.0])
+    fits = [RidgeCG(alpha=alphas, solver="direct", n_jobs=T).fit(Z, Y, columns=cols)
+            for T in (1, 2, 3)]
+    for f in fits[1:]:
+        np.testing.assert_array_equal(f.coef_, fits[0].coef_)
+        np.testing.assert_array_equal(f.intercept_, fits[0].intercept_)
+    for j, a in enumerate(alphas):
+        one = RidgeCG(alpha=a, solver="direct").fit(Z, Y[:, j], columns=cols)
+        np.testing.assert_allclose(fits[0].coef_[j], one.coef_, rtol=0, atol=1e-12)

@@ -352,6 +352,16 @@ def test_folds_from_one_gram_matrix_equal_each_folds_own_solve(monkeypatch, caps
                                    rtol=1e-9, atol=1e-11)
     assert ours.best_index_ == gs.best_index_
     np.testing.assert_allclose(ours.predict(X), gs.predict(X), rtol=1e-9, atol=1e-11)
+    if case in ("regression", "classification"):
+        # the alphas' factorizations, two at a time on two threads: the same bits
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            two = ours_cls(n_grids=16, sigma_factors=FACTORS, alphas=ALPHAS, cv=folds,
+                           solver="direct", scoring=scoring, random_state=4, n_jobs=2,
+                           **kw).fit(X, y, **fit_kw)
+        for k in range(4):
+            np.testing.assert_array_equal(two.cv_results_[f"split{k}_test_score"],
+                                          res[f"split{k}_test_score"])
     # the per-fold path (the decision False) gives the same scores
     monkeypatch.setattr(_direct, "shared_dual_pays", lambda *a, **k: False)
     with warnings.catch_warnings():

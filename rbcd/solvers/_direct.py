@@ -30,7 +30,9 @@ threads made a 569 x 569 Cholesky factorization 3-20x and a 1,000 x 1,000
 eigendecomposition 3-9x slower than one (2-vCPU AMD EPYC, load 5), and a threaded LAPACK
 call need not give the same bits as a serial one, while rbcd's results must not depend on
 the thread count. The direct forms are chosen for small systems, where one thread costs
-little.
+little. Where there are several systems (one per distinct alpha: RidgeCG with an alpha per
+target, the folds of a search), ``n_jobs`` threads factor different systems at once
+(:func:`cholesky_solves`), each on one BLAS thread: the bits of the serial calls.
 """
 import numpy as np
 import scipy.linalg
@@ -256,6 +258,41 @@ def _factor_solve(G, rhs, alpha):
     raise np.linalg.LinAlgError("not positive definite")
 
 
+def cholesky_solves(G, rhs, alphas, n_threads=1, overwrite=False):
+    """[X_a]: the solutions of (G + alphas[a] I) X_a = rhs[a] by Cholesky (as
+    :func:`_factor_solve`, bit for bit), up to ``n_threads`` systems factored at once
+    (rbcd.solvers._gram.factor_solves), each on one BLAS thread; None in place of a system
+    that is not numerically positive definite (alpha = 0 and G singular: the caller
+    solves it another way).
+
+    G : (m, m) C-contiguous float64 symmetric matrix given by its lower triangle; kept,
+        unless ``overwrite`` and there is one system (then factored in place, no copy).
+    rhs : one (m, k_a) array per alpha (the same array may serve several).
+    Every thread factors in an m x m matrix of its own, so the threads are also bounded
+    by half the memory available."""
+    from .._memory import available_memory
+
+    m = G.shape[0]
+    alphas = np.ascontiguousarray(alphas, dtype=np.float64).reshape(-1)
+    n_a = alphas.shape[0]
+    widths = np.array([b.shape[1] for b in rhs], dtype=np.intc)
+    B = np.zeros((n_a, int(widths.max(initial=0)), m))
+    for a, b in enumerate(rhs):
+        B[a, :b.shape[1]] = np.asarray(b, dtype=np.float64).T
+    if overwrite and n_a == 1 and G.flags.c_contiguous and G.dtype == np.float64:
+        work, threads = G[None], 1
+    else:
+        threads = max(1, min(int(n_threads), n_a))
+        avail = available_memory()
+        if avail is not None:
+            threads = max(1, min(threads, int(avail / 2 // max(8.0 * m * m, 1.0))))
+        work = np.empty((threads, m, m))
+    with limit_blas(1):                       # LAPACK_THREADS (module docstring)
+        info = _gram.factor_solves(np.ascontiguousarray(G, dtype=np.float64), B, alphas,
+                                   widths, work, threads)
+    return [B[a, :widths[a]].T if info[a] == 0 else None for a in range(n_a)]
+
+
 def _eig_solve(G, rhs, alpha):
     """Minimum-norm solution of (G + alpha I) X = rhs by an eigendecomposition of G
     (lower triangle, C order)."""
@@ -344,14 +381,12 @@ def solve_direct(system, alpha, form, columns, tol=None, extra=None):
                                                        extra.shape[1])) * k else None
     X = np.empty((G.shape[0], k))
     groups = np.unique(alpha)
-    for j, a in enumerate(groups):
-        cols = np.flatnonzero(alpha == a)
-        Gj = G if j == len(groups) - 1 else G.copy()     # the last alpha factors G itself
-        with limit_blas(1):                  # LAPACK_THREADS (module docstring)
-            try:
-                X[:, cols] = _factor_solve(Gj, np.asfortranarray(rhs[:, cols]), a)
-            except np.linalg.LinAlgError:
-                X[:, cols] = _eig_solve(gram(), rhs[:, cols], a)
+    cols = [np.flatnonzero(alpha == a) for a in groups]
+    # one alpha: G factored in place; several: each thread copies G into a matrix of its own
+    solved = cholesky_solves(G, [rhs[:, c] for c in cols], groups,
+                             n_threads=system.op.n_threads, overwrite=True)
+    for a, c, x in zip(groups, cols, solved):
+        X[:, c] = x if x is not None else _eig_solve(gram(), rhs[:, c], a)
     if form == "dual":
         U = X if not system.weighted else X * np.sqrt(system.s)[:, None]
         W = system.ztimes_t(U)

@@ -1,12 +1,16 @@
-"""Gram matrix kernels of the direct ridge solves (rbcd.solvers._direct).
+"""Gram matrix and factorization kernels of the direct ridge solves (rbcd.solvers._direct).
 
-The C is in rbcd/src/direct_gram.h (its header comment states the contracts); these
-wrappers take validated, contiguous arrays from rbcd.solvers._direct and split the work
-over threads. Every entry is computed by one thread in a fixed order, so the results do
-not depend on the thread count.
+The C of the Gram kernels is in rbcd/src/direct_gram.h (its header comment states the
+contracts); these wrappers take validated, contiguous arrays from rbcd.solvers._direct and
+split the work over threads. Every entry is computed by one thread in a fixed order, so
+the results do not depend on the thread count. The factorizations (:func:`factor_solves`)
+are LAPACK's, the very routines of scipy.linalg.lapack (scipy.linalg.cython_lapack), one
+system per thread, each on one BLAS thread: the same bits whatever the thread count.
 """
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, uint16_t
+from libc.string cimport memcpy
+from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
 
 import numpy as np
 
@@ -99,3 +103,55 @@ def gram_primal(const int32_t[:, ::1] labels, s, double[:, ::1] A, int n_threads
     n_threads = max(1, n_threads)
     for r in prange(R, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
         rbcd_gram_primal_grid(&labels[0, 0], n, R - 1 - r, sp, &A[0, 0], D)
+
+
+def factor_solves(const double[:, ::1] G, double[:, :, ::1] rhs, const double[::1] alphas,
+                  const int[::1] widths, double[:, :, ::1] work, int n_threads):
+    """Solve (G + alphas[a] I) X_a = B_a for every a by Cholesky (LAPACK dpotrf, dpotrs), the
+    systems split over ``n_threads`` threads, one system per thread at a time. The caller
+    limits BLAS to one thread (each system must take the bits of a serial call).
+
+    G : (m, m) symmetric, given by its lower triangle in C order (the upper triangle of
+        its Fortran view, which LAPACK reads); not modified unless ``work`` is G itself.
+    rhs : (n_a, k, m); the first widths[a] <= k rows of rhs[a] (C order) are B_a as an
+        m x widths[a] Fortran matrix, overwritten by X_a where the factorization
+        succeeds, left as they were where it fails.
+    work : (T, m, m), T >= n_threads: thread t factors in work[t] (G copied in first, its
+        diagonal shifted by alpha). work may be G itself (shape (1, m, m), one system,
+        one thread): G is then factored in place, without a copy.
+    Returns info (n_a,) int32: 0 solved, > 0 where G + alphas[a] I is not numerically
+    positive definite (dpotrf's info; the caller solves those some other way)."""
+    cdef Py_ssize_t m = G.shape[0], n_a = alphas.shape[0], k = rhs.shape[1], a, i
+    cdef int[::1] info = np.zeros(n_a, dtype=np.intc)
+    cdef int mi = <int> m, t, nrhs
+    cdef char uplo = b'U'
+    cdef double *w
+    if G.shape[1] != m:
+        raise ValueError("G must be square")
+    if rhs.shape[0] != n_a or rhs.shape[2] != m or widths.shape[0] != n_a:
+        raise ValueError("rhs must be (len(alphas), k, m) and widths (len(alphas),)")
+    for a in range(n_a):
+        if widths[a] < 0 or widths[a] > k:
+            raise ValueError("widths must lie in [0, k]")
+    n_threads = max(1, min(n_threads, n_a))
+    if work.shape[0] < n_threads or work.shape[1] != m or work.shape[2] != m:
+        raise ValueError("work must be (T, m, m) with T >= n_threads")
+    if m >= 2 ** 31 or k >= 2 ** 31:
+        raise ValueError("LAPACK's 32-bit sizes: m and k must be below 2**31")
+    if m == 0 or n_a == 0:
+        return np.asarray(info)
+    cdef bint in_place = <const double *> &work[0, 0, 0] == &G[0, 0]
+    if in_place and n_a != 1:
+        raise ValueError("G is factored in place for one system only")
+    for a in prange(n_a, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
+        t = omp_thread_num()
+        w = &work[t, 0, 0]
+        if not in_place:
+            memcpy(w, &G[0, 0], m * m * sizeof(double))
+        for i in range(m):
+            w[i * m + i] = w[i * m + i] + alphas[a]
+        dpotrf(&uplo, &mi, w, &mi, &info[a])
+        nrhs = widths[a]
+        if info[a] == 0 and nrhs > 0:
+            dpotrs(&uplo, &mi, &nrhs, w, &mi, &rhs[a, 0, 0], &mi, &info[a])
+    return np.asarray(info)
