@@ -382,10 +382,14 @@ def test_device_stopping_one_extra_iteration(monkeypatch):
             assert queued == n_iter.max() + lag
         else:
             assert n_iter.max() == max_iter and queued == max_iter
-    # no target active at all: nothing is queued
-    launches.clear()
-    ccg.solve_ridge(fake, layout, np.zeros((n, 3)), None, alpha=0.5, structured=True)
-    assert launches == []
+    # no target active at all: the first iteration runs the device's first mask, which the
+    # host reads after queueing it (the set-up's one read comes before b is known): that
+    # iteration changes nothing, and it is the only one
+    for lag in (0, 1):
+        launches.clear()
+        _, _, n_iter, info = ccg.solve_ridge(fake, layout, np.zeros((n, 3)), None, alpha=0.5,
+                                             structured=True, host_lag=lag)
+        assert launches == [0] and not n_iter.any() and info["converged"].all()
 
 
 def test_device_stopping_verbose(capsys):
@@ -409,6 +413,207 @@ def test_device_stopping_verbose(capsys):
             assert lines[-1].startswith(f"[RidgeCG cuda] iteration {n_iter.max()}: ")
             printed.append(lines)
     assert printed[2] == printed[0] and printed[3] == printed[1]
+
+
+# ------------------------------------------------------------------------------------------
+# solve_ridge's set-up (issue 32): one host read before the first iteration is queued (the
+# rescaling's scalars, gathered into one copy), one Z^T pass on a GridLayout (Z^T [s, s Yc]),
+# the first mask and the thresholds on the device.
+@pytest.mark.parametrize("emulated", [False, True])
+def test_layout_tdot_sums_columns_independently(monkeypatch, emulated):
+    """GridLayout.tdot of stacked columns gives each column the bits of that column's own
+    product (solve_ridge's one Z^T pass of [s, s Yc] relies on it): the numpy twins and the
+    emulated kernels, 2 to 12 columns (one or two launches of 8), columns of many sizes and
+    columns cut into several pieces."""
+    xp = _xp_for(monkeypatch, emulated)
+    if emulated:
+        monkeypatch.setattr(_ops, "last_async", lambda xp_, a: _ops._Ready(a[-1]))
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(6000, 2))
+    for R, sigma in ((5, 0.01), (2, 50.0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            layout = cb.fit_layout(RandomBinning(n_grids=R, sigma=sigma, random_state=2), X,
+                                   xp)
+        for m in (2, 8, 9, 12):
+            U = rng.normal(size=(6000, m)) * 10.0 ** rng.integers(-8, 9, size=m)
+            whole = layout.tdot(U)
+            for j in range(m):
+                one = layout.tdot(np.ascontiguousarray(U[:, j:j + 1]))
+                assert _bits(np.ascontiguousarray(whole[:, j:j + 1])) == _bits(one), (R, m, j)
+            rest = layout.tdot(np.ascontiguousarray(U[:, 1:]))
+            assert _bits(np.ascontiguousarray(whole[:, 1:])) == _bits(rest)
+
+
+def test_grid_projection_arrays_from_device_pointers():
+    """GridProjection computes its device arrays from the layout's device grid pointers:
+    the grid of every column and 1 / the grid sizes as the host computes them (np.repeat,
+    the same division), empty grids included; inv_total on the host."""
+    gp = np.array([0, 3, 3, 7, 8, 8, 12], dtype=np.int64)
+    sizes = np.diff(gp)
+    inv = np.where(sizes > 0, 1.0 / np.maximum(sizes, 1), 0.0)
+    for xp in (np, _FakeCupy()):
+        for fit_intercept in (True, False):
+            proj = ccg.GridProjection(xp, gp, gp.copy(), fit_intercept)
+            assert proj.grid_of_col.dtype == np.int64 and proj.grid_of_col.flags.c_contiguous
+            np.testing.assert_array_equal(proj.grid_of_col, np.repeat(np.arange(6), sizes))
+            assert _bits(proj.inv_sizes) == _bits(inv) and _bits(proj.ptr) == _bits(gp)
+            assert proj.inv_total == 1.0 / inv.sum() and proj.fit_intercept == fit_intercept
+
+
+def _device_xp(events):
+    """The CuPy branch on numpy (_FakeCupy) with arrays that stand for device arrays: the
+    arrays it creates, and every array computed from one, are of a numpy subclass whose
+    conversions to host values (float, int, bool, item, tolist: a wait for the device on a
+    GPU) append "read" to ``events``, except inside a kernel (the emulations' own numpy
+    code runs on the device). Returns (xp, to_device: an array as such an array, kernel:
+    the emulated kernels for _ops._kernel)."""
+    in_kernel = [0]
+
+    class Device(np.ndarray):
+        def _host(self):
+            if not in_kernel[0]:
+                events.append("read")
+            return self.view(np.ndarray)
+
+        def __float__(self):
+            return float(self._host())
+
+        def __int__(self):
+            return int(self._host())
+
+        def __bool__(self):
+            return bool(self._host())
+
+        def item(self, *a):
+            return self._host().item(*a)
+
+        def tolist(self):
+            return self._host().tolist()
+
+    made = {"ones", "zeros", "empty", "full", "arange", "asarray", "array",
+            "ascontiguousarray"}
+
+    class DeviceCupy(_FakeCupy):
+        def __getattr__(self, name):
+            f = getattr(np, name)
+            if name not in made:
+                return f
+            return lambda *a, **kw: f(*a, **kw).view(Device)
+
+    def kernel(name):
+        f = _emulated(name)
+
+        def launch(grid, block, args):
+            in_kernel[0] += 1
+            try:
+                f(grid, block, args)
+            finally:
+                in_kernel[0] -= 1
+        return launch
+
+    return (DeviceCupy(), lambda a: None if a is None else np.array(a).view(Device), kernel)
+
+
+def _count_setup(monkeypatch, events, op, run):
+    """The events of ``run()`` up to the first iteration's first product (op.dot: the set-up
+    makes none): "read" for every wait for the device (an _ops.to_host, except the numpy
+    pass-through inside _ops.on_device, or a HostCopies.get), "copy" for every
+    _ops.on_device, "tdot" for every op.tdot. to_host returns host (plain numpy) copies."""
+    inside = [0]
+    real_to_host, real_on_device, real_get = _ops.to_host, _ops.on_device, _ops.HostCopies.get
+
+    def to_host(a):
+        if not inside[0]:
+            events.append("read")
+            return np.array(real_to_host(a))
+        return real_to_host(a)
+
+    def on_device(*a, **kw):
+        events.append("copy")
+        inside[0] += 1
+        try:
+            return real_on_device(*a, **kw)
+        finally:
+            inside[0] -= 1
+
+    def get(self, slot):
+        events.append("read")
+        return real_get(self, slot)
+
+    def spy(name, f):
+        def g(*a, **kw):
+            events.append(name)
+            return f(*a, **kw)
+        return g
+
+    monkeypatch.setattr(_ops, "to_host", to_host)
+    monkeypatch.setattr(_ops, "on_device", on_device)
+    monkeypatch.setattr(_ops.HostCopies, "get", get)
+    monkeypatch.setattr(op, "tdot", spy("tdot", op.tdot))
+    monkeypatch.setattr(op, "dot", spy("iteration", op.dot))
+    out = run()
+    return events[:events.index("iteration")], out
+
+
+@pytest.mark.parametrize("emulated", [False, True])
+@pytest.mark.parametrize("lag", [0, 1])
+@pytest.mark.parametrize("kind, weighted, fit_intercept, y_scale, w_scale", [
+    ("layout", False, True, 1.0, 1.0), ("layout", True, False, 1.0, 1.0),
+    ("projected", True, True, 1.0, 1.0), ("projected", False, True, 1e40, 1.0),
+    ("projected", True, False, 1e-40, 1e35), ("sparse", True, True, 1.0, 1e-35)])
+def test_setup_reads_the_device_once(monkeypatch, emulated, lag, kind, weighted,
+                                     fit_intercept, y_scale, w_scale):
+    """Before solve_ridge queues its first iteration it waits for the device once (one
+    read: max|Y|, max|s| and a MatrixOperator's max|Z| in one copy; on the emulated CuPy
+    branch no float / bool / int of a device array either), copies nothing from the host
+    but alpha, and on a GridLayout makes one Z^T pass (Z^T [s, s Yc]: the column sums and
+    b together); with rescaled targets or weights too. The solution is the CPU solver's,
+    and host_lag 0 and 1 agree bit for bit."""
+    rng = np.random.default_rng(6)
+    n = 300
+    X = rng.uniform(size=(n, 3))
+    Y = np.c_[np.sin(5 * X[:, 0]), X[:, 1] * 100.0, np.zeros(n)] * y_scale
+    s = rng.uniform(0.2, 3.0, size=n) * w_scale if weighted else None
+    _, Z, cols = _cpu_Z(X, 6, "scale", 2)
+    _, layout, _ = _xp_fit(X, 6, "scale", 2)
+    op = ccg.MatrixOperator(np, Z) if kind == "sparse" else layout
+    structured = kind == "projected"
+    kw = dict(alpha=0.3, fit_intercept=fit_intercept, tol=1e-10, structured=structured)
+    events = []
+    if emulated:
+        xp, to_device, kernel = _device_xp(events)
+        monkeypatch.setattr(_ops, "_kernel", kernel)
+    else:
+        xp, to_device = np, lambda a: a
+    before, (coef, intercept, n_iter, info) = _count_setup(
+        monkeypatch, events, op,
+        lambda: ccg.solve_ridge(xp, op, to_device(Y), to_device(s), host_lag=lag, **kw))
+    assert before.count("read") == 1 and before.count("copy") <= 1
+    if kind != "sparse":
+        assert before.count("tdot") == 1
+    monkeypatch.undo()
+    _both_lags(_xp_for(monkeypatch, emulated), op, Y, s, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c1, b1, _ = solve_ridge_cg(Z, Y, s, alpha=0.3, fit_intercept=fit_intercept, tol=1e-10,
+                                   columns=cols if structured else None)
+    scale = max(1.0, float(np.abs(c1).max()), float(np.abs(b1).max()))
+    np.testing.assert_allclose(coef, c1, atol=1e-7 * scale, rtol=0)
+    np.testing.assert_allclose(intercept, b1, atol=1e-7 * scale, rtol=0)
+    assert info["converged"].all() and n_iter[2] == 0
+
+
+def test_setup_range_check_of_a_matrix():
+    """A MatrixOperator's max|Z| rides in the set-up's one read: above 2**100 the same
+    error, before any solve."""
+    Z = np.eye(4)
+    Z[1, 1] = 2.0 ** 101
+    with pytest.raises(ValueError, match="above 2\\*\\*100"):
+        ccg.solve_ridge(np, ccg.MatrixOperator(np, Z), np.ones((4, 1)))
+    with pytest.raises(ValueError, match="non-finite"):
+        ccg.solve_ridge(np, ccg.MatrixOperator(np, np.eye(4)), np.full((4, 1), np.inf))
+    assert ccg.MatrixOperator(np, sp.csr_matrix((3, 2))).max_abs() == 0.0
 
 
 def test_cg_step_and_p_freeze_inactive_targets():

@@ -20,7 +20,10 @@ last, cg_p, also takes the stopping decision on the device (which targets go on,
 iterations and residual norm of each, breakdowns), so the host never waits for the
 iteration it has just queued: it reads the previous iteration's active mask (a small
 asynchronous copy) while the device runs the next one, and stops queueing once no target
-is active (see solve_ridge).
+is active (see solve_ridge). The set-up before the first iteration waits for the device
+once: for the scalars that decide the rescaling (and a MatrixOperator's range check), read
+in one copy; everything else it computes (the column statistics and Z^T b in one Z^T pass
+on a GridLayout, the norms of b, the thresholds, the first active mask) stays on the device.
 """
 import warnings
 
@@ -58,10 +61,12 @@ class MatrixOperator:
         return self.xp.asarray(out.toarray() if hasattr(out, "toarray") else out)
 
     def max_abs(self):
+        """max |Z| as a 0-d array of xp (0 for an empty Z), not read: solve_ridge reads it
+        with its other set-up scalars in one copy."""
         data = self.Z.data if self.sparse else self.Z
         if data.size == 0:
-            return 0.0
-        return float(self.xp.abs(data).max())
+            return self.xp.zeros(())
+        return self.xp.abs(data).max()
 
     def col_stats(self, s):
         xp = self.xp
@@ -76,27 +81,29 @@ class MatrixOperator:
         return colsum, colsq
 
 
-def _layout_col_stats(layout, s):
-    """Column sums of s and of s z^2 for a GridLayout (every value is layout.value)."""
-    colsum = layout.tdot(s[:, None])[:, 0]
-    return colsum, colsum * layout.value
-
-
 class GridProjection:
     """The arrays of the projection off the grid indicator directions
     (rbcd.solvers.cg._GridProjection), applied to (D, k) arrays by _ops.cg_dir: subtract
     each grid's mean over its columns (with an intercept); without, only the part along
     span{e_g - e_h}. ``ptr`` (R + 1,) the grids' columns, ``inv_sizes`` (R,) 1 / their
-    sizes (0 for an empty grid), ``grid_of_col`` (D,), ``inv_total`` 1 / sum(inv_sizes)."""
+    sizes (0 for an empty grid), ``grid_of_col`` (D,), ``inv_total`` 1 / sum(inv_sizes).
 
-    def __init__(self, xp, grid_ptr, fit_intercept):
-        gp = np.asarray(grid_ptr, dtype=np.int64)
-        sizes = np.diff(gp)
-        self.ptr = _ops.on_device(xp, gp, np.int64)
-        inv = np.where(sizes > 0, 1.0 / np.maximum(sizes, 1), 0.0)
-        self.inv_sizes = _ops.on_device(xp, inv, np.float64)
-        self.grid_of_col = _ops.on_device(xp, np.repeat(np.arange(sizes.shape[0]), sizes),
-                                          np.int64)
+    ``grid_ptr`` (R + 1,) int64 is the layout's own device copy (GridLayout.grid_ptr) and
+    the device arrays are computed from it on the device: no copy from the host, which
+    behind queued work would wait for it (a copy from pageable memory). ``inv_total``, a
+    kernel argument, is computed on the host from ``grid_ptr_host``, the same pointers."""
+
+    def __init__(self, xp, grid_ptr_host, grid_ptr, fit_intercept):
+        gp = np.asarray(grid_ptr_host, dtype=np.int64)
+        sizes_host = np.diff(gp)
+        inv = np.where(sizes_host > 0, 1.0 / np.maximum(sizes_host, 1), 0.0)
+        self.ptr = grid_ptr
+        sizes = grid_ptr[1:] - grid_ptr[:-1]
+        self.inv_sizes = xp.where(sizes > 0, 1.0 / xp.maximum(sizes, 1), 0.0)
+        # column j lies in grid g where ptr[g] <= j < ptr[g + 1]: g = #{h >= 1: ptr[h] <= j}
+        self.grid_of_col = xp.ascontiguousarray(
+            xp.searchsorted(grid_ptr[1:], xp.arange(int(gp[-1]), dtype=xp.int64), side="right"),
+            dtype=xp.int64)
         self.fit_intercept = bool(fit_intercept)
         self.inv_total = 1.0 / float(inv.sum()) if inv.sum() > 0 else 0.0
 
@@ -113,7 +120,9 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     stop and the host reads that decision one iteration late (it never waits for the
     iteration it has just queued); 0, the host waits for every iteration and decides
     itself, as before. Both run the same kernels on the same masks: the same results bit
-    for bit.
+    for bit. In both the first iteration runs the first active mask as the device computed
+    it (the host learns it, and ||b||, from its first read after queueing that iteration):
+    the set-up waits for the device once, for the rescaling's scalars.
 
     Returns ``(coef (k, D), intercept (k,), n_iter (k,), info)`` as host numpy arrays; info
     as rbcd.solvers.cg.solve_ridge_cg's (converged, residual, stop).
@@ -123,33 +132,60 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     n, D = op.shape
     k = Y.shape[1]
     alpha = _check_alpha(alpha, k)
-    if isinstance(op, MatrixOperator) and op.max_abs() > 2.0 ** SAFE_EXP:
+    # The set-up's one host read: max|Z| (a MatrixOperator's range check), max|Y| and
+    # max|sample_weight| (the power-of-two rescaling of targets and weights), gathered into
+    # one (3,) device array (0 where not needed) and copied in one go. Every later set-up
+    # value stays on the device until the first iteration is queued.
+    zeros = xp.zeros(())
+    maxima = _ops.to_host(xp.stack([
+        op.max_abs() if isinstance(op, MatrixOperator) else zeros,
+        xp.abs(Y).max() if Y.size else zeros,
+        zeros if sample_weight is None else xp.abs(sample_weight).max()]))
+    z_max, y_max, s_max = (float(v) for v in maxima)
+    if z_max > 2.0 ** SAFE_EXP:
         raise ValueError("device='cuda': features above 2**100 in magnitude are not "
                          "supported; rescale Z")
-    cy = pow2_scale(np.array([float(xp.abs(Y).max())])) if Y.size else 1.0
-    cs = 1.0 if sample_weight is None else pow2_scale(
-        np.array([float(xp.abs(sample_weight).max())]))
-    if cy != 1.0 or cs != 1.0:
-        coef, intercept, n_iter, info = solve_ridge(
-            xp, op, Y / cy, None if sample_weight is None else sample_weight / cs, alpha / cs,
-            fit_intercept, tol, max_iter, preconditioner, structured, verbose, host_lag)
-        return coef * cy, intercept * cy, n_iter, info
+    cy = pow2_scale(np.array([y_max]))
+    cs = pow2_scale(np.array([s_max]))
+    # the problem on Y / cy and sample_weight / cs (alpha / cs), powers of two: exact; the
+    # solution scaled back by cy at the end
+    if cy != 1.0:
+        Y = Y / cy
+    if cs != 1.0:
+        sample_weight = sample_weight / cs
+        alpha = alpha / cs
+    # the only copies from the host (the queue is empty after the read: they wait for
+    # nothing); the projection's arrays are computed on the device
+    alpha_v = _ops.on_device(xp, alpha, np.float64)
     weighted = sample_weight is not None
     s = xp.ones(n) if sample_weight is None else xp.asarray(sample_weight, dtype=xp.float64)
-    S = float(s.sum())
-    if hasattr(op, "labels"):
-        colsum, colsq = _layout_col_stats(op, s)
-    else:
-        colsum, colsq = op.col_stats(s)
+    S = s.sum()   # a device scalar: only device arithmetic uses it
     if fit_intercept:
-        zbar = colsum / S
         ybar = _ops.col_sums(xp, s[:, None] * Y) / S
         Yc = Y - ybar[None, :]
+    else:
+        ybar = xp.zeros(k)
+        Yc = Y
+    sY = s[:, None] * Yc
+    if hasattr(op, "labels"):
+        # One Z^T pass for the column statistics and b: Z^T [s, s Yc] (n, 1 + k). A
+        # GridLayout's tdot sums every column of its argument on its own (rb_piece_sums:
+        # one accumulator per column, the same lanes, additions and shuffles whatever the
+        # other columns; rb_segment_sums: one sequential sum per column; their twins: numpy
+        # reduceat along axis 0, column by column), so each column gets the bits of its own
+        # product: colsum those of Z^T s, B those of Z^T (s Yc). Every stored value is
+        # layout.value, so Z^2's column sums are colsum * value.
+        ZtU = op.tdot(xp.concatenate([s[:, None], sY], axis=1))
+        colsum, B = ZtU[:, 0], ZtU[:, 1:]
+        colsq = colsum * op.value
+    else:
+        colsum, colsq = op.col_stats(s)
+        B = op.tdot(sY)
+    if fit_intercept:
+        zbar = colsum / S
         diag = colsq - S * zbar * zbar
     else:
         zbar = None
-        ybar = xp.zeros(k)
-        Yc = Y
         diag = colsq
     diag = xp.maximum(diag, 0.0)
     if fit_intercept:
@@ -158,8 +194,6 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         flat = xp.zeros(D, dtype=xp.bool_)
     keep = (~flat).astype(xp.float64)[:, None]       # 0 on the constant columns
     diag = xp.where(flat, 0.0, diag)
-    sY = s[:, None] * Yc
-    alpha_d = xp.asarray(alpha)
 
     ones_n = xp.ones(n)
 
@@ -174,14 +208,14 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         Q0 = xp.ascontiguousarray(op.tdot(T), dtype=xp.float64)
         return Q0, (ones_n @ T if zbar is not None else None)
 
-    B = op.tdot(sY)
     if zbar is not None:
         B = B - zbar[:, None] * _ops.col_sums(xp, sY)[None, :]
     B = B * keep
     use_diag = preconditioner == "jacobi"
-    proj = GridProjection(xp, op.grid_ptr_host, fit_intercept) if (use_diag and structured) else None
+    proj = (GridProjection(xp, op.grid_ptr_host, op.grid_ptr, fit_intercept)
+            if (use_diag and structured) else None)
     if use_diag:
-        dd = diag[:, None] + alpha_d[None, :]
+        dd = diag[:, None] + alpha_v[None, :]
         minv = xp.where(dd > 0, 1.0 / xp.where(dd > 0, dd, 1.0), 1.0)
     else:
         minv = None
@@ -193,31 +227,35 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     # cg_dir, cg_p: four launches per 8 targets after the products)
     X = xp.zeros((D, k))
     Rr = xp.array(B, dtype=xp.float64, order="C")
-    bnorm = _ops.to_host(xp.sqrt(_ops.col_sums(xp, B * B)))
+    bnorm = xp.sqrt(_ops.col_sums(xp, B * B))      # ||b|| of each target, on the device
     thresh = tol * bnorm
     rz_out = xp.empty(k)
     nb = _ops.cg_blocks(D)
     part_pq, part_rr, part_rz = (xp.empty((nb, k)) for _ in range(3))
     keep_v = xp.ascontiguousarray(keep[:, 0], dtype=xp.float64)
-    alpha_v = xp.ascontiguousarray(alpha_d, dtype=xp.float64)
     zbar_v = None if zbar is None else xp.ascontiguousarray(zbar, dtype=xp.float64)
     minv_v = None if minv is None else xp.ascontiguousarray(minv, dtype=xp.float64)
     # The stopping state on the device (written by _ops.cg_p, block 0, after the
     # iteration's updates): masks[r] (k,) int32, the active mask: 1 for a target that the
     # next iteration updates; cg_step and cg_p read one row and cg_p writes the next
     # iteration's mask into the other (a kernel cannot clear the mask its other blocks
-    # still read), so the rows swap each iteration. A target stops (its mask entry goes to
-    # 0, for good) after the iteration whose residual norm rn <= thresh or whose curvature
-    # check pq > 0 fails (breakdown): the iteration that stops it still updates it, the
-    # next ones do not (cg_step and cg_p write nothing of an inactive target's X, Rr, P,
-    # rz). summary (2, k): row 0 the residual norm of each target's last iteration (bnorm
-    # before any), row 1 this iteration's pq > 0; counts (2, k) int32: the iterations each
-    # target ran, and 1 where it broke down.
-    summary = xp.empty((2, k))
-    summary[0] = _ops.on_device(xp, bnorm, np.float64)
+    # still read), so the rows swap each iteration. masks[0] starts as the first
+    # iteration's mask, act0 = not ||b|| <= tol ||b|| (computed here, on the device). A
+    # target stops (its mask entry goes to 0, for good) after the iteration whose residual
+    # norm rn <= thresh or whose curvature check pq > 0 fails (breakdown): the iteration
+    # that stops it still updates it, the next ones do not (cg_step and cg_p write nothing
+    # of an inactive target's X, Rr, P, rz). state (3, k): rows 0 and 1 are the kernels'
+    # summary (row 0 the residual norm of each target's last iteration, bnorm before any;
+    # row 1 this iteration's pq > 0), row 2 bnorm, so that one copy of state gives the host
+    # the residual norms and the norms they are relative to. counts (2, k) int32: the
+    # iterations each target ran, and 1 where it broke down.
+    state = xp.empty((3, k))
+    state[0] = bnorm
+    state[2] = bnorm
+    summary = state[:2]
     counts = xp.zeros((2, k), dtype=xp.int32)
     masks = xp.zeros((2, k), dtype=xp.int32)
-    thresh_d = _ops.on_device(xp, thresh, np.float64)
+    masks[0] = ~(bnorm <= thresh)
     # the first direction: the preconditioned residual (Jacobi, projection, constant
     # columns) by the iteration's own step, _ops.cg_dir, and rz = r . M^-1 r
     Zr = Rr * minv_v if minv_v is not None else Rr.copy()
@@ -233,86 +271,105 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         _ops.cg_step(xp, part_pq, rz[0], act_in, P, Q, X, Rr, minv_v, Zr, part_rr, summary)
         gsum = None if proj is None else _ops.segment_sums(xp, Zr, proj.ptr)
         _ops.cg_dir(xp, Zr, Rr, keep_v, proj, gsum, part_rz)
-        _ops.cg_p(xp, part_rz, part_rr, rz[0], act_in, Zr, P, rz[1], summary, thresh_d,
+        _ops.cg_p(xp, part_rz, part_rr, rz[0], act_in, Zr, P, rz[1], summary, thresh,
                   act_out, counts)
         rz.reverse()
 
-    def report(it, rn, act):
+    def report(it, rn, act, bnorm_h):
         if verbose >= 2 and act.any():
-            rel = rn[act] / np.where(bnorm[act] > 0, bnorm[act], 1.0)
+            rel = rn[act] / np.where(bnorm_h[act] > 0, bnorm_h[act], 1.0)
             print(f"[RidgeCG cuda] iteration {it}: max relative residual {np.max(rel):.3e}")
 
-    act0 = ~(bnorm <= thresh)   # the targets of the first iteration
+    rnorm = None   # the host's residual norms (host_lag=0, from its first read of state)
     if host_lag == 0:
         # the host's decision (the loop before the device kept the mask): wait for each
-        # iteration's summary, update the mask on the host, copy it to the device when a
-        # target stops; the device's own mask (masks[1]) and counts are not read
+        # iteration's state, update the mask on the host, copy it to the device when a
+        # target stops; the device's own mask (masks[1]) and counts are not read. The
+        # first iteration runs the device's act0 (masks[0]); its read brings bnorm (state
+        # row 2), from which the host computes the same act0 (the same IEEE operations)
+        # and starts its bookkeeping. With every target inactive from the start that
+        # iteration changes nothing, and the loop stops after it.
         n_iter = np.zeros(k, dtype=np.int64)
-        done = ~act0
-        rnorm = bnorm.copy()
         breakdown = np.zeros(k, dtype=bool)
-        act_d = act_host = None
+        done = act_host = None
+        act_d = masks[0]
         for it in range(1, max_iter + 1):
-            act = ~done
-            if not act.any():
-                break
-            if act_d is None or not np.array_equal(act, act_host):
-                # copied to the device only when a target stops (a copy from pageable host
-                # memory waits for the queued work: once, not every iteration)
-                act_host = act.copy()
-                act_d = _ops.on_device(xp, act.astype(np.int32), np.int32)
+            if done is not None:
+                act = ~done
+                if not act.any():
+                    break
+                if not np.array_equal(act, act_host):
+                    # copied to the device only when a target stops (a copy from pageable
+                    # host memory waits for the queued work: once, not every iteration)
+                    act_host = act.copy()
+                    act_d = _ops.on_device(xp, act.astype(np.int32), np.int32)
             iterate(act_d, masks[1])
-            host = _ops.to_host(summary)
+            host = _ops.to_host(state)
+            if done is None:
+                bnorm_h = np.array(host[2], dtype=np.float64)
+                thresh_h = tol * bnorm_h
+                act = act_host = ~(bnorm_h <= thresh_h)
+                done = ~act
+                rnorm = bnorm_h.copy()
             rn, ok = host[0], host[1] > 0
             n_iter[act] = it
             rnorm[act] = rn[act]
-            stop = (rn <= thresh) | ~ok
+            stop = (rn <= thresh_h) | ~ok
             done |= act & stop
             breakdown |= act & ~ok
-            report(it, rn, act)
+            report(it, rn, act, bnorm_h)
     else:
         # the device's decision, read one iteration late: queue iteration it, then wait
-        # for the (small, asynchronous) copy of the mask after iteration it - 1, so the
-        # device runs iteration it while the host waits and queues iteration it + 1. When
-        # that mask is all 0, iteration it ran with every target inactive: it changed
-        # nothing (its products and sums are wasted; no X, Rr, P, rz or counts entry is
-        # written), and the loop stops. Every target runs the iterations its mask says,
-        # at most max_iter (the loop queues no more), and the counts, residual norms and
-        # breakdowns are the device's: what the host's loop (host_lag=0) computes.
-        masks[0] = _ops.on_device(xp, act0.astype(np.int32), np.int32)
+        # for the (small, asynchronous) copy of the mask after iteration it - 1 (for it =
+        # 1, act0, copied before iteration 1 was queued), so the device runs iteration it
+        # while the host waits and queues iteration it + 1. When that mask is all 0,
+        # iteration it ran with every target inactive: it changed nothing (its products
+        # and sums are wasted; no X, Rr, P, rz or counts entry is written), and the loop
+        # stops. Every target runs the iterations its mask says, at most max_iter (the
+        # loop queues no more), and the counts, residual norms and breakdowns are the
+        # device's: what the host's loop (host_lag=0) computes. With verbose >= 2 every
+        # copy also brings state (the residual norms, row 0; bnorm, row 2).
         rows = [masks[0], masks[1]]
         reads = _ops.HostCopies(xp, 2)
-        seen = [act0]      # the mask of the iteration whose copy is read next
+        extra = (state,) if verbose >= 2 else ()
+        seen = [None]      # the mask of the iteration whose copy is read next
 
         def read(it):
-            """Wait for iteration it's copy; True while some target is still active."""
+            """Wait for the copy after iteration it (0: act0); True while some target is
+            still active."""
             got = reads.get(it % 2)
-            if verbose >= 2:
-                report(it, got[1], seen[0])
+            if it and verbose >= 2:
+                report(it, got[1][0], seen[0], got[1][2])
             seen[0] = got[0] != 0
             return bool(seen[0].any())
 
-        pending = None
-        if act0.any():
-            for it in range(1, max_iter + 1):
-                iterate(rows[0], rows[1])
-                reads.put(it % 2, rows[1], *((summary[0],) if verbose >= 2 else ()))
-                rows.reverse()
-                if pending is not None:
-                    still = read(pending)
-                    pending = None
-                    if not still:
-                        break
-                pending = it
-            if pending is not None and verbose >= 2:
-                read(pending)
+        pending = 0        # the iteration whose copy is read next (0: act0's)
+        if max_iter > 0:
+            reads.put(0, rows[0], *extra)
+        for it in range(1, max_iter + 1):
+            iterate(rows[0], rows[1])
+            reads.put(it % 2, rows[1], *extra)
+            rows.reverse()
+            if not read(pending):
+                pending = 0
+                break
+            pending = it
+        if pending and verbose >= 2:
+            read(pending)
         reads.wait()   # no copy into the pinned buffers outlives them
         cnt = _ops.to_host(counts)
         n_iter = cnt[0].astype(np.int64)
         breakdown = cnt[1] != 0
-        rnorm = np.array(_ops.to_host(summary[0]), dtype=np.float64)
-    unconverged = rnorm > thresh
-    relres = np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)
+    if rnorm is None:
+        # one read of state for bnorm (row 2) and the device's residual norms (row 0):
+        # host_lag=1, or host_lag=0 where no iteration ran (row 0 is then bnorm); the
+        # thresholds are the device's, tol * bnorm, by the same IEEE operation
+        fin = _ops.to_host(state)
+        bnorm_h = np.array(fin[2], dtype=np.float64)
+        thresh_h = tol * bnorm_h
+        rnorm = np.array(fin[0], dtype=np.float64)
+    unconverged = rnorm > thresh_h
+    relres = np.where(bnorm_h > 0, rnorm / np.where(bnorm_h > 0, bnorm_h, 1.0), 0.0)
     stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))
     if np.any(unconverged):
         worst = int(np.argmax(np.where(unconverged, relres, -1.0)))
@@ -327,5 +384,8 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         intercept = _ops.to_host(ybar) - coef @ _ops.to_host(zbar)
     else:
         intercept = np.zeros(k)
+    coef = np.ascontiguousarray(coef)
+    if cy != 1.0:
+        coef, intercept = coef * cy, intercept * cy
     info = dict(converged=~unconverged, residual=relres, stop=stop_reason)
-    return np.ascontiguousarray(coef), intercept, n_iter, info
+    return coef, intercept, n_iter, info

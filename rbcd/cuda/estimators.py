@@ -63,7 +63,8 @@ def ridge_fit(est, X, y, sample_weight=None, columns=None, classifier=False):
         op, structured = MatrixOperator(xp, _as_matrix(xp, X)), False
     n, D = op.shape
     if classifier:
-        yh = np.asarray(_ops.to_host(y)).reshape(-1) if np.ndim(_ops.to_host(y)) <= 1 else None
+        y_host = np.asarray(_ops.to_host(y))   # one copy of device labels, not two
+        yh = y_host.reshape(-1) if y_host.ndim <= 1 else None
         if yh is None:
             raise ValueError("y must be 1-D for a classifier")
         check_classification_targets(yh)
