@@ -9,6 +9,9 @@ bandwidth is a ``track_`` (the triad in GB/s at each thread count).
 - ``CGIterations``: a RidgeCG fit of ``CG_ITERS`` iterations (tol = 0) on Z with its grid
   structure, as RBRegressor runs it;
 - ``CDEpochs``: a CDRegressor fit of ``CD_EPOCHS`` epochs (tol = 0), grid and Hogwild;
+- ``DirectAlphas``: RidgeCG(solver="direct") with an alpha per target (four distinct) on
+  3,000 rows: the dual form's Gram matrix, then four Cholesky factorizations, ``n_jobs`` of
+  them at a time (rbcd.solvers._direct.cholesky_solves);
 - ``Triad``: STREAM's triad bandwidth (rbcd._openmp_info.stream_triad) on N doubles.
 """
 import os
@@ -110,6 +113,30 @@ class CDEpochs(Big):
 
     def time_fit(self, parallel, n_jobs):
         self.est.fit(self.Z, self.y, columns=self.cols)
+
+
+class DirectAlphas(Big):
+    params = (SCALING_THREADS,)
+    param_names = ["n_jobs"]
+
+    def setup(self, n_jobs):
+        _skip_oversubscribed(n_jobs)
+        RandomBinning, RidgeCG = require("rbcd", "RandomBinning", "RidgeCG")
+
+        def build():
+            X = make_X(3_000, N_FEATURES)
+            Z, cols = RandomBinning(n_grids=N_GRIDS, sigma=SIGMA,
+                                    random_state=SEED_GRIDS).fit_transform(
+                X, return_columns=True)
+            y = make_regression_target(X)
+            return Z, cols, np.column_stack([y, -y, 2.0 * y, y * y])
+
+        self.Z, self.cols, self.Y = memo(("threads-direct", 3_000), build)
+        self.est = RidgeCG(alpha=np.array([0.1, 1.0, 10.0, 100.0]), solver="direct",
+                           n_jobs=n_jobs)
+
+    def time_fit(self, n_jobs):
+        self.est.fit(self.Z, self.Y, columns=self.cols)
 
 
 class Triad(Big):

@@ -55,6 +55,21 @@ def test_dual_gram_counts_equal_z_zt(n, narrow):
         assert np.all(np.isnan(K[np.triu_indices(n, 1)]))     # the upper triangle untouched
 
 
+@pytest.mark.parametrize("dtype", [np.uint16, np.int32])
+def test_dual_gram_counts_across_column_chunks(dtype):
+    # rows past the kernel's chunk of columns (RBCD_GRAM_CHUNK, 1,024) and blocks of rows
+    # (8), with a partial block and a partial chunk: the counts equal numpy's
+    n, R = 2_101, 3
+    rng = np.random.default_rng(5)
+    L = np.ascontiguousarray(rng.integers(0, 6, size=(R, n)).astype(dtype))
+    ref = sum((L[r][:, None] == L[r][None, :]).astype(np.float64) for r in range(R))
+    lower = np.tril_indices(n)
+    for threads in (1, 2):
+        K = np.full((n, n), np.nan)
+        _gram.gram_dual(L, 1.0, None, 0.0, None, K, threads)
+        np.testing.assert_array_equal(K[lower], ref[lower])
+
+
 def test_dual_gram_centring_and_weights_and_threads():
     _, _, Z, cols = _rb(n=50, R=9, sigma=0.5)
     L = _labels(Z, cols)

@@ -18,6 +18,7 @@ from rbcd._openmp cimport omp_thread_num
 
 
 cdef extern from "direct_gram.h" nogil:
+    enum: RBCD_GRAM_ROWS
     void rbcd_gram_dual_rows_i32(const int32_t *L, Py_ssize_t n, Py_ssize_t R,
                                  Py_ssize_t i0, Py_ssize_t nb, double v2,
                                  const double *m, double c, const double *sw,
@@ -43,7 +44,8 @@ def gram_dual(const label_t[:, ::1] labels, double v2, m, double c, sw,
     R < 65,536: counts in uint16);
     ``m``, ``sw``: (n,) float64 or None. The upper triangle is not written."""
     cdef Py_ssize_t R = labels.shape[0], n = labels.shape[1]
-    cdef Py_ssize_t n_blocks = (n + 3) // 4, b, i0, nb
+    cdef Py_ssize_t rows = RBCD_GRAM_ROWS
+    cdef Py_ssize_t n_blocks = (n + rows - 1) // rows, b, i0, nb
     cdef const double[::1] mv
     cdef const double[::1] swv
     cdef const double *mp = NULL
@@ -68,14 +70,19 @@ def gram_dual(const label_t[:, ::1] labels, double v2, m, double c, sw,
     if label_t is uint16_t and R >= 65536:
         raise ValueError("uint16 labels count in uint16: at most 65,535 grids")
     cdef label_t[:, ::1] acc = np.empty(
-        (n_threads, 4 * n), dtype=np.int32 if label_t is int32_t else np.uint16)
+        (n_threads, rows * n), dtype=np.int32 if label_t is int32_t else np.uint16)
     cdef const label_t *lp = &labels[0, 0]
-    # blocks from the last (the longest rows of the triangle) first, one at a time
+    # blocks of `rows` rows, the first block holding the remainder (1 .. rows rows: its
+    # rows are the shortest of the triangle, where the kernel's partial path costs least),
+    # from the last (the longest rows) first, one at a time
+    cdef Py_ssize_t first = n - rows * (n_blocks - 1)
     for b in prange(n_blocks, nogil=True, num_threads=n_threads, schedule="dynamic", chunksize=1):
-        i0 = 4 * (n_blocks - 1 - b)
-        nb = n - i0
-        if nb > 4:
-            nb = 4
+        if b == n_blocks - 1:
+            i0 = 0
+            nb = first
+        else:
+            i0 = first + rows * (n_blocks - 2 - b)
+            nb = rows
         if label_t is int32_t:
             rbcd_gram_dual_rows_i32(lp, n, R, i0, nb, v2, mp, c, swp, &K[0, 0],
                                     &acc[omp_thread_num(), 0])

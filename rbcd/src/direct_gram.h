@@ -11,10 +11,11 @@
  * Both kernels count exactly (integers, or weights summed in row order by one thread),
  * so their results do not depend on the thread count.
  *
- * The dual kernel compares labels: n^2 R / 2 comparisons, 4 rows i against a stream of
- * rows j, so each label L[r, j] is loaded once per 4 rows. The count of a pair does not
- * depend on how the rows are grouped. The primal kernel scatters n R^2 / 2 weights. The
- * cost models that choose between them and CG are in rbcd/solvers/_direct.py.
+ * The dual kernel compares labels: n^2 R / 2 comparisons, RBCD_GRAM_ROWS rows i against a
+ * stream of rows j, so each label L[r, j] is loaded once per RBCD_GRAM_ROWS rows. The
+ * count of a pair does not depend on how the rows are grouped. The primal kernel scatters
+ * n R^2 / 2 weights. The cost models that choose between them and CG are in
+ * rbcd/solvers/_direct.py.
  */
 #ifndef RBCD_DIRECT_GRAM_H
 #define RBCD_DIRECT_GRAM_H
@@ -23,59 +24,98 @@
 #include <string.h>
 #include <Python.h>
 
-/* The count loops are compiled for AVX-512BW, AVX2 and the baseline on x86-64 with gcc,
- * and the loader picks one for the CPU (an ifunc). Integer counts: the same result on
- * every path. */
+/* The count loops are compiled for x86-64-v4 (AVX-512), AVX2 and the baseline on x86-64
+ * with gcc, and the loader picks one for the CPU (an ifunc). Integer counts: the same
+ * result on every path. */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define RBCD_GRAM_CLONES __attribute__((target_clones("avx2", "default")))
+#define RBCD_GRAM_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
 #else
 #define RBCD_GRAM_CLONES
 #endif
+#if defined(__GNUC__) || defined(__clang__)
+#define RBCD_GRAM_INLINE static inline __attribute__((always_inline))
+#else
+#define RBCD_GRAM_INLINE static inline
+#endif
 
-/* acc[t * m + j] = #{r : L[r, j] == L[r, i0 + t]} for t < nb (nb <= 4), j < m, for
- * labels of type LT counted in ACC_T (which must hold R). acc: nb * m, overwritten.
- * Two instances: int32 labels and counts (any grid), and uint16 labels (each grid's own
- * column numbers, when every grid has at most 65,536 columns) with uint16 counts (R <
- * 65,536), twice the lanes per vector. */
-#define RBCD_GRAM_COUNT_BLOCK(NAME, LT, ACC_T)                                            \
+/* Rows i per block of the dual kernel, and columns j per chunk of its count loop. The
+ * labels of the columns are what the kernel streams from memory (the rows' are a few per
+ * grid): 2 / RBCD_GRAM_ROWS bytes per uint16 comparison. A chunk's counts for the block's
+ * rows (RBCD_GRAM_ROWS x RBCD_GRAM_CHUNK of them, 16 KiB of uint16) stay in the L1 cache
+ * over all R grids, while each grid's labels of the chunk stream in sequence. */
+#define RBCD_GRAM_ROWS 8
+#define RBCD_GRAM_CHUNK 1024
+
+/* The counts of one grid for a full block (rows li[0 .. 7]), columns [c0, c1), added to
+ * a0 .. a7: restrict parameters (disjoint arrays), so that the compiler vectorizes the
+ * loop without run-time checks of its ten arrays' overlaps (too many for gcc's checks:
+ * without them the loop stayed scalar). */
+#define RBCD_GRAM_COUNT_ROWS(NAME, LT, ACC_T)                                             \
+RBCD_GRAM_INLINE void NAME(                                                               \
+    const LT *__restrict Lr, const LT *__restrict li, Py_ssize_t c0, Py_ssize_t c1,       \
+    ACC_T *__restrict a0, ACC_T *__restrict a1, ACC_T *__restrict a2,                     \
+    ACC_T *__restrict a3, ACC_T *__restrict a4, ACC_T *__restrict a5,                     \
+    ACC_T *__restrict a6, ACC_T *__restrict a7)                                           \
+{                                                                                         \
+    const LT l0 = li[0], l1 = li[1], l2 = li[2], l3 = li[3];                              \
+    const LT l4 = li[4], l5 = li[5], l6 = li[6], l7 = li[7];                              \
+    Py_ssize_t j;                                                                         \
+    for (j = c0; j < c1; j++) {                                                           \
+        const LT lj = Lr[j];                                                              \
+        a0[j] += (ACC_T)(lj == l0);                                                       \
+        a1[j] += (ACC_T)(lj == l1);                                                       \
+        a2[j] += (ACC_T)(lj == l2);                                                       \
+        a3[j] += (ACC_T)(lj == l3);                                                       \
+        a4[j] += (ACC_T)(lj == l4);                                                       \
+        a5[j] += (ACC_T)(lj == l5);                                                       \
+        a6[j] += (ACC_T)(lj == l6);                                                       \
+        a7[j] += (ACC_T)(lj == l7);                                                       \
+    }                                                                                     \
+}
+
+/* acc[t * m + j] = #{r : L[r, j] == L[r, i0 + t]} for t < nb (nb <= RBCD_GRAM_ROWS),
+ * j < m, for labels of type LT counted in ACC_T (which must hold R). acc: nb * m,
+ * overwritten. Two instances: int32 labels and counts (any grid), and uint16 labels (each
+ * grid's own column numbers, when every grid has at most 65,536 columns) with uint16
+ * counts (R < 65,536), twice the lanes per vector. Chunk by chunk of columns, grid by
+ * grid within a chunk; a full block by ROWS8. */
+#define RBCD_GRAM_COUNT_BLOCK(NAME, ROWS8, LT, ACC_T)                                     \
 RBCD_GRAM_CLONES                                                                          \
 static void NAME(const LT *L, Py_ssize_t n, Py_ssize_t R, Py_ssize_t i0, Py_ssize_t nb,   \
                  Py_ssize_t m, ACC_T *acc)                                                \
 {                                                                                         \
-    Py_ssize_t r, j, t;                                                                   \
-    ACC_T *a0 = acc, *a1 = acc + m, *a2 = acc + 2 * m, *a3 = acc + 3 * m;                 \
+    Py_ssize_t r, j, t, c0, c1;                                                           \
     memset(acc, 0, (size_t)(nb * m) * sizeof(ACC_T));                                     \
-    for (r = 0; r < R; r++) {                                                             \
-        const LT *Lr = L + r * n;                                                         \
-        if (nb == 4) {                                                                    \
-            const LT l0 = Lr[i0], l1 = Lr[i0 + 1], l2 = Lr[i0 + 2], l3 = Lr[i0 + 3];      \
-            for (j = 0; j < m; j++) {                                                     \
-                const LT lj = Lr[j];                                                      \
-                a0[j] += (ACC_T)(lj == l0);                                               \
-                a1[j] += (ACC_T)(lj == l1);                                               \
-                a2[j] += (ACC_T)(lj == l2);                                               \
-                a3[j] += (ACC_T)(lj == l3);                                               \
-            }                                                                             \
-        } else {                                                                          \
-            for (t = 0; t < nb; t++) {                                                    \
-                const LT lt = Lr[i0 + t];                                                 \
-                ACC_T *at = acc + t * m;                                                  \
-                for (j = 0; j < m; j++)                                                   \
-                    at[j] += (ACC_T)(Lr[j] == lt);                                        \
+    for (c0 = 0; c0 < m; c0 += RBCD_GRAM_CHUNK) {                                         \
+        c1 = (c0 + RBCD_GRAM_CHUNK < m) ? c0 + RBCD_GRAM_CHUNK : m;                       \
+        for (r = 0; r < R; r++) {                                                         \
+            const LT *Lr = L + r * n;                                                     \
+            if (nb == RBCD_GRAM_ROWS) {                                                   \
+                ROWS8(Lr, Lr + i0, c0, c1, acc, acc + m, acc + 2 * m, acc + 3 * m,        \
+                      acc + 4 * m, acc + 5 * m, acc + 6 * m, acc + 7 * m);                \
+            } else {                                                                      \
+                for (t = 0; t < nb; t++) {                                                \
+                    const LT lt = Lr[i0 + t];                                             \
+                    ACC_T *at = acc + t * m;                                              \
+                    for (j = c0; j < c1; j++)                                             \
+                        at[j] += (ACC_T)(Lr[j] == lt);                                    \
+                }                                                                         \
             }                                                                             \
         }                                                                                 \
     }                                                                                     \
 }
 
-RBCD_GRAM_COUNT_BLOCK(rbcd_gram_count_block_i32, int32_t, int32_t)
-RBCD_GRAM_COUNT_BLOCK(rbcd_gram_count_block_u16, uint16_t, uint16_t)
+RBCD_GRAM_COUNT_ROWS(rbcd_gram_count_rows_i32, int32_t, int32_t)
+RBCD_GRAM_COUNT_ROWS(rbcd_gram_count_rows_u16, uint16_t, uint16_t)
+RBCD_GRAM_COUNT_BLOCK(rbcd_gram_count_block_i32, rbcd_gram_count_rows_i32, int32_t, int32_t)
+RBCD_GRAM_COUNT_BLOCK(rbcd_gram_count_block_u16, rbcd_gram_count_rows_u16, uint16_t, uint16_t)
 
 /* Rows i0 .. i0 + nb - 1 of the centred, weighted dual Gram, lower triangle (j <= i):
  *
  *     K[i, j] = sw_i sw_j (v2 * count(i, j) - m_i - m_j + c)
  *
  * with sw = sqrt(sample weights) (NULL: 1) and m (NULL: no centring; then c is unused).
- * K is n x n, row-major. acc: the calling thread's scratch of 4 * n counts. */
+ * K is n x n, row-major. acc: the calling thread's scratch of RBCD_GRAM_ROWS * n counts. */
 #define RBCD_GRAM_DUAL_ROWS(NAME, COUNT, LT, ACC_T)                                       \
 static void NAME(const LT *L, Py_ssize_t n, Py_ssize_t R, Py_ssize_t i0, Py_ssize_t nb,   \
                  double v2, const double *m, double c, const double *sw, double *K,       \
