@@ -386,7 +386,10 @@ def solve_direct(system, alpha, form, columns, tol=None, extra=None):
     solved = cholesky_solves(G, [rhs[:, c] for c in cols], groups,
                              n_threads=system.op.n_threads, overwrite=True)
     for a, c, x in zip(groups, cols, solved):
-        X[:, c] = x if x is not None else _eig_solve(gram(), rhs[:, c], a)
+        if x is None:                        # not positive definite: alpha = 0, G singular
+            with limit_blas(1):              # LAPACK_THREADS (module docstring)
+                x = _eig_solve(gram(), rhs[:, c], a)
+        X[:, c] = x
     if form == "dual":
         U = X if not system.weighted else X * np.sqrt(system.s)[:, None]
         W = system.ztimes_t(U)
