@@ -608,8 +608,9 @@ _PARAMS_DOC = """
         alpha="auto" scores every row by exact leave-one-out (at most 1,000 rows; at most
         256 features; the CPU): classification, c chosen among 0 and 1 jointly with the
         penalty by that leave-one-out; regression, c = 1 with the penalty chosen for it
-        (rbcd.solvers._linear.AUTO_REGRESSION); elsewhere none. The choice is ``linear_``; with c > 0, ``coef_`` holds the d
-        linear coefficients after the random binning ones. A fixed c > 0 is solved on any
+        (rbcd.solvers._linear.AUTO_REGRESSION); elsewhere none. The choice is
+        ``linear_``; with c > 0, ``coef_`` holds the d linear coefficients after the
+        random binning ones. A fixed c > 0 is solved on any
         size: in the dual direct form as one n x n system, else by the ridge solver on Z
         with d more right-hand sides.
 """
