@@ -221,6 +221,17 @@ def rb_cpu(X, y, Xt, R, tol):
                 D=int(Z.shape[1])), (rb, Z, ridge, pred)
 
 
+def _host_all_equal(a, v, chunk=1 << 24):
+    """Whether every entry of the host array ``a`` equals ``v``: chunks of ``a`` compared
+    on all cores (numpy's comparisons release the GIL)."""
+    from concurrent.futures import ThreadPoolExecutor
+    a = a.reshape(-1)
+    v = a.dtype.type(v)
+    starts = range(0, a.shape[0], chunk)
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return all(pool.map(lambda s: bool(np.all(a[s:s + chunk] == v)), starts))
+
+
 def z_check(xp, Xd, est, layout, R, block=1 << 20, whole_max=6.4e9):
     """Whether the CPU's Z of X (RandomBinning with the same parameters, all cores) equals
     the GPU's, bit for bit: indices against the GPU labels + grid offsets a block of rows
@@ -230,7 +241,12 @@ def z_check(xp, Xd, est, layout, R, block=1 << 20, whole_max=6.4e9):
     where that Z would not fit the host (5 x 10^7 rows x 256 grids: 154 GB), the CPU fits
     its tables alone and transforms the training rows a block at a time: the transform
     of the training rows is the fit's Z bit for bit (docs/design.md), so each block is
-    the fit's Z of those rows, and the check holds one block of it at a time."""
+    the fit's Z of those rows, and the check holds one block of it at a time.
+
+    A block's indices are copied to the device and compared there with the labels (a
+    transposed compare the GPU does at its bandwidth; on the host, the labels' copy, its
+    transpose and the int64 sums took seconds a block); its indptr and values are checked
+    on the host, the values on all cores."""
     X = _ops.to_host(Xd)
     n = X.shape[0]
     offsets = np.asarray(est.grid_ptr_[:-1], dtype=np.int64)
@@ -238,12 +254,15 @@ def z_check(xp, Xd, est, layout, R, block=1 << 20, whole_max=6.4e9):
     rb = RandomBinning(n_grids=R, random_state=0, n_jobs=-1)
 
     def same_block(Zb, a, b):
-        return (Zb.shape == (b - a, est.n_features_out_) and Zb.nnz == (b - a) * R
+        if not (Zb.shape == (b - a, est.n_features_out_) and Zb.nnz == (b - a) * R
                 and np.array_equal(Zb.indptr, np.arange(0, (b - a) * R + 1, R))
-                and bool(np.all(Zb.data == value.astype(Zb.data.dtype)))
-                and np.array_equal(
-                    Zb.indices.reshape(b - a, R),
-                    _ops.to_host(layout.labels[:, a:b]).T.astype(np.int64) + offsets[None, :]))
+                and _host_all_equal(Zb.data, value.astype(Zb.data.dtype))):
+            return False
+        idx = _ops.on_device(xp, Zb.indices.reshape(b - a, R))
+        off = _ops.on_device(xp, offsets.astype(idx.dtype))  # every offset < D
+        same = bool(((idx - off[None, :]) == layout.labels[:, a:b].T).all())
+        del idx
+        return same
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
