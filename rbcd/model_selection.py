@@ -332,9 +332,9 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                 t0 = time.perf_counter()
                 s = None if sample_weight is None else sample_weight[train]
                 if shared is not None:        # the rows' Gram matrix: the fold's blocks
-                    Z, P = shared                 # Z: every row's binning
+                    Z, P, op = shared             # Z: every row's binning
                     Zv = Z[test]
-                    solved = self._solve_shared(Z, P, train, y[train], s, alphas, tol)
+                    solved = self._solve_shared(op, P, train, y[train], s, alphas, tol)
                     t_bin = t_shared
                 else:
                     rb = RandomBinning(n_grids=n_grids, sigma=float(sigma),
@@ -628,8 +628,9 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             yield ai, shell, seconds, int(np.max(shell.n_iter_))
 
     def _shared_gram(self, X, y, folds, n_grids, sigma, alphas, seed):
-        """(Z, P) for the folds of one sigma, or None: Z the binning of ALL rows, P = Z Z^T
-        (n x n, symmetric, rbcd.solvers._direct.plain_gram), where a ridge solver's folds
+        """(Z, P, op) for the folds of one sigma, or None: Z the binning of ALL rows, P = Z Z^T
+        (n x n, symmetric, rbcd.solvers._direct.plain_gram), op Z's products on n_jobs
+        threads (rbcd.solvers.cg._Products, over the grid labels), where a ridge solver's folds
         are solved cheaper from P's blocks than each on its own
         (rbcd.solvers._direct.shared_dual_pays; with solver="direct" against the folds'
         own direct forms; never for one-vs-one or solver="cg", nor where the matrices do
@@ -667,16 +668,16 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             return None
         system = _RidgeSystem(Z, np.zeros((n, 1)), None, False,
                               effective_n_threads(self.n_jobs), cols)
-        return Z, symmetric(_direct.plain_gram(system, cols))
+        return Z, symmetric(_direct.plain_gram(system, cols)), system.op
 
-    def _solve_shared(self, Z, P, train, y, sample_weight, alphas, tol):
+    def _solve_shared(self, op, P, train, y, sample_weight, alphas, tol):
         """As :meth:`_solve_cg` (the same shells, yielded per alpha), the fold's ridge
         problems solved in the dual form from the block of P = Z Z^T of its training rows
-        ``train`` (Z: all rows' binning): centred by the rows' weighted mean, weighted,
-        one Cholesky factorization per alpha, several at once on n_jobs threads
-        (rbcd.solvers._direct.cholesky_solves); the coefficients
-        W = Zc^T S^1/2 A over Z's columns (one product with Z, the other rows' entries of
-        the multiplier 0)."""
+        ``train`` (op: the products of Z, all rows' binning): centred by the rows' weighted
+        mean, weighted, one Cholesky factorization per alpha, several at once on n_jobs
+        threads (rbcd.solvers._direct.cholesky_solves); the coefficients
+        W = Zc^T S^1/2 A over Z's columns, every alpha's from one product Z^T [U_1 .. U_m]
+        on op's threads (the other rows' entries of the multipliers 0)."""
         from .solvers import _direct
         from ._threads import effective_n_threads, limit_blas
 
@@ -691,6 +692,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         else:
             classes, T = None, np.asarray(y, dtype=np.float64).reshape(y.shape[0], -1)
         k = T.shape[1]
+        m = alphas.shape[0]
         S = float(w.sum())
         K = P[np.ix_(train, train)]                   # a copy, centred in place
         sw = np.sqrt(w)
@@ -708,25 +710,28 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         rhs = np.asfortranarray(sw[:, None] * (T - tbar[None, :]))
         # every alpha's factorization at once, n_jobs of them at a time (one BLAS thread
         # each: the bits of one thread)
-        solved = _direct.cholesky_solves(K, [rhs] * alphas.shape[0], alphas,
+        solved = _direct.cholesky_solves(K, [rhs] * m, alphas,
                                          n_threads=effective_n_threads(self.n_jobs))
-        seconds = (time.perf_counter() - t0) / alphas.shape[0]
+        U_all = np.zeros((op.shape[0], m * k))        # the multipliers of all alphas
         for ai, (a, A) in enumerate(zip(alphas, solved)):
-            t1 = time.perf_counter()
             if A is None:                    # not positive definite: alpha = 0, K singular
                 with limit_blas(1):          # rbcd.solvers._direct's LAPACK_THREADS
                     A = _direct._eig_solve(K.copy(), rhs, float(a))
             U = sw[:, None] * A
             if self.fit_intercept:       # Zc^T U = Z^T (U - w sum(U) / S)
                 U -= w[:, None] * (U.sum(axis=0) / S)[None, :]
-            U_all = np.zeros((Z.shape[0], k))
-            U_all[train] = U
-            coef = np.asarray(Z.T @ U_all).T                  # (k, D)
+            U_all[train, ai * k:(ai + 1) * k] = U
+        coef_all = op.tdot(U_all)                     # (D, m k)
+        seconds = (time.perf_counter() - t0) / m
+        for ai, a in enumerate(alphas):
+            block = slice(ai * k, (ai + 1) * k)
+            coef = np.ascontiguousarray(coef_all[:, block].T)            # (k, D)
             # zbar^T W = w^T P_tt U / S = kbar^T U
-            intercept = tbar - kbar @ U if self.fit_intercept else np.zeros(k)
-            shell = self._shell(a, coef, intercept, classes, y.ndim, Z.shape[1],
+            intercept = (tbar - kbar @ U_all[train, block] if self.fit_intercept
+                         else np.zeros(k))
+            shell = self._shell(a, coef, intercept, classes, y.ndim, op.shape[1],
                                 np.ones(k, dtype=np.int64), tol)
-            yield ai, shell, seconds + time.perf_counter() - t1, 1
+            yield ai, shell, seconds, 1
 
     def _solve_ovo(self, Z, y, sample_weight, columns, alphas, tol):
         """multi_class="ovo" with folds: a one-vs-one RidgeCGClassifier per alpha."""

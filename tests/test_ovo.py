@@ -299,3 +299,18 @@ def test_search_on_the_leave_one_out_sample():
         X, y, sample_weight=sw)
     np.testing.assert_array_equal(cv.decision_function(X), again.decision_function(X))
     assert set(np.asarray(cv.cv_results_["param_multi_class"], dtype=object)) <= {"ovr", "ovo"}
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 255, 256, 257, 700])
+@pytest.mark.parametrize("tile", [1, 3, 256])
+def test_symmetric_mirrors_the_lower_triangle(n, tile):
+    """symmetric copies the lower triangle onto the upper, in place, for every size
+    against the tile (partial tiles, one tile, tiles of one entry); the lower triangle and
+    the diagonal are kept."""
+    from rbcd.solvers._ovo import symmetric
+
+    L = np.tril(np.random.default_rng(n).standard_normal((n, n)))
+    K = L + np.triu(np.full((n, n), np.nan), 1)       # the kernels leave the upper unset
+    out = symmetric(K, tile=tile)
+    assert out is K
+    np.testing.assert_array_equal(K, L + np.tril(L, -1).T)

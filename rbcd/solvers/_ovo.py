@@ -61,11 +61,20 @@ def pair_rows(index, a, b):
     return rows, np.where(index[rows] == b, 1.0, -1.0)
 
 
-def symmetric(K):
+def symmetric(K, tile=256):
     """K (n, n), a Gram matrix whose kernels fill the lower triangle only, made whole in
-    place (its lower triangle copied onto the upper)."""
-    upper = np.triu_indices(K.shape[0], 1)
-    K[upper] = K.T[upper]
+    place (its lower triangle copied onto the upper), tile by tile: each upper tile is
+    the transpose of its mirror tile, both in cache (one fancy-indexed copy of the whole
+    triangle built index arrays of n^2 entries and read K.T across pages)."""
+    n = K.shape[0]
+    for i0 in range(0, n, tile):
+        i1 = min(n, i0 + tile)
+        diag = K[i0:i1, i0:i1]
+        upper = np.triu_indices(i1 - i0, 1)
+        diag[upper] = diag.T[upper]
+        for j0 in range(i1, n, tile):
+            j1 = min(n, j0 + tile)
+            K[i0:i1, j0:j1] = K[j0:j1, i0:i1].T
     return K
 
 
