@@ -167,6 +167,13 @@ REGRESSION_ENTRIES = 1 << 24
 #: at 30,000; with a busy-loop process per core 1.2-2.8x below 1,000 rows (breast cancer,
 #: wine, diabetes: every kernel's own grain still woke threads for ~1 ms each).
 SERIAL_ENTRIES = 1 << 21
+#: predict, decision_function and predict_proba bin new rows a block of about
+#: PREDICT_ENTRIES entries (rows x grids) at a time and score each block at once: Z of a
+#: block (12 bytes an entry: 24 MiB) is reused memory, where Z of all rows was fresh
+#: pages (12 bytes x rows x grids: 3 GiB for 10^6 rows at 256 grids), the first touch of
+#: which the fresh pages cost more than the binning itself. A row's scores depend on
+#: that row only, so they are the same bits for any block.
+PREDICT_ENTRIES = 1 << 21
 
 
 def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
@@ -491,17 +498,29 @@ class _RBBase(ChecksummedState, BaseEstimator):
         from .cuda.estimators import rb_to_cpu
         return rb_to_cpu(self)
 
-    def _features(self, X):
-        """The solver's features of X: Z, and beside it the linear term's block M where
-        the fit added one ([Z, M], rbcd.solvers._linear)."""
-        check_is_fitted(self, "solver_")
-        if "_cuda_tables" in self.binning_.__dict__:  # fitted with device="cuda"
-            return self.binning_.transform(X)
-        X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"],
-                          dtype=np.float64, ensure_all_finite=False)
+    def _valid_features(self, X):
+        """The solver's features of validated X: Z, and beside it the linear term's block
+        M where the fit added one ([Z, M], rbcd.solvers._linear)."""
         Z = self.binning_.transform(X)
         term = self.__dict__.get("_linear_term")
         return Z if term is None else _with_block(Z, term.block(X))
+
+    def _by_blocks(self, X, score):
+        """score(features of X), computed a block of PREDICT_ENTRIES entries' rows at a
+        time and stacked (score: a function of the rows' features, row by row). X's
+        errors (non-finite values, bins too large) are raised before any block, naming
+        X's own rows."""
+        check_is_fitted(self, "solver_")
+        if "_cuda_tables" in self.binning_.__dict__:  # fitted with device="cuda"
+            return score(self.binning_.transform(X))
+        X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"],
+                          dtype=np.float64, ensure_all_finite=False)
+        rows = max(256, PREDICT_ENTRIES // max(1, self.binning_.n_bins_.shape[0]))
+        if X.shape[0] <= rows:
+            return score(self._valid_features(X))
+        X = self.binning_._check_rows(X)      # dense C-ordered or CSR: rows slice cheaply
+        return np.concatenate([score(self._valid_features(X[a:a + rows]))
+                               for a in range(0, X.shape[0], rows)])
 
     @property
     def coef_(self):
@@ -663,8 +682,7 @@ class RBRegressor(RegressorMixin, _RBBase):
 
     def predict(self, X):
         """Predicted targets, (n,) or (n, n_targets)."""
-        Z = self._features(X)
-        return self.solver_.predict(Z)
+        return self._by_blocks(X, lambda Z: self.solver_.predict(Z))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -749,13 +767,11 @@ class RBClassifier(ClassifierMixin, _RBBase):
 
     def decision_function(self, X):
         """Scores: (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""
-        Z = self._features(X)
-        return self.solver_.decision_function(Z)
+        return self._by_blocks(X, lambda Z: self.solver_.decision_function(Z))
 
     def predict(self, X):
         """Predicted class labels."""
-        Z = self._features(X)
-        return self.solver_.predict(Z)
+        return self._by_blocks(X, lambda Z: self.solver_.predict(Z))
 
     def _native_proba(self):
         solver, _, _, loss = self._effective()
@@ -828,10 +844,10 @@ class RBClassifier(ClassifierMixin, _RBBase):
         ``solver="cd"`` with the logistic loss: the logistic model's own. Otherwise the
         calibrated softmax of the decision values (see ``calibration``).
         """
-        Z = self._features(X)
         if self._native_proba():
-            return self.solver_.predict_proba(Z)
-        return softmax_probabilities(self.solver_.decision_function(Z), self.calibration_)
+            return self._by_blocks(X, lambda Z: self.solver_.predict_proba(Z))
+        return self._by_blocks(X, lambda Z: softmax_probabilities(
+            self.solver_.decision_function(Z), self.calibration_))
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):

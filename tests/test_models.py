@@ -541,3 +541,81 @@ def test_auto_alpha_from_a_sample_is_the_cpu_fits_choice(monkeypatch):
     got = auto_alpha_from_sample(RBClassifier(n_grids=64, random_state=0), cpu.binning_, n,
                                  lambda rows: (X[rows], labels[rows], None), float(n))
     assert got == pytest.approx(cpu.alpha_, rel=1e-12)
+
+
+@pytest.mark.parametrize("case", ["regressor", "multi-output", "linear", "sparse", "hashed",
+                                  "ridge classifier", "one-vs-one", "logistic"])
+def test_predict_by_blocks_equals_scores_of_the_whole_Z(monkeypatch, case):
+    """predict / decision_function / predict_proba bin and score new rows a block at a
+    time (rbcd.models.PREDICT_ENTRIES, made small here: blocks of 256 rows, the last one
+    partial): the same bits as the solver's scores of the whole Z, for regressors and
+    classifiers, the linear term, sparse X and the hashed mode; with one block the path
+    is the whole Z's."""
+    from rbcd import models
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(300, 4))
+    Xt = rng.uniform(-1.2, 1.2, size=(1000, 4))
+    f = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2]
+    kw = {"n_grids": 16, "random_state": 0, "n_jobs": 2}
+    if case in ("regressor", "multi-output", "linear", "sparse", "hashed"):
+        y = f if case != "multi-output" else np.column_stack([f, X[:, 3]])
+        extra = {"linear": 0.5} if case == "linear" else (
+            {"n_features": 512} if case == "hashed" else {})
+        model = RBRegressor(**kw, **extra).fit(X, y)
+        methods = ["predict"]
+    else:
+        y = np.digitize(f, [-0.5, 0.5])
+        extra = {"multi_class": "ovo"} if case == "one-vs-one" else (
+            {"solver": "cd", "loss": "logistic", "alpha": 1e-3} if case == "logistic" else {})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model = RBClassifier(**kw, **extra).fit(X, y)
+        methods = ["predict", "decision_function", "predict_proba", "predict_log_proba"]
+    if case == "sparse":
+        Xt[rng.uniform(size=Xt.shape) < 0.5] = 0.0
+        Xt = sp.csc_matrix(Xt)
+    whole = {name: getattr(model, name)(Xt) for name in methods}   # one block
+    monkeypatch.setattr(models, "PREDICT_ENTRIES", 64)
+    calls = []
+    real = model.binning_.transform
+    monkeypatch.setattr(model.binning_, "transform",
+                        lambda A, **kw: calls.append(A.shape[0]) or real(A, **kw))
+    for name in methods:
+        calls.clear()
+        np.testing.assert_array_equal(getattr(model, name)(Xt), whole[name])
+        assert calls == [256, 256, 256, 232]
+    Zt = real(Xt)
+    term = model.__dict__.get("_linear_term")        # linear="auto" may add one too
+    assert (term is not None) or case != "linear"
+    if term is not None:
+        Zt = sp.hstack([Zt, term.block(sp.csr_matrix(Xt) if case == "sparse" else Xt)]).tocsr()
+    solver = model.solver_
+    if case in ("ridge classifier", "one-vs-one"):
+        np.testing.assert_array_equal(whole["decision_function"], solver.decision_function(Zt))
+    elif case == "logistic":
+        np.testing.assert_array_equal(whole["predict_proba"], solver.predict_proba(Zt))
+    else:
+        np.testing.assert_array_equal(whole["predict"], solver.predict(Zt))
+
+
+@pytest.mark.parametrize("hashed", [False, True])
+def test_predict_by_blocks_names_the_row_of_x(monkeypatch, hashed):
+    """An error of new rows (a NaN, a value too large to bin) names the row of X, not of
+    the block it falls in."""
+    from rbcd import models
+
+    rng = np.random.default_rng(5)
+    X = rng.uniform(size=(200, 3))
+    model = RBRegressor(n_grids=8, random_state=0,
+                        **({"n_features": 256} if hashed else {})).fit(X, X[:, 0])
+    monkeypatch.setattr(models, "PREDICT_ENTRIES", 64)   # blocks of 256 rows
+    Xt = rng.uniform(size=(1000, 3))
+    Xt[700, 1] = np.nan
+    with pytest.raises(ValueError, match="at row 700, column 1"):
+        model.predict(Xt)
+    if hashed:   # exact mode: a far value is a bin never seen in fit, no error
+        Xt[700, 1] = 0.5
+        Xt[900, 2] = 1e300
+        with pytest.raises(ValueError, match="too large to bin at row 900, column 2"):
+            model.predict(Xt)

@@ -103,12 +103,18 @@ def columns_of_training(est, X, paths):
 def transform_exact(est, X, cmin, cmax, n_threads, paths):
     """Exact Z of new rows X (cmin / cmax: the extremes of dense X, None for sparse X);
     a bin never seen in fit gives no entry."""
+    grids, X, miss_rows, miss_grids = exact_input(est, X, cmin, cmax, n_threads)
+    return _exact_build(est, grids, X, miss_rows, miss_grids, n_threads, paths)
+
+
+def exact_input(est, X, cmin, cmax, n_threads):
+    """The checks of transform_exact (the fitted tables, X's columns, its values' bins),
+    nothing built: (grids, the varying columns of X, the rows and grids that leave a
+    constant feature's training bin). Raises the errors that name X's rows."""
     grids = getattr(est, "_tables", None)
     if not isinstance(grids, _binning.GridTables):
         raise ValueError("this RandomBinning has no fitted grid tables (damaged state?)")
-    R = grids.n_grids
-    D = est.n_features_out_
-    if D != int(grids.grid_ptr[-1]):
+    if est.n_features_out_ != int(grids.grid_ptr[-1]):
         raise ValueError("n_features_out_ does not match the fitted grid tables")
     constant = est.__dict__.get("_constant_columns")
     # cmin / cmax: None for sparse X, whose varying columns' extremes are taken from
@@ -116,7 +122,7 @@ def transform_exact(est, X, cmin, cmax, n_threads, paths):
     if constant is None:
         if grids.n_features_in != X.shape[1]:
             raise ValueError("the fitted grid tables do not match n_features_in_")
-        miss_rows = np.zeros(0, dtype=np.int64)
+        miss_rows = miss_grids = np.zeros(0, dtype=np.int64)
         XV = _take_columns(X)
         if cmin is None:
             cmin, cmax = _extremes(XV, n_threads)
@@ -142,7 +148,13 @@ def transform_exact(est, X, cmin, cmax, n_threads, paths):
         if bad_var.shape[0] or bad_const.shape[0]:
             cols = np.union1d(bad_var, bad_const)
             _raise_bad_bins(X, cols, *constant.draw.columns(cols))
-    X = XV
+    return grids, XV, miss_rows, miss_grids
+
+
+def _exact_build(est, grids, X, miss_rows, miss_grids, n_threads, paths):
+    """transform_exact's Z of the checked varying columns X (exact_input)."""
+    R = grids.n_grids
+    D = est.n_features_out_
     n_samples = X.shape[0]
     tmp_idx = index_dtype(D, n_samples * R)
     out = _binning.empty(n_samples * R, tmp_idx)

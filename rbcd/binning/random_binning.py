@@ -112,6 +112,7 @@ from ._transform import (  # noqa: F401
     _constant_data,
     _drop_entries,
     columns_of_training,
+    exact_input,
     training_Z,
     transform_exact,
     transform_hashed,
@@ -450,17 +451,38 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         n_copy = X.shape[1] if constant is None else max(constant.varying.shape[0], 1)
         check_transform_memory(X, self.n_bins_.shape[0], n_copy, n_threads)
         if self.grid_ptr_ is not None:  # the mode of the fit, not of later set_params
-            # dense X: the non-finite check of every column (check_X did sparse X, whose
-            # extremes are those of its varying columns only: nothing of length d)
-            cmin, cmax = (None, None) if sp.issparse(X) else _extremes(X, n_threads)
-            return transform_exact(self, X, cmin, cmax, n_threads, paths)
+            return transform_exact(self, X, *self._extremes_of(X, n_threads), n_threads, paths)
+        self._check_hashed(X, n_threads)
+        return transform_hashed(self, _take_columns(X), n_threads, paths)
+
+    def _extremes_of(self, X, n_threads):
+        """Exact mode: dense X's column extremes, the non-finite check of every column
+        (check_X did sparse X, whose extremes are those of its varying columns only:
+        nothing of length d; (None, None) then)."""
+        return (None, None) if sp.issparse(X) else _extremes(X, n_threads)
+
+    def _check_hashed(self, X, n_threads):
+        """Hashed mode: the non-finite check and every bin within int64."""
         cmin, cmax = _extremes(X, n_threads)
         widths, offsets = self._drawn_grids()
         _, _, bad = _bin_range(widths, offsets, cmin, cmax)
         if bad.any():
             cols = np.flatnonzero(bad)
             _raise_bad_bins(X, cols, widths[:, cols], offsets[:, cols])
-        return transform_hashed(self, _take_columns(X), n_threads, paths)
+
+    def _check_rows(self, X):
+        """The checks transform makes of X, nothing built: X validated as transform takes
+        it (returned), its non-finite values and its bins that do not fit int64 raising
+        the errors that name X's own rows. A caller that then transforms X a block of rows
+        at a time (the models' predict) reports X's row, not the block's."""
+        check_is_fitted(self, "n_bins_")
+        X = check_X(self, X, reset=False)
+        n_threads = effective_n_threads(self.n_jobs)
+        if self.grid_ptr_ is not None:
+            exact_input(self, X, *self._extremes_of(X, n_threads), n_threads)
+        else:
+            self._check_hashed(X, n_threads)
+        return X
 
 
     # ------------------------------------------------------------------ feature names
