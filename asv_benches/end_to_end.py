@@ -60,6 +60,29 @@ class RBClassifierFit(Big):
         self.est.fit(self.X, self.y)
 
 
+class RBRegressorPredict(Big):
+    """RBRegressor(R=256, alpha=1e-4 per row, CG).predict of 2 x 10^5 new rows (d = 8):
+    new rows binned and scored a block at a time (rbcd.models.PREDICT_ENTRIES), so the
+    peak memory is the model's and the scores', not Z's of all rows (614 MB here)."""
+
+    params = ([1, 2],)
+    param_names = ["n_jobs"]
+
+    def setup(self, n_jobs):
+        RBRegressor = require("rbcd", "RBRegressor")
+        quiet_convergence()
+        X, y, _, _ = memo("checkerboard", _checkerboard)
+        self.X_new = make_X(2 * N_TEST * 5, D_CLF, seed=7)
+        self.est = RBRegressor(n_grids=256, sigma=SIGMA_CLF, alpha=None, solver="cg",
+                               linear=0.0, n_jobs=n_jobs, random_state=0).fit(X, y)
+
+    def time_predict(self, n_jobs):
+        self.est.predict(self.X_new)
+
+    def peakmem_predict(self, n_jobs):
+        self.est.predict(self.X_new)
+
+
 class RBClassifierAccuracy(Big):
     params = (["cg", "cd"],)
     param_names = ["solver"]
