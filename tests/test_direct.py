@@ -709,3 +709,104 @@ def test_ridge_with_an_alpha_per_target_is_the_same_on_any_thread_count():
     for j, a in enumerate(alphas):
         one = RidgeCG(alpha=a, solver="direct").fit(Z, Y[:, j], columns=cols)
         np.testing.assert_allclose(fits[0].coef_[j], one.coef_, rtol=0, atol=1e-12)
+
+
+def _skewed_labels(rng, n, sizes, dtype):
+    """(R, n) training labels: grid g's rows spread over sizes[g] bins, every bin used
+    (the first sizes[g] rows take one bin each), the rest drawn with skew; int32 labels
+    are global columns (grid g's after those of grids 0 .. g-1)."""
+    rows = []
+    for nb in sizes:
+        lab = np.minimum(rng.zipf(1.3, size=n) - 1, nb - 1)
+        lab[:min(n, nb)] = np.arange(min(n, nb))
+        rows.append(rng.permutation(lab))
+    L = np.array(rows, dtype=np.int64)
+    if dtype == np.int32:
+        L += np.concatenate([[0], np.cumsum(sizes)[:-1]])[:, None]
+    return np.ascontiguousarray(L, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.int32])
+@pytest.mark.parametrize("n", [2, 9, 37, 300])
+def test_pair_counts_equal_the_comparison_counts(dtype, n):
+    """_gram.grid_pairs counts each grid's pairs sharing a bin, _gram.gram_pairs adds a set
+    of grids' counts pair by pair (row ranges split over 1-3 threads), and gram_dual with
+    those counts beside the other grids' labels gives the K of all grids by comparisons,
+    bit for bit (centred, weighted; uint16 labels within each grid and int32 global
+    ones); _direct.dual_counts sends the grids of small bins that way."""
+    rng = np.random.default_rng(n)
+    sizes = [max(1, n // 2), 3, n, 1, max(1, n // 3), 2 * n][:6]
+    L = _skewed_labels(rng, n, sizes, dtype)
+    R = L.shape[0]
+    base = L.min(axis=1).astype(np.int64)
+    n_head = int((L.max(axis=1).astype(np.int64) - base).max()) + 1
+    counts = (L[:, :, None] == L[:, None, :])                       # (R, n, n)
+    for T in (1, 2, 3):
+        pairs = _gram.grid_pairs(L, base, n_head, T)
+        np.testing.assert_array_equal(pairs, (counts.sum(axis=(1, 2)) - n) // 2)
+    m = rng.standard_normal(n)
+    sw = rng.uniform(0.5, 2.0, n)
+    whole = np.full((n, n), np.nan)
+    _gram.gram_dual(L, 0.25, m, 0.7, sw, whole, 2)
+    for sparse in ([0, 3], [1, 2, 4], list(range(R)), [5]):
+        sparse = np.array(sparse, dtype=np.int64)
+        for T in (1, 2, 3):
+            S = np.zeros((n, n), dtype=L.dtype)
+            _gram.gram_pairs(L, sparse, base, S, n_head, T)
+            np.testing.assert_array_equal(S, np.tril(counts[sparse].sum(axis=0)))
+            dense = np.setdiff1d(np.arange(R), sparse).astype(np.int64)
+            K = np.full((n, n), np.nan)
+            _gram.gram_dual(L, 0.25, m, 0.7, sw, K, T, S, dense)
+            np.testing.assert_array_equal(np.tril(K), np.tril(whole))
+            K = np.full((n, n), np.nan)        # the same grids compared from a copy
+            _gram.gram_dual(np.ascontiguousarray(L[dense]), 0.25, m, 0.7, sw, K, T, S)
+            np.testing.assert_array_equal(np.tril(K), np.tril(whole))
+    grids, S2 = _direct.dual_counts(L, 2)
+    K = np.full((n, n), np.nan)
+    _gram.gram_dual(L, 0.25, m, 0.7, sw, K, 2, S2, grids)
+    np.testing.assert_array_equal(np.tril(K), np.tril(whole))
+
+
+def test_dual_counts_chooses_by_the_pairs(monkeypatch):
+    """A grid goes pair by pair where its pairs cost less than its comparisons, and only
+    when the saving passes the cost of the n x n counts: none when pairs cost too much
+    or the counts too much, all when pairs cost nothing, and the fine grids alone
+    between."""
+    rng = np.random.default_rng(1)
+    n = 400
+    L = _skewed_labels(rng, n, [n, 2, n, 3], np.uint16)   # fine, coarse, fine, coarse
+    L[0] = rng.permutation(n)                            # one row per bin: no pairs
+    L[2] = rng.permutation(np.arange(n) // 2)            # two rows per bin
+    fine = np.tril(sum(L[g][:, None] == L[g][None, :] for g in (0, 2)))
+    for name, value in (("COST_PAIR", 1.0), ("COST_PAIR_SCAN", 1.0),
+                        ("COST_PAIR_ENTRY", 0.0)):
+        monkeypatch.setattr(_direct, name, value)
+    assert _direct.dual_counts(L, 1) == (None, None)
+    for name, value in (("COST_PAIR", 0.0), ("COST_PAIR_SCAN", 0.0)):
+        monkeypatch.setattr(_direct, name, value)
+    grids, S = _direct.dual_counts(L, 1)
+    assert grids.shape == (0,) and S is not None
+    for name, value in (("COST_PAIR", 6e-9), ("COST_PAIR_SCAN", 10e-9),
+                        ("COST_PAIR_ENTRY", 0.0)):
+        monkeypatch.setattr(_direct, name, value)
+    grids, S = _direct.dual_counts(L, 2)
+    np.testing.assert_array_equal(grids, [1, 3])
+    np.testing.assert_array_equal(S, fine)
+    monkeypatch.setattr(_direct, "COST_PAIR_ENTRY", 1.0)   # the counts cost more
+    assert _direct.dual_counts(L, 2) == (None, None)
+
+
+def test_pair_kernels_check_their_arrays():
+    L = np.zeros((2, 5), dtype=np.uint16)
+    base = np.zeros(2, dtype=np.int64)
+    with pytest.raises(ValueError, match="S must be"):
+        _gram.gram_pairs(L, np.array([0], dtype=np.int64), base, np.zeros((4, 4), np.uint16), 1, 1)
+    with pytest.raises(ValueError, match="out of range"):
+        _gram.gram_pairs(L, np.array([2], dtype=np.int64), base, np.zeros((5, 5), np.uint16), 1, 1)
+    with pytest.raises(ValueError, match="base"):
+        _gram.grid_pairs(L, np.zeros(3, dtype=np.int64), 1, 1)
+    with pytest.raises(ValueError, match="S must be"):
+        _gram.gram_dual(L, 1.0, None, 0.0, None, np.zeros((5, 5)), 1, np.zeros((5, 4), np.uint16))
+    with pytest.raises(ValueError, match="grids out of range"):
+        _gram.gram_dual(L, 1.0, None, 0.0, None, np.zeros((5, 5)), 1, None,
+                        np.array([2], dtype=np.int64))

@@ -52,6 +52,13 @@ COST_COMPARE = 0.12e-9
 COST_SCATTER = 1.5e-9
 #: seconds per flop of the factorization and the triangular solves (n^3 / 3, 2 n^2 k)
 COST_FLOP = 0.04e-9
+#: seconds per pair of rows sharing a bin counted pair by pair (_gram.gram_pairs), per row
+#: of a grid's scans there, and per entry of the n x n counts that this adds (their first
+#: touch and second read); in the units of COST_COMPARE (measured on star's search:
+#: 2.3-4 ns a pair on one thread where a comparison took 0.06 ns)
+COST_PAIR = 6e-9
+COST_PAIR_SCAN = 10e-9
+COST_PAIR_ENTRY = 4e-9
 #: seconds per stored entry and target of one CG iteration (a Z P and a Z^T Q pass)
 COST_CG_ENTRY = 1.0e-9
 #: CG iterations assumed for a fit at tol 1e-3 (the median of the real-data suite)
@@ -166,6 +173,32 @@ def _grid_ptr(system, columns):
 # that LAPACK is given)
 
 
+def dual_counts(labels, n_threads):
+    """The dual Gram's label counts split by grid (rbcd/src/direct_gram.h): ``(grids, S)``,
+    ``grids`` the int64 indices of the grids counted by comparisons (n^2 / 2 each) and S
+    the (n, n) counts of the others, the grids whose bins hold so few rows that counting
+    their pairs one by one costs less (COST_PAIR, COST_PAIR_SCAN against COST_COMPARE,
+    where the saving passes the counts' own cost, COST_PAIR_ENTRY); ``(None, None)``:
+    every grid by comparisons. The counts are integers, so
+    ``_gram.gram_dual(labels, ..., S=S, grids=grids)`` gives the K of every grid compared,
+    bit for bit. ``labels``: (R, n) training labels (every bin of a grid holds a row, so a
+    grid's smallest label is its first column)."""
+    R, n = labels.shape
+    if R == 0 or n < 2:
+        return None, None
+    base = labels.min(axis=1).astype(np.int64)
+    n_head = int((labels.max(axis=1).astype(np.int64) - base).max()) + 1
+    pairs = _gram.grid_pairs(labels, base, n_head, n_threads)
+    saving = n * (n - 1) / 2.0 * COST_COMPARE - pairs * COST_PAIR - n * COST_PAIR_SCAN
+    sparse = saving > 0
+    if not saving[sparse].sum() > n * n * COST_PAIR_ENTRY:
+        return None, None
+    S = np.zeros((n, n), dtype=labels.dtype)
+    _gram.gram_pairs(labels, np.flatnonzero(sparse).astype(np.int64), base, S, n_head,
+                     n_threads)
+    return np.flatnonzero(~sparse).astype(np.int64), S
+
+
 def _dual_gram(system, labels):
     """K = Zs Zs^T (n x n, lower triangle filled)."""
     op, s, zbar = system.op, system.s, system.zbar
@@ -178,8 +211,10 @@ def _dual_gram(system, labels):
         m, c = None, 0.0
     if labels is not None:
         K = np.empty((n, n))
-        _gram.gram_dual(labels, op.const_value * op.const_value, m, c, sw, K,
-                        _gram_threads(op.n_threads, n * n * labels.shape[0] / 2.0))
+        threads = _gram_threads(op.n_threads, n * n * labels.shape[0] / 2.0)
+        grids, S = dual_counts(labels, threads)
+        _gram.gram_dual(labels, op.const_value * op.const_value, m, c, sw, K, threads, S,
+                        grids)
         return K
     Z = _matrix(op)
     with limit_blas(1):                      # LAPACK_THREADS (module docstring)
@@ -484,8 +519,10 @@ def plain_gram(system, columns):
     labels = grid_labels(system, columns)
     if labels is not None:
         K = np.empty((n, n))
+        threads = _gram_threads(op.n_threads, n * n * labels.shape[0] / 2.0)
+        grids, S = dual_counts(labels, threads)
         _gram.gram_dual(labels, op.const_value * op.const_value, None, 0.0, None, K,
-                        _gram_threads(op.n_threads, n * n * labels.shape[0] / 2.0))
+                        threads, S, grids)
         return K
     Z = _matrix(op)
     with limit_blas(1):                      # LAPACK_THREADS (module docstring)

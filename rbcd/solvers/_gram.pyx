@@ -8,7 +8,7 @@ are LAPACK's, the very routines of scipy.linalg.lapack (scipy.linalg.cython_lapa
 system per thread, each on one BLAS thread: the same bits whatever the thread count.
 """
 from cython.parallel cimport prange
-from libc.stdint cimport int32_t, uint16_t
+from libc.stdint cimport int32_t, int64_t, uint16_t
 from libc.string cimport memcpy
 from scipy.linalg.cython_lapack cimport dpotrf, dpotrs
 
@@ -19,14 +19,24 @@ from rbcd._openmp cimport omp_thread_num
 
 cdef extern from "direct_gram.h" nogil:
     enum: RBCD_GRAM_ROWS
-    void rbcd_gram_dual_rows_i32(const int32_t *L, Py_ssize_t n, Py_ssize_t R,
-                                 Py_ssize_t i0, Py_ssize_t nb, double v2,
+    void rbcd_gram_dual_rows_i32(const int32_t *L, Py_ssize_t n, const int64_t *grids,
+                                 Py_ssize_t R, Py_ssize_t i0, Py_ssize_t nb, double v2,
                                  const double *m, double c, const double *sw,
-                                 double *K, int32_t *acc) noexcept
-    void rbcd_gram_dual_rows_u16(const uint16_t *L, Py_ssize_t n, Py_ssize_t R,
-                                 Py_ssize_t i0, Py_ssize_t nb, double v2,
+                                 const int32_t *S, double *K, int32_t *acc) noexcept
+    void rbcd_gram_dual_rows_u16(const uint16_t *L, Py_ssize_t n, const int64_t *grids,
+                                 Py_ssize_t R, Py_ssize_t i0, Py_ssize_t nb, double v2,
                                  const double *m, double c, const double *sw,
-                                 double *K, uint16_t *acc) noexcept
+                                 const uint16_t *S, double *K, uint16_t *acc) noexcept
+    void rbcd_gram_pairs_i32(const int32_t *L, Py_ssize_t n, const int64_t *grids,
+                             Py_ssize_t ng, const int64_t *base, Py_ssize_t a, Py_ssize_t b,
+                             int32_t *S, int64_t *pos, int64_t *rows) noexcept
+    void rbcd_gram_pairs_u16(const uint16_t *L, Py_ssize_t n, const int64_t *grids,
+                             Py_ssize_t ng, const int64_t *base, Py_ssize_t a, Py_ssize_t b,
+                             uint16_t *S, int64_t *pos, int64_t *rows) noexcept
+    int64_t rbcd_gram_grid_pairs_i32(const int32_t *L, Py_ssize_t n, int64_t g, int64_t off,
+                                     int64_t *counts) noexcept
+    int64_t rbcd_gram_grid_pairs_u16(const uint16_t *L, Py_ssize_t n, int64_t g, int64_t off,
+                                     int64_t *counts) noexcept
     void rbcd_gram_primal_grid(const int32_t *L, Py_ssize_t n, Py_ssize_t r,
                                const double *s, double *A, Py_ssize_t D) noexcept
 
@@ -37,21 +47,39 @@ ctypedef fused label_t:
 
 
 def gram_dual(const label_t[:, ::1] labels, double v2, m, double c, sw,
-              double[:, ::1] K, int n_threads):
+              double[:, ::1] K, int n_threads, S=None, grids=None):
     """Lower triangle (j <= i) of K = diag(sw) (v2 C - m 1^T - 1 m^T + c) diag(sw), C the
     label-match counts of direct_gram.h. ``labels``: (R, n), int32 global columns per
     grid, or uint16 columns numbered within each grid (every grid at most 65,536 columns,
     R < 65,536: counts in uint16);
-    ``m``, ``sw``: (n,) float64 or None. The upper triangle is not written."""
+    ``m``, ``sw``: (n,) float64 or None. ``grids``: None (every grid of ``labels``) or the
+    int64 indices of the grids whose labels are compared. ``S``: None, or (n, n) counts of
+    the other grids (:func:`gram_pairs`; int32 with int32 labels, uint16 with uint16 ones)
+    added to C; then no grid need be compared. The upper triangle is not written."""
     cdef Py_ssize_t R = labels.shape[0], n = labels.shape[1]
+    cdef const int64_t[::1] gv
+    cdef const int64_t *gptr = NULL
+    if grids is not None:
+        gv = grids
+        if gv.shape[0] and (np.min(grids) < 0 or np.max(grids) >= R):
+            raise ValueError("grids out of range")
+        gptr = &gv[0] if gv.shape[0] else NULL
+        R = gv.shape[0]
     cdef Py_ssize_t rows = RBCD_GRAM_ROWS
     cdef Py_ssize_t n_blocks = (n + rows - 1) // rows, b, i0, nb
     cdef const double[::1] mv
     cdef const double[::1] swv
+    cdef const label_t[:, ::1] Sv
     cdef const double *mp = NULL
     cdef const double *swp = NULL
+    cdef const label_t *sp = NULL
     if K.shape[0] != n or K.shape[1] != n:
         raise ValueError("K must be (n, n)")
+    if S is not None:
+        Sv = S
+        if Sv.shape[0] != n or Sv.shape[1] != n:
+            raise ValueError("S must be (n, n)")
+        sp = &Sv[0, 0] if n > 0 else NULL
     if m is not None:
         mv = m
         if mv.shape[0] != n:
@@ -65,13 +93,13 @@ def gram_dual(const label_t[:, ::1] labels, double v2, m, double c, sw,
     if n == 0:
         return
     n_threads = max(1, n_threads)
-    if R == 0:
+    if R == 0 and S is None:
         raise ValueError("labels must hold at least one grid")
-    if label_t is uint16_t and R >= 65536:
+    if label_t is uint16_t and labels.shape[0] >= 65536:
         raise ValueError("uint16 labels count in uint16: at most 65,535 grids")
     cdef label_t[:, ::1] acc = np.empty(
         (n_threads, rows * n), dtype=np.int32 if label_t is int32_t else np.uint16)
-    cdef const label_t *lp = &labels[0, 0]
+    cdef const label_t *lp = &labels[0, 0] if labels.shape[0] > 0 else NULL
     # blocks of `rows` rows, the first block holding the remainder (1 .. rows rows: its
     # rows are the shortest of the triangle, where the kernel's partial path costs least),
     # from the last (the longest rows) first, one at a time
@@ -84,11 +112,67 @@ def gram_dual(const label_t[:, ::1] labels, double v2, m, double c, sw,
             i0 = first + rows * (n_blocks - 2 - b)
             nb = rows
         if label_t is int32_t:
-            rbcd_gram_dual_rows_i32(lp, n, R, i0, nb, v2, mp, c, swp, &K[0, 0],
+            rbcd_gram_dual_rows_i32(lp, n, gptr, R, i0, nb, v2, mp, c, swp, sp, &K[0, 0],
                                     &acc[omp_thread_num(), 0])
         else:
-            rbcd_gram_dual_rows_u16(lp, n, R, i0, nb, v2, mp, c, swp, &K[0, 0],
+            rbcd_gram_dual_rows_u16(lp, n, gptr, R, i0, nb, v2, mp, c, swp, sp, &K[0, 0],
                                     &acc[omp_thread_num(), 0])
+
+
+def grid_pairs(const label_t[:, ::1] labels, const int64_t[::1] base, int64_t n_head,
+               int n_threads):
+    """(R,) int64: for each grid g, the pairs of rows that share a bin, sum over its bins
+    of c (c - 1) / 2 (the work of :func:`gram_pairs` for it). ``base``: (R,) the first
+    column of each grid (0 for labels numbered within each grid); every label minus its
+    grid's base is below ``n_head``."""
+    cdef Py_ssize_t R = labels.shape[0], n = labels.shape[1], g
+    if base.shape[0] != R:
+        raise ValueError("base must have one entry per grid")
+    out = np.zeros(R, dtype=np.int64)
+    if R == 0 or n == 0:
+        return out
+    n_threads = max(1, min(n_threads, R))
+    cdef int64_t[::1] o = out
+    cdef int64_t[:, ::1] counts = np.zeros((n_threads, max(n_head, 1)), dtype=np.int64)
+    cdef const label_t *lp = &labels[0, 0]
+    for g in prange(R, nogil=True, num_threads=n_threads, schedule="static"):
+        if label_t is int32_t:
+            o[g] = rbcd_gram_grid_pairs_i32(lp, n, g, base[g], &counts[omp_thread_num(), 0])
+        else:
+            o[g] = rbcd_gram_grid_pairs_u16(lp, n, g, base[g], &counts[omp_thread_num(), 0])
+    return out
+
+
+def gram_pairs(const label_t[:, ::1] labels, const int64_t[::1] grids,
+               const int64_t[::1] base, label_t[:, ::1] S, int64_t n_head, int n_threads):
+    """S[i, j] += #{g in grids : labels[g, i] == labels[g, j]} for j < i, and len(grids) on
+    the diagonal (direct_gram.h, rbcd_gram_pairs_*): the dual counts of those grids pair
+    by pair. ``base``: (R,) the first column of each grid (0 for labels numbered within
+    each grid), every label minus its base below ``n_head``. The threads take row ranges
+    of about equal triangle area; each entry is counted by one thread."""
+    cdef Py_ssize_t R = labels.shape[0], n = labels.shape[1], ng = grids.shape[0], t
+    if S.shape[0] != n or S.shape[1] != n:
+        raise ValueError("S must be (n, n)")
+    if base.shape[0] != R:
+        raise ValueError("base must have one entry per grid")
+    if ng == 0 or n == 0:
+        return
+    if np.any(np.asarray(grids) < 0) or np.any(np.asarray(grids) >= R):
+        raise ValueError("grids out of range")
+    n_threads = max(1, min(n_threads, n))
+    # row range t: [n sqrt(t / T), n sqrt((t + 1) / T)), about the same pairs j < i each
+    bounds_np = np.rint(n * np.sqrt(np.arange(n_threads + 1) / n_threads)).astype(np.int64)
+    cdef int64_t[::1] bounds = bounds_np
+    cdef int64_t[:, ::1] pos = np.empty((n_threads, max(n_head, 1)), dtype=np.int64)
+    cdef int64_t[:, ::1] rows = np.empty((n_threads, n), dtype=np.int64)
+    cdef const label_t *lp = &labels[0, 0]
+    for t in prange(n_threads, nogil=True, num_threads=n_threads, schedule="static", chunksize=1):
+        if label_t is int32_t:
+            rbcd_gram_pairs_i32(lp, n, &grids[0], ng, &base[0], bounds[t], bounds[t + 1],
+                                &S[0, 0], &pos[t, 0], &rows[t, 0])
+        else:
+            rbcd_gram_pairs_u16(lp, n, &grids[0], ng, &base[0], bounds[t], bounds[t + 1],
+                                &S[0, 0], &pos[t, 0], &rows[t, 0])
 
 
 def gram_primal(const int32_t[:, ::1] labels, s, double[:, ::1] A, int n_threads):
