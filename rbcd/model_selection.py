@@ -573,13 +573,17 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         else:
             yield from self._solve_cd(Z, y, sample_weight, columns, alphas, tol, seed)
 
-    def _shell(self, alpha, coef, intercept, classes, y_ndim, n_features, n_iter, tol):
+    def _shell(self, alpha, coef, intercept, classes, y_ndim, n_features, n_iter, tol,
+               copy=True):
         """The fitted RidgeCG / RidgeCGClassifier that scores one alpha of a fold: ``coef``
         (k, D) and ``intercept`` (k,) of its k targets; a single target of a regression
-        becomes 1-D coefficients and a float intercept, as RidgeCG stores them."""
+        becomes 1-D coefficients and a float intercept, as RidgeCG stores them. ``copy``
+        False: ``coef`` is a C-ordered float64 array of the caller's that the shell may own
+        (no copy of D k doubles)."""
         from .solvers.cg import RidgeCG, RidgeCGClassifier
 
-        coef = np.array(coef, dtype=np.float64, order="C")             # a copy
+        if copy or not (coef.dtype == np.float64 and coef.flags.c_contiguous):
+            coef = np.array(coef, dtype=np.float64, order="C")         # a copy
         intercept = np.array(intercept, dtype=np.float64)
         if self._classifier:
             shell = RidgeCGClassifier(alpha=float(alpha), fit_intercept=self.fit_intercept,
@@ -730,7 +734,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             intercept = (tbar - kbar @ U_all[train, block] if self.fit_intercept
                          else np.zeros(k))
             shell = self._shell(a, coef, intercept, classes, y.ndim, op.shape[1],
-                                np.ones(k, dtype=np.int64), tol)
+                                np.ones(k, dtype=np.int64), tol, copy=False)
             yield ai, shell, seconds, 1
 
     def _solve_ovo(self, Z, y, sample_weight, columns, alphas, tol):
