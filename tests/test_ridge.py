@@ -856,3 +856,33 @@ def test_constant_columns_get_zero_weight_like_explicit_centring():
     np.testing.assert_allclose(ours.intercept_, ref.intercept_, rtol=1e-9)
     ours_sp = RidgeCG(alpha=1.0, tol=1e-12).fit(sp.csr_matrix(X), y)
     np.testing.assert_allclose(ours_sp.coef_, ref.coef_, rtol=1e-9, atol=1e-12)
+
+
+def test_sparse_predictions_are_scipys_on_any_thread_count():
+    """RidgeCG's and CDRegressor's predictions of sparse X (rbcd.solvers.cg
+    .sparse_times_coef: CSR rows on n_jobs threads) equal scipy's X @ coef.T bit for bit,
+    for CSR / CSC / COO, float32 / float64 data, int64 indices, 1-D and 2-D coefficients."""
+    from rbcd.solvers.cd import CDRegressor
+    from rbcd.solvers.cg import sparse_times_coef
+
+    rng = np.random.default_rng(8)
+    for trial in range(60):
+        n, D, k = int(rng.integers(1, 200)), int(rng.integers(1, 300)), int(rng.integers(1, 6))
+        X = sp.random(n, D, density=float(rng.uniform(0, 0.3)), format="csr",
+                      random_state=trial, dtype=[np.float32, np.float64][trial % 2])
+        X = [X, X.tocsc(), X.tocoo()][trial % 3]
+        if trial % 5 == 0:
+            X = sp.csr_matrix((X.tocsr().data, X.tocsr().indices.astype(np.int64),
+                               X.tocsr().indptr.astype(np.int64)), shape=X.shape)
+        coef = rng.standard_normal(D) if trial % 2 else rng.standard_normal((k, D))
+        for T in (1, 2, 3):
+            got = sparse_times_coef(X, coef, T)
+            want = np.asarray(X @ coef.T)
+            assert got.shape == want.shape and np.array_equal(got, want)
+    Xf = sp.random(300, 40, density=0.2, format="csr", random_state=1)
+    y = np.asarray(Xf.sum(axis=1)).ravel()
+    for est in (RidgeCG(alpha=1.0, n_jobs=2), CDRegressor(alpha=1e-3, n_jobs=2)):
+        est.fit(Xf, y)
+        coef = np.atleast_2d(est.coef_)
+        want = np.asarray(Xf @ coef.T)[:, 0] + est.intercept_
+        np.testing.assert_array_equal(est.predict(Xf), want)

@@ -756,7 +756,11 @@ class _CDBase(ChecksummedState, BaseEstimator):
         check_is_fitted(self, "coef_")
         Z = self._validate_Z(Z, reset=False)
         W = np.atleast_2d(self.coef_)
-        out = np.asarray(Z @ W.T)
+        if sp.issparse(Z) and np.result_type(Z.dtype, W.dtype) == np.float64:
+            from .cg import sparse_times_coef      # scipy's sums on n_jobs threads
+            out = sparse_times_coef(Z, W, self.n_jobs)
+        else:
+            out = np.asarray(Z @ W.T)
         return out + np.atleast_1d(np.asarray(self.intercept_, dtype=W.dtype))[None, :]
 
 

@@ -1067,7 +1067,9 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
             out = out.toarray() if sp.issparse(out) else np.asarray(out)
             return out + self.intercept_
         coef = np.asarray(self.coef_)
-        if sp.issparse(X):
+        if sp.issparse(X) and np.result_type(X.dtype, coef.dtype) == np.float64:
+            out = sparse_times_coef(X, coef, self.n_jobs)
+        elif sp.issparse(X):      # float32 in, float32 out: scipy's float32 product
             out = X @ coef.T
         else:
             out = X @ coef.T.astype(X.dtype, copy=False)
@@ -1077,6 +1079,26 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+def sparse_times_coef(X, coef, n_jobs):
+    """X @ coef.T for sparse X (n, D) and coef (D,) or (k, D), in float64: X's CSR rows
+    on n_jobs threads (rbcd.solvers._sparse.csr_matmat, one row per thread, its entries
+    summed in their stored order from 0, as scipy's product sums them: the same bits;
+    scipy's product runs on one thread). For a float64 result only (float32 X and float32
+    coefficients: scipy's float32 product). Shape (n,) for 1-D coef, else (n, k)."""
+    X = X.tocsr()
+    V = np.ascontiguousarray(np.atleast_2d(coef).T, dtype=np.float64)      # (D, k)
+    if X.shape[1] != V.shape[0]:
+        raise ValueError(f"X has {X.shape[1]} columns, the coefficients {V.shape[0]}")
+    idx = np.int64 if max(X.indptr.dtype.itemsize, X.indices.dtype.itemsize) > 4 else np.int32
+    data = X.data if X.data.dtype in (np.float32, np.float64) else X.data.astype(np.float64)
+    out = np.empty((X.shape[0], V.shape[1]))
+    work = X.nnz * V.shape[1]
+    threads = max(1, min(effective_n_threads(n_jobs), int(work // _WORK_PER_THREAD)))
+    _sparse.csr_matmat(X.indptr.astype(idx, copy=False), X.indices.astype(idx, copy=False),
+                       data, False, 0.0, V, out, threads)
+    return out[:, 0] if np.ndim(coef) == 1 else out
 
 
 class RidgeCG(RegressorMixin, _RidgeCGBase):
