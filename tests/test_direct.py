@@ -794,6 +794,10 @@ def test_dual_counts_chooses_by_the_pairs(monkeypatch):
     np.testing.assert_array_equal(S, fine)
     monkeypatch.setattr(_direct, "COST_PAIR_ENTRY", 1.0)   # the counts cost more
     assert _direct.dual_counts(L, 2) == (None, None)
+    from rbcd import _memory
+    monkeypatch.setattr(_direct, "COST_PAIR_ENTRY", 0.0)
+    monkeypatch.setattr(_memory, "available_memory", lambda: 4 * n * n)   # no room for S
+    assert _direct.dual_counts(L, 2) == (None, None)
 
 
 def test_pair_kernels_check_their_arrays():

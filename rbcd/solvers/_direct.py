@@ -193,6 +193,10 @@ def dual_counts(labels, n_threads):
     sparse = saving > 0
     if not saving[sparse].sum() > n * n * COST_PAIR_ENTRY:
         return None, None
+    from .._memory import available_memory
+    avail = available_memory()
+    if avail is not None and 4.0 * n * n * labels.dtype.itemsize > avail:
+        return None, None                 # the counts' memory: compare every grid instead
     S = np.zeros((n, n), dtype=labels.dtype)
     _gram.gram_pairs(labels, np.flatnonzero(sparse).astype(np.int64), base, S, n_head,
                      n_threads)
