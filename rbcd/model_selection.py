@@ -682,7 +682,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         threads (rbcd.solvers._direct.cholesky_solves); the coefficients
         W = Zc^T S^1/2 A over Z's columns, every alpha's from one product Z^T [U_1 .. U_m]
         on op's threads (the other rows' entries of the multipliers 0)."""
-        from .solvers import _direct
+        from .solvers import _direct, _gram
         from ._threads import effective_n_threads, limit_blas
 
         t0 = time.perf_counter()
@@ -698,24 +698,24 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         k = T.shape[1]
         m = alphas.shape[0]
         S = float(w.sum())
-        K = P[np.ix_(train, train)]                   # a copy, centred in place
         sw = np.sqrt(w)
+        rows = np.ascontiguousarray(train, dtype=np.int64)
+        threads = effective_n_threads(self.n_jobs)
+        # the fold's system straight from P's rows (no gathered copy of its block), lower
+        # triangle: K = diag(sw) (P_tt - kbar 1^T - 1 kbar^T + kk) diag(sw)
         if self.fit_intercept:
-            kbar = (w @ K) / S                        # zbar^T z_j over the training rows
+            kbar = _gram.block_row_sums(P, rows, w, threads) / S   # zbar^T z_j, j in train
             kk = float(w @ kbar) / S
-            K -= kbar[None, :]
-            K -= kbar[:, None]
-            K += kk
             tbar = (w @ T) / S
         else:
+            kbar, kk = None, 0.0
             tbar = np.zeros(k)
-        K *= sw[:, None]
-        K *= sw[None, :]
+        K = np.empty((rows.shape[0], rows.shape[0]))
+        _gram.centred_block(P, rows, kbar, kk, sw, K, threads)
         rhs = np.asfortranarray(sw[:, None] * (T - tbar[None, :]))
         # every alpha's factorization at once, n_jobs of them at a time (one BLAS thread
         # each: the bits of one thread)
-        solved = _direct.cholesky_solves(K, [rhs] * m, alphas,
-                                         n_threads=effective_n_threads(self.n_jobs))
+        solved = _direct.cholesky_solves(K, [rhs] * m, alphas, n_threads=threads)
         U_all = np.zeros((op.shape[0], m * k))        # the multipliers of all alphas
         for ai, (a, A) in enumerate(zip(alphas, solved)):
             if A is None:                    # not positive definite: alpha = 0, K singular

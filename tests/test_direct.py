@@ -814,3 +814,48 @@ def test_pair_kernels_check_their_arrays():
     with pytest.raises(ValueError, match="grids out of range"):
         _gram.gram_dual(L, 1.0, None, 0.0, None, np.zeros((5, 5)), 1, None,
                         np.array([2], dtype=np.int64))
+
+
+@pytest.mark.parametrize("m", [0, 1, 7, 130])
+def test_centred_block_is_the_folds_system_from_p(m):
+    """_gram.block_row_sums and centred_block build a fold's dual system from the rows'
+    symmetric Gram matrix P without gathering its block: the weighted row sums in order,
+    and the lower triangle of diag(sw) (P_tt - kbar 1^T - 1 kbar^T + kk) diag(sw) with
+    numpy's operations in numpy's order (bit for bit), centred or not, on 1-3 threads;
+    the upper triangle untouched; rows out of range refused."""
+    rng = np.random.default_rng(m)
+    n = m + 20
+    P = rng.standard_normal((n, n))
+    P = P + P.T
+    rows = np.sort(rng.choice(n, m, replace=False)).astype(np.int64)
+    rows = rng.permutation(rows) if m > 3 else rows        # any order
+    w = rng.uniform(0.2, 3.0, m)
+    S = float(w.sum()) if m else 1.0
+    sw = np.sqrt(w)
+    Ptt = P[np.ix_(rows, rows)]
+    want_sums = np.array([sum(w[b] * Ptt[a, b] for b in range(m)) for a in range(m)])
+    for T in (1, 2, 3):
+        sums = _gram.block_row_sums(P, rows, w, T)
+        np.testing.assert_array_equal(sums, want_sums)
+        kbar = sums / S
+        kk = float(w @ kbar) / S if m else 0.0
+        for centre in (True, False):
+            want = Ptt.copy()
+            if centre:
+                want -= kbar[None, :]
+                want -= kbar[:, None]
+                want += kk
+            want *= sw[:, None]
+            want *= sw[None, :]
+            K = np.full((m, m), np.nan)
+            _gram.centred_block(P, rows, kbar if centre else None, kk, sw, K, T)
+            lower = np.tril(np.ones((m, m), dtype=bool))
+            np.testing.assert_array_equal(K[lower], want[lower])
+            assert np.isnan(K[~lower]).all()
+    if m:
+        bad = rows.copy()
+        bad[0] = n
+        with pytest.raises(ValueError, match="out of range"):
+            _gram.block_row_sums(P, bad, w, 1)
+        with pytest.raises(ValueError, match="out of range"):
+            _gram.centred_block(P, bad, None, 0.0, sw, np.empty((m, m)), 1)

@@ -175,6 +175,71 @@ def gram_pairs(const label_t[:, ::1] labels, const int64_t[::1] grids,
                                 &S[0, 0], &pos[t, 0], &rows[t, 0])
 
 
+def block_row_sums(const double[:, ::1] P, const int64_t[::1] rows, const double[::1] w,
+                   int n_threads):
+    """out[a] = sum_b w[b] P[rows[a], rows[b]], b in order (a fold's block of a symmetric
+    Gram matrix P times its weights, without gathering the block); rows in range."""
+    cdef Py_ssize_t m = rows.shape[0], a, b
+    cdef double acc
+    cdef const double *Pr
+    if w.shape[0] != m:
+        raise ValueError("w must have one entry per row")
+    out = np.empty(m)
+    cdef double[::1] o = out
+    if m == 0:
+        return out
+    if np.min(rows) < 0 or np.max(rows) >= P.shape[0] or P.shape[0] != P.shape[1]:
+        raise ValueError("rows out of range of a square P")
+    for a in prange(m, nogil=True, num_threads=max(1, n_threads), schedule="static"):
+        Pr = &P[rows[a], 0]
+        acc = 0.0
+        for b in range(m):
+            acc = acc + w[b] * Pr[rows[b]]
+        o[a] = acc
+    return out
+
+
+def centred_block(const double[:, ::1] P, const int64_t[::1] rows, kbar, double kk,
+                  const double[::1] sw, double[:, ::1] K, int n_threads):
+    """The lower triangle (b <= a, C order) of a fold's dual system from the rows' Gram
+    matrix P: K[a, b] = ((((P[t_a, t_b] - kbar_b) - kbar_a) + kk) * sw_a) * sw_b with
+    t = rows (centred by the fold's weighted mean: kbar = P_tt w / S, kk = w.kbar / S),
+    or (P[t_a, t_b] * sw_a) * sw_b where kbar is None: one pass, no gathered copy of the
+    block. The upper triangle is not written."""
+    cdef Py_ssize_t m = rows.shape[0], a, b
+    cdef const double[::1] kv
+    cdef const double *kp = NULL
+    cdef const double *Pr
+    cdef double *Ka
+    cdef double v, ka, sa
+    if K.shape[0] != m or K.shape[1] != m or sw.shape[0] != m:
+        raise ValueError("K must be (m, m) and sw (m,) for m rows")
+    if kbar is not None:
+        kv = kbar
+        if kv.shape[0] != m:
+            raise ValueError("kbar must have one entry per row")
+        kp = &kv[0] if m > 0 else NULL
+    if m == 0:
+        return
+    if np.min(rows) < 0 or np.max(rows) >= P.shape[0] or P.shape[0] != P.shape[1]:
+        raise ValueError("rows out of range of a square P")
+    for a in prange(m, nogil=True, num_threads=max(1, n_threads), schedule="dynamic",
+                    chunksize=16):
+        Pr = &P[rows[a], 0]
+        Ka = &K[a, 0]
+        sa = sw[a]
+        if kp != NULL:
+            ka = kp[a]
+            for b in range(a + 1):
+                v = Pr[rows[b]] - kp[b]
+                v = v - ka
+                v = v + kk
+                Ka[b] = (v * sa) * sw[b]
+        else:
+            for b in range(a + 1):
+                Ka[b] = (Pr[rows[b]] * sa) * sw[b]
+
+
 def gram_primal(const int32_t[:, ::1] labels, s, double[:, ::1] A, int n_threads):
     """A[a, b] += sum_i s_i over the rows i holding columns a and b (b <= a: the lower
     triangle), ``labels`` (R, n) the global columns per grid (grids in column order),
