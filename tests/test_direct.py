@@ -275,6 +275,39 @@ def test_direct_matches_the_twin(seed, n, R, sigma, alpha, fit_intercept, weight
     np.testing.assert_allclose(fast.intercept_, ref.intercept_, atol=1e-9 * scale)
 
 
+@pytest.mark.parametrize("fit_intercept, weighted", [(True, False), (True, True), (False, True)])
+def test_direct_with_pair_counts_matches_the_twin(monkeypatch, fit_intercept, weighted):
+    """The dual solve with every grid counted pair by pair (_direct.dual_counts forced)
+    gives the coefficients of every grid compared, bit for bit, and those of rbcd_ref's
+    direct solve (fine grids: sigma 0.1, few rows per bin)."""
+    rng = np.random.default_rng(3)
+    n = 260
+    X = rng.uniform(-1, 1, size=(n, 3))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+    s = rng.uniform(0.1, 3.0, n) if weighted else None
+    Z, cols = RandomBinning(n_grids=12, sigma=0.1, random_state=2).fit_transform(
+        X, return_columns=True)
+    Zr = rbcd_ref.RandomBinning(n_grids=12, sigma=0.1, random_state=2).fit_transform(X)
+    ref = RefRidgeCG(alpha=0.5, solver="direct", fit_intercept=fit_intercept).fit(
+        Zr, y, sample_weight=s)
+    fits = {}
+    calls = []
+    real = _gram.gram_pairs
+    monkeypatch.setattr(_gram, "gram_pairs", lambda *a: calls.append(1) or real(*a))
+    for mode, cost in (("compared", 1.0), ("pairs", 0.0)):
+        for name in ("COST_PAIR", "COST_PAIR_SCAN", "COST_PAIR_ENTRY"):
+            monkeypatch.setattr(_direct, name, cost)
+        calls.clear()
+        fits[mode] = RidgeCG(alpha=0.5, solver="direct", fit_intercept=fit_intercept).fit(
+            Z, y, sample_weight=s, columns=cols)
+        assert bool(calls) == (mode == "pairs")
+    np.testing.assert_array_equal(fits["pairs"].coef_, fits["compared"].coef_)
+    assert fits["pairs"].intercept_ == fits["compared"].intercept_
+    scale = 1.0 + np.max(np.abs(ref.coef_))
+    np.testing.assert_allclose(fits["pairs"].coef_, ref.coef_, atol=1e-9 * scale)
+    np.testing.assert_allclose(fits["pairs"].intercept_, ref.intercept_, atol=1e-9 * scale)
+
+
 def test_twin_direct_agrees_with_twin_cg():
     X, y, Z, cols = _rb(n=60, R=6, sigma=0.5)
     a = RefRidgeCG(alpha=0.3, solver="direct").fit(Z, y)

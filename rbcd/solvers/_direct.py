@@ -184,7 +184,9 @@ def dual_counts(labels, n_threads):
     bit for bit. ``labels``: (R, n) training labels (every bin of a grid holds a row, so a
     grid's smallest label is its first column)."""
     R, n = labels.shape
-    if R == 0 or n < 2:
+    # the most any grid could save (no pairs at all): nothing to look at unless it pays
+    best = n * (n - 1) / 2.0 * COST_COMPARE - n * COST_PAIR_SCAN
+    if R == 0 or n < 2 or not R * best > n * n * COST_PAIR_ENTRY:
         return None, None
     base = labels.min(axis=1).astype(np.int64)
     n_head = int((labels.max(axis=1).astype(np.int64) - base).max()) + 1

@@ -46,6 +46,18 @@ ctypedef fused label_t:
     uint16_t
 
 
+cdef const double *_vector_or_null(v, Py_ssize_t n, str name) except? NULL:
+    """The data of ``v``, an optional (n,) C-contiguous float64 array (NULL for None or
+    n == 0); the caller keeps ``v`` alive while it uses the pointer."""
+    cdef const double[::1] view
+    if v is None:
+        return NULL
+    view = v
+    if view.shape[0] != n:
+        raise ValueError(f"{name} must have {n} entries")
+    return &view[0] if n > 0 else NULL
+
+
 def gram_dual(const label_t[:, ::1] labels, double v2, m, double c, sw,
               double[:, ::1] K, int n_threads, S=None, grids=None):
     """Lower triangle (j <= i) of K = diag(sw) (v2 C - m 1^T - 1 m^T + c) diag(sw), C the
@@ -67,11 +79,7 @@ def gram_dual(const label_t[:, ::1] labels, double v2, m, double c, sw,
         R = gv.shape[0]
     cdef Py_ssize_t rows = RBCD_GRAM_ROWS
     cdef Py_ssize_t n_blocks = (n + rows - 1) // rows, b, i0, nb
-    cdef const double[::1] mv
-    cdef const double[::1] swv
     cdef const label_t[:, ::1] Sv
-    cdef const double *mp = NULL
-    cdef const double *swp = NULL
     cdef const label_t *sp = NULL
     if K.shape[0] != n or K.shape[1] != n:
         raise ValueError("K must be (n, n)")
@@ -80,16 +88,8 @@ def gram_dual(const label_t[:, ::1] labels, double v2, m, double c, sw,
         if Sv.shape[0] != n or Sv.shape[1] != n:
             raise ValueError("S must be (n, n)")
         sp = &Sv[0, 0] if n > 0 else NULL
-    if m is not None:
-        mv = m
-        if mv.shape[0] != n:
-            raise ValueError("m must have n entries")
-        mp = &mv[0] if n > 0 else NULL
-    if sw is not None:
-        swv = sw
-        if swv.shape[0] != n:
-            raise ValueError("sw must have n entries")
-        swp = &swv[0] if n > 0 else NULL
+    cdef const double *mp = _vector_or_null(m, n, "m")
+    cdef const double *swp = _vector_or_null(sw, n, "sw")
     if n == 0:
         return
     n_threads = max(1, n_threads)
@@ -207,18 +207,13 @@ def centred_block(const double[:, ::1] P, const int64_t[::1] rows, kbar, double 
     or (P[t_a, t_b] * sw_a) * sw_b where kbar is None: one pass, no gathered copy of the
     block. The upper triangle is not written."""
     cdef Py_ssize_t m = rows.shape[0], a, b
-    cdef const double[::1] kv
-    cdef const double *kp = NULL
+    cdef const double *kp
     cdef const double *Pr
     cdef double *Ka
     cdef double v, ka, sa
     if K.shape[0] != m or K.shape[1] != m or sw.shape[0] != m:
         raise ValueError("K must be (m, m) and sw (m,) for m rows")
-    if kbar is not None:
-        kv = kbar
-        if kv.shape[0] != m:
-            raise ValueError("kbar must have one entry per row")
-        kp = &kv[0] if m > 0 else NULL
+    kp = _vector_or_null(kbar, m, "kbar")
     if m == 0:
         return
     if np.min(rows) < 0 or np.max(rows) >= P.shape[0] or P.shape[0] != P.shape[1]:
@@ -245,15 +240,9 @@ def gram_primal(const int32_t[:, ::1] labels, s, double[:, ::1] A, int n_threads
     triangle), ``labels`` (R, n) the global columns per grid (grids in column order),
     ``s`` (n,) float64 or None (unit weights). A (D, D) must be zero on entry."""
     cdef Py_ssize_t R = labels.shape[0], n = labels.shape[1], D = A.shape[0], r
-    cdef const double[::1] sv
-    cdef const double *sp = NULL
     if A.shape[1] != D:
         raise ValueError("A must be square")
-    if s is not None:
-        sv = s
-        if sv.shape[0] != n:
-            raise ValueError("s must have n entries")
-        sp = &sv[0] if n > 0 else NULL
+    cdef const double *sp = _vector_or_null(s, n, "s")
     if n == 0 or R == 0 or D == 0:
         return
     n_threads = max(1, n_threads)
