@@ -454,6 +454,48 @@ def test_streamed_grid_step_is_identical_for_every_thread_count(monkeypatch, los
     assert not np.array_equal(est["cyclic"][1e9, 1].coef_, est["random"][1e9, 1].coef_)
 
 
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_streamed_grid_epoch_team_splits_every_phase_bitwise(loss):
+    # the threads' region of a streamed grid epoch (_cd.grid_team): 70,000 rows make 4 row
+    # blocks, shared 1-1, 1-1-2 or 1-1-1-1 by 2-4 threads (and none for a 5th); a grid of
+    # 5,000 bins has its new weights split among the threads; a grid of one bin is one
+    # thread's step; a grid of 68,000 bins has int32 labels and, under the default cap on
+    # the partial sums, takes its bins' own steps in chunks claimed by the threads. Every
+    # thread count gives the one-thread iterates bit for bit.
+    n = 70000
+    rng = np.random.default_rng(4)
+    cols, ptr = [], [0]
+    for k in (1, 40, 5000, 68000, 300):
+        local = rng.permutation(n) % k              # exactly k bins
+        cols.append(ptr[-1] + local)
+        ptr.append(ptr[-1] + k)
+    R = len(cols)
+    Z = sp.csr_matrix((np.full(n * R, 1 / np.sqrt(R)), np.stack(cols, axis=1).ravel(),
+                       np.arange(0, n * R + 1, R)), shape=(n, ptr[-1]))
+    binning = types.SimpleNamespace(grid_ptr_=np.array(ptr, dtype=np.int64))
+    t = np.sin(3 * rng.normal(size=n)) + 0.1 * rng.normal(size=n)
+    if loss != "squared":
+        t = np.where(t > np.median(t), 1.0, -1.0)
+    Est = CDRegressor if loss == "squared" else CDClassifier
+    for sel in ("random", "cyclic"):
+        kw = dict(alpha=1e-5, l1_ratio=0.5, max_epochs=2, tol=0.0, parallel="grid",
+                  random_state=7, selection=sel)
+        for cap in (2.0, 1e9):   # the bins' own steps for the finest grid, or streamed
+            fits = {}
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                with forced_paths(grid_stream=True, stream_max_partials=cap):
+                    for n_jobs in (1, 2, 3, 4, 5):
+                        fits[n_jobs] = Est(n_jobs=n_jobs, **kw).fit(Z, t, columns=binning)
+            a = fits[1]
+            assert np.count_nonzero(a.coef_) > 1000
+            for n_jobs, f in fits.items():
+                assert f.n_threads_ == (n_jobs if openmp_is_enabled() else 1)
+                assert np.array_equal(f.coef_, a.coef_), (sel, cap, n_jobs)
+                assert np.array_equal(np.asarray(f.intercept_), np.asarray(a.intercept_))
+                assert f.objective_history_ == a.objective_history_
+
+
 def test_streamed_grid_step_with_wide_bin_labels(monkeypatch):
     # a grid with 65536 or more bins takes int32 row labels, the others uint16: grids of both
     # kinds in one matrix (two RB matrices side by side, one very fine, one coarse)

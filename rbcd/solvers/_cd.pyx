@@ -24,12 +24,12 @@ RB fast path: when every stored value of Z equals one constant (random binning: 
 """
 import numpy as np
 
-from cython.parallel cimport prange
+from cython.parallel cimport parallel, prange
 from libc.math cimport NAN, exp, fabs, log1p
 from libc.stdlib cimport free, malloc
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
-from rbcd._openmp cimport atomic_add
+from rbcd._openmp cimport atomic_add, omp_num_threads, omp_thread_num
 
 from rbcd.binning._grid cimport (LABEL_MAX_BINS, LABEL_NARROW_LIMIT, label_is_wide, label_t,
                                 label2_t, label_typecode)
@@ -58,6 +58,12 @@ cdef extern from "cd_kernels.h" nogil:
                                                  double dz, double delta) noexcept
     double logistic_move "rbcd_logistic_move"(double *ex, double p, double y,
                                               const double *f) noexcept
+
+cdef extern from "rbcd_team.h" nogil:
+    ctypedef struct TeamBarrier "rbcd_team_barrier":
+        pass
+    void team_init "rbcd_team_init"(TeamBarrier *b) noexcept
+    void team_wait "rbcd_team_wait"(TeamBarrier *b, int n) noexcept
 
 cdef extern from "cd_rtm.h" nogil:
     int rtm_usable "rbcd_rtm_usable"() noexcept
@@ -100,10 +106,11 @@ cdef enum:
     # Hogwild threads claim the epoch's steps in chunks of this many from a shared counter,
     # so a thread that the OS preempts holds up at most one chunk, not half the epoch
     HOGWILD_CHUNK = 1024
-    WEIGHT_CHUNK = 1024
-    # below this many partial sums (bins x blocks) a grid's new weights are found on one
-    # thread: cheaper than moving the partial sums and the moves between cores
-    WEIGHT_PAR_MIN = 262144
+    # in the threads' region of a streamed grid epoch (grid_team), a grid's new weights are
+    # split among the threads from this many partial sums (bins x blocks x lanes, about a
+    # microsecond per thousand): there no region has to start for them, and a thread left
+    # waiting longer than the barrier's spin sleeps (rbcd_team.h)
+    WEIGHT_TEAM_MIN = 4096
     # a column (a grid's bin) of at least this many rows moves the logistic state by its
     # two factors (two exps for the column), a shorter one by one exp per row
     FACTOR_MIN_ROWS = 3
@@ -670,20 +677,15 @@ cdef void _weights_from_partials(const Prob* P, Py_ssize_t a, Py_ssize_t b, Py_s
         set_move(P, mv, j - lo, (new - wj) * P.zval, rj.end - rj.start)
 
 
-cdef void stream_rows(const Prob* P, const label_t* lab_prev, const Moves* mv,
-                      const label2_t* lab, double* part, Py_ssize_t nb, int lanes,
-                      Py_ssize_t block, int T) noexcept nogil:
-    """_stream_pass over all rows in fixed blocks of ``block`` rows, block q writing the
-    partial sums part[q lanes nb : (q + 1) lanes nb]; blocks and lanes independent of T
-    (identical results)."""
+cdef void stream_blocks(const Prob* P, const label_t* lab_prev, const Moves* mv,
+                        const label2_t* lab, double* part, Py_ssize_t nb, int lanes,
+                        Py_ssize_t block, Py_ssize_t q0, Py_ssize_t q1) noexcept nogil:
+    """_stream_pass over the row blocks q0..q1-1 of ``block`` rows, block q writing the
+    partial sums part[q lanes nb : (q + 1) lanes nb]. The blocks are fixed by N (not by the
+    threads) and independent of each other: any split of them among threads gives the same
+    sums."""
     cdef Py_ssize_t q
-    cdef Py_ssize_t n_blocks = (P.N + block - 1) // block
-    if T == 1:
-        for q in range(n_blocks):
-            _stream_pass(P, lab_prev, mv, lab, part + q * lanes * nb if lab != NULL else NULL,
-                         nb, lanes, q * block, min(P.N, (q + 1) * block))
-        return
-    for q in prange(n_blocks, num_threads=T, schedule="static"):
+    for q in range(q0, q1):
         _stream_pass(P, lab_prev, mv, lab, part + q * lanes * nb if lab != NULL else NULL,
                      nb, lanes, q * block, min(P.N, (q + 1) * block))
 
@@ -706,21 +708,25 @@ cdef inline int stream_lanes(Py_ssize_t n_blocks, Py_ssize_t n_bins, Py_ssize_t 
 
 
 cdef void stream_weights(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, const double* part,
-                         int lanes, Py_ssize_t n_blocks, Moves* mv, int T) noexcept nogil:
-    """New weights of the bins lo..hi-1 from the row blocks' partial sums (reading u, not
-    writing it); mv.dz[j - lo] = (w_new - w_old) zval, and the logistic state's factors
-    where they save exps (Moves)."""
-    cdef Py_ssize_t c
-    cdef Py_ssize_t nb = part_stride(hi - lo)
-    set_move(P, mv, hi - lo, 0.0, 0)  # rows without an entry in the grid (label hi - lo)
-    if T == 1 or hi - lo < 2 * WEIGHT_CHUNK or (hi - lo) * n_blocks < WEIGHT_PAR_MIN:
-        _weights_from_partials(P, lo, hi, lo, part, nb, lanes, n_blocks, mv)
-    else:
-        for c in prange((hi - lo + WEIGHT_CHUNK - 1) // WEIGHT_CHUNK, num_threads=T,
-                        schedule="static"):
-            _weights_from_partials(P, lo + c * WEIGHT_CHUNK,
-                                   min(hi, lo + (c + 1) * WEIGHT_CHUNK), lo, part, nb,
-                                   lanes, n_blocks, mv)
+                         int lanes, Py_ssize_t n_blocks, Moves* mv, int tid,
+                         int nt) noexcept nogil:
+    """Thread tid's share (of nt) of the new weights of the bins lo..hi-1 from the row
+    blocks' partial sums (reading u, not writing it); mv.dz[j - lo] = (w_new - w_old) zval,
+    and the logistic state's factors where they save exps (Moves). One thread (tid 0) below
+    WEIGHT_TEAM_MIN partial sums, else contiguous runs of bins, whole cache lines of dz
+    each; every bin's weight is computed alone, so the split does not change it."""
+    cdef Py_ssize_t n = hi - lo, a, b
+    cdef Py_ssize_t nb = part_stride(n)
+    if nt == 1 or n * n_blocks * lanes < WEIGHT_TEAM_MIN:
+        if tid == 0:
+            set_move(P, mv, n, 0.0, 0)  # rows without an entry in the grid (label hi - lo)
+            _weights_from_partials(P, lo, hi, lo, part, nb, lanes, n_blocks, mv)
+        return
+    if tid == 0:
+        set_move(P, mv, n, 0.0, 0)
+    a = lo if tid == 0 else lo + (n * tid // nt) // 8 * 8
+    b = hi if tid == nt - 1 else lo + (n * (tid + 1) // nt) // 8 * 8
+    _weights_from_partials(P, a, b, lo, part, nb, lanes, n_blocks, mv)
 
 
 cdef void _fill_labels(const int64_t* indptr, const idx_t* ind, label_t* lab, Py_ssize_t N,
@@ -844,6 +850,7 @@ cdef struct Grids:
     Py_ssize_t cap             # a grid takes them while n_blocks part_stride(bins) <= cap
     Py_ssize_t block           # rows per block (fixed by N: results for any thread count)
     int64_t* order             # (n_grids,) the epoch's grid sequence
+    long long* claims          # (n_grids,) chunks of a grid's bin steps claimed (grid_team)
 
 
 cdef void serial_epoch(const Prob* P, Sched* S) noexcept nogil:
@@ -927,72 +934,135 @@ cdef void grid_bin_steps(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, int T) noe
 cdef void grid_stream_epoch(const Prob* P, Grids* G, Sched* S, int T) noexcept nogil:
     """grid_epoch as streams over the rows with the grid labels (constant stored values):
     the update of a grid and the partial sums of the next one share one pass over u
-    (docs/internals.md, "Grid mode"). The same iterates as grid_epoch, for any T."""
-    cdef Py_ssize_t it, r, prev
+    (docs/internals.md, "Grid mode"). On T threads one parallel region runs the whole
+    epoch (grid_team), where some grid has enough entries to share; else one thread. The
+    same iterates as grid_epoch, for any T."""
+    cdef Py_ssize_t it, r
     cdef int64_t lo, hi
-    cdef int Tg, lanes
-    cdef double* part
-    cdef Py_ssize_t n_blocks = (P.N + G.block - 1) // G.block
+    cdef bint team = False
+    cdef TeamBarrier bar
     if S.sel == PERMUTATION:
         fisher_yates(S.perm, G.n_grids, S.rng)
     for it in range(G.n_grids):
         G.order[it] = next_grid(S, it, G.n_grids)
-    prev = -1  # a streamed grid whose dz is computed but not yet applied
+        G.claims[it] = 0
+    if T > 1:
+        for r in range(G.n_grids):
+            lo = G.grid_ptr[r]
+            hi = G.grid_ptr[r + 1]
+            if hi - lo >= 2 and P.indptr[hi] - P.indptr[lo] >= G.par_min:
+                team = True
+                break
+    team_init(&bar)
+    if not team:
+        grid_team(P, G, 0, 1, &bar)
+        return
+    with parallel(num_threads=T):
+        grid_team(P, G, omp_thread_num(), omp_num_threads(), &bar)
+
+
+cdef void grid_team(const Prob* P, Grids* G, int tid, int nt, TeamBarrier* bar) noexcept nogil:
+    """Thread tid's part (of nt, the team of the epoch's region) of a streamed grid epoch
+    over the grids G.order: every thread walks the same grids and phases, each phase's work
+    split among the threads (row blocks, bins, chunks of bins) and closed by a barrier of
+    the team (rbcd_team.h: it spins briefly before it sleeps, where the wait of a new
+    region or an OpenMP barrier under the passive wait policy pays a wake-up; about 128
+    phases an epoch at R = 64). Every split is of work whose results do not depend on who
+    does it (disjoint rows, partial sums at places fixed by the row blocks, bins computed
+    alone), so nt = 1 and any nt give the same iterates."""
+    cdef Py_ssize_t it, r, q0, q1
+    cdef Py_ssize_t prev = -1  # a streamed grid whose dz is computed but not yet applied
+    cdef Py_ssize_t n_blocks = (P.N + G.block - 1) // G.block
+    cdef int64_t lo, hi
+    cdef int Tg, lanes
+    cdef double* part
     for it in range(G.n_grids):
         r = G.order[it]
         lo = G.grid_ptr[r]
         hi = G.grid_ptr[r + 1]
         if hi - lo < 2:  # one bin: a single coordinate step
             if prev >= 0:
-                stream_pair(P, G, prev, -1, NULL, 0, 1, T)
+                stream_pair(P, G, prev, -1, NULL, 0, 1, n_blocks, tid, nt)
+                team_wait(bar, nt)
                 prev = -1
-            run_order(P, NULL, lo, hi, NULL)
+            if tid == 0:
+                run_order(P, NULL, lo, hi, NULL)
+            team_wait(bar, nt)
             continue
         # Every grid streams (on one thread too, it beats per-column steps: the rows are
         # read in order); a grid below par_min entries runs on one thread. The row blocks
         # are fixed by N, so the iterates do not depend on the thread count.
-        Tg = T if P.indptr[hi] - P.indptr[lo] >= G.par_min else 1
+        Tg = nt if P.indptr[hi] - P.indptr[lo] >= G.par_min else 1
         # block partial sums while they cost a fraction of a pass over the rows
         part = G.part if n_blocks * part_stride(hi - lo) <= G.cap else NULL
         if part == NULL:
             # about one row per bin: the bins' own steps (one gather and one add per bin)
             # beat a column pass for the weights plus a row pass for the moves; the same
             # bits (the streamed step would sum each bin over its column here, too). Split
-            # across threads in chunks of contiguous bins (grid_bin_steps): a step is a
-            # few ns, so a chunk must hold thousands of them
+            # across threads in chunks of contiguous bins (team_bin_steps)
             if prev >= 0:
-                stream_pair(P, G, prev, -1, NULL, 0, 1, T)
+                stream_pair(P, G, prev, -1, NULL, 0, 1, n_blocks, tid, nt)
+                team_wait(bar, nt)
                 prev = -1
-            grid_bin_steps(P, lo, hi, Tg)
+            if tid < Tg:
+                team_bin_steps(P, lo, hi, &G.claims[it], Tg)
+            team_wait(bar, nt)
             continue
-        # apply the pending grid and sum this one in one pass
+        # apply the pending grid and sum this one in one pass, then the new weights
         lanes = stream_lanes(n_blocks, hi - lo, P.N)
-        stream_pair(P, G, prev, r, part, part_stride(hi - lo), lanes, Tg)
-        stream_weights(P, lo, hi, part, lanes, n_blocks, &G.mv, Tg)
+        stream_pair(P, G, prev, r, part, part_stride(hi - lo), lanes, n_blocks, tid, Tg)
+        team_wait(bar, nt)
+        stream_weights(P, lo, hi, part, lanes, n_blocks, &G.mv, tid, nt)
+        team_wait(bar, nt)
         prev = r
     if prev >= 0:
-        stream_pair(P, G, prev, -1, NULL, 0, 1, T)
+        stream_pair(P, G, prev, -1, NULL, 0, 1, n_blocks, tid, nt)
+
+
+cdef void team_bin_steps(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, long long* claim,
+                         int T) noexcept nogil:
+    """One of T threads' steps of the bins lo..hi-1 of one grid (grid_bin_steps' chunks,
+    claimed from the counter ``claim``, zero at the start of the epoch); T = 1: all of them."""
+    cdef Py_ssize_t n_bins = hi - lo
+    cdef int64_t entries = P.indptr[hi] - P.indptr[lo]
+    cdef long long c, n_chunks
+    if T == 1 or n_bins < 2:
+        run_order(P, NULL, lo, hi, NULL)
+        return
+    n_chunks = min((n_bins + GRID_CHUNK - 1) // GRID_CHUNK,
+                   max(entries // GRID_CHUNK_ENTRIES, 1))
+    while True:
+        c = fetch_add(claim, 1)
+        if c >= n_chunks:
+            break
+        run_order(P, NULL, lo + (n_bins * c) // n_chunks, lo + (n_bins * (c + 1)) // n_chunks,
+                  NULL)
 
 
 cdef inline void stream_pair(const Prob* P, const Grids* G, Py_ssize_t prev, Py_ssize_t r,
-                             double* part, Py_ssize_t nb, int lanes, int T) noexcept nogil:
-    # stream_rows for the label widths of grids prev and r (-1: none)
+                             double* part, Py_ssize_t nb, int lanes, Py_ssize_t n_blocks,
+                             int tid, int T) noexcept nogil:
+    # thread tid's share (of T; none for tid >= T) of the row blocks' stream_blocks, for the
+    # label widths of grids prev and r (-1: none)
     cdef bint wp = prev >= 0 and G.label_wide[prev]
     cdef bint wr = r >= 0 and G.label_wide[r]
     cdef const void* a = <const void*>G.label_ptr[prev] if prev >= 0 else NULL
     cdef const void* b = <const void*>G.label_ptr[r] if r >= 0 else NULL
+    cdef Py_ssize_t q0 = n_blocks * tid // T, q1 = n_blocks * (tid + 1) // T
+    if tid >= T:
+        return
     if not wp and not wr:
-        stream_rows(P, <const uint16_t*>a, &G.mv, <const uint16_t*>b, part, nb, lanes, G.block,
-                    T)
+        stream_blocks(P, <const uint16_t*>a, &G.mv, <const uint16_t*>b, part, nb, lanes,
+                      G.block, q0, q1)
     elif not wp:
-        stream_rows(P, <const uint16_t*>a, &G.mv, <const int32_t*>b, part, nb, lanes, G.block,
-                    T)
+        stream_blocks(P, <const uint16_t*>a, &G.mv, <const int32_t*>b, part, nb, lanes,
+                      G.block, q0, q1)
     elif not wr:
-        stream_rows(P, <const int32_t*>a, &G.mv, <const uint16_t*>b, part, nb, lanes, G.block,
-                    T)
+        stream_blocks(P, <const int32_t*>a, &G.mv, <const uint16_t*>b, part, nb, lanes,
+                      G.block, q0, q1)
     else:
-        stream_rows(P, <const int32_t*>a, &G.mv, <const int32_t*>b, part, nb, lanes, G.block,
-                    T)
+        stream_blocks(P, <const int32_t*>a, &G.mv, <const int32_t*>b, part, nb, lanes,
+                      G.block, q0, q1)
 
 
 cdef void _row_sums(const Prob* P, Py_ssize_t a, Py_ssize_t b, double* out) noexcept nogil:
@@ -1246,6 +1316,7 @@ cdef class CDProblem:
     cdef object grid_delta          # float64 (max bins per grid + 1,) the grid's moves dz
     cdef object grid_labels         # R arrays (N,), uint16 / int32: bin of each row, or None
     cdef object grid_order          # int64 (R,) the epoch's grid sequence
+    cdef object grid_claims         # longlong (R,) the chunks claimed per grid (grid_team)
     cdef object grid_label_ptr      # uint64 (R,) addresses of the label arrays
     cdef object grid_label_wide     # uint8 (R,) 1 where a grid's labels are int32
     cdef object grid_part           # float64 block partial sums of the streamed grid step
@@ -1358,6 +1429,7 @@ cdef class CDProblem:
         self.grid_labels = grid_labels
         self.grid_part = None
         self.grid_order = None
+        self.grid_claims = None
         self.grid_par_min = grid_par_min
         self.max_partials = max_partials
         cdef const int64_t[::1] gpv
@@ -1508,6 +1580,7 @@ cdef class CDProblem:
         cdef double[:, ::1] dz
         cdef double[::1] part
         cdef int64_t[::1] order
+        cdef long long[::1] claims
         if self.grid_labels is None or self.P.N == 0:
             return False
         if self.grid_part is not None:
@@ -1535,11 +1608,13 @@ cdef class CDProblem:
                 for w in widths if n_blocks * part_stride(int(w)) <= cap]
         self.grid_part = _aligned_zeros(max(max(need, default=0), 1))
         self.grid_order = np.zeros(max(len(widths), 1), dtype=np.int64)
+        self.grid_claims = np.zeros(max(len(widths), 1), dtype=np.longlong)
         lp = self.grid_label_ptr
         lw = self.grid_label_wide
         dz = self.grid_delta
         part = self.grid_part
         order = self.grid_order
+        claims = self.grid_claims
         self.G.label_ptr = &lp[0]
         self.G.label_wide = &lw[0]
         self.G.mv.dz = &dz[0, 0]
@@ -1549,6 +1624,7 @@ cdef class CDProblem:
         self.G.cap = cap  # the rule (one lane's partial sums); the buffer holds the lanes
         self.G.block = self.grid_block
         self.G.order = &order[0]
+        self.G.claims = &claims[0]
         return True
 
     def objective(self, int n_threads=1):
