@@ -11,8 +11,8 @@
  *
  * rbcd_team_wait spins for at most RBCD_TEAM_SPIN_NS, about what a sleep and a wake-up
  * cost (so a wait costs at most about twice what the better of spinning and sleeping would
- * have cost, known in hindsight), then sleeps (a futex on Linux; elsewhere it yields the
- * core until the barrier opens). The last thread to arrive opens the barrier and wakes the
+ * have cost, known in hindsight), then sleeps (a futex on Linux; on other POSIX systems
+ * naps of 20 us until the barrier opens). The last thread to arrive opens the barrier and wakes the
  * sleepers, if any. A phase's writes before the barrier are visible to every thread after
  * it (the arrivals release, the opening is acquired). The spin does not yield the core:
  * with a busy-loop process on each of the 2 vCPUs and n_jobs=2, a spin that called
@@ -37,11 +37,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
-#if defined(__unix__) || defined(__APPLE__)
-#include <sched.h>
-#define RBCD_TEAM_YIELD() sched_yield()
+/* after the spin, off Linux: sleep in short naps (not sched_yield: a yielding thread stays
+   runnable and competes with the thread it waits for, see above) */
+#if !defined(__linux__) && (defined(__unix__) || defined(__APPLE__))
+#define RBCD_TEAM_NAP() do { struct timespec nap_ = {0, 20000}; nanosleep(&nap_, NULL); } while (0)
 #else
-#define RBCD_TEAM_YIELD() ((void)0)
+#define RBCD_TEAM_NAP() RBCD_TEAM_PAUSE()
 #endif
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -116,7 +117,7 @@ static inline void rbcd_team_wait(rbcd_team_barrier *b, int n) {
     __atomic_sub_fetch(&b->sleepers, 1, __ATOMIC_SEQ_CST);
 #else
     while (__atomic_load_n(&b->phase, __ATOMIC_ACQUIRE) == phase)
-        RBCD_TEAM_YIELD();
+        RBCD_TEAM_NAP();
 #endif
 #else
     (void)b;
