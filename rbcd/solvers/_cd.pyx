@@ -912,6 +912,13 @@ cdef void grid_epoch(const Prob* P, const Grids* G, Sched* S, int T) noexcept no
                        1 if hi - lo < 2 or P.indptr[hi] - P.indptr[lo] < G.par_min else T)
 
 
+cdef inline Py_ssize_t bin_chunks(const Prob* P, Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    # the chunks of contiguous bins that threads share of one grid's bin steps: about
+    # GRID_CHUNK_ENTRIES stored entries and at least GRID_CHUNK bins each
+    return min((hi - lo + GRID_CHUNK - 1) // GRID_CHUNK,
+               max((P.indptr[hi] - P.indptr[lo]) // GRID_CHUNK_ENTRIES, 1))
+
+
 cdef void grid_bin_steps(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, int T) noexcept nogil:
     """The steps of the bins lo..hi-1 of one grid, each on its own column: their rows are
     disjoint, so any order and any split across threads gives the same iterates. The split:
@@ -920,12 +927,10 @@ cdef void grid_bin_steps(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, int T) noe
     which must stay small next to the chunk's steps)."""
     cdef Py_ssize_t c, n_chunks
     cdef Py_ssize_t n_bins = hi - lo
-    cdef int64_t entries = P.indptr[hi] - P.indptr[lo]
     if T == 1 or n_bins < 2:
         run_order(P, NULL, lo, hi, NULL)
         return
-    n_chunks = min((n_bins + GRID_CHUNK - 1) // GRID_CHUNK,
-                   max(entries // GRID_CHUNK_ENTRIES, 1))
+    n_chunks = bin_chunks(P, lo, hi)
     for c in prange(n_chunks, num_threads=T, schedule="dynamic"):
         run_order(P, NULL, lo + (n_bins * c) // n_chunks, lo + (n_bins * (c + 1)) // n_chunks,
                   NULL)
@@ -970,7 +975,7 @@ cdef void grid_team(const Prob* P, Grids* G, int tid, int nt, TeamBarrier* bar) 
     phases an epoch at R = 64). Every split is of work whose results do not depend on who
     does it (disjoint rows, partial sums at places fixed by the row blocks, bins computed
     alone), so nt = 1 and any nt give the same iterates."""
-    cdef Py_ssize_t it, r, q0, q1
+    cdef Py_ssize_t it, r
     cdef Py_ssize_t prev = -1  # a streamed grid whose dz is computed but not yet applied
     cdef Py_ssize_t n_blocks = (P.N + G.block - 1) // G.block
     cdef int64_t lo, hi
@@ -1024,13 +1029,11 @@ cdef void team_bin_steps(const Prob* P, Py_ssize_t lo, Py_ssize_t hi, long long*
     """One of T threads' steps of the bins lo..hi-1 of one grid (grid_bin_steps' chunks,
     claimed from the counter ``claim``, zero at the start of the epoch); T = 1: all of them."""
     cdef Py_ssize_t n_bins = hi - lo
-    cdef int64_t entries = P.indptr[hi] - P.indptr[lo]
     cdef long long c, n_chunks
     if T == 1 or n_bins < 2:
         run_order(P, NULL, lo, hi, NULL)
         return
-    n_chunks = min((n_bins + GRID_CHUNK - 1) // GRID_CHUNK,
-                   max(entries // GRID_CHUNK_ENTRIES, 1))
+    n_chunks = bin_chunks(P, lo, hi)
     while True:
         c = fetch_add(claim, 1)
         if c >= n_chunks:
