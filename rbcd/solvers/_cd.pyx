@@ -97,6 +97,13 @@ cpdef enum Check:
 # passes run on the calling thread. Results are unchanged (each column is summed alone).
 cdef enum:
     PAR_MIN_ENTRIES = 32768
+    # the per-epoch passes over the rows (the intercept's shift, the objective's sums) or
+    # the weights (the norms) run on one thread below this many rows / columns (a 16th of
+    # it for the logistic loss's rows, row_threads): at about a nanosecond a row or
+    # column, a pass of fewer costs less than waking the sleeping threads
+    # (about 64 us a region on the 2-vCPU VM; docs/benchmarks/threads.md). The intercept
+    # step at N = 10^5 took 157 us a call on 2 threads against 98 us on one.
+    ROW_PAR_MIN = 262144
     # coordinate look-ahead: the record of the coordinate LOOK steps ahead is prefetched,
     # its row indices LOOK / 2 steps ahead (its predictions are not prefetched: out-of-order
     # execution overlaps those misses)
@@ -408,11 +415,20 @@ cdef inline void set_deriv(const Prob* P, Py_ssize_t i) noexcept nogil:
         P.dv[i] = loss_deriv(P.loss, P.u[i], P.y[i])
 
 
+cdef inline int row_threads(const Prob* P, int T) noexcept nogil:
+    # threads for a pass over the rows of a few ns a row: T from ROW_PAR_MIN rows, from a
+    # 16th of that for the logistic loss (an exp or a log a row)
+    if P.N >= (ROW_PAR_MIN // 16 if P.loss == LOGISTIC else ROW_PAR_MIN):
+        return T
+    return 1
+
+
 cdef void shift_rows(const Prob* P, double delta, int T) noexcept nogil:
     # numpy: p += delta (if delta != 0), then loss' (and the logistic state) from p afresh;
     # elementwise, in parallel blocks of OBJ_BLOCK rows
     cdef Py_ssize_t q, i, lo, hi
-    for q in prange((P.N + OBJ_BLOCK - 1) // OBJ_BLOCK, num_threads=T, schedule="static"):
+    for q in prange((P.N + OBJ_BLOCK - 1) // OBJ_BLOCK, num_threads=row_threads(P, T),
+                    schedule="static"):
         lo = q * OBJ_BLOCK
         hi = min(P.N, (q + 1) * OBJ_BLOCK)
         if delta != 0.0:
@@ -1145,7 +1161,7 @@ cdef void row_sums(const Prob* P, Py_ssize_t rb, int T, double* out) noexcept no
         out[k] = 0.0
     if part == NULL:
         return
-    for q in prange(nbr, num_threads=T, schedule="static"):
+    for q in prange(nbr, num_threads=row_threads(P, T), schedule="static"):
         _row_sums(P, q * rb, min(P.N, (q + 1) * rb), &part[3 * q])
     for q in range(nbr):
         for k in range(3):
@@ -1207,7 +1223,7 @@ cdef void objective_sums(const Prob* P, Py_ssize_t rb, int T, double* out) noexc
     out[4] = 0.0
     if part == NULL:
         return
-    for q in prange(P.n_cblk, num_threads=T, schedule="static"):
+    for q in prange(P.n_cblk, num_threads=T if P.D >= ROW_PAR_MIN else 1, schedule="static"):
         _norm_sums(P, P.cblk[q], P.cblk[q + 1], &part[2 * q])
     for q in range(P.n_cblk):
         out[3] += part[2 * q]
