@@ -123,6 +123,19 @@ def test_cg_vector_kernels_match_numpy(D, k, use_diag, seed):
         outs.append((Q, prr, prz, Pt))
     for a, b in zip(*outs):  # no dependence on the thread count
         np.testing.assert_array_equal(a, b)
+    # the block sums are sums of the block's rows in increasing order, bit for bit (the
+    # contract that keeps every thread count's and every layout's CG iterates the same)
+    Q, prr, prz, _ = outs[0]
+    r = R_ref[:, act]
+    for b in range(n_blocks):
+        rows = range(b * _sparse.CG_BLOCK, min(D, (b + 1) * _sparse.CG_BLOCK))
+        for a in range(na):
+            s_pq = s_rr = s_rz = 0.0
+            for j in rows:
+                s_pq += Pa[j, a] * Q[j, a]
+                s_rr += r[j, a] * r[j, a]
+                s_rz += r[j, a] * r[j, a] * minv[j, act[a]]
+            assert part[b, a] == s_pq and prr[b, a] == s_rr and prz[b, a] == s_rz
 
 
 def test_product_shape_errors():
