@@ -112,13 +112,14 @@ def test_cg_vector_kernels_match_numpy(D, k, use_diag, seed):
         np.testing.assert_allclose(part.sum(0), (Pa * Q_ref).sum(0), rtol=1e-10, atol=1e-10)
         Xt, Rt, Pt = X.copy(), R.copy(), P.copy()
         prr, prz = np.empty((n_blocks, na)), np.empty((n_blocks, na))
-        _sparse.cg_step(Xt, Rt, Pa, Q, act, step, diag, alpha, use_diag, prr, prz, n_threads)
+        mi = np.ascontiguousarray(minv) if use_diag else np.empty((0, k))
+        _sparse.cg_step(Xt, Rt, Pa, Q, act, step, mi, prr, prz, n_threads)
         np.testing.assert_allclose(Xt, X_ref, rtol=1e-13, atol=1e-13)
         np.testing.assert_allclose(Rt, R_ref, rtol=1e-13, atol=1e-12)
         r = R_ref[:, act]
         np.testing.assert_allclose(prr.sum(0), (r * r).sum(0), rtol=1e-10)
         np.testing.assert_allclose(prz.sum(0), (r * r * minv[:, act]).sum(0), rtol=1e-10, atol=1e-10)
-        _sparse.cg_direction(Pt, Rt, act, beta, diag, alpha, use_diag, n_threads)
+        _sparse.cg_direction(Pt, Rt, act, beta, mi, n_threads)
         np.testing.assert_allclose(Pt, P_ref, rtol=1e-12, atol=1e-12)
         outs.append((Q, prr, prz, Pt))
     for a, b in zip(*outs):  # no dependence on the thread count
@@ -136,6 +137,30 @@ def test_cg_vector_kernels_match_numpy(D, k, use_diag, seed):
                 s_rr += r[j, a] * r[j, a]
                 s_rz += r[j, a] * r[j, a] * minv[j, act[a]]
             assert part[b, a] == s_pq and prr[b, a] == s_rr and prz[b, a] == s_rz
+
+
+def test_cg_vector_kernels_take_one_preconditioner_column_for_a_shared_alpha():
+    # every target with the same alpha: a (D, 1) M^-1 gives the (D, k) one's bits
+    rng = np.random.default_rng(5)
+    D, k = 5000, 3
+    act = np.array([0, 2], dtype=np.int64)
+    X, R, P = (rng.standard_normal((D, k)) for _ in range(3))
+    Pa = np.ascontiguousarray(P[:, act])
+    Q = rng.standard_normal((D, 2))
+    d = rng.uniform(-0.1, 2.0, D)[:, None] + 0.3
+    col = np.where(d > 0, 1.0 / np.where(d > 0, d, 1.0), 1.0)
+    n_blocks = -(-D // _sparse.CG_BLOCK)
+    outs = []
+    for minv in (np.ascontiguousarray(np.repeat(col, k, axis=1)), np.ascontiguousarray(col)):
+        Xt, Rt, Pt = X.copy(), R.copy(), P.copy()
+        prr, prz = np.empty((n_blocks, 2)), np.empty((n_blocks, 2))
+        _sparse.cg_step(Xt, Rt, Pa, Q, act, np.array([0.5, -1.5]), minv, prr, prz, 2)
+        _sparse.cg_direction(Pt, Rt, act, np.array([0.25, 2.0]), minv, 2)
+        outs.append((Xt, Rt, Pt, prr, prz))
+    for a, b in zip(*outs):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="inconsistent"):
+        _sparse.cg_direction(P.copy(), R, act, np.ones(2), np.ones((D, 2)), 1)
 
 
 def test_product_shape_errors():

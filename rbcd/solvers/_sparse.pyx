@@ -466,16 +466,6 @@ cdef enum:
 CG_BLOCK = _CG_BLOCK  # rows per partial sum, visible from Python
 
 
-cdef inline double _inv_diag(const double *diag, const double *alpha, Py_ssize_t j,
-                             Py_ssize_t c, bint use_diag) noexcept nogil:
-    """1 / (diag[j] + alpha[c]) when positive, else 1 (no preconditioning there)."""
-    cdef double d
-    if not use_diag:
-        return 1.0
-    d = diag[j] + alpha[c]
-    return 1.0 / d if d > 0.0 else 1.0
-
-
 def cg_operator_tail(
     double[:, ::1] Q,             # IN/OUT (D, n_act) Z^T S (Z P - 1 zbar.P) for the active columns
     const double[:, ::1] Pa,      # IN  (D, n_act) the active search directions
@@ -530,9 +520,8 @@ def cg_step(
     const double[:, ::1] Q,       # IN  (D, n_act) A @ Pa
     const long long[::1] act,     # IN  (n_act,) the active columns of X and R
     const double[::1] step,       # IN  (n_act,) CG step sizes
-    const double[::1] diag,       # IN  (D,) operator diagonal without alpha (Jacobi)
-    const double[::1] alpha,      # IN  (k,) penalties
-    bint use_diag,
+    const double[:, ::1] minv,    # IN  (D, k) the preconditioner M^-1 (Jacobi), (D, 1) when
+                                  #     every column's is the same, or (0, k): none
     double[:, ::1] partial_rr,    # OUT (n_blocks, n_act) block sums of r^2
     double[:, ::1] partial_rz,    # OUT (n_blocks, n_act) block sums of r * M^-1 r
     int n_threads,
@@ -546,12 +535,15 @@ def cg_step(
     cdef double r, arr, arz
     if R.shape[0] != D or R.shape[1] != k or Pa.shape[0] != D or Pa.shape[1] != na:
         raise ValueError("cg_step: inconsistent shapes")
-    if Q.shape[0] != D or Q.shape[1] != na or step.shape[0] != na or alpha.shape[0] != k:
+    if Q.shape[0] != D or Q.shape[1] != na or step.shape[0] != na:
         raise ValueError("cg_step: inconsistent shapes")
     if partial_rr.shape[0] != n_blocks or partial_rz.shape[0] != n_blocks:
         raise ValueError("cg_step: inconsistent shapes")
-    if partial_rr.shape[1] != na or partial_rz.shape[1] != na or (use_diag and diag.shape[0] != D):
+    if partial_rr.shape[1] != na or partial_rz.shape[1] != na:
         raise ValueError("cg_step: inconsistent shapes")
+    if minv.shape[0] != 0 and (minv.shape[0] != D or minv.shape[1] not in (1, k)):
+        raise ValueError("cg_step: inconsistent shapes")
+    cdef Py_ssize_t mk = minv.shape[1]
     for a in range(na):
         if act[a] < 0 or act[a] >= k:
             raise ValueError("cg_step: active column out of range")
@@ -563,8 +555,7 @@ def cg_step(
     cdef const double *qp = &Q[0, 0]
     cdef const long long *ac = &act[0]
     cdef const double *st = &step[0]
-    cdef const double *dg = &diag[0] if diag.shape[0] > 0 else NULL
-    cdef const double *al = &alpha[0]
+    cdef const double *mv = &minv[0, 0] if minv.shape[0] > 0 else NULL
     cdef double *prr = &partial_rr[0, 0]
     cdef double *prz = &partial_rz[0, 0]
     with nogil:
@@ -582,7 +573,8 @@ def cg_step(
                     r = rp[j * k + c] - st[a] * qp[j * na + a]
                     rp[j * k + c] = r
                     arr = arr + r * r
-                    arz = arz + r * r * _inv_diag(dg, al, j, c, use_diag)
+                    arz = arz + (r * r * mv[j * mk + (c if mk > 1 else 0)] if mv != NULL
+                                 else r * r)
                 prr[blk * na + a] = arr
                 prz[blk * na + a] = arz
 
@@ -592,9 +584,8 @@ def cg_direction(
     const double[:, ::1] R,       # IN  (D, k) residuals
     const long long[::1] act,     # IN  (n_act,) columns to update
     const double[::1] beta,       # IN  (n_act,)
-    const double[::1] diag,       # IN  (D,) operator diagonal without alpha (Jacobi)
-    const double[::1] alpha,      # IN  (k,)
-    bint use_diag,
+    const double[:, ::1] minv,    # IN  (D, k) the preconditioner M^-1 (Jacobi), (D, 1) when
+                                  #     every column's is the same, or (0, k): none
     int n_threads,
 ):
     """P[:, act] = M^-1 R[:, act] + beta * P[:, act]."""
@@ -602,10 +593,11 @@ def cg_direction(
     cdef Py_ssize_t k = P.shape[1]
     cdef Py_ssize_t na = act.shape[0]
     cdef Py_ssize_t j, a, c
-    if R.shape[0] != D or R.shape[1] != k or beta.shape[0] != na or alpha.shape[0] != k:
+    if R.shape[0] != D or R.shape[1] != k or beta.shape[0] != na:
         raise ValueError("cg_direction: inconsistent shapes")
-    if use_diag and diag.shape[0] != D:
+    if minv.shape[0] != 0 and (minv.shape[0] != D or minv.shape[1] not in (1, k)):
         raise ValueError("cg_direction: inconsistent shapes")
+    cdef Py_ssize_t mk = minv.shape[1]
     for a in range(na):
         if act[a] < 0 or act[a] >= k:
             raise ValueError("cg_direction: active column out of range")
@@ -615,14 +607,14 @@ def cg_direction(
     cdef const double *rp = &R[0, 0]
     cdef const long long *ac = &act[0]
     cdef const double *bt = &beta[0]
-    cdef const double *dg = &diag[0] if diag.shape[0] > 0 else NULL
-    cdef const double *al = &alpha[0]
+    cdef const double *mv = &minv[0, 0] if minv.shape[0] > 0 else NULL
     with nogil:
         for j in prange(D, schedule="static", num_threads=n_threads):
-            # P[j, act] = R[j, act] / (diag[j] + alpha[act]) + beta * P[j, act]
+            # P[j, act] = M^-1[j, act] R[j, act] + beta * P[j, act]
             for a in range(na):
                 c = ac[a]
-                pp[j * k + c] = rp[j * k + c] * _inv_diag(dg, al, j, c, use_diag) + bt[a] * pp[j * k + c]
+                pp[j * k + c] = ((rp[j * k + c] * mv[j * mk + (c if mk > 1 else 0)]
+                                  if mv != NULL else rp[j * k + c]) + bt[a] * pp[j * k + c])
 
 
 # ---------------------------------------------------------------------------------------

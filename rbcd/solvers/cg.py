@@ -878,12 +878,18 @@ def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose,
     thresh = tol * (np.full(k, bnorm.max(initial=0.0)) if shared_scale else bnorm)
     proj = _grid_projection(op, columns, fit_intercept) if use_diag else None
     if use_diag:
-        d = diag[:, None] + alpha[None, :]
-        P = R * np.where(d > 0, 1.0 / np.where(d > 0, d, 1.0), 1.0)   # M^-1 r
+        # M^-1 (Jacobi) once for the solve: the kernels multiply by it (a division per
+        # entry and iteration before, the same quotients); one column when every target
+        # has the same alpha
+        same = alpha.size > 0 and bool(np.all(alpha == alpha[0]))
+        d = diag[:, None] + (alpha[:1] if same else alpha)[None, :]
+        minv = np.ascontiguousarray(np.where(d > 0, 1.0 / np.where(d > 0, d, 1.0), 1.0))
         del d
+        P = R * minv                                    # M^-1 r
         if proj is not None:
             proj(P)                                     # z = Proj M^-1 r
     else:
+        minv = np.empty((0, k))                         # none
         P = R.copy()
     if flat.size:
         P[flat] = 0.0
@@ -903,8 +909,7 @@ def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose,
         part_rr = np.empty((n_blocks, act.size))
         part_rz = np.empty((n_blocks, act.size))
         # X += step P; R -= step Q (active columns); block sums of r.r and r.M^-1 r
-        _sparse.cg_step(X, R, Pa, Q, act, step, diag, alpha, use_diag, part_rr, part_rz,
-                        vec_threads)
+        _sparse.cg_step(X, R, Pa, Q, act, step, minv, part_rr, part_rz, vec_threads)
         del Q
         n_iter[act] = it
         rn = np.sqrt(part_rr.sum(axis=0))
@@ -915,7 +920,7 @@ def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose,
         stop = (rn <= thresh[act]) | ~ok
         beta = np.where(rz[act] > 0, rz_new / np.where(rz[act] > 0, rz[act], 1.0), 0.0)
         # P = M^-1 R + beta P (active columns)
-        _sparse.cg_direction(P, R, act, beta, diag, alpha, use_diag, vec_threads)
+        _sparse.cg_direction(P, R, act, beta, minv, vec_threads)
         if proj is not None:
             # P = Proj M^-1 R + beta P: P was already projected, so projecting the sum
             # is the same. rz above is r . M^-1 r, which equals r . Proj M^-1 r since
