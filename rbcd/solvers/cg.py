@@ -89,8 +89,11 @@ _PRECONDITIONERS = ("jacobi", None)
 _WORK_PER_THREAD = 500_000
 # entries of the (D, k) arrays per thread below which CG's vector updates (cg_step,
 # cg_direction, the operator's tail: several passes each, memory-bound) use fewer threads;
-# with the products' grain they ran on one thread at D = 6e5, 1.25x the time of two
-_VECTOR_PER_THREAD = 200_000
+# with the products' grain they ran on one thread at D = 6e5, 1.25x the time of two. At
+# about 1 ns an entry (since their sums stay in registers) two threads gain from about
+# 1.5e5 entries, a region's wake-up included: a 40-iteration RidgeCG at N = 5e4 (D =
+# 3.6e5) took 157-176 ms on 2 threads with this grain against 194-198 ms with 200,000
+_VECTOR_PER_THREAD = 100_000
 
 
 def _max_abs(Z):
