@@ -58,6 +58,13 @@ cdef const double *_vector_or_null(v, Py_ssize_t n, str name) except? NULL:
     return &view[0] if n > 0 else NULL
 
 
+def _check_grid_indices(grids, Py_ssize_t R):
+    """ValueError unless every entry of ``grids`` is a grid index 0 .. R - 1."""
+    g = np.asarray(grids)
+    if g.shape[0] and (g.min() < 0 or g.max() >= R):
+        raise ValueError("grids out of range")
+
+
 def gram_dual(const label_t[:, ::1] labels, double v2, m, double c, sw,
               double[:, ::1] K, int n_threads, S=None, grids=None):
     """Lower triangle (j <= i) of K = diag(sw) (v2 C - m 1^T - 1 m^T + c) diag(sw), C the
@@ -73,8 +80,7 @@ def gram_dual(const label_t[:, ::1] labels, double v2, m, double c, sw,
     cdef const int64_t *gptr = NULL
     if grids is not None:
         gv = grids
-        if gv.shape[0] and (np.min(grids) < 0 or np.max(grids) >= R):
-            raise ValueError("grids out of range")
+        _check_grid_indices(grids, R)
         gptr = &gv[0] if gv.shape[0] else NULL
         R = gv.shape[0]
     cdef Py_ssize_t rows = RBCD_GRAM_ROWS
@@ -157,8 +163,7 @@ def gram_pairs(const label_t[:, ::1] labels, const int64_t[::1] grids,
         raise ValueError("base must have one entry per grid")
     if ng == 0 or n == 0:
         return
-    if np.any(np.asarray(grids) < 0) or np.any(np.asarray(grids) >= R):
-        raise ValueError("grids out of range")
+    _check_grid_indices(grids, R)
     n_threads = max(1, min(n_threads, n))
     # row range t: [n sqrt(t / T), n sqrt((t + 1) / T)), about the same pairs j < i each
     bounds_np = np.rint(n * np.sqrt(np.arange(n_threads + 1) / n_threads)).astype(np.int64)
