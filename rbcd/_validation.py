@@ -137,6 +137,51 @@ def check_output_dtype(dtype):
     return dt
 
 
+def plain_float_array(X):
+    """X is a numpy float64 C-ordered 2-D array with a row and a column: what
+    validate_data(dtype=np.float64, order="C") returns unchanged."""
+    return (type(X) is np.ndarray and X.ndim == 2 and X.dtype == np.float64
+            and X.flags.c_contiguous and X.shape[0] >= 1 and X.shape[1] >= 1)
+
+
+def plain_checked(estimator, X, reset):
+    """What validate_data does for an array of :func:`plain_float_array` (or a float64 CSR
+    matrix, :func:`plain_csr`), without its data-frame probes (they cost as much as
+    binning a few hundred rows, or as a prediction of one row): no feature names, a
+    feature count. Finiteness is the caller's (validate_data's is not done here)."""
+    _check_n_features(estimator, X, reset=reset)
+    if reset:
+        if hasattr(estimator, "feature_names_in_"):
+            delattr(estimator, "feature_names_in_")
+    elif getattr(estimator, "feature_names_in_", None) is not None:
+        warnings.warn("X does not have valid feature names, but"
+                      f" {estimator.__class__.__name__} was fitted with feature names",
+                      UserWarning)
+    return X
+
+
+def plain_csr(X):
+    """X is a scipy CSR matrix of float64 with at least one row and column and int32 or
+    int64 indices: what validate_data(accept_sparse="csr", dtype=np.float64) returns
+    unchanged (finiteness aside)."""
+    return (type(X) in _CSR_TYPES and X.dtype == np.float64 and X.ndim == 2
+            and X.shape[0] >= 1 and X.shape[1] >= 1
+            and X.indices.dtype in _INDEX_TYPES and X.indptr.dtype in _INDEX_TYPES)
+
+
+def check_predict_csr(estimator, X, **kwargs):
+    """validate_data(estimator, X, reset=False, **kwargs) (kwargs accepting CSR of
+    float64 and checking finiteness), with the short way of :func:`plain_checked` for a
+    float64 CSR matrix of finite values: the features a model built for its solver."""
+    if plain_csr(X) and np.isfinite(X.data).all():
+        return plain_checked(estimator, X, reset=False)
+    return validate_data(estimator, X, reset=False, **kwargs)
+
+
+_CSR_TYPES = (sp.csr_matrix, getattr(sp, "csr_array", sp.csr_matrix))
+_INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
 def check_dense_X(estimator, X, reset):
     """X as a C-ordered float64 2-D array (copied only when needed).
 
@@ -149,19 +194,8 @@ def check_dense_X(estimator, X, reset):
             f"{type(estimator).__name__} needs dense X: sparse input is not supported "
             "(random binning of sparse data would bin every zero; use X.toarray())"
         )
-    if (type(X) is np.ndarray and X.ndim == 2 and X.dtype == np.float64
-            and X.flags.c_contiguous and X.shape[0] >= 1 and X.shape[1] >= 1):
-        # what validate_data does for such an array, without its data-frame probes (they
-        # cost as much as binning a few hundred rows): no feature names, a feature count
-        _check_n_features(estimator, X, reset=reset)
-        if reset:
-            if hasattr(estimator, "feature_names_in_"):
-                delattr(estimator, "feature_names_in_")
-        elif getattr(estimator, "feature_names_in_", None) is not None:
-            warnings.warn("X does not have valid feature names, but"
-                          f" {estimator.__class__.__name__} was fitted with feature names",
-                          UserWarning)
-        return X
+    if plain_float_array(X):
+        return plain_checked(estimator, X, reset)
     return validate_data(
         estimator,
         X,

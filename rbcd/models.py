@@ -72,6 +72,8 @@ from ._validation import (
     check_regression_target,
     check_sample_weight,
     fit_context,
+    plain_checked,
+    plain_float_array,
 )
 from .solvers.cd import CDClassifier, CDRegressor
 from .solvers.cg import RidgeCG, RidgeCGClassifier
@@ -513,8 +515,11 @@ class _RBBase(ChecksummedState, BaseEstimator):
         check_is_fitted(self, "solver_")
         if "_cuda_tables" in self.binning_.__dict__:  # fitted with device="cuda"
             return score(self.binning_.transform(X))
-        X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"],
-                          dtype=np.float64, ensure_all_finite=False)
+        if plain_float_array(X):  # the binning checks finiteness
+            X = plain_checked(self, X, reset=False)
+        else:
+            X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"],
+                              dtype=np.float64, ensure_all_finite=False)
         rows = max(256, PREDICT_ENTRIES // max(1, self.binning_.n_bins_.shape[0]))
         if X.shape[0] <= rows:
             return score(self._valid_features(X))

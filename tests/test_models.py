@@ -619,3 +619,42 @@ def test_predict_by_blocks_names_the_row_of_x(monkeypatch, hashed):
         Xt[900, 2] = 1e300
         with pytest.raises(ValueError, match="too large to bin at row 900, column 2"):
             model.predict(Xt)
+
+
+def test_prediction_checks_keep_every_error_and_warning_on_the_short_path():
+    """Predictions of a plain float64 array (the models) and of a float64 CSR (the
+    solvers) skip scikit-learn's data-frame probes, not its checks: a wrong feature count
+    raises, a non-finite value raises, X without the names a model was fitted with warns,
+    and the predictions equal those of the same rows through the full validation (a
+    list, a Fortran-ordered copy)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((120, 4))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    model = RBClassifier(n_grids=16, random_state=0).fit(X, y)
+    want = model.predict(X[:7].tolist())
+    assert np.array_equal(model.predict(X[:7]), want)
+    assert np.array_equal(model.predict(np.asfortranarray(X[:7])), want)
+    with pytest.raises(ValueError, match="features"):
+        model.predict(rng.standard_normal((3, 5)))
+    bad = X[:3].copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        model.predict(bad)
+    named = RBClassifier(n_grids=16, random_state=0).fit(
+        pd.DataFrame(X, columns=list("abcd")), y)
+    with pytest.warns(UserWarning, match="feature names"):
+        named.predict(X[:2])
+
+    Z = sp.csr_matrix(rng.random((50, 30)) * (rng.random((50, 30)) < 0.3))
+    t = Z @ rng.standard_normal(30)
+    for est in (RidgeCG(alpha=1.0), CDRegressor(alpha=0.1)):
+        est.fit(Z, t)
+        assert np.array_equal(est.predict(Z[:4]), est.predict(Z[:4].tocsc()))
+        with pytest.raises(ValueError, match="features"):
+            est.predict(sp.csr_matrix((2, 31)))
+        Zbad = Z[:3].copy()
+        Zbad.data[0] = np.inf
+        with pytest.raises(ValueError, match="infinity|NaN"):
+            est.predict(Zbad)

@@ -896,6 +896,45 @@ def test_constant_columns_get_zero_weight_like_explicit_centring():
     np.testing.assert_allclose(ours_sp.coef_, ref.coef_, rtol=1e-9, atol=1e-12)
 
 
+def test_sparse_predictions_of_few_rows_gather_the_used_coefficients(monkeypatch):
+    """A few rows against many columns (a prediction of one row): sparse_times_coef
+    multiplies by the coefficients of the columns the rows use only (remapped indices),
+    and gives scipy's X @ coef.T bit for bit, with unsorted and duplicate indices, float32
+    data, int64 indices, empty rows, and on either side of the switch to the full copy."""
+    from rbcd.solvers import cg as cgmod
+
+    rng = np.random.default_rng(81)
+    D = 5000
+    per = cgmod._GATHER_PER_COLUMN
+    for trial in range(40):
+        k = int(rng.integers(2, 12))
+        coef = rng.standard_normal((k, D))
+        n = int(rng.integers(1, 4))
+        # around the switch: nnz * per just below and above D
+        nnz = int(rng.integers(1, 2 * D // per))
+        rows = np.sort(rng.integers(0, n, nnz))
+        cols = rng.integers(0, D, nnz)           # unsorted within a row, duplicates kept
+        data = rng.standard_normal(nnz).astype([np.float64, np.float32][trial % 2])
+        indptr = np.searchsorted(rows, np.arange(n + 1))
+        idx = np.int64 if trial % 3 == 0 else np.int32
+        X = sp.csr_matrix((data, cols.astype(idx), indptr.astype(idx)), shape=(n, D))
+        got = cgmod.sparse_times_coef(X, coef, 1)
+        want = np.asarray(X @ coef.T)
+        assert got.shape == want.shape == (n, k)
+        assert np.array_equal(got, want), (trial, nnz * per < D)
+    # the switch itself: the gather runs only below one entry per _GATHER_PER_COLUMN columns
+    calls = []
+    real = np.unique
+    monkeypatch.setattr(np, "unique", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    X1 = sp.csr_matrix((np.ones(3), [5, 9, 1], [0, 3]), shape=(1, D))
+    cgmod.sparse_times_coef(X1, rng.standard_normal((3, D)), 1)
+    assert calls, "one row of 3 entries in 5,000 columns should gather"
+    calls.clear()
+    Xw = sp.random(40, D, density=0.05, format="csr", random_state=0)
+    cgmod.sparse_times_coef(Xw, rng.standard_normal((3, D)), 1)
+    assert not calls, "10,000 entries in 5,000 columns should take the full copy"
+
+
 def test_sparse_predictions_are_scipys_on_any_thread_count():
     """RidgeCG's and CDRegressor's predictions of sparse X (rbcd.solvers.cg
     .sparse_times_coef: CSR rows on n_jobs threads) equal scipy's X @ coef.T bit for bit,

@@ -13,6 +13,7 @@ import scipy.sparse as sp
 
 from . import _binning
 from .._memory import available_memory
+from .._threads import effective_n_threads
 from .._validation import INT64_HIGH, INT64_LOW
 
 #: rows x grids x columns below which a binning kernel runs on one thread: about a
@@ -59,6 +60,14 @@ _DEFAULT_PATHS = _Paths()
 def _threads_for(n_threads, work, paths=_DEFAULT_PATHS):
     """One thread for small inputs (the output is the same for any thread count)."""
     return 1 if work < paths.small_work else n_threads
+
+
+def _jobs_for(n_jobs, work, paths=_DEFAULT_PATHS):
+    """_threads_for(effective_n_threads(n_jobs), work, paths), the machine's load probed
+    only where the work may use more than one thread (a transform of a few rows: none)."""
+    if work < paths.small_work:
+        return 1
+    return effective_n_threads(n_jobs)
 
 
 # A grid's keys come from thresholds when it has at most this many per column

@@ -11,8 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _binning
-from .._threads import effective_n_threads
-from ._plan import _DEFAULT_PATHS, _threads_for
+from ._plan import _DEFAULT_PATHS, _jobs_for
 
 __all__ = ["RBColumns", "column_structure"]
 
@@ -235,8 +234,7 @@ def column_structure(Z, grid_ptr, n_jobs=None, *, _paths=None):
     gp = _check_grid_ptr(grid_ptr, n_cols)
     if not Z.has_sorted_indices:
         Z = Z.sorted_indices()
-    n_threads = _threads_for(effective_n_threads(n_jobs), Z.nnz + n_rows,
-                             _DEFAULT_PATHS if _paths is None else _paths)
+    n_threads = _jobs_for(n_jobs, Z.nnz + n_rows, _DEFAULT_PATHS if _paths is None else _paths)
     idx = np.promote_types(Z.indptr.dtype, Z.indices.dtype)
     if idx not in (np.dtype(np.int32), np.dtype(np.int64)):
         idx = np.dtype(np.int64)

@@ -99,6 +99,7 @@ from ._plan import (  # noqa: F401
     _grid_bounds,
     _grid_costs,
     _grid_layout,
+    _jobs_for,
     _key_bits,
     _Paths,
     _range_bounds,
@@ -445,8 +446,8 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
             return cuda_binning.transform(self, X, cuda_binning.get_xp("cuda"))
         paths = _DEFAULT_PATHS if _paths is None else _paths
         X = check_X(self, X, reset=False)
-        n_threads = _threads_for(effective_n_threads(self.n_jobs),
-                                 X.shape[0] * X.shape[1] * self.n_bins_.shape[0], paths)
+        n_threads = _jobs_for(self.n_jobs, X.shape[0] * X.shape[1] * self.n_bins_.shape[0],
+                              paths)
         constant = self.__dict__.get("_constant_columns")
         n_copy = X.shape[1] if constant is None else max(constant.varying.shape[0], 1)
         check_transform_memory(X, self.n_bins_.shape[0], n_copy, n_threads)

@@ -82,7 +82,7 @@ from .._random import solver_seed
 from .._threads import effective_n_threads, serial_dot
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, TOL, VERBOSE,
                            Interval, RealInterval, StrOptions, check_class_weight,
-                           check_regression_target, check_sample_weight,
+                           check_predict_csr, check_regression_target, check_sample_weight,
                            fit_context)
 from .._warnings import warn as warn_user
 from .._integrity import ChecksummedState
@@ -640,8 +640,10 @@ class _CDBase(ChecksummedState, BaseEstimator):
     _loss_choices = REGRESSION_LOSSES + CLASSIFICATION_LOSSES
 
     def _validate_Z(self, Z, reset):
-        return validate_data(self, Z, reset=reset, accept_sparse=True,
-                             dtype=[np.float64, np.float32])
+        kwargs = dict(accept_sparse=True, dtype=[np.float64, np.float32])
+        if not reset:
+            return check_predict_csr(self, Z, **kwargs)
+        return validate_data(self, Z, reset=reset, **kwargs)
 
     def _solve_all(self, Z, targets, s, params, columns, strata=None):
         """Solve every problem k (column k of ``targets``); sets the shared attributes.

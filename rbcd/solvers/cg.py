@@ -76,7 +76,8 @@ from .cd import SAFE_EXP, pow2_scale
 from .._memory import check_solver_memory
 from .._threads import effective_n_threads, limit_blas
 from .._validation import (N_JOBS, TOL, VERBOSE, Interval, RealInterval, StrOptions,
-                           check_class_weight, check_regression_target, fit_context)
+                           check_class_weight, check_predict_csr, check_regression_target,
+                           fit_context)
 from .._warnings import warn as warn_user
 from .._integrity import ChecksummedState
 
@@ -87,6 +88,10 @@ _PRECONDITIONERS = ("jacobi", None)
 # threads then sleep: rbcd._openmp_env); at 50,000 a 133-row fit (wine) ran its products on
 # 2 threads and n_jobs=None took 1.3-2x n_jobs=1 beside other processes
 _WORK_PER_THREAD = 500_000
+#: sparse_times_coef multiplies by the coefficients of the columns its rows use (a
+#: gather, after a sort of the stored indices) where the rows store fewer than one
+#: entry per _GATHER_PER_COLUMN columns, else by a (D, k) copy of all of them
+_GATHER_PER_COLUMN = 8
 # entries of the (D, k) arrays per thread below which CG's vector updates (cg_step,
 # cg_direction, the operator's tail: several passes each, memory-bound) use fewer threads;
 # with the products' grain they ran on one thread at D = 6e5, 1.25x the time of two. At
@@ -988,10 +993,10 @@ _CG_CONSTRAINTS = {
 class _RidgeCGBase(ChecksummedState, BaseEstimator):
     _classification = False   # alpha="auto" scores the targets' squared error
     def _validate_X(self, X, reset):
-        return validate_data(
-            self, X, reset=reset, accept_sparse=["csr", "csc", "coo"],
-            dtype=[np.float64, np.float32],
-        )
+        kwargs = dict(accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32])
+        if not reset:
+            return check_predict_csr(self, X, **kwargs)
+        return validate_data(self, X, reset=reset, **kwargs)
 
     def _solve(self, Z, Y, sample_weight, columns=None, extra=None):
         """Solve and set n_iter_, converged_ and residual_; returns (coef, intercept).
@@ -1096,15 +1101,27 @@ def sparse_times_coef(X, coef, n_jobs):
     scipy's product runs on one thread). For a float64 result only (float32 X and float32
     coefficients: scipy's float32 product). Shape (n,) for 1-D coef, else (n, k)."""
     X = X.tocsr()
-    V = np.ascontiguousarray(np.atleast_2d(coef).T, dtype=np.float64)      # (D, k)
-    if X.shape[1] != V.shape[0]:
-        raise ValueError(f"X has {X.shape[1]} columns, the coefficients {V.shape[0]}")
+    W = np.atleast_2d(coef)                                                  # (k, D)
+    if X.shape[1] != W.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} columns, the coefficients {W.shape[1]}")
     idx = np.int64 if max(X.indptr.dtype.itemsize, X.indices.dtype.itemsize) > 4 else np.int32
     data = X.data if X.data.dtype in (np.float32, np.float64) else X.data.astype(np.float64)
-    out = np.empty((X.shape[0], V.shape[1]))
-    work = X.nnz * V.shape[1]
-    threads = max(1, min(effective_n_threads(n_jobs), int(work // _WORK_PER_THREAD)))
-    _sparse.csr_matmat(X.indptr.astype(idx, copy=False), X.indices.astype(idx, copy=False),
+    k = W.shape[0]
+    indices = X.indices
+    if k > 1 and X.nnz * _GATHER_PER_COLUMN < W.shape[1]:
+        # a few rows (a prediction of one row, say): only the columns they use, remapped,
+        # instead of the (D, k) copy of every coefficient. Each row still multiplies its
+        # entries, in their stored order, by the same coefficients: the same bits.
+        used, indices = np.unique(indices, return_inverse=True)
+        V = np.ascontiguousarray(W[:, used].T, dtype=np.float64)            # (used, k)
+    else:
+        V = np.ascontiguousarray(W.T, dtype=np.float64)                     # (D, k)
+    out = np.empty((X.shape[0], k))
+    work = X.nnz * k
+    # below two threads' work the thread count is 1 whatever the machine's load: not probed
+    threads = (1 if work < 2 * _WORK_PER_THREAD
+               else max(1, min(effective_n_threads(n_jobs), int(work // _WORK_PER_THREAD))))
+    _sparse.csr_matmat(X.indptr.astype(idx, copy=False), indices.astype(idx, copy=False),
                        data, False, 0.0, V, out, threads)
     return out[:, 0] if np.ndim(coef) == 1 else out
 
