@@ -658,3 +658,24 @@ def test_prediction_checks_keep_every_error_and_warning_on_the_short_path():
         Zbad.data[0] = np.inf
         with pytest.raises(ValueError, match="infinity|NaN"):
             est.predict(Zbad)
+
+
+def test_every_public_name_has_its_own_docstring():
+    """help() and IDEs show each public class's and function's own text, never an
+    inherited scikit-learn docstring (a docstring built by concatenation is not one)."""
+    import inspect
+
+    import rbcd
+
+    missing = []
+    for name in rbcd.__all__:
+        obj = getattr(rbcd, name)
+        if inspect.isclass(obj):
+            doc = obj.__dict__.get("__doc__")
+        elif callable(obj):
+            doc = obj.__doc__
+        else:
+            continue
+        if not (isinstance(doc, str) and len(doc.strip()) > 20):
+            missing.append(name)
+    assert not missing, f"no docstring of their own: {missing}"

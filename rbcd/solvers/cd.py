@@ -806,7 +806,7 @@ _PARAMS_DOC = """
 
 
 class CDRegressor(RegressorMixin, _CDBase):
-    """Least squares with an l1 / l2 / elastic-net penalty by randomized coordinate descent.
+    __doc__ = """Least squares with an l1 / l2 / elastic-net penalty by randomized coordinate descent.
 
     Minimizes (1/S) sum_i s_i 0.5 (z_i.w + b - y_i)^2 + alpha (l1_ratio ||w||_1
     + (1 - l1_ratio)/2 ||w||^2) (paper eq. 23). With l1_ratio = 1, fit_intercept=False and unit
@@ -894,7 +894,7 @@ class CDRegressor(RegressorMixin, _CDBase):
 
 
 class CDClassifier(ClassifierMixin, _CDBase):
-    """Linear classification (logistic or squared hinge loss) by randomized coordinate descent.
+    __doc__ = """Linear classification (logistic or squared hinge loss) by randomized coordinate descent.
 
     Binary: one problem, classes_[1] is +1. More classes: one-vs-rest, problem k (classes_[k]
     against the rest) seeded with seed + k. ``class_weight`` ("balanced" or a dict)
