@@ -28,7 +28,8 @@ from sklearn.utils.validation import _check_n_features, validate_data
 # ---------------------------------------------------------------------------------------
 # Shared parameter constraints (scikit-learn's _parameter_constraints vocabulary).
 # ---------------------------------------------------------------------------------------
-#: n_jobs: None (OpenMP's default, honouring threadpoolctl), a positive count, or a negative
+#: n_jobs: None (OpenMP's default within threadpoolctl limits, less the cores other processes
+#: keep busy: rbcd._threads.effective_n_threads), a positive count, or a negative
 #: count back from the usable cores (-1 = all). 0 means nothing and is refused here, when the
 #: parameters are validated, so that small fits, which never ask for threads, refuse it too.
 N_JOBS = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"),

@@ -144,7 +144,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: raise UsageError instead of printing usage."""
 
     def error(self, message):
-        raise UsageError(f"{message} (see '{self.prog} --help')")
+        hint = getattr(self, "help_hint", None) or f"{self.prog} --help"
+        raise UsageError(f"{message} (see '{hint}')")
 
 
 def _positive_int(text):
@@ -234,8 +235,10 @@ _MODEL_OPTIONS = (
     ("--sigma", "sigma", {"type": _sigma},
      "Laplacian kernel width, exp(-||x-y||_1/sigma), or 'scale' (from the data) where the "
      "estimator supports it"),
-    ("--solver", "solver", {"choices": ("cg", "cd")},
-     "cg: ridge by conjugate gradient; cd: coordinate descent"),
+    ("--solver", "solver", {"choices": ("auto", "cg", "direct", "cd")},
+     "auto: direct on small data, else cg; cg: ridge by conjugate gradient; direct: ridge "
+     "by one Cholesky factorization (n x n or D x D); cd: coordinate descent (any loss and "
+     "penalty)"),
     ("--loss", "loss", {"choices": ("squared", "logistic", "squared_hinge")},
      "cd loss (cg is always squared)"),
     ("--alpha", "alpha", {"type": _float_in(0.0)}, "regularization strength"),
@@ -302,13 +305,22 @@ def _add_model_options(p, demo=None):
                        help=f"{text} (default: {default})")
 
 
+def _add_debug(p):
+    # the top-level --debug, accepted after the command too (SUPPRESS: not given here does
+    # not override a --debug before the command)
+    p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the Python traceback on errors")
+
+
 def _add_common(p):
     p.add_argument("--n-jobs", type=_nonzero_int, default=None,
-                   help="threads (default: OpenMP's, OMP_NUM_THREADS or all usable cores; "
-                        "-1 = all, -2 = all but one)")
+                   help="threads (default: OpenMP's, OMP_NUM_THREADS or all usable cores, "
+                        "less the cores other processes keep busy at the time; -1 = all, "
+                        "-2 = all but one)")
     p.add_argument("--seed", type=_seed, default=0,
                    help="random_state of the estimator, a non-negative integer (default 0: "
                         "reproducible runs)")
+    _add_debug(p)
     p.add_argument("--verbose", "-v", action="count", default=0,
                    help="progress on stderr even when it is not a terminal: -v a line per "
                         "stage, -vv also the estimator's own lines, per iteration")
@@ -332,6 +344,8 @@ def build_parser(command=None):
     )
     parser.add_argument("--debug", action="store_true",
                         help="show the Python traceback on errors")
+    # an unknown option is reported by this parser: point at the command's own help
+    parser.help_hint = f"{PROG} {command} --help" if command else None
     from . import __version__
 
     parser.add_argument("--version", action="version", version=f"rbcd {__version__}")
@@ -420,6 +434,7 @@ def build_parser(command=None):
                          help="index base of DATA (default: the base of the model's "
                               "training file)")
     predict.add_argument("--n-jobs", type=_nonzero_int, default=None, help="threads")
+    _add_debug(predict)
     return parser
 
 
@@ -435,6 +450,18 @@ def _open_text(path):
 
         return bz2.open(path, "rt", errors="replace")
     return open(path, errors="replace")
+
+
+def _first_line(path):
+    """The file's first non-blank line, stripped ("" if unreadable)."""
+    try:
+        with _open_text(path) as fh:
+            for line in fh:
+                if line.strip():
+                    return line.strip()
+    except (OSError, EOFError, ValueError):
+        pass
+    return ""
 
 
 def _first_large_index(path, limit=SVMLIGHT_MAX_INDEX):
@@ -500,7 +527,16 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
             raise CLIError(f"{path} is not a valid compressed file ({_one_line(exc)})") from None
         raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
-        raise CLIError(f"{path} is not a valid svmlight/libsvm file: {_one_line(exc)}") from None
+        line = _first_line(path)
+        if "," in line and ":" not in line:
+            raise CLIError(f"{path} looks like a CSV file (its first line has commas and no "
+                           f"index:value pairs); rbcd reads svmlight/libsvm files, one row "
+                           f"per line as 'label index:value ...' (in Python: "
+                           f"sklearn.datasets.dump_svmlight_file writes them)") from None
+        text = _one_line(exc)
+        if len(text) > 160:
+            text = text[:157] + "..."
+        raise CLIError(f"{path} is not a valid svmlight/libsvm file: {text}") from None
     if X.shape[0] == 0:
         raise CLIError(f"{path} has no data rows")
     X = sp.csr_matrix(X)
@@ -639,11 +675,12 @@ def make_model(task, params=None, n_jobs=None, random_state=0, verbose=0):
     return model
 
 
-def check_options(params):
+def check_options(params, default_solver=None):
     """UsageError for model options that contradict each other whatever the data (run
-    before the data are read): a loss or an L1 share that the chosen solver does not
-    solve."""
-    solver = params.get("solver")
+    before the data are read): a loss, an L1 share or a linear term that the chosen solver
+    does not solve. ``default_solver``: the solver when none is given (None: the
+    estimator's default)."""
+    solver = params.get("solver", default_solver)
     if solver is None:  # the estimator's default
         from .models import RBClassifier
 
@@ -656,6 +693,10 @@ def check_options(params):
     if ridge and l1_ratio not in (None, 0.0, 1.0):
         raise UsageError(f"--l1-ratio {l1_ratio:g} needs --solver cd ({solver} solves ridge, "
                          f"an L2 penalty)")
+    linear = params.get("linear")
+    if not ridge and linear not in (None, 0.0):
+        raise UsageError(f"--linear {linear:g} is for the ridge solvers (cg, direct, auto); "
+                         f"--solver cd takes --linear 0 only")
 
 
 def _estimator_verbose(level):
@@ -882,6 +923,24 @@ def _fmt_score(scores):
                      f"{name} {value:.4g}" for name, value in scores)
 
 
+def _write_out(stream, text):
+    """Write and flush ``text``; if the reader of the stream has gone (``rbcd train ... |
+    head``), the rest of the command's output is dropped and the command goes on (a
+    model is still saved): stdout then points at os.devnull, so that later writes and
+    the interpreter's last flush do not fail."""
+    try:
+        stream.write(text)
+        stream.flush()
+    except BrokenPipeError:
+        if stream is sys.stdout:
+            try:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+            except (OSError, ValueError):
+                pass
+
+
 class _Report:
     """Labelled result lines on stdout: ``label   name value  name value ...``."""
 
@@ -890,7 +949,7 @@ class _Report:
 
     def __call__(self, label, *pairs):
         text = "  ".join(str(p) for p in pairs if p not in (None, ""))
-        print(f"{label:<8} {text}".rstrip(), file=self.stream, flush=True)
+        _write_out(self.stream, f"{label:<8} {text}".rstrip() + "\n")
 
 
 class _Progress:
@@ -939,10 +998,12 @@ def cmd_demo(args, out):
     if args.n_cells < 2:
         raise UsageError("--n-cells must be at least 2")
     n_test = args.n_test if args.n_test is not None else max(1000, args.n_samples // 5)
+    given = _given(args)
+    check_options(given, default_solver="cg")
     n_threads, omp = _threads(args.n_jobs)
     c = args.n_cells
-    print(f"rbcd demo: a checkerboard, the parity of {c}x{c} cells in 2 of 8 dimensions "
-          f"(6 are noise); a linear model scores about 0.5", file=out)
+    _write_out(out, f"rbcd demo: a checkerboard, the parity of {c}x{c} cells in 2 of 8 "
+                    f"dimensions (6 are noise); a linear model scores about 0.5\n")
     t0 = time.perf_counter()
     X, y = make_checkerboard(args.n_samples + n_test, n_features=8, n_informative=2,
                              n_cells=c, random_state=args.seed)
@@ -950,10 +1011,8 @@ def cmd_demo(args, out):
     Xte, yte = X[args.n_samples:], y[args.n_samples:]
     report("data", f"train {args.n_samples} rows", f"test {n_test} rows", f"seed {args.seed}",
            f"generated in {time.perf_counter() - t0:.2f} s")
-    given = _given(args)
-    check_options(given)
     solver = given.get("solver", "cg")
-    params = {**DEMO_SETTINGS[solver], **given}
+    params = {**DEMO_SETTINGS["cd" if solver == "cd" else "cg"], **given}
     model = make_model("classification", params, n_jobs=args.n_jobs, random_state=args.seed,
                        verbose=_estimator_verbose(progress.level))
     report("model", _model_repr(model))
@@ -1076,6 +1135,12 @@ def cmd_train(args, out):
         if classes.size < 2:
             raise CLIError(f"{args.data}: classification needs at least 2 classes, "
                            f"the labels hold only {classes[0]}")
+        if isinstance(args.class_weight, dict):
+            unknown = [c for c in args.class_weight if c not in set(classes.tolist())]
+            if unknown:
+                raise UsageError(f"--class-weight names {', '.join(map(str, unknown))}, not "
+                                 f"a class of {args.data} (its classes: "
+                                 f"{', '.join(map(str, classes.tolist()))})")
         what = f"classification, {classes.size} classes"
     else:
         what = "regression"
@@ -1164,8 +1229,7 @@ def cmd_predict(args, out):
         lines = "\n".join(_format_predictions(pred, payload["task"])) + "\n"
     elapsed = time.perf_counter() - t0
     if args.output is None:
-        out.write(lines)
-        out.flush()
+        _write_out(out, lines)
     else:
         try:
             with atomic_write(args.output) as fh:

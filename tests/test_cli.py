@@ -356,6 +356,64 @@ def test_usage_errors_exit_2(capsys):
     _assert_one_line_error(capsys, main(["demo", "--l1-ratio", "2"]), 2, "--l1-ratio")
 
 
+def test_option_errors_found_before_any_work(classification_files, tmp_path, capsys):
+    """Contradicting or unknown options are usage errors (exit 2, one line) raised before
+    data are generated or read: no demo header, no model written; an unknown option points
+    at the command's own help; --class-weight naming a label the data lack names the
+    option; a CSV file gets a message that says so."""
+    train, _, _, _ = classification_files
+    model = tmp_path / "m.joblib"
+    for argv, pattern in (
+            (["demo", "--n-samples", "3000", "--solver", "cd", "--linear", "1"],
+             "--linear 1 is for the ridge solvers"),
+            (["demo", "--n-samples", "3000", "--loss", "logistic"], r"needs --solver cd \(cg"),
+            (["train", str(train), "-m", str(model), "--bogus"],
+             r"unrecognized arguments: --bogus \(see 'rbcd train --help'\)"),
+            (["train", str(train), "-m", str(model), "--class-weight", "7:2"],
+             r"--class-weight names 7, not a class of .*train.svm \(its classes: 0, 1\)")):
+        code = main(argv)
+        line = _assert_one_line_error(capsys, code, 2, pattern)
+        assert "ValueError" not in line
+    assert not model.exists()
+    csv = tmp_path / "data.csv"
+    np.savetxt(csv, np.arange(12.0).reshape(4, 3), delimiter=",")
+    _assert_one_line_error(capsys, main(["train", str(csv), "-m", str(model)]), 1,
+                           "looks like a CSV file")
+
+
+def test_solver_choices_and_debug_after_the_command(classification_files, tmp_path, capsys):
+    """--solver takes the estimator's four values (its default, auto, included), and
+    --debug is accepted before or after the command."""
+    train, test, _, _ = classification_files
+    for solver, shown in (("auto", ""), ("direct", "direct solve"),
+                          ("cg", "")):
+        model = tmp_path / f"{solver}.joblib"
+        assert main(["train", str(train), "-m", str(model), "--n-grids", "16",
+                     "--solver", solver, "--debug"]) == 0
+        assert shown in _line(capsys.readouterr().out, "solver")
+        assert main(["predict", "--debug", str(model), str(test)]) == 0
+        assert main(["--debug", "predict", str(model), str(test)]) == 0
+        capsys.readouterr()
+
+
+def test_train_and_demo_survive_a_reader_that_leaves(classification_files, tmp_path):
+    """``rbcd train ... | head -1``: the reader closes stdout after one line; the command
+    goes on, saves the model, and exits 0 (the rest of its output dropped)."""
+    train, _, _, _ = classification_files
+    model = tmp_path / "m.joblib"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for argv in (["train", str(train), "-m", str(model), "--n-grids", "16"],
+                 ["demo", "--n-samples", "2000"]):
+        proc = subprocess.Popen([sys.executable, "-m", "rbcd"] + argv, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env, cwd=ROOT)
+        first = proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=300) == 0, err
+        assert first and "Traceback" not in err and "error" not in err, err
+    assert load_model(str(model))["task"] == "classification"
+
+
 def test_help_exits_0(capsys):
     assert main(["--help"]) == 0
     assert "demo" in capsys.readouterr().out

@@ -37,3 +37,24 @@ def test_newcomer_paths_use_public_names_and_work_from_a_clone():
         assert "rbcd._scale" not in doc and "rbcd.binning.median_l1_distance" not in doc
     X = np.random.default_rng(0).random((50, 3))
     assert rbcd.median_l1_distance(X) == _scale.median_l1_distance(X)
+
+
+def test_dask_example_runs_as_a_script(tmp_path):
+    """The README's Dask block, saved as a script and run as one (its local workers are
+    processes that import the script: it needs its main guard), fits and predicts."""
+    import subprocess
+    import sys
+
+    text = README.read_text()
+    code = re.search(r"## Scaling out.*?```python\n(.*?)```", text, re.S).group(1)
+    assert 'if __name__ == "__main__":' in code
+    script = tmp_path / "readme_dask.py"
+    script.write_text(code)
+    root = README.parent
+    env = dict(__import__("os").environ)
+    env["PYTHONPATH"] = str(root) + (":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    values = proc.stdout.strip().strip("[]").split()
+    assert len(values) == 5 and all(abs(float(v)) < 10 for v in values), proc.stdout

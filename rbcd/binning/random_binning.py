@@ -171,8 +171,9 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         dtype of Z's values. Binning always runs in float64 (float32 input
         converts exactly).
     n_jobs : int or None, default=None
-        Threads of the binning kernels (None: the OpenMP default, honouring
-        threadpoolctl limits; -1: all cores). The output does not depend on it.
+        Threads of the binning kernels (None: the OpenMP default, within threadpoolctl
+        limits, less the cores that other processes keep busy at the time; -1: all
+        cores). The output does not depend on it.
     random_state : None, int, SeedSequence, Generator or RandomState
         Seeds the grid draw.
     device : "cpu" or "cuda", default "cpu"
