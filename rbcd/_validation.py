@@ -15,6 +15,7 @@ row and column of the offending value.
 ``rbcd_ref`` keeps its own checks (``rbcd_ref._checks``): the twin stays independent of the
 code it is an oracle for.
 """
+import functools
 import numbers
 import warnings
 from numbers import Integral, Real
@@ -75,12 +76,29 @@ SIGMA = [RealInterval(0, None, closed="neither"), "array-like", StrOptions({"sca
 
 
 def fit_context(fit):
-    """Decorate an estimator's ``fit``: validate ``_parameter_constraints`` first.
+    """Decorate an estimator's ``fit``: validate ``_parameter_constraints`` first, and keep
+    the previous fit when this one fails.
 
     scikit-learn's own ``_fit_context``; nested estimators built inside ``fit`` from
-    already-validated parameters skip their validation.
+    already-validated parameters skip their validation. A fit that raises (bad y or
+    sample_weight found after X's feature count was recorded, a solver error, Ctrl-C)
+    leaves the estimator's attributes as they were before it: a fitted model still
+    predicts as before (a shallow restore: nested estimators that the failed fit
+    replaced are put back; arrays and objects it changed in place are not).
     """
-    return _fit_context(prefer_skip_nested_validation=True)(fit)
+    checked = _fit_context(prefer_skip_nested_validation=True)(fit)
+
+    @functools.wraps(fit)
+    def fit_or_keep(self, *args, **kwargs):
+        before = dict(self.__dict__)
+        try:
+            return checked(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
+    return fit_or_keep
 
 INT64_LOW = -(2.0**63)
 INT64_HIGH = 2.0**63  # exclusive

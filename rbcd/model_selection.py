@@ -81,7 +81,7 @@ from ._integrity import ChecksummedState
 from ._scale import scale_sigma
 from ._warnings import warn as warn_user
 from ._validation import (N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealInterval,
-                          check_sample_weight, fit_context)
+                          check_sample_weight, fit_context, plain_checked, plain_float_array)
 
 #: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
 #: real-data suite single sets preferred 0.25 .. 3 median distances, i.e. 0.5 .. 6 times
@@ -779,9 +779,19 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
     def _check_fitted(self):
         check_is_fitted(self, "best_estimator_")
 
+    def _features(self, X):
+        """X checked against the search's fit (its feature count, and its column names where
+        it was fitted on a data frame: reordered or renamed columns are an error), as the
+        array the best model was refitted on; finiteness is the model's check."""
+        self._check_fitted()
+        if plain_float_array(X):
+            return plain_checked(self, X, reset=False)
+        return validate_data(self, X, reset=False, accept_sparse=False, dtype=np.float64,
+                             ensure_all_finite=False)
+
     def predict(self, X):
         """The refitted best model's predictions."""
-        self._check_fitted()
+        X = self._features(X)
         return self.best_estimator_.predict(X)
 
     @property
@@ -912,7 +922,7 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
 
     def decision_function(self, X):
         """The refitted best model's decision function."""
-        self._check_fitted()
+        X = self._features(X)
         return self.best_estimator_.decision_function(X)
 
     def _has_proba(self):
@@ -922,7 +932,7 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
     @available_if(_has_proba)
     def predict_proba(self, X):
         """The refitted best model's class probabilities (when it has them)."""
-        self._check_fitted()
+        X = self._features(X)
         return self.best_estimator_.predict_proba(X)
 
 

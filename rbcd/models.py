@@ -62,6 +62,7 @@ from ._memory import check_solver_memory
 from ._validation import (
     N_JOBS,
     POSITIVE_INT,
+    RANDOM_STATE,
     SIGMA,
     TOL,
     VERBOSE,
@@ -276,7 +277,9 @@ _RB_CONSTRAINTS = {
     "warm_start": ["boolean"],
     "dtype": "no_validation",  # checked by RandomBinning (float32 or float64)
     "n_jobs": N_JOBS,
-    "random_state": "no_validation",  # checked by RandomBinning and the CD solvers
+    # RandomBinning's (the grids' draw); nested estimators' checks are skipped
+    # (fit_context's prefer_skip_nested_validation), so the models check it themselves
+    "random_state": RANDOM_STATE,
     "verbose": VERBOSE,
     "device": [StrOptions({"cpu", "cuda"})],  # "cuda": rbcd.cuda (docs/gpu.md; cg only)
     "linear": [StrOptions({"auto"}), RealInterval(0, None, closed="left")],

@@ -290,3 +290,40 @@ def test_searches_check_sample_weight_before_any_work():
         warnings.simplefilter("error")      # no edge warning from a search that ran first
         with pytest.raises(ValueError, match="NaN or inf"):
             RBClassifierCV(n_grids=8).fit(X, y, sample_weight=np.r_[np.nan, np.ones(59)])
+
+
+def test_a_failed_refit_keeps_the_previous_model():
+    """A fit that fails (a NaN target or a negative weight, found after X's feature count
+    was read) leaves every estimator as it was: it still predicts the old model's values
+    on the old width (scikit-learn's Ridge does; rbcd's models had recorded the new
+    width and refused the old data)."""
+    import rbcd
+    from rbcd.model_selection import RBClassifierCV, RBRegressorCV
+
+    rng = np.random.default_rng(3)
+    X3, X5 = rng.random((80, 3)), rng.random((80, 5))
+    y = X3[:, 0] + X3[:, 1]
+    labels = (y > np.median(y)).astype(int)
+    cases = [
+        (rbcd.RBRegressor(n_grids=16, random_state=0), False, False),
+        (rbcd.RBClassifier(n_grids=16, random_state=0), True, False),
+        (rbcd.RBClassifier(n_grids=16, solver="cd", random_state=0), True, False),
+        (rbcd.RidgeCG(), False, True),
+        (rbcd.RidgeCGClassifier(), True, True),
+        (rbcd.CDRegressor(alpha=1e-3), False, True),
+        (rbcd.CDClassifier(alpha=1e-3), True, True),
+        (RBRegressorCV(sigma_factors=(1.0,), alphas=(1.0,), n_grids=8), False, False),
+        (RBClassifierCV(sigma_factors=(1.0,), alphas=(1.0,), n_grids=8), True, False),
+    ]
+    for est, classifier, sparse_in in cases:
+        Xa, Xb = (sp.csr_matrix(X3), sp.csr_matrix(X5)) if sparse_in else (X3, X5)
+        target = labels if classifier else y
+        est.fit(Xa, target)
+        before = est.predict(Xa)
+        bad_y = target.astype(float)
+        bad_y[0] = np.nan
+        for kwargs in (dict(y=bad_y), dict(y=target, sample_weight=-np.ones(80))):
+            with pytest.raises(ValueError):
+                est.fit(Xb, **kwargs)
+            assert est.n_features_in_ == 3, type(est).__name__
+            assert np.array_equal(est.predict(Xa), before), type(est).__name__

@@ -558,3 +558,34 @@ def test_automatic_folds_score_as_grid_search_with_shuffled_folds(monkeypatch, t
                                    rtol=1e-7, atol=1e-9)
     assert ours.best_index_ == gs.best_index_
     np.testing.assert_allclose(ours.predict(X), gs.predict(X), rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("est", [
+    RBRegressorCV(sigma_factors=(1.0,), alphas=(1.0,), n_grids=8, random_state=0),
+    RBClassifierCV(sigma_factors=(1.0,), alphas=(1.0,), n_grids=8, random_state=0),
+    RBRegressor(n_grids=8, random_state=0),
+    RBClassifier(n_grids=8, random_state=0),
+], ids=lambda e: type(e).__name__)
+def test_column_names_are_checked_at_prediction(est):
+    """Fitted on a data frame, the searches (and the models) refuse reordered or renamed
+    columns at prediction (scikit-learn's own check) and predict the same frame without
+    a warning, as the same rows as an array; the searches passed X on to their best
+    model unchecked."""
+    import pandas as pd
+    from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency
+
+    check_dataframe_column_names_consistency(type(est).__name__, est)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (120, 3))
+    y = X[:, 0] + 3 * X[:, 1] ** 2
+    if hasattr(est, "predict_proba") or "Classifier" in type(est).__name__:
+        y = (y > np.median(y)).astype(int)
+    df = pd.DataFrame(X, columns=list("abc"))
+    est.fit(df, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = est.predict(df)
+    with pytest.warns(UserWarning, match="feature names"):
+        assert np.array_equal(est.predict(X), got)
+    with pytest.raises(ValueError, match="feature names"):
+        est.predict(df[["b", "a", "c"]])

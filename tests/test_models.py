@@ -359,12 +359,18 @@ def test_hashed_mode(board):
         ({"solver": "cd", "selection": "shuffle"}, "selection"),
         ({"solver": "cd", "loss": "hinge"}, "loss"),
         ({"dtype": np.int32}, "dtype"),
+        ({"random_state": -1}, "'random_state' parameter of RBClassifier"),
+        ({"random_state": "seed"}, "'random_state' parameter of RBClassifier"),
+        ({"random_state": 1.5}, "'random_state' parameter of RBClassifier"),
     ],
 )
 def test_parameter_errors(board, params, match):
     Xt, yt, _, _ = board
     with pytest.raises(ValueError, match=match):
         RBClassifier(**params).fit(Xt, yt)
+    if "random_state" in params:  # the regressor checks it too (its nested checks are off)
+        with pytest.raises(ValueError, match=match.replace("Classifier", "Regressor")):
+            RBRegressor(**params).fit(Xt, yt.astype(float))
 
 
 def test_data_errors(board):
