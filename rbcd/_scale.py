@@ -31,6 +31,7 @@ about 0.5 times the median L2 distance of standardized data); it is the value us
 DoublyStochasticKernelClassifier (docs/benchmarks/related.md shows the measurements).
 """
 import functools
+import numbers
 
 import numpy as np
 import scipy.sparse as sp
@@ -67,11 +68,15 @@ def median_l1_distance(X, n_pairs=N_PAIRS):
     X is a 2-D float array or a scipy sparse matrix with at least one row, all finite
     (else ValueError). One row: 1.0 (no pair).
     """
+    if isinstance(n_pairs, (bool, np.bool_)) or not isinstance(n_pairs, numbers.Integral) \
+            or n_pairs < 1:
+        raise ValueError(f"n_pairs must be a positive integer, got {n_pairs!r}")
+    n_pairs = int(n_pairs)
     X = _check_data(X)
     n = X.shape[0]
     if n < 2:
         return 1.0
-    i, j = _sampled_pairs(n, int(n_pairs))
+    i, j = _sampled_pairs(n, n_pairs)
     dist = np.zeros(n_pairs)
     if sp.issparse(X):
         diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]

@@ -64,6 +64,7 @@ says which values to add.
 """
 import copy
 import time
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -81,7 +82,9 @@ from ._integrity import ChecksummedState
 from ._scale import scale_sigma
 from ._warnings import warn as warn_user
 from ._validation import (N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealInterval,
-                          check_sample_weight, fit_context, plain_checked, plain_float_array)
+                          check_int, check_regression_target, check_sample_weight,
+                          fit_context, plain_checked,
+                          plain_float_array)
 
 #: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
 #: real-data suite single sets preferred 0.25 .. 3 median distances, i.e. 0.5 .. 6 times
@@ -139,13 +142,30 @@ KFOLD_MAX_ROWS = 20_000
 
 def _positive_grid(values, name):
     """A non-empty 1-D float64 array of positive (or, for alphas, non-negative) numbers."""
-    arr = np.asarray(values, dtype=np.float64).ravel() if not isinstance(values, str) else None
+    arr = None
+    if not isinstance(values, (str, bool, np.bool_)):
+        try:
+            arr = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            arr = None
+        if arr is not None and arr.ndim == 0:
+            arr = arr.reshape(1)
+        if arr is not None and (arr.ndim != 1 or np.asarray(values).dtype == bool):
+            arr = None
     if arr is None or arr.shape[0] == 0 or not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} must be a non-empty sequence of finite numbers, got {values!r}")
     low_ok = np.all(arr >= 0) if name == "alphas" else np.all(arr > 0)
     if not low_ok:
         raise ValueError(f"{name} must be {'>= 0' if name == 'alphas' else '> 0'}, got {values!r}")
     return arr
+
+
+def _std_of_scores(flat):
+    """Per candidate, the standard deviation of its fold scores; inf where one is -inf
+    (an undefined leave-one-out score), without numpy's warning."""
+    with np.errstate(invalid="ignore"):
+        std = flat.std(axis=1)
+    return np.where(np.isfinite(std), std, np.inf)
 
 
 def _strictly_better(new, old):
@@ -187,7 +207,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         SEARCH_REGRESSION_GRIDS), raised on small data up to SEARCH_MAX_GRIDS (module
         constants)."""
         if not isinstance(self.n_grids, str):
-            return int(self.n_grids)
+            return check_int(self.n_grids, "n_grids", low=1)   # bools refused, as the models do
         from .models import auto_n_grids, small_data_grids
 
         return max(int(auto_n_grids(n_features_in, n_samples, regression=not self._classifier,
@@ -273,8 +293,12 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         from .solvers.cd import pow2_scale
 
         factors = _positive_grid(self.sigma_factors, "sigma_factors")
+        if isinstance(self.sigma, (bool, np.bool_)):
+            raise ValueError(f"sigma must be a positive number or 'scale', got {self.sigma!r}")
         if self.alphas is not None:
             _positive_grid(self.alphas, "alphas")     # parameter errors before the data's
+        if not self._classifier and y is not None and np.asarray(y).dtype.kind in "USO":
+            check_regression_target(y)   # strings or None in y: the models' message
         X, y = validate_data(self, X, y, accept_sparse=False, dtype=np.float64,
                              multi_output=not self._classifier, y_numeric=not self._classifier)
         alphas = self._alpha_grid(X.shape[0])
@@ -526,7 +550,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             "param_sigma": np.ma.MaskedArray([p["sigma"] for p in params]),
             "param_sigma_factor": np.ma.MaskedArray(np.tile(factors, n_a)),
             "mean_test_score": mean,
-            "std_test_score": flat.std(axis=1),
+            "std_test_score": _std_of_scores(flat),
             "rank_test_score": rank,
             "mean_fit_time": fit_time.reshape(n_a * n_s, n_f).mean(axis=1),
             "std_fit_time": fit_time.reshape(n_a * n_s, n_f).std(axis=1),
@@ -545,6 +569,18 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         self.best_index_ = int(np.flatnonzero(rank == 1)[0])
         self.best_score_ = float(mean[self.best_index_])
         self.best_params_ = dict(params[self.best_index_])
+        undefined = np.isneginf(mean)
+        if undefined.any():
+            # leave-one-out's score where a candidate's fit reproduces a row exactly (alpha
+            # 0 with more bins than rows): undefined, scored -inf (rbcd.solvers._direct)
+            which = sorted({float(params[i]["alpha"]) for i in np.flatnonzero(undefined)})
+            message = (f"{type(self).__name__}: {int(undefined.sum())} of {mean.shape[0]} "
+                       f"candidates (alpha {', '.join(f'{a:g}' for a in which)}) have no "
+                       f"leave-one-out score: their fits reproduce the rows exactly; use "
+                       f"alphas > 0 or cv=K folds")
+            if undefined.all():
+                raise ValueError(message + " (no candidate could be chosen)")
+            warnings.warn(message, UserWarning, stacklevel=4)
 
     # ------------------------------------------------------------------ one fold, all alphas
     def _solver_template(self, alpha):

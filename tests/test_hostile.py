@@ -327,3 +327,21 @@ def test_a_failed_refit_keeps_the_previous_model():
                 est.fit(Xb, **kwargs)
             assert est.n_features_in_ == 3, type(est).__name__
             assert np.array_equal(est.predict(Xa), before), type(est).__name__
+
+
+def test_median_distance_pairs_and_subnormal_data():
+    """median_l1_distance names a bad n_pairs; subnormal data bin as the twin bins them,
+    without numpy's overflow warning (a width's reciprocal overflows to inf)."""
+    import rbcd_ref
+
+    X = np.random.default_rng(0).random((60, 3))
+    for bad in (0, -5, 1.5, True, "10"):
+        with pytest.raises(ValueError, match="n_pairs must be a positive integer"):
+            rbcd.median_l1_distance(X, n_pairs=bad)
+    assert rbcd.median_l1_distance(X, n_pairs=np.int64(50)) > 0
+    tiny = X * 1e-310
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        Z = rbcd.RandomBinning(n_grids=8, random_state=0).fit_transform(tiny)
+    ref = rbcd_ref.RandomBinning(n_grids=8, random_state=0).fit_transform(tiny)
+    assert Z.shape == ref.shape and (Z != ref).nnz == 0

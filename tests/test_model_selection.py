@@ -589,3 +589,28 @@ def test_column_names_are_checked_at_prediction(est):
         assert np.array_equal(est.predict(X), got)
     with pytest.raises(ValueError, match="feature names"):
         est.predict(df[["b", "a", "c"]])
+
+
+def test_search_parameter_and_target_errors_name_what_is_wrong():
+    """The searches refuse what the models refuse (bools for n_grids and sigma, a 2-D or
+    boolean grid, string regression targets) with messages that name it, and a penalty of
+    0 under leave-one-out (undefined where the fit reproduces every row) warns, or is
+    an error when no candidate has a score."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (150, 3))
+    y = X[:, 0] + 3 * X[:, 1] ** 2
+    one = dict(sigma_factors=(1.0,), alphas=(1.0,), random_state=0)
+    for kwargs, match in ((dict(n_grids=True), "n_grids"), (dict(sigma=True), "sigma"),
+                          (dict(sigma_factors=[[1.0, 2.0]]), "sigma_factors"),
+                          (dict(sigma_factors=[True, False]), "sigma_factors")):
+        with pytest.raises(ValueError, match=match):
+            RBRegressorCV(**{**one, **kwargs}).fit(X, y)
+    with pytest.raises(ValueError, match="y must be numeric"):
+        RBRegressorCV(**one).fit(X, y.astype(str))
+    with pytest.warns(UserWarning, match=r"candidates \(alpha 0\) have no leave-one-out"):
+        search = RBRegressorCV(alphas=[0.0, 1e-3], sigma_factors=(1.0,), random_state=0,
+                               n_grids=64).fit(X, y)
+    assert search.best_params_["alpha"] == 1e-3
+    assert np.isneginf(search.cv_results_["mean_test_score"]).any()
+    with pytest.raises(ValueError, match="no candidate could be chosen"):
+        RBRegressorCV(alphas=[0.0], sigma_factors=(1.0,), random_state=0, n_grids=64).fit(X, y)

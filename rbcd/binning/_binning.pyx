@@ -2863,7 +2863,11 @@ cdef class GridTables:
             raise ValueError("grid tables: widths must be finite and positive")
         (self.word, self.shift, self.n_words, self.top_bits,
          self.word_bits) = pack_layout(self.lo, self.hi)
-        self.inv = np.ascontiguousarray(1.0 / self.widths)
+        # a subnormal width's reciprocal overflows to inf: the products a * inf are inf or
+        # nan, never within the checked range, so those lanes take the true division
+        # (binning_keys.h, rbcd_floor8_of); no warning for the user's tiny-valued data
+        with np.errstate(over="ignore"):
+            self.inv = np.ascontiguousarray(1.0 / self.widths)
         if len(thresholds) != 7:
             raise ValueError("grid tables: thresholds must have 7 parts")
         thr_ptr, use_thr, ent_j, ent_t, ent_add, range_lo, range_hi = thresholds

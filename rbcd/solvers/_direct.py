@@ -579,16 +579,19 @@ def _loo_scores_lowrank(Q, e, QtY, ys, sw, p, alphas, Yraw, s, classification, B
     X = np.empty((m, n, k))
     eye = np.eye(B.shape[1])
     for j, a in enumerate(alphas):
-        g = 1.0 / (e + a)
-        gB = g[:, None] * B
-        C = eye + B.T @ gB
-        t = g[:, None] * QtY
-        t -= gB @ np.linalg.solve(C, B.T @ t)
-        X[j] = Q @ t                                     # (K + a I)^-1 ys
-        F[:, j, :] = ys - a * X[j]
-        F2 = Q @ gB
-        diag_inv = QQ @ g - np.einsum("ij,ij->i", F2, np.linalg.solve(C, F2.T).T)
-        h[:, j] = p + 1.0 - a * diag_inv
+        # alpha 0 with a zero eigenvalue: inf / nan here, and _scores_of scores that alpha
+        # -inf (undefined), as where the fit reproduces a row exactly
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            g = 1.0 / (e + a)
+            gB = g[:, None] * B
+            C = eye + B.T @ gB
+            t = g[:, None] * QtY
+            t -= gB @ np.linalg.solve(C, B.T @ t)
+            X[j] = Q @ t                                     # (K + a I)^-1 ys
+            F[:, j, :] = ys - a * X[j]
+            F2 = Q @ gB
+            diag_inv = QQ @ g - np.einsum("ij,ij->i", F2, np.linalg.solve(C, F2.T).T)
+            h[:, j] = p + 1.0 - a * diag_inv
     return _scores_of(F, h, ys, sw, Yraw, s, classification), X
 
 
@@ -598,7 +601,7 @@ def _scores_of(F, h, ys, sw, Yraw, s, classification):
     k = ys.shape[1]
     den = 1.0 - h
     live = sw > 0
-    safe = (den > 1e-12) & live[:, None]
+    safe = (den > 1e-12) & live[:, None] & np.all(np.isfinite(F), axis=2)
     scale = np.where(safe, den * np.where(live, sw, 1.0)[:, None], 1.0)
     loo = np.where(safe[:, :, None], (ys[:, None, :] - F) / scale[:, :, None], 0.0)
     # selection_scores of the predictions Yraw - loo, for every alpha
