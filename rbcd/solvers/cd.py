@@ -331,17 +331,21 @@ AUTO_FALLBACK = 1e-4
 
 
 def holdout_mask(n_rows, strata=None):
-    """The rows alpha="auto" holds out: a boolean mask (n_rows,). ``strata`` None: the first
-    n_rows // AUTO_HOLDOUT of a permutation; else (an int label per row: the classes) the
-    same within every label, labels in increasing order, from one generator."""
-    rng = np.random.default_rng(AUTO_SEED)
+    """The rows alpha="auto" holds out: a boolean mask (n_rows,). Every row gets a rank,
+    its place in one permutation of the rows (default_rng(AUTO_SEED)). ``strata`` None: the
+    n_rows // AUTO_HOLDOUT rows of lowest rank (the first of the permutation); else (a
+    label per row: the classes) the same within every label, its rows of lowest rank. A
+    class's held-out rows depend on its rows only: renaming or reordering the class labels
+    holds out the same rows."""
+    order = np.random.default_rng(AUTO_SEED).permutation(n_rows)
     held = np.zeros(n_rows, dtype=bool)
     if strata is None:
-        held[rng.permutation(n_rows)[: n_rows // AUTO_HOLDOUT]] = True
+        held[order[: n_rows // AUTO_HOLDOUT]] = True
         return held
+    strata = np.asarray(strata)[order]          # the labels in rank order
     for c in np.unique(strata):
-        rows = np.flatnonzero(strata == c)
-        held[rows[rng.permutation(rows.shape[0])[: rows.shape[0] // AUTO_HOLDOUT]]] = True
+        ranked = order[strata == c]             # the class's rows, lowest rank first
+        held[ranked[: ranked.shape[0] // AUTO_HOLDOUT]] = True
     return held
 
 

@@ -465,16 +465,19 @@ AUTO_FALLBACK = 1e-4
 
 
 def holdout_mask(n_rows, strata=None):
-    """The held-out rows (boolean mask): one in AUTO_HOLDOUT, by default_rng(AUTO_SEED); of
-    every stratum (class) in increasing order when ``strata`` is given."""
-    rng = np.random.default_rng(AUTO_SEED)
+    """The held-out rows (boolean mask): one in AUTO_HOLDOUT. The rows are ranked by one
+    permutation, default_rng(AUTO_SEED).permutation(n_rows) (rank t: the t-th row of it);
+    without strata the n_rows // AUTO_HOLDOUT lowest ranks are held out, with strata
+    (classes) the len(class) // AUTO_HOLDOUT lowest ranks of each class."""
+    perm = np.random.default_rng(AUTO_SEED).permutation(n_rows)
+    rank = np.empty(n_rows, dtype=np.int64)
+    rank[perm] = np.arange(n_rows)
     held = np.zeros(n_rows, dtype=bool)
-    if strata is None:
-        held[rng.permutation(n_rows)[: n_rows // AUTO_HOLDOUT]] = True
-        return held
-    for c in np.unique(strata):
-        rows = np.flatnonzero(strata == c)
-        held[rows[rng.permutation(len(rows))[: len(rows) // AUTO_HOLDOUT]]] = True
+    groups = [np.arange(n_rows)] if strata is None else \
+        [np.flatnonzero(np.asarray(strata) == c) for c in np.unique(strata)]
+    for rows in groups:
+        lowest = rows[np.argsort(rank[rows])]
+        held[lowest[: len(rows) // AUTO_HOLDOUT]] = True
     return held
 
 
