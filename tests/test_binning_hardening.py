@@ -441,3 +441,42 @@ def test_label_table_checks_layout_and_range_in_one_pass():
                          (2, good[:2] + [np.repeat(good[2], 2)[::2]])):
         assert _binning.label_table(labels, gp, n, True)[2:] == (grid, 1)
     assert _binning.label_table(good[:2], gp, n, True)[2:] == (-1, 1)
+
+
+def test_safe_bin_range_is_sound_and_the_exact_check_runs_beyond_it():
+    """GridTables.safe_lo / safe_hi (transform's O(d) test before its O(R d) check of
+    every grid's bins): the extremes of the safe range bin within int64 in every grid, by
+    the exact check; values just past the true int64 limit of a grid are still refused,
+    naming the row and column, whatever the widths' magnitudes."""
+    from rbcd.binning._input import _bin_range
+
+    rng = np.random.default_rng(2)
+    for trial in range(30):
+        d = int(rng.integers(1, 5))
+        scale = 10.0 ** rng.uniform(-300, 300, size=d)
+        X = rng.random((40, d)) * scale
+        rb = RandomBinning(n_grids=int(rng.integers(1, 9)), random_state=trial).fit(X)
+        grids = rb._tables
+        assert grids.safe_lo.shape == grids.safe_hi.shape == (d,)
+        assert np.all(grids.safe_lo < grids.safe_hi)
+        lo, hi = grids.safe_lo, grids.safe_hi
+        assert np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
+        bad = _bin_range(grids.widths, grids.offsets, lo, hi)[2]
+        assert not bad.any(), trial
+        # the safe range holds the training data
+        assert np.all(X.min(axis=0) >= grids.safe_lo) and np.all(X.max(axis=0) <= grids.safe_hi)
+        rb.transform(np.vstack([lo, hi]))  # no error
+        # past the true limit of the narrowest grid of column j: refused by name
+        j = int(rng.integers(0, d))
+        r = int(np.argmin(grids.widths[:, j]))
+        with np.errstate(over="ignore"):
+            beyond = grids.offsets[r, j] + grids.widths[r, j] * 2.0 ** 64
+        if not np.isfinite(beyond):   # huge widths: every finite value of x may bin
+            continue
+        Xn = X[:3].copy()
+        Xn[2, j] = beyond
+        with pytest.raises(ValueError, match=rf"too large to bin at row 2, column {j}"):
+            rb.transform(Xn)
+        Xn[2, j] = -beyond
+        with pytest.raises(ValueError, match=rf"too large to bin at row 2, column {j}"):
+            rb.transform(Xn)

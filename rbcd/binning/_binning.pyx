@@ -2835,6 +2835,7 @@ cdef class GridTables:
     cdef readonly object word, shift, n_words, top_bits, word_bits
     cdef readonly object thr_ptr, use_thr, ent_j, ent_t, ent_add, range_lo, range_hi
     cdef readonly object grid_ptr, dirs, offs, ents, index
+    cdef readonly object safe_lo, safe_hi
 
     def __cinit__(self):
         self.grids = NULL
@@ -2859,6 +2860,15 @@ cdef class GridTables:
         self.hi = _array(hi, np.int64, (R, d), "hi")
         if not np.all(self.lo <= self.hi):
             raise ValueError("grid tables: lo must not exceed hi")
+        # per column, values in [safe_lo, safe_hi] bin within int64 in every grid: their
+        # quotients (x - u) / w stay within about 2**62 in magnitude (u within a width of
+        # 0, every rounding relative 2**-53), and x - u does not overflow (|x| <= 2**1022,
+        # |u| < w < 2**1000), so transform's check of every grid's bins
+        # (_input._bin_range, O(R d)) is needed only for data outside (O(d) to test)
+        with np.errstate(over="ignore"):
+            reach = self.widths * 2.0 ** 62
+            self.safe_lo = np.maximum(np.max(self.offsets - reach, axis=0), -2.0 ** 1022)
+            self.safe_hi = np.minimum(np.min(self.offsets + reach, axis=0), 2.0 ** 1022)
         if not (np.all(np.isfinite(self.widths)) and np.all(self.widths > 0)):
             raise ValueError("grid tables: widths must be finite and positive")
         (self.word, self.shift, self.n_words, self.top_bits,

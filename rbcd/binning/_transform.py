@@ -126,7 +126,7 @@ def exact_input(est, X, cmin, cmax, n_threads):
         XV = _take_columns(X)
         if cmin is None:
             cmin, cmax = _extremes(XV, n_threads)
-        _, _, bad = _bin_range(grids.widths, grids.offsets, cmin, cmax)
+        bad = _bad_bin_columns(grids, cmin, cmax)
         if bad.any():
             cols = np.flatnonzero(bad)
             _raise_bad_bins(X, cols, grids.widths[:, cols], grids.offsets[:, cols])
@@ -140,8 +140,7 @@ def exact_input(est, X, cmin, cmax, n_threads):
                 vmin, vmax = _extremes(XV, n_threads)
             else:
                 vmin, vmax = cmin[varying], cmax[varying]
-            _, _, bad = _bin_range(grids.widths, grids.offsets, vmin, vmax)
-            bad_var = varying[bad]
+            bad_var = varying[_bad_bin_columns(grids, vmin, vmax)]
         else:
             XV = np.zeros((X.shape[0], 1))
             bad_var = varying
@@ -149,6 +148,15 @@ def exact_input(est, X, cmin, cmax, n_threads):
             cols = np.union1d(bad_var, bad_const)
             _raise_bad_bins(X, cols, *constant.draw.columns(cols))
     return grids, XV, miss_rows, miss_grids
+
+
+def _bad_bin_columns(grids, cmin, cmax):
+    """The columns (a boolean mask over the grids' columns) where some grid's bin of the
+    extremes does not fit in int64: none when every extreme lies within the grids'
+    safe range (GridTables.safe_lo / safe_hi), else _bin_range's exact check."""
+    if np.all(cmin >= grids.safe_lo) and np.all(cmax <= grids.safe_hi):
+        return np.zeros(cmin.shape[0], dtype=bool)
+    return _bin_range(grids.widths, grids.offsets, cmin, cmax)[2]
 
 
 def _exact_build(est, grids, X, miss_rows, miss_grids, n_threads, paths):
