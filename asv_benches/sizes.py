@@ -231,3 +231,31 @@ class SearchFoldsRegression:
             warnings.simplefilter("ignore", UserWarning)
             self.cls(sigma_factors=(1.0, 2.0), random_state=0,
                      **self.grids).fit(self.X, self.y).predict(self.Xn)
+
+
+class PredictFewRows:
+    """A fitted default model's predict of 1 and 10 rows (serving one request at a time):
+    fixed costs of validation, binning and the product, not the work per row. The model is
+    fitted once (scaled digits, 1,347 rows, 10 classes, 1,024 grids; diabetes for
+    regression)."""
+
+    version = DATA_VERSION + "-predictfew1"
+    params = (["digits", "diabetes"], [1, 10])
+    param_names = ["data", "rows"]
+    timeout = 300
+
+    def setup(self, data, rows):
+        from sklearn.preprocessing import StandardScaler
+
+        quiet_convergence()
+        regression = data == "diabetes"
+        Xtr, Xte, ytr, _ = memo(("bundled", data), lambda: _bundled_split(data, regression))
+        scaler = StandardScaler().fit(Xtr)
+        name = "RBRegressor" if regression else "RBClassifier"
+        self.model = memo(("fitted", data), lambda: require("rbcd", name)(random_state=0).fit(
+            scaler.transform(Xtr), ytr))
+        self.X = np.ascontiguousarray(scaler.transform(Xte)[:rows])
+        self.model.predict(self.X)
+
+    def time_predict(self, data, rows):
+        self.model.predict(self.X)
