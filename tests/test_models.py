@@ -685,3 +685,23 @@ def test_every_public_name_has_its_own_docstring():
         if not (isinstance(doc, str) and len(doc.strip()) > 20):
             missing.append(name)
     assert not missing, f"no docstring of their own: {missing}"
+
+
+def test_the_models_docstring_examples_print_what_they_show():
+    """RBClassifier's and RBRegressor's Examples sections run and print their outputs."""
+    import doctest
+
+    import rbcd.models as models
+
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    ran = 0
+    for cls in (models.RBClassifier, models.RBRegressor):
+        for test in finder.find(cls, cls.__name__, globs={}):
+            if test.examples and test.name == cls.__name__:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    result = runner.run(test)
+                assert result.failed == 0, cls.__name__
+                ran += result.attempted
+    assert ran >= 12
