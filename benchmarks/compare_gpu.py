@@ -80,6 +80,8 @@ def parse():
                    help="seconds: no new configuration starts after this")
     p.add_argument("--xp", choices=["cupy", "numpy"], default="cupy",
                    help="numpy: a dry run of the same code on the numpy twins")
+    p.add_argument("--graph", action="store_true",
+                   help="GPU CG through solve_ridge's CUDA graph loop (graph=True)")
     p.add_argument("--out", required=True)
     return p.parse_args()
 
@@ -139,8 +141,9 @@ def make_data(xp, n, d, seed):
 
 
 # ------------------------------------------------------------------------------- RB, GPU
-def rb_gpu(xp, X, y, Xt, R, tol):
-    """(timings, model pieces) of one GPU fit + predict."""
+def rb_gpu(xp, X, y, Xt, R, tol, graph=False):
+    """(timings, model pieces) of one GPU fit + predict (``graph``: solve_ridge's CUDA
+    graph loop, pairs of iterations replayed from one capture)."""
     n = X.shape[0]
     est = RandomBinning(n_grids=R, random_state=0)
     sync(xp)
@@ -156,7 +159,8 @@ def rb_gpu(xp, X, y, Xt, R, tol):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         coef, intercept, n_iter, info = ccg.solve_ridge(
-            xp, layout, Y, None, ALPHA_PER_ROW * n, True, tol, None, pre, structured=True)
+            xp, layout, Y, None, ALPHA_PER_ROW * n, True, tol, None, pre, structured=True,
+            graph=graph)
     sync(xp)
     t2 = time.perf_counter()
     labels = cb.transform_labels(est, Xt, xp)
@@ -165,6 +169,7 @@ def rb_gpu(xp, X, y, Xt, R, tol):
     sync(xp)
     t3 = time.perf_counter()
     return dict(binning=t1 - t0, cg=t2 - t1, predict=t3 - t2, iters=int(n_iter[0]),
+                graph=bool(info.get("graph", False)),
                 D=int(D), converged=bool(info["converged"][0]),
                 **time_products(xp, layout)), (est, layout, pred, labels)
 
@@ -465,7 +470,7 @@ def main():
     Xt_dev = _ops.on_device(xp, Xt)
     # warm-up: kernel compilation and the memory pool
     Xw, yw = make_data(xp, 2000, args.d, 9)
-    rb_gpu(xp, Xw, yw, Xt_dev[:100], 4, args.tol)
+    rb_gpu(xp, Xw, yw, Xt_dev[:100], 4, args.tol, args.graph)
     results = []
     for R in args.grids:
         for N in args.sizes:
@@ -517,7 +522,7 @@ def measure(args, xp, rec, n, R, Xt, yt, Xt_dev):
         Xd, yd = make_data(xp, n, args.d, n)
     best = None
     for _ in range(max(1, args.repeat)):
-        g, (est, layout, pred, labels) = rb_gpu(xp, Xd, yd, Xt_dev, R, args.tol)
+        g, (est, layout, pred, labels) = rb_gpu(xp, Xd, yd, Xt_dev, R, args.tol, args.graph)
         if best is None or g["binning"] + g["cg"] < best[0]["binning"] + best[0]["cg"]:
             best = (g, (est, layout, pred, labels))
     g, (est, layout, pred, labels) = best

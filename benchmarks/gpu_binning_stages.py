@@ -87,25 +87,31 @@ def main():
     # it has just queued); host_lag=0, the host waits for every iteration's summary and
     # decides itself. Per iteration: the difference of 32 and 2 iterations (tol 0), and
     # one full solve (tol 1e-6) over its iterations (its setup included).
+    # graph=True: the same loop, pairs of iterations replayed from a CUDA graph (one launch
+    # per two iterations instead of about a dozen kernels and library calls each)
     ab = {}
+    loops = {1: dict(host_lag=1), 0: dict(host_lag=0), "graph": dict(graph=True)}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         Y1 = y.reshape(n, 1)
-        for lag in (1, 0):
+        for lag, how in loops.items():
             run = {}
             for it in (2, 32):
                 run[it] = clock_mean(lambda: ccg.solve_ridge(
                     xp, layout, Y1, None, 1e-4 * n, True, 0.0, it, "jacobi", structured=True,
-                    host_lag=lag), reps=3)
+                    **how), reps=3)
             full = {}
 
             def solve():
                 full["out"] = ccg.solve_ridge(xp, layout, Y1, None, 1e-4 * n, True, 1e-6,
-                                              None, "jacobi", structured=True, host_lag=lag)
+                                              None, "jacobi", structured=True, **how)
             t_full = clock_mean(solve, reps=1)
             ab[lag] = ((run[32] - run[2]) / 30, t_full, int(full["out"][2].max()), full["out"])
     same = all(np.asarray(a).tobytes() == np.asarray(b).tobytes()
                for a, b in zip(ab[0][3][:3], ab[1][3][:3]))
+    same_graph = all(np.asarray(a).tobytes() == np.asarray(b).tobytes()
+                     for a, b in zip(ab[1][3][:3], ab["graph"][3][:3]))
+    graph_ran = bool(ab["graph"][3][3].get("graph"))
     layout = P = T = None   # (freed; the timing lambdas above hold their cells)
     # the same fit's stages, synchronised one by one
     stages = dict(prepare=0.0, keys=0.0, sort=0.0, number=0.0, store=0.0)
@@ -217,13 +223,18 @@ def main():
     print(f"    {'one CG iteration (difference)':32s} {1e3 * per_it:8.2f} ms")
     print("  solve_ridge stopping decision A/B (host_lag=1: device mask, host reads it one "
           "iteration late; host_lag=0: host waits for every iteration):")
-    for lag in (1, 0):
+    for lag in (1, 0, "graph"):
         d_it, t_full, its, _ = ab[lag]
-        print(f"    host_lag={lag}: {1e3 * d_it:7.3f} ms per iteration (32 - 2 iterations); "
+        name = "graph=True " if lag == "graph" else f"host_lag={lag}"
+        print(f"    {name}: {1e3 * d_it:7.3f} ms per iteration (32 - 2 iterations); "
               f"full solve (tol 1e-6) {1e3 * t_full:8.2f} ms / {its} iterations = "
               f"{1e3 * t_full / max(its, 1):7.3f} ms per iteration")
     print(f"    host_lag=1 vs 0: {ab[0][0] / ab[1][0] if ab[1][0] > 0 else float('nan'):.2f}x "
           f"per iteration; coef, intercept, n_iter bit for bit equal: {same}")
+    print(f"    graph=True vs host_lag=1: "
+          f"{ab[1][0] / ab['graph'][0] if ab['graph'][0] > 0 else float('nan'):.2f}x per "
+          f"iteration, full solve {ab[1][1] / ab['graph'][1]:.2f}x; a captured graph ran: "
+          f"{graph_ran}; coef, intercept, n_iter bit for bit equal: {same_graph}")
     print("  steps of prepare (each on its own):")
     for k, v in steps.items():
         print(f"    {k:32s} {1e3 * v:8.2f} ms")

@@ -256,3 +256,30 @@ def test_products_on_device(cp, n, R, sigma):
         W = rng.normal(size=(layout.n_columns, k))
         np.testing.assert_allclose(layout.dot(cp.asarray(W)).get(), Zc @ W, rtol=1e-12,
                                    atol=1e-11)
+
+
+@pytest.mark.parametrize("max_iter, weighted", [(None, False), (None, True), (7, False)])
+def test_graph_replay_equals_queued_loop(cp, max_iter, weighted):
+    """solve_ridge(graph=True): pairs of iterations replayed from a captured CUDA graph
+    (info["graph"] True: the capture worked, nothing allocated during it) give the
+    default loop's coef, intercept, n_iter and info bit for bit; 11 targets (two launches
+    of the step kernels), an odd max_iter (the last iteration unpaired)."""
+    from rbcd.cuda import binning as cb, cg as ccg
+    X, _ = _data(20000, 5, seed=6)
+    rng = np.random.default_rng(6)
+    Y = np.c_[[np.sin((t + 1) * X[:, 0]) * 10.0 ** (t - 5) + t * X[:, 1] for t in range(11)]].T
+    Y[:, 4] = 0.0
+    s = cp.asarray(rng.uniform(0.2, 3.0, size=X.shape[0])) if weighted else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lay = cb.fit_layout(RandomBinning(n_grids=32, random_state=1), cp.asarray(X), cp)
+        outs = [ccg.solve_ridge(cp, lay, cp.asarray(Y), s, alpha=0.5, tol=1e-10,
+                                max_iter=max_iter, structured=True, graph=graph)
+                for graph in (False, True)]
+    (c0, b0, it0, info0), (c1, b1, it1, info1) = outs
+    assert info1["graph"] is True and info0["graph"] is False
+    for a, b in [(c0, c1), (b0, b1), (it0, it1)] + [(info0[key], info1[key])
+                                                     for key in info0 if key != "graph"]:
+        assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
+    if max_iter is not None:
+        assert it1.max() == max_iter

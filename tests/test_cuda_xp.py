@@ -1229,6 +1229,9 @@ def test_gpu_binning_stages_dry_run():
     assert re.search(r"^    host_lag=1: +[0-9.]+ ms per iteration", out.stdout, re.M)
     assert re.search(r"^    host_lag=0: +[0-9.]+ ms per iteration", out.stdout, re.M)
     assert "n_iter bit for bit equal: True" in out.stdout
+    assert re.search(r"^    graph=True : +[0-9.]+ ms per iteration", out.stdout, re.M)
+    assert re.search(r"graph=True vs host_lag=1: .* a captured graph ran: False; coef, "
+                     r"intercept, n_iter bit for bit equal: True", out.stdout)
     total = float(re.search(r"stage by stage: ([0-9.]+) s", out.stdout).group(1))
     assert total > 0
 
@@ -1271,3 +1274,104 @@ def test_piece_sums_twin_honours_piece_end():
     want = np.array([U[rows[a:b]].sum(axis=0) for a, b in zip(ps, pe)])
     np.testing.assert_allclose(_ops.piece_sums(np, rows, ps, pe, U), want, rtol=1e-14,
                                atol=1e-14)
+
+
+# ------------------------------------------------------------------------------------------
+# solve_ridge(graph=True): the iterations in pairs through buffers made once (what a CUDA
+# graph replays), against the default loop: the same results bit for bit.
+@pytest.mark.parametrize("emulated", [False, True])
+@pytest.mark.parametrize("fit_intercept, weighted", [(True, False), (True, True),
+                                                     (False, False), (False, True)])
+@pytest.mark.parametrize("preconditioner, structured", [("jacobi", True), ("jacobi", False),
+                                                         (None, False)])
+@pytest.mark.parametrize("max_iter", [None, 0, 1, 2, 5])
+def test_graph_pairs_equal_the_queued_loop(monkeypatch, emulated, fit_intercept, weighted,
+                                           preconditioner, structured, max_iter):
+    """graph=True (the static step, run in pairs; on numpy no graph is captured) equals
+    host_lag=1's loop bit for bit in coef, intercept, n_iter, the stop reasons and the
+    ConvergenceWarnings: 11 targets stopping at different iterations (two launches of 8
+    and 3), a zero one, odd and even max_iter (an odd last iteration runs unpaired)."""
+    xp = _xp_for(monkeypatch, emulated)
+    rng = np.random.default_rng(12)
+    n = 400
+    X = rng.uniform(size=(n, 3))
+    Y = np.c_[_staggered_targets(X, rng), rng.normal(size=(n, 4))]
+    s = rng.uniform(0.2, 3.0, size=n) if weighted else None
+    _, layout, _ = _xp_fit(X, 8, "scale", 3)
+    kw = dict(alpha=0.3, fit_intercept=fit_intercept, tol=1e-9, max_iter=max_iter,
+              preconditioner=preconditioner, structured=structured)
+    outs, convs = [], []
+    for graph in (False, True):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outs.append(ccg.solve_ridge(xp, layout, Y, s, graph=graph, **kw))
+        convs.append([str(w.message) for w in caught
+                      if issubclass(w.category, ConvergenceWarning)])
+    assert outs[1][3]["graph"] is False and outs[0][3]["graph"] is False  # none captured
+    _assert_same_solve(outs[0], outs[1])
+    assert convs[1] == convs[0]
+    n_iter = outs[1][2]
+    if max_iter is not None:
+        assert n_iter.max() == max_iter
+    else:
+        assert len(set(n_iter[n_iter > 0].tolist())) >= 3
+
+
+def test_graph_capture_refuses_allocations_and_falls_back():
+    """_capture (rbcd.cuda.cg) against a stand-in for CuPy's graph API: the pool's
+    allocator is replaced by one that refuses while the function is recorded and restored
+    afterwards (a failed capture too); a capture whose function allocates, or whose end
+    fails, gives None (the queued kernels run); a good one replays by launching the graph
+    on the capturing stream; the default stream (pointer 0) is never captured."""
+    import types
+
+    log = []
+
+    class Graph:
+        def launch(self, stream):
+            log.append(("launch", stream))
+
+    class Stream:
+        def __init__(self, ptr, fail_end=False):
+            self.ptr, self.fail_end = ptr, fail_end
+
+        def begin_capture(self, mode=None):
+            log.append(("begin", mode))
+
+        def end_capture(self):
+            log.append("end")
+            if self.fail_end:
+                raise RuntimeError("capture invalidated")
+            return Graph()
+
+    def pool_alloc(size):
+        return ("memory", size)
+
+    state = {"alloc": pool_alloc, "stream": Stream(7)}
+    cuda = types.SimpleNamespace(
+        get_current_stream=lambda: state["stream"],
+        get_allocator=lambda: state["alloc"],
+        set_allocator=lambda f: state.__setitem__("alloc", f),
+        runtime=types.SimpleNamespace(streamCaptureModeRelaxed=2))
+    fake = types.SimpleNamespace(cuda=cuda)
+
+    def quiet():
+        log.append("work")
+
+    def allocating():
+        state["alloc"](64)
+
+    replay = ccg._capture(fake, quiet)
+    assert replay is not None and state["alloc"] is pool_alloc
+    assert log == [("begin", 2), "work", "end"]
+    replay()
+    assert log[-1] == ("launch", state["stream"])
+    log.clear()
+    assert ccg._capture(fake, allocating) is None and state["alloc"] is pool_alloc
+    assert log == [("begin", 2), "end"]
+    state["stream"] = Stream(7, fail_end=True)
+    assert ccg._capture(fake, quiet) is None and state["alloc"] is pool_alloc
+    state["stream"] = Stream(0)
+    log.clear()
+    assert ccg._capture(fake, quiet) is None and log == []
+    assert ccg._capture(np, quiet) is None

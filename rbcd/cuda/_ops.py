@@ -328,20 +328,25 @@ def column_extremes(xp, X):
 
 
 # ------------------------------------------------------------------------------ products
-def zdot(xp, labels, grid_ptr, W, value):
+def zdot(xp, labels, grid_ptr, W, value, out=None):
     """Z @ W for Z given by its grid labels: (R, n) int32 local bin ids (-1: no entry),
-    grid_ptr (R + 1,) int64; W (D, k) float64. Returns (n, k) float64."""
+    grid_ptr (R + 1,) int64; W (D, k) float64. Returns (n, k) float64 (``out``, a
+    C-contiguous (n, k) float64 array, when given: nothing is allocated on the device)."""
     R, n = labels.shape
     k = W.shape[1]
     if is_numpy(xp):
-        out = np.zeros((n, k))
+        if out is None:
+            out = np.zeros((n, k))
+        else:
+            out[...] = 0.0
         for r in range(R):
             lab = labels[r]
             hit = lab >= 0
             out[hit] += W[grid_ptr[r] + lab[hit].astype(np.int64)]
         out *= value
         return out
-    out = xp.empty((n, k), dtype=xp.float64)
+    if out is None:
+        out = xp.empty((n, k), dtype=xp.float64)
     if n == 0 or k == 0:
         return out
     W = xp.ascontiguousarray(W, dtype=xp.float64)
@@ -354,14 +359,17 @@ def zdot(xp, labels, grid_ptr, W, value):
     return out
 
 
-def piece_sums(xp, rows, piece_start, piece_end, U, order=None):
+def piece_sums(xp, rows, piece_start, piece_end, U, order=None, out=None):
     """partial[p] = sum over entries e of piece p of U[rows[e]]: (n_pieces, k). ``order``
     (n_pieces,) int64, a permutation: the order in which the kernel's warps take the pieces
-    (the sums do not depend on it; None: piece order)."""
+    (the sums do not depend on it; None: piece order). ``out``: as zdot's."""
     n_pieces = piece_start.shape[0]
     k = U.shape[1]
     if is_numpy(xp):
-        out = np.zeros((n_pieces, k))
+        if out is None:
+            out = np.zeros((n_pieces, k))
+        else:
+            out[...] = 0.0
         if n_pieces and rows.shape[0]:
             # each sum runs from its piece's start to its end, as the kernel's: reduceat
             # over (start, end) pairs, the (end, next start) gaps dropped; a zero row keeps
@@ -372,7 +380,8 @@ def piece_sums(xp, rows, piece_start, piece_end, U, order=None):
             if idx.shape[0]:
                 out[nz] = np.add.reduceat(g, idx, axis=0)[::2]
         return out
-    out = xp.empty((n_pieces, k), dtype=xp.float64)
+    if out is None:
+        out = xp.empty((n_pieces, k), dtype=xp.float64)
     if n_pieces == 0 or k == 0:
         return out
     U = xp.ascontiguousarray(U, dtype=xp.float64)
@@ -387,19 +396,24 @@ def piece_sums(xp, rows, piece_start, piece_end, U, order=None):
     return out
 
 
-def segment_sums(xp, V, ptr, scale=1.0):
-    """out[c] = scale * V[ptr[c]:ptr[c + 1]].sum(axis=0): (len(ptr) - 1, k)."""
+def segment_sums(xp, V, ptr, scale=1.0, out=None):
+    """out[c] = scale * V[ptr[c]:ptr[c + 1]].sum(axis=0): (len(ptr) - 1, k). ``out``: as
+    zdot's."""
     n_seg = ptr.shape[0] - 1
     k = V.shape[1]
     if is_numpy(xp):
-        out = np.zeros((n_seg, k))
+        if out is None:
+            out = np.zeros((n_seg, k))
+        else:
+            out[...] = 0.0
         starts = ptr[:-1]
         nz = ptr[1:] > starts
         if nz.any():
             out[nz] = np.add.reduceat(V, starts[nz], axis=0)
         out *= scale
         return out
-    out = xp.empty((n_seg, k), dtype=xp.float64)
+    if out is None:
+        out = xp.empty((n_seg, k), dtype=xp.float64)
     if n_seg == 0 or k == 0:
         return out
     V = xp.ascontiguousarray(V, dtype=xp.float64)
@@ -478,11 +492,12 @@ def cg_step(xp, partial_pq, rz, act, P, Q, X, Rr, minv, Zr, partial, summary):
                (Zr, partial, summary))
 
 
-def cg_dir(xp, Zr, Rr, keep, proj, gsum, partial):
+def cg_dir(xp, Zr, Rr, keep, proj, gsum, partial, placeholder=None):
     """The preconditioned residual's projection and constant columns (rb_cg_dir), in place:
     Zr = (Zr - m_g(j)) keep with gsum (R, k) the per-grid sums of Zr and proj a
     rbcd.cuda.cg.GridProjection (m as its means), or Zr = Zr keep where proj is None;
-    partial: sums of Rr Zr."""
+    partial: sums of Rr Zr. ``placeholder``: an empty int64 array of xp that stands for the
+    grid arrays where proj is None (allocated here if not given)."""
     D, k = Zr.shape
     if is_numpy(xp):
         if proj is not None:
@@ -496,7 +511,9 @@ def cg_dir(xp, Zr, Rr, keep, proj, gsum, partial):
         return
     if proj is None:
         # (mode 0 reads no grid arrays: an empty array stands for them)
-        args = (Zr, Rr, keep, xp.empty(0, dtype=xp.int64), Zr, keep, np.int32(0),
+        if placeholder is None:
+            placeholder = xp.empty(0, dtype=xp.int64)
+        args = (Zr, Rr, keep, placeholder, Zr, keep, np.int32(0),
                 np.int32(0), np.float64(0.0))
     else:
         args = (Zr, Rr, keep, proj.grid_of_col, gsum, proj.inv_sizes,

@@ -220,6 +220,17 @@ class GridLayout:
                                self.piece_order)
         return _ops.segment_sums(self.xp, part, self.piece_ptr, self.value)
 
+    def dot_into(self, W, out):
+        """dot(W) written into ``out`` (N, k): nothing allocated (a CUDA graph's step)."""
+        return _ops.zdot(self.xp, self.labels, self.grid_ptr, W, self.value, out=out)
+
+    def tdot_into(self, U, part, out):
+        """tdot(U) written into ``out`` (D, k), its piece sums into ``part`` (number of
+        pieces, k): nothing allocated (a CUDA graph's step); the same sums as tdot."""
+        _ops.piece_sums(self.xp, self.rows, self.piece_start, self.piece_end, U,
+                        self.piece_order, out=part)
+        return _ops.segment_sums(self.xp, part, self.piece_ptr, self.value, out=out)
+
     def to_rbcolumns(self):
         """The CPU's RBColumns of this Z (host copies)."""
         from ..binning.columns import RBColumns

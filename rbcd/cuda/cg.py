@@ -110,7 +110,7 @@ class GridProjection:
 
 def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
                 max_iter=None, preconditioner="jacobi", structured=False, verbose=0,
-                host_lag=1):
+                host_lag=1, graph=False):
     """Block PCG for ridge on xp. ``op``: a GridLayout or MatrixOperator; Y (n, k) and
     sample_weight (n,) arrays of xp (validated). ``structured``: op is random binning
     training data (every row has one entry of the same value in every grid: a GridLayout
@@ -124,8 +124,17 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     it (the host learns it, and ||b||, from its first read after queueing that iteration):
     the set-up waits for the device once, for the rescaling's scalars.
 
+    ``graph`` (internal, for benchmarks and tests; host_lag=1, a GridLayout, verbose < 2):
+    the iterations run in pairs, each pair one replay of a CUDA graph of its kernels (on
+    cupy: the first pair runs as queued kernels, the second is captured, the rest replay
+    it; numpy runs the pairs as they are). The host then queues one graph launch per two
+    iterations instead of about a dozen kernels and library calls per iteration, and
+    reads the active mask after each pair. The same kernels on the same buffers: the
+    same results bit for bit. ``info["graph"]`` says whether a captured graph ran (a
+    capture that fails, e.g. one that would allocate, falls back to the queued kernels).
+
     Returns ``(coef (k, D), intercept (k,), n_iter (k,), info)`` as host numpy arrays; info
-    as rbcd.solvers.cg.solve_ridge_cg's (converged, residual, stop).
+    as rbcd.solvers.cg.solve_ridge_cg's (converged, residual, stop), and ``graph``.
     """
     if host_lag not in (0, 1):
         raise ValueError(f"host_lag must be 0 or 1, got {host_lag!r}")
@@ -275,13 +284,90 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
                   act_out, counts)
         rz.reverse()
 
+    def static_step():
+        """One iteration as ``iterate`` runs it, into buffers made here once, so that the
+        step allocates nothing (a CUDA graph replays it with fixed addresses): the same
+        operations in the same order, so the same bits. step(act_in, act_out, rz_in,
+        rz_out): act_in and rz_in this iteration's mask and r . z, act_out and rz_out the
+        next's."""
+        T_buf = xp.empty((n, k))
+        Q_buf = xp.empty((D, k))
+        part_buf = xp.empty((op.piece_start.shape[0], k))
+        c_buf = xp.empty(k)
+        sum_buf = xp.empty(k)
+        gsum_buf = None if proj is None else xp.empty((proj.ptr.shape[0] - 1, k))
+        placeholder = xp.empty(0, dtype=xp.int64)
+
+        def step(act_in, act_out, rz_in, rz_out):
+            op.dot_into(P, T_buf)
+            sumT = None
+            if zbar is not None:
+                xp.matmul(zbar, P, out=c_buf)
+                xp.subtract(T_buf, c_buf[None, :], out=T_buf)
+            if weighted:
+                xp.multiply(T_buf, s[:, None], out=T_buf)
+            op.tdot_into(T_buf, part_buf, Q_buf)
+            if zbar is not None:
+                sumT = xp.matmul(ones_n, T_buf, out=sum_buf)
+            _ops.cg_q(xp, Q_buf, zbar_v, sumT, alpha_v, P, keep_v, part_pq)
+            _ops.cg_step(xp, part_pq, rz_in, act_in, P, Q_buf, X, Rr, minv_v, Zr, part_rr,
+                         summary)
+            gsum = (None if proj is None
+                    else _ops.segment_sums(xp, Zr, proj.ptr, out=gsum_buf))
+            _ops.cg_dir(xp, Zr, Rr, keep_v, proj, gsum, part_rz, placeholder)
+            _ops.cg_p(xp, part_rz, part_rr, rz_in, act_in, Zr, P, rz_out, summary, thresh,
+                      act_out, counts)
+        return step
+
     def report(it, rn, act, bnorm_h):
         if verbose >= 2 and act.any():
             rel = rn[act] / np.where(bnorm_h[act] > 0, bnorm_h[act], 1.0)
             print(f"[RidgeCG cuda] iteration {it}: max relative residual {np.max(rel):.3e}")
 
     rnorm = None   # the host's residual norms (host_lag=0, from its first read of state)
-    if host_lag == 0:
+    use_graph = bool(graph) and host_lag == 1 and verbose < 2 and hasattr(op, "dot_into")
+    replayed = False
+    if use_graph:
+        # the device's decision as below, read once per pair of iterations: a pair runs
+        # step(rows[0] -> rows[1], rz[0] -> rz[1]) then step(rows[1] -> rows[0], rz[1] ->
+        # rz[0]), so after it the next mask is rows[0] and r . z is rz[0] again. The copy
+        # of the mask after pair u is read while pair u + 1 runs; when it is all 0, pair
+        # u + 1 changed nothing, and the loop stops. An odd last iteration (max_iter) runs
+        # as ``iterate``.
+        rows = [masks[0], masks[1]]
+        reads = _ops.HostCopies(xp, 2)
+        step = static_step()
+
+        def pair():
+            step(rows[0], rows[1], rz[0], rz[1])
+            step(rows[1], rows[0], rz[1], rz[0])
+
+        with _side_stream(xp):
+            replay = None
+            done = 0
+            prev = 0                  # the slot of the copy read next (0: act0's)
+            live = max_iter > 0
+            if live:
+                reads.put(0, rows[0])
+            while live and done + 2 <= max_iter:
+                if done == 2:         # kernels compiled and libraries set up by pair 1
+                    replay = _capture(xp, pair)
+                if replay is not None:
+                    replay()
+                    replayed = True
+                else:
+                    pair()
+                done += 2
+                reads.put(1 - prev, rows[0])
+                live = bool((reads.get(prev)[0] != 0).any())
+                prev = 1 - prev
+            if live and done < max_iter and (reads.get(prev)[0] != 0).any():
+                iterate(rows[0], rows[1])
+            reads.wait()
+        cnt = _ops.to_host(counts)
+        n_iter = cnt[0].astype(np.int64)
+        breakdown = cnt[1] != 0
+    elif host_lag == 0:
         # the host's decision (the loop before the device kept the mask): wait for each
         # iteration's state, update the mask on the host, copy it to the device when a
         # target stops; the device's own mask (masks[1]) and counts are not read. The
@@ -387,5 +473,65 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     coef = np.ascontiguousarray(coef)
     if cy != 1.0:
         coef, intercept = coef * cy, intercept * cy
-    info = dict(converged=~unconverged, residual=relres, stop=stop_reason)
+    info = dict(converged=~unconverged, residual=relres, stop=stop_reason, graph=replayed)
     return coef, intercept, n_iter, info
+
+
+class _side_stream:
+    """``with _side_stream(xp):`` runs the block on a new (blocking) CUDA stream, which
+    graph capture needs (the legacy default stream cannot be captured); it waits for the
+    work queued before it, and the default stream waits for its work. numpy: nothing."""
+
+    def __init__(self, xp):
+        cuda = None if _ops.is_numpy(xp) else getattr(xp, "cuda", None)
+        self.stream = None if cuda is None else cuda.Stream()
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.stream.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.stream is not None:
+            self.stream.__exit__(*exc)
+        return False
+
+
+def _capture(xp, fn):
+    """fn's device work recorded as a CUDA graph on the current (non-default) stream, and
+    returned as a function that replays it there; None where that is not possible: numpy,
+    a CuPy without graph capture, the default stream, or a capture that fails. While
+    capturing, CuPy's allocator refuses every request: memory taken from the pool during
+    a capture could go to other arrays afterwards while the graph still writes it, so a
+    step that would allocate is not captured (its kernels then run as queued)."""
+    if _ops.is_numpy(xp) or getattr(xp, "cuda", None) is None:   # (or an emulation)
+        return None
+    cupy = xp
+    stream = cupy.cuda.get_current_stream()
+    get_allocator = getattr(cupy.cuda, "get_allocator", None)
+    if stream.ptr == 0 or get_allocator is None or not hasattr(stream, "begin_capture"):
+        return None
+    previous = get_allocator()
+
+    def refuse(size):
+        raise MemoryError(f"rbcd: no allocation ({size} bytes) while capturing a CUDA graph")
+
+    mode = getattr(cupy.cuda.runtime, "streamCaptureModeRelaxed", None)
+    graph = None
+    cupy.cuda.set_allocator(refuse)
+    try:
+        if mode is None:
+            stream.begin_capture()
+        else:
+            stream.begin_capture(mode)
+        try:
+            fn()
+        finally:
+            graph = stream.end_capture()
+    except Exception:  # any failure: no graph, the queued kernels run instead
+        graph = None
+    finally:
+        cupy.cuda.set_allocator(previous)
+    if graph is None:
+        return None
+    return lambda: graph.launch(stream)
