@@ -508,8 +508,13 @@ def _capture(xp, fn):
         return None
     cupy = xp
     stream = cupy.cuda.get_current_stream()
-    get_allocator = getattr(cupy.cuda, "get_allocator", None)
-    if stream.ptr == 0 or get_allocator is None or not hasattr(stream, "begin_capture"):
+    memory = getattr(cupy.cuda, "memory", None)
+    get_allocator = (getattr(cupy.cuda, "get_allocator", None)
+                     or getattr(memory, "get_allocator", None))
+    set_allocator = (getattr(cupy.cuda, "set_allocator", None)
+                     or getattr(memory, "set_allocator", None))
+    if (stream.ptr in (0, 1) or get_allocator is None or set_allocator is None
+            or not hasattr(stream, "begin_capture")):
         return None
     previous = get_allocator()
 
@@ -518,7 +523,7 @@ def _capture(xp, fn):
 
     mode = getattr(cupy.cuda.runtime, "streamCaptureModeRelaxed", None)
     graph = None
-    cupy.cuda.set_allocator(refuse)
+    set_allocator(refuse)
     try:
         if mode is None:
             stream.begin_capture()
@@ -531,7 +536,7 @@ def _capture(xp, fn):
     except Exception:  # any failure: no graph, the queued kernels run instead
         graph = None
     finally:
-        cupy.cuda.set_allocator(previous)
+        set_allocator(previous)
     if graph is None:
         return None
     return lambda: graph.launch(stream)
