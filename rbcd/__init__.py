@@ -6,6 +6,20 @@ map with exactly ``n_grids`` non-zeros per row. rbcd builds that map with
 multi-threaded Cython kernels and solves the resulting linear problems by
 parallel randomized coordinate descent or preconditioned conjugate gradient.
 
+Quick start (scikit-learn estimators; the defaults choose the grids, sigma and the
+penalty from the data)::
+
+    import rbcd
+    clf = rbcd.RBClassifier(random_state=0).fit(X_train, y_train)
+    clf.predict(X_test); clf.predict_proba(X_test)
+    reg = rbcd.RBRegressor(random_state=0).fit(X_train, y_train)
+
+    Z = rbcd.RandomBinning(n_grids=256, random_state=0).fit_transform(X)  # the features
+    rbcd.CDClassifier(loss="logistic").fit(Z, y)   # any linear solver on them
+
+``python -m rbcd demo`` runs an example end to end; ``rbcd.show_config()`` says how rbcd was
+built and which threads it uses; README.md and docs/ hold the rest.
+
 Layout, one stage of the pipeline per subpackage (nothing below imports anything above):
 
 - ``rbcd.binning``: RandomBinning, the grids, bins, exact and hashed columns, Z;
