@@ -461,6 +461,8 @@ def test_safe_bin_range_is_sound_and_the_exact_check_runs_beyond_it():
         assert np.all(grids.safe_lo < grids.safe_hi)
         lo, hi = grids.safe_lo, grids.safe_hi
         assert np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))
+        with np.errstate(over="raise"):   # x - u does not overflow at the bounds
+            hi[None, :] - grids.offsets, lo[None, :] - grids.offsets
         bad = _bin_range(grids.widths, grids.offsets, lo, hi)[2]
         assert not bad.any(), trial
         # the safe range holds the training data

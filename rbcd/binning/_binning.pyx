@@ -2860,17 +2860,19 @@ cdef class GridTables:
         self.hi = _array(hi, np.int64, (R, d), "hi")
         if not np.all(self.lo <= self.hi):
             raise ValueError("grid tables: lo must not exceed hi")
-        # per column, values in [safe_lo, safe_hi] bin within int64 in every grid: their
-        # quotients (x - u) / w stay within about 2**62 in magnitude (u within a width of
-        # 0, every rounding relative 2**-53), and x - u does not overflow (|x| <= 2**1022,
-        # |u| < w < 2**1000), so transform's check of every grid's bins
-        # (_input._bin_range, O(R d)) is needed only for data outside (O(d) to test)
-        with np.errstate(over="ignore"):
-            reach = self.widths * 2.0 ** 62
-            self.safe_lo = np.maximum(np.max(self.offsets - reach, axis=0), -2.0 ** 1022)
-            self.safe_hi = np.minimum(np.min(self.offsets + reach, axis=0), 2.0 ** 1022)
         if not (np.all(np.isfinite(self.widths)) and np.all(self.widths > 0)):
             raise ValueError("grid tables: widths must be finite and positive")
+        # per column, values in [safe_lo, safe_hi] bin within int64 in every grid: their
+        # quotients (x - u) / w stay within about 2**62 in magnitude (u within a width of
+        # 0, every rounding relative 2**-53), and x - u does not overflow (|x| at most
+        # half of what the largest |u| of the column leaves below the largest double), so
+        # transform's check of every grid's bins (_input._bin_range, O(R d)) is needed only
+        # for data outside (O(d) to test)
+        with np.errstate(over="ignore"):
+            reach = self.widths * 2.0 ** 62
+            room = 0.5 * (np.finfo(np.float64).max - np.max(np.abs(self.offsets), axis=0))
+            self.safe_lo = np.maximum(np.max(self.offsets - reach, axis=0), -room)
+            self.safe_hi = np.minimum(np.min(self.offsets + reach, axis=0), room)
         (self.word, self.shift, self.n_words, self.top_bits,
          self.word_bits) = pack_layout(self.lo, self.hi)
         # a subnormal width's reciprocal overflows to inf: the products a * inf are inf or
