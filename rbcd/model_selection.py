@@ -83,8 +83,7 @@ from ._scale import scale_sigma
 from ._warnings import warn as warn_user
 from ._validation import (N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealInterval,
                           check_int, check_regression_target, check_sample_weight,
-                          fit_context, plain_checked,
-                          plain_float_array)
+                          fit_context, plain_checked, plain_float_array)
 
 #: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
 #: real-data suite single sets preferred 0.25 .. 3 median distances, i.e. 0.5 .. 6 times
