@@ -303,3 +303,20 @@ def test_default_loss_classifies_xor_like_an_rbf_svm(std):
     # continuous targets keep the squared loss (regression)
     reg = quiet(rbcd.SparseRandomFeatures(random_state=0), X, np.sin(X[:, 0]) + 0.1 * X[:, 1])
     assert reg.loss_ == "squared" and not hasattr(reg, "classes_")
+
+
+def test_loss_none_on_a_constant_or_string_target():
+    """loss=None reads a numeric y of one value as a (constant) regression target, as the
+    twin does (type_of_target calls it "binary": it was refused as one class); a string
+    y with loss="squared" is refused naming y; two integer classes stay classification."""
+    X = np.random.default_rng(0).random((60, 3))
+    for mod in (rbcd, rbcd_ref):
+        assert mod.related.sparse_rf.resolve_loss(None, np.full(60, 2.0)) == "squared"
+        assert mod.related.sparse_rf.resolve_loss(None, np.arange(60) % 2) == "squared_hinge"
+        assert mod.related.sparse_rf.resolve_loss(None, np.array(["a"] * 60)) == "squared_hinge"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = rbcd.SparseRandomFeatures(random_state=0).fit(X, np.full(60, 2.0))
+    assert m.loss_ == "squared" and np.allclose(m.predict(X[:5]), 2.0)
+    with pytest.raises(ValueError, match="y must be numeric"):
+        rbcd.SparseRandomFeatures(random_state=0, loss="squared").fit(X, np.array(["a", "b"] * 30))

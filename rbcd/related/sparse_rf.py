@@ -92,7 +92,7 @@ from sklearn.utils._param_validation import StrOptions
 from .._random import make_generator
 from .._threads import effective_n_threads
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, RANDOM_STATE, SIGMA, TOL, VERBOSE,
-                           fit_context)
+                           check_regression_target, fit_context)
 from ..binning.random_binning import RandomBinning
 from .fourier import KERNELS, draw_fourier, fourier_map, resolve_sigma
 from .._random import solver_seed
@@ -229,11 +229,17 @@ def resolve_loss(loss, y):
     (Section 4: LIBLINEAR's coordinate descent on the square-hinge loss, following LIBSVM's
     FAQ); the squared loss on labels underfits (XOR, noise 0.5: 0.80 R^2, where the squared
     hinge classifies 0.95 of the points right). A regression on integer targets says
-    loss="squared"."""
+    loss="squared". A numeric y of one value is a (constant) regression target, not one
+    class (type_of_target calls it "binary")."""
     if loss is not None:
         return loss
     from sklearn.utils.multiclass import type_of_target
-    return "squared_hinge" if type_of_target(y) in ("binary", "multiclass") else "squared"
+    if type_of_target(y) not in ("binary", "multiclass"):
+        return "squared"
+    values = np.asarray(y)
+    if values.dtype.kind in "iuf" and np.unique(values).shape[0] < 2:
+        return "squared"
+    return "squared_hinge"
 
 
 class SparseRandomFeatures(BaseEstimator):
@@ -338,6 +344,8 @@ class SparseRandomFeatures(BaseEstimator):
         kernel = self._resolved_kernel(feature)
         n_threads = effective_n_threads(self.n_jobs)
         classify = loss in ("logistic", "squared_hinge")
+        if not classify and y is not None and np.asarray(y).dtype.kind in "USO":
+            check_regression_target(y)   # strings or None in y: the models' message
         self.loss_ = loss
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc") if feature == "fourier" else False,
                              dtype=np.float64, y_numeric=not classify)

@@ -116,7 +116,12 @@ def resolve_loss(loss, y):
     if loss is not None:
         return loss
     from sklearn.utils.multiclass import type_of_target
-    return "squared_hinge" if type_of_target(y) in ("binary", "multiclass") else "squared"
+    if type_of_target(y) not in ("binary", "multiclass"):
+        return "squared"
+    values = np.asarray(y)
+    if values.dtype.kind in "iuf" and len(np.unique(values)) < 2:   # a constant target
+        return "squared"
+    return "squared_hinge"
 
 
 class SparseRandomFeatures(BaseEstimator):
