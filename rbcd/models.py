@@ -199,7 +199,8 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     Xs, ys, ws = take_rows(rows)
     check_loo_sample_weight(ws, n_rows)
     Zs = binning.transform(np.asarray(Xs, dtype=np.float64))
-    cols = column_structure(Zs, binning.grid_ptr_)
+    exact = binning.grid_ptr_ is not None      # hashed columns have no grid structure
+    cols = column_structure(Zs, binning.grid_ptr_) if exact else None
     weight = float(len(rows)) if ws is None else float(np.sum(ws))
     aux = model._make_solver(Zs.shape, True, weight)
     aux.set_params(solver="direct", alpha="auto")
@@ -218,7 +219,7 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     return _heldout.heldout_choice(Zh, yh.reshape(yh.shape[0], -1), wh, held, alpha,
                                    n_weight, model.fit_intercept,
                                    effective_n_threads(model.n_jobs),
-                                   column_structure(Zh, binning.grid_ptr_))[0]
+                                   column_structure(Zh, binning.grid_ptr_) if exact else None)[0]
 
 
 def auto_n_grids(n_features_in, n_samples=None, regression=False,

@@ -904,3 +904,36 @@ def test_agreement_with_the_local_fit_follows_the_tolerance(client):
     assert diffs[1e-10] <= 1e-8 and diffs[1e-3] <= 1e-2
     text = open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "README.md")).read()
     assert "(to 1e-10)" not in text and "tol=1e-10" in text
+
+
+def test_audit_fixes_hashed_auto_alpha_labels_calibration_and_finite_Z(client):
+    """From an audit of rbcd.dask: hashed mode with the default alpha="auto" fits (its
+    sample's solve has no grid structure); a classifier refuses a continuous y as the
+    local one does (it fitted one class per value); calibration takes the local names
+    ("train", its default, and None; "sigmoid", the earlier name, still reads as
+    "train"; "holdout" is refused by name), so the local model takes the Dask model's
+    parameters; a non-finite value of a user's Z is an error, not NaN coefficients."""
+    X, y = data(1200, 4)
+    Xd = da.from_array(X, chunks=400)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = rd.RBRegressor(n_grids=8, n_features=256, random_state=0).fit(Xd, y)
+    local = rbcd.RBRegressor(n_grids=8, n_features=256, random_state=0, linear=0).fit(X, y)
+    assert m.alpha_ == pytest.approx(local.alpha_, rel=1e-9)
+    with pytest.raises(ValueError, match="continuous"):
+        rd.RBClassifier(n_grids=8, random_state=0, alpha=1.0).fit(Xd, y)
+    yc = (y > np.median(y)).astype(int)
+    kw = dict(n_grids=8, sigma=2.0, random_state=0, alpha=3.0, tol=1e-12)
+    assert rd.RBClassifier().get_params()["calibration"] == "train"
+    ref = rd.RBClassifier(**kw).fit(Xd, yc)
+    old = rd.RBClassifier(calibration="sigmoid", **kw).fit(Xd, yc)
+    assert old.calibration_ == ref.calibration_
+    with pytest.raises(ValueError, match="'train' or None.*holdout"):
+        rd.RBClassifier(calibration="holdout", **kw).fit(Xd, yc)
+    shared = {k: v for k, v in rd.RBClassifier(**kw).get_params().items()
+              if k in rbcd.RBClassifier().get_params()}
+    assert rbcd.RBClassifier(**shared).fit(X, yc).calibration_ is not None
+    Z = rbcd.RandomBinning(n_grids=8, random_state=0).fit_transform(X).tolil()
+    Z[3, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        rd.RidgeCG().fit(Z.tocsr(), y)

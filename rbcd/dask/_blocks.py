@@ -11,6 +11,7 @@ Neither solver module imports the other.
 import numpy as np
 import scipy.sparse as sp
 from distributed import wait
+from sklearn.utils.multiclass import check_classification_targets
 
 from .._threads import effective_n_threads
 from .._validation import check_class_weight
@@ -88,7 +89,11 @@ class Block:
 
 def make_block(Z, y, s, target_fn, grid_ptr=None, n_jobs=None, per_worker=1):
     """The Block of one partition (runs on its worker: the threads are the worker's, see
-    _data.resolve_task_jobs)."""
+    _data.resolve_task_jobs). A non-finite value of Z is an error here, as the local
+    solvers' check of X is."""
+    values = Z.data if sp.issparse(Z) else np.asarray(Z)
+    if values.dtype.kind in "fc" and not np.isfinite(values).all():
+        raise ValueError("X contains NaN or infinity (in a partition of Z)")
     Y = target_fn(np.asarray(y))
     if Y.ndim == 1:
         Y = Y[:, None]
@@ -311,6 +316,9 @@ def class_setup(client, X, y, sample_weight, class_weight):
         if not bool(da.isfinite(yd).all().compute()):
             raise ValueError("y contains NaN or inf")
     classes, counts = (np.asarray(a) for a in dask.compute(*da.unique(yd, return_counts=True)))
+    # scikit-learn's check on the distinct values (its verdict depends on no more: floats
+    # that are not all integers are "continuous", not classes)
+    check_classification_targets(classes)
     if classes.shape[0] < 2:
         raise ValueError(f"a classifier needs samples of at least 2 classes in y, got only one "
                          f"class: {classes[0].tolist()!r}")

@@ -25,6 +25,10 @@ from ._blocks import block_decision, predict_from_scores, proba_from_scores
 from .cd import CDClassifier, CDRegressor
 from .cg import RidgeCG, RidgeCGClassifier
 
+#: calibration values that fit the softmax scale on the training rows: rbcd.RBClassifier's
+#: "train", and "sigmoid", this module's earlier name of it (pickles of older models)
+_ON_TRAINING_ROWS = ("train", "sigmoid")
+
 __all__ = ["RBRegressor", "RBClassifier"]
 
 
@@ -306,7 +310,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
                  solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
                  tol=None, max_iter=None, max_epochs=_local.CD_MAX_EPOCHS, selection="random",
                  parallel="auto", preconditioner="auto", warm_start=False,
-                 class_weight=None, calibration="sigmoid", dtype=np.float64, n_jobs=None,
+                 class_weight=None, calibration="train", dtype=np.float64, n_jobs=None,
                  random_state=None, verbose=0, device="cpu", linear="auto", multi_class="ovr"):
         self.multi_class = multi_class
         self.device = device
@@ -350,16 +354,20 @@ class RBClassifier(ClassifierMixin, _RBBase):
                 return True
         except ValueError:
             return False
-        return self.calibration == "sigmoid"
+        return self.calibration in _ON_TRAINING_ROWS
 
     def _fit_calibration(self, est, Z, y, sample_weight):
-        """The softmax scale of rbcd._calibration, as rbcd.RBClassifier fits it, on the
-        training rows' scores. The scores (N x k floats) and y are gathered to the driver
+        """The softmax scale of rbcd._calibration, as rbcd.RBClassifier fits it with
+        calibration="train", on the training rows' scores ("sigmoid": this module's
+        earlier name of it). The scores (N x k floats) and y are gathered to the driver
         for this one-dimensional fit; Z stays on the workers."""
         self.calibration_ = None
         if self.calibration is not None and not (isinstance(self.calibration, str)
-                                                 and self.calibration == "sigmoid"):
-            raise ValueError(f"calibration must be 'sigmoid' or None, got {self.calibration!r}")
+                                                 and self.calibration in _ON_TRAINING_ROWS):
+            hint = (" (a held-out fifth scored by a second model: rbcd.RBClassifier only)"
+                    if self.calibration == "holdout" else "")
+            raise ValueError(f"calibration must be 'train' or None, got "
+                             f"{self.calibration!r}{hint}")
         if self.calibration is None or self._native_proba():
             return
         client = client_or_error()
@@ -380,7 +388,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
     def predict_proba(self, X):
         """Class probabilities (n, n_classes), a dask array, as rbcd.RBClassifier:
         solver="cd" with the logistic loss, the logistic model's own; otherwise the
-        calibrated softmax of the decision values (``calibration="sigmoid"``)."""
+        calibrated softmax of the decision values (``calibration="train"``)."""
         if self._native_proba():
             return proba_from_scores(self._scores(X))
         scores = self._scores(X)
