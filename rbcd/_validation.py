@@ -29,32 +29,43 @@ from sklearn.utils.validation import _check_n_features, validate_data
 # ---------------------------------------------------------------------------------------
 # Shared parameter constraints (scikit-learn's _parameter_constraints vocabulary).
 # ---------------------------------------------------------------------------------------
+class IntInterval(Interval):
+    """scikit-learn's ``Interval(Integral, ...)`` without the bools (an Integral to Python):
+    ``max_iter=True`` is refused naming the parameter, not run as one iteration. Use it
+    for every integer-valued parameter."""
+
+    def __init__(self, left, right, *, closed):
+        super().__init__(Integral, left, right, closed=closed)
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
+
 #: n_jobs: None (OpenMP's default within threadpoolctl limits, less the cores other processes
 #: keep busy: rbcd._threads.effective_n_threads), a positive count, or a negative
 #: count back from the usable cores (-1 = all). 0 means nothing and is refused here, when the
 #: parameters are validated, so that small fits, which never ask for threads, refuse it too.
-N_JOBS = [Interval(Integral, None, -1, closed="right"), Interval(Integral, 1, None, closed="left"),
-          None]
+N_JOBS = [IntInterval(None, -1, closed="right"), IntInterval(1, None, closed="left"), None]
 #: random_state: what ``rbcd._random.make_generator`` takes (docs/design.md contract 2): None,
 #: a RandomState, any non-negative int (numpy seeds of any size, not only < 2**32), a
 #: numpy Generator or a SeedSequence. Negative ints and strings are refused by name.
 RANDOM_STATE = ["random_state", Interval(Integral, 0, None, closed="left"),
                 np.random.Generator, np.random.SeedSequence]
 VERBOSE = ["verbose"]
-POSITIVE_INT = [Interval(Integral, 1, None, closed="left")]
+POSITIVE_INT = [IntInterval(1, None, closed="left")]
 
 
 class RealInterval(Interval):
     """scikit-learn's ``Interval(Real, ...)`` whose values must also convert to float64:
     a Python int beyond float64's range (``10**400``) is refused naming the parameter
-    (InvalidParameterError) instead of raising OverflowError inside fit. Use it for
-    every real-valued parameter."""
+    (InvalidParameterError) instead of raising OverflowError inside fit; a bool (a Real to
+    Python) is refused too. Use it for every real-valued parameter."""
 
     def __init__(self, left, right, *, closed):
         super().__init__(Real, left, right, closed=closed)
 
     def is_satisfied_by(self, val):
-        if not super().is_satisfied_by(val):
+        if isinstance(val, (bool, np.bool_)) or not super().is_satisfied_by(val):
             return False
         try:
             float(val)

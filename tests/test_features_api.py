@@ -129,7 +129,7 @@ def test_values_too_large_to_bin_name_row_and_column():
 @pytest.mark.parametrize("params, match", [
     (dict(n_grids=0), r"'n_grids' parameter of RandomBinning must be an int in the range \[1"),
     (dict(n_grids=2.5), "'n_grids' parameter of RandomBinning must be an int"),
-    (dict(n_grids=True), "n_grids must be an integer"),
+    (dict(n_grids=True), "'n_grids' parameter of RandomBinning must be an int"),
     (dict(sigma=0.0), r"'sigma' parameter of RandomBinning must be a float in the range \(0.0"),
     (dict(sigma=-1.0), "'sigma' parameter of RandomBinning"),
     (dict(sigma=np.nan), "'sigma' parameter of RandomBinning"),

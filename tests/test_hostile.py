@@ -345,3 +345,31 @@ def test_median_distance_pairs_and_subnormal_data():
         Z = rbcd.RandomBinning(n_grids=8, random_state=0).fit_transform(tiny)
     ref = rbcd_ref.RandomBinning(n_grids=8, random_state=0).fit_transform(tiny)
     assert Z.shape == ref.shape and (Z != ref).nnz == 0
+
+
+@pytest.mark.parametrize("make, param", [
+    (lambda **p: rbcd.RBRegressor(n_grids=8, **p), "max_iter"),
+    (lambda **p: rbcd.RBRegressor(n_grids=8, **p), "tol"),
+    (lambda **p: rbcd.RBRegressor(n_grids=8, **p), "n_jobs"),
+    (lambda **p: rbcd.RBRegressor(n_grids=8, **p), "alpha"),
+    (lambda **p: rbcd.CDRegressor(**p), "max_epochs"),
+    (lambda **p: rbcd.CDRegressor(**p), "alpha"),
+    (lambda **p: rbcd.RidgeCG(**p), "max_iter"),
+    (lambda **p: rbcd.RandomBinning(**p), "n_features"),
+    (lambda **p: rbcd.RandomFourier(**p), "n_components"),
+    (lambda **p: rbcd.SparseRandomFeatures(**p), "n_iter"),
+    (lambda **p: rbcd.SparseRandomFeatures(**p), "n_components_per_iter"),
+    (lambda **p: rbcd.DoublyStochasticKernelClassifier(**p), "n_gradient"),
+])
+def test_bools_are_not_numbers_of_parameters(make, param):
+    """True for an integer or real parameter (a bool is an int to Python, and scikit-learn's
+    intervals take it) is refused naming the parameter, not run as 1 (one iteration, one
+    component, alpha 1)."""
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 3))
+    y = (X[:, 0] > 0.5).astype(int)
+    est = make(**{param: True})
+    if isinstance(est, (rbcd.CDRegressor, rbcd.RidgeCG)):
+        X = sp.csr_matrix(X)
+    with pytest.raises(ValueError, match=rf"'{param}' parameter of {type(est).__name__}"):
+        est.fit(X) if isinstance(est, (rbcd.RandomBinning, rbcd.RandomFourier)) else est.fit(X, y)

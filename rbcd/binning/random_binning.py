@@ -26,7 +26,7 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import _check_feature_names_in, check_is_fitted
 
 from . import _binning
@@ -35,6 +35,7 @@ from .._threads import effective_n_threads
 from .._validation import (
     N_JOBS,
     POSITIVE_INT,
+    IntInterval,
     RANDOM_STATE,
     SIGMA,
     check_int,
@@ -267,7 +268,7 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         "n_grids": POSITIVE_INT,
         "sigma": SIGMA,
         "kernel": [StrOptions({"laplacian"})],
-        "n_features": [Interval(Integral, 1, 2**63 - 1, closed="both"), None],
+        "n_features": [IntInterval(1, 2**63 - 1, closed="both"), None],
         "dtype": "no_validation",  # check_output_dtype: float32 or float64
         "n_jobs": N_JOBS,
         # what rbcd._random.make_generator takes (docs/design.md contract 2)

@@ -81,7 +81,7 @@ from ._paths import current_paths
 from .._random import solver_seed
 from .._threads import effective_n_threads, serial_dot
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, TOL, VERBOSE,
-                           Interval, RealInterval, StrOptions, check_class_weight,
+                           IntInterval, Interval, RealInterval, StrOptions, check_class_weight,
                            check_predict_csr, check_regression_target, check_sample_weight,
                            fit_context)
 from .._warnings import warn as warn_user
@@ -923,7 +923,7 @@ class CDClassifier(ClassifierMixin, _CDBase):
         **_CD_CONSTRAINTS,
         "loss": [StrOptions(set(CLASSIFICATION_LOSSES))],
         "class_weight": [dict, StrOptions({"balanced"}), None],
-        "decision_epochs": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "decision_epochs": [IntInterval(1, None, closed="left"), None],
     }
 
     def __init__(self, loss="logistic", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,

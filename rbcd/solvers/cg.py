@@ -75,7 +75,7 @@ from ._columns import columns_from
 from .cd import SAFE_EXP, pow2_scale
 from .._memory import check_solver_memory
 from .._threads import effective_n_threads, limit_blas
-from .._validation import (N_JOBS, TOL, VERBOSE, Interval, RealInterval, StrOptions,
+from .._validation import (N_JOBS, TOL, VERBOSE, IntInterval, RealInterval, StrOptions,
                            check_class_weight, check_predict_csr, check_regression_target,
                            fit_context)
 from .._warnings import warn as warn_user
@@ -982,7 +982,7 @@ _CG_CONSTRAINTS = {
     "solver": [StrOptions({"cg", "direct", "auto"})],
     "fit_intercept": ["boolean"],
     "tol": TOL,
-    "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
+    "max_iter": [IntInterval(1, None, closed="left"), None],
     "preconditioner": [StrOptions({"jacobi"}), None],
     "n_jobs": N_JOBS,
     "verbose": VERBOSE,
