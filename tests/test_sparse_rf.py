@@ -320,3 +320,12 @@ def test_loss_none_on_a_constant_or_string_target():
     assert m.loss_ == "squared" and np.allclose(m.predict(X[:5]), 2.0)
     with pytest.raises(ValueError, match="y must be numeric"):
         rbcd.SparseRandomFeatures(random_state=0, loss="squared").fit(X, np.array(["a", "b"] * 30))
+    # a NaN in y, or no y: refused before the loss is chosen (no numpy cast warning)
+    bad = np.ones(60)
+    bad[2] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValueError, match="y contains NaN"):
+            rbcd.SparseRandomFeatures(random_state=0).fit(X, bad)
+    with pytest.raises(ValueError, match="requires y to be passed"):
+        rbcd.SparseRandomFeatures(random_state=0).fit(X, None)

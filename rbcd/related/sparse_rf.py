@@ -340,6 +340,12 @@ class SparseRandomFeatures(BaseEstimator):
     def fit(self, X, y):
         """Run the T outer iterations of Algorithm 1 on X (n_samples, n_features) and y."""
         R, T, feature = self.n_components_per_iter, self.n_iter, self.feature
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target "
+                             f"y is None")
+        values = np.asarray(y)
+        if values.dtype.kind in "fc" and not np.isfinite(values).all():
+            raise ValueError("y contains NaN or inf")   # before type_of_target casts it
         loss = resolve_loss(self.loss, y)
         kernel = self._resolved_kernel(feature)
         n_threads = effective_n_threads(self.n_jobs)
