@@ -937,3 +937,20 @@ def test_audit_fixes_hashed_auto_alpha_labels_calibration_and_finite_Z(client):
     Z[3, 2] = np.nan
     with pytest.raises(ValueError, match="NaN or infinity"):
         rd.RidgeCG().fit(Z.tocsr(), y)
+
+
+def test_ridge_classifier_is_a_classifier_that_checks_the_width(client):
+    """rd.RidgeCGClassifier is a scikit-learn classifier (is_classifier, score: the
+    accuracy, as the local one's) and refuses X of another width by name, before the
+    workers' products fail."""
+    from sklearn.base import is_classifier
+
+    X, y = data(1200, 4)
+    yc = (y > np.median(y)).astype(int)
+    Z = rbcd.RandomBinning(n_grids=8, random_state=0).fit_transform(X)
+    m = rd.RidgeCGClassifier(alpha=1.0).fit(Z, yc)
+    local = rbcd.RidgeCGClassifier(alpha=1.0).fit(Z, yc)
+    assert is_classifier(m)
+    assert m.score(Z, yc) == pytest.approx(local.score(Z, yc), abs=1e-3)
+    with pytest.raises(ValueError, match="features, but RidgeCGClassifier is expecting"):
+        m.decision_function(Z[:, :-1])

@@ -26,7 +26,7 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
@@ -380,7 +380,7 @@ class RidgeCG(RegressorMixin, BaseEstimator):
         return decision_dask(X, coef, intercept)
 
 
-class RidgeCGClassifier(BaseEstimator):
+class RidgeCGClassifier(ClassifierMixin, BaseEstimator):
     """Ridge classification (one-vs-rest -1/+1 targets, all classes in one block CG) on
     row-partitioned Z, as :class:`rbcd.RidgeCGClassifier`. Used by rbcd.dask.RBClassifier."""
 
@@ -422,7 +422,11 @@ class RidgeCGClassifier(BaseEstimator):
     def decision_function(self, X):
         check_is_fitted(self, "coef_")
         client = client_or_error()
-        return decision_dask(as_rows(X, "X", client), self.coef_, self.intercept_)
+        X = as_rows(X, "X", client)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but RidgeCGClassifier is "
+                             f"expecting {self.n_features_in_} features as input.")
+        return decision_dask(X, self.coef_, self.intercept_)
 
     def predict(self, X):
 
