@@ -954,3 +954,22 @@ def test_ridge_classifier_is_a_classifier_that_checks_the_width(client):
     assert m.score(Z, yc) == pytest.approx(local.score(Z, yc), abs=1e-3)
     with pytest.raises(ValueError, match="features, but RidgeCGClassifier is expecting"):
         m.decision_function(Z[:, :-1])
+
+
+def test_regressors_keep_a_2d_target_and_pass_verbose(client, capsys):
+    """rd.RidgeCG and rd.RBRegressor fitted on y of shape (n, 1) predict (n, 1), as the
+    local ones do ((n,) for a 1-D y); rd.RBRegressor's verbose reaches its solver."""
+    X, y = data(1200, 4)
+    Xd = da.from_array(X, chunks=400)
+    kw = dict(n_grids=8, random_state=0, alpha=1.0)
+    for target, shape in ((y, (8,)), (y[:, None], (8, 1))):
+        m = rd.RBRegressor(**kw).fit(Xd, target)
+        local = rbcd.RBRegressor(linear=0, **kw).fit(X, target)
+        assert m.predict(Xd[:8]).compute().shape == local.predict(X[:8]).shape == shape
+        Z = rbcd.RandomBinning(n_grids=8, random_state=0).fit_transform(X)
+        r = rd.RidgeCG(alpha=1.0).fit(Z, target)
+        assert r.predict(Z[:8]).compute().shape == rbcd.RidgeCG(alpha=1.0).fit(
+            Z, target).predict(Z[:8]).shape == shape
+    capsys.readouterr()
+    rd.RBRegressor(verbose=2, **kw).fit(Xd, y)
+    assert "iteration" in capsys.readouterr().out

@@ -377,7 +377,10 @@ class RidgeCG(RegressorMixin, BaseEstimator):
                              f"{self.n_features_in_} features as input.")
         coef = np.atleast_2d(np.asarray(self.coef_, dtype=np.float64))
         intercept = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
-        return decision_dask(X, coef, intercept)
+        out = decision_dask(X, coef, intercept)
+        if out.ndim == 1 and np.ndim(self.coef_) == 2:   # a 2-D y of one column at fit
+            out = out[:, None]
+        return out
 
 
 class RidgeCGClassifier(ClassifierMixin, BaseEstimator):

@@ -156,7 +156,8 @@ class _RBBase(BaseEstimator):
                     pre = "jacobi" if tol >= _local.AUTO_JACOBI_TOL else None
             cls = RidgeCGClassifier if self._classifier else RidgeCG
             est = cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
-                      max_iter=self.max_iter, preconditioner=pre, n_jobs=self.n_jobs, **extra)
+                      max_iter=self.max_iter, preconditioner=pre, n_jobs=self.n_jobs,
+                      verbose=self.verbose, **extra)
         else:
             cls = CDClassifier if self._classifier else CDRegressor
             params = dict(loss=loss, alpha=alpha, l1_ratio=self.l1_ratio,
@@ -294,8 +295,12 @@ class RBRegressor(RegressorMixin, _RBBase):
         self.verbose = verbose
 
     def predict(self, X):
-        """Predictions for each partition of X, computed on the workers: a dask array."""
-        return self._scores(X)
+        """Predictions for each partition of X, computed on the workers: a dask array, (n,)
+        or, for a 2-D y at fit (one column included), (n, k), as rbcd.RBRegressor's."""
+        out = self._scores(X)
+        if out.ndim == 1 and np.ndim(self.solver_.coef_) == 2:
+            out = out[:, None]
+        return out
 
 
 class RBClassifier(ClassifierMixin, _RBBase):
