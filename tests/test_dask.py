@@ -973,3 +973,13 @@ def test_regressors_keep_a_2d_target_and_pass_verbose(client, capsys):
     capsys.readouterr()
     rd.RBRegressor(verbose=2, **kw).fit(Xd, y)
     assert "iteration" in capsys.readouterr().out
+
+
+def test_random_binning_feature_names(client):
+    """rd.RandomBinning names Z's columns as rbcd.RandomBinning does."""
+    X, _ = data(600, 3)
+    m = rd.RandomBinning(n_grids=4, sigma=1.0, random_state=0).fit(da.from_array(X, chunks=200))
+    local = rbcd.RandomBinning(n_grids=4, sigma=1.0, random_state=0).fit(X)
+    names = m.get_feature_names_out()
+    assert names.shape == (m.n_features_out_,)
+    assert np.array_equal(names, local.get_feature_names_out())

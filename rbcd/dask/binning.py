@@ -384,6 +384,12 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                             tasks_per_worker(X), dtype=dtype, chunks=(X.chunks[0], (D,)),
                             meta=sp.csr_matrix((0, 0), dtype=dtype))
 
+    def get_feature_names_out(self, input_features=None):
+        """Names of Z's columns, as :meth:`rbcd.RandomBinning.get_feature_names_out`
+        (``randombinning0``, ...): the fitted local transformer's."""
+        check_is_fitted(self, "local_")
+        return self.local_.get_feature_names_out(input_features)
+
     def transform(self, X):
         """Z of new rows: a lazy dask array of CSR chunks, one per partition of X."""
         check_is_fitted(self, "local_")
