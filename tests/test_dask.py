@@ -983,3 +983,13 @@ def test_random_binning_feature_names(client):
     names = m.get_feature_names_out()
     assert names.shape == (m.n_features_out_,)
     assert np.array_equal(names, local.get_feature_names_out())
+
+
+def test_model_parameter_errors_name_the_model(client):
+    """A bad parameter of rd.RBRegressor / rd.RBClassifier is named for the model (it was
+    named for the RidgeCG or CD solver the model builds), as the local models name it."""
+    X, y = data(300, 3)
+    for cls, target in ((rd.RBRegressor, y), (rd.RBClassifier, (y > 0).astype(int))):
+        for bad in (dict(tol=-1.0), dict(max_iter=0), dict(alpha=-2.0), dict(n_grids=True)):
+            with pytest.raises(ValueError, match=rf"parameter of {cls.__name__} must"):
+                cls(**bad).fit(X, target)

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
@@ -68,6 +69,10 @@ def _cd_auto_alpha(model, binning, n_rows, take_rows):
 
 class _RBBase(BaseEstimator):
     _classifier = False
+    # the local models' parameter constraints: a bad value is named for this estimator
+    # (not for the solver it builds); what only the local models take (device="cuda",
+    # multi_class="ovo", a linear term, calibration="holdout") is refused in fit by name
+    _parameter_constraints = _local.RBRegressor._parameter_constraints
 
     def _effective(self, n_weight=None):
         """(solver, alpha, tol, loss) with rbcd.models' defaults (ALPHA_PER_ROW, CG_TOL,
@@ -114,6 +119,7 @@ class _RBBase(BaseEstimator):
 
     def fit(self, X, y, sample_weight=None):
         """Bin X on the workers and fit the solver there (see the module docstring)."""
+        self._validate_params()
         if self._classifier:
             from .cg import check_one_vs_rest
             check_one_vs_rest(self)
@@ -310,6 +316,8 @@ class RBClassifier(ClassifierMixin, _RBBase):
     grid-block CD."""
 
     _classifier = True
+    _parameter_constraints = {**_local.RBClassifier._parameter_constraints,
+                              "calibration": [StrOptions({"train", "holdout", "sigmoid"}), None]}
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
                  solver="auto", alpha="auto", l1_ratio=1.0, loss=None, fit_intercept=True,
