@@ -1375,3 +1375,37 @@ def test_graph_capture_refuses_allocations_and_falls_back():
     log.clear()
     assert ccg._capture(fake, quiet) is None and log == []
     assert ccg._capture(np, quiet) is None
+
+
+def test_no_accelerators_restores_cupys_settings():
+    """_no_accelerators (rbcd.cuda.cg) empties CuPy's routine and reduction accelerator
+    lists inside the block and restores them after, an exception included; numpy and an
+    emulation without them are left alone."""
+    import sys
+    import types
+
+    state = {"routine": [1], "reduction": [1, 2]}
+    acc = types.SimpleNamespace(
+        get_routine_accelerators=lambda: state["routine"],
+        get_reduction_accelerators=lambda: state["reduction"],
+        set_routine_accelerators=lambda v: state.__setitem__("routine", list(v)),
+        set_reduction_accelerators=lambda v: state.__setitem__("reduction", list(v)))
+    fake = types.SimpleNamespace(__name__="fakecupy_acc", cuda=types.SimpleNamespace())
+    sys.modules["fakecupy_acc"] = types.ModuleType("fakecupy_acc")
+    sys.modules["fakecupy_acc._core"] = types.ModuleType("fakecupy_acc._core")
+    sys.modules["fakecupy_acc._core._accelerator"] = acc
+    try:
+        with ccg._no_accelerators(fake):
+            assert state == {"routine": [], "reduction": []}
+        assert state == {"routine": [1], "reduction": [1, 2]}
+        with pytest.raises(RuntimeError):
+            with ccg._no_accelerators(fake):
+                raise RuntimeError("inside")
+        assert state == {"routine": [1], "reduction": [1, 2]}
+    finally:
+        for name in ("fakecupy_acc", "fakecupy_acc._core", "fakecupy_acc._core._accelerator"):
+            sys.modules.pop(name, None)
+    with ccg._no_accelerators(np):
+        pass
+    with ccg._no_accelerators(_FakeCupy()):
+        pass

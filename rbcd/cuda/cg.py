@@ -130,8 +130,10 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     it; numpy runs the pairs as they are). The host then queues one graph launch per two
     iterations instead of about a dozen kernels and library calls per iteration, and
     reads the active mask after each pair. The same kernels on the same buffers: the
-    same results bit for bit. ``info["graph"]`` says whether a captured graph ran (a
-    capture that fails, e.g. one that would allocate, falls back to the queued kernels).
+    same results bit for bit (on cupy with one target CuPy's CUB sums are off in this
+    loop, since they allocate: two sums then differ in rounding; see _no_accelerators).
+    ``info["graph"]`` says whether a captured graph ran (a capture that fails, e.g. one
+    that would allocate, falls back to the queued kernels).
 
     Returns ``(coef (k, D), intercept (k,), n_iter (k,), info)`` as host numpy arrays; info
     as rbcd.solvers.cg.solve_ridge_cg's (converged, residual, stop), and ``graph``.
@@ -342,7 +344,7 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
             step(rows[0], rows[1], rz[0], rz[1])
             step(rows[1], rows[0], rz[1], rz[0])
 
-        with _side_stream(xp):
+        with _side_stream(xp), _no_accelerators(xp):
             replay = None
             done = 0
             prev = 0                  # the slot of the copy read next (0: act0's)
@@ -494,6 +496,39 @@ class _side_stream:
     def __exit__(self, *exc):
         if self.stream is not None:
             self.stream.__exit__(*exc)
+        return False
+
+
+class _no_accelerators:
+    """``with _no_accelerators(xp):`` turns CuPy's CUB fast paths off inside the block and
+    restores them after (numpy, or a CuPy without them: nothing). CuPy's dot of two
+    vectors (the graph loop's zbar . P and 1 . T with one target) sums by CUB, which
+    allocates temporary storage, and a captured graph must not allocate; without CUB it
+    runs CuPy's own reduction kernel. With one target the graph loop's two sums then
+    differ from the default loop's in rounding (with more, both take cuBLAS: the same
+    bits)."""
+
+    def __init__(self, xp):
+        self.acc = None
+        if not _ops.is_numpy(xp) and getattr(xp, "cuda", None) is not None:
+            try:
+                import importlib
+                self.acc = importlib.import_module(xp.__name__ + "._core._accelerator")
+            except ImportError:
+                self.acc = None
+
+    def __enter__(self):
+        if self.acc is not None:
+            self.saved = (list(self.acc.get_routine_accelerators()),
+                          list(self.acc.get_reduction_accelerators()))
+            self.acc.set_routine_accelerators([])
+            self.acc.set_reduction_accelerators([])
+        return self
+
+    def __exit__(self, *exc):
+        if self.acc is not None:
+            self.acc.set_routine_accelerators(self.saved[0])
+            self.acc.set_reduction_accelerators(self.saved[1])
         return False
 
 
