@@ -1409,3 +1409,47 @@ def test_no_accelerators_restores_cupys_settings():
         pass
     with ccg._no_accelerators(_FakeCupy()):
         pass
+
+
+def test_side_stream_orders_work_both_ways():
+    """_side_stream (rbcd.cuda.cg) against a stand-in for CuPy's streams: a non-blocking
+    stream that waits for the previous stream's work on entry, is current inside, and
+    that the previous stream waits for on exit; numpy and an emulation: nothing."""
+    import types
+
+    log = []
+
+    class Stream:
+        current = None
+
+        def __init__(self, name="new", non_blocking=False):
+            self.name, self.non_blocking = name, non_blocking
+
+        def record(self):
+            log.append(("record", self.name))
+            return ("event", self.name)
+
+        def wait_event(self, ev):
+            log.append(("wait", self.name, ev))
+
+        def __enter__(self):
+            self.outer, Stream.current = Stream.current, self
+            return self
+
+        def __exit__(self, *exc):
+            Stream.current = self.outer
+            return False
+
+    Stream.current = Stream("default")
+    cuda = types.SimpleNamespace(Stream=Stream, get_current_stream=lambda: Stream.current)
+    fake = types.SimpleNamespace(cuda=cuda)
+    with ccg._side_stream(fake) as side:
+        assert Stream.current is side.stream and side.stream.non_blocking
+        log.append("work")
+    assert Stream.current.name == "default"
+    assert log == [("record", "default"), ("wait", "new", ("event", "default")), "work",
+                   ("record", "new"), ("wait", "default", ("event", "new"))]
+    with ccg._side_stream(np):
+        pass
+    with ccg._side_stream(_FakeCupy()):
+        pass

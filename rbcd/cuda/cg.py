@@ -480,22 +480,28 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
 
 
 class _side_stream:
-    """``with _side_stream(xp):`` runs the block on a new (blocking) CUDA stream, which
-    graph capture needs (the legacy default stream cannot be captured); it waits for the
-    work queued before it, and the default stream waits for its work. numpy: nothing."""
+    """``with _side_stream(xp):`` runs the block on a new non-blocking CUDA stream, which
+    graph capture needs (the legacy default stream cannot be captured, and a stream tied
+    to it would let its work break a capture); the new stream first waits for the work
+    queued before the block, and the stream current before it waits for the block's work
+    after. numpy (or an emulation): nothing."""
 
     def __init__(self, xp):
         cuda = None if _ops.is_numpy(xp) else getattr(xp, "cuda", None)
-        self.stream = None if cuda is None else cuda.Stream()
+        self.cuda = cuda
+        self.stream = None if cuda is None else cuda.Stream(non_blocking=True)
 
     def __enter__(self):
         if self.stream is not None:
+            self.previous = self.cuda.get_current_stream()
+            self.stream.wait_event(self.previous.record())
             self.stream.__enter__()
         return self
 
     def __exit__(self, *exc):
         if self.stream is not None:
             self.stream.__exit__(*exc)
+            self.previous.wait_event(self.stream.record())
         return False
 
 
