@@ -552,6 +552,8 @@ def _count_setup(monkeypatch, events, op, run):
     monkeypatch.setattr(_ops.HostCopies, "get", get)
     monkeypatch.setattr(op, "tdot", spy("tdot", op.tdot))
     monkeypatch.setattr(op, "dot", spy("iteration", op.dot))
+    if hasattr(op, "dot_into"):   # a GridLayout's iterations write into their buffers
+        monkeypatch.setattr(op, "dot_into", spy("iteration", op.dot_into))
     out = run()
     return events[:events.index("iteration")], out
 

@@ -25,6 +25,7 @@ once: for the scalars that decide the rescaling (and a MatrixOperator's range ch
 in one copy; everything else it computes (the column statistics and Z^T b in one Z^T pass
 on a GridLayout, the norms of b, the thresholds, the first active mask) stays on the device.
 """
+import importlib
 import warnings
 
 import numpy as np
@@ -208,17 +209,6 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
 
     ones_n = xp.ones(n)
 
-    def products(P):
-        """Q0 = Z^T S (Z P - 1 zbar^T P) and sumT = 1^T S (Z P - 1 zbar^T P) (the centred
-        product before its zbar, alpha and constant-column terms, added by _ops.cg_q)."""
-        T = op.dot(P)
-        if zbar is not None:
-            T -= (zbar @ P)[None, :]
-        if weighted:
-            T *= s[:, None]
-        Q0 = xp.ascontiguousarray(op.tdot(T), dtype=xp.float64)
-        return Q0, (ones_n @ T if zbar is not None else None)
-
     if zbar is not None:
         B = B - zbar[:, None] * _ops.col_sums(xp, sY)[None, :]
     B = B * keep
@@ -275,51 +265,49 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     P = Zr.copy()
     rz = [xp.ascontiguousarray(_ops.col_sums(xp, part_rz), dtype=xp.float64), rz_out]
 
+    # One iteration, into buffers made here once (on a GridLayout it allocates nothing,
+    # so a CUDA graph can replay it with fixed addresses): step(act_in, act_out, rz_in,
+    # rz_out), act_in and rz_in this iteration's mask and r . z, act_out and rz_out the
+    # next's. The products first: T = S (Z P - 1 zbar^T P), Q = Z^T T and sumT = 1^T T
+    # (the centred product before its zbar, alpha and constant-column terms, added by
+    # _ops.cg_q); then the four step kernels.
+    T_buf = xp.empty((n, k))
+    Q_buf = xp.empty((D, k))
+    part_buf = xp.empty((op.piece_start.shape[0], k)) if hasattr(op, "tdot_into") else None
+    c_buf = xp.empty(k)
+    sum_buf = xp.empty(k)
+    gsum_buf = None if proj is None else xp.empty((proj.ptr.shape[0] - 1, k))
+    placeholder = xp.empty(0, dtype=xp.int64)
+
+    def step(act_in, act_out, rz_in, rz_out):
+        if part_buf is not None:
+            op.dot_into(P, T_buf)
+        else:
+            T_buf[...] = op.dot(P)
+        sumT = None
+        if zbar is not None:
+            xp.matmul(zbar, P, out=c_buf)
+            xp.subtract(T_buf, c_buf[None, :], out=T_buf)
+        if weighted:
+            xp.multiply(T_buf, s[:, None], out=T_buf)
+        if part_buf is not None:
+            op.tdot_into(T_buf, part_buf, Q_buf)
+        else:
+            Q_buf[...] = op.tdot(T_buf)
+        if zbar is not None:
+            sumT = xp.matmul(ones_n, T_buf, out=sum_buf)
+        _ops.cg_q(xp, Q_buf, zbar_v, sumT, alpha_v, P, keep_v, part_pq)
+        _ops.cg_step(xp, part_pq, rz_in, act_in, P, Q_buf, X, Rr, minv_v, Zr, part_rr,
+                     summary)
+        gsum = None if proj is None else _ops.segment_sums(xp, Zr, proj.ptr, out=gsum_buf)
+        _ops.cg_dir(xp, Zr, Rr, keep_v, proj, gsum, part_rz, placeholder)
+        _ops.cg_p(xp, part_rz, part_rr, rz_in, act_in, Zr, P, rz_out, summary, thresh,
+                  act_out, counts)
+
     def iterate(act_in, act_out):
         """Queue one iteration: the targets of act_in step, act_out gets the next mask."""
-        Q, sumT = products(P)
-        _ops.cg_q(xp, Q, zbar_v, sumT, alpha_v, P, keep_v, part_pq)
-        _ops.cg_step(xp, part_pq, rz[0], act_in, P, Q, X, Rr, minv_v, Zr, part_rr, summary)
-        gsum = None if proj is None else _ops.segment_sums(xp, Zr, proj.ptr)
-        _ops.cg_dir(xp, Zr, Rr, keep_v, proj, gsum, part_rz)
-        _ops.cg_p(xp, part_rz, part_rr, rz[0], act_in, Zr, P, rz[1], summary, thresh,
-                  act_out, counts)
+        step(act_in, act_out, rz[0], rz[1])
         rz.reverse()
-
-    def static_step():
-        """One iteration as ``iterate`` runs it, into buffers made here once, so that the
-        step allocates nothing (a CUDA graph replays it with fixed addresses): the same
-        operations in the same order, so the same bits. step(act_in, act_out, rz_in,
-        rz_out): act_in and rz_in this iteration's mask and r . z, act_out and rz_out the
-        next's."""
-        T_buf = xp.empty((n, k))
-        Q_buf = xp.empty((D, k))
-        part_buf = xp.empty((op.piece_start.shape[0], k))
-        c_buf = xp.empty(k)
-        sum_buf = xp.empty(k)
-        gsum_buf = None if proj is None else xp.empty((proj.ptr.shape[0] - 1, k))
-        placeholder = xp.empty(0, dtype=xp.int64)
-
-        def step(act_in, act_out, rz_in, rz_out):
-            op.dot_into(P, T_buf)
-            sumT = None
-            if zbar is not None:
-                xp.matmul(zbar, P, out=c_buf)
-                xp.subtract(T_buf, c_buf[None, :], out=T_buf)
-            if weighted:
-                xp.multiply(T_buf, s[:, None], out=T_buf)
-            op.tdot_into(T_buf, part_buf, Q_buf)
-            if zbar is not None:
-                sumT = xp.matmul(ones_n, T_buf, out=sum_buf)
-            _ops.cg_q(xp, Q_buf, zbar_v, sumT, alpha_v, P, keep_v, part_pq)
-            _ops.cg_step(xp, part_pq, rz_in, act_in, P, Q_buf, X, Rr, minv_v, Zr, part_rr,
-                         summary)
-            gsum = (None if proj is None
-                    else _ops.segment_sums(xp, Zr, proj.ptr, out=gsum_buf))
-            _ops.cg_dir(xp, Zr, Rr, keep_v, proj, gsum, part_rz, placeholder)
-            _ops.cg_p(xp, part_rz, part_rr, rz_in, act_in, Zr, P, rz_out, summary, thresh,
-                      act_out, counts)
-        return step
 
     def report(it, rn, act, bnorm_h):
         if verbose >= 2 and act.any():
@@ -327,7 +315,7 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
             print(f"[RidgeCG cuda] iteration {it}: max relative residual {np.max(rel):.3e}")
 
     rnorm = None   # the host's residual norms (host_lag=0, from its first read of state)
-    use_graph = bool(graph) and host_lag == 1 and verbose < 2 and hasattr(op, "dot_into")
+    use_graph = bool(graph) and host_lag == 1 and verbose < 2 and part_buf is not None
     replayed = False
     if use_graph:
         # the device's decision as below, read once per pair of iterations: a pair runs
@@ -338,7 +326,6 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         # as ``iterate``.
         rows = [masks[0], masks[1]]
         reads = _ops.HostCopies(xp, 2)
-        step = static_step()
 
         def pair():
             step(rows[0], rows[1], rz[0], rz[1])
@@ -518,7 +505,6 @@ class _no_accelerators:
         self.acc = None
         if not _ops.is_numpy(xp) and getattr(xp, "cuda", None) is not None:
             try:
-                import importlib
                 self.acc = importlib.import_module(xp.__name__ + "._core._accelerator")
             except ImportError:
                 self.acc = None
