@@ -92,7 +92,9 @@ def make_block(Z, y, s, target_fn, grid_ptr=None, n_jobs=None, per_worker=1):
     _data.resolve_task_jobs). A non-finite value of Z is an error here, as the local
     solvers' check of X is."""
     values = Z.data if sp.issparse(Z) else np.asarray(Z)
-    if values.dtype.kind in "fc" and not np.isfinite(values).all():
+    # min / max: NaN and +-inf show in them, and no (nnz,) mask is made
+    if values.dtype.kind in "fc" and values.size and not (
+            np.isfinite(values.min()) and np.isfinite(values.max())):
         raise ValueError("X contains NaN or infinity (in a partition of Z)")
     Y = target_fn(np.asarray(y))
     if Y.ndim == 1:

@@ -350,7 +350,7 @@ class SparseRandomFeatures(BaseEstimator):
         kernel = self._resolved_kernel(feature)
         n_threads = effective_n_threads(self.n_jobs)
         classify = loss in ("logistic", "squared_hinge")
-        if not classify and y is not None and np.asarray(y).dtype.kind in "USO":
+        if not classify and values.dtype.kind in "USO":
             check_regression_target(y)   # strings or None in y: the models' message
         self.loss_ = loss
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc") if feature == "fourier" else False,
