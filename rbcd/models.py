@@ -718,6 +718,9 @@ class RBClassifier(ClassifierMixin, _RBBase):
     by coordinate descent, one-vs-rest for more than two classes.
     """ + _PARAMS_DOC + """
     class_weight : None, "balanced" or dict
+        Multiplies each row's sample weight by its class's weight ("balanced": n_samples /
+        (n_classes x the class's count)). A dict may name labels that y lacks when it
+        names every label y has; labels it leaves out weigh 1 (scikit-learn's rule).
     multi_class : "ovr" or "ovo", default "ovr" (ridge solvers)
         More than two classes with the squared loss: "ovr", one -1/+1 target per class,
         all solved together; "ovo", one binary ridge problem per pair of classes on that

@@ -184,9 +184,5 @@ def apply_class_weight(s, class_weight, y, classes):
         return s
     if not (isinstance(class_weight, dict) or (isinstance(class_weight, str) and class_weight == "balanced")):
         raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
-    if isinstance(class_weight, dict):
-        known = set(classes.tolist())
-        unknown = [c for c in class_weight if c not in known]
-        if unknown:
-            raise ValueError(f"class_weight has labels not in y: {unknown!r}")
+    # scikit-learn's rule: a dict may name absent labels when it names every present one
     return s * compute_sample_weight(class_weight, y)

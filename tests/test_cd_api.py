@@ -1,4 +1,5 @@
 """CDRegressor / CDClassifier API: scikit-learn compatibility, shapes, attributes, errors."""
+import functools
 import types
 import warnings
 
@@ -130,8 +131,29 @@ def test_classifier_parameter_errors():
         CDClassifier(loss="squared").fit(Z, np.sign(y))
     with pytest.raises(ValueError, match="The 'class_weight' parameter"):
         CDClassifier(class_weight="auto").fit(Z, np.sign(y))
-    with pytest.raises(ValueError, match="class_weight has labels not in y"):
-        CDClassifier(class_weight={7: 2.0}).fit(Z, np.sign(y))
+
+
+@pytest.mark.parametrize("make", ["cd", "ridge", "ref_cd", "ref_ridge"])
+def test_class_weight_absent_labels_follow_scikit_learn(make):
+    # scikit-learn's rule (compute_sample_weight): a dict may name labels absent from y when
+    # it names every label present; one that leaves a present label out and names an
+    # absent one is refused. The CD and ridge classifiers, and the twin's, apply it alike.
+    import rbcd_ref
+    Z, y = data()
+    y = np.sign(y)
+    cls = {"cd": CDClassifier, "ridge": rbcd.RidgeCGClassifier,
+           "ref_cd": rbcd_ref.CDClassifier, "ref_ridge": rbcd_ref.RidgeCGClassifier}[make]
+    if "cd" in make:                                 # one coordinate order for both
+        cls = functools.partial(cls, random_state=0)
+    extra = cls(class_weight={-1.0: 2.0, 1.0: 0.5, 7: 3.0}).fit(Z, y)
+    plain = cls(class_weight={-1.0: 2.0, 1.0: 0.5}).fit(Z, y)
+    np.testing.assert_array_equal(extra.coef_, plain.coef_)
+    np.testing.assert_array_equal(extra.intercept_, plain.intercept_)
+    unweighted = cls(class_weight={-1.0: 2.0}).fit(Z, y)     # 1.0 keeps weight 1
+    assert not (np.array_equal(unweighted.coef_, plain.coef_)
+                and np.array_equal(unweighted.intercept_, plain.intercept_))
+    with pytest.raises(ValueError, match=r"The classes, \[1(\.0)?\], are not in class_weight"):
+        cls(class_weight={-1.0: 2.0, 7: 3.0}).fit(Z, y)
 
 
 def test_target_errors():

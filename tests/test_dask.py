@@ -652,6 +652,12 @@ def test_sample_weights_are_checked_as_locally(client, bad, words):
         rbcd.RBRegressor(n_grids=4).fit(X, y, sample_weight=s)
     with pytest.raises(ValueError, match="class_weight"):
         rd.CDClassifier(class_weight={0: np.nan, 1: 1.0}).fit(Zd, yc, columns=cols)
+    # scikit-learn's rule for labels absent from y, as the local classifiers apply it
+    fit = lambda cw: rd.CDClassifier(max_epochs=3, class_weight=cw, random_state=0).fit(
+        Zd, yc, columns=cols)
+    np.testing.assert_array_equal(fit({0: 2.0, 1: 1.0, 9: 5.0}).coef_, fit({0: 2.0}).coef_)
+    with pytest.raises(ValueError, match=r"The classes, \[1\], are not in class_weight"):
+        fit({0: 2.0, 9: 5.0})
     with pytest.raises(ValueError, match="l1_ratio"):
         rd.RBRegressor(n_grids=4, solver="cg", l1_ratio=0.5).fit(X, y)
 

@@ -11,6 +11,7 @@ Neither solver module imports the other.
 import numpy as np
 import scipy.sparse as sp
 from distributed import wait
+from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 
 from .._threads import effective_n_threads
@@ -329,11 +330,10 @@ def class_setup(client, X, y, sample_weight, class_weight):
         if isinstance(class_weight, str) and class_weight == "balanced":
             cw = yd.shape[0] / (classes.shape[0] * counts.astype(np.float64))
         elif isinstance(class_weight, dict):
-            check_class_weight(class_weight)
-            unknown = [c for c in class_weight if c not in set(classes.tolist())]
-            if unknown:
-                raise ValueError(f"class_weight has labels not in y: {unknown!r}")
-            cw = np.array([float(class_weight.get(c, 1.0)) for c in classes.tolist()])
+            # scikit-learn's rule and weights (a dict may name absent labels when it
+            # names every present one), as the local models apply it
+            cw = compute_class_weight(check_class_weight(class_weight), classes=classes,
+                                      y=classes)
         else:
             raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
         cwy = yd.map_blocks(lambda b, c=classes, w=cw: w[np.searchsorted(c, b)], dtype=np.float64)

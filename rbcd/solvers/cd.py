@@ -907,6 +907,9 @@ class CDClassifier(ClassifierMixin, _CDBase):
     Parameters
     ----------""" + _PARAMS_DOC + """
     class_weight : None, "balanced" or dict
+        Multiplies each row's sample weight by its class's weight ("balanced": n_samples /
+        (n_classes x the class's count)). A dict may name labels that y lacks when it
+        names every label y has; labels it leaves out weigh 1 (scikit-learn's rule).
     decision_epochs : int >= 1 or None, default 10
         With tol > 0 a problem also stops (converged) once this many epochs in a row
         changed no training decision (the sign of its z . w + b; module docstring). None:
@@ -973,13 +976,9 @@ class CDClassifier(ClassifierMixin, _CDBase):
             )
         s = _check_sample_weight(sample_weight, Z.shape[0])
         if self.class_weight is not None:
-            cw = self.class_weight
-            if isinstance(cw, dict):
-                known = set(classes.tolist())
-                unknown = [c for c in cw if c not in known]
-                if unknown:
-                    raise ValueError(f"class_weight has labels not in y: {unknown!r}")
-            check_class_weight(cw)
+            # scikit-learn's rule (compute_sample_weight): a dict may name labels absent
+            # from y when it names every label present, as RidgeCGClassifier's does
+            cw = check_class_weight(self.class_weight)
             s = (np.ones(Z.shape[0]) if s is None else s) * compute_sample_weight(cw, y)
         if s is not None and np.all(s == 1.0):
             s = None
