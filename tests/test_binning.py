@@ -606,6 +606,27 @@ def test_transform_range_edges(path):
     assert_same_csr(old.transform(X2), T)
 
 
+@pytest.mark.parametrize("path", ["simd", "division"])
+def test_transform_blocks_of_few_rows_take_the_scalar_kernels_alike(path):
+    """A transform block of fewer than ``simd_rows`` rows runs the scalar threshold keys
+    and table queries instead of the eight-row AVX-512 ones: Z is the same whatever the
+    threshold, for a call of a few rows and for a last block of a few rows (258 rows:
+    a block of 256 and one of 2), and equals rbcd_ref's. Without AVX-512 on the CPU both
+    run the scalar code."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(400, 3))
+    X2 = np.vstack([X[:200] + 0.3, rng.normal(scale=3.0, size=(58, 3))])  # some unseen bins
+    rb = RandomBinning(n_grids=16, sigma=0.8, random_state=2).fit(X, _paths=bin_paths(path))
+    ref = rbcd_ref.RandomBinning(n_grids=16, sigma=0.8, random_state=2).fit(X)
+    shortcuts = path == "simd"
+    for rows in (X2[:1], X2[:2], X2[:5], X2):
+        want = ref.transform(rows)
+        for simd_rows in (1, 3, 1000):
+            paths = _Paths(simd=True, simd_rows=simd_rows, thresholds=shortcuts, direct=shortcuts)
+            assert_same_csr(rb.transform(rows, _paths=paths), want)
+    assert ref.transform(X2).nnz < X2.shape[0] * 16
+
+
 def test_direct_tables_chosen_within_budget():
     lo = np.zeros((5, 3), dtype=np.int64)
     hi = np.array([[1, 1, 1], [3, 0, 0], [255, 255, 255], [7, 7, 1], [1, 0, 0]], dtype=np.int64)

@@ -2174,6 +2174,11 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
     cdef bint xt_ready, vec = bool(paths.simd) and avx512_available()
     cdef bint simd = vec and L.normal_widths
     cdef bint use_thresholds = bool(paths.thresholds), use_index = bool(paths.direct)
+    # the kernels vectorised over rows run for blocks of at least simd_rows rows (a
+    # few rows would fill one of a vector's eight lanes each); the scalar ones give the
+    # same keys and ids (contract 3)
+    cdef Py_ssize_t simd_rows = max(1, int(paths.simd_rows))
+    cdef bint vec_rows
     cdef double *q
     cdef double *xt
     cdef uint64_t *keys
@@ -2214,11 +2219,12 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                 i0 = b * ROW_BLOCK
                 i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
                 n = i1 - i0
+                vec_rows = vec and n >= simd_rows
                 xt_ready = False
                 for r in range(R):
                     W = L.n_words[r]
                     e0 = L.thr_ptr[r]
-                    if use_thresholds and L.use_thr[r] and vec:
+                    if use_thresholds and L.use_thr[r] and vec_rows:
                         if not xt_ready:
                             transpose_block(&X[0, 0], d, i0, i1, N, xt)
                             xt_ready = True
@@ -2246,7 +2252,7 @@ def transform_exact(GridTables grids, const double[:, ::1] X, idx_t[::1] out,
                     tab = &G[r].tab
                     # the buckets (hashes[k]) and records of the keys, the buckets'
                     # offsets prefetched ...
-                    if vec and W == 1:
+                    if vec_rows and W == 1:
                         ct_query1_avx512(tab, keys, n, recs, max_words, hashes)
                         for k in range(n):
                             if inside[k]:

@@ -31,7 +31,9 @@ class _Paths:
     sort where the CPU has them; ``thresholds``: threshold keys for the grids the plan
     gives them (``_thresholds``); ``direct``: direct fit tables and the dense transform
     index where the plan gives them (``_direct_bits``, ``_dense_bits``);
-    ``small_work``: below this much work (rows x grids x columns) one thread runs,
+    ``simd_rows``: a transform block of fewer rows takes the scalar threshold keys and
+    table queries even where ``simd`` holds (those AVX-512 kernels run eight rows to a
+    vector: one row pays for eight); ``small_work``: below this much work (rows x grids x columns) one thread runs,
     as starting a parallel region costs more than the work. ``ranges``: the fit's row
     ranges (:func:`_fit_ranges`): None lets the plan choose, 0 is the grid mode (each
     thread fits a run of grids over all rows), k >= 1 the row-range mode with k ranges;
@@ -45,6 +47,7 @@ class _Paths:
     """
 
     simd: bool = True
+    simd_rows: int = 3
     thresholds: bool = True
     direct: bool = True
     small_work: int = SMALL_WORK
