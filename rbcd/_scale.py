@@ -22,6 +22,13 @@ Contract (rbcd_ref/_scale.py computes the same value with the same pairs):
 * A median of 0 (more than half the sampled pairs are duplicates) falls back to the mean of
   the non-zero sampled distances; if every sampled distance is 0 (constant data), or N < 2,
   the distance scale is 1.0.
+* With ``sample_weight`` the pairs are drawn over weight units instead of rows: row i
+  holds q_i consecutive units (q = the weights where they are all integers, else
+  round(w * 2^20 / max w)), the same two draws pick units a and b != a of M = sum q, and
+  each is mapped to the row that holds it. So the scale is that of the data with row i
+  repeated q_i times, bit for bit (scikit-learn's meaning of integer weights), a row of
+  weight 0 is never drawn (its removal, bit for bit), and weights of all ones draw the
+  unweighted pairs. Two units of one row are a pair at distance 0, as two copies are.
 
 The Gaussian kernel exp(-||x - y||_2^2 / (2 sigma^2)) measures distance in L2; its rule is the
 same with the L2 distance (:func:`median_l2_distance`, :func:`scale_sigma_l2`): the same pairs,
@@ -38,6 +45,7 @@ import scipy.sparse as sp
 
 PAIR_SEED = 0x5CA1E  # the pair stream's fixed seed
 N_PAIRS = 2000  # sampled pairs: the median's relative standard error is about 3%
+WEIGHT_UNITS = 1 << 20  # units of the heaviest row where the weights are not all integers
 #: sigma = DEFAULT_FACTOR * median L1 distance (the default of sigma="scale"). Chosen on the
 #: real-data suite (docs/benchmarks/realdata.md): with the ridge/CG models at n_grids=256
 #: and alpha 0.1 or 1e-4 per row, 0.5 had the smallest mean shortfall against the best peer
@@ -62,21 +70,23 @@ def _check_data(X):
     return X
 
 
-def median_l1_distance(X, n_pairs=N_PAIRS):
+def median_l1_distance(X, n_pairs=N_PAIRS, sample_weight=None):
     """Median L1 distance of ``n_pairs`` sampled pairs of distinct rows of X (see module doc).
 
     X is a 2-D float array or a scipy sparse matrix with at least one row, all finite
-    (else ValueError). One row: 1.0 (no pair).
+    (else ValueError). One row: 1.0 (no pair). ``sample_weight``: non-negative weights of
+    the rows, the pairs drawn over their units (module doc): integer weights give the
+    median of the data with rows repeated, a zero weight that of the data without the row.
     """
     if isinstance(n_pairs, (bool, np.bool_)) or not isinstance(n_pairs, numbers.Integral) \
             or n_pairs < 1:
         raise ValueError(f"n_pairs must be a positive integer, got {n_pairs!r}")
     n_pairs = int(n_pairs)
     X = _check_data(X)
-    n = X.shape[0]
-    if n < 2:
+    pairs = _pairs_for(X.shape[0], n_pairs, sample_weight)
+    if pairs is None:
         return 1.0
-    i, j = _sampled_pairs(n, n_pairs)
+    i, j = pairs
     dist = np.zeros(n_pairs)
     if sp.issparse(X):
         diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]
@@ -105,6 +115,36 @@ def _sampled_pairs(n, n_pairs):
     return i, j
 
 
+def _pairs_for(n, n_pairs, sample_weight=None):
+    """The pairs (i, j) of n rows, drawn over the units of ``sample_weight`` when given
+    (module doc); None where there is no pair (fewer than two rows or units)."""
+    if sample_weight is None:
+        return _sampled_pairs(n, n_pairs) if n >= 2 else None
+    q = weight_units(sample_weight, n)
+    ends = np.cumsum(q)                       # row r holds units ends[r] - q[r] .. ends[r] - 1
+    m = int(ends[-1])
+    if m < 2:
+        return None
+    rng = np.random.default_rng(PAIR_SEED)
+    a = rng.integers(0, m, size=n_pairs)
+    b = (a + rng.integers(1, m, size=n_pairs)) % m
+    return np.searchsorted(ends, a, side="right"), np.searchsorted(ends, b, side="right")
+
+
+def weight_units(sample_weight, n):
+    """Each row's units of weight (int64): the weights themselves where they are all
+    integers (and sum to at most 2^53), else round(w * WEIGHT_UNITS / max w). ValueError
+    for weights that are not n finite non-negative numbers with a positive sum."""
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if w.shape != (n,):
+        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
+        raise ValueError("sample_weight must be finite and non-negative, not all zero")
+    if np.all(w == np.floor(w)) and w.sum() <= 2.0 ** 53:
+        return w.astype(np.int64)
+    return np.rint(w * (WEIGHT_UNITS / w.max())).astype(np.int64)
+
+
 def _robust_median(dist):
     med = float(np.median(dist))
     if med > 0 and np.isfinite(med):
@@ -115,18 +155,19 @@ def _robust_median(dist):
     return 1.0
 
 
-def median_l2_distance(X, n_pairs=N_PAIRS):
-    """Median L2 distance of the same ``n_pairs`` sampled pairs as :func:`median_l1_distance`.
+def median_l2_distance(X, n_pairs=N_PAIRS, sample_weight=None):
+    """Median L2 distance of the same ``n_pairs`` sampled pairs as :func:`median_l1_distance`
+    (``sample_weight`` as there).
 
     Each squared distance is a running sum over the features in increasing column order
     (an implicit zero of sparse X adds nothing), then one square root; the same fallbacks
     and the same ValueError for empty or non-finite X.
     """
     X = _check_data(X)
-    n = X.shape[0]
-    if n < 2:
+    pairs = _pairs_for(X.shape[0], n_pairs, sample_weight)
+    if pairs is None:
         return 1.0
-    i, j = _sampled_pairs(n, n_pairs)
+    i, j = pairs
     dist = np.zeros(n_pairs)
     if sp.issparse(X):
         diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]
@@ -148,11 +189,12 @@ def median_l2_distance(X, n_pairs=N_PAIRS):
 L2_FACTOR = 0.35
 
 
-def scale_sigma_l2(X, factor=L2_FACTOR):
+def scale_sigma_l2(X, factor=L2_FACTOR, sample_weight=None):
     """sigma for ``sigma="scale"`` with a Gaussian kernel: ``factor`` times :func:`median_l2_distance`."""
-    return float(factor) * median_l2_distance(X)
+    return float(factor) * median_l2_distance(X, sample_weight=sample_weight)
 
 
-def scale_sigma(X, factor=DEFAULT_FACTOR):
-    """sigma for ``sigma="scale"``: ``factor`` times :func:`median_l1_distance` of X."""
-    return float(factor) * median_l1_distance(X)
+def scale_sigma(X, factor=DEFAULT_FACTOR, sample_weight=None):
+    """sigma for ``sigma="scale"``: ``factor`` times :func:`median_l1_distance` of X (the
+    pairs drawn by ``sample_weight`` when given)."""
+    return float(factor) * median_l1_distance(X, sample_weight=sample_weight)

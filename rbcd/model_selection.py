@@ -301,7 +301,6 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         X, y = validate_data(self, X, y, accept_sparse=False, dtype=np.float64,
                              multi_output=not self._classifier, y_numeric=not self._classifier)
         alphas = self._alpha_grid(X.shape[0])
-        n_grids = self._n_grids(X.shape[1], X.shape[0])
         if self._classifier:
             check_classification_targets(y)
             self.classes_ = np.unique(y)
@@ -316,12 +315,16 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                              }[self.multi_class]
         # the models' checks (finite, >= 0, a positive sum, one per row), before any work
         sample_weight = check_sample_weight(sample_weight, X.shape[0])
+        # the models' rule: n_grids="auto" counts the rows of positive weight
+        n_grids = self._n_grids(X.shape[1], X.shape[0] if sample_weight is None
+                                else int(np.count_nonzero(sample_weight)))
         # one int seed for every fold, sigma and the refit: the same grids for a given sigma
         # in every fold (what GridSearchCV's clones of an RBClassifier with an int seed do)
         seed = self.random_state
         if not isinstance(seed, Integral):
             seed = int(check_random_state(seed).randint(np.iinfo(np.int32).max))
-        base = scale_sigma(X) if isinstance(self.sigma, str) else float(self.sigma)
+        base = (scale_sigma(X, sample_weight=sample_weight) if isinstance(self.sigma, str)
+                else float(self.sigma))
         self.sigma_base_ = base
         sigmas = factors * base
         if self.cv is None and self._ridge() and self.scoring is not None:
@@ -440,7 +443,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         # (classification) or the weight of AUTO_REGRESSION
         weights = AUTO_CANDIDATES if self._classifier else AUTO_REGRESSION
         schemes = self._multi_classes()
-        M = (LinearTerm(X).block(X) if rows.shape[0] == n and X.shape[1] <= AUTO_MAX_FEATURES
+        M = (LinearTerm(X, sample_weight).block(X) if rows.shape[0] == n and X.shape[1] <= AUTO_MAX_FEATURES
              and "ovr" in schemes else None)
         Xs, ys = X[rows], y[rows]
         s = np.ones(n) if sample_weight is None else sample_weight
@@ -854,8 +857,8 @@ _CV_PARAMS_DOC = """
         ``best_estimator_`` keeps the search's grids.
     sigma : "scale" or float, default "scale"
         The base bandwidth the multipliers scale: "scale" is the model's ``sigma="scale"``
-        value on all training rows, half of ``rbcd.median_l1_distance(X)``, stored as
-        ``sigma_base_``.
+        value on all training rows, half of ``rbcd.median_l1_distance(X)`` (its pairs
+        drawn by ``sample_weight`` when given), stored as ``sigma_base_``.
     sigma_factors : sequence of float > 0, default (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
         Candidate sigmas are ``factor * sigma_base_``.
     alphas : sequence of float >= 0 or None

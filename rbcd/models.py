@@ -440,16 +440,19 @@ class _RBBase(ChecksummedState, BaseEstimator):
         sample_weight = check_sample_weight(sample_weight, X.shape[0])
         weights = self._linear_weights(X.shape[0], X.shape[1])
         t0 = time.perf_counter()
-        binning = self._make_binning(X.shape[0])
+        # the weights enter the statistics of the training rows: sigma="scale" (its pairs
+        # drawn by weight), n_grids="auto" (the rows of positive weight), the linear term
+        binning = self._make_binning(X.shape[0] if sample_weight is None
+                                     else int(np.count_nonzero(sample_weight)))
         # SERIAL_ENTRIES: a small fit runs every stage on one thread, whatever n_jobs
         serial = X.shape[0] * binning.n_grids < SERIAL_ENTRIES
         if serial:
             binning.n_jobs = 1     # (plain attributes: set_params costs more than a tiny fit)
         cols = None
         if self.n_features is None:  # exact mode: Z and its grid structure, built together
-            Z, cols = binning.fit_transform(X, return_columns=True)
+            Z, cols = binning.fit_transform(X, return_columns=True, sample_weight=sample_weight)
         else:  # hashed mode: no grid structure
-            Z = binning.fit_transform(X)
+            Z = binning.fit_transform(X, sample_weight=sample_weight)
         binning.n_jobs = self.n_jobs              # the user's threads for later transforms
         t1 = time.perf_counter()
         n_weight = Z.shape[0] if sample_weight is None else float(np.sum(sample_weight))
@@ -463,7 +466,7 @@ class _RBBase(ChecksummedState, BaseEstimator):
         term = extra = None
         if any(c > 0.0 for c in weights):   # the linear term (rbcd.solvers._linear)
             from .solvers._linear import ExtraBlock, LinearTerm
-            term = LinearTerm(X)
+            term = LinearTerm(X, sample_weight)
             extra = ExtraBlock(term.block(X), weights)
         fit_labels = getattr(est, "_fit_labels", None)
         if fit_labels is not None:   # Z made and y checked here: not checked again

@@ -6,6 +6,10 @@ The pairs come from numpy.random.default_rng(PAIR_SEED), independent of random_s
 i = integers(0, N, n_pairs), then j = (i + integers(1, N, n_pairs)) % N. A zero median falls
 back to the mean of the non-zero distances, and to 1.0 when there are none or N < 2.
 
+With sample_weight the same two draws pick weight units instead of rows: row i holds q_i
+consecutive units (q = the weights where they are all integers, else round(w * 2^20 / max w)),
+unit a = integers(0, M, n_pairs) of M = sum q, unit b = (a + integers(1, M, n_pairs)) % M,
+each mapped to the row holding it: the pairs of the data with row i repeated q_i times.
 The Gaussian kernel's rule uses the L2 distance of the same pairs: the squared differences
 added in column order, one square root, factor L2_FACTOR.
 """
@@ -25,6 +29,38 @@ def _pairs(n, n_pairs):
     return zip(first, second)
 
 
+def _units(sample_weight):
+    """Each row's units of weight (module docstring)."""
+    w = np.asarray(sample_weight, dtype=np.float64)
+    if all(float(v).is_integer() for v in w) and w.sum() <= 2.0 ** 53:
+        return [int(v) for v in w]
+    return [int(np.rint(v * (2.0 ** 20 / w.max()))) for v in w]
+
+
+def _weighted_pairs(sample_weight, n_pairs):
+    """The sampled pairs of rows by weight units (module docstring); [] for fewer than two
+    units."""
+    units = _units(sample_weight)
+    m = sum(units)
+    if m < 2:
+        return []
+    rng = np.random.default_rng(PAIR_SEED)
+    first = rng.integers(0, m, size=n_pairs)
+    second = (first + rng.integers(1, m, size=n_pairs)) % m
+    owner = [row for row, q in enumerate(units) for _ in range(q)] if m <= 10**6 else None
+
+    def row_of(unit):
+        if owner is not None:
+            return owner[unit]
+        total = 0
+        for row, q in enumerate(units):
+            total += q
+            if unit < total:
+                return row
+
+    return [(row_of(int(a)), row_of(int(b))) for a, b in zip(first, second)]
+
+
 def _median_or_fallback(distances):
     """The median; else the mean of the non-zero distances; else 1.0."""
     distances = np.array(distances)
@@ -41,7 +77,7 @@ def _dense(X):
     return X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
 
 
-def _median_pair_distance(X, n_pairs, pair_distance):
+def _median_pair_distance(X, n_pairs, pair_distance, sample_weight=None):
     """The median of pair_distance(row i, row j) over the sampled pairs (1.0 for one row;
     the fallback of _median_or_fallback when the median is 0; ValueError for no rows or
     columns, or a value that is not finite)."""
@@ -52,6 +88,16 @@ def _median_pair_distance(X, n_pairs, pair_distance):
     if not np.all(np.isfinite(dense)):
         raise ValueError("X contains NaN or infinity: the distance scale of such data is "
                          "undefined")
+    if sample_weight is not None:
+        w = np.asarray(sample_weight, dtype=np.float64)
+        if w.shape != (dense.shape[0],) or not np.all(np.isfinite(w)) or np.any(w < 0) \
+                or not w.sum() > 0:
+            raise ValueError("sample_weight must be finite and non-negative, not all zero, "
+                             "one per row")
+        pairs = _weighted_pairs(w, n_pairs)
+        if not pairs:
+            return 1.0
+        return _median_or_fallback([pair_distance(dense[i], dense[j]) for i, j in pairs])
     n = dense.shape[0]
     if n < 2:
         return 1.0
@@ -73,20 +119,20 @@ def _l2(a, b):
     return np.sqrt(total)
 
 
-def median_l1_distance(X, n_pairs=N_PAIRS):
-    return _median_pair_distance(X, n_pairs, _l1)
+def median_l1_distance(X, n_pairs=N_PAIRS, sample_weight=None):
+    return _median_pair_distance(X, n_pairs, _l1, sample_weight)
 
 
 L2_FACTOR = 0.35
 
 
-def median_l2_distance(X, n_pairs=N_PAIRS):
-    return _median_pair_distance(X, n_pairs, _l2)
+def median_l2_distance(X, n_pairs=N_PAIRS, sample_weight=None):
+    return _median_pair_distance(X, n_pairs, _l2, sample_weight)
 
 
-def scale_sigma_l2(X, factor=L2_FACTOR):
-    return float(factor) * median_l2_distance(X)
+def scale_sigma_l2(X, factor=L2_FACTOR, sample_weight=None):
+    return float(factor) * median_l2_distance(X, sample_weight=sample_weight)
 
 
-def scale_sigma(X, factor=DEFAULT_FACTOR):
-    return float(factor) * median_l1_distance(X)
+def scale_sigma(X, factor=DEFAULT_FACTOR, sample_weight=None):
+    return float(factor) * median_l1_distance(X, sample_weight=sample_weight)

@@ -232,7 +232,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         self.random_state = random_state
 
     # ------------------------------------------------------------------ checks
-    def _check_params(self, X):
+    def _check_params(self, X, sample_weight=None):
         n_features_in = X.shape[1]
         n_grids = check_int(self.n_grids, "n_grids", low=1)
         if not (isinstance(self.kernel, str) and self.kernel == "laplacian"):
@@ -250,7 +250,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             if self.n_jobs == 0:
                 raise ValueError("n_jobs must be a non-zero integer or None, got 0")
         if isinstance(self.sigma, str) and self.sigma == "scale":
-            sigma = scale_sigma(X)
+            sigma = scale_sigma(X, sample_weight=sample_weight)
         else:
             sigma = _check_sigma(self.sigma, n_features_in)
         return n_grids, sigma, dtype
@@ -265,15 +265,16 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         return X
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y=None):
-        """Draw the grids (contract 2) and build the per-grid bin tables (contract 4)."""
-        self._fit(X)
+    def fit(self, X, y=None, sample_weight=None):
+        """Draw the grids (contract 2) and build the per-grid bin tables (contract 4).
+        sample_weight: for sigma="scale" only (its pairs drawn by weight, rbcd_ref._scale)."""
+        self._fit(X, sample_weight)
         return self
 
-    def _fit(self, X):
+    def _fit(self, X, sample_weight=None):
         X = self._validate_X(X, reset=True)
         n_samples, d = X.shape
-        n_grids, sigma, dtype = self._check_params(X)
+        n_grids, sigma, dtype = self._check_params(X, sample_weight)
 
         rng = make_generator(self.random_state)
         widths = rng.gamma(2.0, sigma, size=(n_grids, d))
@@ -364,9 +365,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
             rows = self._rows_hashed(all_bins, X.shape[0])
         return build_csr(rows, self.n_features_out_, n_grids, self._dtype_)
 
-    def fit_transform(self, X, y=None, **fit_params):
+    def fit_transform(self, X, y=None, sample_weight=None):
         """fit, then the features of the training rows (the same matrix as transform(X))."""
-        X, all_bins, local_ids = self._fit(X)
+        X, all_bins, local_ids = self._fit(X, sample_weight)
         n_grids = self.widths_.shape[0]
         if self.n_features is None:
             rows = self._rows_exact(all_bins, X.shape[0], local_ids)

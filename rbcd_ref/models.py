@@ -166,14 +166,23 @@ class _RBBase(BaseEstimator):
             raise ValueError(f"linear={self.linear!r} is fitted with multi_class='ovr' only")
         return (c,)
 
-    def _standardize(self, X):
+    def _standardize(self, X, sample_weight=None):
         """The linear term's standardization, on X / p (p: per column, the power of two of
-        the largest magnitude, frexp's exponent: exact, so X * 2^k standardizes alike)."""
+        the largest magnitude, frexp's exponent: exact, so X * 2^k standardizes alike); with
+        sample_weight, over the rows of positive weight, mean and deviation weighted."""
+        w = None
+        if sample_weight is not None:
+            w = np.broadcast_to(np.asarray(sample_weight, dtype=np.float64), (X.shape[0],))
+            X, w = X[w > 0], w[w > 0]
         big = np.max(np.abs(X), axis=0)
         self._linear_pow2 = np.ldexp(1.0, np.frexp(big)[1]).astype(np.float64)
         Xs = X / self._linear_pow2
-        self._linear_mean = Xs.mean(axis=0)
-        std = (Xs - self._linear_mean).std(axis=0)
+        if w is None:
+            self._linear_mean = Xs.mean(axis=0)
+            std = (Xs - self._linear_mean).std(axis=0)
+        else:
+            self._linear_mean = np.average(Xs, axis=0, weights=w)
+            std = np.sqrt(np.average((Xs - self._linear_mean) ** 2, axis=0, weights=w))
         self._linear_constant = np.max(X, axis=0) == np.min(X, axis=0)
         self._linear_scale = np.where(self._linear_constant | ~(std > 0), 1.0, std)
 
@@ -192,8 +201,12 @@ class _RBBase(BaseEstimator):
                           ensure_all_finite=False)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        binning = self._binning(X.shape[1], X.shape[0])
-        Z = binning.fit_transform(X)
+        # the weights enter sigma="scale" (pairs by weight), n_grids="auto" (rows of
+        # positive weight) and the linear term's standardization
+        w = (None if sample_weight is None else
+             np.broadcast_to(np.asarray(sample_weight, dtype=np.float64), (X.shape[0],)))
+        binning = self._binning(X.shape[1], X.shape[0] if w is None else int(np.count_nonzero(w)))
+        Z = binning.fit_transform(X, sample_weight=w)
         if sample_weight is None:
             total_weight = float(Z.shape[0])
         else:
@@ -203,7 +216,7 @@ class _RBBase(BaseEstimator):
         weights = self._linear_weights(X.shape[0], X.shape[1])
         self.linear_ = 0.0
         if solver in RIDGE_SOLVERS and any(c > 0.0 for c in weights):
-            self._standardize(X)
+            self._standardize(X, w)
             est.fit(Z, y, sample_weight=sample_weight, extra=(self._block(X), weights))
             self.linear_ = float(est.extra_weight_)
         elif solver in RIDGE_SOLVERS:

@@ -69,6 +69,18 @@ def _problem(draw):
     return X, R, sigma, seed
 
 
+def test_scale_sigma_takes_sample_weight_as_the_cpu():
+    # sigma="scale" with weights: the pairs drawn over weight units, as rbcd._scale
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(300, 4))
+    w = rng.integers(0, 3, 300).astype(float)
+    est = RandomBinning(n_grids=8, random_state=0)
+    cb.fit_layout(est, X, np, sample_weight=w)
+    cpu = RandomBinning(n_grids=8, random_state=0).fit(X, sample_weight=w)
+    assert est.sigma_ == cpu.sigma_ != RandomBinning(n_grids=8, random_state=0).fit(X).sigma_
+    np.testing.assert_array_equal(est.widths_, cpu.widths_)
+
+
 @settings(max_examples=60, deadline=None)
 @given(_problem(), st.booleans())
 def test_Z_equals_cpu_and_ref(problem, combine):

@@ -236,6 +236,17 @@ def test_scale_sigma_equals_local_rule(client):
     assert drb.sigma_ == _scale.scale_sigma(X)
     lrb = rbcd.RandomBinning(n_grids=8, sigma=_scale.scale_sigma(X), random_state=0).fit(X)
     assert np.array_equal(drb.widths_, lrb.widths_)
+    # sample_weight: the pairs drawn over weight units, as locally (integer and fractional
+    # weights, zeros, an empty partition)
+    rng = np.random.default_rng(1)
+    for w in (rng.integers(0, 4, 5000).astype(float), rng.uniform(0.0, 2.0, 5000)):
+        w[:700] = 0.0
+        wd = da.from_array(w, chunks=((1000, 0, 2500, 1500),))
+        Xd = da.from_array(X, chunks=((1000, 0, 2500, 1500), 4))
+        assert scale_sigma(Xd, sample_weight=wd) == _scale.scale_sigma(X, sample_weight=w)
+        drb = rd.RandomBinning(n_grids=8, random_state=0).fit(Xd, sample_weight=w)
+        assert drb.sigma_ == rbcd.RandomBinning(n_grids=8, random_state=0).fit(
+            X, sample_weight=w).sigma_
 
 
 def test_dataframe_and_numpy_input(client):

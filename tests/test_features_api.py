@@ -24,8 +24,20 @@ def _same(A, B):
     np.testing.assert_array_equal(A.data, B.data)
 
 
+def _expected_failures(estimator):
+    # fit's sample_weight enters sigma="scale" only (its pairs drawn by weight units:
+    # exact for zero and integer weights in one row order, tests/test_scale.py). Z itself
+    # is not weight-equivalent, whatever sigma: its columns are the training bins numbered
+    # by first appearance (the check shuffles the rows) and a row of weight 0 still has
+    # its bins; the models' predictions are (tests/test_models.py)
+    return {f"check_sample_weight_equivalence_on_{kind}_data":
+            "Z's columns: every training row's bins, numbered by first appearance"
+            for kind in ("dense", "sparse")}
+
+
 @parametrize_with_checks([RandomBinning(n_grids=8, random_state=0),
-                          RandomBinning(n_grids=5, n_features=64, random_state=0)])
+                          RandomBinning(n_grids=5, n_features=64, random_state=0)],
+                         expected_failed_checks=_expected_failures)
 def test_sklearn_compatible(estimator, check):
     check(estimator)
 

@@ -117,9 +117,10 @@ def test_class_weight_and_sample_weight_reach_every_fold(three_class):
     ours.fit(X, y, sample_weight=w)
     gs = GridSearchCV(RBClassifier(n_grids=16, tol=1e-10, class_weight="balanced",
                                    random_state=0, n_jobs=1),
-                      {"sigma": [float(f * scale_sigma(X)) for f in FACTORS],
+                      {"sigma": [float(f * scale_sigma(X, sample_weight=w)) for f in FACTORS],
                        "alpha": list(ALPHAS)}, cv=folds)
     gs.fit(X, y, sample_weight=w)
+    assert ours.sigma_base_ == scale_sigma(X, sample_weight=w) != scale_sigma(X)
     np.testing.assert_allclose(ours.cv_results_["mean_test_score"],
                                gs.cv_results_["mean_test_score"], atol=1e-12)
 
@@ -342,7 +343,8 @@ def test_folds_from_one_gram_matrix_equal_each_folds_own_solve(monkeypatch, caps
     if case == "regression":                     # a line per (sigma, fold)
         lines = [ln for ln in capsys.readouterr().out.splitlines() if " fold " in ln]
         assert len(lines) == len(FACTORS) * 4 and "features, best score" in lines[0]
-    sigmas = [float(fc * scale_sigma(X)) for fc in FACTORS]
+    # the base sigma of the search: its pairs drawn by the weights (rbcd._scale)
+    sigmas = [float(fc * scale_sigma(X, sample_weight=w)) for fc in FACTORS]
     gs = GridSearchCV(model(n_grids=16, solver="direct", random_state=4, n_jobs=1, **kw),
                       {"sigma": sigmas, "alpha": list(ALPHAS)}, cv=folds,
                       scoring=scoring).fit(X, y, **fit_kw)

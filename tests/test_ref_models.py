@@ -142,6 +142,9 @@ def test_scikit_learn_estimator_checks():
         auto = "alpha" in est.get_params() and est.get_params()["alpha"] == "auto"
         # the classifier's decisions rule stops before the optimum (tests/test_cd_api.py)
         auto = auto or est.get_params().get("decision_epochs") is not None
+        # sigma="scale" draws its pairs by row position, and the check shuffles the rows
+        # (tests/test_features_api.py, test_models.py)
+        auto = auto or est.get_params().get("sigma") == "scale"
         failed = [(r["check_name"], str(r["exception"])[:200]) for r in results
                   if r["status"] == "failed" and not (
                       auto and r["check_name"].startswith("check_sample_weight_equivalence"))]

@@ -1,6 +1,7 @@
 """sigma="scale": the data-derived bandwidth, bit for bit against the twin."""
 import numpy as np
 import scipy.sparse as sp
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -70,3 +71,43 @@ def test_l2_value_is_the_median_distance():
     X = np.zeros((100, 2))
     X[:10, 1] = 3.0  # most pairs are duplicates: the mean of the non-zero distances
     assert median_l2_distance(X) == 3.0
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), d=st.integers(1, 8),
+       integral=st.booleans(), zeros=st.floats(0.0, 0.9))
+def test_weighted_pairs_match_twin_and_repeated_rows(seed, n, d, integral, zeros):
+    # sample_weight: the pairs are drawn over weight units (rbcd/_scale.py's module
+    # docstring): integer weights give the median of the rows repeated, a zero weight that
+    # of the row removed, bit for bit; fractional weights the twin's value
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    w = (rng.integers(0, 4, n).astype(float) if integral else rng.uniform(0.0, 3.0, n))
+    w[rng.random(n) < zeros] = 0.0
+    if not w.sum() > 0:
+        w[0] = 1.0
+    got = median_l1_distance(X, n_pairs=300, sample_weight=w)
+    assert got == ref_median(X, n_pairs=300, sample_weight=w)
+    assert got == median_l1_distance(sp.csr_matrix(X), n_pairs=300, sample_weight=w)
+    assert median_l2_distance(X, n_pairs=300, sample_weight=w) == \
+        ref_median_l2(X, n_pairs=300, sample_weight=w)
+    if integral:
+        assert got == median_l1_distance(np.repeat(X, w.astype(int), axis=0), n_pairs=300)
+    else:
+        keep = w > 0
+        assert got == median_l1_distance(X[keep], n_pairs=300, sample_weight=w[keep])
+
+
+def test_unit_weights_draw_the_unweighted_pairs():
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(50, 4))
+    assert median_l1_distance(X, sample_weight=np.ones(50)) == median_l1_distance(X)
+    # a weight of 0 on a far-away row: that row is never drawn
+    far = np.vstack([X, np.full((5, 4), 1e6)])
+    w = np.r_[np.ones(50), np.zeros(5)]
+    assert median_l1_distance(far, sample_weight=w) == median_l1_distance(X)
+    # one unit in all: no pair, the fallback 1.0; bad weights are named
+    assert median_l1_distance(X, sample_weight=np.r_[1.0, np.zeros(49)]) == 1.0
+    for bad in (np.ones(49), np.r_[-1.0, np.ones(49)], np.zeros(50), np.r_[np.nan, np.ones(49)]):
+        with pytest.raises(ValueError, match="sample_weight"):
+            median_l1_distance(X, sample_weight=bad)

@@ -380,17 +380,17 @@ MAX_DRAW_ENTRIES = 1 << 33
 # ---------------------------------------------------------------------------------------
 # Parameters, sigma, and the draw of one fit
 # ---------------------------------------------------------------------------------------
-def resolve_sigma(param, X):
+def resolve_sigma(param, X, sample_weight=None):
     """The numeric sigma of the kernel for training data X (``param``: RandomBinning's
     ``sigma``): a positive float, or a positive float64 array of length d (docs/design.md
-    contract 1). ``sigma="scale"`` is :func:`rbcd._scale.scale_sigma` of X (its sampled
-    pairs do not touch the grids' stream)."""
+    contract 1). ``sigma="scale"`` is :func:`rbcd._scale.scale_sigma` of X, its pairs drawn
+    by ``sample_weight`` when given (they do not touch the grids' stream)."""
     if isinstance(param, str):
         if param != "scale":
             raise ValueError(f"sigma must be a positive number, an array or 'scale', "
                              f"got {param!r}")
         with np.errstate(all="ignore"):  # non-finite X is reported by _bounds
-            return float(scale_sigma(X))
+            return float(scale_sigma(X, sample_weight=sample_weight))
     return check_sigma(param, X.shape[1])
 
 
@@ -458,9 +458,10 @@ class _Extremes:
         return const, value, self.cmin[self.varying], self.cmax[self.varying]
 
 
-def draw_grids(est, X, paths, mode="fit"):
+def draw_grids(est, X, paths, mode="fit", sample_weight=None):
     """Validate X and the parameters of RandomBinning ``est``, draw the grids (contract
-    2) and bound the bins: a :class:`Drawn`.
+    2) and bound the bins: a :class:`Drawn`. ``sample_weight`` (checked) enters
+    ``sigma="scale"`` only.
 
     Exact mode keeps only the columns of the features that vary over the training
     rows (:class:`_ConstantColumns`), when the draw can be repeated
@@ -489,7 +490,7 @@ def draw_grids(est, X, paths, mode="fit"):
         # the L1 distances over the varying columns only: the running sums of
         # rbcd._scale add exact zeros for the others, so the value is the same
         sigma = resolve_sigma(est.sigma, _take_columns(X, varying) if varying.shape[0]
-                              else np.zeros((n_samples, 1)))
+                              else np.zeros((n_samples, 1)), sample_weight)
     rng = make_generator(est.random_state)
     if (est.n_features is None and _GridDraw.can_repeat(rng)
             and _drop_constants(X, n_grids, varying.shape[0], paths.constants)):

@@ -68,7 +68,7 @@ def training_Z(est, n_samples, ids, n_threads):
     return Z
 
 
-def columns_of_training(est, X, paths):
+def columns_of_training(est, X, paths, sample_weight=None):
     """Fit and return ``(Z, RBColumns)`` built in one go (exact mode only).
 
     The CSC structure comes from the bin counts of fit (cumsum) and one
@@ -80,7 +80,7 @@ def columns_of_training(est, X, paths):
             "the grid column structure needs exact mode (n_features=None); "
             "hashed columns are shared between grids"
         )
-    X, ids, counts, n_threads = est._fit(X, "columns", paths)
+    X, ids, counts, n_threads = est._fit(X, "columns", paths, sample_weight)
     n_samples = X.shape[0]
     R = est.n_bins_.shape[0]
     Z = training_Z(est, n_samples, ids, n_threads)

@@ -40,6 +40,7 @@ from .._validation import (
     SIGMA,
     check_int,
     check_output_dtype,
+    check_sample_weight,
     check_X,
     fit_context,
     index_dtype,
@@ -126,6 +127,15 @@ __all__ = ["RandomBinning", "RBColumns", "column_structure", "DegenerateBinningW
 
 #: get_feature_names_out names at most this many columns (hashed mode may ask for 2**62).
 MAX_FEATURE_NAMES = 1 << 26
+
+
+def _weights(X, sample_weight):
+    """``sample_weight`` checked against X's rows (None stays None)."""
+    if sample_weight is None:
+        return None
+    from sklearn.utils.validation import _num_samples
+
+    return check_sample_weight(sample_weight, _num_samples(X))
 
 
 class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
@@ -282,20 +292,21 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         """The checked parameters (:func:`._draw.check_params`)."""
         return check_params(self, X)
 
-    def _draw(self, X, paths, mode="fit"):
+    def _draw(self, X, paths, mode="fit", sample_weight=None):
         """Validate X and the parameters, draw the grids and bound the bins: a
         :class:`._draw.Drawn` (:func:`._draw.draw_grids`)."""
-        return draw_grids(self, X, paths, mode)
+        return draw_grids(self, X, paths, mode, sample_weight)
 
     # ------------------------------------------------------------------ fit
-    def _fit(self, X, mode, paths=None):
+    def _fit(self, X, mode, paths=None, sample_weight=None):
         """Fit; ``mode`` is "fit", "Z" (also return training ids) or "columns".
-        ``paths``: a :class:`_Paths` (tests force a code path; None: the default).
+        ``paths``: a :class:`_Paths` (tests force a code path; None: the default);
+        ``sample_weight``: checked weights for sigma="scale", or None.
         Returns the dense varying columns of X (what the kernels bin), the training ids,
         the column counts and the thread count."""
         paths = _DEFAULT_PATHS if paths is None else paths
         (X, widths, offsets, lo, hi, cmin, cmax, sigma, dtype, n_threads,
-         constant) = self._draw(X, paths, mode)
+         constant) = self._draw(X, paths, mode, sample_weight)
         n_samples = X.shape[0]
         R = widths.shape[0]
         exact = self.n_features is None
@@ -342,7 +353,7 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         return X, ids, counts, n_threads
 
     @fit_context
-    def fit(self, X, y=None, *, _paths=None):
+    def fit(self, X, y=None, sample_weight=None, *, _paths=None):
         """Draw the grids and build the per-grid bin tables of X.
 
         Parameters
@@ -351,6 +362,11 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
             Any real dtype; an implicit zero of sparse X is the value 0 (Z is the
             dense input's, bit for bit).
         y : ignored
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the rows, used by ``sigma="scale"`` only: its pairs
+            are drawn by weight (``rbcd.median_l1_distance``), so integer weights give
+            the sigma of the rows repeated and a zero weight that of the row removed.
+            The grids and tables do not depend on them.
 
         Returns
         -------
@@ -358,13 +374,14 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         """
         if self.device == "cuda":
             from ..cuda import binning as cuda_binning
-            return cuda_binning.fit(self, X, cuda_binning.get_xp("cuda"))
-        self._fit(X, "fit", _paths)
+            return cuda_binning.fit(self, X, cuda_binning.get_xp("cuda"), sample_weight)
+        self._fit(X, "fit", _paths, _weights(X, sample_weight))
         return self
 
     @fit_context
 
-    def fit_transform(self, X, y=None, return_columns=False, *, _paths=None):
+    def fit_transform(self, X, y=None, return_columns=False, sample_weight=None, *,
+                      _paths=None):
         """Fit and return Z of the training rows (equal to ``fit(X).transform(X)``).
 
         In exact mode the CSR arrays are written directly: ``indptr = R * arange(N + 1)``
@@ -379,6 +396,8 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         return_columns : bool, default=False
             Also return the :class:`RBColumns` of Z (exact mode only), built in the
             same pass: the column-major structure the solvers take (``columns=``).
+        sample_weight : array-like of shape (n_samples,), default=None
+            As in :meth:`fit`: for ``sigma="scale"`` only.
 
         Returns
         -------
@@ -389,14 +408,15 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         if self.device == "cuda":  # Z as a cupyx CSR; the columns: a rbcd.cuda.GridLayout
             from ..cuda import binning as cuda_binning
             return cuda_binning.fit_transform(self, X, cuda_binning.get_xp("cuda"),
-                                              return_columns)
+                                              return_columns, sample_weight)
         paths = _DEFAULT_PATHS if _paths is None else _paths
+        sample_weight = _weights(X, sample_weight)
         if return_columns:
-            return columns_of_training(self, X, paths)
+            return columns_of_training(self, X, paths, sample_weight)
         if self.n_features is not None:
-            X, _, _, n_threads = self._fit(X, "fit", paths)
+            X, _, _, n_threads = self._fit(X, "fit", paths, sample_weight)
             return transform_hashed(self, X, n_threads, paths)
-        X, ids, _, n_threads = self._fit(X, "Z", paths)
+        X, ids, _, n_threads = self._fit(X, "Z", paths, sample_weight)
         return training_Z(self, X.shape[0], ids, n_threads)
 
     def _fit_transform_columns(self, X, *, _paths=None):

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from . import _ops
 from ._ops import get_xp  # noqa: F401 (the estimators' hooks take it from here)
 from .._random import make_generator
-from .._scale import DEFAULT_FACTOR, N_PAIRS, _robust_median, _sampled_pairs
+from .._scale import DEFAULT_FACTOR, N_PAIRS, _pairs_for, _robust_median
 from .._validation import index_dtype
 
 __all__ = ["GridLayout", "CudaTables", "fit_layout", "fit", "fit_transform", "transform",
@@ -74,13 +74,15 @@ def _extremes(xp, X, name="X"):
     return np.asarray(cmin, dtype=np.float64), np.asarray(cmax, dtype=np.float64)
 
 
-def _scale_sigma(xp, X):
-    """sigma="scale" exactly as rbcd._scale.scale_sigma: the same pairs, the same running
-    sums, on the host (2 * N_PAIRS rows are copied)."""
-    n = X.shape[0]
-    if n < 2:
+def _scale_sigma(xp, X, sample_weight=None):
+    """sigma="scale" exactly as rbcd._scale.scale_sigma: the same pairs (drawn by
+    ``sample_weight``, host or device, when given), the same running sums, on the host
+    (2 * N_PAIRS rows are copied)."""
+    w = None if sample_weight is None else _ops.to_host(sample_weight)
+    pairs = _pairs_for(X.shape[0], N_PAIRS, w)
+    if pairs is None:
         return float(DEFAULT_FACTOR) * 1.0
-    i, j = _sampled_pairs(n, N_PAIRS)
+    i, j = pairs
     Xi = _ops.to_host(X[_ops.on_device(xp, i)])
     Xj = _ops.to_host(X[_ops.on_device(xp, j)])
     with np.errstate(all="ignore"):
@@ -494,8 +496,9 @@ def _number_segments(xp, s, flags, seg, n_bins, row_bits, labels, rows):
 
 
 # ---------------------------------------------------------------------------------- fit
-def _prepare(est, X, xp):
-    """Validate, extremes, sigma, the grid draw (contract 2) and the range check."""
+def _prepare(est, X, xp, sample_weight=None):
+    """Validate, extremes, sigma (``sample_weight``: for sigma="scale"), the grid draw
+    (contract 2) and the range check."""
     from ..binning._draw import _warn_if_degenerate  # noqa: F401 (used by fit)
     if est.n_features is not None:
         raise ValueError("device='cuda' supports exact mode only (n_features=None); "
@@ -507,7 +510,7 @@ def _prepare(est, X, xp):
     n_grids, sigma, dtype, _ = est._check_params(X)
     cmin, cmax = _extremes(xp, X)
     if isinstance(est.sigma, str):
-        sigma = _scale_sigma(xp, X)
+        sigma = _scale_sigma(xp, X, sample_weight)
     rng = make_generator(est.random_state)
     # docs/design.md contract 2: widths first, then offsets (the CPU's draw, on the host)
     widths = rng.gamma(2.0, sigma, size=(n_grids, d))
@@ -518,16 +521,18 @@ def _prepare(est, X, xp):
     return X, widths, offsets, qlo.astype(np.int64), qhi.astype(np.int64), cmin, cmax, sigma, dtype
 
 
-def fit_layout(est, X, xp, *, combine=True):
+def fit_layout(est, X, xp, *, combine=True, sample_weight=None):
     """Fit ``est`` (a RandomBinning) on X with module xp; returns the GridLayout of Z.
 
     Sets the CPU estimator's fitted attributes (n_bins_, grid_ptr_, n_features_out_,
     kappa_per_grid_, kappa_, sigma_, widths_/offsets_, n_features_in_) and the device state
     ``_cuda_tables``. ``combine``: sort one (key << row_bits | row) word where it fits
     (False: always the stable sorts of the key words; tests force both).
+    ``sample_weight``: the rows' weights for sigma="scale" (RandomBinning.fit).
     """
     from ..binning._draw import _warn_if_degenerate
-    X, widths, offsets, lo, hi, cmin, cmax, sigma, dtype = _prepare(est, X, xp)
+    X, widths, offsets, lo, hi, cmin, cmax, sigma, dtype = _prepare(est, X, xp,
+                                                                    sample_weight)
     n, d = X.shape
     R = widths.shape[0]
     tables = CudaTables(widths, offsets, lo, hi, cmin, cmax, None, None)
@@ -637,8 +642,8 @@ def fit_layout(est, X, xp, *, combine=True):
     return GridLayout(xp, labels, grid_ptr, col_ptr, rows, value)
 
 
-def fit(est, X, xp):
-    fit_layout(est, X, xp)
+def fit(est, X, xp, sample_weight=None):
+    fit_layout(est, X, xp, sample_weight=sample_weight)
     return est
 
 
@@ -673,10 +678,10 @@ def _sparse_csr(xp, data, indices, indptr, shape):
     return Z
 
 
-def fit_transform(est, X, xp, return_columns=False):
+def fit_transform(est, X, xp, return_columns=False, sample_weight=None):
     """Z of the training rows (a cupyx CSR on a GPU), and with ``return_columns`` its
     GridLayout (the device column structure RidgeCG(device='cuda') takes as ``columns``)."""
-    layout = fit_layout(est, X, xp)
+    layout = fit_layout(est, X, xp, sample_weight=sample_weight)
     data, indices, indptr = csr_arrays(xp, layout.labels, est.grid_ptr_, est.n_features_out_,
                                        est._value(), est._dtype_)
     Z = _sparse_csr(xp, data, indices, indptr, (layout.n_rows, est.n_features_out_))

@@ -16,6 +16,7 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 
+from .._validation import check_sample_weight
 from . import _ops
 from . import binning as _binning
 from .binning import GridLayout
@@ -162,12 +163,13 @@ def rb_fit(model, X, y, sample_weight=None):
     t0 = time.perf_counter()
     X = _binning.check_X_xp(xp, X)
     model.n_features_in_ = int(X.shape[1])
-    binning = model._make_binning(int(X.shape[0]))
-    layout = _binning.fit_layout(binning, X, xp)
+    n = int(X.shape[0])
+    w_host = None if sample_weight is None else check_sample_weight(
+        _ops.to_host(sample_weight), n)           # sigma="scale" draws its pairs by them
+    binning = model._make_binning(n if w_host is None else int(np.count_nonzero(w_host)))
+    layout = _binning.fit_layout(binning, X, xp, sample_weight=w_host)
     t1 = time.perf_counter()
-    n = layout.n_rows
-    n_weight = n if sample_weight is None else float(
-        np.sum(np.broadcast_to(np.asarray(_ops.to_host(sample_weight), dtype=np.float64), (n,))))
+    n_weight = n if w_host is None else float(np.sum(w_host))
     est = model._make_solver(layout.shape, True, n_weight)
     if isinstance(est.alpha, str) and est.alpha == "auto":
         est.set_params(alpha=_auto_alpha_on_host(model, binning, X, y, sample_weight, n_weight))

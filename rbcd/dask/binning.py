@@ -47,6 +47,7 @@ from ._data import (
     as_rows,
     check_finite_block,
     check_n_jobs,
+    check_weights,
     client_or_error,
     dask,
     resolve_task_jobs,
@@ -181,15 +182,23 @@ def _transform_block(block, rb, dtype, n_jobs, per_worker, block_info=None):
 
 
 # ---------------------------------------------------------------------------- sigma="scale"
-def scale_sigma(X, factor=_scale.DEFAULT_FACTOR, n_pairs=_scale.N_PAIRS):
+def scale_sigma(X, factor=_scale.DEFAULT_FACTOR, n_pairs=_scale.N_PAIRS, sample_weight=None):
     """``sigma="scale"`` on a row-partitioned dask array: the value of
-    ``rbcd._scale.scale_sigma`` on the concatenated rows, gathering only the sampled rows."""
+    ``rbcd._scale.scale_sigma`` on the concatenated rows (its pairs drawn by
+    ``sample_weight``, a checked dask array with X's row chunks, when given), gathering
+    only the sampled rows."""
     n = int(X.shape[0])
-    if n < 2:
-        return float(factor) * 1.0
-    rng = np.random.default_rng(_scale.PAIR_SEED)
-    i = rng.integers(0, n, size=n_pairs)
-    j = (i + rng.integers(1, n, size=n_pairs)) % n
+    if sample_weight is None:
+        if n < 2:
+            return float(factor) * 1.0
+        rng = np.random.default_rng(_scale.PAIR_SEED)
+        i = rng.integers(0, n, size=n_pairs)
+        j = (i + rng.integers(1, n, size=n_pairs)) % n
+    else:
+        pairs = _weighted_pairs(X, sample_weight, n_pairs)
+        if pairs is None:
+            return float(factor) * 1.0
+        i, j = pairs
     uniq = np.unique(np.concatenate([i, j]))
     rows = np.asarray(X[uniq].compute(), dtype=np.float64)
     Xi = rows[np.searchsorted(uniq, i)]
@@ -203,6 +212,44 @@ def scale_sigma(X, factor=_scale.DEFAULT_FACTOR, n_pairs=_scale.N_PAIRS):
     if nz.shape[0] and np.isfinite(nz.mean()):
         return float(factor) * float(nz.mean())
     return float(factor) * 1.0
+
+
+def _weighted_pairs(X, sw, n_pairs):
+    """rbcd._scale._pairs_for's pairs over the weight units of the dask weights ``sw``:
+    the units of each partition summed on the workers, each drawn unit's partition found
+    on the driver and its row within the partition on the worker that holds it (no array
+    of N entries on the driver). None for fewer than two units."""
+    import dask
+    import dask.array as da
+
+    integral, total, top = dask.compute(da.all(sw == da.floor(sw)), sw.sum(), sw.max())
+    if bool(integral) and float(total) <= 2.0 ** 53:
+        q = sw.astype(np.int64)
+    else:
+        q = da.rint(sw * (_scale.WEIGHT_UNITS / float(top))).astype(np.int64)
+    part = np.array(dask.compute(*[q.blocks[p].sum() for p in range(q.numblocks[0])]),
+                    dtype=np.int64).reshape(-1)
+    part_end = np.cumsum(part)
+    m = int(part_end[-1]) if part_end.shape[0] else 0
+    if m < 2:
+        return None
+    rng = np.random.default_rng(_scale.PAIR_SEED)
+    a = rng.integers(0, m, size=n_pairs)
+    b = (a + rng.integers(1, m, size=n_pairs)) % m
+    units = np.concatenate([a, b])
+    which = np.searchsorted(part_end, units, side="right")     # each unit's partition
+    first_row = np.concatenate([[0], np.cumsum(X.chunks[0])])
+    rows = np.empty(units.shape[0], dtype=np.int64)
+    tasks, picks = [], []
+    for p in np.unique(which):
+        sel = np.flatnonzero(which == p)
+        local = units[sel] - (part_end[p - 1] if p > 0 else 0)
+        tasks.append(dask.delayed(lambda qb, u: np.searchsorted(np.cumsum(qb), u, side="right"))(
+            q.blocks[int(p)], local))
+        picks.append((sel, first_row[p]))
+    for (sel, start), found in zip(picks, dask.compute(*tasks)):
+        rows[sel] = start + found
+    return rows[:n_pairs], rows[n_pairs:]
 
 
 # ---------------------------------------------------------------------------- columns
@@ -273,11 +320,13 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.random_state = random_state
 
-    def fit(self, X, y=None):
-        self._fit(X)
+    def fit(self, X, y=None, sample_weight=None):
+        """Draw the grids and build the bin tables (``sample_weight``: as the local
+        RandomBinning's, for sigma="scale" only)."""
+        self._fit(X, sample_weight)
         return self
 
-    def fit_transform(self, X, y=None, return_columns=False):
+    def fit_transform(self, X, y=None, return_columns=False, sample_weight=None):
         """Fit and return the training Z (a persisted dask array of CSR chunks).
 
         ``return_columns=True`` (exact mode only, as the local RandomBinning) also returns
@@ -290,7 +339,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         if return_columns and self.n_features is not None:
             raise ValueError("the grid column structure needs exact mode (n_features=None); "
                              "hashed columns are shared between grids")
-        Z = self._fit(X)
+        Z = self._fit(X, sample_weight)
         if not return_columns:
             return Z
         return Z, PartitionedColumns(self.grid_ptr_, np.float64(1.0) / np.sqrt(np.float64(self.n_grids)),
@@ -302,7 +351,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                     n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                     random_state=state)
 
-    def _fit(self, X):
+    def _fit(self, X, sample_weight=None):
         if self.device != "cpu":
             raise ValueError(f"rbcd.dask bins on the workers' CPUs: device must be 'cpu', got "
                              f"{self.device!r}")
@@ -311,7 +360,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         X = as_rows(X, "X", client)
         N, d = int(X.shape[0]), int(X.shape[1])
         if isinstance(self.sigma, str) and self.sigma == "scale":
-            sigma = scale_sigma(X)
+            if sample_weight is not None:
+                sample_weight, _ = check_weights(X, sample_weight, client)
+            sigma = scale_sigma(X, sample_weight=sample_weight)
         else:
             sigma = self.sigma
         # One resolved state for every local fit: an int stays an int; a Generator (or

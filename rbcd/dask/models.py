@@ -138,17 +138,18 @@ class _RBBase(BaseEstimator):
         if alpha is None:  # the cg default: ALPHA_PER_ROW per unit of training weight
             solver, alpha, tol, loss = self._effective(n_weight)
         n_grids = self.n_grids
-        if isinstance(n_grids, str):  # "auto"
-            n_grids = _local.auto_n_grids(X.shape[1], X.shape[0],
-                                               regression=not self._classifier)
+        if isinstance(n_grids, str):  # "auto", on the rows of positive weight as locally
+            rows = (X.shape[0] if sample_weight is None
+                    else int((sample_weight > 0).sum().compute()))
+            n_grids = _local.auto_n_grids(X.shape[1], rows, regression=not self._classifier)
         binning = RandomBinning(n_grids=n_grids, sigma=self.sigma, kernel=self.kernel,
                                 n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                                 random_state=self.random_state)
         t0 = time.perf_counter()
-        if exact:
-            Z, columns = binning.fit_transform(X, return_columns=True)
+        if exact:   # the weights: for sigma="scale"
+            Z, columns = binning.fit_transform(X, return_columns=True, sample_weight=sample_weight)
         else:
-            Z, columns = binning.fit_transform(X), None
+            Z, columns = binning.fit_transform(X, sample_weight=sample_weight), None
         if isinstance(alpha, str):                      # alpha="auto"
             alpha = self._auto_alpha(client, binning, X, y, sample_weight, n_weight, solver)
         t1 = time.perf_counter()

@@ -60,15 +60,25 @@ class LinearTerm:
     Computed on X / p (p per column: the power of two of the column's largest magnitude,
     math.frexp's exponent), which is exact: X * 2^k gives the same block bit for bit (the
     binning's contract 3 scales exactly too), and squares of huge or tiny columns neither
-    overflow nor underflow."""
+    overflow nor underflow. With ``sample_weight`` (checked) the rows of weight 0 are left
+    out and the mean and standard deviation are weighted (integer weights: those of the
+    rows repeated)."""
 
-    def __init__(self, X):
+    def __init__(self, X, sample_weight=None):
         X = _dense(X)
+        w = None
+        if sample_weight is not None:
+            keep = np.asarray(sample_weight) > 0
+            X, w = X[keep], np.asarray(sample_weight, dtype=np.float64)[keep]
         big = np.max(np.abs(X), axis=0) if X.shape[0] else np.zeros(X.shape[1])
         self.pow2_ = np.ldexp(1.0, np.frexp(big)[1]).astype(np.float64)   # 1 for 0
         Xs = X / self.pow2_
-        self.mean_ = Xs.mean(axis=0)
-        std = (Xs - self.mean_).std(axis=0)
+        if w is None:
+            self.mean_ = Xs.mean(axis=0)
+            std = (Xs - self.mean_).std(axis=0)
+        else:
+            self.mean_ = np.average(Xs, axis=0, weights=w)
+            std = np.sqrt(np.average((Xs - self.mean_) ** 2, axis=0, weights=w))
         self.constant_ = np.max(X, axis=0) == np.min(X, axis=0)
         self.scale_ = np.where(self.constant_ | ~(std > 0), 1.0, std)
         self.n_features_ = X.shape[1]
