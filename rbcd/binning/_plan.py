@@ -47,7 +47,7 @@ class _Paths:
     """
 
     simd: bool = True
-    simd_rows: int = 3
+    simd_rows: int = 2
     thresholds: bool = True
     direct: bool = True
     small_work: int = SMALL_WORK
