@@ -47,6 +47,7 @@ Parameters that only one solver uses are ignored by the other: ``max_iter`` and
 ``warm_start=True`` with ``solver="cd"`` starts from the previous coefficients when
 the new binning has the same number of columns (same data and an int random_state).
 """
+import copy
 import time
 
 import numpy as np
@@ -405,7 +406,9 @@ class _RBBase(ChecksummedState, BaseEstimator):
                       verbose=self.verbose, **extra)
         previous = getattr(self, "solver_", None)
         if self.warm_start and isinstance(previous, cls):
-            return previous.set_params(**params)
+            # a copy: a fit that fails after the solver's (calibration, Ctrl-C) keeps the
+            # previous model whole (fit_context puts back the old solver_ object)
+            return copy.deepcopy(previous).set_params(**params)
         return cls(**params)
 
     # ------------------------------------------------------------------ fit
@@ -845,7 +848,11 @@ class RBClassifier(ClassifierMixin, _RBBase):
             held = np.zeros(y.shape[0], dtype=bool)
             held[np.random.default_rng(0).permutation(y.shape[0])[: max(1, y.shape[0] // 5)]] = True
             fit_rows, rows = np.flatnonzero(~held), np.flatnonzero(held)
-            if np.unique(y[fit_rows]).shape[0] == est.classes_.shape[0]:
+            def every_class(r):   # each class has rows of positive weight among r
+                live = r if weight is None else r[weight[r] > 0]
+                return np.unique(y[live]).shape[0] == est.classes_.shape[0]
+
+            if every_class(fit_rows) and every_class(rows):
                 aux = self._make_solver(Z.shape, False, n_weight)
                 if getattr(aux, "alpha", None) == "auto":   # the penalty the model chose
                     aux.set_params(alpha=est.alpha_)
@@ -859,7 +866,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
                     aux._fit_labels(Z[fit_rows][:, :D], y[fit_rows], w_fit, None,
                                     extra=ExtraBlock(M[fit_rows], (self.linear_,)))
                 est = aux
-            else:  # too few rows to hold out every class: calibrate on the training rows
+            else:  # too few rows (or weight) to hold out every class: the training rows
                 rows = np.arange(y.shape[0])
         Zr = Z if rows.shape[0] == y.shape[0] else Z[rows]
         fitted = (getattr(est, "coef_", None) if hasattr(est, "_fit_labels")

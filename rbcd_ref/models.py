@@ -140,7 +140,7 @@ class _RBBase(BaseEstimator):
                       verbose=self.verbose, **extra)
         previous = getattr(self, "solver_", None)
         if self.warm_start and isinstance(previous, cls):
-            return previous.set_params(**params)
+            return copy.deepcopy(previous).set_params(**params)   # the previous fit kept whole
         return cls(**params)
 
     def _linear_weights(self, n_samples, n_features):

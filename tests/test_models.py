@@ -753,3 +753,48 @@ def test_sample_weight_enters_the_statistics_of_the_rows(classifier):
         np.testing.assert_allclose(out(ours), out(c), rtol=1e-9, atol=1e-9)
     unweighted = RandomBinning(random_state=0).fit(far).sigma_      # the far rows counted
     assert unweighted > 1.1 * a.binning_.sigma_
+
+
+def test_failed_warm_started_refit_keeps_the_previous_model(monkeypatch):
+    # warm_start refits a copy of the previous solver: a failure after the solver's fit
+    # (the calibration here; Ctrl-C alike) leaves the model as it was, solver_ included
+    rng = np.random.default_rng(0)
+    XA = rng.normal(size=(200, 4))
+    yA = (XA[:, 0] > 0).astype(int)
+    XB = rng.normal(size=(200, 4)) * 3
+    yB = (XB[:, 1] > 0).astype(int)
+    clf = RBClassifier(n_grids=16, solver="cd", loss="squared_hinge", warm_start=True,
+                       random_state=0).fit(XA, yA)
+    pred, coef, solver = clf.predict(XA), clf.coef_.copy(), clf.solver_
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("calibration failed")
+
+    monkeypatch.setattr(clf, "_fit_calibration", broken)
+    with pytest.raises(RuntimeError, match="calibration failed"):
+        clf.fit(XB, yB)
+    assert clf.solver_ is solver
+    np.testing.assert_array_equal(clf.coef_, coef)
+    np.testing.assert_array_equal(clf.predict(XA), pred)
+    monkeypatch.undo()
+    clf.fit(XB, yB)                          # and a refit that succeeds still warm-starts
+    assert clf.solver_ is not solver and clf.coef_.shape[1] == clf.binning_.n_features_out_
+
+
+def test_holdout_calibration_falls_back_where_a_class_has_no_weight_to_hold():
+    # both classes have positive weight, but class 1's is all on the rows the calibration
+    # holds out: the second model cannot be fitted, so the training rows calibrate (as for
+    # a class with too few rows), instead of an error about the user's weights
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4)) * 3
+    y = (X[:, 1] > 0).astype(int)
+    held = np.zeros(200, bool)
+    held[np.random.default_rng(0).permutation(200)[:40]] = True
+    w = np.where((y == 1) & ~held, 0.0, 1.0)
+    assert w[y == 1].sum() > 0
+    for kw in ({"solver": "cd", "loss": "squared_hinge"}, {"solver": "cg"}):
+        clf = RBClassifier(n_grids=16, calibration="holdout", random_state=0,
+                           **kw).fit(X, y, sample_weight=w)
+        proba = clf.predict_proba(X)
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+        assert np.all((proba > 0) & (proba < 1))
