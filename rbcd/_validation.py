@@ -336,7 +336,15 @@ def check_sample_weight(sample_weight, n_samples):
         raise ValueError(f"sample_weight must be non-negative, got {float(s[i])!r} at index {i}")
     if not s.sum() > 0:
         raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
+    if not np.isfinite(s.sum()):
+        raise ValueError(WEIGHT_SUM_OVERFLOW)
     return s
+
+
+#: the message for weights whose sum overflows float64 (every weight finite)
+WEIGHT_SUM_OVERFLOW = ("sample_weight sums past the float64 range (each weight is finite, "
+                       "their sum is inf): divide the weights by a constant, e.g. their "
+                       "largest")
 
 
 def check_class_weight(class_weight):

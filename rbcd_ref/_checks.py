@@ -118,6 +118,10 @@ def check_sample_weight(sample_weight, n_samples):
         raise ValueError("sample_weight must be non-negative")
     if not s.sum() > 0:
         raise ValueError("sample_weight: all weights are zero; they must have a positive sum")
+    if not np.isfinite(s.sum()):
+        raise ValueError("sample_weight sums past the float64 range (each weight is finite, "
+                         "their sum is inf): divide the weights by a constant, e.g. their "
+                         "largest")
     return s
 
 

@@ -373,3 +373,32 @@ def test_bools_are_not_numbers_of_parameters(make, param):
         X = sp.csr_matrix(X)
     with pytest.raises(ValueError, match=rf"'{param}' parameter of {type(est).__name__}"):
         est.fit(X) if isinstance(est, (rbcd.RandomBinning, rbcd.RandomFourier)) else est.fit(X, y)
+
+
+def test_weights_whose_sum_overflows_or_that_vanish_against_alpha_are_named():
+    # every weight finite, their sum inf: the fits collapsed (alpha_ inf, a constant
+    # prediction) with only numpy's overflow warnings; now a ValueError names the weights,
+    # in rbcd, the twin and the models alike
+    import rbcd
+    import rbcd_ref
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = X[:, 0] - X[:, 1]
+    Z = rbcd.RandomBinning(n_grids=8, random_state=0).fit_transform(X)
+    huge = np.full(40, 1e308)
+    for fit in (lambda: rbcd.RBRegressor(n_grids=8).fit(X, y, sample_weight=huge),
+                lambda: rbcd.RBClassifier(n_grids=8).fit(X, y > 0, sample_weight=huge),
+                lambda: rbcd.RidgeCG().fit(Z, y, sample_weight=huge),
+                lambda: rbcd.CDRegressor().fit(Z, y, sample_weight=huge),
+                lambda: rbcd_ref.RidgeCG().fit(Z, y, sample_weight=huge),
+                lambda: rbcd_ref.CDRegressor().fit(Z, y, sample_weight=huge)):
+        with pytest.raises(ValueError, match="sample_weight sums past the float64 range"):
+            fit()
+    # 1e300 each is fine (the solvers work in the weights' power-of-two units)
+    a = rbcd.RidgeCG(alpha=1.0).fit(Z, y, sample_weight=np.full(40, 1e300))
+    b = rbcd.RidgeCG(alpha=1e-300).fit(Z, y)
+    np.testing.assert_allclose(a.predict(Z), b.predict(Z), rtol=1e-6, atol=1e-9)
+    # weights so small that alpha leaves float64 in their units: named, not "alpha inf"
+    with pytest.raises(ValueError, match="sample_weight is too small against alpha"):
+        rbcd.RidgeCG(alpha=1e9).fit(Z, y, sample_weight=np.full(40, 1e-300))

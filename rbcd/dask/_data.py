@@ -128,6 +128,9 @@ def check_weights(X, sample_weight, client):
         raise ValueError("sample_weight must be non-negative (got a negative weight)")
     if not float(total) > 0:
         raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
+    if not np.isfinite(float(total)):
+        from .._validation import WEIGHT_SUM_OVERFLOW
+        raise ValueError(WEIGHT_SUM_OVERFLOW)
     return sw, float(total)
 
 

@@ -75,8 +75,8 @@ from ._columns import columns_from
 from .cd import SAFE_EXP, pow2_scale
 from .._memory import check_solver_memory
 from .._threads import effective_n_threads, limit_blas
-from .._validation import (N_JOBS, TOL, VERBOSE, IntInterval, RealInterval, StrOptions,
-                           check_class_weight, check_predict_csr, check_regression_target,
+from .._validation import (N_JOBS, TOL, VERBOSE, WEIGHT_SUM_OVERFLOW, IntInterval,
+                           RealInterval, StrOptions, check_class_weight, check_predict_csr, check_regression_target,
                            fit_context)
 from .._warnings import warn as warn_user
 from .._integrity import ChecksummedState
@@ -148,7 +148,7 @@ def _check_alpha(alpha, n_targets):
 
 
 def _check_sample_weight(sample_weight, n_samples):
-    """Float64 weights, finite, >= 0, of length n_samples, not all zero."""
+    """Float64 weights, finite, >= 0, of length n_samples, not all zero, a finite sum."""
     if sample_weight is None:
         return None
     if isinstance(sample_weight, numbers.Real) and not isinstance(sample_weight, (bool, np.bool_)):
@@ -170,6 +170,8 @@ def _check_sample_weight(sample_weight, n_samples):
         raise ValueError("sample_weight must be non-negative")
     if not s.sum() > 0:
         raise ValueError("sample_weight must contain at least one non-zero weight (all are zero)")
+    if not np.isfinite(s.sum()):
+        raise ValueError(WEIGHT_SUM_OVERFLOW)
     return s
 
 
@@ -487,6 +489,12 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
         return out if return_info else out[:3]
     cy = pow2_scale(Y)
     cs = 1.0 if sample_weight is None else pow2_scale(sample_weight)
+    if not np.all(np.isfinite(alpha / cs)):
+        raise ValueError(f"sample_weight is too small against alpha: its largest weight "
+                         f"{float(np.max(sample_weight))!r} puts alpha="
+                         f"{float(np.max(alpha)):g} past the float64 range in the weights' "
+                         f"units; scale sample_weight up (and alpha with it, for the same "
+                         f"model)")
     if cy != 1.0 or cs != 1.0:
         coef, intercept, n_iter, info = solve_ridge(
             Z, Y / cy, None if sample_weight is None else sample_weight / cs, alpha / cs,
