@@ -199,10 +199,36 @@ def plain_csr(X):
             and X.indices.dtype in _INDEX_TYPES and X.indptr.dtype in _INDEX_TYPES)
 
 
+def check_sparse_structure(X, name="X"):
+    """For a scipy CSR or CSC matrix (or array): its index arrays describe a matrix of
+    its shape, else a ValueError naming what is wrong. scipy's conversions and rbcd's
+    kernels read them unchecked, so an index out of range (a matrix whose arrays were
+    edited in place) would read or write outside the arrays. O(nnz), no copy; other
+    inputs pass untouched."""
+    if not sp.issparse(X) or X.format not in ("csr", "csc"):
+        return X
+    n_major, n_minor = X.shape if X.format == "csr" else X.shape[::-1]
+    indptr, indices = np.asarray(X.indptr), np.asarray(X.indices)
+    what = "row" if X.format == "csr" else "column"
+    if (indptr.ndim != 1 or indptr.shape[0] != n_major + 1 or indptr[0] != 0
+            or indptr[-1] > indices.shape[0] or np.any(indptr[1:] < indptr[:-1])):
+        raise ValueError(f"{name} is a malformed sparse matrix: its indptr does not give "
+                         f"{n_major} {what}s of non-decreasing offsets into its "
+                         f"{indices.shape[0]} stored indices")
+    stored = indices[:int(indptr[-1])]
+    if stored.shape[0] and (stored.min() < 0 or stored.max() >= n_minor):
+        bad = int(stored.min()) if stored.min() < 0 else int(stored.max())
+        raise ValueError(f"{name} is a malformed sparse matrix: a stored index {bad} lies "
+                         f"outside 0..{n_minor - 1} (its shape is {X.shape})")
+    return X
+
+
 def check_predict_csr(estimator, X, **kwargs):
     """validate_data(estimator, X, reset=False, **kwargs) (kwargs accepting CSR of
     float64 and checking finiteness), with the short way of :func:`plain_checked` for a
-    float64 CSR matrix of finite values: the features a model built for its solver."""
+    float64 CSR matrix of finite values: the features a model built for its solver.
+    A malformed CSR or CSC matrix is refused first (:func:`check_sparse_structure`)."""
+    check_sparse_structure(X)
     if plain_csr(X) and np.isfinite(X.data).all():
         return plain_checked(estimator, X, reset=False)
     return validate_data(estimator, X, reset=False, **kwargs)
@@ -251,6 +277,7 @@ def check_X(estimator, X, reset):
     """
     if not sp.issparse(X):
         return check_dense_X(estimator, X, reset)
+    check_sparse_structure(X)
     X = validate_data(
         estimator,
         X,

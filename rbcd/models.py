@@ -73,6 +73,7 @@ from ._validation import (
     check_class_labels,
     check_regression_target,
     check_sample_weight,
+    check_sparse_structure,
     fit_context,
     plain_checked,
     plain_float_array,
@@ -433,8 +434,9 @@ class _RBBase(ChecksummedState, BaseEstimator):
             return self
         solver = self._solver_name()
         self._effective()  # parameter errors before any work
-        X = validate_data(self, X, reset=True, accept_sparse=["csr", "csc"],
-                          dtype=np.float64, ensure_all_finite=False)
+        X = validate_data(self, check_sparse_structure(X), reset=True,
+                          accept_sparse=["csr", "csc"], dtype=np.float64,
+                          ensure_all_finite=False)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         # y and the weights checked here, before the binning, in this estimator's name
@@ -528,8 +530,9 @@ class _RBBase(ChecksummedState, BaseEstimator):
         if plain_float_array(X):  # the binning checks finiteness
             X = plain_checked(self, X, reset=False)
         else:
-            X = validate_data(self, X, reset=False, accept_sparse=["csr", "csc"],
-                              dtype=np.float64, ensure_all_finite=False)
+            X = validate_data(self, check_sparse_structure(X), reset=False,
+                              accept_sparse=["csr", "csc"], dtype=np.float64,
+                              ensure_all_finite=False)
         rows = max(256, PREDICT_ENTRIES // max(1, self.binning_.n_bins_.shape[0]))
         if X.shape[0] <= rows:
             return score(self._valid_features(X))

@@ -190,3 +190,20 @@ def apply_class_weight(s, class_weight, y, classes):
         raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}")
     # scikit-learn's rule: a dict may name absent labels when it names every present one
     return s * compute_sample_weight(class_weight, y)
+
+
+def check_sparse_indices(X, name="X"):
+    """A scipy CSR / CSC matrix whose index arrays fit its shape (scipy reads them
+    unchecked); anything else passes as it is."""
+    if not sp.issparse(X) or X.format not in ("csr", "csc"):
+        return X
+    n_major, n_minor = X.shape if X.format == "csr" else X.shape[::-1]
+    indptr = np.asarray(X.indptr)
+    if (len(indptr) != n_major + 1 or indptr[0] != 0 or indptr[-1] > len(X.indices)
+            or any(indptr[k + 1] < indptr[k] for k in range(n_major))):
+        raise ValueError(f"{name} is a malformed sparse matrix: its indptr does not fit its shape")
+    for index in np.asarray(X.indices)[:indptr[-1]]:
+        if not 0 <= index < n_minor:
+            raise ValueError(f"{name} is a malformed sparse matrix: a stored index {int(index)} "
+                             f"lies outside 0..{n_minor - 1} (its shape is {X.shape})")
+    return X

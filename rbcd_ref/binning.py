@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._checks import check_finite_matrix, check_int
+from ._checks import check_finite_matrix, check_int, check_sparse_indices
 from ._random import hash_bin_vector, make_generator
 from ._scale import scale_sigma
 
@@ -256,7 +256,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         return n_grids, sigma, dtype
 
     def _validate_X(self, X, reset):
-        X = validate_data(self, X, reset=reset, accept_sparse=["csr", "csc", "coo"],
+        X = validate_data(self, check_sparse_indices(X), reset=reset, accept_sparse=["csr", "csc", "coo"],
                           dtype=np.float64, ensure_all_finite=False)
         if sp.issparse(X):
             X = X.toarray()

@@ -402,3 +402,44 @@ def test_weights_whose_sum_overflows_or_that_vanish_against_alpha_are_named():
     # weights so small that alpha leaves float64 in their units: named, not "alpha inf"
     with pytest.raises(ValueError, match="sample_weight is too small against alpha"):
         rbcd.RidgeCG(alpha=1e9).fit(Z, y, sample_weight=np.full(40, 1e-300))
+
+
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
+@pytest.mark.parametrize("damage", ["big", "negative", "indptr"])
+def test_malformed_sparse_matrices_are_refused_before_any_read(module, damage):
+    # a CSR matrix whose index arrays were edited in place: scipy's conversions and the
+    # kernels read them unchecked (an index of 10**8 crashed the process); every entry
+    # point that takes sparse input now names the damage first
+    import importlib
+
+    mod = importlib.import_module(module)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = X[:, 0]
+    rb = mod.RandomBinning(n_grids=8, sigma=1.0, random_state=0)
+    Z = sp.csr_matrix(rb.fit_transform(X))
+
+    def damaged(M):
+        M = sp.csr_matrix(M, copy=True)
+        if damage == "indptr":
+            M.indptr[3] = M.indptr[5] + 1          # offsets that go back
+        else:
+            M.indices[5] = 10**8 if damage == "big" else -5
+        return M
+
+    fits = [lambda: mod.CDRegressor(random_state=0).fit(damaged(Z), y),
+            lambda: mod.CDRegressor(random_state=0).fit(Z, y).predict(damaged(Z)),
+            lambda: mod.RidgeCG().fit(damaged(Z), y),
+            lambda: mod.RidgeCG().fit(Z, y).predict(damaged(Z)),
+            lambda: mod.RidgeCGClassifier().fit(damaged(Z), y > 0),
+            lambda: mod.RandomBinning(n_grids=8, sigma=1.0).fit(damaged(sp.csr_matrix(X))),
+            lambda: rb.transform(damaged(sp.csr_matrix(X))),
+            lambda: mod.RandomFourier(n_components=8, random_state=0).fit(
+                damaged(sp.csr_matrix(X)))]
+    if module == "rbcd":
+        fits += [lambda: mod.alpha_max(damaged(Z), y),
+                 lambda: mod.RBRegressor(n_grids=8).fit(damaged(sp.csr_matrix(X)), y),
+                 lambda: mod.RBRegressor(n_grids=8).fit(X, y).predict(damaged(sp.csr_matrix(X)))]
+    for fit in fits:
+        with pytest.raises(ValueError, match="malformed sparse matrix"):
+            fit()

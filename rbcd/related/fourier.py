@@ -39,7 +39,8 @@ from ._fourier import cos_features
 from .._random import make_generator
 from .._scale import scale_sigma, scale_sigma_l2
 from .._threads import effective_n_threads
-from .._validation import N_JOBS, POSITIVE_INT, RANDOM_STATE, SIGMA, fit_context
+from .._validation import (N_JOBS, POSITIVE_INT, RANDOM_STATE, SIGMA, check_sparse_structure,
+                           fit_context)
 
 KERNELS = ("gaussian", "laplacian")
 #: sigma="scale" with the Gaussian kernel: this factor times the median L2 distance.
@@ -147,6 +148,7 @@ class RandomFourier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         """Draw W and b for the number of columns of X (X sets sigma_ when sigma="scale")."""
         D, kernel = self.n_components, self.kernel
         effective_n_threads(self.n_jobs)
+        check_sparse_structure(X)   # before scipy reads its index arrays
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32))
         sigma = resolve_sigma(self.sigma, X, kernel)
         rng = make_generator(self.random_state)
@@ -158,6 +160,7 @@ class RandomFourier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     def transform(self, X):
         """z(X) = sqrt(2 / D) cos(X W + b), dense (n_samples, n_components)."""
         check_is_fitted(self)
+        check_sparse_structure(X)   # before scipy reads its index arrays
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32), reset=False)
         n_threads = effective_n_threads(self.n_jobs)
         D = self.random_weights_.shape[1]

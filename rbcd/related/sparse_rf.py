@@ -92,7 +92,7 @@ from sklearn.utils._param_validation import StrOptions
 from .._random import make_generator
 from .._threads import effective_n_threads
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, RANDOM_STATE, SIGMA, TOL, VERBOSE,
-                           check_regression_target, fit_context)
+                           check_regression_target, check_sparse_structure, fit_context)
 from ..binning.random_binning import RandomBinning
 from .fourier import KERNELS, draw_fourier, fourier_map, resolve_sigma
 from .._random import solver_seed
@@ -353,6 +353,7 @@ class SparseRandomFeatures(BaseEstimator):
         if not classify and values.dtype.kind in "USO":
             check_regression_target(y)   # strings or None in y: the models' message
         self.loss_ = loss
+        check_sparse_structure(X)   # before scipy reads its index arrays
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc") if feature == "fourier" else False,
                              dtype=np.float64, y_numeric=not classify)
         sigma = resolve_sigma(self.sigma, X, kernel)
@@ -485,6 +486,7 @@ class SparseRandomFeatures(BaseEstimator):
     # ------------------------------------------------------------------ predict
     def _decision(self, X):
         check_is_fitted(self, "coef_")
+        check_sparse_structure(X)   # before scipy reads its index arrays
         X = validate_data(self, X, accept_sparse=("csr", "csc") if self.feature_ == "fourier" else False,
                           dtype=np.float64, reset=False)
         Z = self._features(X, effective_n_threads(self.n_jobs))
@@ -514,6 +516,7 @@ class SparseRandomFeatures(BaseEstimator):
     def random_features(self, X):
         """The kept random features of X (dense for Fourier, CSR for binning)."""
         check_is_fitted(self, "coef_")
+        check_sparse_structure(X)   # before scipy reads its index arrays
         X = validate_data(self, X, accept_sparse=("csr", "csc") if self.feature_ == "fourier" else False,
                           dtype=np.float64, reset=False)
         return self._features(X, effective_n_threads(self.n_jobs))

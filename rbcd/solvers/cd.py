@@ -83,7 +83,7 @@ from .._threads import effective_n_threads, serial_dot
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, TOL, VERBOSE,
                            IntInterval, Interval, RealInterval, StrOptions, check_class_weight,
                            check_predict_csr, check_regression_target, check_sample_weight,
-                           fit_context)
+                           check_sparse_structure, fit_context)
 from .._warnings import warn as warn_user
 from .._integrity import ChecksummedState
 
@@ -647,7 +647,7 @@ class _CDBase(ChecksummedState, BaseEstimator):
         kwargs = dict(accept_sparse=True, dtype=[np.float64, np.float32])
         if not reset:
             return check_predict_csr(self, Z, **kwargs)
-        return validate_data(self, Z, reset=reset, **kwargs)
+        return validate_data(self, check_sparse_structure(Z, "Z"), reset=reset, **kwargs)
 
     def _solve_all(self, Z, targets, s, params, columns, strata=None):
         """Solve every problem k (column k of ``targets``); sets the shared attributes.
@@ -1043,6 +1043,7 @@ def _check_matrix(Z):
     if sp.issparse(Z):
         if Z.ndim != 2:
             raise ValueError(f"Z must be 2-D, got {Z.ndim}-D")
+        check_sparse_structure(Z, "Z")
         data = Z.tocsc().data
         if not np.all(np.isfinite(data)):
             raise ValueError("Z contains NaN or inf")

@@ -76,8 +76,8 @@ from .cd import SAFE_EXP, pow2_scale
 from .._memory import check_solver_memory
 from .._threads import effective_n_threads, limit_blas
 from .._validation import (N_JOBS, TOL, VERBOSE, WEIGHT_SUM_OVERFLOW, IntInterval,
-                           RealInterval, StrOptions, check_class_weight, check_predict_csr, check_regression_target,
-                           fit_context)
+                           RealInterval, StrOptions, check_class_weight, check_predict_csr,
+                           check_regression_target, check_sparse_structure, fit_context)
 from .._warnings import warn as warn_user
 from .._integrity import ChecksummedState
 
@@ -1004,7 +1004,7 @@ class _RidgeCGBase(ChecksummedState, BaseEstimator):
         kwargs = dict(accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32])
         if not reset:
             return check_predict_csr(self, X, **kwargs)
-        return validate_data(self, X, reset=reset, **kwargs)
+        return validate_data(self, check_sparse_structure(X), reset=reset, **kwargs)
 
     def _solve(self, Z, Y, sample_weight, columns=None, extra=None):
         """Solve and set n_iter_, converged_ and residual_; returns (coef, intercept).
@@ -1221,8 +1221,8 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
             from ..cuda.estimators import ridge_fit
             return ridge_fit(self, X, y, sample_weight, columns)
         X, y = validate_data(
-            self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32],
-            multi_output=True, y_numeric=True,
+            self, check_sparse_structure(X), y, accept_sparse=["csr", "csc", "coo"],
+            dtype=[np.float64, np.float32], multi_output=True, y_numeric=True,
         )
         y = check_regression_target(y)  # object y with None / inf: named, not recursed on
         return self._fit_labels(X, y, sample_weight, columns)
@@ -1338,8 +1338,8 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
             from ..cuda.estimators import ridge_fit
             return ridge_fit(self, X, y, sample_weight, columns, classifier=True)
         X, y = validate_data(
-            self, X, y, accept_sparse=["csr", "csc", "coo"], dtype=[np.float64, np.float32],
-            multi_output=False,
+            self, check_sparse_structure(X), y, accept_sparse=["csr", "csc", "coo"],
+            dtype=[np.float64, np.float32], multi_output=False,
         )
         check_classification_targets(y)
         self._fit_labels(X, y, sample_weight, columns)

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._checks import check_choice, check_int
+from .._checks import check_choice, check_int, check_sparse_indices
 from .._random import make_generator
 from .._scale import DEFAULT_FACTOR, median_l1_distance, median_l2_distance
 
@@ -95,6 +95,7 @@ class RandomFourier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         D = check_int(self.n_components, "n_components", low=1)
         kernel = check_choice(self.kernel, "kernel", ("gaussian", "laplacian"))
         check_n_jobs(self.n_jobs)
+        check_sparse_indices(X)
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32))
         sigma = resolve_sigma(self.sigma, X, kernel)
         rng = make_generator(self.random_state)
@@ -105,6 +106,7 @@ class RandomFourier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
     def transform(self, X):
         check_is_fitted(self)
+        check_sparse_indices(X)
         X = validate_data(self, X, accept_sparse=("csr", "csc"), dtype=(np.float64, np.float32), reset=False)
         D = self.random_weights_.shape[1]
         return fourier_map(X, self.random_weights_, self.random_offset_, np.sqrt(2.0 / D))

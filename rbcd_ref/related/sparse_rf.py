@@ -60,6 +60,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._checks import check_sparse_indices
 from .._random import make_generator
 from ..binning import RandomBinning
 from .fourier import check_n_jobs, draw_fourier, fourier_map, resolve_sigma
@@ -212,6 +213,7 @@ class SparseRandomFeatures(BaseEstimator):
         check_n_jobs(self.n_jobs)
         classify = loss in ("logistic", "squared_hinge")
         self.loss_ = loss
+        check_sparse_indices(X)
         X, y = validate_data(self, X, y, accept_sparse=("csr", "csc") if feature == "fourier" else False,
                              dtype=np.float64, y_numeric=not classify)
         sigma = resolve_sigma(self.sigma, X, kernel)
@@ -328,6 +330,7 @@ class SparseRandomFeatures(BaseEstimator):
     # ------------------------------------------------------------------ predict
     def _decision(self, X):
         check_is_fitted(self, "coef_")
+        check_sparse_indices(X)
         X = validate_data(self, X, accept_sparse=("csr", "csc") if self.feature_ == "fourier" else False,
                           dtype=np.float64, reset=False)
         Z = self._features(X)
@@ -357,6 +360,7 @@ class SparseRandomFeatures(BaseEstimator):
     def random_features(self, X):
         """The kept random features of X (dense for Fourier, CSR for binning)."""
         check_is_fitted(self, "coef_")
+        check_sparse_indices(X)
         X = validate_data(self, X, accept_sparse=("csr", "csc") if self.feature_ == "fourier" else False,
                           dtype=np.float64, reset=False)
         return self._features(X)

@@ -37,7 +37,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._checks import (apply_class_weight, check_choice, check_class_labels,
                       check_feature_matrix, check_int, check_real, check_sample_weight,
-                      check_target, check_y_given)
+                      check_sparse_indices, check_target, check_y_given)
 from .._random import problem_stream, solver_seed
 from ..binning import check_grid_structure
 
@@ -573,7 +573,7 @@ class _CDBase(BaseEstimator):
         )
 
     def _validate_Z(self, Z, reset):
-        Z = validate_data(self, Z, reset=reset, accept_sparse=True, dtype=np.float64,
+        Z = validate_data(self, check_sparse_indices(Z, "Z"), reset=reset, accept_sparse=True, dtype=np.float64,
                           ensure_all_finite=True)
         return check_feature_matrix(Z)
 

@@ -25,7 +25,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._checks import (apply_class_weight, check_choice, check_class_labels, check_int,
-                      check_real, check_sample_weight, check_target, check_y_given)
+                      check_real, check_sample_weight, check_sparse_indices, check_target,
+                      check_y_given)
 
 MAX_ITER_CAP = 10_000
 
@@ -309,7 +310,7 @@ class _RidgeCGBase(BaseEstimator):
         return alpha, tol, max_iter, preconditioner
 
     def _validate_Z(self, Z, reset):
-        Z = validate_data(self, Z, reset=reset, accept_sparse=True, dtype=np.float64)
+        Z = validate_data(self, check_sparse_indices(Z, "Z"), reset=reset, accept_sparse=True, dtype=np.float64)
         return sp.csr_matrix(Z)
 
     def _solve(self, Z, Y, s, extra=None, alpha=None):
