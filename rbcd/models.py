@@ -825,13 +825,25 @@ class RBClassifier(ClassifierMixin, _RBBase):
         solver, _, _, loss = self._effective()
         return solver == "cd" and loss == "logistic"
 
-    def _has_proba(self):
+    def _proba_source(self):
+        """Where predict_proba's probabilities come from: "native" (the logistic CD
+        solver's), "calibrated" (the softmax of the decisions) or None. A fitted model
+        answers from its fit (a later set_params changes the next fit only); an unfitted
+        one from its parameters."""
+        solver = self.__dict__.get("solver_")
+        if solver is not None:
+            if isinstance(solver, CDClassifier) and solver.loss == "logistic":
+                return "native"
+            return "calibrated" if self.__dict__.get("calibration_") is not None else None
         try:
             if self._native_proba():
-                return True
+                return "native"
         except ValueError:
-            return False
-        return self.calibration is not None
+            return None
+        return "calibrated" if self.calibration is not None else None
+
+    def _has_proba(self):
+        return self._proba_source() is not None
 
     def _fit_calibration(self, est, Z, y, sample_weight, n_weight, M=None, pair_scores=None):
         """Fit the softmax scale of ``rbcd._calibration`` (only where the solver has no
@@ -896,7 +908,8 @@ class RBClassifier(ClassifierMixin, _RBBase):
         ``solver="cd"`` with the logistic loss: the logistic model's own. Otherwise the
         calibrated softmax of the decision values (see ``calibration``).
         """
-        if self._native_proba():
+        check_is_fitted(self, "solver_")
+        if self._proba_source() == "native":
             return self._by_blocks(X, lambda Z: self.solver_.predict_proba(Z))
         return self._by_blocks(X, lambda Z: softmax_probabilities(
             self.solver_.decision_function(Z), self.calibration_))

@@ -343,7 +343,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
     def _rows_hashed(self, all_bins, n_samples):
         """Per row, the (column, multiplicity) pairs from the documented hash, sorted."""
-        m = int(self.n_features)
+        m = int(self.n_features_out_)      # the fit's n_features
         rows = []
         for i in range(n_samples):
             counts = {}
@@ -359,7 +359,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         X = self._validate_X(X, reset=False)
         n_grids = self.widths_.shape[0]
         all_bins = check_bins_in_range(X, self.widths_, self.offsets_)
-        if self.n_features is None:
+        if self.grid_ptr_ is not None:     # the mode of the fit, not of a later set_params
             rows = self._rows_exact(all_bins, X.shape[0])
         else:
             rows = self._rows_hashed(all_bins, X.shape[0])

@@ -362,6 +362,9 @@ class RBClassifier(ClassifierMixin, _RBBase):
         return self.solver_.predict(Z)
 
     def _has_proba(self):
+        # fitted: from the fit (a later set_params changes the next fit only)
+        if "solver_" in self.__dict__:
+            return isinstance(self.solver_, CDClassifier) and self.solver_.loss == "logistic"
         try:
             solver, _, _, loss = self._resolved()
         except ValueError:

@@ -443,3 +443,42 @@ def test_malformed_sparse_matrices_are_refused_before_any_read(module, damage):
     for fit in fits:
         with pytest.raises(ValueError, match="malformed sparse matrix"):
             fit()
+
+
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
+def test_set_params_after_fit_changes_the_next_fit_not_the_fitted_model(module):
+    # predictions, probabilities and transforms come from the fitted state: a later
+    # set_params changed SparseRandomFeatures' labels into numbers, made predict_proba
+    # crash or vanish, and switched rbcd_ref's RandomBinning to hashed columns
+    import importlib
+
+    mod = importlib.import_module(module)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(150, 3))
+    labels = np.where(X[:, 0] + X[:, 1] > 0, "yes", "no")
+    srf = mod.SparseRandomFeatures(n_iter=3, random_state=0).fit(X, labels)
+    before = srf.predict(X)
+    srf.set_params(loss="squared")
+    np.testing.assert_array_equal(srf.predict(X), before)
+    assert srf.score(X, labels) > 0.8
+
+    rb = mod.RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit(X)
+    Z = rb.transform(X)
+    rb.set_params(n_features=64)
+    assert (rb.transform(X) != Z).nnz == 0
+
+    y = (X[:, 0] > 0).astype(int)
+    for fit_kw, later in [({"solver": "cd", "loss": "logistic"}, {"loss": "squared_hinge"}),
+                          ({"solver": "cd", "loss": "logistic"}, {"solver": "cg"}),
+                          ({"solver": "cg"}, {"solver": "cd", "loss": "logistic"})]:
+        if module == "rbcd_ref" and fit_kw["solver"] != "cd":
+            continue                    # the twin has the logistic model's probabilities only
+        clf = mod.RBClassifier(n_grids=8, random_state=0, **fit_kw).fit(X, y)
+        proba = clf.predict_proba(X)
+        clf.set_params(**later)
+        assert hasattr(clf, "predict_proba")
+        np.testing.assert_array_equal(clf.predict_proba(X), proba)
+    if module == "rbcd":
+        clf = mod.RBClassifier(n_grids=8, calibration=None, random_state=0).fit(X, y)
+        clf.set_params(calibration="train")    # nothing calibrated in that fit
+        assert not hasattr(clf, "predict_proba")

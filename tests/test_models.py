@@ -314,8 +314,12 @@ def test_cd_warm_start_reuses_coefficients(board):
                          alpha=3e-3, max_epochs=200, tol=1e-4, warm_start=True, random_state=0)
     model.fit(Xt, yt)
     first_solver, first_epochs = model.solver_, model.n_iter_
+    first_coef = first_solver.coef_.copy()
     model.fit(Xt, yt)  # same data and seed: same columns, starts at the optimum
-    assert model.solver_ is first_solver
+    # a copy of the previous solver, warm-started (the previous one is left as it was,
+    # for a fit that fails after it: test_failed_warm_started_refit_keeps_the_previous_model)
+    assert model.solver_ is not first_solver
+    np.testing.assert_array_equal(first_solver.coef_, first_coef)
     assert model.n_iter_ < first_epochs
     cold = RBClassifier(n_grids=8, sigma=0.1, solver="cd", parallel=None, n_jobs=1,
                         alpha=3e-3, max_epochs=200, tol=1e-4, random_state=0).fit(Xt, yt)

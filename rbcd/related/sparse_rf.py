@@ -314,8 +314,9 @@ class SparseRandomFeatures(BaseEstimator):
 
     # ------------------------------------------------------------------ helpers
     def _is_classifier(self):
-        # the loss given, else (loss=None) the one fit chose, stored as loss_
-        loss = self.loss if self.loss is not None else getattr(self, "loss_", "squared")
+        # fitted: the loss of the fit (loss_; a later set_params changes the next fit, not
+        # the fitted model's predictions); unfitted: the loss given (None: squared)
+        loss = self.__dict__.get("loss_", self.loss if self.loss is not None else "squared")
         return loss in ("logistic", "squared_hinge")
 
     def _resolved_kernel(self, feature):
