@@ -25,7 +25,13 @@ seed (as ``cv=KFold(5, shuffle=True, random_state=seed)``, stratified for classi
 binning once per sigma and fold and solving all alphas in one block CG, or from one Gram
 matrix per sigma (below; the folds' alphas). Above 20,000 rows, the sample again (bounded
 cost). The score is the leave-one-out or held-out accuracy (classification) or R^2
-(regression). Where the leave-one-out scores every row (at most 1,000 rows; at most 256
+(regression), with the weights of the models' alpha="auto" (and of scikit-learn's
+RidgeCV / RidgeClassifierCV with their own leave-one-out): each row weighs its
+sample_weight times its class_weight (with "balanced", a balanced accuracy), and for
+several targets R^2 is 1 - (squared errors summed over the targets) / (their summed
+variances), which weighs the targets by their variance. K folds (given, or cv=None's
+2,001-20,000 rows) score as GridSearchCV does: accuracy weighted by sample_weight alone,
+R^2 averaged over the targets with equal weights. Where the leave-one-out scores every row (at most 1,000 rows; at most 256
 features), each (sigma, alpha) of a classifier also takes the better of the models' two
 linear-term weights, 0 and 1, and a regressor's the term at weight 1 (``linear="auto"``,
 rbcd.solvers._linear): ``cv_results_["param_linear"]`` and ``best_params_["linear"]`` say
@@ -334,6 +340,11 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                              "(classification) or R^2 (regression), or on larger data by "
                              "those of 5 folds; give cv=5, say, to use another scorer")
         if self._loo(X.shape[0]):
+            if X.shape[0] < 2:
+                raise ValueError(f"{type(self).__name__} with cv=None scores its candidates "
+                                 f"by leave-one-out, which needs at least 2 rows (got "
+                                 f"n_samples = {X.shape[0]}); fit the model itself "
+                                 f"({self._model_class().__name__}) on one row")
             total = X.shape[0] if sample_weight is None else float(sample_weight.sum())
             alphas = self._alpha_grid(X.shape[0], total)
             # regression targets in power-of-two units (1 within 2**+-100): ridge's best

@@ -246,6 +246,9 @@ def _expected_failures(estimator):
                    random_state=0),
     RBRegressorCV(n_grids=4, sigma_factors=(1.0,), alphas=(1.0,), cv=2, n_jobs=1,
                   random_state=0),
+    # the default search (cv=None: exact leave-one-out over the default alphas)
+    RBClassifierCV(n_grids=8, sigma_factors=(0.5, 2.0), n_jobs=1, random_state=0),
+    RBRegressorCV(n_grids=8, sigma_factors=(0.5, 2.0), n_jobs=1, random_state=0),
 ], expected_failed_checks=_expected_failures)
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
