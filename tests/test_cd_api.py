@@ -472,3 +472,24 @@ def test_serial_mode_runs_on_one_thread_whatever_n_jobs():
     for est in fits:
         assert est.parallel_ is None and est.n_threads_ == 1
         assert np.array_equal(est.coef_, fits[0].coef_)
+
+
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
+@pytest.mark.parametrize("l1_ratio", [1.0, 0.5])
+def test_alpha_zero_stops_by_the_subgradient(module, l1_ratio):
+    # without an l1 penalty the duality gap's dual point is 0 and the gap stays at half the
+    # loss: alpha=0 ran every epoch and warned at the least-squares solution. It stops by
+    # the subgradient test now, as l1_ratio=0 does
+    import importlib
+
+    mod = importlib.import_module(module)
+    rng = np.random.default_rng(0)
+    Z = rng.normal(size=(80, 6))
+    y = Z @ rng.normal(size=6) + 0.1 * rng.normal(size=80)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        est = mod.CDRegressor(alpha=0.0, l1_ratio=l1_ratio, tol=1e-8, max_epochs=2000,
+                              random_state=0).fit(Z, y)
+    assert est.n_iter_ < 2000 and est.dual_gap_ <= 1e-8
+    ols = np.linalg.lstsq(np.column_stack([Z, np.ones(80)]), y, rcond=None)[0]
+    np.testing.assert_allclose(est.coef_, ols[:6], atol=1e-6)

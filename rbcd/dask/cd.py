@@ -437,7 +437,7 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
     invM = np.where(M > 0, 1.0 / np.where(M > 0, M, 1.0), 0.0)
 
     # the stopping rule of the local solver (rbcd.solvers._stopping), from summed sums
-    use_gap = _stopping.uses_gap(loss, l1_ratio)
+    use_gap = _stopping.uses_gap(loss, l1_ratio, alpha)
     b0 = _stopping.optimal_intercept(loss, S, Sy, Spos, Sneg) if fit_intercept else 0.0
     sc = act.call("scale", b0, use_gap)
     if use_gap:

@@ -15,10 +15,12 @@ __all__ = ["uses_gap", "optimal_intercept", "stopping_scale", "gap_from_sums",
            "max_subgradient", "loss_deriv", "loss_value"]
 
 
-def uses_gap(loss, l1_ratio):
-    """True when the relative duality gap decides (squared loss with l1_ratio > 0), False
-    for the largest minimum-norm subgradient."""
-    return loss == "squared" and l1_ratio > 0
+def uses_gap(loss, l1_ratio, alpha):
+    """True when the relative duality gap decides (squared loss with an l1 penalty: alpha
+    and l1_ratio > 0), False for the largest minimum-norm subgradient. Without an l1
+    penalty the gap's dual point (the residual scaled by lam1) is 0 and the gap stays at
+    half the loss, above tol however close w is to the optimum."""
+    return loss == "squared" and l1_ratio > 0 and alpha > 0
 
 
 def loss_deriv(loss, p, y):

@@ -45,7 +45,7 @@ Parallel modes (``parallel=``):
   passes too. Hogwild is never chosen (see above).
 
 Convergence is decided once per epoch, after the intercept step (docs/internals.md,
-"Convergence"): the relative duality gap (squared loss with l1_ratio > 0) or the relative
+"Convergence"): the relative duality gap (squared loss, alpha and l1_ratio > 0) or the relative
 largest minimum-norm subgradient at most tol; and, for the classification losses with
 tol > 0, the decisions rule: the fit also ends when ``DECISION_EPOCHS`` = 10 epochs in a row
 changed no training decision (the sign of z_i . w + b of the problem). A classifier is asked
@@ -499,7 +499,7 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         # alpha >= alpha_max (computed from the same b0) w = 0 is already the solution
         prob.start_from(np.zeros(cols.n_cols), b0)
 
-    use_gap = _stopping.uses_gap(loss, l1_ratio)
+    use_gap = _stopping.uses_gap(loss, l1_ratio, alpha)
     if use_gap:
         scale = _stopping.stopping_scale(True, tol, serial_dot(s_full, 0.5 * (y - b0) ** 2) / S,
                                          None, N, 1.0, 0.0, S)
@@ -719,7 +719,8 @@ class _CDBase(ChecksummedState, BaseEstimator):
             ))
         failed = [k for k, r in enumerate(results) if not r["converged"]]
         if params["verbose"]:
-            kind = "gap" if loss == "squared" and params["l1_ratio"] > 0 else "subgradient"
+            kind = ("gap" if _stopping.uses_gap(loss, params["l1_ratio"], params["alpha"])
+                    else "subgradient")
             worst = max(range(n_problems), key=lambda k: results[k]["gap"])
             epochs = max(r["n_iter"] for r in results)
             which = f" (problem {worst}, the worst of {n_problems})" if n_problems > 1 else ""
@@ -786,7 +787,7 @@ _PARAMS_DOC = """
     max_epochs : int >= 1, default 100
         Epochs of D coordinate steps (R grid blocks in grid mode).
     tol : float >= 0, default 1e-4
-        Stop when the relative duality gap (squared loss with l1_ratio > 0) or the relative
+        Stop when the relative duality gap (squared loss, alpha and l1_ratio > 0) or the relative
         largest minimum-norm subgradient is <= tol (relative to the value at w = 0); the
         classification losses also stop (tol > 0) when ``decision_epochs`` epochs in a
         row changed no training decision (CDClassifier; module docstring).

@@ -325,9 +325,9 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
         l2 = sum(v * v for v in w)
         return acc / S + alpha * (l1_ratio * l1 + 0.5 * (1.0 - l1_ratio) * l2)
 
-    use_gap = loss == "squared" and l1_ratio > 0
+    use_gap = loss == "squared" and l1_ratio > 0 and alpha > 0   # an l1 penalty: the gap
 
-    # normalizer: P0 (squared, l1_ratio > 0) or G0 (otherwise), at w = 0 with the optimal b
+    # normalizer: P0 (the gap above) or G0 (otherwise), at w = 0 with the optimal b
     b0 = optimal_intercept(loss, np.asarray(y), np.asarray(s)) if fit_intercept else 0.0
     if use_gap:
         acc = 0.0
