@@ -157,6 +157,27 @@ def test_first_appearance_numbering(keys, n_words):
     assert max_count == max(keys.count(k) for k in first)
 
 
+def test_cg_alpha_zero_reaches_the_minimum_norm_solution():
+    # alpha = 0 on more bins than rows: the device CG drops the preconditioner as the CPU's
+    # does, and both reach the minimum-norm least-squares solution
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(300, 4))
+    Y = (np.sin(3 * X[:, 0]) + X[:, 1] ** 2)[:, None]
+    _, Z, cols = _cpu_Z(X, 16, 1.0, 0)
+    _, layout, _ = _xp_fit(X, 16, 1.0, 0)
+    assert Z.shape[1] > Z.shape[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c1, b1, _ = solve_ridge_cg(Z, Y, None, alpha=0.0, tol=1e-12, max_iter=100000,
+                                   columns=cols)
+        c2, b2, _, _ = ccg.solve_ridge(np, layout, Y, None, alpha=0.0, tol=1e-12,
+                                       max_iter=100000, structured=True)
+    Zc = Z.toarray() - Z.toarray().mean(axis=0)
+    w = np.linalg.lstsq(Zc, Y[:, 0] - Y.mean(), rcond=None)[0]      # minimum norm
+    np.testing.assert_allclose(c1[0], w, atol=1e-6)
+    np.testing.assert_allclose(c2[0], w, atol=1e-6)
+
+
 @settings(max_examples=30, deadline=None)
 @given(st.integers(0, 2**16), st.booleans(), st.booleans(), st.sampled_from(["jacobi", None]),
        st.integers(1, 3))

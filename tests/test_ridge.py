@@ -963,3 +963,30 @@ def test_sparse_predictions_are_scipys_on_any_thread_count():
         coef = np.atleast_2d(est.coef_)
         want = np.asarray(Xf @ coef.T)[:, 0] + est.intercept_
         np.testing.assert_array_equal(est.predict(Xf), want)
+
+
+def test_alpha_zero_cg_reaches_the_minimum_norm_solution():
+    # more bins than rows, alpha = 0: every least-squares fit reproduces the training
+    # rows, but only the minimum-norm one is scikit-learn's Ridge(alpha=0) and the direct
+    # solves'; a Jacobi-preconditioned CG reached the minimum M-norm one (new rows'
+    # predictions 0.3 apart). CG drops the preconditioner there.
+    from sklearn.linear_model import Ridge
+
+    import rbcd
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(300, 4))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2
+    rb = rbcd.RandomBinning(n_grids=16, sigma=1.0, random_state=0)
+    Z, cols = rb.fit_transform(X, return_columns=True)
+    assert Z.shape[1] > Z.shape[0]
+    Znew = rb.transform(rng.uniform(-1, 1, size=(100, 4)))
+    sk = Ridge(alpha=0.0, solver="lsqr", tol=1e-14).fit(Z.toarray(), y)
+    for kw in ({"solver": "cg"}, {"solver": "direct"}, {"solver": "cg", "preconditioner": None}):
+        for structure in (None, cols):
+            ours = rbcd.RidgeCG(alpha=0.0, tol=1e-12, max_iter=100000, **kw).fit(
+                Z, y, columns=structure)
+            np.testing.assert_allclose(np.linalg.norm(ours.coef_), np.linalg.norm(sk.coef_),
+                                       rtol=1e-6)
+            np.testing.assert_allclose(ours.predict(Znew), sk.predict(Znew.toarray()),
+                                       atol=1e-6)

@@ -212,7 +212,9 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     if zbar is not None:
         B = B - zbar[:, None] * _ops.col_sums(xp, sY)[None, :]
     B = B * keep
-    use_diag = preconditioner == "jacobi"
+    # alpha = 0: no preconditioner, so that CG from zero reaches the minimum-norm solution
+    # (rbcd.solvers.cg.solve_ridge's rule)
+    use_diag = preconditioner == "jacobi" and not np.any(np.asarray(alpha) == 0.0)
     proj = (GridProjection(xp, op.grid_ptr_host, op.grid_ptr, fit_intercept)
             if (use_diag and structured) else None)
     if use_diag:

@@ -509,6 +509,12 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
         method = choose(system, columns, method,
                         n_factor=np.unique(np.asarray(alpha, dtype=np.float64)).shape[0])
     if method == "cg":
+        if preconditioner is not None and np.any(np.asarray(alpha) == 0.0):
+            # alpha = 0 and a singular Z^T S Z: plain CG from zero stays in the range of
+            # Z^T and reaches the minimum-norm solution (the direct solves'); preconditioned,
+            # it reaches the minimum M-norm one, another least-squares fit whose
+            # predictions on new rows differ
+            preconditioner = None
         coef, n_iter, info = _cg_iterate(system, alpha, tol, max_iter, preconditioner,
                                          columns, verbose, shared_scale=classification)
     else:
@@ -1170,7 +1176,9 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         tol 1e-2, 354 vs 535 at 1e-8); without the structure it helps to loose
         tolerances (tol >= 1e-4) and costs iterations to tight ones. With more bins
         than rows it helps or ties up to a few bins per row and can lose far beyond
-        (module docstring).
+        (module docstring). Not used where a target's alpha is 0: plain CG from zero
+        reaches the minimum-norm solution (that of the direct solves and scikit-learn's
+        Ridge), a preconditioned one another least-squares solution.
     n_jobs : threads for the sparse products (None: OpenMP default, -1: all cores)
     verbose : int, default 0. Printed to stdout (scikit-learn's levels): 1, one summary
         line per fit (iterations, the final relative residual, converged or not, threads,
