@@ -623,7 +623,7 @@ class CDRegressor(RegressorMixin, _CDBase):
     _losses = REGRESSION_LOSSES
 
     def __init__(self, loss="squared", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
-                 max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
+                 max_epochs=1000, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
                  warm_start=False, random_state=None, verbose=0):
         self.loss = loss
         self.alpha = alpha
@@ -670,7 +670,7 @@ class CDClassifier(ClassifierMixin, _CDBase):
     _losses = CLASSIFICATION_LOSSES
 
     def __init__(self, loss="logistic", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
-                 max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
+                 max_epochs=1000, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
                  warm_start=False, random_state=None, verbose=0, class_weight=None,
                  decision_epochs=DECISION_EPOCHS):
         self.decision_epochs = decision_epochs

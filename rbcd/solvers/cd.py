@@ -784,8 +784,9 @@ _PARAMS_DOC = """
         1 is the lasso (l1), 0 ridge (l2), in between the elastic net.
     fit_intercept : bool, default True
         Fit an unpenalized intercept (one exact or Newton step after every epoch).
-    max_epochs : int >= 1, default 100
-        Epochs of D coordinate steps (R grid blocks in grid mode).
+    max_epochs : int >= 1, default 1000
+        Epochs of D coordinate steps (R grid blocks in grid mode); a fit stops as soon as
+        it converges (scikit-learn's Lasso: max_iter=1000).
     tol : float >= 0, default 1e-4
         Stop when the relative duality gap (squared loss, alpha and l1_ratio > 0) or the relative
         largest minimum-norm subgradient is <= tol (relative to the value at w = 0); the
@@ -836,7 +837,7 @@ class CDRegressor(RegressorMixin, _CDBase):
     _parameter_constraints = {**_CD_CONSTRAINTS, "loss": [StrOptions(set(REGRESSION_LOSSES))]}
 
     def __init__(self, loss="squared", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
-                 max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
+                 max_epochs=1000, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
                  warm_start=False, random_state=None, verbose=0):
         self.loss = loss
         self.alpha = alpha
@@ -931,7 +932,7 @@ class CDClassifier(ClassifierMixin, _CDBase):
     }
 
     def __init__(self, loss="logistic", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
-                 max_epochs=100, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
+                 max_epochs=1000, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
                  warm_start=False, random_state=None, verbose=0, class_weight=None,
                  decision_epochs=DECISION_EPOCHS):
         self.loss = loss
