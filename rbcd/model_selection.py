@@ -287,13 +287,19 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     @fit_context
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, groups=None):
         """Search the (sigma, alpha) grid by cross-validation, then refit the best on X.
 
         X : dense (n_samples, n_features); y : labels (RBClassifierCV) or targets;
         sample_weight : optional, used in every fold's fit and validation score (as
-        GridSearchCV does).
+        GridSearchCV does); groups : optional group labels of the rows, for a ``cv``
+        splitter that takes them (GroupKFold, LeaveOneGroupOut, ...; GridSearchCV's
+        ``groups``).
         """
+        if groups is not None and self.cv is None:
+            raise ValueError("groups are for a cv splitter that takes them (cv=GroupKFold(5), "
+                             "say); with cv=None the search scores by leave-one-out or its "
+                             "own shuffled folds")
         from .binning import RandomBinning
         from .solvers.cd import pow2_scale
 
@@ -353,7 +359,12 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             ys = y if self._classifier else y / pow2_scale(y)
             self._search_loo(X, ys, sample_weight, sigmas, factors, alphas, n_grids, seed)
             return self._refit(X, y, sample_weight, seed, n_grids, factors, alphas)
-        folds = list(self._folds(y, seed).split(X, y))
+        if groups is not None:
+            groups = np.asarray(groups)
+            if groups.shape[0] != X.shape[0]:
+                raise ValueError(f"groups has {groups.shape[0]} entries but X has "
+                                 f"{X.shape[0]} rows")
+        folds = list(self._folds(y, seed).split(X, y, groups))
         scorer = check_scoring(self._solver_template(alphas[0]), scoring=self.scoring)
         tol = self._effective_tol()
         n_s, n_a, n_f = sigmas.shape[0], alphas.shape[0], len(folds)

@@ -619,3 +619,25 @@ def test_search_parameter_and_target_errors_name_what_is_wrong():
     assert np.isneginf(search.cv_results_["mean_test_score"]).any()
     with pytest.raises(ValueError, match="no candidate could be chosen"):
         RBRegressorCV(alphas=[0.0], sigma_factors=(1.0,), random_state=0, n_grids=64).fit(X, y)
+
+
+def test_groups_reach_a_group_splitter():
+    # cv=GroupKFold() had no way to receive the groups (fit took no groups): now fit's
+    # groups go to the splitter, as GridSearchCV's do
+    from sklearn.model_selection import GroupKFold
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = (X[:, 0] > 0).astype(int)
+    g = np.arange(80) % 4
+    kw = dict(n_grids=8, sigma_factors=(0.5, 2.0), alphas=(0.01, 1.0), random_state=0, n_jobs=1)
+    ours = RBClassifierCV(cv=GroupKFold(4), **kw).fit(X, y, groups=g)
+    given = RBClassifierCV(cv=list(GroupKFold(4).split(X, y, g)), **kw).fit(X, y)
+    np.testing.assert_array_equal(ours.cv_results_["mean_test_score"],
+                                  given.cv_results_["mean_test_score"])
+    with pytest.raises(ValueError, match="groups"):
+        RBRegressorCV(cv=GroupKFold(4), **kw).fit(X, X[:, 0])        # the splitter's own error
+    with pytest.raises(ValueError, match="groups are for a cv splitter"):
+        RBRegressorCV(**kw).fit(X, X[:, 0], groups=g)
+    with pytest.raises(ValueError, match="groups has 79 entries"):
+        RBRegressorCV(cv=GroupKFold(4), **kw).fit(X, X[:, 0], groups=g[:79])
