@@ -986,14 +986,24 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
         return self.best_estimator_.decision_function(X)
 
     def _has_proba(self):
-        return hasattr(self.best_estimator_, "predict_proba") if hasattr(
-            self, "best_estimator_") else self.solver == "cd"
+        # fitted: the refitted model's; unfitted: what a model of these parameters has
+        if "best_estimator_" in self.__dict__:
+            return hasattr(self.best_estimator_, "predict_proba")
+        try:
+            return hasattr(self._model(1.0, 1.0), "predict_proba")
+        except ValueError:
+            return False
 
     @available_if(_has_proba)
     def predict_proba(self, X):
         """The refitted best model's class probabilities (when it has them)."""
         X = self._features(X)
         return self.best_estimator_.predict_proba(X)
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        """log of predict_proba."""
+        return np.log(self.predict_proba(X))
 
 
 class RBRegressorCV(RegressorMixin, _RBSearchBase):

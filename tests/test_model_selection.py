@@ -641,3 +641,18 @@ def test_groups_reach_a_group_splitter():
         RBRegressorCV(**kw).fit(X, X[:, 0], groups=g)
     with pytest.raises(ValueError, match="groups has 79 entries"):
         RBRegressorCV(cv=GroupKFold(4), **kw).fit(X, X[:, 0], groups=g[:79])
+
+
+def test_probabilities_are_announced_before_fit_as_after():
+    # hasattr(predict_proba) of an unfitted search was False (it answered solver == "cd")
+    # while the fitted one, whose refit is calibrated, had it; predict_log_proba was missing
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = (X[:, 0] > 0).astype(int)
+    for solver in ("auto", "cd"):
+        search = RBClassifierCV(n_grids=8, sigma_factors=(1.0,), alphas=(0.01,), cv=2,
+                                solver=solver, random_state=0, n_jobs=1)
+        assert hasattr(search, "predict_proba") and hasattr(search, "predict_log_proba")
+        search.fit(X, y)
+        assert hasattr(search, "predict_proba")
+        np.testing.assert_allclose(np.exp(search.predict_log_proba(X)), search.predict_proba(X))
