@@ -9,7 +9,11 @@ def make_generator(random_state):
         return random_state
     if isinstance(random_state, np.random.RandomState):
         return np.random.default_rng(random_state.randint(0, 2**31 - 1))
-    return np.random.default_rng(random_state)
+    try:
+        return np.random.default_rng(random_state)
+    except (TypeError, ValueError) as exc:     # numpy's message does not name the parameter
+        raise ValueError(f"random_state must be None, a non-negative int, a SeedSequence, "
+                         f"a numpy Generator or RandomState, got {random_state!r}") from exc
 
 
 def solver_seed(random_state):

@@ -59,6 +59,9 @@ def _check_data(X):
     column and only finite values, else ValueError (the public helpers are called on
     raw data; a NaN would make every distance NaN and the fallback return 1.0)."""
     if not sp.issparse(X):
+        X = np.asarray(X)
+        if X.dtype.kind == "c":      # float64 would drop the imaginary part (a warning only)
+            raise ValueError("X must be real: complex data has no L1 distance scale here")
         X = np.asarray(X, dtype=np.float64)
     if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
         raise ValueError(f"X must be a 2-D array with at least one row and one column, got "

@@ -74,6 +74,8 @@ def _median_or_fallback(distances):
 
 
 def _dense(X):
+    if not sp.issparse(X) and np.asarray(X).dtype.kind == "c":
+        raise ValueError("X must be real: complex data has no L1 distance scale here")
     return X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
 
 

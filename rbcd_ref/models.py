@@ -28,12 +28,15 @@ The features of new data are ``model.binning_.transform(X)`` (the models have no
 ``warm_start=True`` (cd) refits the binning and warm-starts the previous solver, which keeps
 its coefficients when the number of columns is unchanged (same data and an int seed).
 """
+import copy
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from ._checks import check_class_labels
 from .binning import RandomBinning
 from .solvers.cd import CDClassifier, CDRegressor
 from .solvers.cg import LOO_MAX_ROWS, RidgeCG, RidgeCGClassifier
@@ -201,6 +204,8 @@ class _RBBase(BaseEstimator):
                           ensure_all_finite=False)
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        if self._classifier:   # the labels' errors in this estimator's name
+            check_class_labels(y, X.shape[0], type(self).__name__)
         # the weights enter sigma="scale" (pairs by weight), n_grids="auto" (rows of
         # positive weight) and the linear term's standardization
         w = (None if sample_weight is None else

@@ -482,3 +482,19 @@ def test_set_params_after_fit_changes_the_next_fit_not_the_fitted_model(module):
         clf = mod.RBClassifier(n_grids=8, calibration=None, random_state=0).fit(X, y)
         clf.set_params(calibration="train")    # nothing calibrated in that fit
         assert not hasattr(clf, "predict_proba")
+
+
+def test_generators_and_the_distance_scale_name_bad_inputs():
+    import rbcd
+    import rbcd_ref
+    from rbcd import datasets
+
+    for bad in (-1, "x", 1.5):
+        with pytest.raises(ValueError, match="random_state must be None"):
+            datasets.make_xor_blobs(n_samples=10, random_state=bad)
+    X = np.random.default_rng(0).normal(size=(10, 2))
+    for median in (rbcd.median_l1_distance, rbcd_ref._scale.median_l1_distance):
+        with pytest.raises(ValueError, match="X must be real"):
+            median(X + 5j)
+    with pytest.raises(ValueError, match="^RBClassifier needs samples of at least 2 classes"):
+        rbcd_ref.RBClassifier(n_grids=4, random_state=0).fit(X, np.ones(10))

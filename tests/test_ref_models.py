@@ -163,3 +163,17 @@ def test_auto_grids_are_rbcds():
             assert got == auto_n_grids(d, n), (d, n, got)
             got = rbcd_ref.RBRegressor()._binning(d, n).n_grids
             assert got == auto_n_grids(d, n, regression=True), (d, n, got)
+
+
+def test_warm_start_refits_a_copy_of_the_previous_solver():
+    # as rbcd.models: the previous solver is left as it was (a failed refit keeps it)
+    import rbcd_ref
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(100, 3))
+    y = (X[:, 0] > 0).astype(int)
+    m = rbcd_ref.RBClassifier(n_grids=8, solver="cd", warm_start=True, random_state=0).fit(X, y)
+    first, coef = m.solver_, m.solver_.coef_.copy()
+    m.fit(X, y)
+    assert m.solver_ is not first
+    np.testing.assert_array_equal(first.coef_, coef)
