@@ -73,6 +73,7 @@ from ._validation import (
     check_class_labels,
     check_regression_target,
     check_sample_weight,
+    built_here,
     check_sparse_structure,
     fit_context,
     plain_checked,
@@ -517,7 +518,7 @@ class _RBBase(ChecksummedState, BaseEstimator):
         M where the fit added one ([Z, M], rbcd.solvers._linear)."""
         Z = self.binning_.transform(X)
         term = self.__dict__.get("_linear_term")
-        return Z if term is None else _with_block(Z, term.block(X))
+        return built_here(Z if term is None else _with_block(Z, term.block(X)))
 
     def _by_blocks(self, X, score):
         """score(features of X), computed a block of PREDICT_ENTRIES entries' rows at a
