@@ -70,10 +70,10 @@ from ._validation import (
     IntInterval,
     RealInterval,
     StrOptions,
+    built_here,
     check_class_labels,
     check_regression_target,
     check_sample_weight,
-    built_here,
     check_sparse_structure,
     fit_context,
     plain_checked,
@@ -864,6 +864,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
             held = np.zeros(y.shape[0], dtype=bool)
             held[np.random.default_rng(0).permutation(y.shape[0])[: max(1, y.shape[0] // 5)]] = True
             fit_rows, rows = np.flatnonzero(~held), np.flatnonzero(held)
+
             def every_class(r):   # each class has rows of positive weight among r
                 live = r if weight is None else r[weight[r] > 0]
                 return np.unique(y[live]).shape[0] == est.classes_.shape[0]
