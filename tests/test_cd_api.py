@@ -493,3 +493,24 @@ def test_alpha_zero_stops_by_the_subgradient(module, l1_ratio):
     assert est.n_iter_ < 2000 and est.dual_gap_ <= 1e-8
     ols = np.linalg.lstsq(np.column_stack([Z, np.ones(80)]), y, rcond=None)[0]
     np.testing.assert_allclose(est.coef_, ols[:6], atol=1e-6)
+
+
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
+def test_classification_path_runs_each_fit_to_the_subgradient_test(module):
+    # cd_path's fits are optima: the decisions rule (on by default for CDClassifier) is off
+    # there unless given, so every reported gap meets tol
+    import importlib
+
+    mod = importlib.import_module(module)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
+    Z = mod.RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit_transform(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        _, _, gaps = mod.cd_path(Z, y, n_alphas=3, loss="logistic", tol=1e-3,
+                                 max_epochs=20000, random_state=0)
+    assert np.all(gaps <= 1e-3)
+    _, _, early = mod.cd_path(Z, y, n_alphas=3, loss="logistic", tol=1e-3, max_epochs=20000,
+                              random_state=0, decision_epochs=2)
+    assert np.any(early > 1e-3)          # given, the rule stops fits before the optimum

@@ -1098,7 +1098,9 @@ def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, colum
     """Coordinate descent along a decreasing sequence of alphas, warm-starting each fit.
 
     ``params`` are CDRegressor's parameters (CDClassifier's when ``loss`` is a classification
-    loss). Default alphas: ``geomspace(alpha_max, alpha_max * eps, n_alphas)``.
+    loss, with ``decision_epochs=None`` unless given: each fit of a path runs to the
+    subgradient test, not to stable decisions). Default alphas: ``geomspace(alpha_max,
+    alpha_max * eps, n_alphas)``.
 
     Returns
     -------
@@ -1110,6 +1112,10 @@ def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, colum
     params.pop("warm_start", None)
     params.pop("alpha", None)
     loss = params.get("loss", "squared")
+    if loss != "squared":
+        # a path is a sequence of optima: the subgradient test alone, unless given (the
+        # decisions rule would stop each fit at stable training decisions instead)
+        params.setdefault("decision_epochs", None)
     _check_choice(loss, "loss", tuple(LOSSES))
     if alphas is None:
         n_alphas = _check_int(n_alphas, "n_alphas", low=1)

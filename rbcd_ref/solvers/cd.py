@@ -855,6 +855,10 @@ def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, colum
     params.pop("warm_start", None)
     params.pop("alpha", None)
     loss = params.get("loss", "squared")
+    if loss != "squared":
+        # a path is a sequence of optima: the subgradient test alone, unless given (the
+        # decisions rule would stop each fit at stable training decisions instead)
+        params.setdefault("decision_epochs", None)
     check_choice(loss, "loss", ALL_LOSSES)
     if alphas is None:
         n_alphas = check_int(n_alphas, "n_alphas", low=1)
