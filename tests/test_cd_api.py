@@ -514,3 +514,27 @@ def test_classification_path_runs_each_fit_to_the_subgradient_test(module):
     _, _, early = mod.cd_path(Z, y, n_alphas=3, loss="logistic", tol=1e-3, max_epochs=20000,
                               random_state=0, decision_epochs=2)
     assert np.any(early > 1e-3)          # given, the rule stops fits before the optimum
+
+
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
+def test_stop_says_what_ended_the_fit(module):
+    # dual_gap_ above tol without a warning: the decisions rule ended the fit, stop_ says so
+    import importlib
+
+    mod = importlib.import_module(module)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
+    Z = mod.RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit_transform(X)
+    kw = dict(loss="logistic", alpha=1e-2, tol=1e-4, random_state=0)
+    ruled = mod.CDClassifier(decision_epochs=2, **kw).fit(Z, y)
+    assert ruled.stop_ == "decisions" and ruled.dual_gap_ > 1e-4
+    full = mod.CDClassifier(decision_epochs=None, max_epochs=50000, **kw).fit(Z, y)
+    assert full.stop_ == "tol" and full.dual_gap_ <= 1e-4
+    with pytest.warns(ConvergenceWarning):
+        short = mod.CDRegressor(alpha=1e-4, max_epochs=2, tol=1e-12, random_state=0).fit(
+            Z, X[:, 0])
+    assert short.stop_ == "max_epochs"
+    three = mod.CDClassifier(decision_epochs=None, max_epochs=50000, **kw).fit(
+        Z, np.digitize(X[:, 0], [-0.5, 0.5]))
+    assert three.stop_.shape == (3,) and set(three.stop_) == {"tol"}

@@ -515,7 +515,8 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
 
     history = []
     if scale == 0.0:  # solved at w = 0
-        return dict(w=prob.w_arr, b=prob.b, n_iter=0, history=history, gap=0.0, converged=True)
+        return dict(w=prob.w_arr, b=prob.b, n_iter=0, history=history, gap=0.0, converged=True,
+                    stop="tol")
 
     code = _MODE_CODES[mode]
     value = np.inf
@@ -580,8 +581,9 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
         if raw <= tol * scale or settled:
             converged = True
             break
+    stop = ("max_epochs" if not converged else "tol" if raw <= tol * scale else "decisions")
     return dict(w=prob.w_arr, b=prob.b, n_iter=n_iter, history=history, gap=float(value),
-                converged=converged)
+                converged=converged, stop=stop)
 
 
 # ---------------------------------------------------------------------------- estimators
@@ -753,10 +755,12 @@ class _CDBase(ChecksummedState, BaseEstimator):
             self.n_iter_ = int(r["n_iter"])
             self.objective_history_ = list(r["history"])
             self.dual_gap_ = float(r["gap"])
+            self.stop_ = r["stop"]
         else:
             self.n_iter_ = np.array([r["n_iter"] for r in results], dtype=np.int64)
             self.objective_history_ = [list(r["history"]) for r in results]
             self.dual_gap_ = np.array([r["gap"] for r in results], dtype=np.float64)
+            self.stop_ = np.array([r["stop"] for r in results])
         return W, B
 
     def _decision(self, Z):
@@ -827,6 +831,9 @@ class CDRegressor(RegressorMixin, _CDBase):
     n_iter_ : int (or array per target): epochs run
     objective_history_ : list of the objective after each epoch (per target for 2-D y)
     dual_gap_ : float (or array): final relative gap / subgradient
+    stop_ : str (or array): what ended the fit: "tol" (the gap or subgradient test),
+        "decisions" (the classification decisions rule, ``decision_epochs``; ``dual_gap_``
+        may then exceed tol) or "max_epochs" (not converged: a ConvergenceWarning)
     n_threads_ : int, threads used;  parallel_ : the mode used (None, "hogwild", "grid")
     alpha_ : float, the penalty used (alpha, or the choice of alpha="auto")
     alphas_, holdout_loss_ : the penalties alpha="auto" ran and their held-out mean losses

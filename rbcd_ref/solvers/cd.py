@@ -382,7 +382,8 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
 
     history = []
     if scale == 0.0:  # the problem is solved at w = 0
-        return dict(w=np.array(w), b=b, n_iter=0, history=history, gap=0.0, converged=True)
+        return dict(w=np.array(w), b=b, n_iter=0, history=history, gap=0.0, converged=True,
+                    stop="tol")
 
     rng = problem_stream(seed, problem)
     n_units = D if grid_ptr is None else len(grid_ptr) - 1
@@ -448,7 +449,9 @@ def cd_solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, to
             f"{kind} {value:.3e} > tol {tol:.3e}. Increase max_epochs, or alpha.",
             ConvergenceWarning,
         )
-    return dict(w=np.array(w), b=b, n_iter=n_iter, history=history, gap=value, converged=converged)
+    stop = "max_epochs" if not converged else "tol" if raw <= tol * scale else "decisions"
+    return dict(w=np.array(w), b=b, n_iter=n_iter, history=history, gap=value, converged=converged,
+                stop=stop)
 
 
 # ---------------------------------------------------------------------------- alpha="auto"
@@ -629,10 +632,12 @@ class _CDBase(BaseEstimator):
             self.n_iter_ = int(r["n_iter"])
             self.objective_history_ = list(r["history"])
             self.dual_gap_ = float(r["gap"])
+            self.stop_ = r["stop"]
         else:
             self.n_iter_ = np.array([r["n_iter"] for r in results], dtype=np.int64)
             self.objective_history_ = [list(r["history"]) for r in results]
             self.dual_gap_ = np.array([r["gap"] for r in results], dtype=np.float64)
+            self.stop_ = np.array([r["stop"] for r in results])
 
     def _decision(self, Z):
         check_is_fitted(self, "coef_")
