@@ -22,6 +22,10 @@ Contract (rbcd_ref/_scale.py computes the same value with the same pairs):
 * A median of 0 (more than half the sampled pairs are duplicates) falls back to the mean of
   the non-zero sampled distances; if every sampled distance is 0 (constant data), or N < 2,
   the distance scale is 1.0.
+* Huge or tiny data: where the sampled rows' largest magnitude lies outside
+  [2^-400, 2^400], the distances are those of the rows divided by p, the power of two that
+  brings it into [1, 2), times p (exact: each difference and running sum scales by p bit
+  for bit), so they neither overflow to inf nor underflow to 0.
 * With ``sample_weight`` the pairs are drawn over weight units instead of rows: row i
   holds q_i consecutive units (q = the weights where they are all integers, else
   round(w * 2^20 / max w)), the same two draws pick units a and b != a of M = sum q, and
@@ -89,7 +93,7 @@ def median_l1_distance(X, n_pairs=N_PAIRS, sample_weight=None):
     pairs = _pairs_for(X.shape[0], n_pairs, sample_weight)
     if pairs is None:
         return 1.0
-    i, j = pairs
+    X, i, j, scale = _in_range(X, *pairs)
     dist = np.zeros(n_pairs)
     if sp.issparse(X):
         diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]
@@ -103,7 +107,26 @@ def median_l1_distance(X, n_pairs=N_PAIRS, sample_weight=None):
 
         # the running sums of cumsum(abs(X[i] - X[j]), axis=1)[:, -1], bit for bit
         dist = pair_l1(np.ascontiguousarray(X, dtype=np.float64), i, j)
-    return _robust_median(dist)
+    return _robust_median(dist, scale)
+
+
+#: sampled rows whose largest magnitude lies outside [2**-SAFE_EXP, 2**SAFE_EXP] are scaled
+SAFE_EXP = 400
+
+
+def _in_range(X, i, j):
+    """(X', i', j', p): X and the pairs as given with p = 1 where the sampled rows' largest
+    magnitude lies within [2^-SAFE_EXP, 2^SAFE_EXP] (or is 0); else the sampled rows
+    divided by p, the power of two that brings it into [1, 2), and the pairs re-indexed
+    into them (module doc)."""
+    rows = np.unique(np.concatenate([i, j]))
+    sub = (sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else X)[rows]
+    values = sub.data if sp.issparse(sub) else sub
+    m = float(np.max(np.abs(values))) if values.size else 0.0
+    if m == 0.0 or 2.0 ** -SAFE_EXP <= m <= 2.0 ** SAFE_EXP:
+        return X, i, j, 1.0
+    p = float(np.ldexp(1.0, int(np.frexp(m)[1]) - 1))
+    return sub / p, np.searchsorted(rows, i), np.searchsorted(rows, j), p
 
 
 @functools.lru_cache(maxsize=16)
@@ -148,13 +171,15 @@ def weight_units(sample_weight, n):
     return np.rint(w * (WEIGHT_UNITS / w.max())).astype(np.int64)
 
 
-def _robust_median(dist):
+def _robust_median(dist, scale=1.0):
+    """The median of the distances, times ``scale`` (the power of two they were computed
+    down by, _in_range); the module doc's fallbacks (1.0 is not scaled)."""
     med = float(np.median(dist))
     if med > 0 and np.isfinite(med):
-        return med
+        return med * scale
     nz = dist[dist > 0]
     if nz.shape[0] and np.isfinite(nz.mean()):
-        return float(nz.mean())
+        return float(nz.mean()) * scale
     return 1.0
 
 
@@ -170,7 +195,7 @@ def median_l2_distance(X, n_pairs=N_PAIRS, sample_weight=None):
     pairs = _pairs_for(X.shape[0], n_pairs, sample_weight)
     if pairs is None:
         return 1.0
-    i, j = pairs
+    X, i, j, scale = _in_range(X, *pairs)
     dist = np.zeros(n_pairs)
     if sp.issparse(X):
         diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]
@@ -185,7 +210,7 @@ def median_l2_distance(X, n_pairs=N_PAIRS, sample_weight=None):
         for s in range(0, n_pairs, step):
             terms = Xd[i[s:s + step]] - Xd[j[s:s + step]]
             dist[s:s + step] = np.cumsum(terms * terms, axis=1)[:, -1]  # running sum
-    return _robust_median(np.sqrt(dist))
+    return _robust_median(np.sqrt(dist), scale)
 
 
 #: sigma = L2_FACTOR * median L2 distance (the Gaussian kernel's sigma="scale").

@@ -10,9 +10,13 @@ With sample_weight the same two draws pick weight units instead of rows: row i h
 consecutive units (q = the weights where they are all integers, else round(w * 2^20 / max w)),
 unit a = integers(0, M, n_pairs) of M = sum q, unit b = (a + integers(1, M, n_pairs)) % M,
 each mapped to the row holding it: the pairs of the data with row i repeated q_i times.
+Rows of huge or tiny magnitude (the pairs' rows' largest outside [2^-400, 2^400]): the
+distances of the rows divided by p, the power of two that brings it into [1, 2), times p.
 The Gaussian kernel's rule uses the L2 distance of the same pairs: the squared differences
 added in column order, one square root, factor L2_FACTOR.
 """
+import math
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -61,16 +65,28 @@ def _weighted_pairs(sample_weight, n_pairs):
     return [(row_of(int(a)), row_of(int(b))) for a, b in zip(first, second)]
 
 
-def _median_or_fallback(distances):
-    """The median; else the mean of the non-zero distances; else 1.0."""
+def _median_or_fallback(distances, scale=1.0):
+    """The median; else the mean of the non-zero distances; else 1.0. The first two times
+    ``scale``, the power of two the distances were computed down by."""
     distances = np.array(distances)
     median = float(np.median(distances))
     if median > 0:
-        return median
+        return median * scale
     nonzero = distances[distances > 0]
     if len(nonzero):
-        return float(nonzero.mean())
+        return float(nonzero.mean()) * scale
     return 1.0
+
+
+def _scale_of(dense, pairs):
+    """1.0, or where the largest magnitude of the pairs' rows lies outside [2^-400, 2^400]
+    the power of two that brings it into [1, 2): the distances are computed on the rows
+    divided by it (exact), then multiplied back, so they neither overflow nor underflow."""
+    rows = sorted({r for pair in pairs for r in pair})
+    m = max(abs(float(v)) for r in rows for v in dense[r])
+    if m == 0.0 or 2.0 ** -400 <= m <= 2.0 ** 400:
+        return 1.0
+    return math.ldexp(1.0, math.frexp(m)[1] - 1)
 
 
 def _dense(X):
@@ -97,13 +113,12 @@ def _median_pair_distance(X, n_pairs, pair_distance, sample_weight=None):
             raise ValueError("sample_weight must be finite and non-negative, not all zero, "
                              "one per row")
         pairs = _weighted_pairs(w, n_pairs)
-        if not pairs:
-            return 1.0
-        return _median_or_fallback([pair_distance(dense[i], dense[j]) for i, j in pairs])
-    n = dense.shape[0]
-    if n < 2:
+    else:
+        pairs = list(_pairs(dense.shape[0], n_pairs)) if dense.shape[0] >= 2 else []
+    if not pairs:
         return 1.0
-    return _median_or_fallback([pair_distance(dense[i], dense[j]) for i, j in _pairs(n, n_pairs)])
+    p = _scale_of(dense, pairs)
+    return _median_or_fallback([pair_distance(dense[i] / p, dense[j] / p) for i, j in pairs], p)
 
 
 def _l1(a, b):

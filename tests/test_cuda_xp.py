@@ -79,6 +79,10 @@ def test_scale_sigma_takes_sample_weight_as_the_cpu():
     cpu = RandomBinning(n_grids=8, random_state=0).fit(X, sample_weight=w)
     assert est.sigma_ == cpu.sigma_ != RandomBinning(n_grids=8, random_state=0).fit(X).sigma_
     np.testing.assert_array_equal(est.widths_, cpu.widths_)
+    # huge data: the distances computed down by a power of two, as on the CPU
+    from rbcd._scale import scale_sigma
+    assert cb._scale_sigma(np, X * 2.0 ** 600) == scale_sigma(X * 2.0 ** 600) == \
+        scale_sigma(X) * 2.0 ** 600
 
 
 @settings(max_examples=60, deadline=None)

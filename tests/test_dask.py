@@ -232,6 +232,8 @@ def test_scale_sigma_equals_local_rule(client):
     Xdup[:5] = np.arange(10).reshape(5, 2)
     assert scale_sigma(da.from_array(Xdup, chunks=150)) == _scale.scale_sigma(Xdup)
     assert scale_sigma(da.from_array(np.ones((50, 3)), chunks=20)) == _scale.scale_sigma(np.ones((50, 3)))
+    huge = X * 2.0 ** 600                 # computed down by a power of two, as locally
+    assert scale_sigma(da.from_array(huge, chunks=(700, 4))) == _scale.scale_sigma(huge)
     drb = rd.RandomBinning(n_grids=8, sigma="scale", random_state=0).fit(da.from_array(X, chunks=(700, 4)))
     assert drb.sigma_ == _scale.scale_sigma(X)
     lrb = rbcd.RandomBinning(n_grids=8, sigma=_scale.scale_sigma(X), random_state=0).fit(X)

@@ -111,3 +111,17 @@ def test_unit_weights_draw_the_unweighted_pairs():
     for bad in (np.ones(49), np.r_[-1.0, np.ones(49)], np.zeros(50), np.r_[np.nan, np.ones(49)]):
         with pytest.raises(ValueError, match="sample_weight"):
             median_l1_distance(X, sample_weight=bad)
+
+
+@pytest.mark.parametrize("magnitude", [1e-300, 1e-170, 1e160, 1e300, 1e307])
+def test_huge_and_tiny_data_keep_their_scale(magnitude):
+    # distances of rows near 1e160 overflowed (L2: squares) and of rows near 1e-170
+    # underflowed, and the fallback gave 1.0 (the twin inf): now computed down by a power
+    # of two and multiplied back, exactly the distances of the data in range, scaled
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(50, 4))
+    p = 2.0 ** round(np.log2(magnitude))
+    for median, ref in ((median_l1_distance, ref_median), (median_l2_distance, ref_median_l2)):
+        got = median(X * p)
+        assert got == median(X) * p == ref(X * p)
+        assert got == median(sp.csr_matrix(X * p))

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from . import _ops
 from ._ops import get_xp  # noqa: F401 (the estimators' hooks take it from here)
 from .._random import make_generator
-from .._scale import DEFAULT_FACTOR, N_PAIRS, _pairs_for, _robust_median
+from .._scale import DEFAULT_FACTOR, N_PAIRS, _in_range, _pairs_for, _robust_median
 from .._validation import index_dtype
 
 __all__ = ["GridLayout", "CudaTables", "fit_layout", "fit", "fit_transform", "transform",
@@ -83,11 +83,13 @@ def _scale_sigma(xp, X, sample_weight=None):
     if pairs is None:
         return float(DEFAULT_FACTOR) * 1.0
     i, j = pairs
-    Xi = _ops.to_host(X[_ops.on_device(xp, i)])
-    Xj = _ops.to_host(X[_ops.on_device(xp, j)])
+    uniq = np.unique(np.concatenate([i, j]))
+    rows = _ops.to_host(X[_ops.on_device(xp, uniq)])
+    # huge or tiny rows: computed down by a power of two, as the CPU rule (_in_range)
+    rows, a, b, scale = _in_range(rows, np.searchsorted(uniq, i), np.searchsorted(uniq, j))
     with np.errstate(all="ignore"):
-        dist = np.cumsum(np.abs(Xi - Xj), axis=1)[:, -1]
-    return float(DEFAULT_FACTOR) * _robust_median(dist)
+        dist = np.cumsum(np.abs(rows[a] - rows[b]), axis=1)[:, -1]
+    return float(DEFAULT_FACTOR) * _robust_median(dist, scale)
 
 
 def _raise_bad_bins(xp, X, cols, widths, offsets, sigma=None):

@@ -201,17 +201,12 @@ def scale_sigma(X, factor=_scale.DEFAULT_FACTOR, n_pairs=_scale.N_PAIRS, sample_
         i, j = pairs
     uniq = np.unique(np.concatenate([i, j]))
     rows = np.asarray(X[uniq].compute(), dtype=np.float64)
-    Xi = rows[np.searchsorted(uniq, i)]
-    Xj = rows[np.searchsorted(uniq, j)]
+    # huge or tiny rows: computed down by a power of two, as the local rule (_in_range)
+    rows, a, b, scale = _scale._in_range(rows, np.searchsorted(uniq, i), np.searchsorted(uniq, j))
+    Xi, Xj = rows[a], rows[b]
     # a running sum in column order, as the local rule (its module docstring)
     dist = np.cumsum(np.abs(Xi - Xj), axis=1)[:, -1] if rows.shape[1] else np.zeros(n_pairs)
-    med = float(np.median(dist))
-    if med > 0 and np.isfinite(med):
-        return float(factor) * med
-    nz = dist[dist > 0]
-    if nz.shape[0] and np.isfinite(nz.mean()):
-        return float(factor) * float(nz.mean())
-    return float(factor) * 1.0
+    return float(factor) * _scale._robust_median(dist, scale)
 
 
 def _weighted_pairs(X, sw, n_pairs):
