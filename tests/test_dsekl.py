@@ -162,12 +162,14 @@ def test_scale_default_uses_the_shared_rule():
     X, y = make_xor_blobs(300, std=0.5, random_state=3)
     X = X * np.array([1.0, 10.0])
     est = quiet_fit(rbcd.DoublyStochasticKernelClassifier(max_epochs=2, random_state=0), X, y)
-    assert est.sigma_ == 0.35 * median_l2_distance(X)
+    # one width per feature (rbcd_ref's and RandomFourier's sigma_)
+    np.testing.assert_array_equal(est.sigma_, np.full(2, 0.35 * median_l2_distance(X)))
     assert est.lam_ == 1.0 / 300 and est.n_expansion_ == 100
     est = quiet_fit(rbcd.DoublyStochasticKernelClassifier(kernel="laplacian", max_epochs=2), X, y)
-    assert est.sigma_ == 0.35 * median_l1_distance(X)
+    np.testing.assert_array_equal(est.sigma_, np.full(2, 0.35 * median_l1_distance(X)))
     est = quiet_fit(rbcd.DoublyStochasticKernelClassifier(sigma=2.0, lam=0.5, max_epochs=2), X, y)
-    assert est.sigma_ == 2.0 and est.lam_ == 0.5
+    np.testing.assert_array_equal(est.sigma_, [2.0, 2.0])
+    assert est.lam_ == 0.5
     # a rescaled problem gets a rescaled bandwidth and the same predictions
     a = quiet_fit(rbcd.DoublyStochasticKernelClassifier(max_epochs=5, random_state=0), X, y)
     b = quiet_fit(rbcd.DoublyStochasticKernelClassifier(max_epochs=5, random_state=0), X * 8.0, y)

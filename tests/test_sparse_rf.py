@@ -329,3 +329,23 @@ def test_loss_none_on_a_constant_or_string_target():
             rbcd.SparseRandomFeatures(random_state=0).fit(X, bad)
     with pytest.raises(ValueError, match="requires y to be passed"):
         rbcd.SparseRandomFeatures(random_state=0).fit(X, None)
+
+
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
+def test_refit_leaves_no_attribute_of_the_earlier_fit(module):
+    # a regression refit kept the classifier's classes_, a binning refit the Fourier
+    # fit's random_weights_ (and the other way round)
+    import importlib
+
+    mod = importlib.import_module(module)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    est = mod.SparseRandomFeatures(n_iter=2, random_state=0).fit(X, (X[:, 0] > 0).astype(int))
+    assert hasattr(est, "classes_")
+    est.fit(X, X[:, 0] + 0.1 * X[:, 1])          # loss=None: a regression target now
+    assert est.loss_ == "squared" and not hasattr(est, "classes_")
+    est.set_params(feature="fourier").fit(X, X[:, 0])
+    assert hasattr(est, "random_weights_") and not hasattr(est, "binnings_")
+    est.set_params(feature="binning").fit(X, X[:, 0])
+    assert hasattr(est, "binnings_") and not hasattr(est, "random_weights_")
+    assert not hasattr(est, "random_offset_")

@@ -151,7 +151,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
     ----------
     classes_, coef_full_ (n_out, N) the coefficients A, support_ (rows with a non-zero
     coefficient), support_vectors_, dual_coef_ (n_out, n_sv) = (J / N) A[:, support_],
-    sigma_, lam_, n_expansion_ (J after clipping), n_iter_ (epochs), t_ (steps),
+    sigma_ (n_features,), lam_, n_expansion_ (J after clipping), n_iter_ (epochs), t_ (steps),
     weight_change_history_ (per epoch), n_features_in_.
     """
 
@@ -257,7 +257,9 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         self.support_vectors_ = X[self.support_]
         # the expansion used at prediction: E_J[f_J] = (J / N) sum_j A_j k(x, x_j)
         self.dual_coef_ = np.ascontiguousarray(A[:, self.support_] * (J / N))
-        self.sigma_ = sigma
+        # one width per feature, as rbcd_ref's and RandomFourier's sigma_
+        self.sigma_ = np.array(np.broadcast_to(np.asarray(sigma, dtype=np.float64),
+                                               (X.shape[1],)))
         self.lam_ = lam
         self.n_expansion_ = J
         self._kernel_code = kernel

@@ -15,7 +15,8 @@ transform is the density of the columns of W:
 (the default): the shared data-derived bandwidth of rbcd._scale, computed on the rows given to
 fit, 0.5 times the median L2 distance for the Gaussian kernel (scikit-learn's
 ``gamma="scale"`` on standardized data: 1 / (2 sigma^2) = 1 / (d Var X) when the median squared
-distance is 2 d Var X) and the median L1 distance for the Laplacian (RandomBinning's rule).
+distance is 2 d Var X) and 0.5 times the median L1 distance for the Laplacian (RandomBinning's
+rule).
 
 Draw order (the rbcd_ref twin repeats it), from ``rng = make_generator(random_state)``:
 

@@ -44,8 +44,8 @@ problems and plain random features on digits without tuning, docs/benchmarks/rel
 * ``alpha=None`` is 1 / N, the paper's lambda N = 1 (Section 4), stored as ``alpha_``;
 * ``sigma="scale"`` is the shared data-derived bandwidth of rbcd._scale, as in
   rbcd.RandomFourier, stored as ``sigma_``: 0.5 times the median L2 distance for the Gaussian
-  kernel (scikit-learn's ``gamma="scale"`` on standardized data), the median L1 distance
-  (RandomBinning's rule) for the Laplacian;
+  kernel (scikit-learn's ``gamma="scale"`` on standardized data), 0.5 times the median L1
+  distance (RandomBinning's rule) for the Laplacian;
 * the working-set solves (step 3) are warm-started. The solves of iterations 1 .. T-1 get
   ``max_epochs_per_iter=3`` CD epochs, the last one ``max_epochs=10`` at ``tol=1e-3``.
   The paper's step 3 solves (9) exactly, and its descent bound (Theorem 1) uses two
@@ -454,6 +454,12 @@ class SparseRandomFeatures(BaseEstimator):
         self.kernel_ = kernel
         self.sigma_ = sigma
         self.alpha_ = alpha
+        # a refit leaves no attribute of an earlier fit that does not apply to this one
+        stale = ["binnings_"] if feature == "fourier" else ["random_weights_", "random_offset_"]
+        if not classify:
+            stale.append("classes_")
+        for name in stale:
+            self.__dict__.pop(name, None)
         if feature == "fourier":
             self.random_weights_ = fourier_W
             self.random_offset_ = fourier_b

@@ -151,8 +151,8 @@ class SparseRandomFeatures(BaseEstimator):
     tol : float, default=1e-3
         Tolerance of each inner CD solve.
     parallel : {None, "auto", "hogwild"}, default="auto"
-        Parallel mode of the inner CD solver ("auto": serial with one thread or small
-        problems, Hogwild otherwise).
+        Parallel mode of the inner CD solver (rbcd's "auto" never picks Hogwild; the
+        twin's solver runs every mode serially).
     n_jobs, random_state, verbose : as usual.
     """
 
@@ -298,6 +298,12 @@ class SparseRandomFeatures(BaseEstimator):
         self.kernel_ = kernel
         self.sigma_ = sigma
         self.alpha_ = alpha
+        # a refit leaves no attribute of an earlier fit that does not apply to this one
+        stale = ["binnings_"] if feature == "fourier" else ["random_weights_", "random_offset_"]
+        if not classify:
+            stale.append("classes_")
+        for name in stale:
+            self.__dict__.pop(name, None)
         if feature == "fourier":
             self.random_weights_ = fourier_W
             self.random_offset_ = fourier_b
