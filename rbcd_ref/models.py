@@ -96,6 +96,16 @@ class _RBBase(BaseEstimator):
             loss = "logistic" if self._classifier else "squared"
         else:
             loss = self.loss
+            # the loss must suit the task (the solvers' own constraints; nested checks of
+            # the solver built here are skipped)
+            if self._classifier and loss == "squared":
+                raise ValueError(f"solver={solver!r} classifies with loss 'logistic' or "
+                                 f"'squared_hinge', got 'squared': use a ridge solver "
+                                 f"(solver='auto', 'cg' or 'direct') for the squared loss")
+            if not self._classifier and loss != "squared":
+                raise ValueError(f"{type(self).__name__} fits regression targets: loss must "
+                                 f"be None or 'squared', got {loss!r} (a classification loss "
+                                 f"is for {type(self).__name__.replace('Regressor', 'Classifier')})")
         return solver, alpha, tol, loss
 
     def _binning(self, n_features_in, n_samples):

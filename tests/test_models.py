@@ -802,3 +802,19 @@ def test_holdout_calibration_falls_back_where_a_class_has_no_weight_to_hold():
         proba = clf.predict_proba(X)
         np.testing.assert_allclose(proba.sum(axis=1), 1.0)
         assert np.all((proba > 0) & (proba < 1))
+
+
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
+def test_loss_must_suit_the_task(module):
+    # RBRegressor(solver="cd", loss="logistic") fitted a classification loss to regression
+    # targets without a word (the CD solver's own constraint was skipped as nested)
+    import importlib
+
+    mod = importlib.import_module(module)
+    X = np.random.default_rng(0).normal(size=(50, 3))
+    for loss in ("logistic", "squared_hinge"):
+        with pytest.raises(ValueError, match="fits regression targets: loss must be None"):
+            mod.RBRegressor(n_grids=8, solver="cd", loss=loss).fit(X, X[:, 0])
+    with pytest.raises(ValueError, match="classifies with loss 'logistic' or 'squared_hinge'"):
+        mod.RBClassifier(n_grids=8, solver="cd", loss="squared").fit(X, X[:, 0] > 0)
+    mod.RBRegressor(n_grids=8, solver="cd", loss="squared").fit(X, X[:, 0])

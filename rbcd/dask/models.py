@@ -115,6 +115,13 @@ class _RBBase(BaseEstimator):
             loss = "logistic" if self._classifier else "squared"
         else:
             loss = self.loss
+            if self._classifier and loss == "squared":     # as rbcd.models
+                raise ValueError(f"solver={solver!r} classifies with loss 'logistic' or "
+                                 f"'squared_hinge', got 'squared': use solver='auto' or 'cg' "
+                                 f"for the squared loss")
+            if not self._classifier and loss != "squared":
+                raise ValueError(f"{type(self).__name__} fits regression targets: loss must "
+                                 f"be None or 'squared', got {loss!r}")
         return solver, alpha, tol, loss
 
     def fit(self, X, y, sample_weight=None):
