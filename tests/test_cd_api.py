@@ -242,8 +242,8 @@ def test_function_errors():
         alpha_max(Z, y, l1_ratio=0.0)
     with pytest.raises(ValueError, match="loss must be one of"):
         alpha_max(Z, y, loss="hinge")
-    with pytest.raises(ValueError, match="exactly 2 classes"):
-        alpha_max(Z, np.arange(40) % 3, loss="logistic")
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        alpha_max(Z, np.zeros(40), loss="logistic")
     with pytest.raises(ValueError, match="y has 39 rows"):
         alpha_max(Z, y[:-1])
     with pytest.raises(ValueError, match="alphas must be finite and >= 0"):
@@ -538,3 +538,25 @@ def test_stop_says_what_ended_the_fit(module):
     three = mod.CDClassifier(decision_epochs=None, max_epochs=50000, **kw).fit(
         Z, np.digitize(X[:, 0], [-0.5, 0.5]))
     assert three.stop_.shape == (3,) and set(three.stop_) == {"tol"}
+
+
+@pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
+def test_alpha_max_of_several_classes_is_the_largest_one_vs_rest(module):
+    # cd_path's default alphas with three classes failed ("exactly 2 classes"); alpha_max
+    # is now the largest over CDClassifier's one-vs-rest problems: at it every problem's
+    # w is 0, just below some problem's is not
+    import importlib
+
+    mod = importlib.import_module(module)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(90, 3))
+    y = np.digitize(X[:, 0], [-0.4, 0.4])
+    Z = mod.RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit_transform(X)
+    top = mod.alpha_max(Z, y, loss="logistic")
+    each = [mod.alpha_max(Z, (y == k).astype(int), loss="logistic") for k in range(3)]
+    assert top == max(each)
+    kw = dict(loss="logistic", decision_epochs=None, tol=1e-8, max_epochs=5000, random_state=0)
+    assert not np.any(mod.CDClassifier(alpha=top, **kw).fit(Z, y).coef_)
+    assert np.any(mod.CDClassifier(alpha=0.9 * top, **kw).fit(Z, y).coef_)
+    alphas, coefs, gaps = mod.cd_path(Z, y, n_alphas=3, loss="logistic", random_state=0)
+    assert alphas[0] == top and coefs.shape == (3, Z.shape[1], 3) and gaps.shape == (3, 3)

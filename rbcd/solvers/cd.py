@@ -201,8 +201,9 @@ def _check_regression_target(y, n_samples):
     return check_regression_target(y, n_samples, matrix="the feature matrix")
 
 
-def _binary_pm1(y, n_samples):
-    """Two-class y as float64 in {-1, +1} (the larger label is +1)."""
+def _class_targets(y, n_samples):
+    """Class labels y as CDClassifier's -1/+1 targets: (n, 1) for two classes (the larger
+    label is +1), one column per class for more (one-vs-rest)."""
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be 1-D for a classification loss, got shape {y.shape}")
@@ -211,9 +212,12 @@ def _binary_pm1(y, n_samples):
     if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
         raise ValueError("y contains NaN or inf")
     classes, idx = np.unique(y, return_inverse=True)
-    if classes.shape[0] != 2:
-        raise ValueError(f"a classification loss needs exactly 2 classes in y, got {classes.shape[0]}")
-    return np.where(idx == 1, 1.0, -1.0)
+    if classes.shape[0] < 2:
+        raise ValueError(f"a classification loss needs at least 2 classes in y, got "
+                         f"{classes.shape[0]}")
+    if classes.shape[0] == 2:
+        return np.where(idx == 1, 1.0, -1.0)[:, None]
+    return np.column_stack([np.where(idx == k, 1.0, -1.0) for k in range(classes.shape[0])])
 
 
 def _resolve_mode(parallel, n_threads, cols, grid_min_entries):
@@ -1074,7 +1078,8 @@ def alpha_max(Z, y, l1_ratio=1.0, fit_intercept=True, sample_weight=None, loss="
 
     ``max_j |(1/S) sum_i s_i loss'(b0, y_i) z_ij| / l1_ratio``, b0 the optimal intercept of
     the w = 0 model (0 without intercept). For 2-D y (squared loss) the maximum over targets;
-    for the classification losses y has two classes (the larger label is +1).
+    for the classification losses over CDClassifier's problems (two classes: one, the
+    larger label +1; more: one per class against the rest).
     """
     _check_choice(loss, "loss", tuple(LOSSES))
     l1_ratio = _check_real(l1_ratio, "l1_ratio", low=0.0, high=1.0)
@@ -1089,7 +1094,7 @@ def alpha_max(Z, y, l1_ratio=1.0, fit_intercept=True, sample_weight=None, loss="
         yv = _check_regression_target(y, N)
         targets = yv[:, None] if yv.ndim == 1 else yv
     else:
-        targets = _binary_pm1(y, N)[:, None]
+        targets = _class_targets(y, N)
     cols = plain_columns(Z)
     n_threads = effective_n_threads(None)
     best = 0.0

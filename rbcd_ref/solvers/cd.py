@@ -801,24 +801,28 @@ class CDClassifier(ClassifierMixin, _CDBase):
 
 
 # ---------------------------------------------------------------------------- functions
-def _binary_pm1(y):
-    """y with two distinct values as float64 in {-1, +1} (the larger value is +1)."""
+def _class_targets(y):
+    """Class labels as the classifier's -1/+1 targets: (n, 1) for two classes (the larger
+    value is +1), one column per class against the rest for more."""
     y = np.asarray(y)
     if y.ndim != 1:
         raise ValueError(f"y must be 1-D for a classification loss, got shape {y.shape}")
     classes, idx = np.unique(y, return_inverse=True)
-    if classes.shape[0] != 2:
+    if classes.shape[0] < 2:
         raise ValueError(
-            f"a classification loss needs exactly 2 classes in y, got {classes.shape[0]}"
+            f"a classification loss needs at least 2 classes in y, got {classes.shape[0]}"
         )
-    return np.where(idx == 1, 1.0, -1.0)
+    if classes.shape[0] == 2:
+        return np.where(idx == 1, 1.0, -1.0)[:, None]
+    return np.column_stack([np.where(idx == k, 1.0, -1.0) for k in range(classes.shape[0])])
 
 
 def alpha_max(Z, y, l1_ratio=1.0, fit_intercept=True, sample_weight=None, loss="squared"):
     """The smallest alpha for which w = 0 is optimal.
 
     ``max_j |(1/S) sum_i s_i loss'(b0, y_i) z_ij| / l1_ratio``, b0 the optimal intercept of
-    the w = 0 model (0 without intercept). For 2-D y (squared loss) the maximum over targets.
+    the w = 0 model (0 without intercept). For 2-D y (squared loss) the maximum over targets,
+    for classes the maximum over the one-vs-rest problems (one for two classes).
     """
     check_choice(loss, "loss", ALL_LOSSES)
     l1_ratio = check_real(l1_ratio, "l1_ratio", low=0.0, high=1.0)
@@ -832,7 +836,7 @@ def alpha_max(Z, y, l1_ratio=1.0, fit_intercept=True, sample_weight=None, loss="
     else:
         if np.asarray(y).shape[0] != Zc.shape[0]:
             raise ValueError(f"y has {np.asarray(y).shape[0]} rows but Z has {Zc.shape[0]} rows")
-        targets = _binary_pm1(y)[:, None]
+        targets = _class_targets(y)
     cols = _Columns(Zc)
     best = 0.0
     for k in range(targets.shape[1]):
@@ -846,7 +850,7 @@ def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, colum
     """Coordinate descent along a decreasing sequence of alphas, warm-starting each fit.
 
     ``params`` are the CDRegressor parameters (or CDClassifier's when ``loss`` is a
-    classification loss; y then has two classes). Default alphas:
+    classification loss: one-vs-rest beyond two classes). Default alphas:
     ``geomspace(alpha_max, alpha_max * eps, n_alphas)``. Each alpha refits one estimator
     with ``warm_start=True`` (so ``solver_seed(random_state)`` is drawn again per alpha).
 
