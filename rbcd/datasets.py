@@ -6,8 +6,9 @@ Every generator is deterministic given ``random_state`` (anything
 ``(X, y)`` with ``X`` a C-contiguous float64 array of shape (n_samples, n_features).
 
 - :func:`make_checkerboard`: a d-dimensional checkerboard (parity of the cells of a few
-  informative coordinates, the rest pure noise). Every informative coordinate on its own
-  says nothing about the label, so a linear model stays at chance level (~50%), while a
+  informative coordinates, the rest pure noise). With the defaults (two informative
+  coordinates, an even number of cells) no coordinate on its own says anything about the
+  label, so a linear model stays at chance level (~50%), while a
   Laplacian kernel model (random binning's kernel) learns it to well above 90% with enough
   rows. The cell boundaries are axis aligned, like the random grids.
 - :func:`make_xor_blobs`: the XOR problem of the doubly stochastic empirical kernel paper
@@ -63,8 +64,10 @@ def make_checkerboard(n_samples=1000, n_features=8, n_informative=2, n_cells=4,
     chosen at random, is then flipped (label noise: the Bayes accuracy is
     ``1 - flip_y``).
 
-    With an even ``n_cells`` (or at least two informative coordinates) the classes are
-    balanced in expectation and no linear function of X does better than chance.
+    With an even ``n_cells`` and at least two informative coordinates the classes are
+    balanced in expectation and no linear function of X does better than chance. (One
+    informative coordinate and ``n_cells=2`` is the threshold x_0 >= 0.5, which a linear
+    model learns; an odd ``n_cells`` leaves the classes unbalanced, 5/9 : 4/9 for 3 x 3.)
 
     Parameters
     ----------

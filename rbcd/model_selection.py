@@ -921,8 +921,11 @@ _CV_ATTRS_DOC = """
         ``param_alpha``, ``param_sigma``, ``param_sigma_factor``, ``split{k}_test_score``,
         ``mean_test_score``,
         ``std_test_score``, ``rank_test_score``, ``mean_fit_time`` (the fold's binning is
-        shared equally by its alphas), ``mean_score_time``, ``mean_n_iter``.
-    best_index_, best_score_, best_params_ : as in GridSearchCV (``{"alpha", "sigma"}``)
+        shared equally by its alphas), ``mean_score_time``, ``mean_n_iter``; where the
+        leave-one-out also chose them, ``param_linear`` and (classifiers, more than two
+        classes) ``param_multi_class``.
+    best_index_, best_score_, best_params_ : as in GridSearchCV (``{"alpha", "sigma"}``,
+        plus ``"linear"`` and ``"multi_class"`` where the search chose them)
     best_estimator_ : the model refitted on all rows with best_params_
     sigma_base_ : float, the base sigma the factors multiply
     sigma_, alpha_ : the chosen sigma and alpha
@@ -948,9 +951,12 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
     >>> from sklearn.datasets import make_moons
     >>> from rbcd.model_selection import RBClassifierCV
     >>> X, y = make_moons(300, noise=0.2, random_state=0)
-    >>> clf = RBClassifierCV(n_grids=32, cv=3, random_state=0).fit(X, y)
+    >>> clf = RBClassifierCV(n_grids=32, cv=3, alphas=(0.03, 0.3, 3, 30),
+    ...                      random_state=0).fit(X, y)
     >>> sorted(clf.best_params_)
     ['alpha', 'sigma']
+    >>> clf.best_score_ > 0.9
+    True
     """
 
     _classifier = True

@@ -587,8 +587,9 @@ _PARAMS_DOC = """
         features; 1,024 up to 2,048 training rows and 512 up to 4,096, where the kernel
         estimate's noise limits accuracy more than the data do (fewer of these extra grids
         above 2,048 features, as each grid holds numbers per feature); regression above
-        2,048 rows: 2,048 up to 8,192 rows, 1,024 up to 16,384, 512 up to 32,768. More
-        grids estimate the kernel better; time and memory grow linearly.
+        2,048 rows: 2,048 up to 8,192 rows, 1,024 up to 16,384, 512 up to 32,768 (and at
+        most 2^21 / n_features of them: 1,024 from 1,025 features). More grids estimate
+        the kernel better; time and memory grow linearly.
     sigma : "scale", float or array (n_features,), default "scale"
         Laplacian kernel bandwidth, k(x, y) = exp(-||x - y||_1 / sigma). "scale": half the
         median L1 distance between sampled pairs of training rows (``binning_.sigma_``);
@@ -607,7 +608,8 @@ _PARAMS_DOC = """
         Penalty. Ridge solvers: Ridge's units (sum of squares + alpha ||w||^2); cd:
         mean-loss units (DESIGN contract 8). "auto" (ridge solvers): chosen from the data
         among 1e-6 .. 10 per unit of training weight, by exact leave-one-out up to 1,000
-        rows and on a fixed sample of 1,000 rows above, by squared error (regression) or
+        rows and on a fixed sample of 1,000 rows above (the sample's choice then scaled
+        by sqrt(N / 1,000): alpha_ / N shrinks as 1 / sqrt(N)), by squared error (regression) or
         by accuracy (classification); a regression above 5,000 rows then takes the best
         of six multiples of that choice on a held-out fifth of up to 20,000 rows
         (rbcd.solvers._heldout); the choice is ``alpha_``. With cd, "auto" is chosen

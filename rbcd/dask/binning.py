@@ -280,7 +280,7 @@ class PartitionedColumns:
 class RandomBinning(TransformerMixin, BaseEstimator):
     """Random binning features of row-partitioned data (dask), equal to :class:`rbcd.RandomBinning`.
 
-    Same parameters as :class:`rbcd.RandomBinning`, plus ``sigma="scale"``. ``fit``,
+    Same parameters as :class:`rbcd.RandomBinning` (``device`` "cpu" only). ``fit``,
     ``fit_transform`` and ``transform`` take a dask array (or DataFrame) partitioned by rows,
     or a numpy array (cut into one partition per worker).
 

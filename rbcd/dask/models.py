@@ -276,7 +276,8 @@ class _RBBase(BaseEstimator):
 
 class RBRegressor(RegressorMixin, _RBBase):
     """Random binning kernel regression on row-partitioned data (dask): the parameters of
-    :class:`rbcd.RBRegressor` (plus ``sigma="scale"``); ``binning_`` is an
+    :class:`rbcd.RBRegressor`, except ``linear`` ("auto": none, or 0), ``solver`` ("auto",
+    "cg" or "cd"), ``parallel`` ("auto" or "grid") and ``device`` ("cpu"); ``binning_`` is an
     rbcd.dask.RandomBinning, ``solver_`` an rbcd.dask RidgeCG or CDRegressor."""
 
     def __init__(self, n_grids="auto", sigma="scale", kernel="laplacian", n_features=None,
@@ -319,9 +320,9 @@ class RBRegressor(RegressorMixin, _RBBase):
 
 class RBClassifier(ClassifierMixin, _RBBase):
     """Random binning kernel classification on row-partitioned data (dask): the parameters
-    of :class:`rbcd.RBClassifier`; ``solver="cg"`` is ridge classification (one-vs-rest
-    -1/+1; ``multi_class`` "ovr" only), ``solver="cd"`` logistic or squared hinge by
-    grid-block CD."""
+    of :class:`rbcd.RBClassifier`, except as for RBRegressor and ``calibration`` ("train"
+    or None); ``solver="cg"`` is ridge classification (one-vs-rest -1/+1; ``multi_class``
+    "ovr" only), ``solver="cd"`` logistic or squared hinge by grid-block CD."""
 
     _classifier = True
     _parameter_constraints = {**_local.RBClassifier._parameter_constraints,
