@@ -1012,3 +1012,48 @@ def test_model_parameter_errors_name_the_model(client):
         for bad in (dict(tol=-1.0), dict(max_iter=0), dict(alpha=-2.0), dict(n_grids=True)):
             with pytest.raises(ValueError, match=rf"parameter of {cls.__name__} must"):
                 cls(**bad).fit(X, target)
+
+
+def test_models_agree_with_local_ones_where_an_audit_found_them_apart(client):
+    # preconditioner="auto" by the local rule (D <= 8 N), so the default fits agree; a
+    # DataFrame's column names checked at predict; predict_proba from the fit, not from a
+    # later set_params; a failed refit keeps the model; calibration="holdout" refused
+    # before any work (and accepted where the logistic model needs no calibration)
+    import dask.dataframe as dd
+    import pandas as pd
+
+    X, y = data(1200, d=4)
+    kw = dict(n_grids=256, solver="cg", alpha=1.0, random_state=0)
+    local = rbcd.RBRegressor(**kw).fit(X, y)
+    dist = rd.RBRegressor(**kw).fit(da.from_array(X, chunks=400), y)
+    assert local.binning_.n_features_out_ > X.shape[0]            # N < D <= 8 N
+    np.testing.assert_array_equal(dist.n_iter_, local.n_iter_)
+    np.testing.assert_allclose(np.asarray(dist.predict(X)), local.predict(X), atol=1e-9)
+
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    m = rd.RBRegressor(n_grids=8, random_state=0).fit(dd.from_pandas(frame, npartitions=3), y)
+    np.testing.assert_array_equal(m.feature_names_in_, list("abcd"))
+    with pytest.raises(ValueError, match="feature names should match"):
+        m.predict(dd.from_pandas(frame[list("dcba")], npartitions=3))
+
+    yc = (y > np.median(y)).astype(int)
+    clf = rd.RBClassifier(n_grids=8, solver="cg", alpha=1.0, random_state=0).fit(X, yc)
+    proba = np.asarray(clf.predict_proba(X))
+    clf.set_params(solver="cd")
+    np.testing.assert_array_equal(np.asarray(clf.predict_proba(X)), proba)
+    np.testing.assert_allclose(np.exp(np.asarray(clf.predict_log_proba(X))), proba)
+
+    reg = rd.RBRegressor(n_grids=8, solver="cd", alpha=1e-3, warm_start=True,
+                         random_state=0).fit(X, y)
+    coef = np.array(reg.coef_)
+    bad = y.copy()
+    bad[5] = np.nan
+    with pytest.raises(ValueError):
+        reg.set_params(alpha=0.5).fit(X, bad)
+    assert reg.alpha_ == 1e-3
+    np.testing.assert_array_equal(reg.coef_, coef)
+
+    with pytest.raises(ValueError, match="calibration must be 'train' or None"):
+        rd.RBClassifier(n_grids=8, calibration="holdout").fit(X, yc)
+    rd.RBClassifier(n_grids=8, solver="cd", loss="logistic", calibration="holdout",
+                    max_epochs=3).fit(X, yc)

@@ -44,6 +44,12 @@ def _is_dask_frame(obj):
     return mod.startswith("dask") and hasattr(obj, "to_dask_array") and hasattr(obj, "npartitions")
 
 
+def names_view(X):
+    """What scikit-learn's feature-name checks read for X: a dask DataFrame's empty pandas
+    meta (the same columns; scikit-learn does not recognize dask frames), else X itself."""
+    return X._meta if _is_dask_frame(X) else X
+
+
 def as_rows(X, name, client, ndim=(2,), chunks=None):
     """X as a dask array partitioned by rows only, with known row chunks.
 

@@ -37,7 +37,7 @@ import copy
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from .. import _scale
 from .._random import make_generator
@@ -50,6 +50,7 @@ from ._data import (
     check_weights,
     client_or_error,
     dask,
+    names_view,
     resolve_task_jobs,
     row_offsets,
     tasks_per_worker,
@@ -352,6 +353,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
                              f"{self.device!r}")
         client = client_or_error()
         check_n_jobs(self.n_jobs)
+        _check_feature_names(self, names_view(X), reset=True)    # feature_names_in_ of a DataFrame
         X = as_rows(X, "X", client)
         N, d = int(X.shape[0]), int(X.shape[1])
         if isinstance(self.sigma, str) and self.sigma == "scale":
@@ -439,6 +441,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
     def transform(self, X):
         """Z of new rows: a lazy dask array of CSR chunks, one per partition of X."""
         check_is_fitted(self, "local_")
+        _check_feature_names(self, names_view(X), reset=False)
         client = client_or_error()
         X = as_rows(X, "X", client)
         if X.shape[1] != self.n_features_in_:

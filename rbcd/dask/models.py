@@ -9,18 +9,19 @@ grid-block :class:`rbcd.dask.CDRegressor` / :class:`rbcd.dask.CDClassifier`
 ``predict_proba`` bin and predict each partition of the new X in one task on its worker and
 return dask arrays.
 """
+import copy
 import time
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from .. import models as _local
 from .._calibration import fit_softmax_calibration, softmax_probabilities
 from ._data import (as_rows, check_finite_block, check_weights, client_or_error, dask,
-                    tasks_per_worker)
+                    names_view, tasks_per_worker)
 from .binning import RandomBinning, with_task_threads
 from ._blocks import block_decision, predict_from_scores, proba_from_scores
 from .cd import CDClassifier, CDRegressor
@@ -125,11 +126,22 @@ class _RBBase(BaseEstimator):
         return solver, alpha, tol, loss
 
     def fit(self, X, y, sample_weight=None):
-        """Bin X on the workers and fit the solver there (see the module docstring)."""
+        """Bin X on the workers and fit the solver there (see the module docstring). A fit
+        that fails leaves the estimator's attributes as they were (as the local models')."""
+        before = dict(self.__dict__)
+        try:
+            return self._fit(X, y, sample_weight)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
+    def _fit(self, X, y, sample_weight):
         self._validate_params()
         if self._classifier:
             from .cg import check_one_vs_rest
             check_one_vs_rest(self)
+            self._check_calibration()          # before any work
         solver, alpha, tol, loss = self._effective()
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
@@ -138,6 +150,7 @@ class _RBBase(BaseEstimator):
             raise ValueError("solver='cd' on rbcd.dask is the grid-block mode and needs exact "
                              "binning (n_features=None)")
         client = client_or_error()
+        _check_feature_names(self, names_view(X), reset=True)    # feature_names_in_ of a DataFrame
         X = as_rows(X, "X", client)
         n_weight = X.shape[0]
         if sample_weight is not None:  # checked (by name) before the binning
@@ -162,12 +175,9 @@ class _RBBase(BaseEstimator):
         t1 = time.perf_counter()
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
-            pre = self.preconditioner
-            if isinstance(pre, str) and pre == "auto":
-                if exact:
-                    pre = "jacobi" if binning.n_features_out_ < X.shape[0] else None
-                else:
-                    pre = "jacobi" if tol >= _local.AUTO_JACOBI_TOL else None
+            # "auto" resolved by the local models' rule (rbcd.models._preconditioner)
+            pre = _local._preconditioner(self.preconditioner, tol,
+                                         (int(X.shape[0]), int(binning.n_features_out_)), exact)
             cls = RidgeCGClassifier if self._classifier else RidgeCG
             est = cls(alpha=alpha, fit_intercept=self.fit_intercept, tol=tol,
                       max_iter=self.max_iter, preconditioner=pre, n_jobs=self.n_jobs,
@@ -180,7 +190,9 @@ class _RBBase(BaseEstimator):
                           warm_start=self.warm_start, random_state=self.random_state,
                           verbose=self.verbose, **extra)
             prev = getattr(self, "solver_", None)
-            est = prev.set_params(**params) if self.warm_start and isinstance(prev, cls) else cls(**params)
+            # a copy of the previous solver: a failed refit keeps the fitted model whole
+            est = (copy.deepcopy(prev).set_params(**params)
+                   if self.warm_start and isinstance(prev, cls) else cls(**params))
         est.fit(Z, y, sample_weight=sample_weight, columns=columns)
         if self._classifier:
             self._fit_calibration(est, Z, y, sample_weight)
@@ -256,6 +268,7 @@ class _RBBase(BaseEstimator):
 
     def _scores(self, X):
         check_is_fitted(self, "solver_")
+        _check_feature_names(self, names_view(X), reset=False)   # a DataFrame's columns, as at fit
         client = client_or_error()
         X = as_rows(X, "X", client)
         if X.shape[1] != self.n_features_in_:
@@ -367,16 +380,42 @@ class RBClassifier(ClassifierMixin, _RBBase):
     def predict(self, X):
         return predict_from_scores(self._scores(X), self.classes_)
 
+    def _check_calibration(self):
+        """calibration "train" (or its earlier name "sigmoid") or None; "holdout" is
+        refused, except where the logistic CD model's own probabilities need none."""
+        if self.calibration is None or (isinstance(self.calibration, str)
+                                        and self.calibration in _ON_TRAINING_ROWS):
+            return
+        try:
+            if self._native_proba():
+                return
+        except ValueError:
+            pass
+        hint = (" (a held-out fifth scored by a second model: rbcd.RBClassifier only)"
+                if self.calibration == "holdout" else "")
+        raise ValueError(f"calibration must be 'train' or None, got "
+                         f"{self.calibration!r}{hint}")
+
     def _native_proba(self):
         return self.solver == "cd" and self._effective()[3] == "logistic"
 
-    def _has_proba(self):
+    def _proba_source(self):
+        """As rbcd.RBClassifier's: a fitted model answers from its fit ("native": the
+        logistic CD solver's; "calibrated"; None), an unfitted one from its parameters."""
+        solver = self.__dict__.get("solver_")
+        if solver is not None:
+            if isinstance(solver, CDClassifier) and solver.loss == "logistic":
+                return "native"
+            return "calibrated" if self.__dict__.get("calibration_") is not None else None
         try:
             if self._native_proba():
-                return True
+                return "native"
         except ValueError:
-            return False
-        return self.calibration in _ON_TRAINING_ROWS
+            return None
+        return "calibrated" if self.calibration in _ON_TRAINING_ROWS else None
+
+    def _has_proba(self):
+        return self._proba_source() is not None
 
     def _fit_calibration(self, est, Z, y, sample_weight):
         """The softmax scale of rbcd._calibration, as rbcd.RBClassifier fits it with
@@ -384,12 +423,7 @@ class RBClassifier(ClassifierMixin, _RBBase):
         earlier name of it). The scores (N x k floats) and y are gathered to the driver
         for this one-dimensional fit; Z stays on the workers."""
         self.calibration_ = None
-        if self.calibration is not None and not (isinstance(self.calibration, str)
-                                                 and self.calibration in _ON_TRAINING_ROWS):
-            hint = (" (a held-out fifth scored by a second model: rbcd.RBClassifier only)"
-                    if self.calibration == "holdout" else "")
-            raise ValueError(f"calibration must be 'train' or None, got "
-                             f"{self.calibration!r}{hint}")
+        self._check_calibration()
         if self.calibration is None or self._native_proba():
             return
         client = client_or_error()
@@ -411,10 +445,18 @@ class RBClassifier(ClassifierMixin, _RBBase):
         """Class probabilities (n, n_classes), a dask array, as rbcd.RBClassifier:
         solver="cd" with the logistic loss, the logistic model's own; otherwise the
         calibrated softmax of the decision values (``calibration="train"``)."""
-        if self._native_proba():
+        check_is_fitted(self, "solver_")
+        if self._proba_source() == "native":
             return proba_from_scores(self._scores(X))
         scores = self._scores(X)
         k = len(self.classes_)
         return scores.map_blocks(softmax_probabilities, self.calibration_, dtype=np.float64,
                                  **({"new_axis": 1} if scores.ndim == 1 else {}),
                                  chunks=(scores.chunks[0], (k,)), meta=np.zeros((0, 0)))
+
+    @available_if(_has_proba)
+    def predict_log_proba(self, X):
+        """log of predict_proba (a dask array)."""
+        import dask.array as da
+
+        return da.log(self.predict_proba(X))
