@@ -619,8 +619,11 @@ def test_bad_input_errors(client):
     unknown = da.from_array(X, chunks=200)[da.from_array(y, chunks=200) > 0]
     with pytest.raises(ValueError, match="unknown chunk sizes"):
         rd.RandomBinning(n_grids=4).fit(unknown)
+    with pytest.raises(ValueError, match="y has 500 rows but X has 600 rows"):
+        rd.RBRegressor(n_grids=4).fit(da.from_array(X, chunks=200), y[:500])  # in memory: at once
     with pytest.raises(ValueError, match="inconsistent numbers of samples"):
-        rd.RBRegressor(n_grids=4).fit(da.from_array(X, chunks=200), y[:500])
+        rd.RBRegressor(n_grids=4).fit(da.from_array(X, chunks=200),
+                                      da.from_array(y[:500], chunks=250))
     ybad = y.copy()
     ybad[5] = np.inf
     with pytest.raises(ValueError, match="NaN or inf"):
@@ -1057,3 +1060,26 @@ def test_models_agree_with_local_ones_where_an_audit_found_them_apart(client):
         rd.RBClassifier(n_grids=8, calibration="holdout").fit(X, yc)
     rd.RBClassifier(n_grids=8, solver="cd", loss="logistic", calibration="holdout",
                     max_epochs=3).fit(X, yc)
+
+
+def test_errors_of_parameters_and_labels_in_memory_come_before_any_work(client):
+    # rbcd.dask.RandomBinning(n_grids=0) failed inside every partition's task, and a one-
+    # class or NaN y in memory only after the binning pass; now at once, as locally
+    X, y = data(600)
+    Xd = da.from_array(X, chunks=200)
+    with pytest.raises(ValueError, match="n_grids"):
+        rd.RandomBinning(n_grids=0, sigma=1.0).fit(Xd)
+    with pytest.raises(ValueError, match="dtype must be numpy.float32 or numpy.float64"):
+        rd.RandomBinning(dtype=np.int32, sigma=1.0).fit(Xd)
+    with pytest.raises(ValueError, match="^RBClassifier needs samples of at least 2 classes"):
+        rd.RBClassifier(n_grids=4).fit(Xd, np.zeros(600))
+    bad = y.copy()
+    bad[7] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN or inf"):
+        rd.RBRegressor(n_grids=4).fit(Xd, bad)
+    # a column vector y is ravelled with scikit-learn's warning, as locally
+    from sklearn.exceptions import DataConversionWarning
+    yc = (y > np.median(y)).astype(int)
+    with pytest.warns(DataConversionWarning):
+        m = rd.RBClassifier(n_grids=4, random_state=0).fit(Xd, yc[:, None])
+    assert np.asarray(m.predict(Xd)).shape == (600,)

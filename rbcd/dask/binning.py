@@ -373,6 +373,9 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         params = self._params(sigma, copy.deepcopy(state))
         # parameter errors (and N = 0) on the driver, before any task runs
         probe = _local(params, 1)
+        probe._validate_params()
+        from ..binning._draw import check_params
+        check_params(probe, np.zeros((1, d)))
         if N == 0:
             probe.fit(np.zeros((0, d)))   # raises the local error
         blocks = X.to_delayed().ravel()

@@ -152,6 +152,12 @@ class _RBBase(BaseEstimator):
         client = client_or_error()
         _check_feature_names(self, names_view(X), reset=True)    # feature_names_in_ of a DataFrame
         X = as_rows(X, "X", client)
+        if not (isinstance(y, dask.array.Array) or hasattr(y, "npartitions")):
+            # y in memory: checked here, in this estimator's name, before the binning (a
+            # dask y is checked on the workers by the solver)
+            from .._validation import check_class_labels, check_regression_target
+            y = (check_class_labels(y, int(X.shape[0]), type(self).__name__)
+                 if self._classifier else check_regression_target(y, int(X.shape[0])))
         n_weight = X.shape[0]
         if sample_weight is not None:  # checked (by name) before the binning
             sample_weight, n_weight = check_weights(X, sample_weight, client)
