@@ -1083,3 +1083,28 @@ def test_errors_of_parameters_and_labels_in_memory_come_before_any_work(client):
     with pytest.warns(DataConversionWarning):
         m = rd.RBClassifier(n_grids=4, random_state=0).fit(Xd, yc[:, None])
     assert np.asarray(m.predict(Xd)).shape == (600,)
+
+
+def test_solvers_report_what_the_local_ones_do(client):
+    # alpha_, converged_ and residual_ (RidgeCG), alpha_ and stop_ (CD), as the local solvers
+    X, y = data(600)
+    rb = rbcd.RandomBinning(n_grids=8, sigma=1.0, random_state=0)
+    Z, cols = rb.fit_transform(X, return_columns=True)
+    drb = rd.RandomBinning(n_grids=8, sigma=1.0, random_state=0)
+    Zd, dcols = drb.fit_transform(da.from_array(X, chunks=200), return_columns=True)
+    local = rbcd.RidgeCG(alpha=0.5, tol=1e-8).fit(Z, y, columns=cols)
+    dist = rd.RidgeCG(alpha=0.5, tol=1e-8).fit(Zd, y, columns=dcols)
+    assert dist.alpha_ == local.alpha_ == 0.5 and dist.converged_ and local.converged_
+    assert dist.residual_.shape == local.residual_.shape == (1,)
+    assert dist.residual_[0] <= 1e-8 and local.residual_[0] <= 1e-8
+    with pytest.warns(ConvergenceWarning):
+        short = rd.RidgeCG(alpha=1e-6, tol=1e-14, max_iter=2).fit(Zd, y, columns=dcols)
+    assert not short.converged_ and short.residual_[0] > 1e-14
+    kw = dict(alpha=1e-3, tol=1e-6, max_epochs=5000, random_state=0, selection="cyclic")
+    lcd = rbcd.CDRegressor(parallel="grid", **kw).fit(Z, y, columns=cols)
+    dcd = rd.CDRegressor(**kw).fit(Zd, y, columns=dcols)
+    assert dcd.stop_ == lcd.stop_ == "tol" and dcd.alpha_ == lcd.alpha_ == 1e-3
+    yc = (y > np.median(y)).astype(int)
+    dcl = rd.CDClassifier(decision_epochs=2, max_epochs=500, random_state=0).fit(
+        Zd, yc, columns=dcols)
+    assert dcl.stop_ in ("decisions", "tol")

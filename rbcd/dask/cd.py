@@ -458,7 +458,7 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
         b = b0  # as the local solver: a cold start begins at the w = 0 model's intercept
     if scale == 0.0:
         return dict(w=w, b=b, n_iter=0, history=history, gap=0.0, converged=True,
-                    use_gap=use_gap)
+                    use_gap=use_gap, stop="tol")
 
     rng = np.random.default_rng(seed & ((1 << 64) - 1))
 
@@ -525,8 +525,9 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
         if raw <= tol * scale or settled:
             converged = True
             break
+    stop = "max_epochs" if not converged else "tol" if raw <= tol * scale else "decisions"
     return dict(w=w, b=b, n_iter=n_iter, history=history, gap=float(value), converged=converged,
-                use_gap=use_gap)
+                use_gap=use_gap, stop=stop)
 
 
 # ---------------------------------------------------------------------------- estimators
@@ -595,10 +596,13 @@ class _CDBase(BaseEstimator):
         if n_problems == 1:
             r = results[0]
             self.n_iter_, self.objective_history_, self.dual_gap_ = int(r["n_iter"]), list(r["history"]), r["gap"]
+            self.stop_ = r["stop"]
         else:
             self.n_iter_ = np.array([r["n_iter"] for r in results])
             self.objective_history_ = [list(r["history"]) for r in results]
             self.dual_gap_ = np.array([r["gap"] for r in results])
+            self.stop_ = np.array([r["stop"] for r in results])
+        self.alpha_ = float(self.alpha)     # the penalty used (a number on rbcd.dask)
         self.n_features_in_ = D
         return W, B
 

@@ -169,7 +169,8 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
              verbose=0):
     """The CG of rbcd.solvers.cg.solve_ridge_cg with the operator on the partitions.
 
-    Returns (coef (k, D), intercept (k,), n_iter (k,), weighted)."""
+    Returns (coef (k, D), intercept (k,), n_iter (k,), info): info["converged"] (k,) and
+    info["residual"] (k,), the final relative residuals."""
     alpha = _check_alpha(alpha, k)
     # every partition's results are D-vectors (D x k for the operator): folded one at a
     # time (Cluster.map's fold), the driver holds its own CG vectors and one partition's
@@ -275,7 +276,9 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         )
     coef = X.T.copy()
     intercept = ybar - np.einsum("kj,j->k", coef, zbar) if zbar is not None else np.zeros(k)
-    return coef, intercept, n_iter
+    info = {"converged": ~unconverged,
+            "residual": np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)}
+    return coef, intercept, n_iter, info
 
 
 def check_distributed_ridge(est):
@@ -303,6 +306,16 @@ def check_one_vs_rest(est):
                          f"{est.multi_class!r} (multi_class='ovo' runs on one machine: "
                          f"rbcd.{type(est).__name__})")
 
+
+
+def _set_diagnostics(est, info):
+    """The local solver's ``alpha_`` (the penalty used, per target where given so),
+    ``converged_`` (every target reached tol) and ``residual_`` (the final relative
+    residual per target)."""
+    a = np.asarray(est.alpha, dtype=np.float64)
+    est.alpha_ = float(a) if a.ndim == 0 else a
+    est.converged_ = bool(np.all(info["converged"]))
+    est.residual_ = np.asarray(info["residual"], dtype=np.float64)
 
 class RidgeCG(RegressorMixin, BaseEstimator):
     """Ridge regression by block preconditioned CG on row-partitioned Z (dask).
@@ -352,11 +365,12 @@ class RidgeCG(RegressorMixin, BaseEstimator):
         y_ndim = len(y_shape)
         k = 1 if y_ndim == 1 else int(y_shape[1])
         _check_alpha(self.alpha, k)
-        coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
+        coef, intercept, n_iter, info = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
                                            self.tol, self.max_iter, self.preconditioner,
                                            cluster.grid_ptr,
                                            self.verbose if verbose is None else verbose)
-        out = np.dtype(Xd.dtype) if np.dtype(Xd.dtype) in (np.float32, np.float64) else np.dtype(np.float64)
+        out = (np.dtype(Xd.dtype) if np.dtype(Xd.dtype) in (np.float32, np.float64)
+               else np.dtype(np.float64))
         if y_ndim == 1:
             self.coef_ = coef[0].astype(out)
             self.intercept_ = out.type(intercept[0]) if self.fit_intercept else 0.0
@@ -364,6 +378,7 @@ class RidgeCG(RegressorMixin, BaseEstimator):
             self.coef_ = coef.astype(out)
             self.intercept_ = intercept.astype(out) if self.fit_intercept else np.zeros(k, out)
         self.n_iter_ = n_iter
+        _set_diagnostics(self, info)
         self.n_features_in_ = D
         return self
 
@@ -411,7 +426,7 @@ class RidgeCGClassifier(ClassifierMixin, BaseEstimator):
         classes, targets, sw = class_setup(client, X, y, sample_weight, self.class_weight)
         cluster, N, D, Xd = build_blocks(client, X, y, sw, targets, columns, self.n_jobs)
         k = 1 if classes.shape[0] == 2 else classes.shape[0]
-        coef, intercept, n_iter = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
+        coef, intercept, n_iter, info = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
                                            self.tol, self.max_iter, self.preconditioner,
                                            cluster.grid_ptr,
                                            self.verbose if verbose is None else verbose)
@@ -419,6 +434,7 @@ class RidgeCGClassifier(ClassifierMixin, BaseEstimator):
         self.coef_ = coef
         self.intercept_ = intercept if self.fit_intercept else np.zeros(k)
         self.n_iter_ = n_iter
+        _set_diagnostics(self, info)
         self.n_features_in_ = D
         return self
 
