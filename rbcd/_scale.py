@@ -158,17 +158,20 @@ def _pairs_for(n, n_pairs, sample_weight=None):
 
 
 def weight_units(sample_weight, n):
-    """Each row's units of weight (int64): the weights themselves where they are all
-    integers (and sum to at most 2^53), else round(w * WEIGHT_UNITS / max w). ValueError
-    for weights that are not n finite non-negative numbers with a positive sum."""
-    w = np.asarray(sample_weight, dtype=np.float64)
-    if w.shape != (n,):
-        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or not w.sum() > 0:
-        raise ValueError("sample_weight must be finite and non-negative, not all zero")
-    if np.all(w == np.floor(w)) and w.sum() <= 2.0 ** 53:
-        return w.astype(np.int64)
-    return np.rint(w * (WEIGHT_UNITS / w.max())).astype(np.int64)
+    """Each row's units of weight (int64), by :func:`units_factor`. ValueError for weights
+    that are not n finite non-negative numbers with a positive, finite sum
+    (rbcd._validation.check_sample_weight)."""
+    from ._validation import check_sample_weight
+
+    w = check_sample_weight(sample_weight, n)
+    factor = units_factor(bool(np.all(w == np.floor(w))), float(w.sum()), float(w.max()))
+    return (w if factor is None else np.rint(w * factor)).astype(np.int64)
+
+
+def units_factor(integral, total, largest):
+    """The weights' units (module doc): None where they are all integers summing to at
+    most 2^53 (the units are the weights), else the factor WEIGHT_UNITS / max w."""
+    return None if integral and total <= 2.0 ** 53 else WEIGHT_UNITS / largest
 
 
 def _robust_median(dist, scale=1.0):

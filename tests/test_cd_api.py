@@ -495,6 +495,15 @@ def test_alpha_zero_stops_by_the_subgradient(module, l1_ratio):
     np.testing.assert_allclose(est.coef_, ols[:6], atol=1e-6)
 
 
+def _noisy_binary(mod):
+    """(Z, y, X): random binning features of 60 noisy two-class rows X, by ``mod`` (rbcd
+    or the twin)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    y = (X[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
+    return mod.RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit_transform(X), y, X
+
+
 @pytest.mark.parametrize("module", ["rbcd", "rbcd_ref"])
 def test_classification_path_runs_each_fit_to_the_subgradient_test(module):
     # cd_path's fits are optima: the decisions rule (on by default for CDClassifier) is off
@@ -502,10 +511,7 @@ def test_classification_path_runs_each_fit_to_the_subgradient_test(module):
     import importlib
 
     mod = importlib.import_module(module)
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(60, 3))
-    y = (X[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
-    Z = mod.RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit_transform(X)
+    Z, y, X = _noisy_binary(mod)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         _, _, gaps = mod.cd_path(Z, y, n_alphas=3, loss="logistic", tol=1e-3,
@@ -522,10 +528,7 @@ def test_stop_says_what_ended_the_fit(module):
     import importlib
 
     mod = importlib.import_module(module)
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(60, 3))
-    y = (X[:, 0] + 0.5 * rng.normal(size=60) > 0).astype(int)
-    Z = mod.RandomBinning(n_grids=8, sigma=1.0, random_state=0).fit_transform(X)
+    Z, y, X = _noisy_binary(mod)
     kw = dict(loss="logistic", alpha=1e-2, tol=1e-4, random_state=0)
     ruled = mod.CDClassifier(decision_epochs=2, **kw).fit(Z, y)
     assert ruled.stop_ == "decisions" and ruled.dual_gap_ > 1e-4

@@ -219,10 +219,8 @@ def _weighted_pairs(X, sw, n_pairs):
     import dask.array as da
 
     integral, total, top = dask.compute(da.all(sw == da.floor(sw)), sw.sum(), sw.max())
-    if bool(integral) and float(total) <= 2.0 ** 53:
-        q = sw.astype(np.int64)
-    else:
-        q = da.rint(sw * (_scale.WEIGHT_UNITS / float(top))).astype(np.int64)
+    factor = _scale.units_factor(bool(integral), float(total), float(top))
+    q = (sw if factor is None else da.rint(sw * factor)).astype(np.int64)
     part = np.array(dask.compute(*[q.blocks[p].sum() for p in range(q.numblocks[0])]),
                     dtype=np.int64).reshape(-1)
     part_end = np.cumsum(part)

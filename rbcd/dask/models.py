@@ -19,6 +19,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
 from .. import models as _local
+from .._validation import fit_context
 from .._calibration import fit_softmax_calibration, softmax_probabilities
 from ._data import (as_rows, check_finite_block, check_weights, client_or_error, dask,
                     names_view, tasks_per_worker)
@@ -125,19 +126,10 @@ class _RBBase(BaseEstimator):
                                  f"be None or 'squared', got {loss!r}")
         return solver, alpha, tol, loss
 
+    @fit_context
     def fit(self, X, y, sample_weight=None):
         """Bin X on the workers and fit the solver there (see the module docstring). A fit
         that fails leaves the estimator's attributes as they were (as the local models')."""
-        before = dict(self.__dict__)
-        try:
-            return self._fit(X, y, sample_weight)
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(before)
-            raise
-
-    def _fit(self, X, y, sample_weight):
-        self._validate_params()
         if self._classifier:
             from .cg import check_one_vs_rest
             check_one_vs_rest(self)
