@@ -307,3 +307,52 @@ def test_graph_replay_one_target(cp):
     assert info1["graph"] is True and after == before
     np.testing.assert_allclose(c1, c0, rtol=1e-6, atol=1e-9 * np.abs(c0).max())
     assert abs(int(it1[0]) - int(it0[0])) <= 1
+
+
+def test_weighted_and_huge_scale_sigma_as_the_cpu(cp):
+    """sigma="scale" on the device: pairs drawn over weight units (integer weights give
+    the rows repeated; weight 0 the row removed) and huge data's distances taken down
+    by a power of two, the CPU's sigma_ and Z bit for bit."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(3000, 6))
+    w = rng.integers(0, 3, 3000).astype(float)
+    kw = dict(n_grids=16, random_state=3)
+    cpu = RandomBinning(**kw).fit(X, sample_weight=w)
+    gpu = RandomBinning(device="cuda", **kw).fit(cp.asarray(X), sample_weight=cp.asarray(w))
+    assert gpu.sigma_ == cpu.sigma_ != RandomBinning(**kw).fit(X).sigma_
+    np.testing.assert_array_equal(gpu.widths_, cpu.widths_)
+    _assert_same_Z(gpu.transform(X), cpu.transform(X))
+    rep = np.repeat(X, w.astype(int), axis=0)
+    assert RandomBinning(device="cuda", **kw).fit(rep).sigma_ == gpu.sigma_
+    huge = X * 2.0 ** 600
+    hc = RandomBinning(**kw).fit(huge)
+    hg = RandomBinning(device="cuda", **kw).fit(cp.asarray(huge))
+    assert np.isfinite(hg.sigma_) and hg.sigma_ == hc.sigma_ == \
+        RandomBinning(**kw).fit(X).sigma_ * 2.0 ** 600
+    _assert_same_Z(hg.transform(huge), hc.transform(huge))
+
+
+def test_cg_alpha_zero_minimum_norm_on_device(cp):
+    """alpha=0 with more bins than rows: the device CG drops the preconditioner as the
+    CPU's does, and both reach the minimum-norm least-squares solution (RidgeCG on a device
+    matrix, and RBRegressor on its own layout)."""
+    import cupyx.scipy.sparse as csp
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(300, 4))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] ** 2
+    Z = RandomBinning(n_grids=16, sigma=1.0, random_state=0).fit_transform(X)
+    assert Z.shape[1] > Z.shape[0]
+    Zd = Z.toarray()
+    w = np.linalg.lstsq(Zd - Zd.mean(axis=0), y - y.mean(), rcond=None)[0]   # minimum norm
+    kw = dict(alpha=0.0, tol=1e-12, max_iter=100000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = RidgeCG(**kw).fit(Z, y)
+        gpu = RidgeCG(device="cuda", **kw).fit(csp.csr_matrix(Z), cp.asarray(y))
+        mkw = dict(n_grids=16, sigma=1.0, random_state=0, solver="cg", **kw)
+        mc = RBRegressor(**mkw).fit(X, y)
+        mg = RBRegressor(device="cuda", **mkw).fit(cp.asarray(X), cp.asarray(y))
+    np.testing.assert_allclose(cpu.coef_, w, atol=1e-6)
+    np.testing.assert_allclose(gpu.coef_, w, atol=1e-6)
+    Xt = rng.uniform(-1, 1, size=(200, 4))
+    np.testing.assert_allclose(mg.predict(Xt), mc.predict(Xt), atol=1e-6)
