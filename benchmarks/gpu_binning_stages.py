@@ -114,6 +114,32 @@ def main():
                 ab[lag] = (float("nan"), float("nan"), 0, None)
                 continue
             ab[lag] = ((run[32] - run[2]) / 30, t_full, int(full["out"][2].max()), full["out"])
+    # the solve's fixed cost (issue 32, N = 10^6: about 3.5 ms a solve on an H200, against
+    # 0.5-0.65 ms an iteration): solve_ridge with max_iter=0 (the set-up, the first
+    # direction and the result copies), mean of 10; and where its host time goes: the
+    # Python functions by their own time over 10 such calls (cProfile; a wait for the
+    # device shows as the call that waits)
+    import cProfile
+    import io
+    import pstats
+
+    def setup_only():
+        ccg.solve_ridge(xp, layout, Y1, None, 1e-4 * n, True, 1e-6, 0, "jacobi",
+                        structured=True)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t_setup = clock_mean(setup_only, reps=10)
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(10):
+            setup_only()
+        sync()
+        prof.disable()
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(14)
+    setup_profile = [line for line in buf.getvalue().splitlines()
+                     if line.strip() and not line.startswith(("   Ordered", "   List"))]
     same = all(np.asarray(a).tobytes() == np.asarray(b).tobytes()
                for a, b in zip(ab[0][3][:3], ab[1][3][:3]))
     graph_out = ab["graph"][3]
@@ -244,6 +270,10 @@ def main():
           f"{ab[1][0] / ab['graph'][0] if ab['graph'][0] > 0 else float('nan'):.2f}x per "
           f"iteration, full solve {ab[1][1] / ab['graph'][1]:.2f}x; a captured graph ran: "
           f"{graph_ran}; coef, intercept, n_iter bit for bit equal: {same_graph}")
+    print(f"  solve_ridge set-up alone (max_iter=0, mean of 10): {1e3 * t_setup:.2f} ms; "
+          "its host time by function (10 calls, cProfile, by own time):")
+    for line in setup_profile[:24]:
+        print("    " + line)
     print("  steps of prepare (each on its own):")
     for k, v in steps.items():
         print(f"    {k:32s} {1e3 * v:8.2f} ms")

@@ -168,7 +168,8 @@ def test_device_stopping_equals_host_loop(cp, capsys, max_iter, weighted):
                        if issubclass(w.category, ConvergenceWarning)])
         printed.append(capsys.readouterr().out)
     (c0, b0, it0, info0), (c1, b1, it1, info1) = outs
-    for a, b in [(c0, c1), (b0, b1), (it0, it1)] + [(info0[key], info1[key]) for key in info0]:
+    for a, b in [(c0, c1), (b0, b1), (it0, it1)] + [(info0[key], info1[key])
+                                                     for key in info0 if key != "graph"]:
         assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
     assert warned[1] == warned[0] and printed[1] == printed[0]
     assert it1[4] == 0 and len(printed[1].splitlines()) == it1.max()
@@ -286,27 +287,22 @@ def test_graph_replay_equals_queued_loop(cp, max_iter, weighted):
 
 
 def test_graph_replay_one_target(cp):
-    """One target (the benchmark's case): the graph loop captures (info["graph"]; CuPy's
-    CUB sums, which allocate, are off in it), CuPy's accelerator settings are restored
-    after, and the solution agrees with the default loop's to rounding (two sums of each
-    iteration run in another order), with the same iterations within one."""
-    from cupy._core import _accelerator
+    """One target (the benchmark's case): the graph loop captures (info["graph"]: its dot
+    products are the step kernels' partial sums, which allocate nothing) and gives the
+    default loop's results bit for bit."""
     from rbcd.cuda import binning as cb, cg as ccg
     X, y = _data(50000, 8, seed=7)
-    before = (list(_accelerator.get_routine_accelerators()),
-              list(_accelerator.get_reduction_accelerators()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lay = cb.fit_layout(RandomBinning(n_grids=32, random_state=2), cp.asarray(X), cp)
-        outs = [ccg.solve_ridge(cp, lay, cp.asarray(y.reshape(-1, 1)), None, alpha=5.0,
-                                tol=1e-8, structured=True, graph=graph)
-                for graph in (False, True)]
-    after = (list(_accelerator.get_routine_accelerators()),
-             list(_accelerator.get_reduction_accelerators()))
-    (c0, b0, it0, _), (c1, b1, it1, info1) = outs
-    assert info1["graph"] is True and after == before
-    np.testing.assert_allclose(c1, c0, rtol=1e-6, atol=1e-9 * np.abs(c0).max())
-    assert abs(int(it1[0]) - int(it0[0])) <= 1
+        for s in (None, cp.asarray(np.random.default_rng(7).uniform(0.5, 2.0, 50000))):
+            outs = [ccg.solve_ridge(cp, lay, cp.asarray(y.reshape(-1, 1)), s, alpha=5.0,
+                                    tol=1e-8, structured=True, graph=graph)
+                    for graph in (False, True)]
+            (c0, b0, it0, _), (c1, b1, it1, info1) = outs
+            assert info1["graph"] is True
+            for a, b in [(c0, c1), (b0, b1), (it0, it1)]:
+                assert a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
 def test_weighted_and_huge_scale_sigma_as_the_cpu(cp):

@@ -958,14 +958,35 @@ def _emulated(name):
         assert k0 + kc <= k and partial.shape == (grid[0], k)
         return slice(int(k0), int(k0) + int(kc))
 
+    def rb_col_parts(grid, block, args):
+        _check_args(args, ["float64", "float64", np.int32, np.int64, np.int32, np.int32,
+                           np.int32, "float64"])
+        A, w, has_w, m, k, k0, kc, partial = args
+        t = _cg_common(grid, block, m, k, k0, kc, partial)
+        assert A.shape == (m, k) and (not has_w or w.shape == (m,))
+        _ops.col_parts(np, A[:, t], w if has_w else None, partial[:, t])
+
+    def rb_center_rows(grid, block, args):
+        _check_args(args, ["float64", "float64", np.int32, np.int32, "float64", np.int32,
+                           np.int64, np.int32, np.int32, np.int32])
+        T, pc, nb, has_c, s, has_s, n, k, k0, kc = args
+        assert grid == (_ops.cg_blocks(n),) and block[0] % 32 == 0 and 1 <= kc <= 8
+        assert T.shape == (n, k) and k0 + kc <= k
+        assert not has_c or pc.shape == (nb, k)
+        assert not has_s or s.shape == (n,)
+        t = slice(int(k0), int(k0) + int(kc))
+        _ops.center_rows(np, T[:, t], pc[:, t] if has_c else None, s if has_s else None)
+
     def rb_cg_q(grid, block, args):
-        _check_args(args, ["float64", "float64", np.int32, "float64", "float64", "float64",
-                           "float64", np.int64, np.int32, np.int32, np.int32, "float64"])
-        Q, zbar, has, sumT, alpha, P, keep, D, k, k0, kc, partial = args
+        _check_args(args, ["float64", "float64", np.int32, "float64", np.int32, "float64",
+                           "float64", "float64", np.int64, np.int32, np.int32, np.int32,
+                           "float64"])
+        Q, zbar, has, pT, nbT, alpha, P, keep, D, k, k0, kc, partial = args
         t = _cg_common(grid, block, D, k, k0, kc, partial)
         assert Q.shape == P.shape == (D, k) and keep.shape == (D,)
-        _ops.cg_q(np, Q[:, t], zbar if has else None, sumT[t], alpha[t], P[:, t], keep,
-                  partial[:, t])
+        assert not has or pT.shape == (nbT, k)
+        _ops.cg_q(np, Q[:, t], zbar if has else None, pT[:, t] if has else None, alpha[t],
+                  P[:, t], keep, partial[:, t])
 
     def rb_cg_step(grid, block, args):
         _check_args(args, ["float64", np.int32, "float64", "int32", "float64", "float64",
@@ -1414,40 +1435,6 @@ def test_graph_capture_refuses_allocations_and_falls_back():
     log.clear()
     assert ccg._capture(fake, quiet) is None and log == []
     assert ccg._capture(np, quiet) is None
-
-
-def test_no_accelerators_restores_cupys_settings():
-    """_no_accelerators (rbcd.cuda.cg) empties CuPy's routine and reduction accelerator
-    lists inside the block and restores them after, an exception included; numpy and an
-    emulation without them are left alone."""
-    import sys
-    import types
-
-    state = {"routine": [1], "reduction": [1, 2]}
-    acc = types.SimpleNamespace(
-        get_routine_accelerators=lambda: state["routine"],
-        get_reduction_accelerators=lambda: state["reduction"],
-        set_routine_accelerators=lambda v: state.__setitem__("routine", list(v)),
-        set_reduction_accelerators=lambda v: state.__setitem__("reduction", list(v)))
-    fake = types.SimpleNamespace(__name__="fakecupy_acc", cuda=types.SimpleNamespace())
-    sys.modules["fakecupy_acc"] = types.ModuleType("fakecupy_acc")
-    sys.modules["fakecupy_acc._core"] = types.ModuleType("fakecupy_acc._core")
-    sys.modules["fakecupy_acc._core._accelerator"] = acc
-    try:
-        with ccg._no_accelerators(fake):
-            assert state == {"routine": [], "reduction": []}
-        assert state == {"routine": [1], "reduction": [1, 2]}
-        with pytest.raises(RuntimeError):
-            with ccg._no_accelerators(fake):
-                raise RuntimeError("inside")
-        assert state == {"routine": [1], "reduction": [1, 2]}
-    finally:
-        for name in ("fakecupy_acc", "fakecupy_acc._core", "fakecupy_acc._core._accelerator"):
-            sys.modules.pop(name, None)
-    with ccg._no_accelerators(np):
-        pass
-    with ccg._no_accelerators(_FakeCupy()):
-        pass
 
 
 def test_side_stream_orders_work_both_ways():

@@ -451,20 +451,55 @@ def _put_total(partial, total):
     partial[0] = total
 
 
-def cg_q(xp, Q, zbar, sumT, alpha, P, keep, partial):
-    """In place: Q = (Q - zbar sumT + alpha P) keep (the zbar term where zbar is not None);
-    partial (nb, k): sums of P Q (kernels.cu, rb_cg_q). Q, P (D, k); keep (D,)."""
+def col_parts(xp, A, w, partial):
+    """partial (cg_blocks(m), k): per-block sums of w_i A[i, :] over the rows of the (m, k)
+    array A (w (m,), or None for ones), whose totals the next kernel sums (rb_col_parts):
+    the CG products' dot products without the array library's reductions, which allocate
+    (a CUDA graph replays them). The twin puts the whole total in row 0."""
+    m, k = A.shape
+    if is_numpy(xp):
+        _put_total(partial, A.sum(axis=0) if w is None else (w[:, None] * A).sum(axis=0))
+        return
+    _launch_cg(xp, "rb_col_parts", m, k, (A, A if w is None else w, np.int32(w is not None)),
+               (partial,))
+
+
+def center_rows(xp, T, partial_c, s):
+    """In place: T = (T - c) s, c (k,) the totals of partial_c (col_parts of zbar and P:
+    the centred product; skipped where partial_c is None) and s (n,) the sample weights
+    (where not None) (rb_center_rows). T (n, k)."""
+    n, k = T.shape
+    if is_numpy(xp):
+        if partial_c is not None:
+            T -= partial_c.sum(axis=0)[None, :]
+        if s is not None:
+            T *= s[:, None]
+        return
+    has_c, has_s = partial_c is not None, s is not None
+    f = _kernel("rb_center_rows")
+    for k0 in range(0, k, KMAX):
+        f((cg_blocks(n),), (BLOCK,),
+          (T, partial_c if has_c else T, np.int32(partial_c.shape[0] if has_c else 0),
+           np.int32(has_c), s if has_s else T, np.int32(has_s), np.int64(n), np.int32(k),
+           np.int32(k0), np.int32(min(KMAX, k - k0))))
+
+
+def cg_q(xp, Q, zbar, partial_T, alpha, P, keep, partial):
+    """In place: Q = (Q - zbar sumT + alpha P) keep, sumT the totals of partial_T (col_parts
+    of T; the zbar term where zbar is not None); partial (nb, k): sums of P Q (kernels.cu,
+    rb_cg_q). Q, P (D, k); keep (D,)."""
     D, k = Q.shape
     if is_numpy(xp):
         if zbar is not None:
-            Q -= zbar[:, None] * sumT[None, :]
+            Q -= zbar[:, None] * partial_T.sum(axis=0)[None, :]
         Q += alpha[None, :] * P
         Q *= keep[:, None]
         _put_total(partial, (P * Q).sum(axis=0))
         return
     has = zbar is not None
     _launch_cg(xp, "rb_cg_q", D, k,
-               (Q, zbar if has else keep, np.int32(has), sumT if has else alpha, alpha, P, keep),
+               (Q, zbar if has else keep, np.int32(has), partial_T if has else alpha,
+                np.int32(partial_T.shape[0] if has else 0), alpha, P, keep),
                (partial,))
 
 

@@ -15,7 +15,8 @@ solutions agree to the solver tolerance.
 Products: ``GridLayout`` (Z from the device binning: Z P by a gather over the labels, Z^T U
 by atomic-free segmented sums over the grid-sorted layout) or ``MatrixOperator`` (any
 dense or (cupyx.)scipy sparse matrix). After the products, an iteration's vector work is four
-fused kernels (rbcd.cuda._ops.cg_q, cg_step, cg_dir, cg_p, each with its numpy twin). The
+fused kernels (rbcd.cuda._ops.cg_q, cg_step, cg_dir, cg_p, each with its numpy twin; the
+products' dot products zbar . P and 1 . T by _ops.col_parts and center_rows). The
 last, cg_p, also takes the stopping decision on the device (which targets go on, the
 iterations and residual norm of each, breakdowns), so the host never waits for the
 iteration it has just queued: it reads the previous iteration's active mask (a small
@@ -25,7 +26,6 @@ once: for the scalars that decide the rescaling (and a MatrixOperator's range ch
 in one copy; everything else it computes (the column statistics and Z^T b in one Z^T pass
 on a GridLayout, the norms of b, the thresholds, the first active mask) stays on the device.
 """
-import importlib
 import warnings
 
 import numpy as np
@@ -131,8 +131,7 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     it; numpy runs the pairs as they are). The host then queues one graph launch per two
     iterations instead of about a dozen kernels and library calls per iteration, and
     reads the active mask after each pair. The same kernels on the same buffers: the
-    same results bit for bit (on cupy with one target CuPy's CUB sums are off in this
-    loop, since they allocate: two sums then differ in rounding; see _no_accelerators).
+    same results bit for bit.
     ``info["graph"]`` says whether a captured graph ran (a capture that fails, e.g. one
     that would allocate, falls back to the queued kernels).
 
@@ -207,8 +206,6 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     keep = (~flat).astype(xp.float64)[:, None]       # 0 on the constant columns
     diag = xp.where(flat, 0.0, diag)
 
-    ones_n = xp.ones(n)
-
     if zbar is not None:
         B = B - zbar[:, None] * _ops.col_sums(xp, sY)[None, :]
     B = B * keep
@@ -272,12 +269,15 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     # rz_out), act_in and rz_in this iteration's mask and r . z, act_out and rz_out the
     # next's. The products first: T = S (Z P - 1 zbar^T P), Q = Z^T T and sumT = 1^T T
     # (the centred product before its zbar, alpha and constant-column terms, added by
-    # _ops.cg_q); then the four step kernels.
+    # _ops.cg_q); then the four step kernels. The dot products zbar . P and 1 . T are
+    # per-block partial sums (_ops.col_parts) whose totals the next kernel sums: no
+    # reduction of the array library (CuPy's allocate, and its reduction without them runs
+    # one thread block per target), the same bits in either loop.
     T_buf = xp.empty((n, k))
     Q_buf = xp.empty((D, k))
     part_buf = xp.empty((op.piece_start.shape[0], k)) if hasattr(op, "tdot_into") else None
-    c_buf = xp.empty(k)
-    sum_buf = xp.empty(k)
+    part_c = None if zbar is None else xp.empty((_ops.cg_blocks(D), k))
+    part_T = None if zbar is None else xp.empty((_ops.cg_blocks(n), k))
     gsum_buf = None if proj is None else xp.empty((proj.ptr.shape[0] - 1, k))
     placeholder = xp.empty(0, dtype=xp.int64)
 
@@ -286,19 +286,17 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
             op.dot_into(P, T_buf)
         else:
             T_buf[...] = op.dot(P)
-        sumT = None
         if zbar is not None:
-            xp.matmul(zbar, P, out=c_buf)
-            xp.subtract(T_buf, c_buf[None, :], out=T_buf)
-        if weighted:
-            xp.multiply(T_buf, s[:, None], out=T_buf)
+            _ops.col_parts(xp, P, zbar_v, part_c)
+        if zbar is not None or weighted:
+            _ops.center_rows(xp, T_buf, part_c, s if weighted else None)
         if part_buf is not None:
             op.tdot_into(T_buf, part_buf, Q_buf)
         else:
             Q_buf[...] = op.tdot(T_buf)
         if zbar is not None:
-            sumT = xp.matmul(ones_n, T_buf, out=sum_buf)
-        _ops.cg_q(xp, Q_buf, zbar_v, sumT, alpha_v, P, keep_v, part_pq)
+            _ops.col_parts(xp, T_buf, None, part_T)
+        _ops.cg_q(xp, Q_buf, zbar_v, part_T, alpha_v, P, keep_v, part_pq)
         _ops.cg_step(xp, part_pq, rz_in, act_in, P, Q_buf, X, Rr, minv_v, Zr, part_rr,
                      summary)
         gsum = None if proj is None else _ops.segment_sums(xp, Zr, proj.ptr, out=gsum_buf)
@@ -333,7 +331,7 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
             step(rows[0], rows[1], rz[0], rz[1])
             step(rows[1], rows[0], rz[1], rz[0])
 
-        with _side_stream(xp), _no_accelerators(xp):
+        with _side_stream(xp):
             replay = None
             done = 0
             prev = 0                  # the slot of the copy read next (0: act0's)
@@ -491,38 +489,6 @@ class _side_stream:
         if self.stream is not None:
             self.stream.__exit__(*exc)
             self.previous.wait_event(self.stream.record())
-        return False
-
-
-class _no_accelerators:
-    """``with _no_accelerators(xp):`` turns CuPy's CUB fast paths off inside the block and
-    restores them after (numpy, or a CuPy without them: nothing). CuPy's dot of two
-    vectors (the graph loop's zbar . P and 1 . T with one target) sums by CUB, which
-    allocates temporary storage, and a captured graph must not allocate; without CUB it
-    runs CuPy's own reduction kernel. With one target the graph loop's two sums then
-    differ from the default loop's in rounding (with more, both take cuBLAS: the same
-    bits)."""
-
-    def __init__(self, xp):
-        self.acc = None
-        if not _ops.is_numpy(xp) and getattr(xp, "cuda", None) is not None:
-            try:
-                self.acc = importlib.import_module(xp.__name__ + "._core._accelerator")
-            except ImportError:
-                self.acc = None
-
-    def __enter__(self):
-        if self.acc is not None:
-            self.saved = (list(self.acc.get_routine_accelerators()),
-                          list(self.acc.get_reduction_accelerators()))
-            self.acc.set_routine_accelerators([])
-            self.acc.set_reduction_accelerators([])
-        return self
-
-    def __exit__(self, *exc):
-        if self.acc is not None:
-            self.acc.set_routine_accelerators(self.saved[0])
-            self.acc.set_reduction_accelerators(self.saved[1])
         return False
 
 

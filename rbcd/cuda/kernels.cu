@@ -260,8 +260,14 @@ extern "C" __global__ void rb_column_extremes(
 // that needs a total of the previous kernel's partials sums them itself, in every block in
 // the same order (rb_totals), so every block sees the same total; the cap on the blocks
 // keeps that redundant work (nb partials per block) small for any D.
-//   rb_cg_q:    Q = (Q0 - zbar_j sumT_t + alpha_t P) keep_j (zbar term where has_zbar);
-//               partial = sums of P Q.
+//   rb_col_parts: partial = sums of w_i A[i, t] over the rows i of (m, k) A (w_i = 1
+//               where !has_w): the products' dot products zbar . P (m = D) and 1 . T (m =
+//               N), whose totals the next kernel sums (no reduction of the array library,
+//               which allocates temporary storage: a CUDA graph replays these).
+//   rb_center_rows: T = (T - c_t) s_i, c = total of partial_c (where has_c; the centred
+//               product Z P - 1 zbar^T P) and s the sample weights (where has_s).
+//   rb_cg_q:    Q = (Q0 - zbar_j sumT_t + alpha_t P) keep_j (zbar term where has_zbar,
+//               sumT the total of partial_T); partial = sums of P Q.
 //   rb_cg_step: pq = total of partial_pq; ok_t = pq > 0; step = rz / pq where act_t and
 //               ok_t, else 0; where act_t: X += step P, Rr -= step Q (an inactive target's
 //               X and Rr are not written); Zr = Rr minv (Rr where !use_minv); partial =
@@ -307,20 +313,56 @@ __device__ void rb_totals(const double* __restrict__ partial, int nb, int k, int
     __syncthreads();
 }
 
+extern "C" __global__ void rb_col_parts(
+    const double* __restrict__ A, const double* __restrict__ w, int has_w, long long m,
+    int k, int k0, int kc, double* __restrict__ partial)
+{
+    __shared__ double sh[32];
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (int t = k0; t < k0 + kc; t++) {
+        double v = 0.0;
+        for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < m; i += stride)
+            v += has_w ? w[i] * A[i * k + t] : A[i * k + t];
+        v = rb_block_sum(v, sh);
+        if (threadIdx.x == 0) partial[(long long)blockIdx.x * k + t] = v;
+    }
+}
+
+extern "C" __global__ void rb_center_rows(
+    double* __restrict__ T, const double* __restrict__ partial_c, int nb, int has_c,
+    const double* __restrict__ s, int has_s, long long n, int k, int k0, int kc)
+{
+    __shared__ double sh[32];
+    __shared__ double c[RB_KMAX];
+    if (has_c) rb_totals(partial_c, nb, k, k0, kc, c, sh);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        for (int t = 0; t < kc; t++) {
+            long long e = i * k + k0 + t;
+            double v = T[e];
+            if (has_c) v -= c[t];
+            if (has_s) v *= s[i];
+            T[e] = v;
+        }
+    }
+}
+
 extern "C" __global__ void rb_cg_q(
     double* __restrict__ Q, const double* __restrict__ zbar, int has_zbar,
-    const double* __restrict__ sumT, const double* __restrict__ alpha,
+    const double* __restrict__ partial_T, int nb_T, const double* __restrict__ alpha,
     const double* __restrict__ P, const double* __restrict__ keep,
     long long D, int k, int k0, int kc, double* __restrict__ partial)
 {
     __shared__ double sh[32];
+    __shared__ double sumT[RB_KMAX];
+    if (has_zbar) rb_totals(partial_T, nb_T, k, k0, kc, sumT, sh);
     const long long stride = (long long)gridDim.x * blockDim.x;
     for (int t = k0; t < k0 + kc; t++) {
         double v = 0.0;
         for (long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x; j < D; j += stride) {
             long long e = j * k + t;
             double q = Q[e];
-            if (has_zbar) q -= zbar[j] * sumT[t];
+            if (has_zbar) q -= zbar[j] * sumT[t - k0];
             q = (q + alpha[t] * P[e]) * keep[j];
             Q[e] = q;
             v += P[e] * q;
