@@ -43,7 +43,7 @@ python -c "import rbcd, rbcd.cuda; print('rbcd from', rbcd.__file__, '| cuda ava
 
 if [ "${GPU_TESTS:-1}" = 1 ]; then   # GPU_TESTS=0: skip (a run for one benchmark cell)
   stamp "GPU tests (tests/test_cuda_gpu.py)"
-  timeout "${TEST_TIMEOUT:-150}" python -m pytest tests/test_cuda_gpu.py -q -x -p no:cacheprovider 2>&1 | tail -25
+  timeout "${TEST_TIMEOUT:-150}" python -m pytest tests/test_cuda_gpu.py -q -p no:cacheprovider 2>&1 | tail -25
 fi
 
 if [ "${TWIN_TESTS:-1}" = 1 ]; then   # TWIN_TESTS=0: CI runs them; skip to save device time
