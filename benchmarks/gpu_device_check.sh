@@ -53,7 +53,7 @@ fi
 
 stamp "binning and CG stages (gpu_binning_stages.py at N ${STAGES_N:-1e6 1e7}, R 64)"
 if [ "${BENCH_XP:-cupy}" = cupy ] && [ "${STAGES_N:-}" != none ]; then   # STAGES_N=none: skip
-  for N in ${STAGES_N:-1e6 1e7}; do timeout 40 python benchmarks/gpu_binning_stages.py --n $N --grids 64 2>&1 | tail -24; done
+  for N in ${STAGES_N:-1e6 1e7}; do timeout 40 python benchmarks/gpu_binning_stages.py --n $N --grids 64 2>&1 | tail -60; done
 fi
 
 if [ "${BENCH_XP:-cupy}" = cupy ] && [ "${KERNEL_TIME:-1}" = 1 ]; then
