@@ -121,12 +121,20 @@ def _in_range(X, i, j):
     into them (module doc)."""
     rows = np.unique(np.concatenate([i, j]))
     sub = (sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else X)[rows]
-    values = sub.data if sp.issparse(sub) else sub
+    p = range_scale(sub.data if sp.issparse(sub) else sub)
+    if p == 1.0:
+        return X, i, j, 1.0
+    return sub / p, np.searchsorted(rows, i), np.searchsorted(rows, j), p
+
+
+def range_scale(values):
+    """_in_range's power of two for the sampled rows' values: 1.0 where their largest
+    magnitude lies within [2^-SAFE_EXP, 2^SAFE_EXP] (or is 0), else the power of two that
+    brings it into [1, 2)."""
     m = float(np.max(np.abs(values))) if values.size else 0.0
     if m == 0.0 or 2.0 ** -SAFE_EXP <= m <= 2.0 ** SAFE_EXP:
-        return X, i, j, 1.0
-    p = float(np.ldexp(1.0, int(np.frexp(m)[1]) - 1))
-    return sub / p, np.searchsorted(rows, i), np.searchsorted(rows, j), p
+        return 1.0
+    return float(np.ldexp(1.0, int(np.frexp(m)[1]) - 1))
 
 
 @functools.lru_cache(maxsize=16)

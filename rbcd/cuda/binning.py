@@ -25,6 +25,7 @@ if there is one; a row with a bin outside the training range of some column gets
 (contract 6).
 """
 import copy
+import functools
 import warnings
 
 import numpy as np
@@ -33,7 +34,7 @@ import scipy.sparse as sp
 from . import _ops
 from ._ops import get_xp  # noqa: F401 (the estimators' hooks take it from here)
 from .._random import make_generator
-from .._scale import DEFAULT_FACTOR, N_PAIRS, _in_range, _pairs_for, _robust_median
+from .._scale import DEFAULT_FACTOR, N_PAIRS, _pairs_for, _robust_median, range_scale
 from .._validation import index_dtype
 
 __all__ = ["GridLayout", "CudaTables", "fit_layout", "fit", "fit_transform", "transform",
@@ -78,18 +79,43 @@ def _scale_sigma(xp, X, sample_weight=None):
     """sigma="scale" exactly as rbcd._scale.scale_sigma: the same pairs (drawn by
     ``sample_weight``, host or device, when given), the same running sums, on the host
     (2 * N_PAIRS rows are copied)."""
-    w = None if sample_weight is None else _ops.to_host(sample_weight)
-    pairs = _pairs_for(X.shape[0], N_PAIRS, w)
-    if pairs is None:
+    if sample_weight is None:
+        found = _unweighted_rows(X.shape[0])
+    else:
+        pairs = _pairs_for(X.shape[0], N_PAIRS, _ops.to_host(sample_weight))
+        found = None if pairs is None else _pair_rows(*pairs)
+    if found is None:
         return float(DEFAULT_FACTOR) * 1.0
-    i, j = pairs
-    uniq = np.unique(np.concatenate([i, j]))
+    uniq, a, b = found
     rows = _ops.to_host(X[_ops.on_device(xp, uniq)])
-    # huge or tiny rows: computed down by a power of two, as the CPU rule (_in_range)
-    rows, a, b, scale = _in_range(rows, np.searchsorted(uniq, i), np.searchsorted(uniq, j))
+    # huge or tiny rows: computed down by a power of two, as the CPU rule (_in_range: the
+    # same power of two of the same rows)
+    scale = range_scale(rows)
+    if scale != 1.0:
+        rows = rows / scale
     with np.errstate(all="ignore"):
         dist = np.cumsum(np.abs(rows[a] - rows[b]), axis=1)[:, -1]
     return float(DEFAULT_FACTOR) * _robust_median(dist, scale)
+
+
+def _pair_rows(i, j):
+    """(rows, a, b): the sorted distinct rows of the pairs (i, j), and the pairs as
+    positions in them."""
+    uniq = np.unique(np.concatenate([i, j]))
+    return uniq, np.searchsorted(uniq, i), np.searchsorted(uniq, j)
+
+
+@functools.lru_cache(maxsize=16)
+def _unweighted_rows(n):
+    """_pair_rows of the unweighted pairs of n rows (None below two rows), cached as the
+    pairs are (rbcd._scale._sampled_pairs); read-only."""
+    pairs = _pairs_for(n, N_PAIRS)
+    if pairs is None:
+        return None
+    out = _pair_rows(*pairs)
+    for a in out:
+        a.flags.writeable = False
+    return out
 
 
 def _raise_bad_bins(xp, X, cols, widths, offsets, sigma=None):
