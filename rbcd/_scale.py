@@ -93,6 +93,16 @@ def median_l1_distance(X, n_pairs=N_PAIRS, sample_weight=None):
     pairs = _pairs_for(X.shape[0], n_pairs, sample_weight)
     if pairs is None:
         return 1.0
+    if not sp.issparse(X):
+        from .binning._binning import pair_l1  # (compiled; imported here: no import cycle)
+
+        # the running sums of cumsum(abs(X[i] - X[j]), axis=1)[:, -1], bit for bit, and
+        # the sampled rows' largest magnitude in the same pass: X as it is unless that is
+        # out of range (_in_range, below)
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        dist, m = pair_l1(X, *pairs)
+        if _pow2_for(m) == 1.0:
+            return _robust_median(dist, 1.0)
     X, i, j, scale = _in_range(X, *pairs)
     dist = np.zeros(n_pairs)
     if sp.issparse(X):
@@ -103,10 +113,9 @@ def median_l1_distance(X, n_pairs=N_PAIRS, sample_weight=None):
             if terms.shape[0]:
                 dist[p] = np.cumsum(terms)[-1]  # a running sum in column order
     else:
-        from .binning._binning import pair_l1  # (compiled; imported here: no import cycle)
+        from .binning._binning import pair_l1
 
-        # the running sums of cumsum(abs(X[i] - X[j]), axis=1)[:, -1], bit for bit
-        dist = pair_l1(np.ascontiguousarray(X, dtype=np.float64), i, j)
+        dist = pair_l1(np.ascontiguousarray(X, dtype=np.float64), i, j)[0]
     return _robust_median(dist, scale)
 
 
@@ -131,7 +140,11 @@ def range_scale(values):
     """_in_range's power of two for the sampled rows' values: 1.0 where their largest
     magnitude lies within [2^-SAFE_EXP, 2^SAFE_EXP] (or is 0), else the power of two that
     brings it into [1, 2)."""
-    m = float(np.max(np.abs(values))) if values.size else 0.0
+    return _pow2_for(float(np.max(np.abs(values))) if values.size else 0.0)
+
+
+def _pow2_for(m):
+    """range_scale of values whose largest magnitude is m."""
     if m == 0.0 or 2.0 ** -SAFE_EXP <= m <= 2.0 ** SAFE_EXP:
         return 1.0
     return float(np.ldexp(1.0, int(np.frexp(m)[1]) - 1))

@@ -1797,11 +1797,13 @@ def pack_layout(const int64_t[:, ::1] lo, const int64_t[:, ::1] hi):
 
 
 def pair_l1(const double[:, ::1] X, const int64_t[::1] i, const int64_t[::1] j):
-    """L1 distances of the row pairs (i[p], j[p]) of X, each a running sum over the columns
-    in increasing order, one term at a time (``rbcd._scale``'s contract: bit for bit
-    ``cumsum(abs(X[i] - X[j]), axis=1)[:, -1]``). Indices are the caller's to check."""
+    """(dist, m): the L1 distances of the row pairs (i[p], j[p]) of X, each a running sum
+    over the columns in increasing order, one term at a time (``rbcd._scale``'s contract:
+    bit for bit ``cumsum(abs(X[i] - X[j]), axis=1)[:, -1]``), and m the largest magnitude
+    of an entry of those rows (rbcd._scale's range check; 0.0 with no entry). Indices are
+    the caller's to check."""
     cdef Py_ssize_t n = i.shape[0], d = X.shape[1], p, c
-    cdef double acc
+    cdef double acc, m = 0.0, fa, fb
     if j.shape[0] != n:
         raise ValueError("i and j must have the same length")
     out = np.empty(n, dtype=np.float64)
@@ -1810,7 +1812,7 @@ def pair_l1(const double[:, ::1] X, const int64_t[::1] i, const int64_t[::1] j):
     cdef const double *b
     if d == 0:
         out[:] = 0.0
-        return out
+        return out, 0.0
     with nogil:
         for p in range(n):
             a = &X[i[p], 0]
@@ -1818,8 +1820,14 @@ def pair_l1(const double[:, ::1] X, const int64_t[::1] i, const int64_t[::1] j):
             acc = 0.0
             for c in range(d):
                 acc = acc + fabs(a[c] - b[c])
+                fa = fabs(a[c])
+                fb = fabs(b[c])
+                if fa > m:
+                    m = fa
+                if fb > m:
+                    m = fb
             ov[p] = acc
-    return out
+    return out, m
 
 
 def first_reaching_array(const double[::1] a, const double[::1] b, const double[::1] u,
