@@ -990,3 +990,69 @@ def test_alpha_zero_cg_reaches_the_minimum_norm_solution():
                                        rtol=1e-6)
             np.testing.assert_allclose(ours.predict(Znew), sk.predict(Znew.toarray()),
                                        atol=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80), d=st.integers(1, 60),
+       density=st.sampled_from([0.0, 0.05, 0.3, 1.0]), threads=st.integers(1, 6),
+       wide=st.booleans(), f32=st.booleans(), dup=st.booleans())
+def test_parallel_transpose_gives_scipys_csc(seed, n, d, density, threads, wide, f32, dup):
+    """to_csc (rbcd.solvers._sparse.csr_to_csc on several threads) gives scipy's CSC arrays
+    exactly: every thread count, int32 or int64 indices, float32 or float64 values, and
+    non-canonical input (unsorted rows, duplicates summed first)."""
+    from rbcd.solvers import _columns
+    rng = np.random.default_rng(seed)
+    Z = sp.random(n, d, density=density, random_state=rng, format="csr",
+                  dtype=np.float32 if f32 else np.float64)
+    if wide:
+        Z.indices = Z.indices.astype(np.int64)
+        Z.indptr = Z.indptr.astype(np.int64)
+    if dup and Z.nnz:
+        # the first stored entry's row gets that entry again, after its other entries
+        # (unsorted, a duplicate)
+        r = int(np.searchsorted(Z.indptr, 0, side="right")) - 1
+        end = int(Z.indptr[r + 1])
+        data = np.insert(Z.data, end, Z.data[0])
+        indices = np.insert(Z.indices, end, Z.indices[0])
+        indptr = Z.indptr.copy()
+        indptr[r + 1:] += 1
+        Z = sp.csr_matrix((data, indices, indptr), shape=Z.shape)
+        assert not Z.has_canonical_format
+    want = Z.copy()
+    want.sum_duplicates()
+    want = want.tocsc()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_columns, "TRANSPOSE_MIN_PER_THREAD", 1)
+        mp.setattr(_columns, "TRANSPOSE_SCRATCH_PER_ENTRY", 1 << 20)
+        got = _columns.to_csc(Z, threads)
+    assert got.has_canonical_format and got.shape == want.shape
+    np.testing.assert_array_equal(got.indptr, want.indptr)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.data, want.data)
+    assert got.data.dtype == want.data.dtype
+    # the kernel alone, on exactly that many blocks of rows
+    C = sp.csr_matrix(Z)
+    C.sum_duplicates()
+    ptr, idx, val = _sparse.csr_to_csc(C.indptr, C.indices, C.data, d, threads)
+    np.testing.assert_array_equal(ptr, want.indptr)
+    np.testing.assert_array_equal(idx, want.indices)
+    np.testing.assert_array_equal(val, want.data)
+
+
+def test_transpose_threads_follow_size_and_width(monkeypatch):
+    """to_csc uses scipy's transpose for one thread and for small or wide matrices (their
+    per-thread counts would outweigh the entries), the kernel otherwise."""
+    from rbcd.solvers import _columns
+    calls = []
+    kernel = _sparse.csr_to_csc
+    monkeypatch.setattr(_sparse, "csr_to_csc", lambda *a: calls.append(a[-1]) or kernel(*a))
+    monkeypatch.setattr(_columns, "TRANSPOSE_MIN_PER_THREAD", 100)
+    Z = sp.random(400, 20, density=0.5, random_state=0, format="csr")     # 4,000 entries
+    _columns.to_csc(Z, 1)
+    _columns.to_csc(Z, 8)
+    assert calls == [8]
+    _columns.to_csc(Z[:300], 64)                                            # 3,000: 30 threads
+    assert calls[-1] == 30
+    wide = sp.random(10, 200_000, density=1e-3, random_state=0, format="csr")
+    got = _columns.to_csc(wide, 8)
+    assert len(calls) == 2 and (got != wide.tocsc()).nnz == 0

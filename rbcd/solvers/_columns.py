@@ -16,10 +16,11 @@ O(nnz + N R), a small part of a fit. A structure that is not Z's is a ValueError
 import numpy as np
 import scipy.sparse as sp
 
-from . import _cd
+from . import _cd, _sparse
+from .._threads import effective_n_threads
 from ..binning.columns import _check_grid_ptr
 
-__all__ = ["check_columns_of", "columns_from", "plain_columns"]
+__all__ = ["check_columns_of", "columns_from", "plain_columns", "to_csc"]
 
 
 class _Columns:
@@ -89,13 +90,42 @@ def _constant_values(data):
     return np.ascontiguousarray(data, dtype=np.float64), 1.0
 
 
-def plain_columns(Z):
-    """CSC view of any scipy sparse matrix or dense array (converted once)."""
-    if sp.issparse(Z):
-        C = Z.tocsc()
+#: the parallel transpose (to_csc) gives each thread at least this many stored entries,
+#: and its per-thread column counts (8 bytes x threads x columns) at most this many bytes
+#: per stored entry: fewer threads for small or wide matrices, scipy's transpose for one
+TRANSPOSE_MIN_PER_THREAD = 1 << 19
+TRANSPOSE_SCRATCH_PER_ENTRY = 4
+
+
+def to_csc(Z, n_threads):
+    """Z (any scipy sparse matrix) as a canonical CSC matrix (sorted row indices, duplicates
+    summed): scipy's arrays, transposed on up to ``n_threads`` threads
+    (rbcd.solvers._sparse.csr_to_csc) where that pays, by scipy's ``tocsc`` otherwise.
+    Z's structure must have been checked (rbcd._validation.check_sparse_structure)."""
+    csr = Z if sp.isspmatrix_csr(Z) or isinstance(Z, sp.csr_array) else Z.tocsr()
+    if not csr.has_canonical_format:
+        csr = csr.copy()
+        csr.sum_duplicates()
+    nnz, n_cols = csr.indices.shape[0], csr.shape[1]
+    T = min(int(n_threads), nnz // TRANSPOSE_MIN_PER_THREAD,
+            nnz * TRANSPOSE_SCRATCH_PER_ENTRY // (8 * (n_cols + 1)))
+    if T < 2 or csr.data.dtype not in (np.float32, np.float64) \
+            or csr.indices.dtype != csr.indptr.dtype:
+        C = csr.tocsc()
         if not C.has_canonical_format:
-            C = C.copy()
             C.sum_duplicates()
+        return C
+    indptr, indices, data = _sparse.csr_to_csc(csr.indptr, csr.indices, csr.data, n_cols, T)
+    C = sp.csc_matrix((data, indices, indptr), shape=csr.shape, copy=False)
+    C.has_sorted_indices = True     # rows increase within each column; no duplicates
+    return C
+
+
+def plain_columns(Z, n_threads=1):
+    """CSC view of any scipy sparse matrix or dense array (converted once; a sparse one
+    on up to ``n_threads`` threads, :func:`to_csc`)."""
+    if sp.issparse(Z):
+        C = to_csc(Z, n_threads)
     else:
         C = sp.csc_matrix(np.asarray(Z))
     data, zval = _constant_values(C.data)
@@ -219,7 +249,7 @@ def columns_from(Z, columns, n_jobs):
     one entry per grid).
     """
     if columns is None:
-        return plain_columns(Z)
+        return plain_columns(Z, effective_n_threads(n_jobs))
     if _is_rb_columns(columns):
         gp = check_columns_of(Z, columns)
         cols = _Columns(np.asarray(columns.indptr), np.asarray(columns.indices), None,
@@ -250,6 +280,6 @@ def columns_from(Z, columns, n_jobs):
             rbc = column_structure(Zr, grid_ptr, n_jobs=n_jobs)
             return _Columns(rbc.indptr, np.asarray(rbc.indices), None, float(rbc.value),
                             rbc.n_rows, np.ascontiguousarray(rbc.grid_ptr, dtype=np.int64))
-    cols = plain_columns(Z)
+    cols = plain_columns(Z, effective_n_threads(n_jobs))
     cols.grid_ptr = check_grid_structure(cols, grid_ptr)
     return cols

@@ -137,6 +137,77 @@ def csr_matmat(
                              const_value, vptr, k, optr + i * k)
 
 
+def csr_to_csc(
+    const index_t[::1] indptr,    # IN  (n_rows + 1,) CSR row pointers
+    const index_t[::1] indices,   # IN  (nnz,) column indices, each in [0, n_cols)
+    const value_t[::1] data,      # IN  (nnz,) values
+    Py_ssize_t n_cols,
+    int n_threads,
+):
+    """(indptr (n_cols + 1,) int64, indices (nnz,) of indices' dtype, data (nnz,) of data's
+    dtype): the CSC arrays of the CSR matrix, the entries of each column in increasing row
+    order: the arrays of scipy's ``tocsc``, for any thread count. The caller checks the
+    structure (indices in range: a counting sort writes where they point) and picks the
+    threads (rbcd.solvers._columns.to_csc).
+
+    A counting sort over T = n_threads contiguous blocks of rows of about nnz / T entries:
+    each block counts its entries per column (T x n_cols int64 of scratch), a serial pass
+    over the columns turns the counts into each block's first position in each column
+    (blocks in row order), and each block scatters its rows there. scipy's transpose is
+    the same sort with one block.
+    """
+    cdef Py_ssize_t n_rows = indptr.shape[0] - 1
+    cdef Py_ssize_t nnz = indices.shape[0]
+    if n_rows < 0:
+        raise ValueError("indptr must hold at least one entry")
+    if data.shape[0] != nnz or indptr[n_rows] != nnz:
+        raise ValueError("indptr, indices and data do not describe one CSR matrix")
+    idx_dtype = np.int32 if index_t is int32_t else np.int64
+    if index_t is int32_t and n_rows > 2147483647:
+        raise ValueError("row numbers do not fit int32 indices")
+    out_ptr = np.zeros(n_cols + 1, dtype=np.int64)
+    out_idx = np.empty(nnz, dtype=idx_dtype)
+    out_val = np.empty(nnz, dtype=np.float32 if value_t is float else np.float64)
+    if nnz == 0:
+        return out_ptr, out_idx, out_val
+    cdef Py_ssize_t T = max(1, min(n_threads, n_rows))
+    # block t: rows bounds[t] .. bounds[t + 1] - 1, about nnz / T entries each
+    bounds_arr = np.searchsorted(np.asarray(indptr), np.arange(T + 1, dtype=np.int64) * nnz // T,
+                                 side="left").astype(np.int64)
+    bounds_arr[0] = 0
+    bounds_arr[T] = n_rows
+    cdef int64_t[::1] bounds = bounds_arr
+    counts_arr = np.zeros((T, n_cols), dtype=np.int64)
+    cdef int64_t[:, ::1] counts = counts_arr
+    cdef int64_t[::1] cptr = out_ptr
+    cdef index_t[::1] cidx = out_idx
+    cdef value_t[::1] cval = out_val
+    cdef Py_ssize_t t, i, j, p, q
+    cdef int64_t acc = 0, c
+    with nogil:
+        for t in prange(T, schedule="static", num_threads=T):
+            for p in range(indptr[bounds[t]], indptr[bounds[t + 1]]):
+                counts[t, indices[p]] += 1
+        # each block's first position in each column: the columns in order, the blocks
+        # (row ranges) in order within a column
+        for j in range(n_cols):
+            cptr[j] = acc
+            for t in range(T):
+                c = counts[t, j]
+                counts[t, j] = acc
+                acc = acc + c
+        cptr[n_cols] = acc
+        for t in prange(T, schedule="static", num_threads=T):
+            for i in range(bounds[t], bounds[t + 1]):
+                for p in range(indptr[i], indptr[i + 1]):
+                    j = indices[p]
+                    q = counts[t, j]
+                    counts[t, j] = q + 1
+                    cidx[q] = <index_t>i
+                    cval[q] = data[p]
+    return out_ptr, out_idx, out_val
+
+
 def csc_weighted_col_stats(
     const index_t[::1] indptr,    # IN  (n_cols + 1,) CSC
     const index_t[::1] indices,   # IN  (nnz,) row indices

@@ -1057,8 +1057,13 @@ def _check_matrix(Z):
         if Z.ndim != 2:
             raise ValueError(f"Z must be 2-D, got {Z.ndim}-D")
         check_sparse_structure(Z, "Z")
-        data = Z.tocsc().data
-        if not np.all(np.isfinite(data)):
+        # the values after duplicates are summed (no transpose: a canonical CSR or CSC
+        # matrix holds them as they are)
+        C = Z if Z.format in ("csr", "csc") else Z.tocsr()
+        if not C.has_canonical_format:
+            C = C.copy()
+            C.sum_duplicates()
+        if not np.all(np.isfinite(C.data)):
             raise ValueError("Z contains NaN or inf")
     else:
         Z = np.asarray(Z)
@@ -1095,8 +1100,8 @@ def alpha_max(Z, y, l1_ratio=1.0, fit_intercept=True, sample_weight=None, loss="
         targets = yv[:, None] if yv.ndim == 1 else yv
     else:
         targets = _class_targets(y, N)
-    cols = plain_columns(Z)
     n_threads = effective_n_threads(None)
+    cols = plain_columns(Z, n_threads)
     best = 0.0
     for k in range(targets.shape[1]):
         yk = np.ascontiguousarray(targets[:, k])

@@ -71,7 +71,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _sparse
-from ._columns import columns_from
+from ._columns import columns_from, to_csc
 from .cd import SAFE_EXP, pow2_scale
 from .._memory import check_solver_memory
 from .._threads import effective_n_threads, limit_blas
@@ -231,7 +231,7 @@ class _Products:
             if self.use_const:
                 self.labels = self._labels_of(columns)
         else:
-            csc = csr.tocsc()
+            csc = to_csc(csr, self.n_threads)
             self.csc = self._arrays(csc.indptr, csc.indices, csc.data)
 
     def _columns_match(self, columns):
