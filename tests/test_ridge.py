@@ -1056,3 +1056,10 @@ def test_transpose_threads_follow_size_and_width(monkeypatch):
     wide = sp.random(10, 200_000, density=1e-3, random_state=0, format="csr")
     got = _columns.to_csc(wide, 8)
     assert len(calls) == 2 and (got != wide.tocsc()).nnz == 0
+    # a CSC matrix is already column-major (no transpose), other formats go through CSR
+    C = Z.tocsc()
+    assert _columns.to_csc(C, 8) is C and len(calls) == 2
+    for other in (sp.csr_array(Z), Z.tocoo(), Z.tolil()):
+        got = _columns.to_csc(other, 8)
+        assert (got != C).nnz == 0 and got.has_canonical_format
+    assert calls[2:] == [8, 8, 8]

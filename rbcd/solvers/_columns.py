@@ -102,7 +102,13 @@ def to_csc(Z, n_threads):
     summed): scipy's arrays, transposed on up to ``n_threads`` threads
     (rbcd.solvers._sparse.csr_to_csc) where that pays, by scipy's ``tocsc`` otherwise.
     Z's structure must have been checked (rbcd._validation.check_sparse_structure)."""
-    csr = Z if sp.isspmatrix_csr(Z) or isinstance(Z, sp.csr_array) else Z.tocsr()
+    if Z.format == "csc":           # already column-major: no transpose
+        C = Z
+        if not C.has_canonical_format:
+            C = C.copy()
+            C.sum_duplicates()
+        return C
+    csr = Z if Z.format == "csr" else Z.tocsr()
     if not csr.has_canonical_format:
         csr = csr.copy()
         csr.sum_duplicates()
