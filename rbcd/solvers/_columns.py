@@ -123,7 +123,7 @@ def to_csc(Z, n_threads):
         return C
     indptr, indices, data = _sparse.csr_to_csc(csr.indptr, csr.indices, csr.data, n_cols, T)
     C = sp.csc_matrix((data, indices, indptr), shape=csr.shape, copy=False)
-    C.has_sorted_indices = True     # rows increase within each column; no duplicates
+    C.has_canonical_format = True   # rows increase within each column; no duplicates
     return C
 
 
