@@ -30,6 +30,9 @@ usable cores, and the core count itself), ``n_jobs`` passed explicitly:
   (its indices and data), on 4 KiB pages / advised as 2 MiB pages: the page faults that
   every fit and transform pays for its output, against which the binning stages' times
   can be set; not in the default stages;
+* ``transpose``: Z's CSR -> CSC transpose as the solvers make it when Z comes without
+  ``columns=`` (``rbcd.solvers._columns.to_csc``: scipy's on one thread); not in the
+  default stages;
 * ``core`` / ``core-l2``: no data at all: fixed work split over T threads, each one
   dependent chain of integer mixing (``rbcd._openmp_info.core_work``), with ``core-l2``
   also probing a private 256 KiB table at every link. Their speedups are the most that T
@@ -96,7 +99,8 @@ from _common import (
 )
 
 STAGES = ("binning", "fit", "binning-grids", "binning-ranges", "ranges-work", "binning-huge",
-          "touch", "touch-huge", "core", "core-l2", "transform", "cg", "cd-grid", "cd-hogwild")
+          "touch", "touch-huge", "core", "core-l2", "transform", "cg", "cd-grid", "cd-hogwild",
+          "transpose")
 TITLES = {
     "binning": "binning (fit_transform)",
     "fit": "binning (fit: tables only)",
@@ -112,6 +116,7 @@ TITLES = {
     "cg": "RidgeCG iteration",
     "cd-grid": "CD epoch, grid mode",
     "cd-hogwild": "CD epoch, Hogwild",
+    "transpose": "Z's transpose (solvers without columns=)",
 }
 # issue 33's targets at 16 threads against 1 (speedups), and for the CG iteration's time
 # against its bandwidth bound
@@ -120,7 +125,7 @@ BINNING = ("binning", "fit", "binning-grids", "binning-ranges", "ranges-work",
 TOUCH = ("touch", "touch-huge")                                        # wall time
 CORE = {"core": (2**28, 0), "core-l2": (2**26, 2**15)}                 # (steps, table words)
 OPTIONAL = ("fit", "binning-grids", "binning-ranges", "ranges-work", "binning-huge",
-            "touch", "touch-huge", "core", "core-l2")                  # not by default
+            "touch", "touch-huge", "core", "core-l2", "transpose")     # not by default
 TARGET_SPEEDUP = {"binning": 10.0, "cd-grid": 10.0, "cd-hogwild": 10.0}
 TARGET_CG_BOUND = 2.0
 TRIAD_MIN = 2**22       # triad arrays of at least this many doubles (32 MiB each)
@@ -291,6 +296,8 @@ class _Bench:
             # D coordinate steps: each reads its column's row indices and reads and writes
             # u on them (8 + 8 bytes per entry, counted as if streamed), and the check
             "cd-hogwild": nnz * (csc_idx + 16) + nnz * csc_idx + N * 8,
+            # read the CSR indices (twice: count, scatter) and values, write the CSC ones
+            "transpose": nnz * (2 * idx + 8) + nnz * (idx + 8),
         }
         self.info = {"N": N, "D": D, "nnz": int(nnz), "label_bytes": label_bytes,
                      "labels": bool(label_bytes), "csr_index_bytes": idx,
@@ -399,6 +406,13 @@ class _Bench:
             t0 = time.perf_counter()
             if stage in TOUCH:
                 units = [self._touch(T, huge=stage == "touch-huge")]
+            elif stage == "transpose":
+                # what RidgeCG / the CD solvers do with a Z given without columns=
+                from rbcd.solvers._columns import to_csc
+
+                C = to_csc(self.Z, T)
+                units = [time.perf_counter() - t0]
+                del C
             elif stage in CORE:
                 units = [self._core(T, *CORE[stage]) for _ in range(3)]
             elif stage == "binning-huge":

@@ -143,6 +143,14 @@ def test_compare_threads_runs(tmp_path):
     assert "fit_tables" in data["kernels"]["binning-huge"]["1"]["kernels"]
     md = (out_dir / "threads.md").read_text()
     assert "system time" in md and "page faults" in md
+    # the solvers' transpose (not a default stage)
+    out_dir = tmp_path / "transpose"
+    _run([sys.executable, os.path.join(ROOT, "benchmarks", "compare_threads.py")] + TINY
+         + ["--threads", "1,2", "--stages", "transpose", "--triad-min", "1000",
+            "--out", str(out_dir)], tmp_path)
+    data = json.loads((out_dir / "threads.json").read_text())
+    assert all(data["seconds"]["transpose"][T] > 0 for T in ("1", "2"))
+    assert data["bytes"]["transpose"] > 0
     row1 = next(line for line in md.splitlines() if line.startswith("| 1 | "))
     assert row1.split(" | ")[2].endswith("ms") or row1.split(" | ")[2].endswith(" s")
 
