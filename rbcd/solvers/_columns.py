@@ -94,7 +94,7 @@ def _constant_values(data):
 #: and its per-thread column counts (8 bytes x threads x columns) at most this many bytes
 #: per stored entry: fewer threads for small or wide matrices, scipy's transpose for one
 TRANSPOSE_MIN_PER_THREAD = 1 << 19
-TRANSPOSE_SCRATCH_PER_ENTRY = 4
+TRANSPOSE_SCRATCH_PER_ENTRY = 2
 
 
 def to_csc(Z, n_threads):
