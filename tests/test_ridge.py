@@ -1063,3 +1063,26 @@ def test_transpose_threads_follow_size_and_width(monkeypatch):
         got = _columns.to_csc(other, 8)
         assert (got != C).nnz == 0 and got.has_canonical_format
     assert calls[2:] == [8, 8, 8]
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(0, 300), threads=st.integers(1, 5), where=st.integers(0, 299),
+       bad=st.sampled_from([None, 2.0, np.nan, -0.0]), f32=st.booleans())
+def test_all_equal_is_numpys(n, threads, where, bad, f32):
+    """rbcd.solvers._sparse.all_equal: every entry equal to the first, as numpy says
+    (NaN never equal; -0.0 equal to 0.0), for any thread count."""
+    data = np.full(n, 0.0 if bad == -0.0 else 0.125, dtype=np.float32 if f32 else np.float64)
+    if bad is not None and n:
+        data[where % n] = bad
+    want = bool(n == 0 or np.all(data == data[0]))
+    assert _sparse.all_equal(data, threads) is want
+
+
+def test_all_equal_over_several_blocks():
+    data = np.full(200_000, 0.125)
+    for threads in (1, 2, 3, 4):
+        assert _sparse.all_equal(data, threads) is True
+        for where in (1, 65_536, 133_333, 199_999):
+            data[where] = 0.25
+            assert _sparse.all_equal(data, threads) is False
+            data[where] = 0.125

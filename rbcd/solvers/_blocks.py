@@ -132,7 +132,8 @@ def grid_block(Z, grid_ptr, n_threads=1):
     if R < 1 or gp[-1] != Z.shape[1] or Z.indptr.shape[0] != n + 1:
         return None
     data = Z.data
-    if data.shape[0] == 0 or not np.all(data == data[0]):
+    if data.shape[0] == 0 or not _sparse.all_equal(
+            np.ascontiguousarray(data, dtype=np.float64), int(n_threads)):
         return None
     if not np.array_equal(Z.indptr, R * np.arange(n + 1, dtype=np.int64)):
         return None

@@ -81,9 +81,17 @@ class _Columns:
                                np.ascontiguousarray(v, dtype=np.float64), n_threads)
 
 
-def _constant_values(data):
+def _all_equal(data, n_threads):
+    """Every entry of the array equals its first (rbcd.solvers._sparse.all_equal for
+    float32 / float64, numpy otherwise)."""
+    if data.dtype in (np.float32, np.float64) and data.flags.c_contiguous:
+        return _sparse.all_equal(data, int(n_threads))
+    return bool(data.shape[0] == 0 or np.all(data == data[0]))
+
+
+def _constant_values(data, n_threads=1):
     """(None, value) when all stored values are equal, else (float64 data, 1.0)."""
-    if data.shape[0] > 0 and np.all(data == data[0]):
+    if data.shape[0] > 0 and _all_equal(data, n_threads):
         return None, float(data[0])
     if data.shape[0] == 0:
         return None, 1.0
@@ -134,7 +142,7 @@ def plain_columns(Z, n_threads=1):
         C = to_csc(Z, n_threads)
     else:
         C = sp.csc_matrix(np.asarray(Z))
-    data, zval = _constant_values(C.data)
+    data, zval = _constant_values(C.data, n_threads)
     return _Columns(C.indptr, C.indices, data, zval, C.shape[0])
 
 
@@ -281,7 +289,7 @@ def columns_from(Z, columns, n_jobs):
         column_structure = None
     if column_structure is not None and sp.issparse(Z):
         Zr = Z.tocsr()
-        if Zr.data.shape[0] and np.all(Zr.data == Zr.data[0]):
+        if Zr.data.shape[0] and _all_equal(Zr.data, effective_n_threads(n_jobs)):
             # a plain RB matrix: the shared builder (parallel, checks the grid structure)
             rbc = column_structure(Zr, grid_ptr, n_jobs=n_jobs)
             return _Columns(rbc.indptr, np.asarray(rbc.indices), None, float(rbc.value),

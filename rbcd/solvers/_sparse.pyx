@@ -137,6 +137,29 @@ def csr_matmat(
                              const_value, vptr, k, optr + i * k)
 
 
+def all_equal(const value_t[::1] data, int n_threads):
+    """True when every entry of data equals data[0] (False for NaN; True when empty): the
+    solvers' test for one stored value (random binning's 1/sqrt(R)), without numpy's
+    temporary boolean array of the data's length. T = n_threads blocks, each stopping at
+    its first differing entry; the answer does not depend on T."""
+    cdef Py_ssize_t n = data.shape[0], t, i, lo, hi
+    cdef Py_ssize_t T = max(1, min(n_threads, n // 65536 + 1))
+    if n == 0:
+        return True
+    cdef value_t first = data[0]
+    flags_arr = np.ones(T, dtype=np.int8)
+    cdef signed char[::1] flags = flags_arr
+    with nogil:
+        for t in prange(T, schedule="static", num_threads=T):
+            lo = n * t // T
+            hi = n * (t + 1) // T
+            for i in range(lo, hi):
+                if data[i] != first:
+                    flags[t] = 0
+                    break
+    return bool(flags_arr.all())
+
+
 def csr_to_csc(
     const index_t[::1] indptr,    # IN  (n_rows + 1,) CSR row pointers
     const index_t[::1] indices,   # IN  (nnz,) column indices, each in [0, n_cols)

@@ -71,7 +71,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from . import _sparse
-from ._columns import columns_from, to_csc
+from ._columns import _all_equal, columns_from, to_csc
 from .cd import SAFE_EXP, pow2_scale
 from .._memory import check_solver_memory
 from .._threads import effective_n_threads, limit_blas
@@ -218,7 +218,7 @@ class _Products:
             csr = csr.copy()
             csr.sum_duplicates()
         data = csr.data
-        self.use_const = bool(data.size > 0 and np.all(data == data[0]))
+        self.use_const = bool(data.size > 0 and _all_equal(data, self.n_threads))
         self.const_value = float(data[0]) if data.size > 0 else 0.0
         self.csr = self._arrays(csr.indptr, csr.indices, data)
         if columns is not None and self._columns_match(columns):
