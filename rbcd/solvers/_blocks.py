@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import _sparse
+from ._columns import _all_equal
 from ..binning import _binning
 
 __all__ = ["GridBlock", "grid_block"]
@@ -132,8 +133,7 @@ def grid_block(Z, grid_ptr, n_threads=1):
     if R < 1 or gp[-1] != Z.shape[1] or Z.indptr.shape[0] != n + 1:
         return None
     data = Z.data
-    if data.shape[0] == 0 or not _sparse.all_equal(
-            np.ascontiguousarray(data, dtype=np.float64), int(n_threads)):
+    if data.shape[0] == 0 or not _all_equal(data, n_threads):
         return None
     if not np.array_equal(Z.indptr, R * np.arange(n + 1, dtype=np.int64)):
         return None

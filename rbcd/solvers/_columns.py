@@ -126,8 +126,7 @@ def to_csc(Z, n_threads):
     if T < 2 or csr.data.dtype not in (np.float32, np.float64) \
             or csr.indices.dtype != csr.indptr.dtype:
         C = csr.tocsc()
-        if not C.has_canonical_format:
-            C.sum_duplicates()
+        C.has_canonical_format = True   # scipy's counting sort of a canonical CSR matrix
         return C
     indptr, indices, data = _sparse.csr_to_csc(csr.indptr, csr.indices, csr.data, n_cols, T)
     C = sp.csc_matrix((data, indices, indptr), shape=csr.shape, copy=False)
