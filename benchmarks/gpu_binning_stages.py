@@ -169,6 +169,7 @@ def main():
     first = {b[0]: b for b in batches}
     single = {b[0] for b in batches if len(b) == 1}
     ahead = {}
+    narrow = 0
     r = 0
     while r < R:
         t = time.perf_counter()
@@ -176,13 +177,17 @@ def main():
         if batch is not None and len(batch) > 1:   # fit_layout's batch of grids
             G = len(batch)
             key_bits = max(int(top_bits[q]) for q in batch)
+            base = cb._narrow(batch, top_bits, row_bits)
+            narrow += base is not None
             words = _ops.batch_keys(xp, Xc, dev["u"][r:r + G], dev["w"][r:r + G],
                                     dev["lo"][r:r + G], dev["shift"][r:r + G], row_bits,
-                                    key_bits)
+                                    key_bits, rw=dev["rw"][r:r + G], base=base)
             sync()
             t1 = time.perf_counter()
             s = xp.sort(words.reshape(-1))
             del words
+            if base is not None:
+                s = _ops.widen_batch(xp, s, base, row_bits, key_bits)
             sync()
             t2 = time.perf_counter()
             flags, seg, count = cb._segment_ids(xp, s, row_bits)
@@ -193,12 +198,15 @@ def main():
         elif batch is not None:                    # one grid (keys with the next few: _key_group)
             G = 1
             if r not in ahead:
-                ahead.update(cb._key_group(xp, Xc, dev, r, single, row_bits))
+                ahead.update(cb._key_group(xp, Xc, dev, r, single, row_bits, top_bits))
             pairs = ahead.pop(r)
+            narrow += pairs.dtype != xp.uint64
             sync()
             t1 = time.perf_counter()
             s = xp.sort(pairs)
             del pairs
+            if s.dtype != xp.uint64:
+                s = s.astype(xp.uint64)
             sync()
             t2 = time.perf_counter()
             cp, kb, mc = cb.number_pairs(xp, s, row_bits, labels[r], rows[r * n:(r + 1) * n])
@@ -246,7 +254,8 @@ def main():
     print(f"gpu_binning_stages: N = {n:,}, d = {a.d}, R = {a.grids} ({generic} grid(s) on the "
           f"generic multi-word path, their keys and sort counted in 'keys')")
     print(f"  fit_layout as the estimator runs it ({len(batches)} batch(es) of grids, "
-          f"BATCH_WORDS {cb.BATCH_WORDS}): {whole:.3f} s; the same batches, synchronised "
+          f"{narrow} of them sorted as narrow words, BATCH_WORDS {cb.BATCH_WORDS}): "
+          f"{whole:.3f} s; the same batches, synchronised "
           f"stage by stage: {total:.3f} s")
     for k, v in stages.items():
         print(f"  {k:8s} {v:.4f} s  ({100 * v / total:4.1f}%)  {1e3 * v / R:.3f} ms per grid, "

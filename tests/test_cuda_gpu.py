@@ -82,13 +82,43 @@ def test_kernels_equal_numpy_twins(cp):
         np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
+def test_Z_bit_for_bit_at_bin_edges(cp):
+    """Entries at and within a few ulps of the grids' bin edges (x = u + k w, nudged):
+    where the key kernels' product by 1 / w and the true division round to different
+    sides of an integer (rb_floor_quot's fallback), Z is still the CPU's, in fit and
+    in transform."""
+    n, d, R = 6000, 4, 8
+    draw = RandomBinning(n_grids=R, sigma=0.3, random_state=11).fit(np.zeros((2, d)))
+    W, U = draw.widths_, draw.offsets_
+    rng = np.random.default_rng(12)
+    r = rng.integers(0, R, size=(n, d))
+    k = rng.integers(-3, 4, size=(n, d)).astype(np.float64)
+    cols = np.arange(d)
+    X = U[r, cols] + k * W[r, cols]
+    X = X + rng.integers(-3, 4, size=(n, d)) * np.spacing(X)
+    X[::7] = rng.uniform(-1, 1, size=X[::7].shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = RandomBinning(n_grids=R, sigma=0.3, random_state=11)
+        Zc, cols_c = cpu.fit_transform(X, return_columns=True)
+        gpu = RandomBinning(n_grids=R, sigma=0.3, random_state=11, device="cuda")
+        Zg, layout = gpu.fit_transform(cp.asarray(X), return_columns=True)
+    np.testing.assert_array_equal(gpu.widths_, W)
+    _assert_same_Z(Zg, Zc)
+    np.testing.assert_array_equal(layout.rows.get(), cols_c.indices)
+    Xt = X[::-1] + rng.integers(-2, 3, size=X.shape) * np.spacing(X)
+    _assert_same_Z(gpu.transform(Xt), cpu.transform(Xt))
+
+
+@pytest.mark.parametrize("narrow_bits", [0, 32])
 @pytest.mark.parametrize("batch_grids", [1, 3, 64])
-def test_Z_bit_for_bit_in_batches(cp, monkeypatch, batch_grids):
+def test_Z_bit_for_bit_in_batches(cp, monkeypatch, batch_grids, narrow_bits):
     """The grids numbered one by one (the path above 2^23 rows), in batches of 3 and all
-    together give the CPU's Z and column layout."""
+    together give the CPU's Z and column layout, sorted as wide or narrow words."""
     from rbcd.cuda import binning as cb
     n = 20000
     monkeypatch.setattr(cb, "BATCH_WORDS", batch_grids * n)
+    monkeypatch.setattr(cb, "NARROW_BITS", narrow_bits)
     X, _ = _data(n, 6, seed=5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

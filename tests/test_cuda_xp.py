@@ -848,10 +848,11 @@ def _check_args(args, spec):
 
 def _emulated(name):
     def rb_grid_keys(grid, block, args):
-        _check_args(args, ["float64", np.int64, np.int32, "float64", "float64", "int64",
-                           "int64", "int64", np.int32, np.int32, "uint64", "uint8"])
-        X, n, d, u, w, lo, hi, shift, row_bits, mode, keys, inside = args
+        _check_args(args, ["float64", np.int64, np.int32, "float64", "float64", "float64",
+                           "int64", "int64", "int64", np.int32, np.int32, "uint64", "uint8"])
+        X, n, d, u, w, rw, lo, hi, shift, row_bits, mode, keys, inside = args
         assert grid[0] * block[0] >= n and X.shape == (n, d) and u.shape == (d,)
+        np.testing.assert_array_equal(rw, 1.0 / w)     # rb_floor_quot's reciprocals
         if mode == 1:
             keys[:] = _ops.grid_keys(np, X, u, w, lo, hi, shift, int(row_bits), True)
         else:
@@ -921,13 +922,38 @@ def _emulated(name):
 
     def rb_batch_keys(grid, block, args):
         _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
-                           "int64", "int64", np.int32, np.int32, "uint64"])
-        X, n, d, G, u, w, lo, shift, row_bits, tag_shift, words = args
+                           "float64", "int64", "int64", np.int32, np.int32, "uint64"])
+        X, n, d, G, u, w, rw, lo, shift, row_bits, tag_shift, words = args
         assert grid[0] * block[0] >= n and X.shape == (n, d) and words.shape == (G, n)
-        assert u.shape == w.shape == lo.shape == shift.shape == (G, d)
+        assert u.shape == w.shape == rw.shape == lo.shape == shift.shape == (G, d)
+        np.testing.assert_array_equal(rw, 1.0 / w)
         assert tag_shift == -1 or int(G - 1).bit_length() + int(tag_shift) <= 64
         key_bits = None if tag_shift < 0 else int(tag_shift) - int(row_bits)
         words[:] = _ops.batch_keys(np, X, u, w, lo, shift, int(row_bits), key_bits)
+
+    def rb_batch_keys32(grid, block, args):
+        _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
+                           "float64", "int64", "int64", np.int32, "int64", "uint32"])
+        X, n, d, G, u, w, rw, lo, shift, row_bits, base, words = args
+        assert grid[0] * block[0] >= n and X.shape == (n, d) and words.shape == (G, n)
+        assert u.shape == w.shape == rw.shape == lo.shape == shift.shape == (G, d)
+        # a batch's running key ranges, or zeros (grids sorted one by one, _key_group)
+        assert base.shape == (G,) and base[0] == 0
+        assert np.all(np.diff(base) > 0) or not base.any()
+        np.testing.assert_array_equal(rw, 1.0 / w)
+        wide = _ops.batch_keys(np, X, u, w, lo, shift, int(row_bits), None)
+        top = wide >> np.uint64(row_bits)           # every word must fit 32 bits
+        assert int((top + base[:, None].astype(np.uint64)).max()) < 1 << (32 - int(row_bits))
+        words[:] = _ops.batch_keys(np, X, u, w, lo, shift, int(row_bits), None, base=base)
+
+    def rb_widen_batch(grid, block, args):
+        _check_args(args, ["uint32", np.int64, np.int32, "int64", np.int32, np.int32,
+                           "uint64"])
+        s, m, G, base, row_bits, key_bits, out = args
+        assert grid[0] * block[0] >= m and s.shape == out.shape == (m,) and base.shape == (G,)
+        assert np.all(s[1:] > s[:-1])                   # sorted, distinct (rows differ)
+        assert int(G - 1).bit_length() + int(key_bits) + int(row_bits) <= 64
+        out[:] = _ops.widen_batch(np, s, base, int(row_bits), int(key_bits))
 
     def rb_number_batch(grid, block, args):
         _check_args(args, ["uint64", "int32", "int64", "int64", "int64", "int64", "int32",
@@ -942,9 +968,10 @@ def _emulated(name):
 
     def rb_match_keys(grid, block, args):
         _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
-                           "int64", "int64", "int64", "uint8", "uint64", "int32", "int64",
-                           "int32"])
-        X, m, d, R, u, w, lo, hi, shift, single, skeys, sids, off, labels = args
+                           "float64", "int64", "int64", "int64", "uint8", "uint64", "int32",
+                           "int64", "int32"])
+        X, m, d, R, u, w, rw, lo, hi, shift, single, skeys, sids, off, labels = args
+        np.testing.assert_array_equal(rw, 1.0 / w)
         assert grid[0] * block[0] >= m and X.shape == (m, d) and labels.shape == (R, m)
         assert u.shape == hi.shape == shift.shape == (R, d) and single.shape == (R,)
         assert off.shape == (R + 1,) and off[-1] == skeys.shape[0] == sids.shape[0]
@@ -1077,9 +1104,11 @@ def test_number_pairs_equals_number_grid(keys):
     np.testing.assert_array_equal(labels[firsts], np.arange(len(firsts)))
 
 
-def test_batches_of_grids():
+def test_batches_of_grids(monkeypatch):
     """Consecutive single-word grids in runs of at most BATCH_WORDS // n grids whose
-    (grid, key, row) words fit 64 bits; a gap or a wide key starts a new run."""
+    (grid, key, row) words fit 64 bits; a gap or a wide key starts a new run (without
+    narrow words: test_narrow_batches)."""
+    monkeypatch.setattr(cb, "NARROW_BITS", 0)
     top = np.array([10, 10, 10, 10, 40, 40, 10, 10, 10])
     assert cb._batches([0, 1, 2, 3, 5, 6, 7, 8], 1000, top, 10) == [[0, 1, 2, 3], [5, 6, 7, 8]]
     # at most 2 grids a batch
@@ -1091,23 +1120,100 @@ def test_batches_of_grids():
     assert cb._batches(list(range(3)), 1000, top, 24) == [[0], [1], [2]]
 
 
+def test_narrow_batches():
+    """Runs that fit NARROW_BITS (their key ranges summed, and the row) stay narrow: such a
+    run is closed, not widened, where the next grid would not fit; wide grids batch as
+    before."""
+    top = np.array([10] * 6)
+    assert cb._batches(list(range(6)), 1000, top, 10) == [list(range(6))]
+    np.testing.assert_array_equal(cb._narrow(list(range(6)), top, 10), np.arange(6) * 1024)
+    # 20 row bits leave 12: four ranges of 2^10 keys, not five (wide, all six would fit)
+    assert cb._batches(list(range(6)), 1000, top, 20) == [[0, 1, 2, 3], [4, 5]]
+    assert cb._narrow([0, 1, 2, 3, 4], top, 20) is None
+    top = np.array([3, 5, 40, 40, 2, 1])
+    np.testing.assert_array_equal(cb._narrow([0, 1], top, 20), [0, 8])
+    assert cb._narrow([2], top, 20) is None
+    assert cb._batches(list(range(6)), 1000, top, 20) == [[0, 1], [2, 3], [4, 5]]
+    np.testing.assert_array_equal(cb._narrow([4, 5], top, 20), [0, 4])
+    # a grid whose keys and row need all 32 bits alone is narrow; one more bit is not
+    assert cb._narrow([0], np.array([12]), 20) is not None
+    assert cb._narrow([0], np.array([13]), 20) is None
+
+
+def test_widen_batch_keeps_the_order():
+    """Narrow words sorted, widened, equal the batch's wide words sorted (rb_widen_batch)."""
+    rng = np.random.default_rng(0)
+    top = np.array([3, 1, 6, 4, 0])
+    row_bits = 9
+    base = cb._narrow(list(range(5)), top, row_bits)
+    n = 400
+    key = np.stack([rng.integers(0, 1 << int(t), size=n) for t in top]).astype(np.uint64)
+    rows = np.arange(n, dtype=np.uint64)
+    narrow = ((key + base[:, None].astype(np.uint64)) << np.uint64(row_bits)) | rows
+    assert int(narrow.max()) < 1 << 32
+    key_bits = int(top.max())
+    wide = (np.arange(5, dtype=np.uint64)[:, None] << np.uint64(key_bits + row_bits)) | (
+        key << np.uint64(row_bits)) | rows
+    got = _ops.widen_batch(np, np.sort(narrow.astype(np.uint32).reshape(-1)), base, row_bits,
+                           key_bits)
+    np.testing.assert_array_equal(got, np.sort(wide.reshape(-1)))
+
+
+def test_floor_quotients_equal_the_division():
+    """rb_floor_quot's rule (the numpy mirror): floor(a * (1 / w)) where the product is
+    safely far from an integer, else floor(a / w); equal to floor(a / w) everywhere,
+    also where a / w lies within a few ulps of an integer, where a * (1 / w) and a / w
+    round to different sides of it, at huge and tiny quotients, and at zero."""
+    rng = np.random.default_rng(5)
+    w = np.exp(rng.uniform(-30, 30, size=200_000))
+    k = rng.integers(-10**6, 10**6, size=w.shape[0]).astype(np.float64)
+    a = k * w                                   # near k, on either side after rounding
+    ulps = rng.integers(-4, 5, size=w.shape[0])
+    a = a + ulps * np.spacing(a)
+    a[:1000] = rng.uniform(-1e-3, 1e-3, 1000) * w[:1000]    # quotients near 0
+    a[1000:1100] = 0.0
+    a[1100:1200] = -0.0
+    a[1200:1300] = w[1200:1300] * 2.0**60                   # at and past 2^52
+    a[1300:1400] = w[1300:1400] * 1e-300                    # tiny quotients
+    rw = 1.0 / w
+    want = np.floor(a / w).astype(np.int64)
+    np.testing.assert_array_equal(_ops.floor_quotients(a, w, rw), want)
+    # the product alone would be wrong somewhere here: the rule's fallback is needed
+    with np.errstate(all="ignore"):
+        assert np.any(np.floor(a * rw).astype(np.int64) != want)
+    # and on random data the product decides nearly everywhere
+    a = rng.uniform(-50, 50, size=100_000)
+    w = rng.gamma(2.0, 1.0, size=100_000)
+    q = a * (1.0 / w)
+    far = np.abs(q - np.round(q)) > np.abs(q) * 3.5527136788005009e-15
+    assert far.mean() > 0.999
+    np.testing.assert_array_equal(_ops.floor_quotients(a, w, 1.0 / w),
+                                  np.floor(a / w).astype(np.int64))
+
+
+@pytest.mark.parametrize("narrow_bits", [0, 32])
 @pytest.mark.parametrize("words", [1, 2 * 3000, 5 * 3000, 1 << 24])
 @pytest.mark.parametrize("emulated", [False, True])
-def test_fit_in_batches_of_any_size(monkeypatch, words, emulated):
+def test_fit_in_batches_of_any_size(monkeypatch, words, emulated, narrow_bits):
     """Z is the CPU's whether the grids are numbered one by one (the GPU path above
-    BATCH_WORDS rows), in batches of 2 or 5, or all together; on numpy and on the CuPy
-    branches with emulated kernels."""
+    BATCH_WORDS rows), in batches of 2 or 5, or all together, sorted as wide (uint64)
+    or narrow (uint32) words; on numpy and on the CuPy branches with emulated kernels."""
     xp = _xp_for(monkeypatch, emulated)
     if emulated:
         monkeypatch.setattr(_ops, "last_async", lambda xp_, a: _ops._Ready(a[-1]))
     monkeypatch.setattr(cb, "BATCH_WORDS", words)
+    monkeypatch.setattr(cb, "NARROW_BITS", narrow_bits)
     calls = []
     batch_keys = _ops.batch_keys
 
-    def spy(*a):
+    def spy(*a, **kw):
         if a[0] is xp:      # fit_layout's calls, not the emulator's own
-            calls.append((a[2].shape[0], a[-1]))
-        return batch_keys(*a)
+            narrow = kw.get("base") is not None
+            calls.append((a[2].shape[0], None if narrow and a[2].shape[0] > 1 else a[-1]))
+            narrows.append(narrow)
+        return batch_keys(*a, **kw)
+
+    narrows = []
 
     monkeypatch.setattr(_ops, "batch_keys", spy)
     rng = np.random.default_rng(8)
@@ -1118,13 +1224,14 @@ def test_fit_in_batches_of_any_size(monkeypatch, words, emulated):
         warnings.simplefilter("ignore")
         est = RandomBinning(n_grids=11, sigma=0.3, random_state=2)
         layout = cb.fit_layout(est, X, xp)
+    # (here every grid's keys and rows fit 32 bits, and the 11 grids' key ranges 20 bits)
+    assert all(narrows) if narrow_bits else not any(narrows)
     if words <= 3000:   # every grid alone: keys in groups of KEY_GROUP grids, no grid tag
         assert calls == [(4, None), (4, None), (3, None)]
-    else:               # batches of several grids: one call each, tagged (a last grid alone:
-        g = words // 3000   # untagged)
-        assert calls == [(min(g, 11 - a), None if min(g, 11 - a) == 1 else calls[i][1])
-                         for i, a in enumerate(range(0, 11, g))]
-        assert all(c[1] is not None for c in calls if c[0] > 1)
+    else:               # batches of several grids: one call each, tagged where wide (a last
+        g = words // 3000   # grid alone: untagged)
+        assert [c[0] for c in calls] == [min(g, 11 - a) for a in range(0, 11, g)]
+        assert all((c[1] is None) == (c[0] == 1 or narrow_bits > 0) for c in calls)
     _assert_same_Z(cb.csr_arrays(xp, layout.labels, est.grid_ptr_, est.n_features_out_,
                                  est._value(), est._dtype_), Z)
     np.testing.assert_array_equal(layout.rows, cols.indices)

@@ -10,6 +10,16 @@
 //   (key, row) pair as one sortable word (the caller checks that it fits). mode 0
 //   (transform): keys[i] = key and inside[i] = 1 iff every b_j lies in [lo_j, hi_j].
 //   The caller has checked that every bin fits in int64.
+// * rb_floor_quot (every key kernel): b_j of contract 3 without the division where that is
+//   safe. With rw = RN(1 / w) (the host's reciprocal, any correctly rounded one),
+//   q = RN((x - u) rw) lies within (2^-52 + 2^-106) |a / w| of the exact a / w (a = x - u),
+//   and RN(a / w) within 2^-53 |a / w| of it, so |q - RN(a / w)| < 2^-51 |q| (with room).
+//   Where q is farther than tol = 2^-48 |q| (8 times that) from every integer, both lie
+//   strictly inside the same interval (f, f + 1), and floor(q) = floor(RN(a / w)) = f. Else
+//   (q near or at an integer, |q| < 1e-270, where tol would underflow, |q| >= 2^52, or q
+//   not finite) the true division decides, as before. The subtractions q - f and
+//   (f + 1) - q are exact or within one rounding, far inside the 8x margin; __dmul_rn keeps
+//   the product out of any contraction.
 // * rb_zdot: out[i, k0:k0+kc] = value * sum_r W[grid_ptr[r] + labels[r, i], k0:k0+kc]
 //   (labels < 0: no entry). One thread per row; labels are grid-major (R, n) so each
 //   grid's read is coalesced; the labels of RB_ZBATCH grids are loaded together, the
@@ -43,9 +53,20 @@
 #define RB_ZBATCH 8
 #define RB_KEYS 8
 
+__device__ __forceinline__ long long rb_floor_quot(double x, double u, double w, double rw)
+{
+    const double a = x - u;
+    const double q = __dmul_rn(a, rw);
+    const double f = floor(q);
+    const double tol = fabs(q) * 3.5527136788005009e-15;      // 2^-48 |q|
+    if (fabs(q) >= 1e-270 && __dsub_rn(q, f) > tol && __dsub_rn(f + 1.0, q) > tol)
+        return (long long)f;
+    return (long long)floor(a / w);
+}
+
 extern "C" __global__ void rb_grid_keys(
     const double* __restrict__ X, long long n, int d,
-    const double* __restrict__ u, const double* __restrict__ w,
+    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
     const long long* __restrict__ lo, const long long* __restrict__ hi,
     const long long* __restrict__ shift, int row_bits, int mode,
     unsigned long long* __restrict__ keys, unsigned char* __restrict__ inside)
@@ -56,8 +77,7 @@ extern "C" __global__ void rb_grid_keys(
     unsigned long long key = 0ULL;
     int in = 1;
     for (int j = 0; j < d; j++) {
-        double q = (x[j] - u[j]) / w[j];
-        long long b = (long long)floor(q);
+        long long b = rb_floor_quot(x[j], u[j], w[j], rw[j]);
         if (b < lo[j] || b > hi[j]) {
             in = 0;
         } else {
@@ -494,6 +514,13 @@ extern "C" __global__ void rb_cg_p(
 //   (grids sorted one by one). key_q as rb_grid_keys computes it in a fit (the same floor
 //   of the same true division, bit for bit; a fit's bins all lie in [lo, hi]).
 //   One thread per row, all G grids: the row is read from memory once.
+// * rb_batch_keys32: the narrow words of a batch whose keys and rows fit 32 bits
+//   (rbcd.cuda.binning._narrow): words[q n + i] = (base[q] + key_q(i)) << row_bits | i, base
+//   the running sum of the grids' key ranges (2^top_bits), so that one 32-bit sort (half
+//   the passes and bytes of a 64-bit one) orders the batch by (grid, key, row).
+// * rb_widen_batch: the m sorted narrow words s back to rb_batch_keys' wide ones, q <<
+//   (key_bits + row_bits) | key << row_bits | row, q the last grid with base[q] <= s[p] >>
+//   row_bits (the order is the same: both order by (q, key, row)).
 // * rb_number_batch: rb_number_rows over the batch's m = G n sorted words s: position p
 //   holds row i of segment b = seg[p] (grid g_of_seg[b], column rank[b] of the batch,
 //   local id local[b] in its grid): labels[g n + i] = local[b], and i goes to
@@ -506,7 +533,7 @@ extern "C" __global__ void rb_cg_p(
 // [lo_j, hi_j] (its field left out). Grids with use != NULL and !use[g] are skipped.
 __device__ void rb_row_keys(
     const double* __restrict__ x, int d, int g0, int gn, const unsigned char* __restrict__ use,
-    const double* __restrict__ u, const double* __restrict__ w,
+    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
     const long long* __restrict__ lo, const long long* __restrict__ hi,
     const long long* __restrict__ shift, unsigned long long* key, int* in)
 {
@@ -521,7 +548,7 @@ __device__ void rb_row_keys(
         for (int c = 0; c < RB_KEYS; c++) {
             if (c < gn && (use == NULL || use[g0 + c])) {
                 const long long e = (long long)(g0 + c) * d + j;
-                long long b = (long long)floor((xj - u[e]) / w[e]);
+                long long b = rb_floor_quot(xj, u[e], w[e], rw[e]);
                 if (hi != NULL && (b < lo[e] || b > hi[e])) {
                     in[c] = 0;
                 } else {
@@ -534,7 +561,7 @@ __device__ void rb_row_keys(
 
 extern "C" __global__ void rb_batch_keys(
     const double* __restrict__ X, long long n, int d, int G,
-    const double* __restrict__ u, const double* __restrict__ w,
+    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
     const long long* __restrict__ lo, const long long* __restrict__ shift, int row_bits,
     int tag_shift, unsigned long long* __restrict__ words)
 {
@@ -545,7 +572,7 @@ extern "C" __global__ void rb_batch_keys(
         const int qn = G - q0 < RB_KEYS ? G - q0 : RB_KEYS;
         unsigned long long key[RB_KEYS];
         int in[RB_KEYS];
-        rb_row_keys(x, d, q0, qn, NULL, u, w, lo, NULL, shift, key, in);
+        rb_row_keys(x, d, q0, qn, NULL, u, w, rw, lo, NULL, shift, key, in);
 #pragma unroll
         for (int c = 0; c < RB_KEYS; c++) {
             if (c < qn) {
@@ -555,6 +582,50 @@ extern "C" __global__ void rb_batch_keys(
             }
         }
     }
+}
+
+extern "C" __global__ void rb_batch_keys32(
+    const double* __restrict__ X, long long n, int d, int G,
+    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
+    const long long* __restrict__ lo, const long long* __restrict__ shift, int row_bits,
+    const long long* __restrict__ base, unsigned int* __restrict__ words)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const double* x = X + i * (long long)d;
+    for (int q0 = 0; q0 < G; q0 += RB_KEYS) {
+        const int qn = G - q0 < RB_KEYS ? G - q0 : RB_KEYS;
+        unsigned long long key[RB_KEYS];
+        int in[RB_KEYS];
+        rb_row_keys(x, d, q0, qn, NULL, u, w, rw, lo, NULL, shift, key, in);
+#pragma unroll
+        for (int c = 0; c < RB_KEYS; c++) {
+            if (c < qn) {
+                const int q = q0 + c;
+                const unsigned long long v =
+                    (((unsigned long long)base[q] + key[c]) << row_bits) | (unsigned long long)i;
+                words[(long long)q * n + i] = (unsigned int)v;
+            }
+        }
+    }
+}
+
+extern "C" __global__ void rb_widen_batch(
+    const unsigned int* __restrict__ s, long long m, int G, const long long* __restrict__ base,
+    int row_bits, int key_bits, unsigned long long* __restrict__ out)
+{
+    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= m) return;
+    const unsigned int v = s[p];
+    const long long k = (long long)(v >> row_bits);
+    int a = 0, z = G - 1;                     // the last q with base[q] <= k (base[0] = 0)
+    while (a < z) {
+        const int mid = (a + z + 1) >> 1;
+        if (base[mid] <= k) a = mid; else z = mid - 1;
+    }
+    const unsigned long long row = (unsigned long long)(v & ((1u << row_bits) - 1u));
+    out[p] = ((unsigned long long)a << (key_bits + row_bits))
+             | ((unsigned long long)(k - base[a]) << row_bits) | row;
 }
 
 extern "C" __global__ void rb_number_batch(
@@ -582,7 +653,7 @@ extern "C" __global__ void rb_number_batch(
 //   left to the caller.
 extern "C" __global__ void rb_match_keys(
     const double* __restrict__ X, long long m, int d, int R,
-    const double* __restrict__ u, const double* __restrict__ w,
+    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
     const long long* __restrict__ lo, const long long* __restrict__ hi,
     const long long* __restrict__ shift, const unsigned char* __restrict__ single,
     const unsigned long long* __restrict__ skeys, const int* __restrict__ sids,
@@ -595,7 +666,7 @@ extern "C" __global__ void rb_match_keys(
         const int rn = R - r0 < RB_KEYS ? R - r0 : RB_KEYS;
         unsigned long long key[RB_KEYS];
         int in[RB_KEYS];
-        rb_row_keys(x, d, r0, rn, single, u, w, lo, hi, shift, key, in);
+        rb_row_keys(x, d, r0, rn, single, u, w, rw, lo, hi, shift, key, in);
         for (int c = 0; c < rn; c++) {
             const int r = r0 + c;
             if (!single[r]) continue;
