@@ -1,0 +1,114 @@
+"""The binning's key kernel and sort, A/B in one process on one GPU (issue 32):
+
+* rb_batch_keys32 as built (rb_floor_quot: the product by 1 / w, the division only near
+  an integer) against the same kernel compiled with the plain true division
+  (``floor((x - u) / w)``, the code before), on the same inputs; the outputs must be equal;
+* CuPy's sort of the batch's words as uint64 (wide) and as uint32 (narrow).
+
+    python benchmarks/gpu_keys_ab.py --n 1e6 1e7 --grids 16 --rounds 7     # on a GPU
+
+The kernels alternate, each launch timed by CUDA events; the medians are printed.
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from rbcd.cuda import _ops  # noqa: E402
+
+DIVISION = """__device__ __forceinline__ long long rb_floor_quot(double x, double u, double w, double rw)
+{
+    return (long long)floor((x - u) / w);
+}
+"""
+
+
+def division_source(source):
+    """kernels.cu with rb_floor_quot's body replaced by the plain true division."""
+    start = source.index("__device__ __forceinline__ long long rb_floor_quot(")
+    end = source.index("\n}\n", start) + 3
+    return source[:start] + DIVISION + source[end:]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--n", type=float, nargs="+", default=[1e6, 1e7])
+    p.add_argument("--d", type=int, default=16)
+    p.add_argument("--grids", type=int, default=16)
+    p.add_argument("--rounds", type=int, default=7)
+    a = p.parse_args()
+    cp = _ops.cupy_module()
+    path = os.path.join(os.path.dirname(HERE), "rbcd", "cuda", "kernels.cu")
+    with open(path) as f:
+        source = f.read()
+    mods = {"product (as built)": cp.RawModule(code=source),
+            "division": cp.RawModule(code=division_source(source))}
+    rng = np.random.default_rng(0)
+    G, d = a.grids, a.d
+    w = rng.gamma(2.0, 2.65, size=(G, d))        # compare_gpu's sigma='scale' on [0, 1]^16
+    u = rng.uniform(0, 1, size=(G, d)) * w
+    lo = np.floor((0.0 - u) / w).astype(np.int64)
+    hi = np.floor((1.0 - u) / w).astype(np.int64)
+    bits = np.maximum(1, [[int(v).bit_length() for v in row] for row in (hi - lo)])
+    shift = np.zeros((G, d), dtype=np.int64)
+    shift[:, 1:] = np.cumsum(bits, axis=1)[:, :-1]
+    top = shift[:, -1] + bits[:, -1]
+    dev = {k: cp.asarray(v) for k, v in dict(u=u, w=w, rw=1.0 / w, lo=lo, shift=shift).items()}
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+
+    def clock(f):
+        start.record()
+        f()
+        stop.record()
+        stop.synchronize()
+        return cp.cuda.get_elapsed_time(start, stop)
+
+    for n in (int(v) for v in a.n):
+        X = cp.random.RandomState(0).random_sample((n, d), dtype=cp.float64)
+        row_bits = max(1, (n - 1).bit_length())
+        span = np.array([1 << int(t) for t in top], dtype=np.int64)
+        base = np.zeros(G, dtype=np.int64)
+        base[1:] = np.cumsum(span)[:-1]
+        g = G
+        while g > 1 and int(base[g - 1] + span[g - 1] - 1).bit_length() + row_bits > 32:
+            g -= 1                            # the grids whose narrow words fit
+        base_d = cp.asarray(base[:g])
+        outs = {k: cp.empty((g, n), dtype=cp.uint32) for k in mods}
+        times = {k: [] for k in mods}
+
+        def launch(k):
+            mods[k].get_function("rb_batch_keys32")(
+                ((n + 255) // 256,), (256,),
+                (X, np.int64(n), np.int32(d), np.int32(g), dev["u"][:g], dev["w"][:g],
+                 dev["rw"][:g], dev["lo"][:g], dev["shift"][:g], np.int32(row_bits), base_d,
+                 outs[k]))
+
+        for k in mods:
+            launch(k)
+        for _ in range(a.rounds):
+            for k in mods:
+                times[k].append(clock(lambda: launch(k)))
+        same = all(bool((outs[k] == outs["division"]).all()) for k in mods)
+        print(f"N = {n:,}, d = {d}, {g} grids: rb_batch_keys32, medians of {a.rounds} "
+              f"(ms): " + ", ".join(f"{k} {np.median(v):.3f}" for k, v in times.items())
+              + f"; outputs equal: {same}")
+        wide = cp.random.RandomState(1).randint(0, 2**62, size=g * n, dtype=cp.int64).view(
+            cp.uint64)
+        narrow = outs["division"].reshape(-1)
+        st = {"uint64": [], "uint32": []}
+        cp.sort(wide)
+        cp.sort(narrow)
+        for _ in range(a.rounds):
+            st["uint64"].append(clock(lambda: cp.sort(wide)))
+            st["uint32"].append(clock(lambda: cp.sort(narrow)))
+        print(f"  cupy.sort of {g * n:,} words, medians (ms): "
+              + ", ".join(f"{k} {np.median(v):.3f}" for k, v in st.items()))
+        del X, outs, wide, narrow
+
+
+if __name__ == "__main__":
+    main()
