@@ -8,7 +8,7 @@ synchronisation, on the compare_gpu problem.
 Stages of one batch or grid (docs/gpu.md): ``keys`` (rb_batch_keys: the packed (grid,)
 key, row words; a grid alone gets its words with the next KEY_GROUP - 1 such grids'),
 ``sort`` (xp.sort of those words), ``number``
-(_segment_ids and _number_batch / number_pairs: segments, first-appearance ranks, labels
+(_segment_ids and _number_batch: segments, first-appearance ranks, labels
 and CSC rows written into the layout, keys by id), ``store`` (its keys and largest bins to
 the host; fit_layout does this once after the loop). The
 synchronisations add a little to the whole; ``fit_layout`` is also timed as the estimator
@@ -209,8 +209,11 @@ def main():
                 s = s.astype(xp.uint64)
             sync()
             t2 = time.perf_counter()
-            cp, kb, mc = cb.number_pairs(xp, s, row_bits, labels[r], rows[r * n:(r + 1) * n])
-            del s
+            flags, seg, count = cb._segment_ids(xp, s, row_bits)
+            cp, seg_off, kb, mc = cb._number_batch(
+                xp, s, flags, seg, count.get() + 1, row_bits, int(top_bits[r]), 1, n,
+                labels[r:r + 1], rows[r * n:(r + 1) * n])
+            del s, flags, seg
         else:
             G = 1
             generic += 1

@@ -895,14 +895,6 @@ def _emulated(name):
         assert start.shape == (int(seg[-1]) + 1,)
         start[:] = _ops.seg_starts(np, flags, seg, start.shape[0])
 
-    def rb_number_rows(grid, block, args):
-        _check_args(args, ["uint64", "int32", "int64", "int64", "int64", np.int64, np.int32,
-                           "int32", "int32"])
-        s, seg, start, col_of_seg, col_ptr, n, row_bits, labels, rows = args
-        assert grid[0] * block[0] >= n and labels.shape == rows.shape == (n,)
-        assert col_ptr.shape == (start.shape[0] + 1,) == (col_of_seg.shape[0] + 1,)
-        _ops.number_rows(np, s, seg, start, col_of_seg, col_ptr, int(row_bits), labels, rows)
-
     def rb_column_extremes(grid, block, args):
         _check_args(args, ["float64", np.int64, np.int32, np.int64, "float64", "float64",
                            "int32"])
@@ -955,15 +947,37 @@ def _emulated(name):
         assert int(G - 1).bit_length() + int(key_bits) + int(row_bits) <= 64
         out[:] = _ops.widen_batch(np, s, base, int(row_bits), int(key_bits))
 
+    def rb_seg_heads(grid, block, args):
+        _check_args(args, ["uint64", "int64", np.int64, np.int64, np.int64, np.int32,
+                           np.int32, "int64", "int64", "uint64", "int64"])
+        s, start, n_seg, m, n, row_bits, key_bits, order_key, g, key, length = args
+        assert grid[0] * block[0] >= n_seg and start.shape == (n_seg,) and s.shape == (m,)
+        assert order_key.shape == g.shape == key.shape == length.shape == (n_seg,)
+        assert np.all(np.diff(start) > 0) and start[0] == 0 and m % n == 0
+        assert 1 <= int(row_bits) and int(key_bits) + int(row_bits) <= 64
+        out = _ops.seg_heads(np, s, start, int(n), int(row_bits), int(key_bits))
+        order_key[:], g[:], key[:], length[:] = out
+
+    def rb_seg_order(grid, block, args):
+        _check_args(args, ["int64", np.int64, np.int32, "int64", "uint64", "int64", "int64",
+                           "int64", "uint64", "int64"])
+        order, n_seg, G, g, key, length, rank, counts, keys, seg_off = args
+        assert grid[0] * block[0] >= n_seg and seg_off.shape == (G + 1,)
+        np.testing.assert_array_equal(np.sort(order), np.arange(n_seg))
+        assert np.all(np.diff(g[order]) >= 0)             # grid after grid
+        np.testing.assert_array_equal(np.unique(g), np.arange(G))   # every grid present
+        rank[:], counts[:], keys[:], seg_off[:] = _ops.seg_order(np, order, g, key, length,
+                                                                 int(G))
+
     def rb_number_batch(grid, block, args):
-        _check_args(args, ["uint64", "int32", "int64", "int64", "int64", "int64", "int32",
+        _check_args(args, ["uint64", "int32", "int64", "int64", "int64", "int64", "int64",
                            np.int64, np.int64, np.int32, "int32", "int32"])
-        s, seg, start, rank, col_ptr, g_of_seg, local, m, n, row_bits, labels, rows = args
+        s, seg, start, rank, col_ptr, g_of_seg, seg_off, m, n, row_bits, labels, rows = args
         assert grid[0] * block[0] >= m and s.shape == seg.shape == rows.shape == (m,)
         assert labels.shape == (m,) and m % n == 0
-        assert start.shape == rank.shape == g_of_seg.shape == local.shape
-        assert col_ptr.shape == (start.shape[0] + 1,)
-        _ops.number_batch(np, s, seg, start, rank, col_ptr, g_of_seg, local, int(n),
+        assert start.shape == rank.shape == g_of_seg.shape
+        assert col_ptr.shape == (start.shape[0] + 1,) and seg_off.shape == (m // n + 1,)
+        _ops.number_batch(np, s, seg, start, rank, col_ptr, g_of_seg, seg_off, int(n),
                           int(row_bits), labels, rows)
 
     def rb_match_keys(grid, block, args):
@@ -1080,28 +1094,52 @@ def test_column_extremes(monkeypatch, n, d, emulated):
 
 
 @settings(max_examples=60, deadline=None)
-@given(keys=st.lists(st.integers(0, 5), min_size=1, max_size=60))
-def test_number_pairs_equals_number_grid(keys):
-    """The three-pass numbering of sorted (key << row_bits | row) words (number_pairs) gives
-    number_grid's labels, CSC rows, column pointers, keys and largest bin, exactly."""
-    n = len(keys)
+@given(data=st.data(), G=st.integers(1, 3), n=st.integers(1, 40),
+       full=st.booleans(), emulated=st.booleans())
+def test_number_batch_equals_number_grid(data, G, n, full, emulated):
+    """The batch numbering (_number_batch: rb_seg_starts, rb_seg_heads, an argsort,
+    rb_seg_order, rb_number_batch) of G grids' words sorted together gives, for every
+    grid, number_grid's labels, CSC rows, column pointers, keys and largest bin, exactly;
+    one grid alone also with its key bits and row bits filling the word (the grid shift
+    of 64), on numpy and on the CuPy branches with emulated kernels."""
+    import contextlib
+    import unittest.mock as um
+    keys = [data.draw(st.lists(st.integers(0, 5), min_size=n, max_size=n)) for _ in range(G)]
     row_bits = cb._row_bits(n)
-    pairs = (np.asarray(keys, dtype=np.uint64) << np.uint64(row_bits)) | np.arange(
-        n, dtype=np.uint64)
-    s = np.sort(pairs)
-    row_s = (s & np.uint64((1 << row_bits) - 1)).astype(np.int64)
-    lab, cp, rc, kb, mc = cb.number_grid(np, row_s, (s >> np.uint64(row_bits))[None, :])
-    labels = np.full(n, -7, dtype=np.int32)
-    rows = np.full(n, -7, dtype=np.int32)
-    cp2, kb2, mc2 = cb.number_pairs(np, s, row_bits, labels, rows)
-    np.testing.assert_array_equal(labels, lab)
-    np.testing.assert_array_equal(rows, rc)
-    np.testing.assert_array_equal(cp2, cp)
-    np.testing.assert_array_equal(kb2, kb)
-    assert int(mc2) == mc
-    # first appearance: bin c's first row comes before bin c + 1's
-    firsts = [keys.index(k) for k in dict.fromkeys(keys)]
-    np.testing.assert_array_equal(labels[firsts], np.arange(len(firsts)))
+    key_bits = 64 - row_bits if (full and G == 1) else 3
+    rows_u = np.arange(n, dtype=np.uint64)
+    words = np.concatenate([
+        (np.uint64(q) << np.uint64(key_bits + row_bits) if G > 1 else np.uint64(0))
+        | (np.asarray(k, dtype=np.uint64) << np.uint64(row_bits)) | rows_u
+        for q, k in enumerate(keys)])
+    s = np.sort(words)
+    with contextlib.ExitStack() as stack:
+        xp = np
+        if emulated:
+            xp = _FakeCupy()
+            stack.enter_context(um.patch.object(_ops, "_kernel", _emulated))
+            stack.enter_context(um.patch.object(_ops, "last_async",
+                                                lambda xp_, a: _ops._Ready(a[-1])))
+        flags, seg, count = cb._segment_ids(xp, s, row_bits)
+        labels = np.full((G, n), -7, dtype=np.int32)
+        rows = np.full(G * n, -7, dtype=np.int32)
+        cp, seg_off, kb, counts = cb._number_batch(xp, s, flags, seg, count.get() + 1,
+                                                   row_bits, key_bits, G, n, labels, rows)
+    assert seg_off[0] == 0 and seg_off[-1] == cp.shape[0] - 1
+    for q, k in enumerate(keys):
+        pairs = (np.asarray(k, dtype=np.uint64) << np.uint64(row_bits)) | rows_u
+        sq = np.sort(pairs)
+        row_s = (sq & np.uint64((1 << row_bits) - 1)).astype(np.int64)
+        lab, cpq, rc, kbq, mc = cb.number_grid(np, row_s, (sq >> np.uint64(row_bits))[None, :])
+        c0, c1 = int(seg_off[q]), int(seg_off[q + 1])
+        np.testing.assert_array_equal(labels[q], lab)
+        np.testing.assert_array_equal(rows[q * n:(q + 1) * n], rc)
+        np.testing.assert_array_equal(cp[c0:c1 + 1] - q * n, cpq)
+        np.testing.assert_array_equal(kb[c0:c1], kbq[:, 0])
+        assert int(counts[c0:c1].max()) == mc
+        # first appearance: bin c's first row comes before bin c + 1's
+        firsts = [k.index(v) for v in dict.fromkeys(k)]
+        np.testing.assert_array_equal(labels[q][firsts], np.arange(len(firsts)))
 
 
 def test_batches_of_grids(monkeypatch):

@@ -301,42 +301,87 @@ def seg_starts(xp, flags, seg, n_seg):
     return start
 
 
-def number_rows(xp, s, seg, start, col_of_seg, col_ptr, row_bits, labels, rows):
-    """labels[i] = the bin of row i, rows = the grid-sorted (CSC) rows, from the sorted
-    words s (rb_number_rows). labels (n,) and rows (n,) int32 are written in place."""
-    n = s.shape[0]
+def seg_heads(xp, s, start, n, row_bits, key_bits):
+    """Each segment's head (rb_seg_heads): segment b of the m = G n sorted words s starts at
+    start[b] (increasing); its first word h = s[start[b]] (the segment's smallest row) holds
+    grid g = h >> (key_bits + row_bits) (0 where that is 64), key (h >> row_bits) &
+    (2^key_bits - 1) and row h & (2^row_bits - 1). Returns ``(order_key, g, key, length)``,
+    (n_seg,) each: g n + row (int64: the columns' order, grid after grid and by first
+    appearance in each), g (int64), key (uint64) and the segment's length (int64)."""
+    m, n_seg = s.shape[0], start.shape[0]
     if is_numpy(xp):
-        b = seg.astype(np.int64)
-        c = col_of_seg[b]
-        i = (s & np.uint64((1 << row_bits) - 1)).astype(np.int64)
-        labels[i] = c.astype(np.int32)
-        rows[col_ptr[c] + (np.arange(n, dtype=np.int64) - start[b])] = i.astype(np.int32)
-        return
-    if n:
-        _kernel("rb_number_rows")(
-            _blocks(n), (BLOCK,),
-            (s, seg, start, col_of_seg, col_ptr, np.int64(n), np.int32(row_bits), labels, rows))
+        h = s[start]
+        top = int(key_bits) + int(row_bits)
+        g = (np.zeros(n_seg, dtype=np.int64) if top >= 64
+             else (h >> np.uint64(top)).astype(np.int64))
+        kmask = np.uint64((1 << int(key_bits)) - 1) if key_bits < 64 else ~np.uint64(0)
+        key = (h >> np.uint64(row_bits)) & kmask
+        first = (h & np.uint64((1 << int(row_bits)) - 1)).astype(np.int64)
+        length = np.empty(n_seg, dtype=np.int64)
+        length[:-1] = start[1:] - start[:-1]
+        length[-1:] = m - start[-1:]
+        return g * int(n) + first, g, key, length
+    order_key = xp.empty(n_seg, dtype=xp.int64)
+    g = xp.empty(n_seg, dtype=xp.int64)
+    key = xp.empty(n_seg, dtype=xp.uint64)
+    length = xp.empty(n_seg, dtype=xp.int64)
+    if n_seg:
+        _kernel("rb_seg_heads")(
+            _blocks(n_seg), (BLOCK,),
+            (s, start, np.int64(n_seg), np.int64(m), np.int64(n), np.int32(row_bits),
+             np.int32(key_bits), order_key, g, key, length))
+    return order_key, g, key, length
 
 
+def seg_order(xp, order, g, key, length, G):
+    """The columns from the segments' order (rb_seg_order): column t is segment order[t].
+    Returns ``(rank, counts, keys, seg_off)``: rank (n_seg,) int64, the column of each
+    segment (rank[order[t]] = t); counts (n_seg,) int64 and keys (n_seg,) uint64 in column
+    order; seg_off (G + 1,) int64, grid q's columns seg_off[q] .. seg_off[q + 1] - 1 (every
+    grid has a segment, and the order runs grid after grid)."""
+    n_seg = order.shape[0]
+    if is_numpy(xp):
+        rank = np.empty(n_seg, dtype=np.int64)
+        rank[order] = np.arange(n_seg, dtype=np.int64)
+        gs = g[order]
+        seg_off = np.empty(int(G) + 1, dtype=np.int64)
+        new = np.ones(n_seg, dtype=bool)
+        new[1:] = gs[1:] != gs[:-1]
+        seg_off[gs[new]] = np.flatnonzero(new)
+        seg_off[-1] = n_seg
+        return rank, length[order], key[order], seg_off
+    rank = xp.empty(n_seg, dtype=xp.int64)
+    counts = xp.empty(n_seg, dtype=xp.int64)
+    keys = xp.empty(n_seg, dtype=xp.uint64)
+    seg_off = xp.empty(int(G) + 1, dtype=xp.int64)
+    if n_seg:
+        _kernel("rb_seg_order")(
+            _blocks(n_seg), (BLOCK,),
+            (order, np.int64(n_seg), np.int32(G), g, key, length, rank, counts, keys, seg_off))
+    return rank, counts, keys, seg_off
 
-def number_batch(xp, s, seg, start, rank, col_ptr, g_of_seg, local, n, row_bits, labels,
+
+def number_batch(xp, s, seg, start, rank, col_ptr, g_of_seg, seg_off, n, row_bits, labels,
                  rows):
-    """number_rows for a batch of grids (rb_number_batch): position p of the sorted words s
-    (m = G n of them) holds row i of segment b = seg[p]; labels (G n,) int32 gets
-    labels[g_of_seg[b] n + i] = local[b], rows (m,) int32 gets i at col_ptr[rank[b]] + p -
-    start[b]. Written in place."""
+    """Labels and CSC rows of a batch of grids from its sorted words (rb_number_batch):
+    position p of the sorted words s (m = G n of them) holds row i of segment b = seg[p];
+    labels (G n,) int32 gets labels[g n + i] = rank[b] - seg_off[g] (the bin's local id in
+    its grid g = g_of_seg[b]), rows (m,) int32 gets i at col_ptr[rank[b]] + p - start[b].
+    Written in place."""
     m = s.shape[0]
     if is_numpy(xp):
         b = seg.astype(np.int64)
         i = (s & np.uint64((1 << row_bits) - 1)).astype(np.int64)
-        labels[g_of_seg[b] * n + i] = local[b]
+        g = g_of_seg[b]
+        labels[g * n + i] = (rank[b] - seg_off[g]).astype(np.int32)
         rows[col_ptr[rank[b]] + (np.arange(m, dtype=np.int64) - start[b])] = i.astype(np.int32)
         return
     if m:
         _kernel("rb_number_batch")(
             _blocks(m), (BLOCK,),
-            (s, seg, start, rank, col_ptr, g_of_seg, local, np.int64(m), np.int64(n),
+            (s, seg, start, rank, col_ptr, g_of_seg, seg_off, np.int64(m), np.int64(n),
              np.int32(row_bits), labels, rows))
+
 
 # ------------------------------------------------------------------------------ extremes
 #: entries of X per block of rb_column_extremes (about), and its most blocks

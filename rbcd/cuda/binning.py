@@ -449,11 +449,12 @@ def _key_group(xp, X, dev, r, single, row_bits, top_bits):
 
 
 def _batch_front(xp, X, dev, batch, top_bits, row_bits, words=None):
-    """The queued half of a batch: its sorted words and segment scan (:func:`_segment_ids`).
-    One grid: ``(s, flags, seg, count)`` (``words``: its unsorted words when computed
-    ahead, :func:`_key_group`); several: ``(s, key_bits, flags, seg, count)``, the words
+    """The queued half of a batch: ``(s, key_bits, flags, seg, count)``, its sorted words
+    and segment scan (:func:`_segment_ids`). One grid: its words ``key << row_bits | row``
+    (``words``: unsorted, when computed ahead by :func:`_key_group`); several: the words
     ``q << (key_bits + row_bits) | key << row_bits | row`` of grid q of the batch sorted
-    together (a grid's segments never meet another's)."""
+    together (a grid's segments never meet another's); key_bits: the batch's widest key."""
+    key_bits = max(int(top_bits[r]) for r in batch)
     if len(batch) == 1:
         if words is None:
             s = _sorted_words(xp, X, dev, batch[0])
@@ -461,8 +462,7 @@ def _batch_front(xp, X, dev, batch, top_bits, row_bits, words=None):
             s = xp.sort(words)
             if s.dtype != xp.uint64:
                 s = s.astype(xp.uint64)
-        return (s,) + _segment_ids(xp, s, row_bits)
-    key_bits = max(int(top_bits[r]) for r in batch)
+        return (s, key_bits) + _segment_ids(xp, s, row_bits)
     r0, r1 = batch[0], batch[-1] + 1
     base = _narrow(batch, top_bits, row_bits)
     words = _ops.batch_keys(xp, X, dev["u"][r0:r1], dev["w"][r0:r1], dev["lo"][r0:r1],
@@ -477,67 +477,29 @@ def _batch_front(xp, X, dev, batch, top_bits, row_bits, words=None):
 
 def _number_batch(xp, s, flags, seg, n_seg, row_bits, key_bits, G, n, labels, rows):
     """First-appearance numbering of G grids from their words sorted together (see
-    :func:`_batch_front`): the same numbering as :func:`number_pairs` per grid.
+    :func:`_batch_front`; a grid sorted alone: G = 1, its words without a grid on top,
+    key_bits its key's): the numbering of :func:`number_grid` per grid, in a few passes
+    (rb_seg_starts, rb_seg_heads, the columns' argsort, rb_seg_order, a scan of the
+    counts, rb_number_batch) whatever G.
 
     Writes ``labels`` (G, n) int32 and ``rows`` (G n,) int32 (grid q's CSC rows at
     [q n, (q + 1) n)) in place. Returns, all on the device, ``(col_ptr (n_seg + 1,) int64``
     (the batch's columns, grid after grid, into ``rows``), ``seg_off (G + 1,)`` (grid q's
     columns are seg_off[q] .. seg_off[q + 1] - 1), ``keys (n_seg,) uint64`` in column
     order, ``counts (n_seg,) int64`` in column order)."""
-    m = G * n
     start = _ops.seg_starts(xp, flags, seg, n_seg)
-    head = s[start]
-    g_of_seg = (head >> xp.uint64(key_bits + row_bits)).astype(xp.int64)
-    first_row = (head & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
-    # columns: grid after grid, and within a grid by first appearance
-    rank = _ranks(xp, g_of_seg * n + first_row)
-    seg_off = xp.zeros(G + 1, dtype=xp.int64)
-    seg_off[1:] = xp.cumsum(xp.bincount(g_of_seg, minlength=G))
-    local = (rank - seg_off[g_of_seg]).astype(xp.int32)
-    counts, col_ptr = _column_counts(xp, start, rank, m)
+    # columns: grid after grid, and within a grid by first appearance (each segment's
+    # head is its smallest row)
+    order_key, g_of_seg, key, length = _ops.seg_heads(xp, s, start, n, row_bits, key_bits)
+    rank, counts, keys, seg_off = _ops.seg_order(xp, _stable_argsort(xp, order_key),
+                                                 g_of_seg, key, length, G)
+    col_ptr = xp.zeros(n_seg + 1, dtype=xp.int64)
+    xp.cumsum(counts, out=col_ptr[1:])
     # every sorted position p: its row i goes to its column's place in the CSC rows, and
     # its column's local id to the row's label
-    _ops.number_batch(xp, s, seg, start, rank, col_ptr, g_of_seg, local, n, row_bits,
+    _ops.number_batch(xp, s, seg, start, rank, col_ptr, g_of_seg, seg_off, n, row_bits,
                       labels.reshape(-1), rows)
-    keys = xp.empty(n_seg, dtype=xp.uint64)
-    keys[rank] = (head >> xp.uint64(row_bits)) & xp.uint64((1 << key_bits) - 1)
     return col_ptr, seg_off, keys, counts
-
-
-def _ranks(xp, key):
-    """rank[b] = the place of key[b] in increasing order (the keys are distinct)."""
-    rank = xp.empty(key.shape[0], dtype=xp.int64)
-    rank[_stable_argsort(xp, key)] = xp.arange(key.shape[0], dtype=xp.int64)
-    return rank
-
-
-def _column_counts(xp, start, col_of_seg, total):
-    """(counts, col_ptr) of the columns of segments that start at the sorted positions
-    ``start`` (increasing; ``total`` positions in all), segment b being column
-    col_of_seg[b]: counts in column order, and their running sums from 0."""
-    n_seg = start.shape[0]
-    seg_len = xp.empty(n_seg, dtype=xp.int64)
-    seg_len[:-1] = start[1:] - start[:-1]
-    seg_len[-1] = total - start[-1]
-    counts = xp.empty(n_seg, dtype=xp.int64)
-    counts[col_of_seg] = seg_len
-    col_ptr = xp.zeros(n_seg + 1, dtype=xp.int64)
-    col_ptr[1:] = xp.cumsum(counts)
-    return counts, col_ptr
-
-
-def number_pairs(xp, s, row_bits, labels, rows):
-    """First-appearance numbering of one grid from its sorted (key << row_bits | row) words
-    s, the same numbering as :func:`number_grid` in three passes over the rows
-    (_ops.seg_flags, seg_starts, number_rows) and small per-bin steps.
-
-    Writes ``labels`` (n,) int32 (the bin of each row) and ``rows`` (n,) int32 (the rows of
-    bin 0, then bin 1, ..., increasing in each) in place; returns ``(col_ptr (n_bins + 1,)
-    int64, keys_by_id (n_bins, 1) uint64, max_count (a 0-d array of xp))``. In two halves
-    (:func:`_segment_ids`, :func:`_number_segments`) so that fit can queue the next grid's
-    work between them: the second needs the bin count on the host."""
-    flags, seg, count = _segment_ids(xp, s, row_bits)
-    return _number_segments(xp, s, flags, seg, count.get() + 1, row_bits, labels, rows)
 
 
 def _segment_ids(xp, s, row_bits):
@@ -548,19 +510,6 @@ def _segment_ids(xp, s, row_bits):
     seg = xp.cumsum(flags, dtype=xp.int32)
     seg -= 1
     return flags, seg, _ops.last_async(xp, seg)
-
-
-def _number_segments(xp, s, flags, seg, n_bins, row_bits, labels, rows):
-    n = s.shape[0]
-    start = _ops.seg_starts(xp, flags, seg, n_bins)
-    head = s[start]                                  # each segment's smallest row: sorted
-    first_row = (head & xp.uint64((1 << row_bits) - 1)).astype(xp.int64)
-    col_of_seg = _ranks(xp, first_row)
-    counts, col_ptr = _column_counts(xp, start, col_of_seg, n)
-    _ops.number_rows(xp, s, seg, start, col_of_seg, col_ptr, row_bits, labels, rows)
-    keys = xp.empty((n_bins, 1), dtype=xp.uint64)
-    keys[col_of_seg, 0] = head >> xp.uint64(row_bits)
-    return col_ptr, keys, counts.max()
 
 
 # ---------------------------------------------------------------------------------- fit
@@ -644,17 +593,11 @@ def fit_layout(est, X, xp, *, combine=True, sample_weight=None):
             front = queued.pop(j)
             queue(j + 1)
             G = len(batch)
-            if G == 1:
-                s, flags, seg, count = front
-                cp, kb, mc = _number_segments(xp, s, flags, seg, count.get() + 1, row_bits,
-                                              labels[r], rows[r * n:(r + 1) * n])
-                done.append(("grid", cp.shape[0] - 1, kb, mc))
-            else:
-                s, key_bits, flags, seg, count = front
-                cp, seg_off, keys_sorted, bin_counts = _number_batch(
-                    xp, s, flags, seg, count.get() + 1, row_bits, key_bits, G, n,
-                    labels[r:r + G], rows[r * n:(r + G) * n])
-                done.append(("batch", G, seg_off, keys_sorted, bin_counts))
+            s, key_bits, flags, seg, count = front
+            cp, seg_off, keys_sorted, bin_counts = _number_batch(
+                xp, s, flags, seg, count.get() + 1, row_bits, key_bits, G, n,
+                labels[r:r + G], rows[r * n:(r + G) * n])
+            done.append(("batch", G, seg_off, keys_sorted, bin_counts))
             del front
             col_ptrs.append(cp[:-1] + r * n)
             r += G

@@ -31,15 +31,11 @@
 //   of all of U for the columns of one grid); the sums do not depend on it.
 // * rb_segment_sums: out[c, t] = scale * sum_{p in [ptr[c], ptr[c + 1])} V[p, t], one thread
 //   per segment (pieces -> columns, or columns -> grids).
-// * rb_seg_flags, rb_seg_starts, rb_number_rows: the first-appearance numbering of one
-//   grid from its sorted (key << row_bits | row) words s (docs/design.md contract 4; the
-//   caller: rbcd.cuda.binning.number_pairs). rb_seg_flags: flags[p] = 1 where a segment of
-//   equal keys starts (p = 0, or s[p] >> row_bits != s[p - 1] >> row_bits), else 0.
-//   rb_seg_starts: start[seg[p]] = p where flags[p] (seg = inclusive scan of flags - 1).
-//   rb_number_rows: position p holds row i = s[p] & (2^row_bits - 1) of segment b = seg[p],
-//   numbered c = col_of_seg[b]: labels[i] = c, and i goes to rows[col_ptr[c] + p -
-//   start[b]] (within a segment the rows are increasing, as s is sorted). Each position
-//   writes its own entries: no atomics, no order dependence.
+// * rb_seg_flags, rb_seg_starts: the segments of equal keys in sorted (key << row_bits |
+//   row) words s (docs/design.md contract 4; the caller: rbcd.cuda.binning._segment_ids and
+//   _number_batch, below). rb_seg_flags: flags[p] = 1 where a segment of equal keys starts
+//   (p = 0, or s[p] >> row_bits != s[p - 1] >> row_bits), else 0. rb_seg_starts:
+//   start[seg[p]] = p where flags[p] (seg = inclusive scan of flags - 1).
 // * rb_column_extremes: block b takes rows [b * rows_per_block, (b + 1) * rows_per_block) of
 //   the C-contiguous (n, d) X and writes bmin[b, j] / bmax[b, j], the least and largest
 //   entry of column j over those rows (+inf / -inf for a block without rows), and sets
@@ -199,21 +195,6 @@ extern "C" __global__ void rb_seg_starts(
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= n) return;
     if (flags[p]) start[seg[p]] = p;
-}
-
-extern "C" __global__ void rb_number_rows(
-    const unsigned long long* __restrict__ s, const int* __restrict__ seg,
-    const long long* __restrict__ start, const long long* __restrict__ col_of_seg,
-    const long long* __restrict__ col_ptr, long long n, int row_bits,
-    int* __restrict__ labels, int* __restrict__ rows)
-{
-    long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= n) return;
-    int b = seg[p];
-    long long c = col_of_seg[b];
-    int i = (int)(s[p] & ((1ULL << row_bits) - 1ULL));
-    labels[i] = (int)c;
-    rows[col_ptr[c] + (p - start[b])] = i;
 }
 
 extern "C" __global__ void rb_column_extremes(
@@ -521,10 +502,23 @@ extern "C" __global__ void rb_cg_p(
 // * rb_widen_batch: the m sorted narrow words s back to rb_batch_keys' wide ones, q <<
 //   (key_bits + row_bits) | key << row_bits | row, q the last grid with base[q] <= s[p] >>
 //   row_bits (the order is the same: both order by (q, key, row)).
-// * rb_number_batch: rb_number_rows over the batch's m = G n sorted words s: position p
-//   holds row i of segment b = seg[p] (grid g_of_seg[b], column rank[b] of the batch,
-//   local id local[b] in its grid): labels[g n + i] = local[b], and i goes to
-//   rows[col_ptr[rank[b]] + p - start[b]].
+// * rb_seg_heads: one thread per segment b of the batch's m = G n sorted words s (a grid
+//   sorted alone: G = 1, its words without a grid on top): its first word h = s[start[b]]
+//   holds its smallest row (the words are sorted by (grid, key, row)), grid g = h >>
+//   (key_bits + row_bits) (0 where that shift is 64) and key (h >> row_bits) & (2^key_bits
+//   - 1). Writes order_key[b] = g n + row (the columns' order: grid after grid, by first
+//   appearance within a grid: contract 4), g_of_seg[b], key[b] and length[b] (the next
+//   segment's start, or m, less its own).
+// * rb_seg_order: one thread per column t, order = the segments sorted by order_key:
+//   segment b = order[t] becomes column t of the batch, rank[b] = t, counts[t] =
+//   length[b], keys[t] = key[b]; the first column of each grid g writes seg_off[g] = t
+//   and the last one seg_off[G] = n_seg (every grid of a batch has at least one segment,
+//   as it has every row).
+// * rb_number_batch: position p holds row i of segment b = seg[p] (grid g = g_of_seg[b],
+//   column rank[b] of the batch, local id rank[b] - seg_off[g] in its grid): labels[g n +
+//   i] = that local id, and i goes to rows[col_ptr[rank[b]] + p - start[b]] (within a
+//   segment the rows increase, as s is sorted). Each position writes its own entries: no
+//   atomics, no order dependence.
 // keys of the row x in grids g0 .. g0 + gn - 1 (gn <= RB_KEYS; u, w, lo, hi, shift: (grids,
 // d) rows), column after column, so that x_j is loaded once for them (a warp's load of x_j
 // touches 32 rows' cache lines: loaded once per grid, those loads were the key kernels'
@@ -628,18 +622,56 @@ extern "C" __global__ void rb_widen_batch(
              | ((unsigned long long)(k - base[a]) << row_bits) | row;
 }
 
+extern "C" __global__ void rb_seg_heads(
+    const unsigned long long* __restrict__ s, const long long* __restrict__ start,
+    long long n_seg, long long m, long long n, int row_bits, int key_bits,
+    long long* __restrict__ order_key, long long* __restrict__ g_of_seg,
+    unsigned long long* __restrict__ key, long long* __restrict__ length)
+{
+    long long b = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= n_seg) return;
+    const long long p = start[b];
+    const unsigned long long h = s[p];
+    const int top = key_bits + row_bits;
+    const long long g = top >= 64 ? 0LL : (long long)(h >> top);
+    const unsigned long long kmask = key_bits >= 64 ? ~0ULL : ((1ULL << key_bits) - 1ULL);
+    order_key[b] = g * n + (long long)(h & ((1ULL << row_bits) - 1ULL));
+    g_of_seg[b] = g;
+    key[b] = (h >> row_bits) & kmask;
+    length[b] = (b + 1 < n_seg ? start[b + 1] : m) - p;
+}
+
+extern "C" __global__ void rb_seg_order(
+    const long long* __restrict__ order, long long n_seg, int G,
+    const long long* __restrict__ g_of_seg, const unsigned long long* __restrict__ key,
+    const long long* __restrict__ length, long long* __restrict__ rank,
+    long long* __restrict__ counts, unsigned long long* __restrict__ keys,
+    long long* __restrict__ seg_off)
+{
+    long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_seg) return;
+    const long long b = order[t];
+    const long long g = g_of_seg[b];
+    rank[b] = t;
+    counts[t] = length[b];
+    keys[t] = key[b];
+    if (t == 0 || g_of_seg[order[t - 1]] != g) seg_off[g] = t;
+    if (t == n_seg - 1) seg_off[G] = n_seg;
+}
+
 extern "C" __global__ void rb_number_batch(
     const unsigned long long* __restrict__ s, const int* __restrict__ seg,
     const long long* __restrict__ start, const long long* __restrict__ rank,
     const long long* __restrict__ col_ptr, const long long* __restrict__ g_of_seg,
-    const int* __restrict__ local, long long m, long long n, int row_bits,
+    const long long* __restrict__ seg_off, long long m, long long n, int row_bits,
     int* __restrict__ labels, int* __restrict__ rows)
 {
     long long p = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= m) return;
-    int b = seg[p];
-    long long i = (long long)(s[p] & ((1ULL << row_bits) - 1ULL));
-    labels[g_of_seg[b] * n + i] = local[b];
+    const int b = seg[p];
+    const long long i = (long long)(s[p] & ((1ULL << row_bits) - 1ULL));
+    const long long g = g_of_seg[b];
+    labels[g * n + i] = (int)(rank[b] - seg_off[g]);
     rows[col_ptr[rank[b]] + (p - start[b])] = (int)i;
 }
 
