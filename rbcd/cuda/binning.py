@@ -494,7 +494,7 @@ def _number_batch(xp, s, flags, seg, n_seg, row_bits, key_bits, G, n, labels, ro
     rank, counts, keys, seg_off = _ops.seg_order(xp, _stable_argsort(xp, order_key),
                                                  g_of_seg, key, length, G)
     col_ptr = xp.zeros(n_seg + 1, dtype=xp.int64)
-    xp.cumsum(counts, out=col_ptr[1:])
+    col_ptr[1:] = xp.cumsum(counts)
     # every sorted position p: its row i goes to its column's place in the CSC rows, and
     # its column's local id to the row's label
     _ops.number_batch(xp, s, seg, start, rank, col_ptr, g_of_seg, seg_off, n, row_bits,
