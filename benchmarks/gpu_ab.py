@@ -31,11 +31,15 @@ def main():
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--tol", type=float, default=1e-3)
     p.add_argument("--xp", choices=["cupy", "numpy"], default="cupy")
+    p.add_argument("--batch-words", type=int, default=None,
+                   help="rbcd.cuda.binning.BATCH_WORDS for this run (default: the tree's)")
     a = p.parse_args()
     sys.path.insert(0, os.path.abspath(a.tree))
     from rbcd import RandomBinning
     from rbcd.cuda import _ops, binning as cb, cg as ccg
     from rbcd.models import _preconditioner
+    if a.batch_words is not None:
+        cb.BATCH_WORDS = a.batch_words
     xp = np if a.xp == "numpy" else _ops.cupy_module()
 
     def sync():
@@ -80,7 +84,8 @@ def main():
         b = [r[0] for r in runs]
         c = [r[1] for r in runs]
         s = [r[0] + r[1] for r in runs]
-        print(json.dumps(dict(tree=where, n=n, R=a.grids, iters=runs[0][2],
+        print(json.dumps(dict(tree=where, batch_words=cb.BATCH_WORDS, n=n, R=a.grids,
+                              iters=runs[0][2],
                               coef_l1=runs[0][3], binning=float(np.median(b)),
                               cg=float(np.median(c)), total=float(np.median(s)),
                               binning_all=b, cg_all=c)), flush=True)

@@ -107,7 +107,6 @@ def main():
             st["uint32"].append(clock(lambda: cp.sort(narrow)))
         print(f"  cupy.sort of {g * n:,} words, medians (ms): "
               + ", ".join(f"{k} {np.median(v):.3f}" for k, v in st.items()))
-        del X, outs, wide, narrow
 
 
 if __name__ == "__main__":

@@ -132,6 +132,33 @@ def test_Z_bit_for_bit_in_batches(cp, monkeypatch, batch_grids, narrow_bits):
     np.testing.assert_array_equal(gpu.kappa_per_grid_, cpu.kappa_per_grid_)
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("use_diag", [True, False])
+def test_cg_setup_kernel_equals_its_twin(cp, fit_intercept, use_diag):
+    """rb_cg_setup (one thread per column, every operation rounded on its own) gives the
+    numpy twin's keep, zbar, centred b and Jacobi inverse bit for bit, constant and empty
+    columns included."""
+    from rbcd.cuda import _ops
+    rng = np.random.default_rng(3)
+    D, k = 5000, 3
+    S = np.float64(37.25)
+    value = 0.125
+    colsum = value * S * rng.uniform(0.01, 0.9, size=D)
+    colsum[:50] = value * S                 # constant columns (every row)
+    colsum[50:80] = 0.0
+    ZtU = np.c_[colsum, rng.normal(size=(D, k))]
+    csY = rng.normal(size=k) if fit_intercept else None
+    alpha = np.array([0.5, 2.0, -1e9])
+    tiny = 1000 * np.finfo(np.float64).eps
+    want = _ops.cg_setup(np, ZtU, value, S, tiny, csY, alpha, use_diag)
+    got = _ops.cg_setup(cp, cp.asarray(ZtU), value, cp.asarray(S), tiny,
+                        None if csY is None else cp.asarray(csY), cp.asarray(alpha), use_diag)
+    for g, w in zip(got, want):
+        assert (g is None) == (w is None)
+        if w is not None:
+            np.testing.assert_array_equal(g.get(), w)
+
+
 @pytest.mark.parametrize("fit_intercept, weighted, max_blocks", [
     (True, False, 1024), (False, True, 1024), (True, True, 3)])
 def test_cg_step_kernels_against_twin(cp, monkeypatch, fit_intercept, weighted, max_blocks):

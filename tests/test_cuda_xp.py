@@ -643,6 +643,66 @@ def test_setup_reads_the_device_once(monkeypatch, emulated, lag, kind, weighted,
     assert info["converged"].all() and n_iter[2] == 0
 
 
+def _setup_columns(rng, D=40, k=3):
+    """ZtU = Z^T [s, s Yc] of made-up columns (colsum = value times the weights of the
+    column's rows, at most value S): constant columns (every row in them), empty ones,
+    ordinary ones."""
+    S = np.float64(37.25)
+    value = 0.125
+    colsum = value * S * rng.uniform(0.01, 0.9, size=D)
+    colsum[:5] = value * S                  # every row: the column is constant
+    colsum[5:8] = 0.0                       # no row
+    ZtU = np.c_[colsum, rng.normal(size=(D, k))]
+    ZtU[5:8, 1:] = 0.0
+    return ZtU, value, S
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("use_diag", [True, False])
+def test_cg_setup_columns(fit_intercept, use_diag):
+    """The set-up's column statistics (_ops.cg_setup on a GridLayout's Z^T [s, s Yc], twin
+    cg_columns): a column every row falls in is constant with an intercept (keep 0, its
+    b 0, its Jacobi entry 1 / alpha), an empty one is not; b centred by zbar csY; the
+    Jacobi inverse 1 / (colsq - S zbar^2 + alpha), 1 where that is not positive."""
+    rng = np.random.default_rng(3)
+    ZtU, value, S = _setup_columns(rng)
+    k = ZtU.shape[1] - 1
+    csY = rng.normal(size=k) if fit_intercept else None
+    alpha = np.array([0.5, 2.0, -1e9])      # the last: diag + alpha <= 0 everywhere
+    tiny = 1000 * np.finfo(np.float64).eps
+    zbar, keep, B, minv = _ops.cg_setup(np, ZtU, value, S, tiny, csY, alpha, use_diag)
+    colsum = ZtU[:, 0]
+    colsq = colsum * value
+    want_keep = np.ones(40)
+    if fit_intercept:
+        want_keep[:5] = 0.0
+        np.testing.assert_array_equal(zbar, colsum / S)
+        want_B = (ZtU[:, 1:] - (colsum / S)[:, None] * csY[None, :]) * want_keep[:, None]
+        diag = np.maximum(colsq - S * (colsum / S) ** 2, 0.0) * want_keep
+    else:
+        assert zbar is None
+        want_B = ZtU[:, 1:]
+        diag = colsq
+    np.testing.assert_array_equal(keep, want_keep)
+    np.testing.assert_allclose(B, want_B, rtol=1e-15, atol=0)
+    assert B.flags.c_contiguous and B.dtype == np.float64
+    if use_diag:
+        dd = diag[:, None] + alpha[None, :]
+        np.testing.assert_allclose(minv[:, :2], 1.0 / dd[:, :2], rtol=1e-15)
+        np.testing.assert_array_equal(minv[:, 2], 1.0)
+        if fit_intercept:
+            np.testing.assert_array_equal(minv[:5, :2], np.tile(1.0 / alpha[:2], (5, 1)))
+    else:
+        assert minv is None
+    # the same from the generic array code (a MatrixOperator's path)
+    zc, kc, Bc, mc = _ops.cg_columns(np, colsum, colsq, ZtU[:, 1:], S, tiny, csY, alpha,
+                                     use_diag)
+    np.testing.assert_array_equal(kc, keep)
+    np.testing.assert_array_equal(Bc, B)
+    if use_diag:
+        np.testing.assert_array_equal(mc, minv)
+
+
 def test_setup_range_check_of_a_matrix():
     """A MatrixOperator's max|Z| rides in the set-up's one read: above 2**100 the same
     error, before any solve."""
@@ -993,6 +1053,25 @@ def _emulated(name):
             seg = skeys[off[r]:off[r + 1]]
             assert np.all(seg[1:] > seg[:-1])
         _ops.match_keys(np, X, u, w, lo, hi, shift, single, skeys, sids, off, labels)
+
+    def rb_cg_setup(grid, block, args):
+        (ZtU, D, k, value, S, has_c, tiny, csY, alpha, use_diag, zbar, keep, B,
+         minv) = args
+        _check_args((ZtU, D, k, value, has_c, tiny, csY, alpha, use_diag, zbar, keep, B,
+                     minv), ["float64", np.int64, np.int32, np.float64, np.int32, np.float64,
+                             "float64", "float64", np.int32, "float64", "float64",
+                             "float64", "float64"])
+        assert grid[0] * block[0] >= D and ZtU.shape == (D, k + 1) and B.shape == (D, k)
+        assert alpha.shape == (k,) and keep.shape == (D,) and np.ndim(S) == 0
+        assert not has_c or (csY.shape == (k,) and zbar.shape == (D,))
+        assert not use_diag or minv.shape == (D, k)
+        zb, kp, b, mv = _ops.cg_setup(np, ZtU, float(value), S, float(tiny),
+                                      csY if has_c else None, alpha, bool(use_diag))
+        keep[:], B[:] = kp, b
+        if has_c:
+            zbar[:] = zb
+        if use_diag:
+            minv[:] = mv
 
     def _cg_common(grid, block, D, k, k0, kc, partial):
         assert grid == (_ops.cg_blocks(D),) and block[0] % 32 == 0 and 1 <= kc <= 8

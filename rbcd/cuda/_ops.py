@@ -553,6 +553,67 @@ def _put_total(partial, total):
     partial[0] = total
 
 
+def cg_columns(xp, colsum, colsq, B, S, tiny, csY, alpha, use_diag):
+    """The CG set-up's column statistics, generic array code (any xp, any operator): from
+    the columns' weighted sums ``colsum`` and sums of squares ``colsq`` (D,), Z^T (s Yc)
+    ``B`` (D, k), S = sum s (a 0-d array), ``tiny`` = n eps and, with an intercept
+    (``csY`` (k,) the column sums of s Yc; None without), returns ``(zbar, keep, B, minv)``:
+    zbar = colsum / S (None without an intercept), keep (D,) 0.0 on the numerically
+    constant columns (diag <= tiny colsq and colsq > 0, with an intercept) and 1.0
+    elsewhere, B - zbar csY^T times keep, and the Jacobi inverse 1 / (diag + alpha_t)
+    where positive, else 1 (None unless ``use_diag``); diag = max(colsq - S zbar^2, 0),
+    0 on the constant columns."""
+    if csY is not None:
+        zbar = colsum / S
+        diag = colsq - S * zbar * zbar
+    else:
+        zbar = None
+        diag = colsq
+    diag = xp.maximum(diag, 0.0)
+    if csY is not None:
+        flat = (diag <= tiny * colsq) & (colsq > 0)
+    else:
+        flat = xp.zeros(colsq.shape[0], dtype=xp.bool_)
+    keep = (~flat).astype(xp.float64)
+    diag = xp.where(flat, 0.0, diag)
+    if zbar is not None:
+        B = B - zbar[:, None] * csY[None, :]
+    B = B * keep[:, None]
+    minv = None
+    if use_diag:
+        dd = diag[:, None] + alpha[None, :]
+        minv = xp.where(dd > 0, 1.0 / xp.where(dd > 0, dd, 1.0), 1.0)
+    return zbar, keep, B, minv
+
+
+def cg_setup(xp, ZtU, value, S, tiny, csY, alpha, use_diag):
+    """cg_columns on a GridLayout (rb_cg_setup, one thread per column instead of about
+    twenty array operations): ZtU (D, 1 + k) = Z^T [s, s Yc], every stored value
+    ``value``, so colsum = ZtU[:, 0], colsq = colsum value and B = ZtU[:, 1:]. Returns
+    cg_columns' ``(zbar, keep, B, minv)`` as C-contiguous float64 arrays, the same bits:
+    the kernel rounds every operation on its own, in the twin's order (no contraction)."""
+    D, k1 = ZtU.shape
+    k = k1 - 1
+    if is_numpy(xp):
+        colsum = ZtU[:, 0]
+        zbar, keep, B, minv = cg_columns(np, colsum, colsum * value, ZtU[:, 1:], S, tiny,
+                                         csY, alpha, use_diag)
+        return (zbar, keep, np.ascontiguousarray(B, dtype=np.float64),
+                None if minv is None else np.ascontiguousarray(minv, dtype=np.float64))
+    ZtU = xp.ascontiguousarray(ZtU, dtype=xp.float64)
+    zbar = xp.empty(D if csY is not None else 0, dtype=xp.float64)
+    keep = xp.empty(D, dtype=xp.float64)
+    B = xp.empty((D, k), dtype=xp.float64)
+    minv = xp.empty((D, k) if use_diag else (0, k), dtype=xp.float64)
+    if D:
+        _kernel("rb_cg_setup")(
+            _blocks(D), (BLOCK,),
+            (ZtU, np.int64(D), np.int32(k), np.float64(value), S, np.int32(csY is not None),
+             np.float64(tiny), csY if csY is not None else keep, alpha, np.int32(use_diag),
+             zbar if csY is not None else keep, keep, B, minv if use_diag else keep))
+    return (zbar if csY is not None else None), keep, B, (minv if use_diag else None)
+
+
 def col_parts(xp, A, w, partial):
     """partial (cg_blocks(m), k): per-block sums of w_i A[i, :] over the rows of the (m, k)
     array A (w (m,), or None for ones), whose totals the next kernel sums (rb_col_parts):

@@ -187,38 +187,24 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         # product: colsum those of Z^T s, B those of Z^T (s Yc). Every stored value is
         # layout.value, so Z^2's column sums are colsum * value.
         ZtU = op.tdot(xp.concatenate([s[:, None], sY], axis=1))
-        colsum, B = ZtU[:, 0], ZtU[:, 1:]
-        colsq = colsum * op.value
     else:
         colsum, colsq = op.col_stats(s)
         B = op.tdot(sY)
-    if fit_intercept:
-        zbar = colsum / S
-        diag = colsq - S * zbar * zbar
-    else:
-        zbar = None
-        diag = colsq
-    diag = xp.maximum(diag, 0.0)
-    if fit_intercept:
-        flat = (diag <= n * np.finfo(np.float64).eps * colsq) & (colsq > 0)
-    else:
-        flat = xp.zeros(D, dtype=xp.bool_)
-    keep = (~flat).astype(xp.float64)[:, None]       # 0 on the constant columns
-    diag = xp.where(flat, 0.0, diag)
-
-    if zbar is not None:
-        B = B - zbar[:, None] * _ops.col_sums(xp, sY)[None, :]
-    B = B * keep
-    # alpha = 0: no preconditioner, so that CG from zero reaches the minimum-norm solution
-    # (rbcd.solvers.cg.solve_ridge's rule)
+    # The column statistics (zbar, the constant columns, Z^T b centred, the Jacobi
+    # inverse): on a GridLayout one kernel over the columns (_ops.cg_setup), else the same
+    # array code (_ops.cg_columns, its twin). alpha = 0: no preconditioner, so that CG
+    # from zero reaches the minimum-norm solution (rbcd.solvers.cg.solve_ridge's rule).
     use_diag = preconditioner == "jacobi" and not np.any(np.asarray(alpha) == 0.0)
+    tiny = n * np.finfo(np.float64).eps
+    csY = _ops.col_sums(xp, sY) if fit_intercept else None
+    if hasattr(op, "labels"):
+        zbar, keep_v, B, minv = _ops.cg_setup(xp, ZtU, op.value, S, tiny, csY, alpha_v,
+                                              use_diag)
+    else:
+        zbar, keep_v, B, minv = _ops.cg_columns(xp, colsum, colsq, B, S, tiny, csY, alpha_v,
+                                                use_diag)
     proj = (GridProjection(xp, op.grid_ptr_host, op.grid_ptr, fit_intercept)
             if (use_diag and structured) else None)
-    if use_diag:
-        dd = diag[:, None] + alpha_v[None, :]
-        minv = xp.where(dd > 0, 1.0 / xp.where(dd > 0, dd, 1.0), 1.0)
-    else:
-        minv = None
 
     if max_iter is None:
         max_iter = default_max_iter(D)
@@ -232,7 +218,7 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     rz_out = xp.empty(k)
     nb = _ops.cg_blocks(D)
     part_pq, part_rr, part_rz = (xp.empty((nb, k)) for _ in range(3))
-    keep_v = xp.ascontiguousarray(keep[:, 0], dtype=xp.float64)
+    keep_v = xp.ascontiguousarray(keep_v, dtype=xp.float64)
     zbar_v = None if zbar is None else xp.ascontiguousarray(zbar, dtype=xp.float64)
     minv_v = None if minv is None else xp.ascontiguousarray(minv, dtype=xp.float64)
     # The stopping state on the device (written by _ops.cg_p, block 0, after the

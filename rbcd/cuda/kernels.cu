@@ -286,6 +286,49 @@ extern "C" __global__ void rb_column_extremes(
 //               rz and rz_out, act and act_out are different arrays (every block reads rz
 //               and act; only block 0 writes rz_out and act_out).
 
+// * rb_cg_setup: the CG set-up's column statistics on a GridLayout (rbcd.cuda._ops.cg_setup,
+//   twin cg_columns), one thread per column j of ZtU (D, 1 + k) = Z^T [s, s Yc]: colsum =
+//   ZtU[j, 0], colsq = colsum value; with an intercept zbar_j = colsum / S, diag = colsq -
+//   (S zbar_j) zbar_j, constant (keep_j = 0) where max(diag, 0) <= tiny colsq and colsq >
+//   0; B[j, t] = (ZtU[j, 1 + t] - zbar_j csY_t) keep_j; minv[j, t] = 1 / (diag + alpha_t)
+//   where that sum is positive, else 1 (use_diag; diag 0 on a constant column). Every
+//   operation rounds on its own (the _rn intrinsics: no FMA contraction), in the twin's
+//   order, so the decision and the values are the twin's bit for bit.
+
+extern "C" __global__ void rb_cg_setup(
+    const double* __restrict__ ZtU, long long D, int k, double value,
+    const double* __restrict__ S, int fit_intercept, double tiny,
+    const double* __restrict__ csY, const double* __restrict__ alpha, int use_diag,
+    double* __restrict__ zbar, double* __restrict__ keep, double* __restrict__ B,
+    double* __restrict__ minv)
+{
+    long long j = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= D) return;
+    const double* row = ZtU + j * (long long)(k + 1);
+    const double colsum = row[0];
+    const double colsq = __dmul_rn(colsum, value);
+    double zb = 0.0, diag = colsq;
+    if (fit_intercept) {
+        zb = __ddiv_rn(colsum, S[0]);
+        diag = __dsub_rn(colsq, __dmul_rn(__dmul_rn(S[0], zb), zb));
+    }
+    if (!(diag >= 0.0) && diag == diag) diag = 0.0;     // maximum(diag, 0); NaN stays
+    const int flat = fit_intercept && diag <= __dmul_rn(tiny, colsq) && colsq > 0.0;
+    const double kp = flat ? 0.0 : 1.0;
+    if (flat) diag = 0.0;
+    if (fit_intercept) zbar[j] = zb;
+    keep[j] = kp;
+    for (int t = 0; t < k; t++) {
+        double b = row[1 + t];
+        if (fit_intercept) b = __dsub_rn(b, __dmul_rn(zb, csY[t]));
+        B[j * k + t] = __dmul_rn(b, kp);
+        if (use_diag) {
+            const double dd = __dadd_rn(diag, alpha[t]);
+            minv[j * k + t] = dd > 0.0 ? __ddiv_rn(1.0, dd) : 1.0;
+        }
+    }
+}
+
 // sum of v over the block, returned to thread 0 (every thread must call it)
 __device__ double rb_block_sum(double v, double* sh)
 {
