@@ -41,6 +41,7 @@ cdef extern from "cd_atomics.h" nogil:
     double atomic_exchange "rbcd_cd_exchange"(double *p, double v) noexcept
     long long fetch_add "rbcd_cd_fetch_add"(long long *p, long long v) noexcept
     void prefetch "rbcd_cd_prefetch"(const void *p) noexcept
+    void prefetch_w "rbcd_cd_prefetch_w"(const void *p) noexcept
 
 cdef extern from "cd_kernels.h" nogil:
     uint64_t mulhi "rbcd_mulhi64"(uint64_t x, uint64_t n) noexcept
@@ -278,6 +279,7 @@ cdef enum:
     # adds per transaction: short enough to rarely conflict or overflow the transactional
     # buffer, long enough to spread the cost of starting and committing one
     TX_BATCH = 64
+    TX_AHEAD = 16     # atomic adds: lines of u asked for this many adds ahead (_tx_adds)
 
 
 cdef inline double col_grad(const Prob* P, Py_ssize_t j) noexcept nogil:
@@ -306,6 +308,13 @@ cdef inline void _tx_adds(const Prob* P, const idx_t* ind, int64_t start, int64_
     cdef const double* z = P.data
     cdef double dz = delta * P.zval
     cdef int ok
+    # The atomic adds: a locked instruction waits for its line and keeps later loads
+    # waiting, so the lines of u would come one at a time. Each add's line is asked for
+    # TX_AHEAD adds earlier, owned (prefetch_w), so it is in this core's cache, writable,
+    # when its add comes.
+    if tx.mode != TX_RTM:
+        for kk in range(start, min(end, start + TX_AHEAD)):
+            prefetch_w(&u[ind[kk]])
     k = start
     while k < end:
         kb = min(end, k + TX_BATCH)
@@ -325,9 +334,13 @@ cdef inline void _tx_adds(const Prob* P, const idx_t* ind, int64_t start, int64_
                 tx.mode = TX_CAS
         if z == NULL:
             for kk in range(k, kb):
+                if kk + TX_AHEAD < end:
+                    prefetch_w(&u[ind[kk + TX_AHEAD]])
                 atomic_add(&u[ind[kk]], dz)
         else:
             for kk in range(k, kb):
+                if kk + TX_AHEAD < end:
+                    prefetch_w(&u[ind[kk + TX_AHEAD]])
                 atomic_add(&u[ind[kk]], delta * z[kk])
         k = kb
 

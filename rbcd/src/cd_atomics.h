@@ -30,11 +30,14 @@ static inline long long rbcd_cd_fetch_add(long long *p, long long v) {
     return old;
 }
 
-/* A hint to load the cache line of p ahead of use (no effect on results). */
+/* A hint to load the cache line of p ahead of use (no effect on results); _w: with the
+   intent to write it (PREFETCHW on x86), so that the line arrives owned by this core. */
 #if defined(__GNUC__) || defined(__clang__)
 #define rbcd_cd_prefetch(p) __builtin_prefetch((const void *)(p))
+#define rbcd_cd_prefetch_w(p) __builtin_prefetch((const void *)(p), 1)
 #else
 #define rbcd_cd_prefetch(p) ((void)0)
+#define rbcd_cd_prefetch_w(p) ((void)0)
 #endif
 
 #endif
