@@ -13,7 +13,9 @@
 // * rb_floor_quot (every key kernel): b_j of contract 3 without the division where that is
 //   safe. With rw = RN(1 / w) (the host's reciprocal, any correctly rounded one),
 //   q = RN((x - u) rw) lies within (2^-52 + 2^-106) |a / w| of the exact a / w (a = x - u),
-//   and RN(a / w) within 2^-53 |a / w| of it, so |q - RN(a / w)| < 2^-51 |q| (with room).
+//   and RN(a / w) within 2^-53 |a / w| of it, so |q - RN(a / w)| < 2^-51 |q| (with room;
+//   where w > 2^1022 and rw is subnormal, rw's own error is at most 2^-51 relative, as
+//   w <= DBL_MAX, and the bound is at most twice that, still within the margin below).
 //   Where q is farther than tol = 2^-48 |q| (8 times that) from every integer, both lie
 //   strictly inside the same interval (f, f + 1), and floor(q) = floor(RN(a / w)) = f. Else
 //   (q near or at an integer, |q| < 1e-270, where tol would underflow, |q| >= 2^52, or q
