@@ -12,13 +12,15 @@ The kernels alternate, each launch timed by CUDA events; the medians are printed
 import argparse
 import os
 import sys
+import warnings
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from rbcd.cuda import _ops  # noqa: E402
+from rbcd import RandomBinning  # noqa: E402
+from rbcd.cuda import _ops, binning as cb  # noqa: E402
 
 DIVISION = """__device__ __forceinline__ long long rb_floor_quot(double x, double u, double w, double rw)
 {
@@ -47,17 +49,7 @@ def main():
         source = f.read()
     mods = {"product (as built)": cp.RawModule(code=source),
             "division": cp.RawModule(code=division_source(source))}
-    rng = np.random.default_rng(0)
     G, d = a.grids, a.d
-    w = rng.gamma(2.0, 2.65, size=(G, d))        # compare_gpu's sigma='scale' on [0, 1]^16
-    u = rng.uniform(0, 1, size=(G, d)) * w
-    lo = np.floor((0.0 - u) / w).astype(np.int64)
-    hi = np.floor((1.0 - u) / w).astype(np.int64)
-    bits = np.maximum(1, [[int(v).bit_length() for v in row] for row in (hi - lo)])
-    shift = np.zeros((G, d), dtype=np.int64)
-    shift[:, 1:] = np.cumsum(bits, axis=1)[:, :-1]
-    top = shift[:, -1] + bits[:, -1]
-    dev = {k: cp.asarray(v) for k, v in dict(u=u, w=w, rw=1.0 / w, lo=lo, shift=shift).items()}
     start, stop = cp.cuda.Event(), cp.cuda.Event()
 
     def clock(f):
@@ -68,15 +60,23 @@ def main():
         return cp.cuda.get_elapsed_time(start, stop)
 
     for n in (int(v) for v in a.n):
-        X = cp.random.RandomState(0).random_sample((n, d), dtype=cp.float64)
-        row_bits = max(1, (n - 1).bit_length())
-        span = np.array([1 << int(t) for t in top], dtype=np.int64)
-        base = np.zeros(G, dtype=np.int64)
-        base[1:] = np.cumsum(span)[:-1]
+        X = cp.random.RandomState(0).random_sample((n, d), dtype=cp.float64)  # compare_gpu's X
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            X, widths, offsets, lo, hi, cmin, cmax, _, _ = cb._prepare(
+                RandomBinning(n_grids=G, random_state=0), X, cp)
+        tables = cb.CudaTables(widths, offsets, lo, hi, cmin, cmax, None, None)
+        dev = tables.device_arrays(cp)
+        top = tables.layout()[3]
+        row_bits = cb._row_bits(n)
         g = G
-        while g > 1 and int(base[g - 1] + span[g - 1] - 1).bit_length() + row_bits > 32:
-            g -= 1                            # the grids whose narrow words fit
-        base_d = cp.asarray(base[:g])
+        while g > 1 and cb._narrow(list(range(g)), top, row_bits) is None:
+            g -= 1                            # the first grids whose narrow words fit
+        base = cb._narrow(list(range(g)), top, row_bits)
+        if base is None:
+            print(f"N = {n:,}: grid 0's words do not fit 32 bits; skipped")
+            continue
+        base_d = cp.asarray(base)
         outs = {k: cp.empty((g, n), dtype=cp.uint32) for k in mods}
         times = {k: [] for k in mods}
 

@@ -166,7 +166,7 @@ class CudaTables:
             arrays = dict(
                 u=_ops.on_device(xp, self.offsets, np.float64),
                 w=_ops.on_device(xp, self.widths, np.float64),
-                rw=_ops.on_device(xp, 1.0 / np.asarray(self.widths, np.float64), np.float64),
+                rw=_ops.on_device(xp, _ops.reciprocals(np, np.asarray(self.widths, np.float64))),
                 lo=_ops.on_device(xp, self.lo, np.int64),
                 hi=_ops.on_device(xp, self.hi, np.int64),
                 shift=_ops.on_device(xp, shift, np.int64),
@@ -620,9 +620,11 @@ def fit_layout(est, X, xp, *, combine=True, sample_weight=None):
             r += 1
         else:
             G = item[1]
-            off = _ops.to_host(item[2]).astype(np.int64)
             ks = _ops.to_host(item[3])
             bc = _ops.to_host(item[4])
+            # (a grid alone owns all of its batch's columns: no copy of its offsets)
+            off = (np.array([0, ks.shape[0]], dtype=np.int64) if G == 1
+                   else _ops.to_host(item[2]).astype(np.int64))
             n_bins[r:r + G] = np.diff(off)
             max_count[r:r + G] = np.maximum.reduceat(bc, off[:-1])
             keys.extend(np.ascontiguousarray(ks[off[q]:off[q + 1]].reshape(-1, 1))

@@ -598,11 +598,16 @@ __device__ void rb_row_keys(
     }
 }
 
-extern "C" __global__ void rb_batch_keys(
+// one row's words of a batch (rb_batch_keys, rb_batch_keys32): base == NULL, the wide
+// words tag | key << row_bits | i (tag = q << tag_shift, none where tag_shift < 0); else
+// the narrow ones (base[q] + key) << row_bits | i, stored as W (the caller has checked
+// that they fit it)
+template <typename W>
+__device__ void rb_batch_row(
     const double* __restrict__ X, long long n, int d, int G,
     const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
     const long long* __restrict__ lo, const long long* __restrict__ shift, int row_bits,
-    int tag_shift, unsigned long long* __restrict__ words)
+    int tag_shift, const long long* __restrict__ base, W* __restrict__ words)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
@@ -616,11 +621,26 @@ extern "C" __global__ void rb_batch_keys(
         for (int c = 0; c < RB_KEYS; c++) {
             if (c < qn) {
                 const int q = q0 + c;
-                unsigned long long tag = tag_shift >= 0 ? (unsigned long long)q << tag_shift : 0ULL;
-                words[(long long)q * n + i] = tag | (key[c] << row_bits) | (unsigned long long)i;
+                unsigned long long v;
+                if (base != NULL)
+                    v = ((unsigned long long)base[q] + key[c]) << row_bits;
+                else
+                    v = (tag_shift >= 0 ? (unsigned long long)q << tag_shift : 0ULL)
+                        | (key[c] << row_bits);
+                words[(long long)q * n + i] = (W)(v | (unsigned long long)i);
             }
         }
     }
+}
+
+extern "C" __global__ void rb_batch_keys(
+    const double* __restrict__ X, long long n, int d, int G,
+    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
+    const long long* __restrict__ lo, const long long* __restrict__ shift, int row_bits,
+    int tag_shift, unsigned long long* __restrict__ words)
+{
+    rb_batch_row<unsigned long long>(X, n, d, G, u, w, rw, lo, shift, row_bits, tag_shift,
+                                     NULL, words);
 }
 
 extern "C" __global__ void rb_batch_keys32(
@@ -629,24 +649,7 @@ extern "C" __global__ void rb_batch_keys32(
     const long long* __restrict__ lo, const long long* __restrict__ shift, int row_bits,
     const long long* __restrict__ base, unsigned int* __restrict__ words)
 {
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const double* x = X + i * (long long)d;
-    for (int q0 = 0; q0 < G; q0 += RB_KEYS) {
-        const int qn = G - q0 < RB_KEYS ? G - q0 : RB_KEYS;
-        unsigned long long key[RB_KEYS];
-        int in[RB_KEYS];
-        rb_row_keys(x, d, q0, qn, NULL, u, w, rw, lo, NULL, shift, key, in);
-#pragma unroll
-        for (int c = 0; c < RB_KEYS; c++) {
-            if (c < qn) {
-                const int q = q0 + c;
-                const unsigned long long v =
-                    (((unsigned long long)base[q] + key[c]) << row_bits) | (unsigned long long)i;
-                words[(long long)q * n + i] = (unsigned int)v;
-            }
-        }
-    }
+    rb_batch_row<unsigned int>(X, n, d, G, u, w, rw, lo, shift, row_bits, -1, base, words);
 }
 
 extern "C" __global__ void rb_widen_batch(
