@@ -181,7 +181,7 @@ def main():
             narrow += base is not None
             words = _ops.batch_keys(xp, Xc, dev["u"][r:r + G], dev["w"][r:r + G],
                                     dev["lo"][r:r + G], dev["shift"][r:r + G], row_bits,
-                                    key_bits, rw=dev["rw"][r:r + G], base=base)
+                                    key_bits, base=base)
             sync()
             t1 = time.perf_counter()
             s = xp.sort(words.reshape(-1))

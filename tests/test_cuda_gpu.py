@@ -84,9 +84,9 @@ def test_kernels_equal_numpy_twins(cp):
 
 def test_Z_bit_for_bit_at_bin_edges(cp):
     """Entries at and within a few ulps of the grids' bin edges (x = u + k w, nudged):
-    where the key kernels' product by 1 / w and the true division round to different
-    sides of an integer (rb_floor_quot's fallback), Z is still the CPU's, in fit and
-    in transform."""
+    where a product by 1 / w and the true division would round to different sides of an
+    integer, the key kernels' true division gives the CPU's Z, in fit and in
+    transform."""
     n, d, R = 6000, 4, 8
     draw = RandomBinning(n_grids=R, sigma=0.3, random_state=11).fit(np.zeros((2, d)))
     W, U = draw.widths_, draw.offsets_

@@ -908,11 +908,10 @@ def _check_args(args, spec):
 
 def _emulated(name):
     def rb_grid_keys(grid, block, args):
-        _check_args(args, ["float64", np.int64, np.int32, "float64", "float64", "float64",
+        _check_args(args, ["float64", np.int64, np.int32, "float64", "float64",
                            "int64", "int64", "int64", np.int32, np.int32, "uint64", "uint8"])
-        X, n, d, u, w, rw, lo, hi, shift, row_bits, mode, keys, inside = args
+        X, n, d, u, w, lo, hi, shift, row_bits, mode, keys, inside = args
         assert grid[0] * block[0] >= n and X.shape == (n, d) and u.shape == (d,)
-        np.testing.assert_array_equal(rw, 1.0 / w)     # rb_floor_quot's reciprocals
         if mode == 1:
             keys[:] = _ops.grid_keys(np, X, u, w, lo, hi, shift, int(row_bits), True)
         else:
@@ -974,25 +973,23 @@ def _emulated(name):
 
     def rb_batch_keys(grid, block, args):
         _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
-                           "float64", "int64", "int64", np.int32, np.int32, "uint64"])
-        X, n, d, G, u, w, rw, lo, shift, row_bits, tag_shift, words = args
+                           "int64", "int64", np.int32, np.int32, "uint64"])
+        X, n, d, G, u, w, lo, shift, row_bits, tag_shift, words = args
         assert grid[0] * block[0] >= n and X.shape == (n, d) and words.shape == (G, n)
-        assert u.shape == w.shape == rw.shape == lo.shape == shift.shape == (G, d)
-        np.testing.assert_array_equal(rw, 1.0 / w)
+        assert u.shape == w.shape == lo.shape == shift.shape == (G, d)
         assert tag_shift == -1 or int(G - 1).bit_length() + int(tag_shift) <= 64
         key_bits = None if tag_shift < 0 else int(tag_shift) - int(row_bits)
         words[:] = _ops.batch_keys(np, X, u, w, lo, shift, int(row_bits), key_bits)
 
     def rb_batch_keys32(grid, block, args):
         _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
-                           "float64", "int64", "int64", np.int32, "int64", "uint32"])
-        X, n, d, G, u, w, rw, lo, shift, row_bits, base, words = args
+                           "int64", "int64", np.int32, "int64", "uint32"])
+        X, n, d, G, u, w, lo, shift, row_bits, base, words = args
         assert grid[0] * block[0] >= n and X.shape == (n, d) and words.shape == (G, n)
-        assert u.shape == w.shape == rw.shape == lo.shape == shift.shape == (G, d)
+        assert u.shape == w.shape == lo.shape == shift.shape == (G, d)
         # a batch's running key ranges, or zeros (grids sorted one by one, _key_group)
         assert base.shape == (G,) and base[0] == 0
         assert np.all(np.diff(base) > 0) or not base.any()
-        np.testing.assert_array_equal(rw, 1.0 / w)
         wide = _ops.batch_keys(np, X, u, w, lo, shift, int(row_bits), None)
         top = wide >> np.uint64(row_bits)           # every word must fit 32 bits
         assert int((top + base[:, None].astype(np.uint64)).max()) < 1 << (32 - int(row_bits))
@@ -1042,10 +1039,9 @@ def _emulated(name):
 
     def rb_match_keys(grid, block, args):
         _check_args(args, ["float64", np.int64, np.int32, np.int32, "float64", "float64",
-                           "float64", "int64", "int64", "int64", "uint8", "uint64", "int32",
+                           "int64", "int64", "int64", "uint8", "uint64", "int32",
                            "int64", "int32"])
-        X, m, d, R, u, w, rw, lo, hi, shift, single, skeys, sids, off, labels = args
-        np.testing.assert_array_equal(rw, 1.0 / w)
+        X, m, d, R, u, w, lo, hi, shift, single, skeys, sids, off, labels = args
         assert grid[0] * block[0] >= m and X.shape == (m, d) and labels.shape == (R, m)
         assert u.shape == hi.shape == shift.shape == (R, d) and single.shape == (R,)
         assert off.shape == (R + 1,) and off[-1] == skeys.shape[0] == sids.shape[0]
@@ -1274,38 +1270,6 @@ def test_widen_batch_keeps_the_order():
     got = _ops.widen_batch(np, np.sort(narrow.astype(np.uint32).reshape(-1)), base, row_bits,
                            key_bits)
     np.testing.assert_array_equal(got, np.sort(wide.reshape(-1)))
-
-
-def test_floor_quotients_equal_the_division():
-    """rb_floor_quot's rule (the numpy mirror): floor(a * (1 / w)) where the product is
-    safely far from an integer, else floor(a / w); equal to floor(a / w) everywhere,
-    also where a / w lies within a few ulps of an integer, where a * (1 / w) and a / w
-    round to different sides of it, at huge and tiny quotients, and at zero."""
-    rng = np.random.default_rng(5)
-    w = np.exp(rng.uniform(-30, 30, size=200_000))
-    k = rng.integers(-10**6, 10**6, size=w.shape[0]).astype(np.float64)
-    a = k * w                                   # near k, on either side after rounding
-    ulps = rng.integers(-4, 5, size=w.shape[0])
-    a = a + ulps * np.spacing(a)
-    a[:1000] = rng.uniform(-1e-3, 1e-3, 1000) * w[:1000]    # quotients near 0
-    a[1000:1100] = 0.0
-    a[1100:1200] = -0.0
-    a[1200:1300] = w[1200:1300] * 2.0**60                   # at and past 2^52
-    a[1300:1400] = w[1300:1400] * 1e-300                    # tiny quotients
-    rw = 1.0 / w
-    want = np.floor(a / w).astype(np.int64)
-    np.testing.assert_array_equal(_ops.floor_quotients(a, w, rw), want)
-    # the product alone would be wrong somewhere here: the rule's fallback is needed
-    with np.errstate(all="ignore"):
-        assert np.any(np.floor(a * rw).astype(np.int64) != want)
-    # and on random data the product decides nearly everywhere
-    a = rng.uniform(-50, 50, size=100_000)
-    w = rng.gamma(2.0, 1.0, size=100_000)
-    q = a * (1.0 / w)
-    far = np.abs(q - np.round(q)) > np.abs(q) * 3.5527136788005009e-15
-    assert far.mean() > 0.999
-    np.testing.assert_array_equal(_ops.floor_quotients(a, w, 1.0 / w),
-                                  np.floor(a / w).astype(np.int64))
 
 
 @pytest.mark.parametrize("narrow_bits", [0, 32])

@@ -84,31 +84,12 @@ def _blocks(n, per_block=BLOCK):
 
 
 # ------------------------------------------------------------------------------ keys
-def reciprocals(xp, w):
-    """1 / w, correctly rounded: what the key kernels multiply by (rb_floor_quot)."""
-    return 1.0 / w
-
-
-def floor_quotients(a, w, rw):
-    """numpy mirror of kernels.cu's rb_floor_quot (for the tests): floor(a / w) as int64,
-    from the product a * rw (rw = 1 / w) where it is safely far from an integer, else from
-    the true division. Equal to np.floor(a / w) wherever that fits int64."""
-    with np.errstate(all="ignore"):
-        q = a * rw
-        f = np.floor(q)
-        tol = np.abs(q) * 3.5527136788005009e-15
-        safe = (np.abs(q) >= 1e-270) & (q - f > tol) & ((f + 1.0) - q > tol)
-        b = np.where(safe, f, np.floor(a / w))
-    return b.astype(np.int64)
-
-
-def grid_keys(xp, X, u, w, lo, hi, shift, row_bits, fit, rw=None):
+def grid_keys(xp, X, u, w, lo, hi, shift, row_bits, fit):
     """Packed single-word keys of one grid for the rows of X (kernels.cu, rb_grid_keys).
 
     fit: returns ``key << row_bits | row`` (uint64), every bin known to lie in [lo, hi].
     Otherwise returns ``(key, inside)``; key is meaningless where inside is False.
-    u, w, lo, hi, shift: this grid's (d,) arrays (float64, float64, int64, int64, int64);
-    rw: 1 / w (reciprocals; computed here where not given).
+    u, w, lo, hi, shift: this grid's (d,) arrays (float64, float64, int64, int64, int64).
     """
     n, d = X.shape
     if is_numpy(xp):
@@ -126,8 +107,8 @@ def grid_keys(xp, X, u, w, lo, hi, shift, row_bits, fit, rw=None):
     if n:
         _kernel("rb_grid_keys")(
             _blocks(n), (BLOCK,),
-            (X, np.int64(n), np.int32(d), u, w, reciprocals(xp, w) if rw is None else rw,
-             lo, hi, shift, np.int32(row_bits), np.int32(1 if fit else 0), keys, inside))
+            (X, np.int64(n), np.int32(d), u, w, lo, hi, shift, np.int32(row_bits),
+             np.int32(1 if fit else 0), keys, inside))
     if fit:
         return keys
     return keys, inside.astype(xp.bool_)
@@ -145,7 +126,7 @@ def col_sums(xp, A):
 
 
 
-def batch_keys(xp, X, u, w, lo, shift, row_bits, key_bits, rw=None, base=None):
+def batch_keys(xp, X, u, w, lo, shift, row_bits, key_bits, base=None):
     """(G, n) uint64: the words ``q << (key_bits + row_bits) | key << row_bits | row`` of the
     G grids of a batch (rb_batch_keys; u, w, lo, shift the batch's (G, d) rows; a fit:
     every bin in range). Row q equals grid_keys(..., fit=True) of grid q with q on top;
@@ -153,7 +134,7 @@ def batch_keys(xp, X, u, w, lo, shift, row_bits, key_bits, rw=None, base=None):
 
     ``base`` (G,) int64 (rb_batch_keys32): instead (G, n) uint32, the narrow words
     ``(base[q] + key) << row_bits | row`` (the caller has checked that they fit 32 bits;
-    key_bits is then ignored). rw: 1 / w (computed here where not given)."""
+    key_bits is then ignored)."""
     n, d = X.shape
     G = u.shape[0]
     tag_shift = -1 if key_bits is None else int(key_bits) + int(row_bits)
@@ -168,20 +149,19 @@ def batch_keys(xp, X, u, w, lo, shift, row_bits, key_bits, rw=None, base=None):
                 wq |= np.uint64(q) << np.uint64(tag_shift)
             words[q] = wq.astype(words.dtype)
         return words
-    rw = reciprocals(xp, w) if rw is None else rw
     if base is not None:
         words = xp.empty((G, n), dtype=xp.uint32)
         if n:
             _kernel("rb_batch_keys32")(
                 _blocks(n), (BLOCK,),
-                (X, np.int64(n), np.int32(d), np.int32(G), u, w, rw, lo, shift,
+                (X, np.int64(n), np.int32(d), np.int32(G), u, w, lo, shift,
                  np.int32(row_bits), on_device(xp, base, np.int64), words))
         return words
     words = xp.empty((G, n), dtype=xp.uint64)
     if n:
         _kernel("rb_batch_keys")(
             _blocks(n), (BLOCK,),
-            (X, np.int64(n), np.int32(d), np.int32(G), u, w, rw, lo, shift, np.int32(row_bits),
+            (X, np.int64(n), np.int32(d), np.int32(G), u, w, lo, shift, np.int32(row_bits),
              np.int32(tag_shift), words))
     return words
 
@@ -207,12 +187,12 @@ def widen_batch(xp, s, base, row_bits, key_bits):
     return out
 
 
-def match_keys(xp, X, u, w, lo, hi, shift, single, skeys, sids, off, labels, rw=None):
+def match_keys(xp, X, u, w, lo, hi, shift, single, skeys, sids, off, labels):
     """Labels (R, m) int32 of new rows X in the one-word grids (``single`` (R,) uint8), in
     place (rb_match_keys): each row's key as grid_keys(fit=False) computes it, looked up
     among grid r's fitted keys sorted, ``skeys[off[r]:off[r + 1]]`` (uint64) with their
     local ids ``sids`` (int32); -1 where there is no equal key or a bin is out of range.
-    Rows of the other grids are not written. rw: 1 / w (computed here where not given)."""
+    Rows of the other grids are not written."""
     m, d = X.shape
     R = u.shape[0]
     if is_numpy(xp):
@@ -230,8 +210,7 @@ def match_keys(xp, X, u, w, lo, hi, shift, single, skeys, sids, off, labels, rw=
     if m:
         _kernel("rb_match_keys")(
             _blocks(m), (BLOCK,),
-            (X, np.int64(m), np.int32(d), np.int32(R), u, w,
-             reciprocals(xp, w) if rw is None else rw, lo, hi, shift, single, skeys,
+            (X, np.int64(m), np.int32(d), np.int32(R), u, w, lo, hi, shift, single, skeys,
              sids, off, labels))
 
 # ------------------------------------------------------------------------------ numbering

@@ -166,7 +166,6 @@ class CudaTables:
             arrays = dict(
                 u=_ops.on_device(xp, self.offsets, np.float64),
                 w=_ops.on_device(xp, self.widths, np.float64),
-                rw=_ops.on_device(xp, _ops.reciprocals(np, np.asarray(self.widths, np.float64))),
                 lo=_ops.on_device(xp, self.lo, np.int64),
                 hi=_ops.on_device(xp, self.hi, np.int64),
                 shift=_ops.on_device(xp, shift, np.int64),
@@ -313,7 +312,7 @@ def _combines(n, r, n_words, top_bits):
 def _sorted_words(xp, X, dev, r):
     """Grid r's (key << row_bits | row) words, sorted (its pairs fit one word)."""
     pairs = _ops.grid_keys(xp, X, dev["u"][r], dev["w"][r], dev["lo"][r], dev["hi"][r],
-                           dev["shift"][r], _row_bits(X.shape[0]), fit=True, rw=dev["rw"][r])
+                           dev["shift"][r], _row_bits(X.shape[0]), fit=True)
     return xp.sort(pairs)
 
 
@@ -443,7 +442,7 @@ def _key_group(xp, X, dev, r, single, row_bits, top_bits):
            and (_narrow([r + g], top_bits, row_bits) is not None) == narrow):
         g += 1
     words = _ops.batch_keys(xp, X, dev["u"][r:r + g], dev["w"][r:r + g], dev["lo"][r:r + g],
-                            dev["shift"][r:r + g], row_bits, None, rw=dev["rw"][r:r + g],
+                            dev["shift"][r:r + g], row_bits, None,
                             base=np.zeros(g, dtype=np.int64) if narrow else None)
     return {r + q: words[q] for q in range(g)}
 
@@ -466,7 +465,7 @@ def _batch_front(xp, X, dev, batch, top_bits, row_bits, words=None):
     r0, r1 = batch[0], batch[-1] + 1
     base = _narrow(batch, top_bits, row_bits)
     words = _ops.batch_keys(xp, X, dev["u"][r0:r1], dev["w"][r0:r1], dev["lo"][r0:r1],
-                            dev["shift"][r0:r1], row_bits, key_bits, rw=dev["rw"][r0:r1],
+                            dev["shift"][r0:r1], row_bits, key_bits,
                             base=base)
     s = xp.sort(words.reshape(-1))
     del words
@@ -742,8 +741,7 @@ def transform_labels(est, X, xp):
     # among the fitted keys, sorted (_ops.match_keys); the others by match_grid's sort
     if dev["any_single"]:
         _ops.match_keys(xp, X, dev["u"], dev["w"], dev["lo"], dev["hi"], dev["shift"],
-                        dev["single"], dev["skeys"], dev["sids"], dev["koff"], labels,
-                        rw=dev["rw"])
+                        dev["single"], dev["skeys"], dev["sids"], dev["koff"], labels)
     for r in range(R):
         W = int(dev["n_words"][r])
         if W == 1:

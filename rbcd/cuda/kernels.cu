@@ -10,18 +10,6 @@
 //   (key, row) pair as one sortable word (the caller checks that it fits). mode 0
 //   (transform): keys[i] = key and inside[i] = 1 iff every b_j lies in [lo_j, hi_j].
 //   The caller has checked that every bin fits in int64.
-// * rb_floor_quot (every key kernel): b_j of contract 3 without the division where that is
-//   safe. With rw = RN(1 / w) (the host's reciprocal, any correctly rounded one),
-//   q = RN((x - u) rw) lies within (2^-52 + 2^-106) |a / w| of the exact a / w (a = x - u),
-//   and RN(a / w) within 2^-53 |a / w| of it, so |q - RN(a / w)| < 2^-51 |q| (with room;
-//   where w > 2^1022 and rw is subnormal, rw's own error is at most 2^-51 relative, as
-//   w <= DBL_MAX, and the bound is at most twice that, still within the margin below).
-//   Where q is farther than tol = 2^-48 |q| (8 times that) from every integer, both lie
-//   strictly inside the same interval (f, f + 1), and floor(q) = floor(RN(a / w)) = f. Else
-//   (q near or at an integer, |q| < 1e-270, where tol would underflow, |q| >= 2^52, or q
-//   not finite) the true division decides, as before. The subtractions q - f and
-//   (f + 1) - q are exact or within one rounding, far inside the 8x margin; __dmul_rn keeps
-//   the product out of any contraction.
 // * rb_zdot: out[i, k0:k0+kc] = value * sum_r W[grid_ptr[r] + labels[r, i], k0:k0+kc]
 //   (labels < 0: no entry). One thread per row; labels are grid-major (R, n) so each
 //   grid's read is coalesced; the labels of RB_ZBATCH grids are loaded together, the
@@ -51,20 +39,9 @@
 #define RB_ZBATCH 8
 #define RB_KEYS 8
 
-__device__ __forceinline__ long long rb_floor_quot(double x, double u, double w, double rw)
-{
-    const double a = x - u;
-    const double q = __dmul_rn(a, rw);
-    const double f = floor(q);
-    const double tol = fabs(q) * 3.5527136788005009e-15;      // 2^-48 |q|
-    if (fabs(q) >= 1e-270 && __dsub_rn(q, f) > tol && __dsub_rn(f + 1.0, q) > tol)
-        return (long long)f;
-    return (long long)floor(a / w);
-}
-
 extern "C" __global__ void rb_grid_keys(
     const double* __restrict__ X, long long n, int d,
-    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
+    const double* __restrict__ u, const double* __restrict__ w,
     const long long* __restrict__ lo, const long long* __restrict__ hi,
     const long long* __restrict__ shift, int row_bits, int mode,
     unsigned long long* __restrict__ keys, unsigned char* __restrict__ inside)
@@ -75,7 +52,7 @@ extern "C" __global__ void rb_grid_keys(
     unsigned long long key = 0ULL;
     int in = 1;
     for (int j = 0; j < d; j++) {
-        long long b = rb_floor_quot(x[j], u[j], w[j], rw[j]);
+        long long b = (long long)floor((x[j] - u[j]) / w[j]);
         if (b < lo[j] || b > hi[j]) {
             in = 0;
         } else {
@@ -572,7 +549,7 @@ extern "C" __global__ void rb_cg_p(
 // [lo_j, hi_j] (its field left out). Grids with use != NULL and !use[g] are skipped.
 __device__ void rb_row_keys(
     const double* __restrict__ x, int d, int g0, int gn, const unsigned char* __restrict__ use,
-    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
+    const double* __restrict__ u, const double* __restrict__ w,
     const long long* __restrict__ lo, const long long* __restrict__ hi,
     const long long* __restrict__ shift, unsigned long long* key, int* in)
 {
@@ -587,7 +564,7 @@ __device__ void rb_row_keys(
         for (int c = 0; c < RB_KEYS; c++) {
             if (c < gn && (use == NULL || use[g0 + c])) {
                 const long long e = (long long)(g0 + c) * d + j;
-                long long b = rb_floor_quot(xj, u[e], w[e], rw[e]);
+                long long b = (long long)floor((xj - u[e]) / w[e]);
                 if (hi != NULL && (b < lo[e] || b > hi[e])) {
                     in[c] = 0;
                 } else {
@@ -605,7 +582,7 @@ __device__ void rb_row_keys(
 template <typename W>
 __device__ void rb_batch_row(
     const double* __restrict__ X, long long n, int d, int G,
-    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
+    const double* __restrict__ u, const double* __restrict__ w,
     const long long* __restrict__ lo, const long long* __restrict__ shift, int row_bits,
     int tag_shift, const long long* __restrict__ base, W* __restrict__ words)
 {
@@ -616,7 +593,7 @@ __device__ void rb_batch_row(
         const int qn = G - q0 < RB_KEYS ? G - q0 : RB_KEYS;
         unsigned long long key[RB_KEYS];
         int in[RB_KEYS];
-        rb_row_keys(x, d, q0, qn, NULL, u, w, rw, lo, NULL, shift, key, in);
+        rb_row_keys(x, d, q0, qn, NULL, u, w, lo, NULL, shift, key, in);
 #pragma unroll
         for (int c = 0; c < RB_KEYS; c++) {
             if (c < qn) {
@@ -635,21 +612,21 @@ __device__ void rb_batch_row(
 
 extern "C" __global__ void rb_batch_keys(
     const double* __restrict__ X, long long n, int d, int G,
-    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
+    const double* __restrict__ u, const double* __restrict__ w,
     const long long* __restrict__ lo, const long long* __restrict__ shift, int row_bits,
     int tag_shift, unsigned long long* __restrict__ words)
 {
-    rb_batch_row<unsigned long long>(X, n, d, G, u, w, rw, lo, shift, row_bits, tag_shift,
+    rb_batch_row<unsigned long long>(X, n, d, G, u, w, lo, shift, row_bits, tag_shift,
                                      NULL, words);
 }
 
 extern "C" __global__ void rb_batch_keys32(
     const double* __restrict__ X, long long n, int d, int G,
-    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
+    const double* __restrict__ u, const double* __restrict__ w,
     const long long* __restrict__ lo, const long long* __restrict__ shift, int row_bits,
     const long long* __restrict__ base, unsigned int* __restrict__ words)
 {
-    rb_batch_row<unsigned int>(X, n, d, G, u, w, rw, lo, shift, row_bits, -1, base, words);
+    rb_batch_row<unsigned int>(X, n, d, G, u, w, lo, shift, row_bits, -1, base, words);
 }
 
 extern "C" __global__ void rb_widen_batch(
@@ -733,7 +710,7 @@ extern "C" __global__ void rb_number_batch(
 //   left to the caller.
 extern "C" __global__ void rb_match_keys(
     const double* __restrict__ X, long long m, int d, int R,
-    const double* __restrict__ u, const double* __restrict__ w, const double* __restrict__ rw,
+    const double* __restrict__ u, const double* __restrict__ w,
     const long long* __restrict__ lo, const long long* __restrict__ hi,
     const long long* __restrict__ shift, const unsigned char* __restrict__ single,
     const unsigned long long* __restrict__ skeys, const int* __restrict__ sids,
@@ -746,7 +723,7 @@ extern "C" __global__ void rb_match_keys(
         const int rn = R - r0 < RB_KEYS ? R - r0 : RB_KEYS;
         unsigned long long key[RB_KEYS];
         int in[RB_KEYS];
-        rb_row_keys(x, d, r0, rn, single, u, w, rw, lo, hi, shift, key, in);
+        rb_row_keys(x, d, r0, rn, single, u, w, lo, hi, shift, key, in);
         for (int c = 0; c < rn; c++) {
             const int r = r0 + c;
             if (!single[r]) continue;
