@@ -74,7 +74,7 @@ def check_bins_in_range(X, widths, offsets):
         i, j, r, value = first_bad
         raise ValueError(
             f"X values too large to bin at row {i}, column {j} "
-            f"(grid {r}: bin {value!r} does not fit in int64)"
+            f"(grid {r}: bin {float(value)!r} does not fit in int64)"
         )
     return all_bins
 

@@ -684,6 +684,46 @@ def test_same_output_for_any_thread_count():
         np.testing.assert_array_equal(cols.indices, outs[0][3].indices)
 
 
+@pytest.mark.parametrize("n", [0, 1, 7, 65_535, 65_536, 200_003])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_row_starts_are_arange_for_any_thread_count(n, dtype):
+    """The CSR indptr of R entries a row, filled in parallel, is np.arange's."""
+    for R in (1, 64):
+        want = np.arange(0, n * R + 1, R, dtype=dtype)
+        for T in (1, 2, 5):
+            got = _binning.row_starts(n, R, dtype, T)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+
+
+def test_dense_index_equal_for_any_thread_count():
+    """GridTables.build_index fills grids in parallel: the same index for any thread
+    count, each grid's entry at a key = its local id + 1 (keys_by_id), 0 elsewhere."""
+    rng = np.random.default_rng(8)
+    X = rng.uniform(size=(5000, 4))
+    rb = RandomBinning(n_grids=12, sigma=0.5, random_state=2, n_jobs=1).fit(X)
+    tables = rb._tables
+    want = [None if a is None else a.copy() for a in tables.index]
+    assert sum(a is not None for a in want) >= 6
+    bits = np.array([-1 if a is None else int(a.shape[0]).bit_length() - 1 for a in want])
+    for r, a in enumerate(want):
+        if a is None:
+            continue
+        keys = tables.keys_by_id(r)
+        expect = np.zeros_like(a)
+        expect[keys.astype(np.int64)] = np.arange(1, keys.shape[0] + 1, dtype=np.uint32)
+        np.testing.assert_array_equal(a, expect)
+    for T in (2, 3, 7):
+        tables.build_index(bits, T)
+        for a, b in zip(tables.index, want):
+            assert (a is None) == (b is None)
+            if a is not None:
+                np.testing.assert_array_equal(a, b)
+    Xt = rng.uniform(-0.1, 1.1, size=(700, 4))
+    assert_same_csr(rb.transform(Xt), RandomBinning(n_grids=12, sigma=0.5, random_state=2,
+                                                    n_jobs=3).fit(X).transform(Xt))
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(0.0, 1e3), min_size=1, max_size=70), st.integers(1, 9))
 def test_grid_bounds_split_costs_evenly(cost, n_chunks):

@@ -2130,6 +2130,26 @@ def fill_constant(val_t[::1] data, double value, int n_threads):
             data[k] = v
 
 
+def row_starts(Py_ssize_t n_rows, Py_ssize_t R, dtype, int n_threads):
+    """``np.arange(0, n_rows * R + 1, R, dtype=dtype)`` (the indptr of a CSR matrix with R
+    entries a row), written in parallel blocks. numpy allocates it, as np.arange would
+    (the same page advice); only the fill is parallel."""
+    out = np.empty(n_rows + 1, dtype=dtype)
+    _fill_row_starts(out, R, n_threads)
+    return out
+
+
+def _fill_row_starts(idx_t[::1] out, Py_ssize_t R, int n_threads):
+    cdef Py_ssize_t n = out.shape[0], n_chunks = 64, c, k, start, stop
+    if n < (1 << 16):
+        n_chunks = 1
+    for c in prange(n_chunks, nogil=True, schedule="static", num_threads=max(1, n_threads)):
+        start = c * n // n_chunks
+        stop = (c + 1) * n // n_chunks
+        for k in range(start, stop):
+            out[k] = <idx_t> (k * R)
+
+
 def finish_training(idx_t[::1] ids, const int64_t[::1] grid_ptr, val_t[::1] data,
                     double value, int n_threads):
     """Z's training arrays in one parallel pass over the rows:
@@ -3032,50 +3052,61 @@ cdef class GridTables:
         self.index = [None] * R
         self.fitted = True
 
-    def build_index(self, const int64_t[::1] bits):
+    def build_index(self, const int64_t[::1] bits, int n_threads=1):
         """Build and set the dense transform indexes of the grids with ``bits[r] >= 0``
         (their single-word keys have at most ``bits[r]`` bits; -1: none) in one pass:
         one zeroed uint32 buffer, grid r's index a view of 2**bits[r] entries of it, entry
         = local id + 1 of that key or 0 (built here from the fitted tables themselves, so
-        nothing needs checking; no Python objects per grid but the views)."""
+        nothing needs checking; no Python objects per grid but the views). The grids are
+        filled in parallel, each by one thread (each its own slice of the buffer, first
+        touched by that thread); the result does not depend on n_threads."""
         cdef Py_ssize_t R = self.L.R, r
-        cdef int64_t total = 0, most = 0, off, k
+        cdef int64_t total = 0, n_keys = 0, k
         if not self.fitted:
             raise ValueError("the grid tables are not fitted")
         if bits.shape[0] != R:
             raise ValueError(f"bits must have length {R}")
+        off_np = np.zeros(R + 1, dtype=np.int64)      # grid r's slice of the buffer
+        koff_np = np.zeros(R + 1, dtype=np.int64)     # and of the keys' scratch
+        cdef int64_t[::1] off = off_np, koff = koff_np
         for r in range(R):
+            off[r + 1] = off[r]
+            koff[r + 1] = koff[r]
             if bits[r] < 0:
                 continue
             if self.L.n_words[r] != 1 or bits[r] > 30:
                 raise ValueError("dense indexes need single-word grids of at most 30 bits")
             if self.grids[r].n_bins > (<int64_t> 1) << bits[r]:
                 raise ValueError(f"grid {r} has more bins than 2**{bits[r]} keys")
-            total += (<int64_t> 1) << bits[r]
-            most = max(most, self.grids[r].n_bins)
+            off[r + 1] += (<int64_t> 1) << bits[r]
+            koff[r + 1] += self.grids[r].n_bins
+        total = off[R]
+        n_keys = koff[R]
         buf = np.zeros(max(total, 1), dtype=np.uint32)
-        keys = np.empty(max(most, 1), dtype=np.uint64)
+        keys = empty(max(n_keys, 1), np.uint64)
+        bad_np = np.zeros(max(R, 1), dtype=np.uint8)
         cdef uint32_t[::1] bv = buf
         cdef uint64_t[::1] kv = keys
+        cdef unsigned char[::1] bad = bad_np
         cdef uint64_t key
-        cdef bint bad = False
-        index = [None] * R
-        off = 0
-        for r in range(R):
-            if bits[r] < 0:
-                continue
-            with nogil:
-                ct_keys(&self.grids[r].tab, &kv[0])
+        with nogil:
+            for r in prange(R, schedule="dynamic", num_threads=max(1, n_threads)):
+                if bits[r] < 0:
+                    continue
+                ct_keys(&self.grids[r].tab, &kv[koff[r]])
                 for k in range(self.grids[r].n_bins):
-                    key = kv[k]
+                    key = kv[koff[r] + k]
                     if key >> bits[r]:
-                        bad = True
+                        bad[r] = 1
                         break
-                    bv[off + <Py_ssize_t> key] = <uint32_t> (k + 1)
-            if bad:
+                    bv[off[r] + <Py_ssize_t> key] = <uint32_t> (k + 1)
+        for r in range(R):
+            if bad[r]:
                 raise ValueError(f"grid {r}: a key beyond 2**{bits[r]}")
-            index[r] = buf[off:off + ((<int64_t> 1) << bits[r])]
-            off += (<int64_t> 1) << bits[r]
+        index = [None] * R
+        for r in range(R):
+            if bits[r] >= 0:
+                index[r] = buf[off[r]:off[r + 1]]
         for r in range(R):
             self.grids[r].index = NULL
             if index[r] is not None:

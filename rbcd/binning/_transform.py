@@ -62,7 +62,7 @@ def training_Z(est, n_samples, ids, n_threads):
     R = est.n_bins_.shape[0]
     data = _binning.empty(ids.shape[0], est._dtype_)
     _binning.finish_training(ids, est.grid_ptr_, data, float(est._value()), n_threads)
-    indptr = np.arange(0, n_samples * R + 1, R, dtype=ids.dtype)
+    indptr = _binning.row_starts(n_samples, R, ids.dtype, n_threads)
     Z = sp.csr_matrix((data, ids, indptr), shape=(n_samples, est.n_features_out_), copy=False)
     Z.has_sorted_indices = True
     return Z
@@ -174,7 +174,7 @@ def _exact_build(est, grids, X, miss_rows, miss_grids, n_threads, paths):
     idx = index_dtype(D, nnz)
     if nnz == n_samples * R and out.dtype == idx:
         indices = out
-        indptr = np.arange(0, nnz + 1, R, dtype=idx)
+        indptr = _binning.row_starts(n_samples, R, idx, n_threads)
     else:
         indptr = np.zeros(n_samples + 1, dtype=idx)
         np.cumsum(row_nnz, out=indptr[1:])
@@ -211,7 +211,7 @@ def transform_hashed(est, X, n_threads, paths):
     if nnz == n_samples * R and out.dtype == idx:
         del mult  # no collision in any row: every multiplicity is 1
         indices = out
-        indptr = np.arange(0, nnz + 1, R, dtype=idx)
+        indptr = _binning.row_starts(n_samples, R, idx, n_threads)
         data = _constant_data(nnz, est._value(), est._dtype_, n_threads)
     else:
         indptr = np.zeros(n_samples + 1, dtype=idx)

@@ -343,7 +343,7 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
             np.cumsum(n_bins, out=self.grid_ptr_[1:])
             self.n_features_out_ = int(self.grid_ptr_[-1])
             grids.set_tables(self.grid_ptr_, dirs, offs, ents, False)
-            grids.build_index(_dense_bits(lo, hi, grids.n_words, n_bins, key_bits))
+            grids.build_index(_dense_bits(lo, hi, grids.n_words, n_bins, key_bits), n_threads)
             self._tables = grids
         else:
             self.grid_ptr_ = None
