@@ -19,6 +19,10 @@ usable cores, and the core count itself), ``n_jobs`` passed explicitly:
   the row-range mode (each thread a range of rows over all grids, then the merge), to set
   the plan's choice between them (rbcd.binning._plan.RANGES_MIN_THREADS) by measurement;
   not in the default stages;
+* ``binning-team``: ``binning-grids`` with the grid mode's team path forced on (the
+  threads walk the rows together: X read, and the threshold keys' blocks transposed, once
+  for all threads; ``binning-grids`` forces it off), to set the plan's threshold for it
+  (rbcd.binning._plan.TEAM_MIN_THREADS); not in the default stages;
 * ``ranges-work``: ``binning`` in the row-range mode with T ranges on one thread: the
   mode's work at T threads, measurable where there are fewer cores than T (against
   ``binning-grids`` at 1 thread: how much more work the ranges' merges and ids rewrite
@@ -98,13 +102,15 @@ from _common import (
     write_text,
 )
 
-STAGES = ("binning", "fit", "binning-grids", "binning-ranges", "ranges-work", "binning-huge",
+STAGES = ("binning", "fit", "binning-grids", "binning-team", "binning-ranges", "ranges-work",
+          "binning-huge",
           "touch", "touch-huge", "core", "core-l2", "transform", "cg", "cd-grid", "cd-hogwild",
           "transpose")
 TITLES = {
     "binning": "binning (fit_transform)",
     "fit": "binning (fit: tables only)",
     "binning-grids": "binning (fit_transform, grid mode)",
+    "binning-team": "binning (fit_transform, grid mode, team path)",
     "binning-ranges": "binning (fit_transform, row ranges)",
     "ranges-work": "binning (fit_transform, T row ranges on 1 thread)",
     "binning-huge": "binning (fit_transform, grid mode, Z on 2 MiB pages)",
@@ -120,11 +126,12 @@ TITLES = {
 }
 # issue 33's targets at 16 threads against 1 (speedups), and for the CG iteration's time
 # against its bandwidth bound
-BINNING = ("binning", "fit", "binning-grids", "binning-ranges", "ranges-work",
+BINNING = ("binning", "fit", "binning-grids", "binning-team", "binning-ranges", "ranges-work",
            "binning-huge")                                             # wall time
 TOUCH = ("touch", "touch-huge")                                        # wall time
 CORE = {"core": (2**28, 0), "core-l2": (2**26, 2**15)}                 # (steps, table words)
-OPTIONAL = ("fit", "binning-grids", "binning-ranges", "ranges-work", "binning-huge",
+OPTIONAL = ("fit", "binning-grids", "binning-team", "binning-ranges", "ranges-work",
+            "binning-huge",
             "touch", "touch-huge", "core", "core-l2", "transpose")     # not by default
 TARGET_SPEEDUP = {"binning": 10.0, "cd-grid": 10.0, "cd-hogwild": 10.0}
 TARGET_CG_BOUND = 2.0
@@ -272,6 +279,7 @@ class _Bench:
             # read X, write Z (indices, data, indptr)
             "binning": x_bytes + z_bytes,
             "binning-grids": x_bytes + z_bytes,
+            "binning-team": x_bytes + z_bytes,
             "binning-ranges": x_bytes + z_bytes,
             "ranges-work": x_bytes + z_bytes,
             "binning-huge": x_bytes + z_bytes,
@@ -377,7 +385,7 @@ class _Bench:
             rb = rbcd.RandomBinning(n_grids=a.grids, sigma=a.sigma, random_state=a.seed,
                                     n_jobs=T)
             t0 = time.perf_counter()
-            Z = rb.fit_transform(self.X, _paths=_Paths(ranges=0))
+            Z = rb.fit_transform(self.X, _paths=_Paths(ranges=0, team=False))
             t = time.perf_counter() - t0
         finally:
             _binning.empty = plain
@@ -426,7 +434,8 @@ class _Bench:
                     Z = rb.fit_transform(self.X)
                 else:
                     Z = rb.fit_transform(self.X, _paths=_Paths(
-                        ranges=0 if stage == "binning-grids" else T))
+                        ranges=T if stage in ("binning-ranges", "ranges-work") else 0,
+                        team=stage == "binning-team"))
                 units = [time.perf_counter() - t0]
                 del Z, rb  # (freeing Z is not part of the time)
             elif stage == "transform":

@@ -92,7 +92,7 @@ class _Wrapped:
                                     #  the plan's cost estimate per grid)
 
     def __call__(self, X, grids, direct, ids, want_counts, bounds, paths, n_ranges=0,
-                 n_threads=1, merge_pairs=0):
+                 n_threads=1, merge_pairs=0, chunk_cpu=None, team=False):
         from rbcd.binning._plan import _grid_costs
 
         use = np.asarray(bounds if self.bounds is None else self.bounds, dtype=np.int64)
@@ -101,7 +101,7 @@ class _Wrapped:
         # that run first would otherwise pay for all of them
         ids[:] = 0
         out = self.plain(X, grids, direct, ids, want_counts, use, paths, n_ranges, n_threads,
-                         merge_pairs, chunk_cpu=cpu)
+                         merge_pairs, chunk_cpu=cpu, team=team)
         est = _grid_costs(grids.thr_ptr, grids.use_thr, direct, grids.n_words, X.shape[1])
         self.seen = (np.asarray(bounds, dtype=np.int64), use, cpu, est)
         return out
@@ -137,7 +137,7 @@ def main(argv=None):
                                 n_jobs=T)
         with _Wrapped() as w:
             w.bounds = bounds
-            rb.fit_transform(X, _paths=_Paths(ranges=0))
+            rb.fit_transform(X, _paths=_Paths(ranges=0, team=False))  # the plain grid mode
         return w.seen
 
     # one thread's work, then every grid's own cost (one chunk per grid)

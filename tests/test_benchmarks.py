@@ -330,11 +330,11 @@ def test_fit_tables_chunk_clocks():
     plain = _binning.fit_tables
 
     def wrapped(X_, grids, direct, ids, want_counts, bounds, paths, n_ranges=0, n_threads=1,
-                merge_pairs=0):
+                merge_pairs=0, chunk_cpu=None, team=False):
         cpu = np.full(3, np.nan)
         b = np.array([0, 2, 5, len(direct)], dtype=np.int64)
         out = plain(X_, grids, direct, ids, want_counts, b, paths, n_ranges, n_threads,
-                    merge_pairs, chunk_cpu=cpu)
+                    merge_pairs, chunk_cpu=cpu, team=team)
         seen["cpu"] = cpu
         with pytest.raises(ValueError, match="chunk_cpu"):
             plain(X_, grids, direct, ids, want_counts, b, paths, n_ranges, n_threads,

@@ -7,6 +7,7 @@ hashed fit tables. Statistical: z(x).z(y) over R grids is Binomial(R, k)/R, k th
 kernel, so its error is checked against the Monte Carlo standard error.
 """
 import pickle
+import sys
 
 import numpy as np
 import pytest
@@ -123,6 +124,99 @@ def test_exact_mode_matches_ref(path, problem):
         assert Z.has_sorted_indices
         assert_same_csr(T, Tr)
         assert_same_csr(T_train, Zr)
+
+
+class _TeamSpy:
+    """Wraps _binning.fit_tables to record, per fit, whether it took the grid mode's team
+    path (team=True asked and team_applies for its chunks)."""
+
+    def __init__(self, mp):
+        self.took = []
+        self.cpu = []  # each fit's chunk clocks (team path: -1 where a thread had several)
+        plain = _binning.fit_tables
+
+        def wrapped(X, grids, direct, ids, want, bounds, paths, n_ranges=0, n_threads=1,
+                    merge_pairs=0, chunk_cpu=None, team=False):
+            self.took.append(bool(team) and n_ranges == 0 and bool(
+                _binning.team_applies(grids, direct, X.shape[0], bounds)))
+            if chunk_cpu is None and n_ranges == 0:
+                chunk_cpu = np.full(len(bounds) - 1, np.nan)
+            out = plain(X, grids, direct, ids, want, bounds, paths, n_ranges, n_threads,
+                        merge_pairs, chunk_cpu, team)
+            self.cpu.append(chunk_cpu)
+            return out
+
+        mp.setattr(_binning, "fit_tables", wrapped)
+
+
+@PATHS
+@settings(max_examples=20)
+@given(problem=problems(), n_jobs=st.integers(2, 3))
+def test_team_fit_matches_ref(path, problem, n_jobs):
+    """The grid mode's team path (the threads walk the rows together, the AVX-512
+    threshold keys' transposes shared; _binning.fit_grid_team): the tables, Z and
+    transforms of rbcd_ref."""
+    X, X2, R, sigma, seed = problem
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
+    try:
+        Zr = ref.fit_transform(X)
+    except ValueError:
+        return  # bins beyond int64: test_exact_mode_matches_ref checks the error
+    Tr = ref.transform(X2)
+    p = bin_paths(path, threads=True)
+    p = _Paths(simd=p.simd, thresholds=p.thresholds, direct=p.direct, small_work=0,
+               ranges=0, team=True)
+    with pytest.MonkeyPatch.context() as mp:
+        spy = _TeamSpy(mp)
+        rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=n_jobs)
+        Z = rb.fit_transform(X, _paths=p)
+        Z2, cols = rb.fit_transform(X, return_columns=True, _paths=p)
+    # the team path ran wherever there were two chunks (R >= 2 grids for 2-3 threads)
+    assert spy.took == [R >= 2] * 2
+    assert_same_fit(rb, ref)
+    assert_same_csr(Z, Zr)
+    assert_same_csr(Z2, Zr)
+    assert_same_csr(rb.transform(X2, _paths=p), Tr)
+    _, cols_grid = RandomBinning(n_grids=R, sigma=sigma, random_state=seed).fit_transform(
+        X, return_columns=True, _paths=_Paths(ranges=0, team=False))
+    np.testing.assert_array_equal(cols.indptr, cols_grid.indptr)
+    np.testing.assert_array_equal(cols.indices, cols_grid.indices)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "normal-fine", "rounded"])
+@pytest.mark.parametrize("n", [16_384, 40_001])
+def test_team_fit_over_several_steps(kind, n):
+    """The team path over several steps of 64 row blocks (a step of 16,384 rows; the last
+    one short), with direct, hash and presized tables: the grid mode's Z and tables, for
+    2 and 3 threads and with more chunks than the team has threads."""
+    rng = np.random.default_rng(11)
+    X = {"uniform": lambda: rng.uniform(size=(n, 6)),
+         "normal-fine": lambda: rng.normal(size=(n, 3)),
+         "rounded": lambda: np.round(rng.normal(size=(n, 4)) * 3)}[kind]()
+    sigma = 0.3 if kind == "normal-fine" else 1.0
+    plain = RandomBinning(n_grids=12, sigma=sigma, random_state=5)
+    want = plain.fit_transform(X, _paths=_Paths(ranges=0, team=False))
+    for n_jobs in (2, 3):
+        with pytest.MonkeyPatch.context() as mp:
+            spy = _TeamSpy(mp)
+            rb = RandomBinning(n_grids=12, sigma=sigma, random_state=5, n_jobs=n_jobs)
+            Z = rb.fit_transform(X, _paths=_Paths(ranges=0, team=True, small_work=0))
+        assert spy.took == [True]
+        assert_same_csr(Z, want)
+        assert_same_fit(rb, plain)
+        if sys.platform.startswith("linux"):  # one chunk a thread: its thread's clock
+            assert np.all(spy.cpu[0] >= 0)
+    # more chunks than threads: the region's threads take chunks t, t + T, ...
+    with pytest.MonkeyPatch.context() as mp:
+        spy = _TeamSpy(mp)
+        mp.setattr(features, "_grid_bounds",
+                   lambda cost, n_chunks: np.array([0, 1, 3, 4, 8, 12], dtype=np.int64))
+        Z = RandomBinning(n_grids=12, sigma=sigma, random_state=5, n_jobs=2).fit_transform(
+            X, _paths=_Paths(ranges=0, team=True, small_work=0))
+    assert spy.took == [True]
+    assert_same_csr(Z, want)
+    if sys.platform.startswith("linux"):  # 5 chunks on the 2 threads: several a thread
+        assert np.all(spy.cpu[0] == -1)
 
 
 @PATHS

@@ -263,12 +263,25 @@ if mode == "1":  # thread 0 gets one grid, thread 1 the rest: thread 0 waits, lo
     random_binning._grid_bounds = lambda cost, n_chunks: np.array([0, 1, len(cost)], dtype=np.int64)
 if mode == "ranges":  # the fit's row-range mode: each thread a range of rows, then merges
     random_binning._fit_ranges = lambda n_threads, n_rows, paths=None: n_threads
+if mode == "team":  # the grid mode's team path: the threads walk the rows together
+    random_binning._fit_team = lambda n_threads, n_rows, paths=None: True
+    from rbcd.binning import _binning
+    plain, took = _binning.fit_tables, []
+    def spy(X, grids, direct, ids, want, bounds, *rest, team=False):
+        took.append(team and _binning.team_applies(grids, direct, X.shape[0], bounds))
+        return plain(X, grids, direct, ids, want, bounds, *rest, team=team)
+    _binning.fit_tables = spy
 X = np.random.default_rng(0).normal(size=(n, d))
+if mode == "team":  # issue 33's problem: single-word keys, direct tables, one sweep a thread
+    X = np.random.default_rng(0).uniform(size=(n, d))
 rb = rbcd.RandomBinning(n_grids=R, sigma=sigma, n_jobs=2 if what == "fit" else 1, random_state=0,
                         n_features=None if what != "hashed" else 2**20)
 if what != "fit":
     rb.fit(X[:500])
 rb.transform(X[:1000]) if what != "fit" else None  # everything imported and warm
+if mode == "team":
+    rb.fit(X[:50000])
+    assert took == [True], took
 print("ready", flush=True)
 t0 = time.monotonic()
 try:
@@ -296,6 +309,9 @@ except KeyboardInterrupt as exc:
     ("fit", 100_000, 16, 512, "0.05", "1", "fit_tables"),
     # the same in the row-range mode (sweeps of both ranges, merges between them)
     ("fit", 100_000, 16, 512, "0.05", "ranges", "fit_tables"),
+    # the grid mode's team path (threads in step, a barrier per step of rows): every
+    # thread leaves at the same step
+    ("fit", 3_000_000, 16, 400, "1.0", "team", "fit_tables"),
     # transform, exact and hashed: Python looks between the kernels' row ranges
     # (one thread, wide rows: about 4 s uninterrupted, little memory)
     ("exact", 40_000, 256, 256, "1.0", "0", "transform_exact"),

@@ -258,6 +258,13 @@ cdef extern from "binning_interrupt.h" nogil:
     void rbcd_nap() noexcept
 
 
+cdef extern from "rbcd_team.h" nogil:
+    ctypedef struct TeamBarrier "rbcd_team_barrier":
+        pass
+    void team_init "rbcd_team_init"(TeamBarrier *b) noexcept
+    void team_wait "rbcd_team_wait"(TeamBarrier *b, int n) noexcept
+
+
 cdef extern from "binning_plan.h" nogil:
     double first_reaching "rbcd_first_reaching"(double a, double b, double u, double w,
                                                 double k, double guess) noexcept
@@ -297,6 +304,9 @@ cdef enum:
     PART_BITS = 12         # partitions of a parallel merge: at most 2**PART_BITS
     MERGE_DIRECT_BITS = 22 # a merge by one thread goes by key up to these key bits (16 MiB of ids)
     MERGE_DIRECT_KEYS_PER_PAIR = 4  # ... and up to this many possible keys per pair (see fit_ranges)
+    TEAM_BLOCKS = 64       # row blocks per step of the grid mode's team (fit_grid_team) at most
+    TEAM_MIN_BLOCKS = 8    # ... and at least: d small enough that that many fit TEAM_HALF_BYTES
+    TEAM_HALF_BYTES = 1 << 22  # a step's transposed blocks at most (two steps are held)
 
 cdef uint64_t LOW32 = 0xFFFFFFFF
 
@@ -990,6 +1000,11 @@ ctypedef struct Scratch:
                         # (stage[(r - ga) * ROW_BLOCK + k]); copied to ids row by row
                         # after the block, so that each cache line of ids is written in
                         # one burst
+    const double *shared_xt   # NULL, or the team's transposed blocks (fit_grid_team): row
+    Py_ssize_t shared_row0    # block i0 of the sweep is at shared_xt + (i0 - shared_row0)
+                              # / ROW_BLOCK * d * XT_STRIDE, transposed as xt would be
+    Py_ssize_t span0          # the rows the sweep's tables number, span0 .. span1 - 1, of
+    Py_ssize_t span1          # which a sweep may cover a part (presize: PRESIZE_ROWS)
 
 
 cdef int scratch_init(Scratch *s, Py_ssize_t d, int max_words, Py_ssize_t max_group) noexcept nogil:
@@ -999,6 +1014,10 @@ cdef int scratch_init(Scratch *s, Py_ssize_t d, int max_words, Py_ssize_t max_gr
     s.hashes = <uint64_t *> PyMem_RawMalloc(ROW_BLOCK * sizeof(uint64_t))
     s.xt = <double *> PyMem_RawCalloc(d * XT_STRIDE, sizeof(double))
     s.stage = <int64_t *> PyMem_RawMalloc(ROW_BLOCK * max_group * sizeof(int64_t))
+    s.shared_xt = NULL
+    s.shared_row0 = 0
+    s.span0 = 0
+    s.span1 = 0
     if s.q == NULL or s.keys == NULL or s.hashes == NULL or s.xt == NULL or s.stage == NULL:
         return -1
     return 0
@@ -1041,9 +1060,11 @@ cdef void sweep_rows(
     Py_ssize_t n_touchers,    # touch the fresh pages of ids (touch_rows; 0: none)
 ) noexcept nogil:
     """One sweep over rows row0 .. row1 - 1 for a group of grids: each row's local id in
-    each grid's table, numbered by first appearance from row0 on (tables sized for
-    row1 - row0 rows after PRESIZE_ROWS of them). Leaves early, tables unfinished, when
-    the interrupt stops the kernel; a failed table is marked and skipped."""
+    each grid's table, numbered by first appearance (the tables number the rows s.span0
+    .. s.span1 - 1, of which this sweep takes row0 .. row1; sized for all of them after
+    PRESIZE_ROWS). Leaves early, tables unfinished, when the interrupt stops the kernel;
+    a failed table is marked and skipped. With s.shared_xt the blocks' transposes are
+    read there instead of made here."""
     cdef const Layout *L = job.L
     cdef const double *X = job.X
     cdef Py_ssize_t N = job.N, d = L.d, R = L.R
@@ -1057,7 +1078,7 @@ cdef void sweep_rows(
     cdef double *q = s.q
     cdef uint64_t *keys = s.keys
     cdef uint64_t *hashes = s.hashes
-    cdef double *xt = s.xt
+    cdef const double *xt = s.xt
     cdef int64_t *stage = s.stage
     cdef bint xt_ready
     cdef Thresholds thr
@@ -1071,6 +1092,9 @@ cdef void sweep_rows(
             break  # interrupted: fit_tables frees the tables and raises
         i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < row1 else row1
         xt_ready = False
+        if s.shared_xt != NULL:
+            xt = s.shared_xt + (i0 - s.shared_row0) // ROW_BLOCK * (d * XT_STRIDE)
+            xt_ready = True
         if ids != NULL and n_touchers > 1:
             tb = i0 // ROW_BLOCK + TOUCH_AHEAD
             if tb % n_touchers == toucher:
@@ -1086,7 +1110,7 @@ cdef void sweep_rows(
                 thr = grid_thresholds(L, r)
                 if vec:
                     if not xt_ready:
-                        transpose_block(X, d, i0, i1, N, xt)
+                        transpose_block(X, d, i0, i1, N, s.xt)
                         xt_ready = True
                     thr_keys_avx512(xt, XT_STRIDE, i1 - i0, d, NULL, NULL, thr,
                                     keys, hashes, NULL)
@@ -1117,8 +1141,8 @@ cdef void sweep_rows(
             if t.pk != NULL:
                 for k in range(i1 - i0):
                     prefetch(t.pk + mulhi64(hashes[k], <uint64_t> t.capacity))
-                if i0 - row0 == PRESIZE_ROWS:
-                    if table_presize(t, PRESIZE_ROWS, row1 - row0) != 0:
+                if i0 - s.span0 == PRESIZE_ROWS:
+                    if table_presize(t, PRESIZE_ROWS, s.span1 - s.span0) != 0:
                         t.failed = 1
                         continue
                 for k in range(i1 - i0):
@@ -1132,8 +1156,8 @@ cdef void sweep_rows(
                     prefetch(t.fat + mulhi64(hashes[k], <uint64_t> t.capacity))
                 else:
                     prefetch(t.slots + mulhi64(hashes[k], <uint64_t> t.capacity))
-            if i0 - row0 == PRESIZE_ROWS:
-                if table_presize(t, PRESIZE_ROWS, row1 - row0) != 0:
+            if i0 - s.span0 == PRESIZE_ROWS:
+                if table_presize(t, PRESIZE_ROWS, s.span1 - s.span0) != 0:
                     t.failed = 1
                     continue
             for k in range(i1 - i0):
@@ -1206,6 +1230,8 @@ cdef void fit_grid_block(
             for r in range(ga, gb):
                 table_init(&tables[r], L.n_words[r], L.word_bits + r * L.max_words,
                            L.top_bits[r], job.direct_bits[r], N)
+            s.span0 = 0
+            s.span1 = N
             if idx_t is int32_t:
                 SWEEP32(job, &tables[ga], ids, ga, gb, 0, N, &s, toucher,
                         n_touchers if ga == g0 else 0)
@@ -1220,6 +1246,162 @@ cdef void fit_grid_block(
                 release_free_memory()  # the group's fit tables, before the next group's
             ga = gb
     scratch_free(&s)
+
+
+ctypedef struct FitTeam:
+    # What the threads of the grid mode's team path share (fit_grid_team).
+    TeamBarrier bar
+    double *xt                # (2, blocks, d * XT_STRIDE): two steps' transposed row blocks
+                              # (NULL: none shared; the threads transpose their own, if any)
+    Py_ssize_t blocks         # row blocks per step (TEAM_MIN_BLOCKS .. TEAM_BLOCKS)
+    int stop[2]               # thread 0's decision, before the barrier that ends a step
+
+
+cdef Py_ssize_t team_blocks(Py_ssize_t d) noexcept nogil:
+    """Row blocks per step of the team path for X of d columns with shared transposes
+    (its two steps' transposes within 2 TEAM_HALF_BYTES); 0 where fewer than
+    TEAM_MIN_BLOCKS fit (then the threads transpose their own blocks)."""
+    cdef Py_ssize_t b = TEAM_HALF_BYTES // (max(d, 1) * XT_STRIDE * <Py_ssize_t> sizeof(double))
+    if b < TEAM_MIN_BLOCKS:
+        return 0
+    return b if b < TEAM_BLOCKS else TEAM_BLOCKS
+
+
+cdef bint team_fits(const FitJob *job, const int64_t *bounds, Py_ssize_t n_chunks) noexcept nogil:
+    """Whether the grid mode's team path can fit these chunks (fit_tables' ``team``): more
+    than one chunk, each chunk one sweep (group_end)."""
+    cdef Py_ssize_t c
+    if n_chunks < 2:
+        return False
+    for c in range(n_chunks):
+        if group_end(job, bounds[c], bounds[c + 1]) != bounds[c + 1]:
+            return False
+    return True
+
+
+def team_applies(GridTables grids, const int32_t[::1] direct_bits, Py_ssize_t n_rows,
+                 const int64_t[::1] bounds):
+    """Whether fit_tables(team=True) takes the team path for this layout, these chunks
+    and ``n_rows`` rows (for tests and benchmarks; the same rule as fit_tables)."""
+    cdef FitJob job
+    if direct_bits.shape[0] != grids.L.R or bounds.shape[0] < 2 or bounds[0] != 0 \
+            or bounds[bounds.shape[0] - 1] != grids.L.R:
+        raise ValueError("direct_bits and bounds must match the grids")
+    job.L = &grids.L
+    job.N = n_rows
+    job.direct_bits = &direct_bits[0]
+    return team_fits(&job, &bounds[0], bounds.shape[0] - 1)
+
+
+cdef void team_transpose(const FitJob *job, double *dst, Py_ssize_t step, Py_ssize_t blocks,
+                         Py_ssize_t tid, Py_ssize_t nt) noexcept nogil:
+    """This thread's share of a step's transposes: block j of the step (rows step * blocks
+    * ROW_BLOCK + j * ROW_BLOCK ..) for j = tid, tid + nt, ..., into dst + j * d *
+    XT_STRIDE, as transpose_block writes s.xt."""
+    cdef Py_ssize_t d = job.L.d, N = job.N, j = tid, i0, i1
+    while j < blocks:
+        i0 = (step * blocks + j) * ROW_BLOCK
+        if i0 >= N:
+            break
+        i1 = i0 + ROW_BLOCK if i0 + ROW_BLOCK < N else N
+        transpose_block(job.X, d, i0, i1, N, dst + j * d * XT_STRIDE)
+        j += nt
+
+
+cdef void fit_grid_team(
+    const FitJob *job,
+    Table *tables,            # IN/OUT (R,) tables
+    idx_t *ids,               # OUT (N * R) local id of (i, r) at i * R + r, or NULL
+    const int64_t *bounds,    # (n_chunks + 1,) chunk c: grids bounds[c] .. bounds[c + 1] - 1
+    Py_ssize_t n_chunks,      # each chunk one group (group_end); every thread of the region
+    FitTeam *team,            # calls this
+    double *chunk_cpu,        # OUT (n_chunks,) or NULL, as fit_tables' chunk_cpu
+) noexcept nogil:
+    """The grid mode with X read once for all threads (fit_tables' team path).
+
+    In the grid mode every thread sweeps all rows for its grids, so with T threads X is
+    read and transposed T times; with 16 threads sweeping at once a sweep cost twice what
+    it costs alone (docs/benchmarks/threads.md, run 12). Here the threads of the region
+    walk the rows together, a step of team.blocks row blocks at a time: during step s each
+    thread transposes its share of step s + 1's blocks (team_transpose) into one half of
+    team.xt while it sweeps its chunks' grids over step s's rows from the other half
+    (sweep_rows with s.shared_xt); one barrier ends the step, so a half is rewritten only
+    after every thread is done with it. Only the AVX-512 threshold keys read transposed
+    blocks; where they do not run (team.xt NULL) the steps still keep the threads
+    together, so that a block of X comes from memory once and from the shared cache for
+    the other threads. Thread t takes the chunks c = t, t + T, ... (T the region's
+    threads). Each grid's table still numbers its rows in row order, step
+    after step, from the same keys: tables and ids are the grid mode's, bit for bit.
+
+    Interrupts: thread 0 looks at the signals in its sweeps and, before each barrier,
+    writes whether the kernel stops into team.stop[s % 2]; every thread reads it after the
+    barrier, so all leave at the same step (thread 0 writes that entry again only after the
+    next barrier, which every thread reaches after reading it)."""
+    cdef const Layout *L = job.L
+    cdef Py_ssize_t N = job.N, d = L.d
+    cdef Py_ssize_t tid = omp_thread_num(), nt = omp_num_threads()
+    cdef Py_ssize_t step_rows = team.blocks * ROW_BLOCK
+    cdef Py_ssize_t n_steps = (N + step_rows - 1) // step_rows
+    cdef Py_ssize_t half = team.blocks * d * XT_STRIDE
+    cdef Py_ssize_t n_mine = 0, m, c, r, st, row1
+    cdef bint stopped = False
+    cdef double c0 = thread_cpu_seconds()
+    cdef Scratch *scr
+    c = tid
+    while c < n_chunks:
+        n_mine += 1
+        c += nt
+    scr = <Scratch *> PyMem_RawCalloc(n_mine if n_mine > 0 else 1, sizeof(Scratch))
+    cdef unsigned char *ok = <unsigned char *> PyMem_RawCalloc(n_mine if n_mine > 0 else 1, 1)
+    for m in range(n_mine):
+        c = tid + m * nt
+        if scr == NULL or ok == NULL or scratch_init(&scr[m], d, L.max_words,
+                                                     bounds[c + 1] - bounds[c]) != 0:
+            for r in range(bounds[c], bounds[c + 1]):
+                tables[r].failed = 1
+            continue
+        ok[m] = 1
+        for r in range(bounds[c], bounds[c + 1]):
+            table_init(&tables[r], L.n_words[r], L.word_bits + r * L.max_words,
+                       L.top_bits[r], job.direct_bits[r], N)
+        scr[m].span0 = 0
+        scr[m].span1 = N
+    if team.xt != NULL:
+        team_transpose(job, team.xt, 0, team.blocks, tid, nt)
+    team_wait(&team.bar, <int> nt)
+    for st in range(n_steps):
+        if st + 1 < n_steps and team.xt != NULL:
+            team_transpose(job, team.xt + ((st + 1) % 2) * half, st + 1, team.blocks, tid, nt)
+        row1 = (st + 1) * step_rows if (st + 1) * step_rows < N else N
+        for m in range(n_mine):
+            if ok == NULL or not ok[m]:
+                continue
+            c = tid + m * nt
+            scr[m].shared_xt = team.xt + (st % 2) * half if team.xt != NULL else NULL
+            scr[m].shared_row0 = st * step_rows
+            if idx_t is int32_t:
+                SWEEP32(job, &tables[bounds[c]], ids, bounds[c], bounds[c + 1], st * step_rows,
+                        row1, &scr[m], c, n_chunks)
+            else:
+                SWEEP64(job, &tables[bounds[c]], ids, bounds[c], bounds[c + 1], st * step_rows,
+                        row1, &scr[m], c, n_chunks)
+        if tid == 0:
+            team.stop[st % 2] = 1 if rbcd_stopped(job.interrupt) else 0
+        team_wait(&team.bar, <int> nt)
+        if team.stop[st % 2]:
+            stopped = True
+            break
+    for m in range(n_mine):
+        c = tid + m * nt
+        if ok != NULL and ok[m] and not stopped:
+            for r in range(bounds[c], bounds[c + 1]):
+                table_finish(&tables[r], job.keep_counts)
+        if chunk_cpu != NULL:
+            chunk_cpu[c] = thread_cpu_seconds() - c0 if n_mine == 1 and c0 >= 0 else -1.0
+        if scr != NULL:
+            scratch_free(&scr[m])
+    PyMem_RawFree(scr)
+    PyMem_RawFree(ok)
 
 
 # ----------------------------------------------------------------------------
@@ -1558,6 +1740,8 @@ cdef int fit_ranges(FitJob *job, Table *tables, idx_t *ids, Py_ssize_t T, int n_
                         table_init(&rt[t * ng + k], L.n_words[ga + k],
                                    L.word_bits + (ga + k) * L.max_words, L.top_bits[ga + k],
                                    job.direct_bits[ga + k], row_start[t + 1] - row_start[t])
+                    scr[t].span0 = row_start[t]
+                    scr[t].span1 = row_start[t + 1]
                     if idx_t is int32_t:
                         SWEEP32(job, &rt[t * ng], ids, ga, gb, row_start[t], row_start[t + 1],
                                 &scr[t], 0, 0)
@@ -1921,7 +2105,7 @@ def range_bounds(const double[:, ::1] widths, const double[:, ::1] offsets,
 def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] direct_bits,
                idx_t[::1] ids, bint want_counts, const int64_t[::1] bounds, paths,
                Py_ssize_t n_ranges=0, int n_threads=1, int64_t merge_pairs=0,
-               double[::1] chunk_cpu=None):
+               double[::1] chunk_cpu=None, bint team=False):
     """Build the exact per-grid bin tables of the training rows (docs/design.md contract 4).
 
     grids : the layout of the grids (widths, offsets, training bounds, packed-key layout,
@@ -1942,7 +2126,14 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
     chunk_cpu : (n_chunks,) OUT, or None: in the grid mode, the CPU seconds of the thread
         that fitted each chunk's grids (its own clock: the chunk's work, also when there
         are more threads than cores), for benchmarks/fit_balance.py; -1 where the
-        platform has no per-thread clock. Not filled in the row-range mode.
+        platform has no per-thread clock. Not filled in the row-range mode. In the
+        team path a chunk's entry is its thread's CPU seconds where that thread has one
+        chunk, else -1.
+    team : the grid mode's team path (fit_grid_team: the threads walk the rows together,
+        so that X comes from memory once for all of them, and the AVX-512 threshold keys'
+        transposes are made once, where X is narrow enough) where it applies: more than
+        one chunk, every chunk one sweep (group_end; team_applies says). Elsewhere the
+        plain grid mode runs. The same output either way.
 
     Returns ``(n_bins, max_count, dirs, offs, ents, counts)``: int64 (R,) arrays,
     lists of the per-grid arrays of the bucketed tables (binning_table.h: uint32
@@ -1959,6 +2150,8 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
     cdef int64_t[::1] nb_v
     cdef int64_t[::1] mc_v
     cdef FitJob job
+    cdef FitTeam fteam
+    cdef bint team_path = False
     if d != grids.L.d:
         raise ValueError(f"X has {d} columns, the grids {grids.L.d}")
     if ids.shape[0] != 0 and ids.shape[0] != N * R:
@@ -1998,9 +2191,31 @@ def fit_tables(const double[:, ::1] X, GridTables grids, const int32_t[::1] dire
     if tables == NULL:
         raise MemoryError("cannot allocate the bin tables")
     try:
+        team_path = n_ranges == 0 and team and team_fits(&job, &bounds[0], n_chunks)
         if n_ranges > 0:
             fit_ranges(&job, tables, ids_ptr, n_ranges, n_threads, merge_pairs,
                        MERGE_DIRECT_BITS if paths.merge_direct else -1)
+        elif team_path:
+            # shared transposes where the AVX-512 threshold keys run and X is narrow enough
+            fteam.blocks = team_blocks(d) if job.vec and job.thresholds else 0
+            fteam.xt = NULL
+            if fteam.blocks > 0:
+                fteam.xt = <double *> PyMem_RawCalloc(2 * fteam.blocks * d * XT_STRIDE,
+                                                      sizeof(double))
+                if fteam.xt == NULL:
+                    raise MemoryError("cannot allocate the bin tables")
+            else:
+                fteam.blocks = TEAM_BLOCKS
+            team_init(&fteam.bar)
+            fteam.stop[0] = 0
+            fteam.stop[1] = 0
+            try:
+                # the fit's threads (at most one a chunk), each its chunks c = t, t + T, ...
+                with nogil, parallel(num_threads=max(1, min(n_chunks, n_threads))):
+                    fit_grid_team(&job, tables, ids_ptr, &bounds[0], n_chunks, &fteam,
+                                  cpu_ptr)
+            finally:
+                PyMem_RawFree(fteam.xt)
         else:
             for c in prange(n_chunks, nogil=True, schedule="static", chunksize=1,
                             num_threads=n_chunks):

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from . import _binning
 from .._memory import available_memory
-from .._threads import effective_n_threads
+from .._threads import _cpu_count, effective_n_threads
 from .._validation import INT64_HIGH, INT64_LOW
 
 #: rows x grids x columns below which a binning kernel runs on one thread: about a
@@ -43,7 +43,10 @@ class _Paths:
     features constant over the training rows out of the tables ("always", where the
     draw can be repeated), never, or "auto": for sparse X, or where the dense copy of
     the varying features costs less than the grid arrays of the constant ones
-    (:func:`_drop_constants`).
+    (:func:`_drop_constants`). ``team``: the grid mode's team path (the threads read and
+    transpose X once for all of them, ``_binning.fit_tables(team=True)``): None lets the
+    plan choose (:func:`_fit_team`), True / False force it on (where the kernel can take
+    it) or off.
     """
 
     simd: bool = True
@@ -55,6 +58,7 @@ class _Paths:
     merge_pairs: int = 1 << 16
     merge_direct: bool = True
     constants: str = "auto"
+    team: bool = None
 
 
 _DEFAULT_PATHS = _Paths()
@@ -272,6 +276,25 @@ def _fit_ranges(n_threads, n_rows, paths=_DEFAULT_PATHS):
     if n_threads < RANGES_MIN_THREADS or n_rows < n_threads * RANGE_MIN_ROWS:
         return 0
     return int(n_threads)
+
+
+# The grid mode's team path (fit_tables(team=True)): with T threads the plain grid mode
+# reads and transposes X T times, and on a 16-core Xeon VM a sweep over the rows cost 29 ns
+# a row with 16 sweeping at once against 13-16 ns alone (docs/benchmarks/threads.md, run
+# 12). The team reads X once; it costs a barrier per step of TEAM_BLOCKS row blocks. Not
+# on 2 threads (the 2-core machines run the grid mode as before); from TEAM_MIN_THREADS
+# threads, and only with a core per thread (a waiting thread would hold a core another
+# team member needs).
+TEAM_MIN_THREADS = 8
+TEAM_MIN_ROWS = 1 << 16
+
+
+def _fit_team(n_threads, n_rows, paths=_DEFAULT_PATHS):
+    """Whether the grid mode takes its team path (``paths.team`` overrides the rule)."""
+    if paths.team is not None:
+        return bool(paths.team)
+    return (TEAM_MIN_THREADS <= n_threads <= _cpu_count()
+            and n_rows >= n_threads * TEAM_MIN_ROWS)
 
 
 def _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact, thresholds=True):

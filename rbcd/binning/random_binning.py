@@ -98,6 +98,7 @@ from ._plan import (  # noqa: F401
     _drop_constants,
     _fit_memory,
     _fit_ranges,
+    _fit_team,
     _grid_bounds,
     _grid_costs,
     _grid_layout,
@@ -327,7 +328,7 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
                                               grids.n_words, X.shape[1]), n_threads)
         n_bins, max_count, dirs, offs, ents, counts = _binning.fit_tables(
             X, grids, direct, ids, mode == "columns", bounds, paths, n_ranges, n_threads,
-            paths.merge_pairs)
+            paths.merge_pairs, team=not n_ranges and _fit_team(n_threads, n_samples, paths))
         self._constant_columns = constant
         self._widths, self._offsets = (None, None) if constant is not None else (widths, offsets)
         self.n_bins_ = n_bins
