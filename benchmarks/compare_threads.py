@@ -21,8 +21,8 @@ usable cores, and the core count itself), ``n_jobs`` passed explicitly:
   not in the default stages;
 * ``binning-team``: ``binning-grids`` with the grid mode's team path forced on (the
   threads walk the rows together: X read, and the threshold keys' blocks transposed, once
-  for all threads; ``binning-grids`` forces it off), to set the plan's threshold for it
-  (rbcd.binning._plan.TEAM_MIN_THREADS); not in the default stages;
+  for all threads; ``binning-grids`` forces it off): whether the plan should choose it
+  (rbcd.binning._plan._fit_team; today it never does); not in the default stages;
 * ``ranges-work``: ``binning`` in the row-range mode with T ranges on one thread: the
   mode's work at T threads, measurable where there are fewer cores than T (against
   ``binning-grids`` at 1 thread: how much more work the ranges' merges and ids rewrite

@@ -194,8 +194,11 @@ def test_team_fit_over_several_steps(kind, n):
          "normal-fine": lambda: rng.normal(size=(n, 3)),
          "rounded": lambda: np.round(rng.normal(size=(n, 4)) * 3)}[kind]()
     sigma = 0.3 if kind == "normal-fine" else 1.0
-    plain = RandomBinning(n_grids=12, sigma=sigma, random_state=5)
-    want = plain.fit_transform(X, _paths=_Paths(ranges=0, team=False))
+    plain = RandomBinning(n_grids=12, sigma=sigma, random_state=5, n_jobs=2)
+    with pytest.MonkeyPatch.context() as mp:
+        spy = _TeamSpy(mp)
+        want = plain.fit_transform(X, _paths=_Paths(ranges=0, small_work=0))
+    assert spy.took == [False]  # the plan does not choose the team path (_plan._fit_team)
     for n_jobs in (2, 3):
         with pytest.MonkeyPatch.context() as mp:
             spy = _TeamSpy(mp)

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 
 from . import _binning
 from .._memory import available_memory
-from .._threads import _cpu_count, effective_n_threads
+from .._threads import effective_n_threads
 from .._validation import INT64_HIGH, INT64_LOW
 
 #: rows x grids x columns below which a binning kernel runs on one thread: about a
@@ -281,20 +281,17 @@ def _fit_ranges(n_threads, n_rows, paths=_DEFAULT_PATHS):
 # The grid mode's team path (fit_tables(team=True)): with T threads the plain grid mode
 # reads and transposes X T times, and on a 16-core Xeon VM a sweep over the rows cost 29 ns
 # a row with 16 sweeping at once against 13-16 ns alone (docs/benchmarks/threads.md, run
-# 12). The team reads X once; it costs a barrier per step of TEAM_BLOCKS row blocks. Not
-# on 2 threads (the 2-core machines run the grid mode as before); from TEAM_MIN_THREADS
-# threads, and only with a core per thread (a waiting thread would hold a core another
-# team member needs).
-TEAM_MIN_THREADS = 8
-TEAM_MIN_ROWS = 1 << 16
+# 12). The team reads X once, at the price of a barrier a step and of waiting for the
+# slowest thread at every step. On the project's 2-vCPU AMD EPYC it is 3-8% slower than
+# the plain grid mode on 2 threads (no contention there to remove); on many cores it is
+# unmeasured (no lent machine after it was built), so the plan does not choose it: only
+# ``paths.team=True`` (tests, compare_threads.py's binning-team stage) runs it.
 
 
 def _fit_team(n_threads, n_rows, paths=_DEFAULT_PATHS):
-    """Whether the grid mode takes its team path (``paths.team`` overrides the rule)."""
-    if paths.team is not None:
-        return bool(paths.team)
-    return (TEAM_MIN_THREADS <= n_threads <= _cpu_count()
-            and n_rows >= n_threads * TEAM_MIN_ROWS)
+    """Whether the grid mode takes its team path: ``paths.team`` where set, else never
+    (see above)."""
+    return bool(paths.team) if paths.team is not None else False
 
 
 def _grid_layout(widths, offsets, lo, hi, cmin, cmax, exact, thresholds=True):
