@@ -6,6 +6,7 @@ path on and off, with keys from thresholds or from the division, and with direct
 hashed fit tables. Statistical: z(x).z(y) over R grids is Binomial(R, k)/R, k the Laplacian
 kernel, so its error is checked against the Monte Carlo standard error.
 """
+import dataclasses
 import pickle
 import sys
 
@@ -37,6 +38,23 @@ def bin_paths(path, threads=False):
     shortcuts = not path.startswith("division")
     return _Paths(simd=path in ("simd", "division"), thresholds=shortcuts, direct=shortcuts,
                   small_work=0 if threads else features.SMALL_WORK)
+
+
+def forced_paths(path, **fields):
+    """bin_paths(path, threads=True) with some fields of _Paths set (a fit mode forced)."""
+    return dataclasses.replace(bin_paths(path, threads=True), **fields)
+
+
+def ref_fit(problem):
+    """rbcd_ref's Z of a problem's X and its transform of X2, or None where a bin lies
+    beyond int64 (test_exact_mode_matches_ref checks that error)."""
+    X, X2, R, sigma, seed = problem
+    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
+    try:
+        Zr = ref.fit_transform(X)
+    except ValueError:
+        return None
+    return ref, Zr, ref.transform(X2)
 
 
 PATHS = pytest.mark.parametrize("path", ["simd", "scalar", "division", "division-scalar"])
@@ -157,15 +175,11 @@ def test_team_fit_matches_ref(path, problem, n_jobs):
     threshold keys' transposes shared; _binning.fit_grid_team): the tables, Z and
     transforms of rbcd_ref."""
     X, X2, R, sigma, seed = problem
-    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
-    try:
-        Zr = ref.fit_transform(X)
-    except ValueError:
-        return  # bins beyond int64: test_exact_mode_matches_ref checks the error
-    Tr = ref.transform(X2)
-    p = bin_paths(path, threads=True)
-    p = _Paths(simd=p.simd, thresholds=p.thresholds, direct=p.direct, small_work=0,
-               ranges=0, team=True)
+    fitted = ref_fit(problem)
+    if fitted is None:
+        return
+    ref, Zr, Tr = fitted
+    p = forced_paths(path, ranges=0, team=True)
     with pytest.MonkeyPatch.context() as mp:
         spy = _TeamSpy(mp)
         rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=n_jobs)
@@ -233,16 +247,12 @@ def test_row_range_fit_matches_ref(path, problem, ranges, n_jobs, merge):
     where its keys allow, or by hash partitions) or every grid merged by all threads
     over hash partitions (merge_pairs=0)."""
     X, X2, R, sigma, seed = problem
-    ref = rbcd_ref.RandomBinning(n_grids=R, sigma=sigma, random_state=seed)
-    try:
-        Zr = ref.fit_transform(X)
-    except ValueError:
-        return  # bins beyond int64: test_exact_mode_matches_ref checks the error
-    Tr = ref.transform(X2)
-    p = bin_paths(path, threads=True)
-    p = _Paths(simd=p.simd, thresholds=p.thresholds, direct=p.direct, small_work=0,
-               ranges=ranges, merge_pairs=0 if merge == "all" else 1 << 16,
-               merge_direct=merge == "direct")
+    fitted = ref_fit(problem)
+    if fitted is None:
+        return
+    ref, Zr, Tr = fitted
+    p = forced_paths(path, ranges=ranges, merge_pairs=0 if merge == "all" else 1 << 16,
+                     merge_direct=merge == "direct")
     rb = RandomBinning(n_grids=R, sigma=sigma, random_state=seed, n_jobs=n_jobs)
     Z = rb.fit_transform(X, _paths=p)
     assert_same_fit(rb, ref)

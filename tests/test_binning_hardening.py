@@ -264,7 +264,7 @@ if mode == "1":  # thread 0 gets one grid, thread 1 the rest: thread 0 waits, lo
 if mode == "ranges":  # the fit's row-range mode: each thread a range of rows, then merges
     random_binning._fit_ranges = lambda n_threads, n_rows, paths=None: n_threads
 if mode == "team":  # the grid mode's team path: the threads walk the rows together
-    random_binning._fit_team = lambda n_threads, n_rows, paths=None: True
+    random_binning._fit_team = lambda paths=None: True
     from rbcd.binning import _binning
     plain, took = _binning.fit_tables, []
     def spy(X, grids, direct, ids, want, bounds, *rest, team=False):

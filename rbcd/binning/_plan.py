@@ -288,7 +288,7 @@ def _fit_ranges(n_threads, n_rows, paths=_DEFAULT_PATHS):
 # ``paths.team=True`` (tests, compare_threads.py's binning-team stage) runs it.
 
 
-def _fit_team(n_threads, n_rows, paths=_DEFAULT_PATHS):
+def _fit_team(paths=_DEFAULT_PATHS):
     """Whether the grid mode takes its team path: ``paths.team`` where set, else never
     (see above)."""
     return bool(paths.team) if paths.team is not None else False

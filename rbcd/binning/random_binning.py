@@ -328,7 +328,7 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
                                               grids.n_words, X.shape[1]), n_threads)
         n_bins, max_count, dirs, offs, ents, counts = _binning.fit_tables(
             X, grids, direct, ids, mode == "columns", bounds, paths, n_ranges, n_threads,
-            paths.merge_pairs, team=not n_ranges and _fit_team(n_threads, n_samples, paths))
+            paths.merge_pairs, team=not n_ranges and _fit_team(paths))
         self._constant_columns = constant
         self._widths, self._offsets = (None, None) if constant is not None else (widths, offsets)
         self.n_bins_ = n_bins
