@@ -18,4 +18,12 @@ settings.register_profile(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
+# a soak run for maintainers (RBCD_HYPOTHESIS_PROFILE=rbcd-deep): ten times the examples
+settings.register_profile(
+    "rbcd-deep",
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    print_blob=True,
+)
 settings.load_profile(os.environ.get("RBCD_HYPOTHESIS_PROFILE", "rbcd-ci" if os.environ.get("CI") else "rbcd-dev"))

@@ -749,6 +749,17 @@ def test_label_tmatmat_ranges_sum_rows_in_order_for_any_thread_count(k):
 
 
 
+def test_label_tmatmat_claims_the_costliest_ranges_first():
+    """range_order: ranges of more grids first (a range costs a sweep, modelled as two
+    grids, plus its grids), ties in range order; every range exactly once."""
+    bounds = np.array([0, 1, 5, 7, 8, 12, 15], dtype=np.int64)   # sizes 1, 4, 2, 1, 4, 3
+    order = _sparse.range_order(bounds)
+    assert order.dtype == np.int64
+    np.testing.assert_array_equal(order, [1, 4, 5, 2, 0, 3])
+    np.testing.assert_array_equal(_sparse.range_order(np.array([0, 9], dtype=np.int64)), [0])
+    assert _sparse.range_order(np.array([0], dtype=np.int64)).shape == (0,)
+
+
 @pytest.mark.parametrize("k", [1, 2])
 def test_label_matmat_ranges_sum_grids_in_order_for_any_thread_count(k):
     """labels_matmat gathers a block of rows range of grids by range of grids (up to 4
