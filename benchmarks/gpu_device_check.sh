@@ -84,12 +84,13 @@ stamp "benchmark (compare_gpu.py; ${LEFT} s left, no new configuration after ${B
 # 24 and 33 ms in two H100 runs of the same code path).
 # BENCH_XP=numpy BENCH_SIZES="2000 5000" BENCH_NTEST=2000: a dry run of this script without a GPU
 # BENCH_GRIDS (64 256): the R values of the benchmark
+# BENCH_RFF_FEATURES (256 512 1024 2048 4096): the RFF ladder (8192 for RB at R 512)
 # BENCH_GRAPH=1: the GPU's CG through solve_ridge's CUDA graph loop (compare_gpu.py --graph)
 GRAPH_FLAG=""; if [ "${BENCH_GRAPH:-0}" = 1 ]; then GRAPH_FLAG="--graph"; fi
 timeout "$LEFT" python benchmarks/compare_gpu.py --out "$OUT" --xp "${BENCH_XP:-cupy}" $GRAPH_FLAG \
     --n-test "${BENCH_NTEST:-200000}" --sizes ${BENCH_SIZES:-1e6 1e7 5e7} --grids ${BENCH_GRIDS:-64 256} \
     --gpu-max-work "${BENCH_MAX_WORK:-3.2e9}" --cpu-max "${BENCH_CPU_MAX:-1e7}" \
     --cpu-max-work 6.4e8 --check-max "${BENCH_CHECK_MAX:-5e7}" --rff-max "${BENCH_RFF_MAX:-1e7}" \
-    --rff-features 256 512 1024 2048 4096 --rff-seeds 3 --repeat "${BENCH_REPEAT:-2}" --budget "$BUDGET"
+    --rff-features ${BENCH_RFF_FEATURES:-256 512 1024 2048 4096} --rff-seeds 3 --repeat "${BENCH_REPEAT:-2}" --budget "$BUDGET"
 echo "benchmark exit code $?"
 stamp "done"
