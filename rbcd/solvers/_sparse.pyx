@@ -560,7 +560,7 @@ def range_order(const int64_t[::1] bounds):
     range order (longest processing time first, Graham 1969). A range costs one sweep of
     U plus one scatter pass per grid, and the sweep costs about two of those passes
     (N = 4 x 10^6, R = 64, one thread, 2-vCPU AMD EPYC: 2.0-4.9 ms a range of one grid,
-    5.4-7.0 ms one of four), so a range of g grids is modelled as 2 + g. Claimed in
+    5.8-7.0 ms one of four), so a range of g grids is modelled as 2 + g. Claimed in
     grid order, ranges of one to four grids leave the last threads idle behind a late
     range of four: on the ranges of N = 4 x 10^6, R = 64, sigma = 1 and their measured
     costs, 16 threads would finish after 1.58x the ideal time (the total over 16), the
