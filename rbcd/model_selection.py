@@ -385,8 +385,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                     solved = self._solve_shared(op, P, train, y[train], s, alphas, tol)
                     t_bin = t_shared
                 else:
-                    rb = RandomBinning(n_grids=n_grids, sigma=float(sigma),
-                                       n_jobs=self.n_jobs, random_state=seed)
+                    rb = RandomBinning(n_grids=n_grids, sigma=float(sigma), n_jobs=self.n_jobs,
+                                       random_state=seed).set_output(transform="default")
                     Z, cols = rb.fit_transform(X[train], return_columns=True)
                     Zv = rb.transform(X[test])
                     solved = self._solve_alphas(Z, y[train], s, cols, alphas, tol, seed)
@@ -498,7 +498,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         for si, sigma in enumerate(sigmas):
             t0 = time.perf_counter()
             rb = RandomBinning(n_grids=n_grids, sigma=float(sigma), n_jobs=self.n_jobs,
-                               random_state=seed)
+                               random_state=seed).set_output(transform="default")
             Z, cols = rb.fit_transform(Xs, return_columns=True)
             weighted = sample_weight is not None or getattr(self, "class_weight", None) is not None
             system = _RidgeSystem(Z, T, s_rows if weighted else None, self.fit_intercept,
@@ -722,7 +722,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         if avail is not None and 8.0 * 4 * n * n > avail:   # P, a fold's block and its factor
             return None
         rb = RandomBinning(n_grids=n_grids, sigma=sigma, n_jobs=self.n_jobs,
-                           random_state=seed)
+                           random_state=seed).set_output(transform="default")
         Z, cols = rb.fit_transform(X, return_columns=True)
         k = (1 if y.ndim == 1 else y.shape[1]) if not self._classifier else (
             1 if self.classes_.shape[0] == 2 else self.classes_.shape[0])

@@ -393,11 +393,13 @@ class _RBBase(ChecksummedState, BaseEstimator):
         return self.n_grids
 
     def _make_binning(self, n_samples):
+        # set_output "default": the binning is internal and its Z sparse, so scikit-learn's
+        # global transform_output ("pandas", "polars") must not wrap it
         return _random_binning_class()(
             n_grids=self._n_grids(self.n_features_in_, n_samples), sigma=self.sigma,
             kernel=self.kernel, n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
             random_state=self.random_state, device=self.device,
-        )
+        ).set_output(transform="default")
 
     def _make_solver(self, shape=None, structured=False, n_weight=None):
         solver, alpha, tol, loss = self._effective(n_weight)

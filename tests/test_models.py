@@ -4,6 +4,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.base import is_classifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.model_selection import GridSearchCV
@@ -14,6 +15,8 @@ from rbcd.datasets import make_checkerboard, make_nonlinear_regression
 from rbcd.binning.random_binning import RandomBinning
 from rbcd.solvers.cd import CDClassifier, CDRegressor
 from rbcd.models import RBClassifier, RBRegressor
+from rbcd.model_selection import RBClassifierCV, RBRegressorCV
+from rbcd.related.sparse_rf import SparseRandomFeatures
 from rbcd.solvers.cg import RidgeCG, RidgeCGClassifier
 
 
@@ -818,3 +821,42 @@ def test_loss_must_suit_the_task(module):
     with pytest.raises(ValueError, match="classifies with loss 'logistic' or 'squared_hinge'"):
         mod.RBClassifier(n_grids=8, solver="cd", loss="squared").fit(X, X[:, 0] > 0)
     mod.RBRegressor(n_grids=8, solver="cd", loss="squared").fit(X, X[:, 0])
+
+
+# ------------------------------------------------ scikit-learn's global output setting
+_PANDAS_OUTPUT_MODELS = [
+    lambda: RBClassifier(n_grids=8, random_state=0),
+    lambda: RBRegressor(n_grids=8, random_state=0),
+    lambda: RBClassifier(n_grids=8, solver="cd", random_state=0),
+    lambda: RBRegressor(n_grids=8, n_features=64, random_state=0),
+    lambda: RBClassifierCV(n_grids=8, random_state=0),
+    lambda: RBRegressorCV(n_grids=8, cv=3, random_state=0),
+    lambda: SparseRandomFeatures(feature="binning", n_iter=2, random_state=0),
+]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")   # a search's best alpha on its grid's edge
+@pytest.mark.parametrize("make", _PANDAS_OUTPUT_MODELS)
+def test_models_ignore_the_global_dataframe_output(make):
+    # transform_output="pandas" (sklearn.set_config) asks transformers for data frames; a
+    # model's own binning is internal (its Z sparse), so the setting must change nothing:
+    # not the fit, not predictions of a model fitted outside the setting
+    from sklearn import config_context
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(120, 3))
+    y = (X[:, 0] > 0).astype(int) if is_classifier(make()) else X[:, 0] * X[:, 1]
+    plain = make().fit(X, y)
+    expected = plain.predict(X)
+    with config_context(transform_output="pandas"):
+        np.testing.assert_array_equal(plain.predict(X), expected)
+        inside = make().fit(X, y)
+        np.testing.assert_array_equal(inside.predict(X), expected)
+        piped = make_pipeline(StandardScaler(), make()).fit(X, y)
+        assert piped.predict(X).shape == expected.shape
+        binning = getattr(inside, "binning_", None)
+        if binning is not None:             # the fitted binning: Z sparse, as without it
+            Z = binning.transform(X)
+            assert sp.issparse(Z) and Z.shape == (120, binning.n_features_out_)

@@ -11,6 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge, RidgeClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from rbcd.binning.random_binning import RandomBinning
 from rbcd.solvers import _sparse
 from rbcd.solvers import cg as ridge_module
 from rbcd.solvers.cg import RidgeCG, RidgeCGClassifier, default_max_iter, solve_ridge_cg
@@ -877,6 +878,23 @@ def test_verbose_levels(capsys):
         RidgeCGClassifier(alpha=0.5, tol=1e-14, max_iter=2, verbose=1).fit(Z, y > 0)
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and "NOT converged" in lines[0] and "max_iter" in lines[0]
+
+
+@pytest.mark.parametrize("n", [300, 1500])
+def test_verbose_two_prints_the_iterations_with_alpha_auto(capsys, n):
+    # alpha="auto" chooses the penalty (leave-one-out, up to 1,000 rows on all of them,
+    # above on a sample), then solves at it by CG: that solve prints its iterations at 2
+    X = np.random.default_rng(5).uniform(size=(n, 3))
+    y = np.sin(4 * X[:, 0]) + X[:, 1]
+    Z, columns = RandomBinning(n_grids=16, random_state=0).fit_transform(X, return_columns=True)
+    quiet = RidgeCG(alpha="auto").fit(Z, y, columns=columns)
+    assert capsys.readouterr().out == ""
+    two = RidgeCG(alpha="auto", verbose=2).fit(Z, y, columns=columns)
+    lines = capsys.readouterr().out.splitlines()
+    per_iteration = [line for line in lines if line.startswith("[RidgeCG] iteration ")]
+    assert len(per_iteration) == int(two.n_iter_[0]) > 1
+    assert len(lines) == len(per_iteration) + 1             # and the summary
+    np.testing.assert_array_equal(two.coef_, quiet.coef_)
 
 
 def test_huge_features_are_solved_in_power_of_two_units():

@@ -396,8 +396,9 @@ class SparseRandomFeatures(BaseEstimator):
                 # small blocks run on one thread: OpenMP start-up and barriers cost more
                 # than the work (the result is the same for any thread count)
                 rb_jobs = self.n_jobs if N * R * X.shape[1] >= MIN_BINNING_WORK else 1
-                rb = RandomBinning(n_grids=R, sigma=sigma, n_jobs=rb_jobs,
-                                   random_state=int(rng.integers(0, 2**32)))
+                rb = RandomBinning(n_grids=R, sigma=sigma, n_jobs=rb_jobs,  # Z internal:
+                                   random_state=int(rng.integers(0, 2**32))
+                                   ).set_output(transform="default")  # never a data frame
                 Z_new = rb.fit_transform(X).tocsc()
                 Z = sp.hstack([Z_ws, Z_new], format="csc")
                 cols = plain_columns(Z)

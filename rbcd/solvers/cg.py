@@ -467,7 +467,7 @@ def solve_ridge(Z, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-
             raise ValueError(f"alpha must be a non-negative number or 'auto', got {alpha!r}")
         out = _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter,
                                 preconditioner, n_threads, columns, method, classification,
-                                extra)
+                                extra, verbose)
         return out if return_info else out[:3]
     if extra is not None:
         out = _solve_with_extra(Z, Y, sample_weight, alpha, fit_intercept, tol, max_iter,
@@ -632,7 +632,7 @@ def _sample_rows(Zc, columns, rows, n_threads):
 
 
 def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, preconditioner,
-                      n_threads, columns, method, classification, extra=None):
+                      n_threads, columns, method, classification, extra=None, verbose=0):
     """Ridge with the penalty chosen from the data; returns solve_ridge's four values, with
     ``info["alpha"]`` (the choice), ``info["alphas"]`` and ``info["scores"]`` (the
     candidates and their (primary, secondary) scores, rbcd.solvers._direct.selection_scores)
@@ -656,6 +656,8 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
     ``extra`` (rbcd.solvers._linear): the leave-one-out chooses the weight c among its
     candidates with the penalty (``info["extra_weight"]``); the held-out check runs only
     where the choice is c = 0.
+
+    ``verbose``: passed to the final solve at the chosen penalty (its CG lines at 2).
     """
     from ._linear import ExtraBlock, joint_residual
     from . import _direct, _heldout
@@ -674,7 +676,7 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
         if method == "cg":                   # the choice, solved as asked
             coef, intercept, n_iter, info = solve_ridge(
                 Z, Y, sample_weight, a * cs, fit_intercept, tol, max_iter, preconditioner,
-                n_threads, columns, return_info=True, method="cg",
+                n_threads, columns, verbose, return_info=True, method="cg",
                 extra=None if extra is None else ExtraBlock(extra.M, (c,)))
             info.update(alpha=a * cs, alphas=alphas, scores=scores, selection="leave-one-out",
                         **chosen)
@@ -731,7 +733,7 @@ def _solve_auto_alpha(Z, Y, sample_weight, fit_intercept, tol, max_iter, precond
                           f"{held.shape[0]} held-out of {h_rows.shape[0]} rows")
     coef, intercept, n_iter, info = solve_ridge(
         Z, Y, sample_weight, a, fit_intercept, tol, max_iter, preconditioner, n_threads,
-        columns, return_info=True, method=method,
+        columns, verbose, return_info=True, method=method,
         extra=None if extra is None else ExtraBlock(extra.M, (c,)))
     info.update(alpha=a, alphas=per_row * float(s.sum()), scores=scores,
                 selection=selection, heldout_scores=heldout)
