@@ -351,6 +351,12 @@ class _RBBase(ChecksummedState, BaseEstimator):
                 raise ValueError(f"{type(self).__name__} fits regression targets: loss must "
                                  f"be None or 'squared', got {loss!r} (a classification loss "
                                  f"is for {type(self).__name__.replace('Regressor', 'Classifier')})")
+        if not ridge and self.parallel == "grid" and self.n_features is not None:
+            # (the solver's own message asks for columns=, which the model hands over itself)
+            raise ValueError(f"parallel='grid' needs the grid structure of the exact mode "
+                             f"(n_features=None); hashed features (n_features="
+                             f"{self.n_features!r}) have none: use parallel='auto', None or "
+                             f"'hogwild'")
         return solver, alpha, tol, loss
 
     def _linear_weights(self, n_samples, n_features):

@@ -462,6 +462,28 @@ def test_uncentred_advice_is_the_same_from_counts_and_from_unit_weights():
     assert msgs[0] == msgs[1]
 
 
+def test_uncentred_advice_names_a_constant_column_as_constant():
+    # a column with the same value in every row (standard deviation 0) is not "nearly"
+    # anything: a bin that holds every row, or a constant (non-binary) feature
+    rng = np.random.default_rng(3)
+    n = 2000
+    dense = (rng.random((n, 5)) < 0.3).astype(float)
+    dense[:, 2] = 1.0
+    y = rng.normal(size=n)
+    with pytest.warns(ConvergenceWarning) as rec:
+        CDRegressor(max_epochs=1, tol=1e-14, random_state=0).fit(sp.csr_matrix(dense), y)
+    msg = str(rec[0].message)
+    assert "Column 2 holds every row: it is constant" in msg and "nearly" not in msg
+    assert "inf" not in msg
+    X = rng.normal(size=(n, 3))
+    X[:, 1] = 1e6
+    with pytest.warns(ConvergenceWarning) as rec:
+        CDRegressor(max_epochs=1, tol=1e-14, random_state=0).fit(X, y)
+    msg = str(rec[0].message)
+    assert "column 1 has |mean| 1e+06 and is constant (standard deviation 0)" in msg, msg
+    assert "inf" not in msg
+
+
 def test_serial_mode_runs_on_one_thread_whatever_n_jobs():
     # serial CD (parallel=None, or "auto" below the grid size) runs its epochs and its
     # per-epoch passes on one thread (rbcd.solvers.cd._resolve_mode): n_jobs=2 gives the

@@ -1,6 +1,7 @@
 """alpha="auto" of the coordinate descent solvers (issue 30): the penalty chosen on a held-out
 fifth of the rows along a warm-started path from alpha_max (rbcd.solvers.cd._auto_alpha,
 docs/internals.md "alpha='auto'"), in rbcd and in its twin."""
+import re
 import warnings
 
 import numpy as np
@@ -202,7 +203,8 @@ def test_convergence_advice_names_parameters_not_scaling():
             RBRegressor(n_grids=16, sigma=50.0, n_features=n_features, solver="cd", alpha=1e-6,
                         max_epochs=3, random_state=0).fit(X, y)
         msg = [str(r.message) for r in rec if issubclass(r.category, ConvergenceWarning)][0]
-        assert "holds nearly every row" in msg and "smaller sigma" in msg, msg
+        # (sigma 50: some bin holds every row, or all but a few)
+        assert re.search("holds (nearly )?every row", msg) and "smaller sigma" in msg, msg
         assert "StandardScaler" not in msg and "max_epochs" in msg
 
 

@@ -860,3 +860,30 @@ def test_models_ignore_the_global_dataframe_output(make):
         if binning is not None:             # the fitted binning: Z sparse, as without it
             Z = binning.transform(X)
             assert sp.issparse(Z) and Z.shape == (120, binning.n_features_out_)
+
+
+def test_grid_mode_on_hashed_features_names_the_model_parameters():
+    # the solver's own message asks for columns=, which the model's fit does not take
+    X = np.random.default_rng(0).uniform(size=(50, 3))
+    with pytest.raises(ValueError, match=r"needs the grid structure of the exact mode "
+                                         r"\(n_features=None\).*parallel='auto'") as e:
+        RBRegressor(n_features=64, solver="cd", parallel="grid").fit(X, X[:, 0])
+    assert "columns=" not in str(e.value)
+
+
+@pytest.mark.parametrize("solver", ["auto", "cg"])
+@pytest.mark.parametrize("Model", [RBRegressor, RBClassifier])
+def test_the_fit_does_not_depend_on_the_layout_of_x(Model, solver):
+    # the linear term's mean and deviation (on by default up to 1,000 rows) are summed in
+    # one order for C arrays, Fortran arrays and data frames: the same model, bit for bit
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(300, 4))
+    y = X[:, 0] + np.sin(3 * X[:, 1])
+    if Model is RBClassifier:
+        y = (y > 0).astype(int)
+    layouts = [X, np.asfortranarray(X), X[:, ::-1].copy()[:, ::-1]]
+    fits = [Model(solver=solver, linear=1.0, random_state=0).fit(A, y) for A in layouts]
+    out = [m.decision_function(X) if Model is RBClassifier else m.predict(X) for m in fits]
+    assert fits[0].linear_ > 0
+    for o in out[1:]:
+        np.testing.assert_array_equal(o, out[0])

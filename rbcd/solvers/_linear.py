@@ -72,7 +72,10 @@ class LinearTerm:
             X, w = X[keep], np.asarray(sample_weight, dtype=np.float64)[keep]
         big = np.max(np.abs(X), axis=0) if X.shape[0] else np.zeros(X.shape[1])
         self.pow2_ = np.ldexp(1.0, np.frexp(big)[1]).astype(np.float64)   # 1 for 0
-        Xs = X / self.pow2_
+        # C order whatever X's layout: numpy sums the columns of a C array row by row and
+        # those of an F array pairwise, so the statistics (and the model) would otherwise
+        # differ in their last bits between X, np.asfortranarray(X) and a DataFrame's values
+        Xs = np.ascontiguousarray(X / self.pow2_)
         if w is None:
             self.mean_ = Xs.mean(axis=0)
             std = (Xs - self.mean_).std(axis=0)

@@ -623,19 +623,23 @@ def _slow_cause(cols, s, S, h, n_threads, sparse_nonneg=False):
     j = int(np.argmax(r))
     if not r[j] > _UNCENTRED:
         return advice
-    ratio = "inf" if not np.isfinite(r[j]) else f"{r[j]:.3g}"
+    constant = not np.isfinite(r[j])       # variance 0: the same value in every row
     if cols.data is None or (sparse_nonneg and sparse_nonneg()):
         # every stored value equal: indicator features such as random binning's Z, which
         # no one centres (it would make Z dense); the cause is a bin that holds nearly all
         # the rows, i.e. a bandwidth large against the spread of the data
-        return (f"Column {j} holds nearly every row (|mean| = {ratio} times its standard "
-                f"deviation): it is almost constant, nearly parallel to the intercept, and "
-                f"such columns make coordinate descent slow. On random binning features "
-                f"(RBRegressor, RBClassifier, RandomBinning) it is a bin that almost every "
-                f"row falls in: try a smaller sigma; or {advice[0].lower()}{advice[1:]}")
-    return (f"The features are not centred: column {j} has |mean| {abs(m[j]):.3g} = {ratio} "
-            f"times its standard deviation, and such columns make coordinate descent slow "
-            f"whatever max_epochs. Centre (and scale) the features first, e.g. "
+        held = ("holds every row: it is constant, parallel to the intercept" if constant
+                else f"holds nearly every row (|mean| = {r[j]:.3g} times its standard "
+                     f"deviation): it is almost constant, nearly parallel to the intercept")
+        return (f"Column {j} {held}, and such columns make coordinate descent slow. On "
+                f"random binning features (RBRegressor, RBClassifier, RandomBinning) it is "
+                f"a bin that {'every' if constant else 'almost every'} row falls in: try a "
+                f"smaller sigma; or {advice[0].lower()}{advice[1:]}")
+    spread = (" and is constant (standard deviation 0)" if constant
+              else f" = {r[j]:.3g} times its standard deviation")
+    return (f"The features are not centred: column {j} has |mean| {abs(m[j]):.3g}"
+            f"{spread}, and such columns make coordinate descent slow whatever "
+            f"max_epochs. Centre (and scale) the features first, e.g. "
             f"sklearn.preprocessing.StandardScaler; {advice[0].lower()}{advice[1:]}")
 
 
