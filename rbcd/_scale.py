@@ -197,14 +197,25 @@ def units_factor(integral, total, largest):
 
 def _robust_median(dist, scale=1.0):
     """The median of the distances, times ``scale`` (the power of two they were computed
-    down by, _in_range); the module doc's fallbacks (1.0 is not scaled)."""
+    down by, _in_range); the module doc's fallbacks (1.0 is not scaled). A ValueError
+    where the scaled result passes the float64 range (values of X near its limit)."""
     med = float(np.median(dist))
     if med > 0 and np.isfinite(med):
-        return med * scale
+        return _finite_distance(med * scale)
     nz = dist[dist > 0]
     if nz.shape[0] and np.isfinite(nz.mean()):
-        return float(nz.mean()) * scale
+        return _finite_distance(float(nz.mean()) * scale)
     return 1.0
+
+
+def _finite_distance(d):
+    if not np.isfinite(d):
+        # (a bandwidth of inf would bin every row alike; said here, where it arises)
+        raise ValueError("X's values are too large: the median distance between its rows "
+                         "is beyond the float64 range, so no kernel bandwidth (sigma) can "
+                         "be taken from it; scale the features first (e.g. "
+                         "sklearn.preprocessing.StandardScaler or RobustScaler)")
+    return d
 
 
 def median_l2_distance(X, n_pairs=N_PAIRS, sample_weight=None):

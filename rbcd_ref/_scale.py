@@ -71,11 +71,21 @@ def _median_or_fallback(distances, scale=1.0):
     distances = np.array(distances)
     median = float(np.median(distances))
     if median > 0:
-        return median * scale
+        return _finite(median * scale)
     nonzero = distances[distances > 0]
     if len(nonzero):
-        return float(nonzero.mean()) * scale
+        return _finite(float(nonzero.mean()) * scale)
     return 1.0
+
+
+def _finite(distance):
+    """A ValueError for a distance past the float64 range (as rbcd._scale)."""
+    if not np.isfinite(distance):
+        raise ValueError("X's values are too large: the median distance between its rows "
+                         "is beyond the float64 range, so no kernel bandwidth (sigma) can "
+                         "be taken from it; scale the features first (e.g. "
+                         "sklearn.preprocessing.StandardScaler or RobustScaler)")
+    return distance
 
 
 def _scale_of(dense, pairs):

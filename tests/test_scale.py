@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import rbcd
 from rbcd._scale import (
     DEFAULT_FACTOR,
     median_l1_distance,
@@ -111,6 +112,23 @@ def test_unit_weights_draw_the_unweighted_pairs():
     for bad in (np.ones(49), np.r_[-1.0, np.ones(49)], np.zeros(50), np.r_[np.nan, np.ones(49)]):
         with pytest.raises(ValueError, match="sample_weight"):
             median_l1_distance(X, sample_weight=bad)
+
+
+def test_a_median_distance_past_the_float64_range_is_refused_by_name():
+    # rows near the largest float64: the distances, computed down by a power of two, do
+    # not fit once multiplied back; inf was returned (and became sigma = inf, whose
+    # binning error said "sigma is too small"); rbcd and its twin refuse it alike
+    big = np.finfo(np.float64).max
+    X = np.array([[big, -big], [-big, big]] * 10)
+    for median in (median_l1_distance, ref_median, median_l2_distance, ref_median_l2):
+        with pytest.raises(ValueError, match="X's values are too large: the median distance"):
+            median(X)
+    with pytest.raises(ValueError, match="X's values are too large") as e:
+        rbcd.RBRegressor(random_state=0).fit(X, np.arange(20.0))
+    assert "too small" not in str(e.value)
+    with pytest.raises(ValueError, match="X's values are too large"):
+        rbcd.RBClassifierCV(random_state=0).fit(X, np.arange(20) % 2)
+    assert median_l1_distance(X / 4) == ref_median(X / 4) > 1e308    # 1.35e308: still fits
 
 
 @pytest.mark.parametrize("magnitude", [1e-300, 1e-170, 1e160, 1e300, 1e307])
