@@ -365,6 +365,19 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                 raise ValueError(f"groups has {groups.shape[0]} entries but X has "
                                  f"{X.shape[0]} rows")
         folds = list(self._folds(y, seed).split(X, y, groups))
+        if self._classifier and not self._ridge():
+            # a fold without two classes: CDClassifier refuses it (ridge fits one class
+            # against its absence), said here in the search's terms, not the fold's
+            for fi, (train, _) in enumerate(folds):
+                present = np.unique(y[train])
+                if present.shape[0] < 2:
+                    counts = [int(np.sum(y == c)) for c in self.classes_]
+                    raise ValueError(
+                        f"{type(self).__name__}: the training rows of fold {fi} hold only "
+                        f"class {present[0].tolist()!r} (the classes have "
+                        f"{dict(zip(self.classes_.tolist(), counts))} rows): solver='cd' "
+                        f"needs two classes in every fold's training rows; use fewer folds "
+                        f"(cv), more rows of the rare class, or a ridge solver")
         scorer = check_scoring(self._solver_template(alphas[0]), scoring=self.scoring)
         tol = self._effective_tol()
         n_s, n_a, n_f = sigmas.shape[0], alphas.shape[0], len(folds)

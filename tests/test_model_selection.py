@@ -466,6 +466,23 @@ def test_scoring_needs_folds():
                    random_state=0).fit(X, y)
 
 
+def test_a_fold_without_two_classes_is_named_for_the_cd_search():
+    # one row of class 1 in 60, three folds: two folds' training rows hold only class 0.
+    # CDClassifier's own message ("got only one class") named neither the search nor the
+    # fold; the ridge search fits such a fold (one class against its absence)
+    X = np.random.default_rng(0).uniform(-1, 1, size=(60, 3))
+    y = np.zeros(60, dtype=int)
+    y[0] = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)    # sklearn: the rare class's count
+        with pytest.raises(ValueError, match=r"RBClassifierCV: the training rows of fold "
+                                             r"\d hold only class 0 \(the classes have "
+                                             r"\{0: 59, 1: 1\} rows\)"):
+            RBClassifierCV(cv=3, solver="cd", n_grids=4, random_state=0).fit(X, y)
+        RBClassifierCV(cv=3, n_grids=4, sigma_factors=(1.0,), alphas=(1.0,),
+                       random_state=0).fit(X, y)
+
+
 @pytest.mark.parametrize("c", [2.0 ** 600, 2.0 ** -600])
 def test_leave_one_out_search_does_not_depend_on_the_targets_scale(c):
     # ridge's best alpha and R^2 are invariant under y -> c y; huge or tiny targets squared
