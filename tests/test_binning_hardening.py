@@ -493,8 +493,11 @@ def test_safe_bin_range_is_sound_and_the_exact_check_runs_beyond_it():
             continue
         Xn = X[:3].copy()
         Xn[2, j] = beyond
-        with pytest.raises(ValueError, match=rf"too large to bin at row 2, column {j}"):
+        with pytest.raises(ValueError, match=rf"too large to bin at row 2, column {j}") as e:
             rb.transform(Xn)
+        # at transform the advice is about the rows, not sigma (the fit's, already used)
+        assert "clip or scale these rows' features" in str(e.value)
+        assert "sigma is too small" not in str(e.value)
         Xn[2, j] = -beyond
         with pytest.raises(ValueError, match=rf"too large to bin at row 2, column {j}"):
             rb.transform(Xn)

@@ -122,7 +122,13 @@ def _raise_bad_bins(X, cols, widths, offsets, sigma=None, param=None):
     i, j, r, value = found
     found = (i, int(cols[j]), r, value)
     if sigma is None:
-        raise_too_large(*found)
+        try:
+            raise_too_large(*found)
+        except ValueError as exc:  # at transform: an outlier against the fitted grids
+            raise ValueError(
+                f"{exc}; the fitted grids' widths (from the fit's sigma) cannot bin a "
+                f"value this far out: clip or scale these rows' features to about the "
+                f"range of the training data") from None
     try:
         raise_too_large(*found)
     except ValueError as exc:  # at fit: the cause is a sigma too small for X
