@@ -140,6 +140,31 @@ def _command_of(argv):
 
 
 # ----------------------------------------------------------------------------- arguments
+def _attach_dash_values(argv):
+    """``argv`` with ``--class-weight -1:5,1:1`` passed as ``--class-weight=-1:5,1:1``:
+    argparse takes a separate value that starts with '-' (other than a plain negative
+    number) for an option and stops with "expected one argument", and class labels may be
+    negative. Only a value after --class-weight that starts with '-' and a digit or '.'
+    (no option does) is attached; nothing after ``--`` changes."""
+    out = []
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--":
+            out.append(token)
+            out.extend(tokens)
+            break
+        if token == "--class-weight":
+            value = next(tokens, None)
+            if value is not None and len(value) > 1 and value[0] == "-" \
+                    and (value[1].isdigit() or value[1] == "."):
+                out.append(f"{token}={value}")
+                continue
+            out.extend([token] if value is None else [token, value])
+            continue
+        out.append(token)
+    return out
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: raise UsageError instead of printing usage."""
 
@@ -184,7 +209,10 @@ def _class_weight(text):
             raise argparse.ArgumentTypeError(
                 f"expected 'balanced' or LABEL:WEIGHT pairs separated by commas, with finite "
                 f"non-negative weights (e.g. 1:5,-1:1), got {text!r}")
-        weights[int(label_value) if label_value == int(label_value) else label_value] = value
+        key = int(label_value) if label_value == int(label_value) else label_value
+        if key in weights:
+            raise argparse.ArgumentTypeError(f"class {key} is given twice in {text!r}")
+        weights[key] = value
     return weights
 
 
@@ -209,7 +237,7 @@ def _float_in(low, high=math.inf, low_open=False):
             left = "(" if low_open else "["
             right = "]" if math.isfinite(high) else ")"
             raise argparse.ArgumentTypeError(
-                f"expected a number in {left}{low}, {high}{right}, got {text!r}")
+                f"expected a number in {left}{low:g}, {high:g}{right}, got {text!r}")
         return value
     return parse
 
@@ -249,8 +277,10 @@ _MODEL_OPTIONS = (
     ("--l1-ratio", "l1_ratio", {"type": _float_in(0.0, 1.0)},
      "cd only: L1 share of the penalty, 1 = lasso, 0 = ridge"),
     ("--max-epochs", "max_epochs", {"type": _positive_int}, "cd only: maximum epochs"),
-    ("--max-iter", "max_iter", {"type": _positive_int}, "cg only: maximum iterations"),
-    ("--tol", "tol", {"type": _float_in(0.0)}, "stopping tolerance"),
+    ("--max-iter", "max_iter", {"type": _positive_int},
+     "cg, and auto where it runs cg: maximum iterations"),
+    ("--tol", "tol", {"type": _float_in(0.0, low_open=True)},
+     "stopping tolerance, in (0, inf)"),
     ("--parallel", "parallel", {"choices": ("auto", "grid", "hogwild", "serial")},
      "cd only: parallel mode (serial = one coordinate at a time)"),
 )
@@ -407,8 +437,8 @@ def build_parser(command=None):
     train.add_argument("--multi-class", choices=("ovr", "ovo"), default=None,
                        help="classification with more than two classes: one-vs-rest, or "
                             "one-vs-one (a ridge problem per pair of classes and a vote; "
-                            "cg only) (default: the estimator's, ovr; with --cv the search "
-                            "scores both and keeps the better)")
+                            "--solver auto, cg or direct) (default: the estimator's, ovr; "
+                            "with --cv the search scores both and keeps the better)")
     train.add_argument("--calibration", choices=("train", "holdout", "none"), default=None,
                        help="classification: how predict --proba turns the scores of a model "
                             "without probabilities of its own into probabilities: fitted on "
@@ -475,6 +505,19 @@ def _first_large_index(path, limit=SVMLIGHT_MAX_INDEX):
     return None
 
 
+def _first_bad_label(path):
+    """(line number, label) of the first data line whose label is not a number, or None."""
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            tokens = line.split("#", 1)[0].split()
+            if tokens:
+                try:
+                    float(tokens[0])
+                except ValueError:
+                    return lineno, tokens[0]
+    return None
+
+
 def _first_bad_row(X, y):
     """Index of the first row with a non-finite label or value, or None."""
     bad = ~np.isfinite(y)
@@ -528,11 +571,23 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
         raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
     except (ValueError, TypeError, UnicodeDecodeError) as exc:
         line = _first_line(path)
+        expected = ("rbcd reads svmlight/libsvm files, one row per line as 'label "
+                    "index:value ...' (in Python: sklearn.datasets.dump_svmlight_file "
+                    "writes them)")
         if "," in line and ":" not in line:
             raise CLIError(f"{path} looks like a CSV file (its first line has commas and no "
-                           f"index:value pairs); rbcd reads svmlight/libsvm files, one row "
-                           f"per line as 'label index:value ...' (in Python: "
-                           f"sklearn.datasets.dump_svmlight_file writes them)") from None
+                           f"index:value pairs); {expected}") from None
+        if ":" not in line and len(line.split()) > 1:
+            raise CLIError(f"{path} is neither svmlight/libsvm nor CSV: its first line is "
+                           f"columns separated by spaces, with no index:value pairs; "
+                           f"{expected}") from None
+        try:
+            bad = _first_bad_label(path)
+        except (OSError, EOFError, ValueError):
+            bad = None
+        if bad is not None:
+            raise CLIError(f"{path}: line {bad[0]} has label {bad[1]!r}; labels in svmlight "
+                           f"files must be numbers (number the classes, e.g. 0, 1, 2)") from None
         text = _one_line(exc)
         if len(text) > 160:
             text = text[:157] + "..."
@@ -552,8 +607,13 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
                           shape=(X.shape[0], max(X.shape[1] - 1, 0)))
     if n_features is not None:
         if X.shape[1] > n_features:
+            # read zero-based, a file without index 0 is one column wider than read
+            # one-based: when that would fit, its base may be the mistake
+            hint = ("; it was read with zero-based indices and uses no index 0: if they "
+                    "are one-based (libsvm), use --zero-based no"
+                    if zero_based and not uses_zero and X.shape[1] - 1 <= n_features else "")
             raise CLIError(f"{path} has more features ({X.shape[1]}) than the model, which "
-                           f"was trained on {n_features} features")
+                           f"was trained on {n_features} features{hint}")
         X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
     if X.shape[1] == 0:
         raise CLIError(f"{path} has no features")
@@ -677,15 +737,34 @@ def make_model(task, params=None, n_jobs=None, random_state=0, verbose=0):
 
 def check_options(params, default_solver=None):
     """UsageError for model options that contradict each other whatever the data (run
-    before the data are read): a loss, an L1 share or a linear term that the chosen solver
-    does not solve. ``default_solver``: the solver when none is given (None: the
-    estimator's default)."""
+    before the data are read): a loss, an L1 share, a linear term or a one-vs-one scheme
+    that the chosen solver does not solve, and an option of one solver given with another,
+    which would be ignored. ``params``: the options given on the command line (a key is
+    present only when its option was given, whatever its value: ``--parallel serial`` is
+    ``parallel=None``), ``multi_class`` included. ``default_solver``: the solver when none
+    is given (None: the estimator's default)."""
     solver = params.get("solver", default_solver)
     if solver is None:  # the estimator's default
         from .models import RBClassifier
 
         solver = RBClassifier().get_params()["solver"]
-    ridge = solver != "cd"   # cg, direct, auto: ridge, the squared loss and an L2 penalty
+    # cg, direct, auto: ridge, the squared loss and an L2 penalty; auto picks cg or a
+    # direct form (rbcd.solvers._direct.plan), never cd
+    ridge = solver != "cd"
+    if params.get("multi_class") == "ovo" and not ridge:
+        raise UsageError("--multi-class ovo needs --solver auto, cg or direct (one ridge "
+                         "problem per pair of classes; cd is one-vs-rest)")
+    # an option of one solver given with another would be ignored: cd's options with the
+    # ridge solvers (auto included), cg's iteration cap with cd or direct (auto may run cg)
+    for option, param in (("--max-epochs", "max_epochs"), ("--parallel", "parallel")):
+        if ridge and param in params:
+            value = "serial" if params[param] is None else params[param]
+            raise UsageError(f"{option} {value} needs --solver cd ({solver} solves ridge, "
+                             f"which does not use it)")
+    if solver in ("cd", "direct") and "max_iter" in params:
+        why = ("cd counts epochs: --max-epochs" if solver == "cd"
+               else "direct factorizes, it does not iterate")
+        raise UsageError(f"--max-iter {params['max_iter']} needs --solver cg or auto ({why})")
     loss = params.get("loss")
     if ridge and loss not in (None, "squared"):
         raise UsageError(f"--loss {loss} needs --solver cd ({solver} solves the squared loss)")
@@ -750,25 +829,21 @@ def binning_advice(kappa, n_rows, sigma):
 
 
 def _warning_lines(caught):
-    """Distinct warning messages, once each, with a count when repeated."""
+    """Distinct warning messages, once each, with a count when repeated. ``caught``:
+    warning records (``catch_warnings(record=True)``) or message strings."""
     counts = {}
     for w in caught:
-        text = " ".join(str(w.message).split())
+        text = " ".join(str(getattr(w, "message", w)).split())
         counts[text] = counts.get(text, 0) + 1
     return [text if k == 1 else f"{text} (x{k})" for text, k in counts.items()]
 
 
-def fit_model(model, X, y, progress):
-    """Fit ``model`` (an RB estimator) on X (as :func:`model_input` gives it), with
-    progress on the progress stream and warnings collected.
-
-    Returns ``info``: stage times (the model's ``fit_time_``), D, kappa, nnz(Z) (rows x R:
-    one entry per grid and training row), the solver's name, iterations and effective
-    alpha and tol, and the distinct warnings (the degenerate-binning advice included).
-    """
-    progress(f"fitting {_model_repr(model)} on {X.shape[0]} rows x {X.shape[1]} features")
-    t0 = time.perf_counter()
-    # the estimator's verbose lines are progress too: stderr, not the results on stdout
+@contextlib.contextmanager
+def _estimator_running(progress):
+    """Around every fit of an estimator (the model's, the --cv search's): its warnings are
+    recorded in the list yielded, not printed (the caller prints them once each as
+    ``rbcd: warning: ...``, :func:`_warn`), and its verbose lines, progress too, go to the
+    progress stream (stderr), not to the results on stdout."""
     to_progress = contextlib.redirect_stdout(progress.stream) if progress.level else \
         contextlib.nullcontext()
     with warnings.catch_warnings(record=True) as caught, to_progress:
@@ -776,6 +851,22 @@ def fit_model(model, X, y, progress):
         # for developers, not for someone running the command line
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", PendingDeprecationWarning)
+        yield caught
+
+
+def fit_model(model, X, y, progress, earlier=()):
+    """Fit ``model`` (an RB estimator) on X (as :func:`model_input` gives it), with
+    progress on the progress stream and warnings collected. ``earlier``: the warnings of
+    the command's earlier steps (the --cv search; records or messages), counted with the
+    fit's so that each distinct message is shown once.
+
+    Returns ``info``: stage times (the model's ``fit_time_``), D, kappa, nnz(Z) (rows x R:
+    one entry per grid and training row), the solver's name, iterations and effective
+    alpha and tol, and the distinct warnings (the degenerate-binning advice included).
+    """
+    progress(f"fitting {_model_repr(model)} on {X.shape[0]} rows x {X.shape[1]} features")
+    t0 = time.perf_counter()
+    with _estimator_running(progress) as caught:
         model.fit(X, y)
     total = time.perf_counter() - t0
     times = getattr(model, "fit_time_", None) or {}
@@ -799,7 +890,7 @@ def fit_model(model, X, y, progress):
             "alpha_chosen": isinstance(alpha, str),
             "tol": solver_params.get("tol"),
             "sigma": getattr(binning, "sigma_", model.get_params()["sigma"])}
-    lines = _warning_lines(caught)
+    lines = _warning_lines(list(earlier) + caught)
     advice = binning_advice(info["kappa"], X.shape[0], info["sigma"])
     if advice and not any("kappa" in line for line in lines):
         lines.append(advice)
@@ -1080,7 +1171,8 @@ def _check_writable(path, what, inputs=()):
 def _cross_validate(model, task, X, y, args, report, progress):
     """``train --cv``: the CV estimator over sigma multipliers and alphas, with the options
     that it shares with ``model``; returns ``model`` with the chosen sigma and alpha (and
-    the linear term's weight, rbcd.model_selection)."""
+    the linear term's weight, rbcd.model_selection), and the search's warning messages,
+    to be shown with the fit's (:func:`fit_model`'s ``earlier``)."""
     from .model_selection import RBClassifierCV, RBRegressorCV
 
     cls = RBClassifierCV if task == "classification" else RBRegressorCV
@@ -1098,7 +1190,16 @@ def _cross_validate(model, task, X, y, args, report, progress):
              verbose=_estimator_verbose(progress.level))
     progress("cross-validating sigma and alpha")
     t0 = time.perf_counter()
-    cv.fit(model_input(cv, X, args.data, fitting=True), y)
+    Xcv = model_input(cv, X, args.data, fitting=True)
+    with _estimator_running(progress) as caught:
+        cv.fit(Xcv, y)
+    # the search's advice to extend its grids names the Python parameters: the command
+    # line searches the default grids only, so say where they can be changed
+    grids = (f" ({PROG} train --cv searches the default grids; other grids: "
+             f"rbcd.model_selection.{cls.__name__}(sigma_factors=..., alphas=...) in Python).")
+    messages = [str(w.message) for w in caught]
+    messages = [m.rstrip(".") + grids if "alphas" in m or "sigma_factors" in m else m
+                for m in messages]
     best = cv.best_params_
     report("cv", *(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}"
                    for k, v in sorted(best.items())),
@@ -1110,12 +1211,13 @@ def _cross_validate(model, task, X, y, args, report, progress):
     extra = {} if "linear" in given else {"linear": chosen["linear"]}
     if "multi_class" in chosen:
         extra["multi_class"] = chosen["multi_class"]
-    return model.set_params(sigma=chosen["sigma"], alpha=chosen["alpha"], **extra)
+    return model.set_params(sigma=chosen["sigma"], alpha=chosen["alpha"], **extra), messages
 
 
 def cmd_train(args, out):
     report, progress = _Report(out), _Progress(args.verbose)
-    check_options(_given(args))
+    multi_class = {} if args.multi_class is None else {"multi_class": args.multi_class}
+    check_options({**_given(args), **multi_class})
     _check_writable(args.model, "model file",
                     inputs=(("training data", args.data), ("test data", args.test)))
     t_start = time.perf_counter()
@@ -1160,11 +1262,12 @@ def cmd_train(args, out):
             params[param] = None if value == "none" else value
     model = make_model(task, params, n_jobs=args.n_jobs, random_state=args.seed,
                        verbose=_estimator_verbose(progress.level))
+    cv_warnings = []
     if args.cv:
-        model = _cross_validate(model, task, X, y, args, report, progress)
+        model, cv_warnings = _cross_validate(model, task, X, y, args, report, progress)
     report("model", _model_repr(model))
     Xfit = model_input(model, X, args.data, fitting=True)
-    info = fit_model(model, Xfit, y, progress)
+    info = fit_model(model, Xfit, y, progress, earlier=cv_warnings)
     _warn(info["warnings"])
     _fit_lines(report, info, n_threads, omp)
     train_score = _score(task, y, model.predict(Xfit))
@@ -1257,7 +1360,7 @@ def main(argv=None, out=None):
     one line on stderr, ``rbcd: error: ...``.
     """
     out = sys.stdout if out is None else out
-    argv = sys.argv[1:] if argv is None else list(argv)
+    argv = _attach_dash_values(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
         parser = build_parser(_command_of(argv))

@@ -76,7 +76,8 @@ def test_train_predict_roundtrip_classification(classification_files, tmp_path, 
     model = tmp_path / "model.joblib"
     code = main(["train", str(train), "--model", str(model), "--test", str(test),
                  "--solver", solver, "--n-grids", "32", "--sigma", "0.5", "--n-jobs", "1",
-                 "--alpha", "0.1" if solver == "cg" else "1e-4", "--max-epochs", "30"])
+                 *(["--alpha", "0.1"] if solver == "cg" else
+                   ["--alpha", "1e-4", "--max-epochs", "30"])])
     out, err = capsys.readouterr()
     assert code == 0, err
     # stderr is not a terminal: no progress; only warnings, and no convergence warning (cd
@@ -180,24 +181,28 @@ def test_defaults_are_the_estimators(classification_files, regression_files, tmp
     assert est.solver_.get_params()["tol"] == RBClassifier()._effective()[2]
     reg_train = regression_files[0]
     assert main(["train", str(reg_train), "-m", str(model), "--solver", "cd",
-                 "--max-epochs", "3", "--tol", "0"]) == 0
+                 "--max-epochs", "3", "--tol", "1e-9"]) == 0
     capsys.readouterr()
     est = load_model(str(model))["estimator"]
-    expected = RBRegressor(random_state=0, solver="cd", max_epochs=3, tol=0.0).get_params()
+    expected = RBRegressor(random_state=0, solver="cd", max_epochs=3, tol=1e-9).get_params()
     assert est.get_params() == expected
-    # every given option reaches the estimator under its parameter name
+    # every given option reaches the estimator under its parameter name (cd's options
+    # with cd, cg's with cg: one solver's option with another is refused)
     given = ["--n-grids", "7", "--sigma", "0.25", "--solver", "cd", "--loss",
              "squared_hinge", "--alpha", "0.5", "--l1-ratio", "0.25", "--max-epochs", "2",
-             "--max-iter", "9", "--tol", "0.125", "--parallel", "serial", "--seed", "3",
-             "--n-jobs", "1"]
+             "--tol", "0.125", "--parallel", "serial", "--seed", "3", "--n-jobs", "1"]
     assert main(["train", str(train), "-m", str(model), *given]) == 0
     capsys.readouterr()
     params = load_model(str(model))["estimator"].get_params()
     assert {k: params[k] for k in ("n_grids", "sigma", "solver", "loss", "alpha", "l1_ratio",
-                                   "max_epochs", "max_iter", "tol", "parallel",
+                                   "max_epochs", "tol", "parallel",
                                    "random_state", "n_jobs")} == dict(
         n_grids=7, sigma=0.25, solver="cd", loss="squared_hinge", alpha=0.5, l1_ratio=0.25,
-        max_epochs=2, max_iter=9, tol=0.125, parallel=None, random_state=3, n_jobs=1)
+        max_epochs=2, tol=0.125, parallel=None, random_state=3, n_jobs=1)
+    assert main(["train", str(train), "-m", str(model), "--n-grids", "7", "--solver", "cg",
+                 "--max-iter", "9"]) == 0
+    capsys.readouterr()
+    assert load_model(str(model))["estimator"].get_params()["max_iter"] == 9
     # --help shows the estimator's defaults, read from it
     assert main(["train", "--help"]) == 0
     help_text = " ".join(capsys.readouterr().out.split())
@@ -1081,3 +1086,130 @@ def test_help_does_not_import_scikit_learn(argv):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+# ------------------------------------------------------------------ QA pass: options, warnings
+def test_cv_warnings_are_the_command_lines(tmp_path):
+    # `train --cv` let the search's UserWarning through raw ("<frozen runpy>:88:
+    # UserWarning: ..."): its warnings go through the fit's handling, once each, with the
+    # place to extend the grids that the command line does not search
+    data, _ = _small_files(tmp_path)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "rbcd", "train", str(data), "-m",
+                           str(tmp_path / "m.joblib"), "--cv", "--n-grids", "8"],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines and all(ln.startswith("rbcd: warning: ") for ln in lines), proc.stderr
+    edge = [ln for ln in lines if "smallest of the grid" in ln]
+    assert len(edge) == 1, proc.stderr
+    assert "RBClassifierCV(sigma_factors=..., alphas=...) in Python" in edge[0]
+
+
+def test_cv_and_fit_warnings_are_shown_once(tmp_path, capsys, monkeypatch):
+    # a message of the search (its refit of the best model) and the same one of the
+    # command's fit: one line, counted
+    from rbcd.models import RBClassifier
+
+    data, _ = _small_files(tmp_path)
+    fit = RBClassifier.fit
+
+    def warning_fit(self, X, y, **kwargs):
+        import warnings
+        warnings.warn("every fit says this", UserWarning)
+        return fit(self, X, y, **kwargs)
+
+    monkeypatch.setattr(RBClassifier, "fit", warning_fit)
+    assert main(["train", str(data), "-m", str(tmp_path / "m.joblib"), "--cv",
+                 "--n-grids", "8", "--n-jobs", "1"]) == 0
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "every fit says" in ln]
+    assert len(lines) == 1, lines
+    assert re.fullmatch(r"rbcd: warning: every fit says this \(x\d+\)", lines[0]), lines
+
+
+@pytest.mark.parametrize("argv, pattern", [
+    (["--multi-class", "ovo", "--solver", "cd"],
+     r"--multi-class ovo needs --solver auto, cg or direct"),
+    (["--solver", "cd", "--max-iter", "5"], r"--max-iter 5 needs --solver cg or auto \(cd"),
+    (["--solver", "direct", "--max-iter", "5"], r"--max-iter 5 needs --solver cg or auto"),
+    (["--solver", "cg", "--max-epochs", "5"], r"--max-epochs 5 needs --solver cd \(cg"),
+    (["--max-epochs", "5"], r"--max-epochs 5 needs --solver cd \(auto"),
+    (["--solver", "cg", "--parallel", "hogwild"], r"--parallel hogwild needs --solver cd"),
+    (["--solver", "direct", "--parallel", "serial"], r"--parallel serial needs --solver cd"),
+    (["--tol", "0"], r"--tol: expected a number in \(0, inf\)"),
+])
+def test_options_the_solver_ignores_are_usage_errors(tmp_path, capsys, argv, pattern):
+    # refused before the data are read (the data file does not even exist): exit 2
+    code = main(["train", str(tmp_path / "missing.svm"), "-m", str(tmp_path / "m.joblib"),
+                 *argv])
+    _assert_one_line_error(capsys, code, 2, pattern)
+
+
+def test_solver_options_at_their_defaults_or_with_their_solver_are_accepted(tmp_path, capsys):
+    # only an option given with a solver that ignores it is refused: left out (None, the
+    # estimator's default) it never is, and auto takes cg's --max-iter
+    for params in ({}, {"solver": "cd"}, {"solver": "cg"}, {"solver": "direct"},
+                   {"max_iter": 5}, {"solver": "cg", "max_iter": 5},
+                   {"solver": "cd", "max_epochs": 3, "parallel": None},
+                   {"solver": "cd", "parallel": "hogwild"}, {"multi_class": "ovo"},
+                   {"solver": "cd", "multi_class": "ovr"}):
+        cli.check_options(params)
+    with pytest.raises(cli.UsageError, match="--max-epochs"):
+        cli.check_options({"max_epochs": 3}, default_solver="cg")   # the demo's default
+    data, _ = _small_files(tmp_path)
+    assert main(["train", str(data), "-m", str(tmp_path / "m.joblib"), "--solver", "cd",
+                 "--n-grids", "4", "--max-epochs", "3"]) == 0
+    assert main(["demo", "--n-samples", "500", "--n-test", "100", "--max-epochs", "3"]) == 2
+    assert "--max-epochs 3 needs --solver cd (cg" in capsys.readouterr().err
+    assert main(["train", "--help"]) == 0
+    assert "(0, inf)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_class_weight_repeated_and_negative_labels(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    X = rng.random((200, 3))
+    data = tmp_path / "pm.svm"
+    dump_svmlight_file(X, np.where(X[:, 0] > 0.5, 1, -1), str(data))
+    model = tmp_path / "m.joblib"
+    code = main(["train", str(data), "-m", str(model), "--class-weight", "1:5,1:2"])
+    _assert_one_line_error(capsys, code, 2, r"--class-weight: class 1 is given twice")
+    # a value starting with '-' is the option's value, not an unknown option
+    assert main(["train", str(data), "-m", str(model), "--n-grids", "4",
+                 "--class-weight", "-1:5,1:1"]) == 0
+    capsys.readouterr()
+    assert load_model(str(model))["estimator"].class_weight == {-1: 5.0, 1: 1.0}
+    assert cli._attach_dash_values(["train", "--class-weight", "-1:2", "--", "-1"]) == \
+        ["train", "--class-weight=-1:2", "--", "-1"]
+    assert cli._attach_dash_values(["--class-weight", "-v"]) == ["--class-weight", "-v"]
+
+
+def test_dense_text_and_string_labels_are_clear_errors(tmp_path, capsys):
+    model = tmp_path / "m.joblib"
+    dense = tmp_path / "dense.txt"
+    np.savetxt(dense, np.arange(12.0).reshape(4, 3))   # space-separated columns
+    line = _assert_one_line_error(capsys, main(["train", str(dense), "-m", str(model)]), 1,
+                                  r"dense.txt is neither svmlight/libsvm nor CSV")
+    assert "label index:value" in line and "unpack" not in line
+    words = tmp_path / "words.svm"
+    words.write_text("1 1:0.5\nspam 2:1\n")
+    line = _assert_one_line_error(capsys, main(["train", str(words), "-m", str(model)]), 1,
+                                  r"words.svm: line 2 has label 'spam'")
+    assert "must be numbers" in line and "convert" not in line
+
+
+def test_feature_mismatch_hints_at_the_index_base(tmp_path, capsys):
+    X, y = make_checkerboard(200, n_features=5, n_informative=2, n_cells=2, random_state=0)
+    one = tmp_path / "one.svm"
+    dump_svmlight_file(X, y, str(one), zero_based=False)
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(one), "-m", str(model), "--n-grids", "4"]) == 0
+    capsys.readouterr()
+    code = main(["predict", str(model), str(one), "--zero-based", "yes"])
+    _assert_one_line_error(capsys, code, 1,
+                           r"more features \(6\) than the model.*use --zero-based no")
+    # a file that is wider whatever its base: no hint
+    wide = tmp_path / "wide.svm"
+    dump_svmlight_file(np.hstack([X, X]), y, str(wide), zero_based=False)
+    line = _assert_one_line_error(capsys, main(["predict", str(model), str(wide)]), 1,
+                                  r"more features \(10\)")
+    assert "zero-based" not in line
