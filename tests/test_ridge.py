@@ -859,6 +859,18 @@ def test_ridge_reports_convergence_and_the_true_stop_cause():
 # ----------------------------------------------------------------------------- verbose, scaling
 
 
+def test_a_tol_below_rounding_is_named_not_max_iter():
+    # tol=0 (allowed, as for scikit-learn's Ridge) runs CG to max_iter; the warning said
+    # "Increase max_iter or alpha", which cannot help: it now names the tol
+    Z, y, _ = _problem(seed=11)
+    with pytest.warns(ConvergenceWarning, match=r"below float64's rounding\. Use a tol of "
+                                                r"at least 1e-12") as rec:
+        RidgeCG(alpha=0.5, tol=0.0, max_iter=200).fit(Z, y)
+    assert "Increase max_iter" not in str(rec[0].message)
+    with pytest.warns(ConvergenceWarning, match="Increase max_iter or alpha"):
+        RidgeCG(alpha=0.5, tol=1e-10, max_iter=2).fit(Z, y)
+
+
 def test_verbose_levels(capsys):
     # scikit-learn's levels (issue 17): 0 silent, 1 one summary line per fit, 2 a line per
     # iteration; the fit itself does not change

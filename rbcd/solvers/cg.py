@@ -970,6 +970,11 @@ def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose,
     return X, n_iter, dict(converged=~unconverged, residual=relres, stop=stop_reason)
 
 
+#: a relative residual below this is rounding noise (about 1e4 float64 epsilons): a tol
+#: under it cannot be met in a meaningful sense, and the warning says so
+ROUNDING_RESIDUAL = 1e-12
+
+
 def _warn_unconverged(unconverged, relres, stop_reason, n_iter, tol, max_iter):
     """The ConvergenceWarning of a CG fit that left targets above ``tol``."""
     k = unconverged.shape[0]
@@ -980,6 +985,12 @@ def _warn_unconverged(unconverged, relres, stop_reason, n_iter, tol, max_iter):
                f"direction vanished (p^T A p <= 0): the relative residual "
                f"{relres[worst]:.3e} cannot decrease further in float64, and tol={tol:g} "
                f"asks for less. Use a tol above the attainable residual")
+    elif relres[worst] < ROUNDING_RESIDUAL:
+        # CG's recurrence keeps shrinking its residual far past what the solution's true
+        # residual can reach in float64: more iterations are not the cure, a reachable tol is
+        why = (f"did not converge in max_iter={max_iter} iterations: relative residual "
+               f"{relres[worst]:.3e} > tol={tol:g}, which is below float64's rounding. "
+               f"Use a tol of at least {ROUNDING_RESIDUAL:g}")
     else:
         why = (f"did not converge in max_iter={max_iter} iterations: relative residual "
                f"{relres[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha")
