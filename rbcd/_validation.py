@@ -49,7 +49,9 @@ N_JOBS = [IntInterval(None, -1, closed="right"), IntInterval(1, None, closed="le
 #: random_state: what ``rbcd._random.make_generator`` takes (docs/design.md contract 2): None,
 #: a RandomState, any non-negative int (numpy seeds of any size, not only < 2**32), a
 #: numpy Generator or a SeedSequence. Negative ints and strings are refused by name.
-RANDOM_STATE = ["random_state", Interval(Integral, 0, None, closed="left"),
+#: (listed one by one: scikit-learn's "random_state" shorthand would name the ints twice,
+#: as [0, 2**32 - 1] and [0, inf), in the error message)
+RANDOM_STATE = [Interval(Integral, 0, None, closed="left"), np.random.RandomState, None,
                 np.random.Generator, np.random.SeedSequence]
 VERBOSE = ["verbose"]
 POSITIVE_INT = [IntInterval(1, None, closed="left")]

@@ -188,7 +188,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         "sigma": [RealInterval(0, None, closed="neither"), StrOptions({"scale"})],
         "sigma_factors": ["array-like"],
         "alphas": ["array-like", None],
-        "cv": ["cv_object", None],
+        "cv": ["cv_object"],     # (None included)
         "scoring": [str, callable, None],
         "solver": [StrOptions({"auto", "cg", "direct", "cd"})],
         "fit_intercept": ["boolean"],

@@ -887,3 +887,20 @@ def test_the_fit_does_not_depend_on_the_layout_of_x(Model, solver):
     assert fits[0].linear_ > 0
     for o in out[1:]:
         np.testing.assert_array_equal(o, out[0])
+
+
+def test_parameter_messages_list_each_accepted_kind_once():
+    # scikit-learn's "random_state" shorthand beside an int interval named the ints twice
+    # ([0, 4294967295] and [0, inf)), and "cv_object" beside None said "or None or None"
+    X = np.random.default_rng(0).uniform(size=(20, 2))
+    y = np.arange(20) % 2
+    with pytest.raises(ValueError) as e:
+        RBClassifier(random_state=-1).fit(X, y)
+    msg = str(e.value)
+    assert "an int in the range [0, inf)" in msg and "4294967295" not in msg
+    assert msg.count("None") == 1 and msg.count("Generator") == 1
+    with pytest.raises(ValueError) as e:
+        RBClassifierCV(cv="x").fit(X, y)
+    assert str(e.value).count("None") == 1
+    for seed in (2**40, np.random.default_rng(0), np.random.RandomState(0), None):
+        RBClassifier(n_grids=4, random_state=seed).fit(X, y)

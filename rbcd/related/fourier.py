@@ -134,7 +134,7 @@ class RandomFourier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "kernel": [StrOptions(set(KERNELS))],
         "sigma": SIGMA,
         "n_jobs": N_JOBS,
-        "random_state": RANDOM_STATE + [np.random.Generator, np.random.SeedSequence],
+        "random_state": RANDOM_STATE,
     }
 
     def __init__(self, n_components=256, kernel="gaussian", sigma="scale", n_jobs=None, random_state=None):

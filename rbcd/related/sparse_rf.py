@@ -288,7 +288,7 @@ class SparseRandomFeatures(BaseEstimator):
         "tol": TOL,
         "parallel": [StrOptions({"auto", "hogwild"}), None],
         "n_jobs": N_JOBS,
-        "random_state": RANDOM_STATE + [np.random.Generator, np.random.SeedSequence],
+        "random_state": RANDOM_STATE,
         "verbose": VERBOSE,
     }
 
