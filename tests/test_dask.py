@@ -621,7 +621,7 @@ def test_bad_input_errors(client):
         rd.RandomBinning(n_grids=4).fit(unknown)
     with pytest.raises(ValueError, match="y has 500 rows but X has 600 rows"):
         rd.RBRegressor(n_grids=4).fit(da.from_array(X, chunks=200), y[:500])  # in memory: at once
-    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+    with pytest.raises(ValueError, match="^y has 500 rows but X has 600 rows$"):  # as in memory
         rd.RBRegressor(n_grids=4).fit(da.from_array(X, chunks=200),
                                       da.from_array(y[:500], chunks=250))
     ybad = y.copy()
@@ -1108,3 +1108,207 @@ def test_solvers_report_what_the_local_ones_do(client):
     dcl = rd.CDClassifier(decision_epochs=2, max_epochs=500, random_state=0).fit(
         Zd, yc, columns=dcols)
     assert dcl.stop_ in ("decisions", "tol")
+
+
+# ---------------------------------------------------------------------------- QA pass
+def _sparse_data(n=900, d=6, seed=0):
+    """Mostly-zero rows: a column zero everywhere, one zero in the first partitions only."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X[rng.random(X.shape) < 0.6] = 0.0
+    X[:, 4] = 0.0
+    X[:n // 3, 5] = 0.0
+    return X
+
+
+@pytest.mark.parametrize("kw", [dict(sigma="scale"), dict(sigma=1.0, n_features=64)])
+def test_sparse_input_equals_the_local_binning(client, kw):
+    # QA: scipy-sparse X (a matrix, or dask chunks) failed in the workers with "setting an
+    # array element with a sequence"; it is binned as the local RandomBinning bins it (Z of
+    # the dense rows, sigma="scale" the dense value), bit for bit, exact and hashed
+    X = _sparse_data()
+    Xs = sp.csr_matrix(X)
+    Xn = _sparse_data(200, seed=1) + 3.0 * (np.arange(200) % 7 == 0)[:, None]  # some off the bins
+    local = rbcd.RandomBinning(n_grids=8, random_state=0, **kw)
+    Z = local.fit_transform(X)
+    chunked = da.from_array(Xs, chunks=((300, 0, 1, 599), 6), asarray=False)
+    assert sp.issparse(chunked._meta)
+    for Xin in (Xs, chunked):
+        drb = rd.RandomBinning(n_grids=8, random_state=0, **kw)
+        assert_same_Z(drb.fit_transform(Xin), Z)
+        assert drb.sigma_ == local.sigma_
+        assert_same_Z(drb.transform(sp.csr_matrix(Xn)), local.transform(Xn))
+        assert_same_Z(rd.RandomBinning(n_grids=8, random_state=0, **kw).fit(Xin).transform(Xin),
+                      local.transform(X))
+    assert rd.RandomBinning().__sklearn_tags__().input_tags.sparse
+    # a non-finite stored value: named by its global row, as for dense partitions
+    bad = Xs.copy()
+    k = bad.indptr[437]                   # row 437's first stored entry
+    assert bad.indptr[438] > k
+    bad.data[k] = np.nan
+    col = int(bad.indices[k])
+    with pytest.raises(ValueError, match=f"at row 437, column {col}"):
+        rd.RandomBinning(n_grids=4, sigma=1.0, **({"n_features": 64} if "n_features" in kw
+                                                   else {})).fit_transform(
+            da.from_array(bad, chunks=(200, 6), asarray=False)).compute()
+
+
+def test_sparse_input_fits_the_models_as_dense(client):
+    # QA: rd.RBRegressor / RBClassifier.fit on sparse X failed in the workers; the fit on
+    # sparse X is the fit on the same rows dense (the same Z), alpha="auto" included
+    X = _sparse_data(1200)
+    Xs = sp.csr_matrix(X)
+    y = X[:, 0] + X[:, 1] ** 2
+    yc = (X[:, 0] + X[:, 2] > 0).astype(int)
+    kw = dict(n_grids=8, random_state=0)
+    chunked = da.from_array(Xs, chunks=(400, 6), asarray=False)
+    dense = da.from_array(X, chunks=(400, 6))
+    for cls, t, extra in ((rd.RBRegressor, y, {}), (rd.RBClassifier, yc, {}),
+                          (rd.RBClassifier, yc, dict(solver="cd", max_epochs=50))):
+        # each sparse input against the dense rows in the same partitions: the same bits
+        for Xin, ref_in in ((Xs, X), (chunked, dense)):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                m = cls(**kw, **extra).fit(Xin, t)
+                ref = cls(**kw, **extra).fit(ref_in, t)
+            assert m.alpha_ == ref.alpha_
+            score = "predict" if cls is rd.RBRegressor else "decision_function"
+            np.testing.assert_array_equal(getattr(m, score)(Xin).compute(),
+                                          getattr(ref, score)(ref_in).compute())
+
+
+def test_complex_X_is_refused_from_its_dtype(client):
+    # QA: complex X was fitted on its real part (a ComplexWarning only); refused as the
+    # local estimators refuse it, from the dtype: the data are never computed
+    X, y = data(400)
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        rbcd.RandomBinning().fit(X + 1j * X)              # the local message
+
+    def never():
+        raise AssertionError("the complex data were computed")
+
+    lazy = da.from_delayed(dask.delayed(never)(), shape=(400, 3), dtype=np.complex128)
+    for fit in (lambda Xc: rd.RandomBinning(n_grids=4).fit(Xc),
+                lambda Xc: rd.RandomBinning(n_grids=4).fit_transform(Xc),
+                lambda Xc: rd.RBRegressor(n_grids=8, sigma=1.0, alpha=0.5, random_state=0).fit(Xc, y),
+                lambda Xc: rd.RBClassifier(n_grids=8, alpha=0.5).fit(Xc, (y > 0).astype(int))):
+        for Xc in (X + 1j * X, da.from_array(X + 1j * X, chunks=100), sp.csr_matrix(X + 1j * X),
+                   lazy):
+            with pytest.raises(ValueError, match="^Complex data not supported: X has dtype complex128"):
+                fit(Xc)
+    fitted = rd.RandomBinning(n_grids=4, sigma=1.0).fit(X)
+    with pytest.raises(ValueError, match="Complex data not supported"):
+        fitted.transform(lazy)
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    frame = dd.from_pandas(pd.DataFrame({"a": X[:, 0], "b": X[:, 1] + 1j}), npartitions=2)
+    with pytest.raises(ValueError, match="Complex data not supported: X has dtype complex128"):
+        rd.RandomBinning(n_grids=4).fit(frame)
+    with pytest.raises(ValueError, match="Complex data not supported: y"):
+        rd.RBRegressor(n_grids=4, alpha=0.5).fit(X, da.from_array(y + 1j, chunks=100))
+
+
+def test_cd_solvers_name_where_alpha_auto_is_chosen(client):
+    # QA: rd.CDRegressor(alpha="auto") said only "alpha must be a finite real number"
+    X, y = data(300)
+    Zd, cols = rd.RandomBinning(n_grids=4, sigma=1.0, random_state=0).fit_transform(
+        da.from_array(X, chunks=150), return_columns=True)
+    for cls, t in ((rd.CDRegressor, y), (rd.CDClassifier, (y > 0).astype(int))):
+        with pytest.raises(ValueError, match=rf"rbcd.dask.{cls.__name__} needs a number for "
+                                             r"alpha, got 'auto'.*RBRegressor / RBClassifier"):
+            cls(alpha="auto").fit(Zd, t, columns=cols)
+    for path in ("README.md", os.path.join("docs", "dask.md")):
+        text = " ".join(open(os.path.join(os.path.dirname(os.path.dirname(__file__)),
+                                          path)).read().split())
+        assert "take a numeric `alpha` only" in text
+
+
+def test_dask_y_errors_name_the_index_and_length_as_locally(client):
+    # QA: a NaN in a dask y said "y contains NaN or inf" without the index, a y of the wrong
+    # length scikit-learn's "inconsistent numbers of samples"; now the local messages (the
+    # first bad entry in row order, though two partitions hold one)
+    X, y = data(1200)
+    Xd = da.from_array(X, chunks=300)
+    bad = y.copy()
+    bad[801] = np.nan
+    bad[1100] = np.inf
+    yd = da.from_array(bad, chunks=300)
+    yc = (y > np.median(y)).astype(float)
+    yc[801] = np.nan
+    with pytest.raises(ValueError, match=r"^y contains NaN or inf \(nan at index 801\)$"):
+        rbcd.RBRegressor(n_grids=4).fit(X, bad)        # the local message
+    Zd, cols = rd.RandomBinning(n_grids=4, sigma=1.0, random_state=0).fit_transform(
+        Xd, return_columns=True)
+    fits = [lambda t: rd.RBRegressor(n_grids=4).fit(Xd, t),              # alpha="auto"
+            lambda t: rd.RBRegressor(n_grids=4, alpha=1.0).fit(Xd, t),   # in the solver's blocks
+            lambda t: rd.RidgeCG().fit(Zd, t),
+            lambda t: rd.CDRegressor(max_epochs=2).fit(Zd, t, columns=cols)]
+    for fit in fits:
+        with pytest.raises(ValueError, match=r"^y contains NaN or inf \(nan at index 801\)$"):
+            fit(yd)
+    for fit in (lambda t: rd.RBClassifier(n_grids=4).fit(Xd, t),
+                lambda t: rd.RBClassifier(n_grids=4, alpha=1.0).fit(Xd, t)):
+        with pytest.raises(ValueError, match=r"^y contains NaN or inf \(nan at index 801\)$"):
+            fit(da.from_array(yc, chunks=300))
+    Y2 = np.column_stack([y, y])
+    Y2[950, 1] = -np.inf
+    with pytest.raises(ValueError, match=r"\(-inf at index \(950, 1\)\)$"):
+        rd.RidgeCG().fit(Zd, da.from_array(Y2, chunks=(300, 2)))
+    short = da.from_array(y[:1199], chunks=300)
+    for fit in fits[:3]:
+        with pytest.raises(ValueError, match="^y has 1199 rows but X has 1200 rows$"):
+            fit(short)
+    with pytest.raises(ValueError, match="^y has 1199 rows but X has 1200 rows$"):
+        rd.RBRegressor(n_grids=4).fit(Xd, y[:1199])    # y in memory: the same words
+
+
+def _doc_texts():
+    """docs/dask.md as it is, and docs/dask.md with the README, whitespace collapsed."""
+    root = os.path.dirname(os.path.dirname(__file__))
+    doc = open(os.path.join(root, "docs", "dask.md")).read()
+    readme = open(os.path.join(root, "README.md")).read()
+    return doc, " ".join(doc.split()) + " " + " ".join(readme.split())
+
+
+def test_docs_first_example_runs_as_a_script():
+    # QA: docs/dask.md's first example started a Client at import: run as a script, the
+    # LocalCluster's worker processes import it again ("bootstrapping phase" RuntimeError)
+    import re
+
+    first = re.search(r"```python\n(.*?)```", _doc_texts()[0], re.S).group(1)
+    assert 'if __name__ == "__main__":' in first
+    assert first.index('if __name__ == "__main__":') < first.index("Client()")
+    compile(first, "dask.md", "exec")
+
+
+def test_docs_cg_iterations_can_differ_by_a_few(client):
+    # QA: the README said the Dask CG "takes the same iterations" as the local solver; the
+    # partitions' sums come in another order, so the counts can differ by a few
+    flat = _doc_texts()[1]
+    assert "takes the same iterations" not in flat and "step for step" not in flat
+    assert "can differ by a few" in flat and "tolerance by a few" in flat
+    X, _ = data(3000)
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    kw = dict(n_grids=16, sigma=1.0, alpha=1.0, solver="cg", tol=1e-6, random_state=0)
+    local = rbcd.RBClassifier(**kw).fit(X, y)
+    dist = rd.RBClassifier(**kw).fit(da.from_array(X, chunks=700), y)
+    assert abs(int(dist.n_iter_[0]) - int(local.n_iter_[0])) <= 5
+
+
+def test_docs_auto_alpha_is_the_local_choice_without_linear_term(client):
+    # QA: docs/dask.md said alpha="auto" is "the local model's choice" up to 1,000 rows, but
+    # the local default linear="auto" can choose another alpha with its linear term: the
+    # Dask choice is the local model's with linear=0 (the documented 800-row example)
+    flat = _doc_texts()[1]
+    assert "rows that is the local model's choice" not in flat
+    assert "the choice of the local model with `linear=0`" in flat
+    X, y = data(800, seed=3)
+    y3 = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3]))
+    kw = dict(n_grids=8, random_state=0)
+    dist = rd.RBClassifier(**kw).fit(da.from_array(X, chunks=300), y3)
+    plain = rbcd.RBClassifier(linear=0, **kw).fit(X, y3)
+    default = rbcd.RBClassifier(**kw).fit(X, y3)
+    assert dist.alpha_ == pytest.approx(plain.alpha_, rel=1e-12)
+    assert default.linear_ == 1.0 and default.alpha_ != pytest.approx(plain.alpha_, rel=1e-3)
+    assert "0.8 locally with `linear_` 1.0, 0.253 on Dask" in flat
+    assert f"{default.alpha_:.3g}" == "0.8" and f"{plain.alpha_:.3g}" == "0.253"

@@ -3,7 +3,7 @@
     from distributed import Client
     import rbcd.dask as rd
     client = Client()                       # or Client("tcp://scheduler:8786")
-    model = rd.RBRegressor(solver="cg").fit(X, y)    # X: dask array / DataFrame / numpy
+    model = rd.RBRegressor(solver="cg").fit(X, y)    # X: dask array / DataFrame / numpy / scipy sparse
     pred = model.predict(X_new)             # a dask array, computed blockwise on the workers
 
 Modules, one stage each as in rbcd: ``_data`` (input partitions, the Client, reductions in

@@ -23,7 +23,11 @@ from ._data import (
     check_weights,
     da,
     dask,
+    _first_non_finite_block,
+    first_non_finite,
+    non_finite_message,
     resolve_task_jobs,
+    row_offsets,
     tasks_per_worker,
 )
 
@@ -88,16 +92,17 @@ class Block:
         return np.asarray(self.Z @ V, dtype=np.float64)
 
 
-def make_block(Z, y, s, target_fn, grid_ptr=None, n_jobs=None, per_worker=1):
+def make_block(Z, y, s, target_fn, grid_ptr=None, n_jobs=None, per_worker=1, offset=0):
     """The Block of one partition (runs on its worker: the threads are the worker's, see
     _data.resolve_task_jobs). A non-finite value of Z is an error here, as the local
-    solvers' check of X is."""
+    solvers' check of X is; one of y is named by its global index (``offset``: the
+    partition's first row)."""
     values = Z.data if sp.issparse(Z) else np.asarray(Z)
     # min / max: NaN and +-inf show in them, and no (nnz,) mask is made
     if values.dtype.kind in "fc" and values.size and not (
             np.isfinite(values.min()) and np.isfinite(values.max())):
         raise ValueError("X contains NaN or infinity (in a partition of Z)")
-    Y = target_fn(np.asarray(y))
+    Y = target_fn(np.asarray(y), offset)
     if Y.ndim == 1:
         Y = Y[:, None]
     s = None if s is None else np.asarray(s, dtype=np.float64)
@@ -105,10 +110,20 @@ def make_block(Z, y, s, target_fn, grid_ptr=None, n_jobs=None, per_worker=1):
     return Block(Z, np.ascontiguousarray(Y, dtype=np.float64), s, grid_ptr, n_threads)
 
 
-def regression_targets(y):
+def _raise_non_finite_y(y, offset):
+    """ValueError for the first non-finite entry of a partition's y, with its global index
+    (the local check's message)."""
+    found = _first_non_finite_block(y, offset)
+    if found is not None:
+        raise ValueError(non_finite_message("y", found))
+
+
+def regression_targets(y, offset=0):
+    """A partition's regression targets as float64, finite (``offset``: its first row, for
+    the index in the message)."""
     y = np.asarray(y, dtype=np.float64)
     if not np.all(np.isfinite(y)):
-        raise ValueError("y contains NaN or inf")
+        _raise_non_finite_y(y, offset)
     return y
 
 
@@ -163,6 +178,9 @@ class Cluster:
         alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
         if self._holders is None or not set(self._holders) <= alive:
             wait(self.blocks)
+            for f in self.blocks:   # a partition's error (bad y), the first in row order
+                if f.status == "error":
+                    f.result()
             who = self.client.who_has(self.blocks)
             self._holders = [min(who.get(f.key, ()) or [None]) for f in self.blocks]
             if not set(self._holders) <= alive:
@@ -273,8 +291,9 @@ def build_blocks(client, X, y, sample_weight, target_fn, columns=None, n_jobs=No
     zs = X.to_delayed().ravel()
     ys = y.to_delayed().ravel()
     per_worker = tasks_per_worker(X)
-    parts = [dask.delayed(make_block)(z, yy, s, target_fn, gp, n_jobs, per_worker)
-             for z, yy, s in zip(zs, ys, sw)]
+    offsets = row_offsets(X)
+    parts = [dask.delayed(make_block)(z, yy, s, target_fn, gp, n_jobs, per_worker, int(o))
+             for z, yy, s, o in zip(zs, ys, sw, offsets[:-1])]
     futures = client.compute(parts)
     cluster = Cluster(client, futures)
     cluster.grid_ptr = gp
@@ -299,12 +318,12 @@ class _ClassTargets:
     def __init__(self, classes):
         self.classes = classes
 
-    def __call__(self, y):
+    def __call__(self, y, offset=0):
         y = np.asarray(y)
         if y.ndim != 1:
             raise ValueError(f"y must be 1-D for a classifier, got shape {y.shape}")
         if y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-            raise ValueError("y contains NaN or inf")
+            _raise_non_finite_y(y, offset)
         idx = np.searchsorted(self.classes, y)
         if self.classes.shape[0] == 2:
             return np.where(idx == 1, 1.0, -1.0)
@@ -315,9 +334,9 @@ def class_setup(client, X, y, sample_weight, class_weight):
     """(classes, target function, sample weights with class_weight applied) of a
     classification fit, from the global class counts."""
     yd = as_rows(y, "y", client, ndim=(1,), chunks=as_rows(X, "X", client).chunks[0])
-    if yd.dtype.kind == "f":
-        if not bool(da.isfinite(yd).all().compute()):
-            raise ValueError("y contains NaN or inf")
+    bad = first_non_finite(yd)   # float y: one pass (it was isfinite(y).all()); else None
+    if bad is not None:
+        raise ValueError(non_finite_message("y", bad))
     classes, counts = (np.asarray(a) for a in dask.compute(*da.unique(yd, return_counts=True)))
     # scikit-learn's check on the distinct values (its verdict depends on no more: floats
     # that are not all integers are "continuous", not classes)
@@ -341,7 +360,8 @@ def class_setup(client, X, y, sample_weight, class_weight):
             sw = cwy
         else:
             Xd = as_rows(X, "X", client)
-            sw = align_rows(Xd, as_rows(sw, "sample_weight", client, ndim=(1,), chunks=Xd.chunks[0]),
+            sw = align_rows(Xd, as_rows(sw, "sample_weight", client, ndim=(1,), chunks=Xd.chunks[0],
+                                        real=False),   # checked by build_blocks
                             "sample_weight") * cwy
     return classes, _ClassTargets(classes), sw
 

@@ -12,6 +12,7 @@ order, never in the order workers answer, so results do not depend on timing or 
 import numbers
 
 import numpy as np
+import scipy.sparse as sp
 
 try:
     import dask
@@ -50,19 +51,42 @@ def names_view(X):
     return X._meta if _is_dask_frame(X) else X
 
 
-def as_rows(X, name, client, ndim=(2,), chunks=None):
+def refuse_complex(dtype, name):
+    """ValueError for complex data, from the dtype alone (nothing computed): the local
+    estimators' message (scikit-learn's "Complex data not supported"), naming the input.
+    numpy's float conversion would keep the real part with only a ComplexWarning."""
+    if getattr(dtype, "kind", None) == "c":   # (a pandas extension dtype is not complex)
+        raise ValueError(f"Complex data not supported: {name} has dtype {dtype} "
+                         "(rbcd fits real data)")
+
+
+def _frame_dtypes(frame):
+    """The column dtypes of a dask DataFrame (or the dtype of a Series), from its meta."""
+    meta = frame._meta
+    dtypes = getattr(meta, "dtypes", None)
+    if dtypes is not None and hasattr(dtypes, "__iter__"):
+        return list(dtypes)
+    return [getattr(meta, "dtype", None)]
+
+
+def as_rows(X, name, client, ndim=(2,), chunks=None, real=True):
     """X as a dask array partitioned by rows only, with known row chunks.
 
     numpy (or anything ``np.asarray`` takes) is cut into one partition per worker (or the
-    given row ``chunks``). A DataFrame or Series is converted with its partition lengths
-    computed. ValueError for unknown chunk sizes or a wrong number of dimensions.
+    given row ``chunks``); a scipy sparse matrix likewise, into CSR chunks (the binning
+    takes them as the local RandomBinning takes sparse X). A DataFrame or Series is
+    converted with its partition lengths computed. ValueError for complex data (``real``;
+    from the dtype, before anything is computed), unknown chunk sizes or a wrong number of
+    dimensions.
     """
+    check = refuse_complex if real else (lambda dtype, name: None)
     if _is_dask_frame(X):
+        for dtype in _frame_dtypes(X):
+            check(dtype, name)
         X = X.to_dask_array(lengths=True)
     elif not isinstance(X, da.Array):
         if hasattr(X, "toarray") and hasattr(X, "nnz"):  # scipy sparse: keep sparse chunks
-            import scipy.sparse as sp
-
+            check(X.dtype, name)
             Xs = sp.csr_matrix(X)
             n = Xs.shape[0]
             if chunks is None:
@@ -74,6 +98,7 @@ def as_rows(X, name, client, ndim=(2,), chunks=None):
                      for a, b in zip(bounds[:-1], bounds[1:])]
             return da.concatenate(parts, axis=0)
         X = np.asarray(X)
+        check(X.dtype, name)
         if X.ndim not in ndim:
             raise ValueError(f"{name} must be {' or '.join(f'{k}-D' for k in ndim)}, got shape {X.shape}")
         n = X.shape[0]
@@ -85,6 +110,7 @@ def as_rows(X, name, client, ndim=(2,), chunks=None):
         else:
             chunks = (tuple(chunks),) + X.shape[1:]
         return da.from_array(X, chunks=chunks)
+    check(X.dtype, name)
     if X.ndim not in ndim:
         raise ValueError(f"{name} must be {' or '.join(f'{k}-D' for k in ndim)}, got shape {X.shape}")
     if any(not np.isfinite(c) for c in X.chunks[0]):
@@ -95,24 +121,67 @@ def as_rows(X, name, client, ndim=(2,), chunks=None):
         )
     if X.ndim == 2 and len(X.chunks[1]) > 1:
         X = X.rechunk({1: -1})  # rows only: every partition holds whole rows
+    if sp.issparse(getattr(X, "_meta", None)) and X._meta.format != "csr":
+        # COO, CSC, ... chunks as CSR, lazily: the binning gathers rows by indexing
+        # (a COO chunk has none)
+        X = X.map_blocks(sp.csr_matrix, dtype=X.dtype, meta=sp.csr_matrix((0, 0), dtype=X.dtype))
     return X
 
 
 def align_rows(X, other, name):
     """``other`` (y or sample weights) with X's row chunks.
 
-    ValueError when the numbers of rows differ (the local estimators' error); different
-    partition boundaries over the same rows are rechunked to X's (data moves once)."""
+    ValueError when the numbers of rows differ, worded as the local estimators word it
+    for y or weights in memory (rbcd._validation); different partition boundaries over
+    the same rows are rechunked to X's (data moves once)."""
     if other.shape[0] != X.shape[0]:
-        raise ValueError(
-            f"Found input variables with inconsistent numbers of samples: X has {X.shape[0]} "
-            f"rows and {name} has {other.shape[0]}"
-        )
+        raise ValueError(wrong_length(name, other.shape[0], X.shape[0]))
     if other.chunks[0] != X.chunks[0]:
         other = other.rechunk({0: X.chunks[0]})
     if other.ndim == 2 and len(other.chunks[1]) > 1:
         other = other.rechunk({1: -1})
     return other
+
+
+def wrong_length(name, n_other, n_rows):
+    """The local checks' message for y (or sample_weight) of another length than X."""
+    unit = "entries" if name == "sample_weight" else "rows"
+    return f"{name} has {int(n_other)} {unit} but X has {int(n_rows)} rows"
+
+
+def _first_non_finite_block(block, offset):
+    """(global index, value) of the first non-finite entry of one partition in row-major
+    order (index an int for 1-D, a (row, column) tuple for 2-D), or None."""
+    b = np.asarray(block)
+    if b.dtype.kind not in "fc" or b.size == 0:
+        return None
+    bad = ~np.isfinite(b)
+    if not bad.any():
+        return None
+    first = np.argwhere(bad)[0]
+    value = float(b[tuple(first)])
+    if b.ndim == 1:
+        return int(first[0]) + offset, value
+    return (int(first[0]) + offset, int(first[1])), value
+
+
+def first_non_finite(v):
+    """(index, value) of the first NaN or inf of the row-partitioned dask array ``v`` in row
+    order, as the local checks name it (an int for 1-D, (row, column) for 2-D), or None.
+    One pass: each partition returns its first one (or None), read in partition order;
+    it replaces an ``isfinite(v).all()`` check at the same cost."""
+    if v.dtype.kind not in "fc":
+        return None
+    offsets = row_offsets(v)
+    found = dask.compute(*[dask.delayed(_first_non_finite_block, pure=True)(b, int(o))
+                           for b, o in zip(v.to_delayed().ravel(), offsets[:-1])])
+    return next((f for f in found if f is not None), None)
+
+
+def non_finite_message(name, found):
+    """The local checks' message for ``first_non_finite``'s answer (rbcd._validation)."""
+    where, value = found
+    return f"{name} contains NaN or inf ({value!r} at index {where})"
 
 
 def check_weights(X, sample_weight, client):
@@ -123,7 +192,7 @@ def check_weights(X, sample_weight, client):
     if isinstance(sample_weight, numbers.Real) and not isinstance(sample_weight, (bool, np.bool_)):
         sample_weight = np.full(X.shape[0], float(sample_weight))
     sw = align_rows(X, as_rows(sample_weight, "sample_weight", client, ndim=(1,),
-                               chunks=X.chunks[0]), "sample_weight")
+                               chunks=X.chunks[0], real=False), "sample_weight")
     if sw.dtype.kind not in "biuf":
         raise ValueError(f"sample_weight must be numeric, got dtype {sw.dtype}")
     sw = sw.astype(np.float64)
@@ -145,9 +214,38 @@ def row_offsets(X):
     return np.concatenate([[0], np.cumsum(X.chunks[0])]).astype(np.int64)
 
 
+def float_rows(block):
+    """A partition of X as the local binning takes it (rbcd._validation.check_X): a
+    C-ordered float64 array, or, for a scipy sparse chunk, a float64 CSR matrix in
+    canonical form (duplicates summed, as check_X sums them; an implicit zero is the value
+    0, so the local kernels give the Z of the dense rows bit for bit). The caller's chunk
+    is not modified."""
+    if sp.issparse(block):
+        X = sp.csr_matrix(block, dtype=np.float64)
+        if not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        return X
+    return np.ascontiguousarray(block, dtype=np.float64)
+
+
 def check_finite_block(block, offset, name="X"):
     """ValueError naming the GLOBAL row and column of the first non-finite entry, as the
-    local estimators name it in the concatenated data."""
+    local estimators name it in the concatenated data. A sparse block (canonical CSR, see
+    :func:`float_rows`) is searched among its stored values, first in row-major order, as
+    the local check_X searches sparse X."""
+    if sp.issparse(block):
+        data = block.data
+        if data.dtype.kind == "f" and data.size and not np.isfinite(data).all():
+            bad = np.flatnonzero(~np.isfinite(data))
+            rows = np.searchsorted(block.indptr, bad, side="right") - 1
+            k = bad[np.lexsort((block.indices[bad], rows))[0]]
+            i = int(np.searchsorted(block.indptr, k, side="right") - 1)
+            raise ValueError(
+                f"{name} contains NaN or infinity ({float(data[k])!r}) at row {offset + i}, "
+                f"column {int(block.indices[k])}"
+            )
+        return
     block = np.asarray(block)
     if block.dtype.kind == "f" and block.size and not np.isfinite(block).all():
         i, j = np.argwhere(~np.isfinite(block))[0]

@@ -30,6 +30,15 @@ partition is transformed independently.
 ``sigma="scale"`` (rbcd/_scale.py): the pair stream is drawn on the driver with the global
 N, only the sampled rows are gathered, and the distances are summed exactly as the local
 rule sums them, so ``sigma_`` is the local value on the concatenated rows.
+
+Sparse X (scipy sparse chunks, or a scipy sparse matrix, cut into CSR chunks): every
+partition goes to the local kernels as canonical float64 CSR (``_data.float_rows``), as
+the local RandomBinning takes sparse X (an implicit zero is the value 0; the local Z is
+that of the dense rows, bit for bit), the first rows travel as CSR and the driver's fit
+on F takes them as sparse X. ``sigma="scale"`` sums each sampled pair's stored
+differences in column order, which are the dense running sums bit for bit (an implicit
+zero adds an exact 0), as the local rule does. So Z equals the local fit's on the same
+rows, sparse or dense.
 """
 
 import copy
@@ -50,6 +59,7 @@ from ._data import (
     check_weights,
     client_or_error,
     dask,
+    float_rows,
     names_view,
     resolve_task_jobs,
     row_offsets,
@@ -87,15 +97,23 @@ class _Partition:
     def __sizeof__(self):
         # what dask's memory manager counts (and spills) for this partition
         ids = 0 if self.ids is None else self.ids.nbytes
-        return int(ids + sum(getattr(a, "nbytes", 0) for a in self.summary.values()) + 256)
+        return int(ids + sum(_nbytes(a) for a in self.summary.values()) + 256)
+
+
+def _nbytes(a):
+    """Bytes of an array, or of a sparse matrix's three arrays (the first rows of sparse X)."""
+    if sp.issparse(a):
+        return a.data.nbytes + a.indices.nbytes + a.indptr.nbytes
+    return getattr(a, "nbytes", 0)
 
 
 def _bin_partition(block, offset, params, jobs_per_worker):
     """Bin one partition once (local kernels, local first-appearance ids) and summarise it
     for the driver: ``first`` (the partition's first rows of X, in row order), ``pos`` (for
     each local column, the index in ``first`` of its first row), ``counts`` (rows per local
-    column) and ``local_ptr``."""
-    X = np.ascontiguousarray(block, dtype=np.float64)
+    column) and ``local_ptr``. A sparse partition stays sparse (canonical CSR, its first
+    rows too)."""
+    X = float_rows(block)
     check_finite_block(X, offset)
     if X.shape[0] == 0:
         return _Partition(None, None, {"first": X, "pos": np.zeros(0, np.int64),
@@ -146,7 +164,11 @@ def _merge_partitions(summaries, rb, R):
     """The driver's step: fit ``rb`` on the concatenated first rows F (the global tables),
     then each partition's table "local column -> global column" (None for an empty
     partition) and the global column counts. Returns (tables, counts, D)."""
-    F = np.concatenate([s["first"] for s in summaries], axis=0)
+    firsts = [s["first"] for s in summaries]
+    if any(sp.issparse(f) for f in firsts):   # sparse X: F as sparse X (the same tables)
+        F = sp.vstack([sp.csr_matrix(f) for f in firsts], format="csr")
+    else:
+        F = np.concatenate(firsts, axis=0)
     ZF = rb.fit_transform(F)
     D = int(rb.n_features_out_)
     G = ZF.indices.reshape(F.shape[0], R)   # every row of F has one entry per grid
@@ -175,7 +197,7 @@ def with_task_threads(rb, n_jobs, per_worker):
 
 def _transform_block(block, rb, dtype, n_jobs, per_worker, block_info=None):
     offset = block_info[0]["array-location"][0][0] if block_info else 0
-    X = np.ascontiguousarray(block, dtype=np.float64)
+    X = float_rows(block)            # a sparse partition stays sparse, as local transform takes it
     check_finite_block(X, offset)
     if X.shape[0] == 0:
         return sp.csr_matrix((0, int(rb.n_features_out_)), dtype=dtype)
@@ -201,13 +223,31 @@ def scale_sigma(X, factor=_scale.DEFAULT_FACTOR, n_pairs=_scale.N_PAIRS, sample_
             return float(factor) * 1.0
         i, j = pairs
     uniq = np.unique(np.concatenate([i, j]))
-    rows = np.asarray(X[uniq].compute(), dtype=np.float64)
+    rows = float_rows(X[uniq].compute())   # sparse chunks: CSR rows
     # huge or tiny rows: computed down by a power of two, as the local rule (_in_range)
     rows, a, b, scale = _scale._in_range(rows, np.searchsorted(uniq, i), np.searchsorted(uniq, j))
-    Xi, Xj = rows[a], rows[b]
-    # a running sum in column order, as the local rule (its module docstring)
-    dist = np.cumsum(np.abs(Xi - Xj), axis=1)[:, -1] if rows.shape[1] else np.zeros(n_pairs)
-    return float(factor) * _scale._robust_median(dist, scale)
+    return float(factor) * _scale._robust_median(_pair_l1(rows, a, b, n_pairs), scale)
+
+
+def _pair_l1(rows, a, b, n_pairs):
+    """The L1 distances of the pairs (rows[a[p]], rows[b[p]]), each a running sum over the
+    columns in increasing order (rbcd._scale's contract). Sparse rows: the running sum of
+    each pair's stored differences in column order, as rbcd._scale sums sparse X; the
+    implicit zeros add exact zeros to the dense sum, so both give the same bits, and the
+    dense (n_pairs, d) difference is never formed."""
+    if sp.issparse(rows):
+        rows = sp.csr_matrix(rows, dtype=np.float64)
+        diff = rows[a] - rows[b]
+        diff.sort_indices()
+        dist = np.zeros(n_pairs)
+        for p in range(n_pairs):
+            terms = np.abs(diff.data[diff.indptr[p]:diff.indptr[p + 1]])
+            if terms.shape[0]:
+                dist[p] = np.cumsum(terms)[-1]
+        return dist
+    if not rows.shape[1]:
+        return np.zeros(n_pairs)
+    return np.cumsum(np.abs(rows[a] - rows[b]), axis=1)[:, -1]
 
 
 def _weighted_pairs(X, sw, n_pairs):
@@ -281,7 +321,10 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
     Same parameters as :class:`rbcd.RandomBinning` (``device`` "cpu" only). ``fit``,
     ``fit_transform`` and ``transform`` take a dask array (or DataFrame) partitioned by rows,
-    or a numpy array (cut into one partition per worker).
+    or a numpy array (cut into one partition per worker). Sparse X is taken as the local
+    RandomBinning takes it (an implicit zero is the value 0; Z is the dense rows' Z): a
+    dask array of scipy sparse chunks, or a scipy sparse matrix (cut into CSR chunks).
+    Complex X is refused from its dtype.
 
     Z is a dask array of ``scipy.sparse.csr_matrix`` chunks, one per partition of X, with
     known row chunks and one column chunk. It is a container for ``map_blocks``,
@@ -382,7 +425,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         if self.n_features is not None:
             # hashed: the grids are all there is to fit (drawn from the first row)
             probe = LocalRandomBinning(**{**params, "random_state": state, "n_jobs": None})
-            probe.fit(np.asarray(X[:1].compute(), dtype=np.float64))
+            probe.fit(float_rows(X[:1].compute()))
             self._set_fitted(probe, sigma, d)
             Z = self._transform_dask(X, probe)
             return Z.persist()
@@ -454,6 +497,6 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = False
+        tags.input_tags.sparse = True   # scipy sparse X or chunks, as rbcd.RandomBinning
         return tags
 

@@ -557,6 +557,13 @@ class _CDBase(BaseEstimator):
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ValueError(f"fit_intercept must be a bool, got {self.fit_intercept!r}")
         check_n_jobs(self.n_jobs)
+        if isinstance(self.alpha, str):
+            # alpha="auto" (the local solver's held-out path over every row) is chosen at
+            # the model level on rbcd.dask, as for RidgeCG (cg.check_distributed_ridge)
+            raise ValueError(
+                f"rbcd.dask.{type(self).__name__} needs a number for alpha, got "
+                f"{self.alpha!r}: alpha='auto' is chosen by rbcd.dask.RBRegressor / "
+                f"RBClassifier (solver='cd'), or by rbcd.{type(self).__name__} on one machine")
         return dict(loss=self.loss, alpha=_check_real(self.alpha, "alpha", 0.0),
                     l1_ratio=_check_real(self.l1_ratio, "l1_ratio", 0.0, 1.0),
                     fit_intercept=bool(self.fit_intercept), max_epochs=int(self.max_epochs),

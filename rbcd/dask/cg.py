@@ -1,8 +1,12 @@
 """Ridge by (block, Jacobi-preconditioned) conjugate gradient over row partitions (issue 13, item 2).
 
-The driver runs the CG of :func:`rbcd.solvers.cg.solve_ridge_cg` step for step (the same
-preconditioner, centring, sample weights, grid projection and stopping rule; its module
-docstring is the reference). Only the operator is distributed. With Zc = Z - 1 zbar^T,
+The driver runs the CG of :func:`rbcd.solvers.cg.solve_ridge_cg` (the same
+preconditioner, centring, sample weights, grid projection and stopping rule ||r|| <= tol
+||b||; its module docstring is the reference), not its bits: the sums come in partition
+order, not the local kernels', so the iterates differ by rounding and the iteration counts
+can differ by a few (docs/dask.md, "Ridge by CG"; the local classifier's shared stopping
+scale over classes and its zeroed numerically constant columns are not repeated). Only the
+operator is distributed. With Zc = Z - 1 zbar^T,
 
     Zc^T S Zc P = sum_b [ Z_b^T T_b ] - zbar (sum_b 1^T T_b)^T,   T_b = S_b (Z_b P - 1 (zbar . P)),
 

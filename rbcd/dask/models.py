@@ -13,6 +13,7 @@ import copy
 import time
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.metaestimators import available_if
@@ -22,7 +23,8 @@ from .. import models as _local
 from .._validation import fit_context
 from .._calibration import fit_softmax_calibration, softmax_probabilities
 from ._data import (as_rows, check_finite_block, check_weights, client_or_error, dask,
-                    names_view, tasks_per_worker)
+                    first_non_finite, float_rows, names_view, non_finite_message,
+                    tasks_per_worker, wrong_length)
 from .binning import RandomBinning, with_task_threads
 from ._blocks import block_decision, predict_from_scores, proba_from_scores
 from .cd import CDClassifier, CDRegressor
@@ -36,10 +38,16 @@ __all__ = ["RBRegressor", "RBClassifier"]
 
 
 
+def _is_dask(y):
+    """y is a dask collection (an array, DataFrame or Series), checked on the workers; y
+    in memory is checked by fit before the binning."""
+    return isinstance(y, dask.array.Array) or hasattr(y, "npartitions")
+
+
 def _predict_block(block, rb, coef, intercept, n_jobs, per_worker, block_info=None):
     """Bin one partition of new rows and return its decision values (Z never leaves the task)."""
     offset = block_info[0]["array-location"][0][0] if block_info else 0
-    X = np.ascontiguousarray(block, dtype=np.float64)
+    X = float_rows(block)            # a sparse partition stays sparse (binning.py docstring)
     check_finite_block(X, offset)
     if X.shape[0] == 0:
         out = np.zeros((0, coef.shape[0]))
@@ -60,7 +68,7 @@ def _cd_auto_alpha(model, binning, n_rows, take_rows):
     rows = loo_rows(n_rows)
     Xs, ys, ws = take_rows(rows)
     check_loo_sample_weight(ws, n_rows)
-    Zs = binning.transform(np.asarray(Xs, dtype=np.float64))
+    Zs = binning.transform(float_rows(Xs))
     weight = float(len(rows)) if ws is None else float(np.sum(ws))
     aux = model._make_solver(Zs.shape, True, weight)
     with warnings.catch_warnings():   # the sample's own fit: only its alpha_ is used
@@ -144,7 +152,7 @@ class _RBBase(BaseEstimator):
         client = client_or_error()
         _check_feature_names(self, names_view(X), reset=True)    # feature_names_in_ of a DataFrame
         X = as_rows(X, "X", client)
-        if not (isinstance(y, dask.array.Array) or hasattr(y, "npartitions")):
+        if not _is_dask(y):
             # y in memory: checked here, in this estimator's name, before the binning (a
             # dask y is checked on the workers by the solver)
             from .._validation import check_class_labels, check_regression_target
@@ -209,24 +217,27 @@ class _RBBase(BaseEstimator):
         gathered to the driver and binned by the fitted tables (rbcd.models
         .auto_alpha_from_sample; for regression above 5,000 rows also the held-out
         check's sample of at most 20,000 rows): the same choice as rbcd.RBRegressor /
-        RBClassifier on the same rows, without a class_weight (the sample's classes weigh
-        it otherwise).
+        RBClassifier with linear=0 on the same rows (this model fits no linear term; the
+        local linear="auto" may add one and choose another alpha with it), without a
+        class_weight (the sample's classes weigh it otherwise). Sparse X: the sample's rows
+        are densified on the driver for rbcd.models.auto_alpha_from_sample (the same Z).
         solver="cd": the local CD rule (rbcd.solvers.cd, a held-out path) on the sample's
         features; its alpha is in mean-loss units, used as it is (up to 1,000 rows the
         sample is every row: the local model's choice)."""
         n = int(X.shape[0])
         yd = as_rows(y, "y", client, ndim=(1, 2))
         if int(yd.shape[0]) != n:
-            raise ValueError(f"Found input variables with inconsistent numbers of samples: "
-                             f"[{n}, {int(yd.shape[0])}]")
-        if not self._classifier and yd.dtype.kind in "fc" and not bool(
-                dask.compute(dask.array.isfinite(yd).all())[0]):
-            raise ValueError("y contains NaN or inf")    # as the distributed solver says
+            raise ValueError(wrong_length("y", yd.shape[0], n))   # as for y in memory
+        if _is_dask(y):    # (y in memory was checked by fit) one pass, as .all() would be
+            bad = first_non_finite(yd)
+            if bad is not None:
+                raise ValueError(non_finite_message("y", bad))   # as the local check says
         wd = None
         if sample_weight is not None and not np.isscalar(sample_weight):
             wd = as_rows(sample_weight, "sample_weight", client, ndim=(1,))
 
         def take_rows(rows):
+            """The sample's rows (sparse X: CSR rows, as the chunks hold them)."""
             Xs, ys = dask.compute(X[rows], yd[rows])
             if wd is not None:
                 ws = np.asarray(wd[rows].compute(), dtype=np.float64)
@@ -234,7 +245,14 @@ class _RBBase(BaseEstimator):
                 ws = np.full(rows.shape[0], float(sample_weight))
             else:
                 ws = None
-            return np.asarray(Xs), np.asarray(ys), ws
+            return float_rows(Xs), np.asarray(ys), ws
+
+        def dense_rows(rows):
+            """take_rows for rbcd.models.auto_alpha_from_sample, which reads the sample
+            through np.asarray: sparse rows densified (8 d bytes a row on the driver; the
+            same Z, so the same choice)."""
+            Xs, ys, ws = take_rows(rows)
+            return (Xs.toarray() if sp.issparse(Xs) else Xs), ys, ws
 
         local = _local.RBClassifier if self._classifier else _local.RBRegressor
         params = {k: v for k, v in self.get_params().items() if k in local().get_params()}
@@ -244,7 +262,7 @@ class _RBBase(BaseEstimator):
         params.update(solver="auto", alpha="auto", device="cpu")
         if self._classifier:
             params.pop("calibration", None)
-        return _local.auto_alpha_from_sample(local(**params), binning.local_, n, take_rows,
+        return _local.auto_alpha_from_sample(local(**params), binning.local_, n, dense_rows,
                                              n_weight)
 
     @property
