@@ -1312,3 +1312,16 @@ def test_docs_auto_alpha_is_the_local_choice_without_linear_term(client):
     assert default.linear_ == 1.0 and default.alpha_ != pytest.approx(plain.alpha_, rel=1e-3)
     assert "0.8 locally with `linear_` 1.0, 0.253 on Dask" in flat
     assert f"{default.alpha_:.3g}" == "0.8" and f"{plain.alpha_:.3g}" == "0.253"
+
+
+def test_documented_gather_of_z_works_on_a_temporary(client):
+    # the RandomBinning docstring's way to gather Z: with to_delayed's default
+    # optimize_graph=True the delayed blocks hold the persisted keys without their futures,
+    # and a Z not kept in a variable was released before the compute ("lost dependencies",
+    # about 2 times in 5); optimize_graph=False keeps them
+    X = da.from_array(np.random.default_rng(0).uniform(size=(8000, 3)), chunks=2000)
+    for seed in range(6):
+        Z = sp.vstack(dask.compute(*rd.RandomBinning(n_grids=4, random_state=seed)
+                                   .fit_transform(X).to_delayed(optimize_graph=False).ravel()))
+        assert Z.shape[0] == 8000 and Z.nnz == 8000 * 4
+    assert "to_delayed(optimize_graph=False)" in rd.RandomBinning.__doc__

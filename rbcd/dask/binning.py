@@ -328,8 +328,12 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
     Z is a dask array of ``scipy.sparse.csr_matrix`` chunks, one per partition of X, with
     known row chunks and one column chunk. It is a container for ``map_blocks``,
-    ``persist`` and ``compute`` (``scipy.sparse.vstack(Z.to_delayed().ravel())``); dask's
-    own linear algebra mostly fails on sparse chunks. In exact mode the fitted tables, and
+    ``persist`` and ``compute``; to gather it as one CSR matrix:
+    ``scipy.sparse.vstack(dask.compute(*Z.to_delayed(optimize_graph=False).ravel()))``
+    (``optimize_graph=False``: Z's blocks are persisted, and the optimized graph of
+    ``to_delayed`` keeps their keys but not the futures that hold them, so a Z not kept in a
+    variable may be released before that compute runs: "lost dependencies"). dask's own
+    linear algebra mostly fails on sparse chunks. In exact mode the fitted tables, and
     so Z, are bit for bit those of the local fit on the concatenated rows, for any chunking
     (module docstring); in hashed mode Z is the local hashed transform.
 
