@@ -51,6 +51,7 @@ import copy
 import time
 
 import numpy as np
+import scipy.sparse as sp
 from numbers import Integral
 
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -182,6 +183,12 @@ SERIAL_ENTRIES = 1 << 21
 PREDICT_ENTRIES = 1 << 21
 
 
+def _sample_rows(X):
+    """A sample's rows as the binning takes them: scipy sparse stays sparse (the same Z as
+    its dense rows, RandomBinning's contract), anything else a float64 array."""
+    return X if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+
+
 def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     """alpha="auto" for a fit whose own solver cannot choose it (the GPU and Dask paths):
     the CPU's rule (rbcd.solvers.cg._solve_auto_alpha) on the host. Up to LOO_MAX_ROWS
@@ -201,7 +208,7 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     rows = loo_rows(n_rows)
     Xs, ys, ws = take_rows(rows)
     check_loo_sample_weight(ws, n_rows)
-    Zs = binning.transform(np.asarray(Xs, dtype=np.float64))
+    Zs = binning.transform(_sample_rows(Xs))
     exact = binning.grid_ptr_ is not None      # hashed columns have no grid structure
     cols = column_structure(Zs, binning.grid_ptr_) if exact else None
     weight = float(len(rows)) if ws is None else float(np.sum(ws))
@@ -217,7 +224,7 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     # regression: checked on held-out rows as the CPU checks it (rbcd.solvers._heldout)
     rows, held = _heldout.heldout_rows(n_rows)
     Xh, yh, wh = take_rows(rows)
-    Zh = binning.transform(np.asarray(Xh, dtype=np.float64))
+    Zh = binning.transform(_sample_rows(Xh))
     yh = np.asarray(yh, dtype=np.float64)
     return _heldout.heldout_choice(Zh, yh.reshape(yh.shape[0], -1), wh, held, alpha,
                                    n_weight, model.fit_intercept,

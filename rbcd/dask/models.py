@@ -220,7 +220,7 @@ class _RBBase(BaseEstimator):
         RBClassifier with linear=0 on the same rows (this model fits no linear term; the
         local linear="auto" may add one and choose another alpha with it), without a
         class_weight (the sample's classes weigh it otherwise). Sparse X: the sample's rows
-        are densified on the driver for rbcd.models.auto_alpha_from_sample (the same Z).
+        stay sparse (the same Z as dense).
         solver="cd": the local CD rule (rbcd.solvers.cd, a held-out path) on the sample's
         features; its alpha is in mean-loss units, used as it is (up to 1,000 rows the
         sample is every row: the local model's choice)."""
@@ -247,13 +247,6 @@ class _RBBase(BaseEstimator):
                 ws = None
             return float_rows(Xs), np.asarray(ys), ws
 
-        def dense_rows(rows):
-            """take_rows for rbcd.models.auto_alpha_from_sample, which reads the sample
-            through np.asarray: sparse rows densified (8 d bytes a row on the driver; the
-            same Z, so the same choice)."""
-            Xs, ys, ws = take_rows(rows)
-            return (Xs.toarray() if sp.issparse(Xs) else Xs), ys, ws
-
         local = _local.RBClassifier if self._classifier else _local.RBRegressor
         params = {k: v for k, v in self.get_params().items() if k in local().get_params()}
         if solver == "cd":
@@ -262,7 +255,7 @@ class _RBBase(BaseEstimator):
         params.update(solver="auto", alpha="auto", device="cpu")
         if self._classifier:
             params.pop("calibration", None)
-        return _local.auto_alpha_from_sample(local(**params), binning.local_, n, dense_rows,
+        return _local.auto_alpha_from_sample(local(**params), binning.local_, n, take_rows,
                                              n_weight)
 
     @property
