@@ -307,16 +307,23 @@ def check_X(estimator, X, reset):
     if not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()
-    bad = np.flatnonzero(~np.isfinite(X.data))
-    if bad.shape[0]:
-        rows = np.searchsorted(X.indptr, bad, side="right") - 1
-        k = bad[np.lexsort((X.indices[bad], rows))[0]]
-        i = int(np.searchsorted(X.indptr, k, side="right") - 1)
-        j = int(X.indices[k])
-        raise ValueError(
-            f"X contains NaN or infinity ({float(X.data[k])!r}) at row {i}, column {j}"
-        )
+    found = first_non_finite_csr(X)
+    if found is not None:
+        i, j, value = found
+        raise ValueError(f"X contains NaN or infinity ({value!r}) at row {i}, column {j}")
     return X
+
+
+def first_non_finite_csr(X):
+    """(row, column, value) of the first non-finite stored value of CSR matrix X in
+    row-major order (its indices need not be sorted), or None."""
+    bad = np.flatnonzero(~np.isfinite(X.data))
+    if not bad.shape[0]:
+        return None
+    rows = np.searchsorted(X.indptr, bad, side="right") - 1
+    k = bad[np.lexsort((X.indices[bad], rows))[0]]
+    i = int(np.searchsorted(X.indptr, k, side="right") - 1)
+    return i, int(X.indices[k]), float(X.data[k])
 
 
 def raise_non_finite(X, flat_index, name="X"):

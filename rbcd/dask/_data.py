@@ -235,16 +235,13 @@ def check_finite_block(block, offset, name="X"):
     :func:`float_rows`) is searched among its stored values, first in row-major order, as
     the local check_X searches sparse X."""
     if sp.issparse(block):
-        data = block.data
-        if data.dtype.kind == "f" and data.size and not np.isfinite(data).all():
-            bad = np.flatnonzero(~np.isfinite(data))
-            rows = np.searchsorted(block.indptr, bad, side="right") - 1
-            k = bad[np.lexsort((block.indices[bad], rows))[0]]
-            i = int(np.searchsorted(block.indptr, k, side="right") - 1)
-            raise ValueError(
-                f"{name} contains NaN or infinity ({float(data[k])!r}) at row {offset + i}, "
-                f"column {int(block.indices[k])}"
-            )
+        from .._validation import first_non_finite_csr
+
+        found = first_non_finite_csr(block) if block.data.dtype.kind == "f" else None
+        if found is not None:
+            i, j, value = found
+            raise ValueError(f"{name} contains NaN or infinity ({value!r}) at row "
+                             f"{offset + i}, column {j}")
         return
     block = np.asarray(block)
     if block.dtype.kind == "f" and block.size and not np.isfinite(block).all():
