@@ -104,19 +104,27 @@ def median_l1_distance(X, n_pairs=N_PAIRS, sample_weight=None):
         if _pow2_for(m) == 1.0:
             return _robust_median(dist, 1.0)
     X, i, j, scale = _in_range(X, *pairs)
-    dist = np.zeros(n_pairs)
     if sp.issparse(X):
-        diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]
-        diff.sort_indices()
-        for p in range(n_pairs):
-            terms = np.abs(diff.data[diff.indptr[p]:diff.indptr[p + 1]])
-            if terms.shape[0]:
-                dist[p] = np.cumsum(terms)[-1]  # a running sum in column order
+        dist = sparse_pair_l1(X, i, j)
     else:
         from .binning._binning import pair_l1
 
         dist = pair_l1(np.ascontiguousarray(X, dtype=np.float64), i, j)[0]
     return _robust_median(dist, scale)
+
+
+def sparse_pair_l1(X, i, j):
+    """L1 distances of the pairs of rows (X[i[p]], X[j[p]]) of sparse X: each the running
+    sum of the pair's stored differences in column order, which is the dense running sum
+    bit for bit (an implicit zero adds an exact 0)."""
+    diff = sp.csr_matrix(X, dtype=np.float64)[i] - sp.csr_matrix(X, dtype=np.float64)[j]
+    diff.sort_indices()
+    dist = np.zeros(len(i))
+    for p in range(len(i)):
+        terms = np.abs(diff.data[diff.indptr[p]:diff.indptr[p + 1]])
+        if terms.shape[0]:
+            dist[p] = np.cumsum(terms)[-1]  # a running sum in column order
+    return dist
 
 
 #: sampled rows whose largest magnitude lies outside [2**-SAFE_EXP, 2**SAFE_EXP] are scaled

@@ -236,15 +236,7 @@ def _pair_l1(rows, a, b, n_pairs):
     implicit zeros add exact zeros to the dense sum, so both give the same bits, and the
     dense (n_pairs, d) difference is never formed."""
     if sp.issparse(rows):
-        rows = sp.csr_matrix(rows, dtype=np.float64)
-        diff = rows[a] - rows[b]
-        diff.sort_indices()
-        dist = np.zeros(n_pairs)
-        for p in range(n_pairs):
-            terms = np.abs(diff.data[diff.indptr[p]:diff.indptr[p + 1]])
-            if terms.shape[0]:
-                dist[p] = np.cumsum(terms)[-1]
-        return dist
+        return _scale.sparse_pair_l1(rows, a, b)
     if not rows.shape[1]:
         return np.zeros(n_pairs)
     return np.cumsum(np.abs(rows[a] - rows[b]), axis=1)[:, -1]
