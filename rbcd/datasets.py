@@ -26,6 +26,10 @@ from ._random import make_generator
 __all__ = ["make_checkerboard", "make_xor_blobs", "make_nonlinear_regression"]
 
 
+#: make_checkerboard's largest n_cells: floor(n_cells * x) exact in float64 and int64
+MAX_CELLS = 2**53
+
+
 def _check_positive_int(value, name, minimum=1):
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -91,6 +95,9 @@ def make_checkerboard(n_samples=1000, n_features=8, n_informative=2, n_cells=4,
     n_informative = _check_positive_int(n_informative, "n_informative")
     n_features = _check_positive_int(n_features, "n_features")
     n_cells = _check_positive_int(n_cells, "n_cells", minimum=2)
+    if n_cells > MAX_CELLS:
+        raise ValueError(f"n_cells must be at most 2**53 (the cell index floor(n_cells * x) "
+                         f"of a float64 x in [0, 1) is exact only up to it), got {n_cells!r}")
     flip_y = _check_fraction(flip_y, "flip_y", high=0.5)
     if n_features < n_informative:
         raise ValueError(
@@ -146,7 +153,7 @@ def make_nonlinear_regression(n_samples=1000, n_features=8, noise=0.1, random_st
         f(x) = sin(pi x0) + cos(pi x1) * x2 + |x3| - 0.5,
         y = f(x) + noise * N(0, 1).
 
-    The noise-free target has standard deviation about 0.8, so ``noise`` is the floor of
+    The noise-free target has standard deviation about 0.87, so ``noise`` is the floor of
     the test RMSE.
 
     Returns

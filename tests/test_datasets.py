@@ -96,3 +96,21 @@ def test_nonlinear_regression_target_and_noise():
     assert lin < 0.5 < knn
     with pytest.raises(ValueError):
         make_nonlinear_regression(10, n_features=3)
+
+
+def test_checkerboard_refuses_cells_past_exact_indices():
+    # floor(n_cells * x) of a float64 x is exact only up to 2**53 cells; beyond, the int64
+    # cast overflowed and every label came out 0
+    X, y = make_checkerboard(50, n_cells=2**53, random_state=0)
+    assert set(np.unique(y)) == {0, 1}
+    with pytest.raises(ValueError, match=r"n_cells must be at most 2\*\*53"):
+        make_checkerboard(5, n_cells=10**30)
+
+
+def test_nonlinear_regression_target_spread_is_as_documented():
+    # the docstring: the noise-free target's standard deviation is about 0.87
+    from rbcd import datasets
+
+    X, y = make_nonlinear_regression(20000, noise=0.0, random_state=0)
+    assert abs(np.std(y) - 0.87) < 0.02
+    assert "standard deviation about 0.87" in datasets.make_nonlinear_regression.__doc__

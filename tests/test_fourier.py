@@ -202,3 +202,39 @@ def test_scale_default_is_the_shared_rule(kernel, factor):
     # the same rule on sparse input
     c = rbcd.RandomFourier(32, kernel=kernel, random_state=0).fit(sp.csr_matrix(X))
     np.testing.assert_array_equal(c.sigma_, a.sigma_)
+
+
+@pytest.mark.parametrize("make", [
+    lambda s: rbcd.RandomFourier(sigma=s, random_state=0),
+    lambda s: rbcd.SparseRandomFeatures(sigma=s, n_iter=1, random_state=0),
+    lambda s: rbcd.DoublyStochasticKernelClassifier(sigma=s, random_state=0),
+])
+def test_related_estimators_check_sigma_alike(make):
+    # a complex or string sigma array was converted (the imaginary part dropped) by
+    # RandomFourier's own check; a sigma whose inverse overflows gave all-NaN features
+    # (RandomFourier) or "the coefficients diverged; lower eta" (DSEKL)
+    X, y = rbcd.datasets.make_checkerboard(200, 4, random_state=0)
+    for bad in (np.array([1 + 5j] * 4), np.array(["1"] * 4)):
+        with pytest.raises(ValueError, match="sigma must be a positive number or array"):
+            make(bad).fit(X, y)
+    with pytest.raises(ValueError, match=r"sigma is too small: 1 / sigma overflows float64 "
+                                         r"\(sigma = 1e-320; sigma was given so\)"):
+        make(1e-320).fit(X, y)
+    with pytest.raises(ValueError, match="sigma='scale' took it from the data's distances"):
+        make("scale").fit(X * 1e-310, y)
+
+
+@pytest.mark.parametrize("Est", [rbcd.SparseRandomFeatures, rbcd.DoublyStochasticKernelClassifier])
+def test_related_classifiers_name_a_bad_label(Est):
+    X, _ = rbcd.datasets.make_checkerboard(200, 4, random_state=0)
+    y = np.array(["a", None] * 100, dtype=object)
+    kw = {"loss": "logistic"} if Est is rbcd.SparseRandomFeatures else {}
+    with pytest.raises(ValueError, match="y contains None at index 1"):
+        Est(**kw).fit(X, y)
+
+
+def test_related_random_state_message_names_each_kind_once():
+    X, y = rbcd.datasets.make_checkerboard(50, 2, random_state=0)
+    with pytest.raises(ValueError) as e:
+        rbcd.DoublyStochasticKernelClassifier(random_state="a").fit(X, y)
+    assert str(e.value).count("SeedSequence") == 1

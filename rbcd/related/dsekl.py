@@ -65,15 +65,15 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._dsekl import KERNEL_CODES, LOSS_CODES, STEP_CODES, dsekl_decision, dsekl_epoch
 from .._random import make_generator
 from .._scale import median_l1_distance, scale_sigma_l2
+from .fourier import refuse_tiny_sigma
 from .._threads import effective_n_threads
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, POSITIVE_REAL, RANDOM_STATE,
-                           SIGMA, TOL, VERBOSE, check_sigma, fit_context)
+                           SIGMA, TOL, VERBOSE, check_class_labels, check_sigma, fit_context)
 from .._warnings import warn as warn_user
 
 #: sigma="scale" with the Laplacian kernel: this factor times the median L1 distance.
@@ -110,12 +110,13 @@ def draw_epoch(rng, N, I, J, K):
 
 
 def resolve_sigma(sigma, X, kernel):
-    """sigma_ from the parameter: "scale" is the shared data-derived rule, else checked."""
+    """sigma_ from the parameter: "scale" is the shared data-derived rule, else checked;
+    too small for 1 / sigma refused (fourier.refuse_tiny_sigma)."""
     if isinstance(sigma, str):
-        if kernel == "gaussian":
-            return scale_sigma_l2(X)
-        return LAPLACIAN_FACTOR * median_l1_distance(X)
-    return check_sigma(sigma, X.shape[1])
+        s = scale_sigma_l2(X) if kernel == "gaussian" else LAPLACIAN_FACTOR * median_l1_distance(X)
+    else:
+        s = check_sigma(sigma, X.shape[1])
+    return refuse_tiny_sigma(s, sigma)
 
 
 class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
@@ -168,7 +169,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         "max_epochs": POSITIVE_INT,
         "tol": TOL,
         "n_jobs": N_JOBS,
-        "random_state": RANDOM_STATE + [np.random.Generator, np.random.SeedSequence],
+        "random_state": RANDOM_STATE,
         "verbose": VERBOSE,
     }
 
@@ -195,7 +196,7 @@ class DoublyStochasticKernelClassifier(ClassifierMixin, BaseEstimator):
         """Fit on dense X (n_samples, n_features) and class labels y."""
         n_threads = effective_n_threads(self.n_jobs)
         X, y = validate_data(self, X, y, dtype=np.float64, order="C")
-        check_classification_targets(y)
+        y = check_class_labels(y, X.shape[0], type(self).__name__)   # rbcd's label messages
         sigma = resolve_sigma(self.sigma, X, self.kernel)
         self.classes_, y_idx = np.unique(y, return_inverse=True)
         n_classes = len(self.classes_)

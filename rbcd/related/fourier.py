@@ -40,8 +40,8 @@ from ._fourier import cos_features
 from .._random import make_generator
 from .._scale import scale_sigma, scale_sigma_l2
 from .._threads import effective_n_threads
-from .._validation import (N_JOBS, POSITIVE_INT, RANDOM_STATE, SIGMA, check_sparse_structure,
-                           fit_context)
+from .._validation import (N_JOBS, POSITIVE_INT, RANDOM_STATE, SIGMA, check_sigma,
+                           check_sparse_structure, fit_context)
 
 KERNELS = ("gaussian", "laplacian")
 #: sigma="scale" with the Gaussian kernel: this factor times the median L2 distance.
@@ -49,29 +49,30 @@ GAUSSIAN_FACTOR = 0.5
 
 
 def resolve_sigma(sigma, X, kernel):
-    """sigma_ as a float64 array (n_features,): "scale" is the shared rule (module docstring)."""
+    """sigma_ as a float64 array (n_features,): "scale" is the shared rule (module docstring).
+    A ValueError where 1 / sigma overflows (the frequencies W / sigma would be inf and
+    every feature NaN): a sigma that small, given or taken from tiny data, names itself."""
     if isinstance(sigma, str):
         value = scale_sigma_l2(X, GAUSSIAN_FACTOR) if kernel == "gaussian" else scale_sigma(X)
-        return np.full(X.shape[1], value)
-    return check_sigma(sigma, X.shape[1])
+        s = np.full(X.shape[1], value)
+    else:
+        s = check_sigma(sigma, X.shape[1])
+        s = np.full(X.shape[1], s) if np.ndim(s) == 0 else s
+    return refuse_tiny_sigma(s, sigma)
 
 
-def check_sigma(sigma, n_features):
-    """``sigma`` as a float64 array of length ``n_features``, every entry finite and > 0."""
-    if isinstance(sigma, (bool, np.bool_)):
-        raise ValueError(f"sigma must be a positive number or array, got {sigma!r}")
-    try:
-        s = np.asarray(sigma, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError(f"sigma must be a positive number or array, got {sigma!r}") from None
-    if s.ndim == 0:
-        s = np.full(n_features, float(s))
-    elif s.ndim != 1 or s.shape[0] != n_features:
-        raise ValueError(
-            f"sigma must be a scalar or have one entry per feature ({n_features}), got shape {s.shape}"
-        )
-    if not np.all(np.isfinite(s)) or np.any(s <= 0):
-        raise ValueError(f"sigma must be finite and > 0, got {sigma!r}")
+def refuse_tiny_sigma(s, param):
+    """``s`` (sigma_, a float or an array), or a ValueError where 1 / sigma overflows:
+    random features divide by sigma, and inf frequencies make every feature NaN.
+    ``param``: the sigma parameter (the message says whether it was "scale")."""
+    with np.errstate(over="ignore", divide="ignore"):
+        tiny = ~np.isfinite(1.0 / np.atleast_1d(s))
+    if tiny.any():
+        given = "sigma='scale' took it from the data's distances" if isinstance(param, str) \
+            else "sigma was given so"
+        raise ValueError(f"sigma is too small: 1 / sigma overflows float64 (sigma = "
+                         f"{float(np.atleast_1d(s)[tiny][0])!r}; {given}); scale the features "
+                         f"up (e.g. sklearn.preprocessing.StandardScaler) or give a larger sigma")
     return s
 
 

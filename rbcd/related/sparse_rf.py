@@ -84,7 +84,6 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import ClassifierTags, RegressorTags
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from sklearn.utils._param_validation import StrOptions
@@ -92,7 +91,8 @@ from sklearn.utils._param_validation import StrOptions
 from .._random import make_generator
 from .._threads import effective_n_threads
 from .._validation import (N_JOBS, NONNEG_REAL, POSITIVE_INT, RANDOM_STATE, SIGMA, TOL, VERBOSE,
-                           check_regression_target, check_sparse_structure, fit_context)
+                           check_class_labels, check_regression_target, check_sparse_structure,
+                           fit_context)
 from ..binning.random_binning import RandomBinning
 from .fourier import KERNELS, draw_fourier, fourier_map, resolve_sigma
 from .._random import solver_seed
@@ -361,7 +361,7 @@ class SparseRandomFeatures(BaseEstimator):
         N = X.shape[0]
         alpha = 1.0 / N if self.alpha is None else float(self.alpha)
         if classify:
-            check_classification_targets(y)
+            y = check_class_labels(y, N, type(self).__name__)   # rbcd's label messages
             self.classes_, y_idx = np.unique(y, return_inverse=True)
             if len(self.classes_) < 2:
                 raise ValueError(f"the training data needs at least 2 classes; got 1 class ({self.classes_[0].tolist()!r})")
