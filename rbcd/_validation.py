@@ -303,14 +303,21 @@ def check_X(estimator, X, reset):
         ensure_min_samples=1,
         ensure_min_features=1,
     )
-    X = sp.csr_matrix(X, copy=X.format != "csr")  # csr_matrix: the interface of scipy's
-    if not X.has_canonical_format:
-        X = X.copy()
-        X.sum_duplicates()
+    X = canonical_csr(X)
     found = first_non_finite_csr(X)
     if found is not None:
         i, j, value = found
         raise ValueError(f"X contains NaN or infinity ({value!r}) at row {i}, column {j}")
+    return X
+
+
+def canonical_csr(X):
+    """Sparse X as a float64 scipy CSR matrix in canonical form (sorted indices, duplicates
+    summed, as ``toarray`` sums them); the caller's matrix is not modified."""
+    X = sp.csr_matrix(X, dtype=np.float64, copy=X.format != "csr")  # csr_matrix: the
+    if not X.has_canonical_format:                                   # interface of scipy's
+        X = X.copy()
+        X.sum_duplicates()
     return X
 
 
@@ -354,6 +361,29 @@ def index_dtype(n_columns, nnz):
 # Weights and targets: one set of checks and messages for every estimator (local, the
 # models and rbcd.dask), each failure naming the parameter.
 # ---------------------------------------------------------------------------------------
+def first_non_finite(a):
+    """(index, value) of the first NaN or inf of float array ``a`` in row-major order (the
+    index an int for 1-D, a tuple of ints otherwise), or None."""
+    bad = ~np.isfinite(a)
+    if not bad.any():
+        return None
+    first = np.argwhere(bad)[0]
+    where = int(first[0]) if a.ndim == 1 else tuple(int(b) for b in first)
+    return where, float(a[tuple(first)])
+
+
+def non_finite_message(name, found):
+    """The message for :func:`first_non_finite`'s answer in ``name`` (y, sample_weight)."""
+    where, value = found
+    return f"{name} contains NaN or inf ({value!r} at index {where})"
+
+
+def wrong_length(name, n_other, n_rows, matrix="X"):
+    """The message for y (rows) or sample_weight (entries) of another length than X."""
+    unit = "entries" if name == "sample_weight" else "rows"
+    return f"{name} has {int(n_other)} {unit} but {matrix} has {int(n_rows)} rows"
+
+
 def check_sample_weight(sample_weight, n_samples):
     """``sample_weight`` as float64 (n_samples,), finite, >= 0, with a positive sum; None
     stays None (unit weights). A scalar is that weight for every row. Every failure is a
@@ -374,11 +404,10 @@ def check_sample_weight(sample_weight, n_samples):
             raise ValueError(f"sample_weight must be 1-D with one weight per row, got shape "
                              f"{s.shape}")
         if s.shape[0] != n_samples:
-            raise ValueError(f"sample_weight has {s.shape[0]} entries but X has {n_samples} "
-                             f"rows")
-    if not np.all(np.isfinite(s)):
-        i = int(np.flatnonzero(~np.isfinite(s))[0])
-        raise ValueError(f"sample_weight contains NaN or inf ({float(s[i])!r} at index {i})")
+            raise ValueError(wrong_length("sample_weight", s.shape[0], n_samples))
+    found = first_non_finite(s)
+    if found is not None:
+        raise ValueError(non_finite_message("sample_weight", found))
     if np.any(s < 0):
         i = int(np.flatnonzero(s < 0)[0])
         raise ValueError(f"sample_weight must be non-negative, got {float(s[i])!r} at index {i}")
@@ -427,13 +456,12 @@ def check_regression_target(y, n_samples=None, matrix="X"):
     if y.ndim == 0 or y.ndim > 2:
         raise ValueError(f"y must be 1-D or 2-D, got shape {y.shape}")
     if n_samples is not None and y.shape[0] != n_samples:
-        raise ValueError(f"y has {y.shape[0]} rows but {matrix} has {n_samples} rows")
+        raise ValueError(wrong_length("y", y.shape[0], n_samples, matrix))
     if y.ndim == 2 and y.shape[1] == 0:
         raise ValueError(f"y has no columns (shape {y.shape})")
-    if not np.all(np.isfinite(y)):
-        bad = np.argwhere(~np.isfinite(y))[0]
-        where = tuple(int(b) for b in bad) if y.ndim > 1 else int(bad[0])
-        raise ValueError(f"y contains NaN or inf ({float(y[tuple(bad)])!r} at index {where})")
+    found = first_non_finite(y)
+    if found is not None:
+        raise ValueError(non_finite_message("y", found))
     return y
 
 
@@ -454,15 +482,16 @@ def check_class_labels(y, n_samples, owner):
     if y.ndim != 1:
         raise ValueError(f"y must be 1-D for {owner}, got shape {y.shape}")
     if y.shape[0] != n_samples:
-        raise ValueError(f"y has {y.shape[0]} rows but X has {n_samples} rows")
+        raise ValueError(wrong_length("y", y.shape[0], n_samples))
     if y.dtype.kind == "O":
         for i, v in enumerate(y):
             if v is None or (isinstance(v, numbers.Real) and not np.isfinite(float(v))):
                 raise ValueError(f"y contains {v!r} at index {i}: class labels must be "
                                  f"finite numbers or strings")
-    elif y.dtype.kind == "f" and not np.all(np.isfinite(y)):
-        i = int(np.flatnonzero(~np.isfinite(y))[0])
-        raise ValueError(f"y contains NaN or inf ({float(y[i])!r} at index {i})")
+    elif y.dtype.kind == "f":
+        found = first_non_finite(y)
+        if found is not None:
+            raise ValueError(non_finite_message("y", found))
     check_classification_targets(y)
     classes = np.unique(y)
     if classes.shape[0] < 2:

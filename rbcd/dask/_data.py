@@ -14,6 +14,9 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 
+from .. import _validation
+from .._validation import non_finite_message, wrong_length  # (re-exported: the local messages)
+
 try:
     import dask
     import dask.array as da
@@ -143,26 +146,17 @@ def align_rows(X, other, name):
     return other
 
 
-def wrong_length(name, n_other, n_rows):
-    """The local checks' message for y (or sample_weight) of another length than X."""
-    unit = "entries" if name == "sample_weight" else "rows"
-    return f"{name} has {int(n_other)} {unit} but X has {int(n_rows)} rows"
-
-
 def _first_non_finite_block(block, offset):
     """(global index, value) of the first non-finite entry of one partition in row-major
-    order (index an int for 1-D, a (row, column) tuple for 2-D), or None."""
+    order (rbcd._validation.first_non_finite, its row shifted by ``offset``), or None."""
     b = np.asarray(block)
     if b.dtype.kind not in "fc" or b.size == 0:
         return None
-    bad = ~np.isfinite(b)
-    if not bad.any():
+    found = _validation.first_non_finite(b)
+    if found is None:
         return None
-    first = np.argwhere(bad)[0]
-    value = float(b[tuple(first)])
-    if b.ndim == 1:
-        return int(first[0]) + offset, value
-    return (int(first[0]) + offset, int(first[1])), value
+    where, value = found
+    return (where + offset if b.ndim == 1 else (where[0] + offset,) + where[1:]), value
 
 
 def first_non_finite(v):
@@ -176,12 +170,6 @@ def first_non_finite(v):
     found = dask.compute(*[dask.delayed(_first_non_finite_block, pure=True)(b, int(o))
                            for b, o in zip(v.to_delayed().ravel(), offsets[:-1])])
     return next((f for f in found if f is not None), None)
-
-
-def non_finite_message(name, found):
-    """The local checks' message for ``first_non_finite``'s answer (rbcd._validation)."""
-    where, value = found
-    return f"{name} contains NaN or inf ({value!r} at index {where})"
 
 
 def check_weights(X, sample_weight, client):
@@ -221,11 +209,7 @@ def float_rows(block):
     0, so the local kernels give the Z of the dense rows bit for bit). The caller's chunk
     is not modified."""
     if sp.issparse(block):
-        X = sp.csr_matrix(block, dtype=np.float64)
-        if not X.has_canonical_format:
-            X = X.copy()
-            X.sum_duplicates()
-        return X
+        return _validation.canonical_csr(block)
     return np.ascontiguousarray(block, dtype=np.float64)
 
 
@@ -235,9 +219,8 @@ def check_finite_block(block, offset, name="X"):
     :func:`float_rows`) is searched among its stored values, first in row-major order, as
     the local check_X searches sparse X."""
     if sp.issparse(block):
-        from .._validation import first_non_finite_csr
-
-        found = first_non_finite_csr(block) if block.data.dtype.kind == "f" else None
+        found = (_validation.first_non_finite_csr(block) if block.data.dtype.kind == "f"
+                 else None)
         if found is not None:
             i, j, value = found
             raise ValueError(f"{name} contains NaN or infinity ({value!r}) at row "

@@ -77,7 +77,8 @@ from .._memory import check_solver_memory
 from .._threads import effective_n_threads, limit_blas
 from .._validation import (N_JOBS, TOL, VERBOSE, WEIGHT_SUM_OVERFLOW, IntInterval,
                            RealInterval, StrOptions, check_class_weight, check_predict_csr,
-                           check_regression_target, check_sparse_structure, fit_context)
+                           check_regression_target, check_sparse_structure, fit_context,
+                           wrong_length)
 from .._warnings import warn as warn_user
 from .._integrity import ChecksummedState
 
@@ -161,9 +162,7 @@ def _check_sample_weight(sample_weight, n_samples):
         if s.ndim != 1:
             raise ValueError(f"sample_weight must be 1-D, got shape {s.shape}")
         if s.shape[0] != n_samples:
-            raise ValueError(
-                f"sample_weight has {s.shape[0]} entries but X has {n_samples} rows"
-            )
+            raise ValueError(wrong_length("sample_weight", s.shape[0], n_samples))
     if not np.all(np.isfinite(s)):
         raise ValueError("sample_weight contains NaN or inf")
     if np.any(s < 0):
