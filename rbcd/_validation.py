@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions  # noqa: F401 (re-exported)
-from sklearn.utils.validation import _check_n_features, validate_data
+from sklearn.utils.validation import _check_n_features, check_array, validate_data
 
 # ---------------------------------------------------------------------------------------
 # Shared parameter constraints (scikit-learn's _parameter_constraints vocabulary).
@@ -176,16 +176,18 @@ def plain_float_array(X):
             and X.flags.c_contiguous and X.shape[0] >= 1 and X.shape[1] >= 1)
 
 
-def plain_checked(estimator, X, reset):
+def plain_checked(estimator, X, reset, names=True):
     """What validate_data does for an array of :func:`plain_float_array` (or a float64 CSR
     matrix, :func:`plain_csr`), without its data-frame probes (they cost as much as
     binning a few hundred rows, or as a prediction of one row): no feature names, a
-    feature count. Finiteness is the caller's (validate_data's is not done here)."""
+    feature count. Finiteness is the caller's (validate_data's is not done here).
+    names=False: rows whose feature names the caller has checked (see
+    :func:`validate_rows`), so no warning that X has none."""
     _check_n_features(estimator, X, reset=reset)
     if reset:
         if hasattr(estimator, "feature_names_in_"):
             delattr(estimator, "feature_names_in_")
-    elif getattr(estimator, "feature_names_in_", None) is not None:
+    elif names and getattr(estimator, "feature_names_in_", None) is not None:
         warnings.warn("X does not have valid feature names, but"
                       f" {estimator.__class__.__name__} was fitted with feature names",
                       UserWarning)
@@ -237,6 +239,19 @@ def check_sparse_structure(X, name="X"):
     return X
 
 
+def validate_rows(estimator, X, names=True, **kwargs):
+    """validate_data(estimator, X, reset=False, **kwargs); with names=False the same
+    without the feature-name check, for rows whose names the caller has checked already:
+    a model's predict passes its validated rows to its own ``binning_``, a search passes
+    its validated rows to its ``best_estimator_``, and both of those record the names of
+    the fit (so that they check a user's data frame), which the validated array lacks."""
+    if names:
+        return validate_data(estimator, X, reset=False, **kwargs)
+    X = check_array(X, input_name="X", estimator=estimator, **kwargs)
+    _check_n_features(estimator, X, reset=False)
+    return X
+
+
 def check_predict_csr(estimator, X, **kwargs):
     """validate_data(estimator, X, reset=False, **kwargs) (kwargs accepting CSR of
     float64 and checking finiteness), with the short way of :func:`plain_checked` for a
@@ -252,12 +267,13 @@ _CSR_TYPES = (sp.csr_matrix, getattr(sp, "csr_array", sp.csr_matrix))
 _INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
 
 
-def check_dense_X(estimator, X, reset):
+def check_dense_X(estimator, X, reset, names=True):
     """X as a C-ordered float64 2-D array (copied only when needed).
 
     Dense only: sparse input is rejected. Finiteness is not checked here: the
     binning kernel's first pass finds the first non-finite entry (see
-    :func:`raise_non_finite`).
+    :func:`raise_non_finite`). names=False (with reset=False): no feature-name check
+    (:func:`validate_rows`).
     """
     if sp.issparse(X):
         raise ValueError(
@@ -265,11 +281,12 @@ def check_dense_X(estimator, X, reset):
             "(random binning of sparse data would bin every zero; use X.toarray())"
         )
     if plain_float_array(X):
-        return plain_checked(estimator, X, reset)
-    return validate_data(
+        return plain_checked(estimator, X, reset, names)
+    return _validated(
         estimator,
         X,
-        reset=reset,
+        reset,
+        names,
         accept_sparse=False,
         dtype=np.float64,
         order="C",
@@ -280,22 +297,32 @@ def check_dense_X(estimator, X, reset):
     )
 
 
-def check_X(estimator, X, reset):
+def _validated(estimator, X, reset, names, **kwargs):
+    """validate_data(estimator, X, reset=reset, **kwargs), or :func:`validate_rows`
+    without the name check (names=False, reset=False)."""
+    if reset or names:
+        return validate_data(estimator, X, reset=reset, **kwargs)
+    return validate_rows(estimator, X, names=False, **kwargs)
+
+
+def check_X(estimator, X, reset, names=True):
     """X as a C-ordered float64 2-D array, or (scipy sparse CSR or CSC input) as a
     float64 CSR matrix in canonical form (sorted indices, no duplicates: duplicates
     are summed, as ``toarray`` does; the caller's matrix is not modified).
 
     An implicit zero of sparse X is the value 0. Finiteness: dense X is checked by
     the binning kernel's first pass (:func:`raise_non_finite`); sparse X here, with
-    the same message naming the first (row-major) row and column.
+    the same message naming the first (row-major) row and column. names=False (with
+    reset=False): rows whose feature names the caller has checked (:func:`validate_rows`).
     """
     if not sp.issparse(X):
-        return check_dense_X(estimator, X, reset)
+        return check_dense_X(estimator, X, reset, names)
     check_sparse_structure(X)
-    X = validate_data(
+    X = _validated(
         estimator,
         X,
-        reset=reset,
+        reset,
+        names,
         accept_sparse=["csr", "csc"],
         dtype=np.float64,
         ensure_all_finite=False,

@@ -310,8 +310,12 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             _positive_grid(self.alphas, "alphas")     # parameter errors before the data's
         if not self._classifier and y is not None and np.asarray(y).dtype.kind in "USO":
             check_regression_target(y)   # strings or None in y: the models' message
+        frame = X
         X, y = validate_data(self, X, y, accept_sparse=False, dtype=np.float64,
                              multi_output=not self._classifier, y_numeric=not self._classifier)
+        # the refit takes a data frame as given (GridSearchCV's way): best_estimator_ then
+        # checks the column names of the frames it is given, as a model fitted on it would
+        refit_rows = frame if "feature_names_in_" in self.__dict__ else X
         alphas = self._alpha_grid(X.shape[0])
         if self._classifier:
             check_classification_targets(y)
@@ -358,7 +362,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             # would square to inf or 0 in the leave-one-out errors
             ys = y if self._classifier else y / pow2_scale(y)
             self._search_loo(X, ys, sample_weight, sigmas, factors, alphas, n_grids, seed)
-            return self._refit(X, y, sample_weight, seed, n_grids, factors, alphas)
+            return self._refit(refit_rows, y, sample_weight, seed, n_grids, factors, alphas)
         if groups is not None:
             groups = np.asarray(groups)
             if groups.shape[0] != X.shape[0]:
@@ -420,10 +424,11 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                           f"{Z.shape[1]} features, best score {best:.4f} over {n_a} alphas "
                           f"in {time.perf_counter() - t0:.3f}s", flush=True)
         self._store_results(sigmas, factors, alphas, scores, fit_time, score_time, n_iter)
-        return self._refit(X, y, sample_weight, seed, n_grids, factors, alphas)
+        return self._refit(refit_rows, y, sample_weight, seed, n_grids, factors, alphas)
 
     def _refit(self, X, y, sample_weight, seed, n_grids, factors, alphas):
-        """Warn when the best candidate lies on an edge of the grid, refit it on all rows."""
+        """Warn when the best candidate lies on an edge of the grid, refit it on all rows
+        (X: the validated array, or the data frame the search was given)."""
         best = self.cv_results_["params"][self.best_index_]
         self._warn_on_edges(best, factors, alphas)
         self.best_estimator_ = self._model(best["sigma"], best["alpha"], seed, n_grids,
@@ -854,8 +859,9 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
 
     def _features(self, X):
         """X checked against the search's fit (its feature count, and its column names where
-        it was fitted on a data frame: reordered or renamed columns are an error), as the
-        array the best model was refitted on; finiteness is the model's check."""
+        it was fitted on a data frame: reordered or renamed columns are an error), as an
+        array for best_estimator_'s methods without their name check (``names=False``:
+        checked here, in the search's name); finiteness is the model's check."""
         self._check_fitted()
         if plain_float_array(X):
             return plain_checked(self, X, reset=False)
@@ -864,8 +870,8 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
 
     def predict(self, X):
         """The refitted best model's predictions."""
-        X = self._features(X)
-        return self.best_estimator_.predict(X)
+        X = self._features(X)                  # (fitted: checked first)
+        return self.best_estimator_._predict(X, names=False)
 
     @property
     def n_iter_(self):
@@ -1001,8 +1007,8 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
 
     def decision_function(self, X):
         """The refitted best model's decision function."""
-        X = self._features(X)
-        return self.best_estimator_.decision_function(X)
+        X = self._features(X)                  # (fitted: checked first)
+        return self.best_estimator_._decision_function(X, names=False)
 
     def _has_proba(self):
         # fitted: the refitted model's; unfitted: what a model of these parameters has
@@ -1016,8 +1022,8 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
     @available_if(_has_proba)
     def predict_proba(self, X):
         """The refitted best model's class probabilities (when it has them)."""
-        X = self._features(X)
-        return self.best_estimator_.predict_proba(X)
+        X = self._features(X)                  # (fitted: checked first)
+        return self.best_estimator_._predict_proba(X, names=False)
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):

@@ -79,6 +79,7 @@ from ._validation import (
     fit_context,
     plain_checked,
     plain_float_array,
+    validate_rows,
 )
 from .solvers.cd import CDClassifier, CDRegressor
 from .solvers.cg import RidgeCG, RidgeCGClassifier
@@ -513,6 +514,8 @@ class _RBBase(ChecksummedState, BaseEstimator):
         train_scores = est.__dict__.pop("_ovo_train_scores", None)   # one-vs-one, see below
         t2 = time.perf_counter()
         self.binning_ = binning
+        if "feature_names_in_" in self.__dict__:   # X's names, checked by binning_.transform
+            binning.feature_names_in_ = self.feature_names_in_   # too (its own rows: not)
         self.solver_ = est
         self.linear_ = float(getattr(est, "extra_weight_", 0.0)) if extra is not None else 0.0
         self._linear_term = term if self.linear_ > 0.0 else None
@@ -541,28 +544,29 @@ class _RBBase(ChecksummedState, BaseEstimator):
     def _valid_features(self, X):
         """The solver's features of validated X: Z, and beside it the linear term's block
         M where the fit added one ([Z, M], rbcd.solvers._linear)."""
-        Z = self.binning_.transform(X)
+        Z = self.binning_._transform(X, names=False)     # (the names: checked by the caller)
         term = self.__dict__.get("_linear_term")
         return built_here(Z if term is None else _with_block(Z, term.block(X)))
 
-    def _by_blocks(self, X, score):
+    def _by_blocks(self, X, score, names=True):
         """score(features of X), computed a block of PREDICT_ENTRIES entries' rows at a
         time and stacked (score: a function of the rows' features, row by row). X's
         errors (non-finite values, bins too large) are raised before any block, naming
-        X's own rows."""
+        X's own rows. names=False: X's feature names were checked by the caller (a
+        search's rows for its best_estimator_; rbcd._validation.validate_rows)."""
         check_is_fitted(self, "solver_")
         if "_cuda_tables" in self.binning_.__dict__:  # fitted with device="cuda"
             return score(self.binning_.transform(X))
         if plain_float_array(X):  # the binning checks finiteness
-            X = plain_checked(self, X, reset=False)
+            X = plain_checked(self, X, reset=False, names=names)
         else:
-            X = validate_data(self, check_sparse_structure(X), reset=False,
+            X = validate_rows(self, check_sparse_structure(X), names,
                               accept_sparse=["csr", "csc"], dtype=np.float64,
                               ensure_all_finite=False)
         rows = max(256, PREDICT_ENTRIES // max(1, self.binning_.n_bins_.shape[0]))
         if X.shape[0] <= rows:
             return score(self._valid_features(X))
-        X = self.binning_._check_rows(X)      # dense C-ordered or CSR: rows slice cheaply
+        X = self.binning_._check_rows(X, names=False)   # dense C-ordered or CSR: rows slice
         return np.concatenate([score(self._valid_features(X[a:a + rows]))
                                for a in range(0, X.shape[0], rows)])
 
@@ -739,7 +743,10 @@ class RBRegressor(RegressorMixin, _RBBase):
 
     def predict(self, X):
         """Predicted targets, (n,) or (n, n_targets)."""
-        return self._by_blocks(X, lambda Z: self.solver_.predict(Z))
+        return self._predict(X)
+
+    def _predict(self, X, names=True):   # names: see _by_blocks
+        return self._by_blocks(X, lambda Z: self.solver_.predict(Z), names)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -843,11 +850,17 @@ class RBClassifier(ClassifierMixin, _RBBase):
 
     def decision_function(self, X):
         """Scores: (n,) for two classes (positive means classes_[1]), else (n, n_classes)."""
-        return self._by_blocks(X, lambda Z: self.solver_.decision_function(Z))
+        return self._decision_function(X)
 
     def predict(self, X):
         """Predicted class labels."""
-        return self._by_blocks(X, lambda Z: self.solver_.predict(Z))
+        return self._predict(X)
+
+    def _decision_function(self, X, names=True):   # names: see _by_blocks
+        return self._by_blocks(X, lambda Z: self.solver_.decision_function(Z), names)
+
+    def _predict(self, X, names=True):
+        return self._by_blocks(X, lambda Z: self.solver_.predict(Z), names)
 
     def _native_proba(self):
         solver, _, _, loss = self._effective()
@@ -937,11 +950,14 @@ class RBClassifier(ClassifierMixin, _RBBase):
         ``solver="cd"`` with the logistic loss: the logistic model's own. Otherwise the
         calibrated softmax of the decision values (see ``calibration``).
         """
+        return self._predict_proba(X)
+
+    def _predict_proba(self, X, names=True):   # names: see _by_blocks
         check_is_fitted(self, "solver_")
         if self._proba_source() == "native":
-            return self._by_blocks(X, lambda Z: self.solver_.predict_proba(Z))
+            return self._by_blocks(X, lambda Z: self.solver_.predict_proba(Z), names)
         return self._by_blocks(X, lambda Z: softmax_probabilities(
-            self.solver_.decision_function(Z), self.calibration_))
+            self.solver_.decision_function(Z), self.calibration_), names)
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):

@@ -673,3 +673,42 @@ def test_probabilities_are_announced_before_fit_as_after():
         search.fit(X, y)
         assert hasattr(search, "predict_proba")
         np.testing.assert_allclose(np.exp(search.predict_log_proba(X)), search.predict_proba(X))
+
+
+@pytest.mark.parametrize("cls", [RBRegressorCV, RBClassifierCV], ids=lambda c: c.__name__)
+def test_best_estimator_and_its_binning_take_the_search_data_frames(cls):
+    """Fitted on a data frame, the search's best_estimator_ (and its binning_) check the
+    frame's column names as a model fitted on it does (GridSearchCV refits on the frame):
+    the frame without a warning, reordered columns an error, an array one warning; the
+    search's own methods with an array warn once, in the search's name, not again in the
+    model's."""
+    import pandas as pd
+
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (90, 3))
+    y = X[:, 0] + 3 * X[:, 1] ** 2
+    if cls is RBClassifierCV:
+        y = (y > np.median(y)).astype(int)
+    df = pd.DataFrame(X, columns=list("abc"))
+    search = cls(sigma_factors=(1.0,), alphas=(1.0,), n_grids=8, random_state=0).fit(df, y)
+    best = search.best_estimator_
+    np.testing.assert_array_equal(best.feature_names_in_, list("abc"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = best.predict(df)
+        Z = best.binning_.transform(df)
+    np.testing.assert_array_equal(got, search.predict(df))
+    assert (Z != best.binning_.transform(X)).nnz == 0
+    with pytest.raises(ValueError, match="feature names"):
+        best.predict(df[["b", "a", "c"]])
+    with pytest.raises(ValueError, match="feature names"):
+        best.binning_.transform(df[["b", "a", "c"]])
+    methods = ["predict"] + (["decision_function", "predict_proba"]
+                             if cls is RBClassifierCV else [])
+    for name in methods:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            np.testing.assert_array_equal(getattr(search, name)(X), getattr(search, name)(df))
+        said = [str(w.message) for w in seen if "feature names" in str(w.message)]
+        assert said == [f"X does not have valid feature names, but {cls.__name__} was "
+                        f"fitted with feature names"], said

@@ -601,9 +601,9 @@ def test_predict_by_blocks_equals_scores_of_the_whole_Z(monkeypatch, case):
     whole = {name: getattr(model, name)(Xt) for name in methods}   # one block
     monkeypatch.setattr(models, "PREDICT_ENTRIES", 64)
     calls = []
-    real = model.binning_.transform
-    monkeypatch.setattr(model.binning_, "transform",
-                        lambda A, **kw: calls.append(A.shape[0]) or real(A, **kw))
+    real = model.binning_._transform          # what predict calls, a block at a time
+    monkeypatch.setattr(model.binning_, "_transform",
+                        lambda A, *a, **kw: calls.append(A.shape[0]) or real(A, *a, **kw))
     for name in methods:
         calls.clear()
         np.testing.assert_array_equal(getattr(model, name)(Xt), whole[name])
@@ -904,3 +904,40 @@ def test_parameter_messages_list_each_accepted_kind_once():
     assert str(e.value).count("None") == 1
     for seed in (2**40, np.random.default_rng(0), np.random.RandomState(0), None):
         RBClassifier(n_grids=4, random_state=seed).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [RBRegressor, RBClassifier], ids=lambda c: c.__name__)
+def test_binning_of_a_frame_fitted_model_checks_the_frame_column_names(cls):
+    """A model fitted on a data frame gives its binning_ the frame's column names: the
+    documented way to the features of new rows, ``binning_.transform(frame)``, takes the
+    frame without a warning and refuses reordered columns; the model's own predictions
+    (which pass validated arrays to binning_) warn only where the user's X lacks the
+    names, once, in the model's name. A model fitted on an array: its binning_ has no
+    names."""
+    import pandas as pd
+
+    rng = np.random.default_rng(2)
+    X = rng.uniform(-1, 1, (150, 3))
+    y = X[:, 0] + 3 * X[:, 1] ** 2
+    if cls is RBClassifier:
+        y = (y > np.median(y)).astype(int)
+    df = pd.DataFrame(X, columns=["u", "v", "w"])
+    model = cls(n_grids=8, random_state=0).fit(df, y)
+    np.testing.assert_array_equal(model.binning_.feature_names_in_, ["u", "v", "w"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Z = model.binning_.transform(df)
+        got = model.predict(df)
+    assert (Z != model.binning_.transform(X)).nnz == 0        # (an array: a warning)
+    with pytest.raises(ValueError, match="feature names"):
+        model.binning_.transform(df[["w", "v", "u"]])
+    for rows in (X, sp.csr_matrix(X)):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            np.testing.assert_array_equal(model.predict(rows), got)
+        said = [str(w.message) for w in seen if "feature names" in str(w.message)]
+        assert said == [f"X does not have valid feature names, but {cls.__name__} was "
+                        f"fitted with feature names"], said
+    plain = cls(n_grids=8, random_state=0).fit(X, y)
+    assert not hasattr(plain.binning_, "feature_names_in_")
+    np.testing.assert_array_equal(plain.predict(X), got)

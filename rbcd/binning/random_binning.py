@@ -463,12 +463,17 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         Exact mode: a bin never seen in fit gives no entry. Hashed mode: the
         documented hash, duplicates within a row summed.
         """
+        return self._transform(X, _paths)
+
+    def _transform(self, X, paths=None, names=True):
+        """transform; names=False for rows whose feature names the caller has checked (a
+        model's rows for its ``binning_``, which records the names of the model's fit)."""
         check_is_fitted(self, "n_bins_")
         if "_cuda_tables" in self.__dict__:  # fitted with device="cuda": Z as a cupyx CSR
             from ..cuda import binning as cuda_binning
             return cuda_binning.transform(self, X, cuda_binning.get_xp("cuda"))
-        paths = _DEFAULT_PATHS if _paths is None else _paths
-        X = check_X(self, X, reset=False)
+        paths = _DEFAULT_PATHS if paths is None else paths
+        X = check_X(self, X, reset=False, names=names)
         n_threads = _jobs_for(self.n_jobs, X.shape[0] * X.shape[1] * self.n_bins_.shape[0],
                               paths)
         constant = self.__dict__.get("_constant_columns")
@@ -494,13 +499,14 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
             cols = np.flatnonzero(bad)
             _raise_bad_bins(X, cols, widths[:, cols], offsets[:, cols])
 
-    def _check_rows(self, X):
+    def _check_rows(self, X, names=True):
         """The checks transform makes of X, nothing built: X validated as transform takes
         it (returned), its non-finite values and its bins that do not fit int64 raising
         the errors that name X's own rows. A caller that then transforms X a block of rows
-        at a time (the models' predict) reports X's row, not the block's."""
+        at a time (the models' predict) reports X's row, not the block's. names: as in
+        ``_transform``."""
         check_is_fitted(self, "n_bins_")
-        X = check_X(self, X, reset=False)
+        X = check_X(self, X, reset=False, names=names)
         n_threads = effective_n_threads(self.n_jobs)
         if self.grid_ptr_ is not None:
             exact_input(self, X, *self._extremes_of(X, n_threads), n_threads)
