@@ -1667,3 +1667,33 @@ def test_side_stream_orders_work_both_ways():
         pass
     with ccg._side_stream(_FakeCupy()):
         pass
+
+
+@pytest.mark.parametrize("host_lag", [1, 0])
+def test_device_classifier_stops_classes_on_the_cpu_shared_scale(numpy_device, monkeypatch,
+                                                                  host_lag):
+    """device="cuda"'s multi-class RidgeCGClassifier holds every class to tol times the
+    largest class's ||b||, as the CPU classifier does (rbcd.solvers.cg.stopping_scale): a
+    rare class stops with the others instead of iterating to its own small ||b||; its
+    residual_ is reported on that scale. The same iterations as the CPU's and the same
+    residuals to rounding, in either host loop."""
+    from rbcd.solvers.cg import RidgeCGClassifier
+
+    real = ccg.solve_ridge
+    monkeypatch.setattr(ccg, "solve_ridge",
+                        lambda *a, **kw: real(*a, **{**kw, "host_lag": host_lag}))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 3))
+    y = (X[:, 0] > 0).astype(int) + 2 * (X[:, 1] > 0)
+    y[rng.choice(3000, 30, replace=False)] = 4          # a rare fifth class
+    _, Z, cols = _cpu_Z(X, 16, "scale", 0)
+    kw = dict(alpha=1.0, tol=1e-3)
+    cpu = RidgeCGClassifier(**kw).fit(Z, y)          # (no grid structure: neither side)
+    dev = RidgeCGClassifier(device="cuda", **kw).fit(Z, y)
+    np.testing.assert_array_equal(dev.n_iter_, cpu.n_iter_)
+    np.testing.assert_allclose(dev.residual_, cpu.residual_, rtol=1e-4)   # (sums differ)
+    assert dev.residual_[4] <= 1e-3 and cpu.converged_ and dev.converged_
+    # held to its own ||b||, the rare class would take more iterations
+    own = ccg.solve_ridge(np, ccg.MatrixOperator(np, Z), np.where(y[:, None] == np.arange(5),
+                          1.0, -1.0), alpha=1.0, tol=1e-3)[2]
+    assert own[4] > dev.n_iter_[4]

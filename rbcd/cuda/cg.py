@@ -111,7 +111,7 @@ class GridProjection:
 
 def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, tol=1e-6,
                 max_iter=None, preconditioner="jacobi", structured=False, verbose=0,
-                host_lag=1, graph=False):
+                host_lag=1, graph=False, shared_scale=False):
     """Block PCG for ridge on xp. ``op``: a GridLayout or MatrixOperator; Y (n, k) and
     sample_weight (n,) arrays of xp (validated). ``structured``: op is random binning
     training data (every row has one entry of the same value in every grid: a GridLayout
@@ -124,6 +124,10 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     for bit. In both the first iteration runs the first active mask as the device computed
     it (the host learns it, and ||b||, from its first read after queueing that iteration):
     the set-up waits for the device once, for the rescaling's scalars.
+
+    ``shared_scale`` (classification): every target stops when ||r_k|| <= tol max_j ||b_j||
+    and reports its residual on that scale, the CPU classifier's rule
+    (rbcd.solvers.cg.stopping_scale); else ||r_k|| <= tol ||b_k||.
 
     ``graph`` (internal, for benchmarks and tests; host_lag=1, a GridLayout, verbose < 2):
     the iterations run in pairs, each pair one replay of a CUDA graph of its kernels (on
@@ -214,7 +218,9 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     X = xp.zeros((D, k))
     Rr = xp.array(B, dtype=xp.float64, order="C")
     bnorm = xp.sqrt(_ops.col_sums(xp, B * B))      # ||b|| of each target, on the device
-    thresh = tol * bnorm
+    # the scale each residual is held to (rbcd.solvers.cg.stopping_scale), on the device
+    scale = xp.zeros(k) + bnorm.max() if shared_scale else bnorm
+    thresh = tol * scale
     rz_out = xp.empty(k)
     nb = _ops.cg_blocks(D)
     part_pq, part_rr, part_rz = (xp.empty((nb, k)) for _ in range(3))
@@ -226,18 +232,19 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
     # next iteration updates; cg_step and cg_p read one row and cg_p writes the next
     # iteration's mask into the other (a kernel cannot clear the mask its other blocks
     # still read), so the rows swap each iteration. masks[0] starts as the first
-    # iteration's mask, act0 = not ||b|| <= tol ||b|| (computed here, on the device). A
+    # iteration's mask, act0 = not ||b|| <= thresh (computed here, on the device). A
     # target stops (its mask entry goes to 0, for good) after the iteration whose residual
     # norm rn <= thresh or whose curvature check pq > 0 fails (breakdown): the iteration
     # that stops it still updates it, the next ones do not (cg_step and cg_p write nothing
-    # of an inactive target's X, Rr, P, rz). state (3, k): rows 0 and 1 are the kernels'
+    # of an inactive target's X, Rr, P, rz). state (4, k): rows 0 and 1 are the kernels'
     # summary (row 0 the residual norm of each target's last iteration, bnorm before any;
-    # row 1 this iteration's pq > 0), row 2 bnorm, so that one copy of state gives the host
-    # the residual norms and the norms they are relative to. counts (2, k) int32: the
-    # iterations each target ran, and 1 where it broke down.
-    state = xp.empty((3, k))
+    # row 1 this iteration's pq > 0), row 2 the stopping scale, row 3 bnorm, so that one
+    # copy of state gives the host the residual norms and the norms they are relative to.
+    # counts (2, k) int32: the iterations each target ran, and 1 where it broke down.
+    state = xp.empty((4, k))
     state[0] = bnorm
-    state[2] = bnorm
+    state[2] = scale
+    state[3] = bnorm
     summary = state[:2]
     counts = xp.zeros((2, k), dtype=xp.int32)
     masks = xp.zeros((2, k), dtype=xp.int32)
@@ -295,9 +302,9 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         step(act_in, act_out, rz[0], rz[1])
         rz.reverse()
 
-    def report(it, rn, act, bnorm_h):
+    def report(it, rn, act, scale_h):
         if verbose >= 2 and act.any():
-            rel = rn[act] / np.where(bnorm_h[act] > 0, bnorm_h[act], 1.0)
+            rel = rn[act] / np.where(scale_h[act] > 0, scale_h[act], 1.0)
             print(f"[RidgeCG cuda] iteration {it}: max relative residual {np.max(rel):.3e}")
 
     rnorm = None   # the host's residual norms (host_lag=0, from its first read of state)
@@ -346,8 +353,9 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         # the host's decision (the loop before the device kept the mask): wait for each
         # iteration's state, update the mask on the host, copy it to the device when a
         # target stops; the device's own mask (masks[1]) and counts are not read. The
-        # first iteration runs the device's act0 (masks[0]); its read brings bnorm (state
-        # row 2), from which the host computes the same act0 (the same IEEE operations)
+        # first iteration runs the device's act0 (masks[0]); its read brings the scale and
+        # bnorm (state rows 2, 3), from which the host computes the same act0 (the same IEEE
+        # operations)
         # and starts its bookkeeping. With every target inactive from the start that
         # iteration changes nothing, and the loop stops after it.
         n_iter = np.zeros(k, dtype=np.int64)
@@ -367,18 +375,18 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
             iterate(act_d, masks[1])
             host = _ops.to_host(state)
             if done is None:
-                bnorm_h = np.array(host[2], dtype=np.float64)
-                thresh_h = tol * bnorm_h
-                act = act_host = ~(bnorm_h <= thresh_h)
+                scale_h = np.array(host[2], dtype=np.float64)
+                thresh_h = tol * scale_h
+                act = act_host = ~(host[3] <= thresh_h)
                 done = ~act
-                rnorm = bnorm_h.copy()
+                rnorm = np.array(host[3], dtype=np.float64)
             rn, ok = host[0], host[1] > 0
             n_iter[act] = it
             rnorm[act] = rn[act]
             stop = (rn <= thresh_h) | ~ok
             done |= act & stop
             breakdown |= act & ~ok
-            report(it, rn, act, bnorm_h)
+            report(it, rn, act, scale_h)
     else:
         # the device's decision, read one iteration late: queue iteration it, then wait
         # for the (small, asynchronous) copy of the mask after iteration it - 1 (for it =
@@ -389,7 +397,7 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         # stops. Every target runs the iterations its mask says, at most max_iter (the
         # loop queues no more), and the counts, residual norms and breakdowns are the
         # device's: what the host's loop (host_lag=0) computes. With verbose >= 2 every
-        # copy also brings state (the residual norms, row 0; bnorm, row 2).
+        # copy also brings state (the residual norms, row 0; the scale, row 2).
         rows = [masks[0], masks[1]]
         reads = _ops.HostCopies(xp, 2)
         extra = (state,) if verbose >= 2 else ()
@@ -422,15 +430,15 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         n_iter = cnt[0].astype(np.int64)
         breakdown = cnt[1] != 0
     if rnorm is None:
-        # one read of state for bnorm (row 2) and the device's residual norms (row 0):
+        # one read of state for the scale (row 2) and the device's residual norms (row 0):
         # host_lag=1, or host_lag=0 where no iteration ran (row 0 is then bnorm); the
-        # thresholds are the device's, tol * bnorm, by the same IEEE operation
+        # thresholds are the device's, tol * scale, by the same IEEE operation
         fin = _ops.to_host(state)
-        bnorm_h = np.array(fin[2], dtype=np.float64)
-        thresh_h = tol * bnorm_h
+        scale_h = np.array(fin[2], dtype=np.float64)
+        thresh_h = tol * scale_h
         rnorm = np.array(fin[0], dtype=np.float64)
     unconverged = rnorm > thresh_h
-    relres = np.where(bnorm_h > 0, rnorm / np.where(bnorm_h > 0, bnorm_h, 1.0), 0.0)
+    relres = np.where(scale_h > 0, rnorm / np.where(scale_h > 0, scale_h, 1.0), 0.0)
     stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))
     if np.any(unconverged):
         worst = int(np.argmax(np.where(unconverged, relres, -1.0)))

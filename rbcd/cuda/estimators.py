@@ -100,7 +100,8 @@ def ridge_fit(est, X, y, sample_weight=None, columns=None, classifier=False):
                          "RBRegressor / RBClassifier for 1e-4 per unit of training weight")
     coef, intercept, n_iter, info = solve_ridge(
         xp, op, Y, s_d, est.alpha, est.fit_intercept, est.tol, est.max_iter,
-        est.preconditioner, structured, int(est.verbose))
+        est.preconditioner, structured, int(est.verbose),
+        shared_scale=classifier)   # classes on one scale, as the CPU classifier's
     est.n_iter_ = n_iter
     est.solver_ = "cg"
     est.converged_ = bool(np.all(info["converged"]))

@@ -4,9 +4,11 @@ The driver runs the CG of :func:`rbcd.solvers.cg.solve_ridge_cg` (the same
 preconditioner, centring, sample weights, grid projection and stopping rule ||r|| <= tol
 ||b||; its module docstring is the reference), not its bits: the sums come in partition
 order, not the local kernels', so the iterates differ by rounding and the iteration counts
-can differ by a few (docs/dask.md, "Ridge by CG"; the local classifier's shared stopping
-scale over classes and its zeroed numerically constant columns are not repeated). Only the
-operator is distributed. With Zc = Z - 1 zbar^T,
+can differ by a few (docs/dask.md, "Ridge by CG"). Its two further rules are the local
+ones too: a classifier stops every class on one scale, tol times the largest class's ||b||
+(``shared_scale``, as the local RidgeCGClassifier), and with an intercept the centred
+columns that are constant to rounding are taken as exactly 0 (w_j = 0, as the local
+_RidgeSystem's ``flat``). Only the operator is distributed. With Zc = Z - 1 zbar^T,
 
     Zc^T S Zc P = sum_b [ Z_b^T T_b ] - zbar (sum_b 1^T T_b)^T,   T_b = S_b (Z_b P - 1 (zbar . P)),
 
@@ -31,14 +33,13 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from ..solvers.cg import _check_alpha, default_max_iter  # the local RidgeCG's own rules
+from ..solvers.cg import _check_alpha, _warn_unconverged, constant_columns, \
+    default_max_iter, stopping_scale  # the local RidgeCG's own rules
 from ._blocks import build_blocks, class_setup, decision_dask, predict_from_scores, \
     regression_targets
 from ._data import as_rows, check_n_jobs, client_or_error
-from .._warnings import warn as warn_user
 
 __all__ = ["RidgeCG", "RidgeCGClassifier"]
 
@@ -170,11 +171,18 @@ def _fold_stats(acc, st):
 
 
 def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, grid_ptr,
-             verbose=0):
+             verbose=0, shared_scale=False):
     """The CG of rbcd.solvers.cg.solve_ridge_cg with the operator on the partitions.
 
-    Returns (coef (k, D), intercept (k,), n_iter (k,), info): info["converged"] (k,) and
-    info["residual"] (k,), the final relative residuals."""
+    ``shared_scale``: the local classifier's stopping rule (rbcd.solvers.cg._cg_iterate):
+    every target stops when ||r_k|| <= tol max_j ||b_j||, and its residual is reported on
+    that scale. With an intercept the numerically constant columns (:func:`constant_columns`)
+    get w_j = 0, as locally.
+
+    Returns (coef (k, D), intercept (k,), n_iter (k,), info): info["converged"] (k,),
+    info["residual"] (k,), the final relative residuals ||r_k|| / scale_k, and
+    info["stop"] (k,), why each target stopped ("tol", "breakdown" or "max_iter"), as the
+    local solver's."""
     alpha = _check_alpha(alpha, k)
     # every partition's results are D-vectors (D x k for the operator): folded one at a
     # time (Cluster.map's fold), the driver holds its own CG vectors and one partition's
@@ -193,9 +201,16 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         ybar = np.zeros(k)
         diag = colsq
     diag = np.maximum(diag, 0.0)
+    # the local solver's numerically constant columns: their centred column is exactly 0
+    # (no right-hand side, no operator entries, no search direction: w_j = 0)
+    flat = constant_columns(diag, colsq, stats["n"], fit_intercept)
+    if flat.size:
+        diag[flat] = 0.0
     B, rsum = cluster.map(block_rhs, ybar, fold=_fold_sums)
     if zbar is not None:
         B -= np.outer(zbar, rsum)
+    if flat.size:
+        B[flat] = 0.0
 
     # the grid projection applies when the structure is known, every stored value is the
     # same and every grid holds one entry per row (training data)
@@ -213,7 +228,8 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
     X = np.zeros((D, k))
     R = np.ascontiguousarray(B)
     bnorm = np.linalg.norm(B, axis=0)
-    thresh = tol * bnorm
+    scale = stopping_scale(bnorm, shared_scale)
+    thresh = tol * scale
 
     def inv_m(V, act):
         if not use_diag:
@@ -224,10 +240,13 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
     P = inv_m(R, np.arange(k))
     if proj is not None:
         proj(P)
+    if flat.size:
+        P[flat] = 0.0
     rz = np.einsum("ij,ij->j", R, P)
     n_iter = np.zeros(k, dtype=np.int64)
-    done = bnorm <= thresh
+    done = bnorm <= thresh                              # b = 0: the solution is w = 0
     rnorm = bnorm.copy()
+    breakdown = np.zeros(k, dtype=bool)
     for it in range(1, max_iter + 1):
         act = np.flatnonzero(~done)
         if act.size == 0:
@@ -239,6 +258,8 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         Q += alpha[act] * Pa
         if zbar is not None:
             Q -= np.outer(zbar, Tsum)
+        if flat.size:
+            Q[flat] = 0.0      # constant columns: Zc e_j = 0 (Pa is 0 there: pq unchanged)
         pq = np.einsum("ij,ij->j", Pa, Q)
         ok = pq > 0
         step = np.where(ok, rz[act] / np.where(ok, pq, 1.0), 0.0)
@@ -260,28 +281,28 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         Pn = Z_ + beta * Pa
         if proj is not None:
             proj(Pn)
+        if flat.size:
+            Pn[flat] = 0.0     # stays in the constant columns' complement
         if every:
             P = Pn
         else:
             P[:, act] = Pn
         rz[act] = rz_new
         done[act[stop]] = True
+        breakdown[act[~ok]] = True
         if verbose:
             print(f"[rbcd.dask RidgeCG] iteration {it}: max relative residual "
                   f"{np.max(rn / np.where(bnorm[act] > 0, bnorm[act], 1.0)):.3e}")
+    # the local solver's report (rbcd.solvers.cg._cg_iterate): residuals on the stopping
+    # scale, the reason each target stopped, and its ConvergenceWarning
     unconverged = rnorm > thresh
+    relres = np.where(scale > 0, rnorm / np.where(scale > 0, scale, 1.0), 0.0)
+    stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))
     if np.any(unconverged):
-        worst = int(np.argmax(np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)))
-        warn_user(
-            f"RidgeCG did not converge in max_iter={max_iter} iterations for "
-            f"{int(unconverged.sum())} of {k} targets: relative residual "
-            f"{rnorm[worst] / bnorm[worst]:.3e} > tol={tol:g}. Increase max_iter or alpha.",
-            ConvergenceWarning,
-        )
+        _warn_unconverged(unconverged, relres, stop_reason, n_iter, tol, max_iter)
     coef = X.T.copy()
     intercept = ybar - np.einsum("kj,j->k", coef, zbar) if zbar is not None else np.zeros(k)
-    info = {"converged": ~unconverged,
-            "residual": np.where(bnorm > 0, rnorm / np.where(bnorm > 0, bnorm, 1.0), 0.0)}
+    info = {"converged": ~unconverged, "residual": relres, "stop": stop_reason}
     return coef, intercept, n_iter, info
 
 
@@ -430,10 +451,13 @@ class RidgeCGClassifier(ClassifierMixin, BaseEstimator):
         classes, targets, sw = class_setup(client, X, y, sample_weight, self.class_weight)
         cluster, N, D, Xd = build_blocks(client, X, y, sw, targets, columns, self.n_jobs)
         k = 1 if classes.shape[0] == 2 else classes.shape[0]
+        # the classes' scores are compared with each other: every class stops on one
+        # scale, tol times the largest class's ||b|| (the local RidgeCGClassifier's rule)
         coef, intercept, n_iter, info = ridge_cg(cluster, k, self.alpha, bool(self.fit_intercept),
-                                           self.tol, self.max_iter, self.preconditioner,
-                                           cluster.grid_ptr,
-                                           self.verbose if verbose is None else verbose)
+                                                 self.tol, self.max_iter, self.preconditioner,
+                                                 cluster.grid_ptr,
+                                                 self.verbose if verbose is None else verbose,
+                                                 shared_scale=True)
         self.classes_ = classes
         self.coef_ = coef
         self.intercept_ = intercept if self.fit_intercept else np.zeros(k)

@@ -768,6 +768,26 @@ def transposed(W, scale=1.0, extra=None):
     return out
 
 
+def constant_columns(diag, colsq, n_rows, fit_intercept):
+    """The numerically constant columns, as an index array: with an intercept, a column
+    whose centred square sum ``diag`` is within the rounding of its raw square sum
+    ``colsq`` (diag <= n_rows eps colsq, colsq > 0) has no resolvable variation, and the
+    implicit centring (Z p - zbar . p, Z^T r - zbar sum r) would return only rounding noise
+    for it. Its centred column is taken as exactly 0, as explicit centring gives for a
+    constant column: w_j = 0 (scikit-learn's Ridge). Without an intercept: none. (rbcd.dask's
+    CG applies the same rule to its partition-summed statistics.)"""
+    if not fit_intercept:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero((diag <= n_rows * np.finfo(np.float64).eps * colsq) & (colsq > 0))
+
+
+def stopping_scale(bnorm, shared_scale):
+    """The scale each target's residual is held to: ||b_k||, or with ``shared_scale``
+    (classification, :func:`_cg_iterate`) the largest ||b_j|| for every target. A target
+    stops when ||r_k|| <= tol scale_k, and its reported residual is ||r_k|| / scale_k."""
+    return np.full(bnorm.shape[0], bnorm.max(initial=0.0)) if shared_scale else bnorm
+
+
 class _RidgeSystem:
     """The centred, weighted ridge system of one fit (module docstring), without Z^T Z:
 
@@ -798,13 +818,7 @@ class _RidgeSystem:
             Yc = Y
             diag = colsq
         diag = np.maximum(diag, 0.0)                            # rounding can make it < 0
-        # Numerically constant columns: with an intercept, a column whose centred square
-        # sum is within the rounding of its raw square sum (n eps colsq) has no resolvable
-        # variation, and the implicit centring (Z p - zbar . p, Z^T r - zbar sum r) would
-        # return only rounding noise for it. Its centred column is taken as exactly 0, as
-        # explicit centring gives for a constant column: w_j = 0 (scikit-learn's Ridge).
-        self.flat = (np.flatnonzero((diag <= n * np.finfo(np.float64).eps * colsq) & (colsq > 0))
-                     if fit_intercept else np.zeros(0, dtype=np.int64))
+        self.flat = constant_columns(diag, colsq, n, fit_intercept)
         if self.flat.size:
             diag[self.flat] = 0.0
         self.diag = np.ascontiguousarray(diag)
@@ -898,7 +912,8 @@ def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose,
     X = np.zeros((D, k))
     R = np.ascontiguousarray(B)
     bnorm = np.linalg.norm(B, axis=0)
-    thresh = tol * (np.full(k, bnorm.max(initial=0.0)) if shared_scale else bnorm)
+    scale = stopping_scale(bnorm, shared_scale)
+    thresh = tol * scale
     proj = _grid_projection(op, columns, fit_intercept) if use_diag else None
     if use_diag:
         # M^-1 (Jacobi) once for the solve: the kernels multiply by it (a division per
@@ -961,7 +976,6 @@ def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose,
             print(f"[RidgeCG] iteration {it}: max relative residual "
                   f"{np.max(rn / np.where(bnorm[act] > 0, bnorm[act], 1.0)):.3e}")
     unconverged = rnorm > thresh
-    scale = np.full(k, bnorm.max(initial=0.0)) if shared_scale else bnorm
     relres = np.where(scale > 0, rnorm / np.where(scale > 0, scale, 1.0), 0.0)
     stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))
     if np.any(unconverged):
