@@ -168,3 +168,24 @@ def test_constant_columns_rule():
     assert constant_columns(diag, colsq, Z.shape[0], False).shape == (0,)
     # an empty column (colsq = 0) is not "constant": nothing to zero
     assert constant_columns(np.zeros(2), np.zeros(2), 10, True).shape == (0,)
+
+
+def test_dask_ridge_at_alpha_zero_reaches_the_minimum_norm_solution(client):
+    """alpha = 0 on more bins than rows (a singular system): the Dask CG runs plain CG, as
+    the local one does, and reaches the minimum-norm least-squares solution; with its
+    Jacobi preconditioner it reached another least-squares fit."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(200, 3))
+    y = np.sin(6 * X[:, 0]) + X[:, 1]
+    Z = rbcd.RandomBinning(n_grids=32, sigma=0.2, random_state=0).fit_transform(X)
+    assert Z.shape[1] > Z.shape[0]
+    Zd = da.from_array(Z, chunks=((80, 120), Z.shape[1]), asarray=False)
+    kw = dict(alpha=0.0, tol=1e-12, max_iter=5000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        local = rbcd.RidgeCG(**kw).fit(Z, y)
+        dist = rd.RidgeCG(**kw).fit(Zd, y)
+    Zc = Z.toarray() - Z.toarray().mean(axis=0)
+    w = np.linalg.lstsq(Zc, y - y.mean(), rcond=None)[0]          # the minimum norm
+    np.testing.assert_allclose(local.coef_, w, atol=1e-6)
+    np.testing.assert_allclose(dist.coef_, w, atol=1e-6)

@@ -215,7 +215,10 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
     # the grid projection applies when the structure is known, every stored value is the
     # same and every grid holds one entry per row (training data)
     proj = None
-    use_diag = preconditioner == "jacobi"
+    # alpha = 0 (a singular system): plain CG from zero, which reaches the minimum-norm
+    # least-squares solution, as the local solve_ridge_cg does (a preconditioned CG reaches
+    # another one, whose predictions on new rows differ)
+    use_diag = preconditioner == "jacobi" and not np.any(alpha == 0.0)
     if use_diag and grid_ptr is not None:
         values, n, entries = stats["values"], stats["n"], stats["entries"]
         same = len(values) > 0 and all(v == values[0] for v in values) and np.isfinite(values[0])
