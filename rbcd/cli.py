@@ -57,6 +57,7 @@ import argparse
 import contextlib
 import math
 import os
+import re
 import sys
 import time
 import warnings
@@ -252,6 +253,20 @@ def _sigma(text):
             f"expected a positive number or 'scale', got {text!r}") from None
 
 
+def _or_auto(parse, expected):
+    """A type that takes 'auto' (the estimator's own rule, the default that --help shows)
+    besides what ``parse`` takes."""
+    def parse_or_auto(text):
+        if text == "auto":
+            return text
+        try:
+            return parse(text)
+        except argparse.ArgumentTypeError:
+            raise argparse.ArgumentTypeError(f"expected {expected} or 'auto', "
+                                             f"got {text!r}") from None
+    return parse_or_auto
+
+
 def _parallel(text):
     return None if text == "serial" else text
 
@@ -259,7 +274,8 @@ def _parallel(text):
 # Model options: (flag, estimator parameter, argparse keywords, help). Their argparse
 # default is None, "not given": the estimator's own default applies (shown in --help).
 _MODEL_OPTIONS = (
-    ("--n-grids", "n_grids", {"type": _positive_int}, "R, the number of random grids"),
+    ("--n-grids", "n_grids", {"type": _or_auto(_positive_int, "a positive integer")},
+     "R, the number of random grids, or 'auto' (the estimator's rule)"),
     ("--sigma", "sigma", {"type": _sigma},
      "Laplacian kernel width, exp(-||x-y||_1/sigma), or 'scale' (from the data) where the "
      "estimator supports it"),
@@ -269,11 +285,13 @@ _MODEL_OPTIONS = (
      "penalty)"),
     ("--loss", "loss", {"choices": ("squared", "logistic", "squared_hinge")},
      "cd loss (cg is always squared)"),
-    ("--alpha", "alpha", {"type": _float_in(0.0)}, "regularization strength"),
-    ("--linear", "linear", {"type": _float_in(0.0)},
-     "cg only: weight of a linear kernel on the standardized features beside the random "
-     "binning kernel, 0 = none ('auto', up to 1,000 rows: classification chooses 0 or 1 "
-     "with alpha, regression takes 1)"),
+    ("--alpha", "alpha", {"type": _or_auto(_float_in(0.0), "a number in [0, inf)")},
+     "regularization strength, or 'auto' (chosen by the fit)"),
+    ("--linear", "linear", {"type": _or_auto(_float_in(0.0), "a number in [0, inf)")},
+     "ridge solvers (auto, cg, direct) and --multi-class ovr only: weight of a linear "
+     "kernel on the standardized features beside the random binning kernel, 0 = none "
+     "('auto', up to 1,000 rows: classification chooses 0 or 1 with alpha, regression "
+     "takes 1)"),
     ("--l1-ratio", "l1_ratio", {"type": _float_in(0.0, 1.0)},
      "cd only: L1 share of the penalty, 1 = lasso, 0 = ridge"),
     ("--max-epochs", "max_epochs", {"type": _positive_int}, "cd only: maximum epochs"),
@@ -307,12 +325,15 @@ def estimator_defaults():
 def _default_text(param, params, resolved, demo=None):
     """The ``(default: ...)`` of an option's help, from the estimator (and the demo)."""
     if demo is not None and any(param in demo[s] for s in demo):
+        # the demo's "cg" settings are those of every solver but cd (auto, its default,
+        # cg and direct: cmd_demo)
+        names = {s: "auto, cg, direct" if s == "cg" else s for s in demo}
         values = {demo[s].get(param) for s in demo}
         if len(values) == 1:
             return f"the demo's {values.pop():g}"
-        parts = [f"{demo[s][param]:g} for {s}" for s in demo if param in demo[s]]
-        parts += [f"the estimator's for {s}" for s in demo if param not in demo[s]]
-        return "the demo's " + ", ".join(parts)
+        parts = [f"{demo[s][param]:g} for {names[s]}" for s in demo if param in demo[s]]
+        parts += [f"the estimator's for {names[s]}" for s in demo if param not in demo[s]]
+        return "the demo's " + "; ".join(parts)
     value = params.get(param)
     if value is None and resolved and param in resolved["cg"]:
         if param == "loss":
@@ -585,6 +606,11 @@ def load_svmlight(path, n_features=None, zero_based="auto"):
             bad = _first_bad_label(path)
         except (OSError, EOFError, ValueError):
             bad = None
+        if bad is not None and ":" in bad[1]:   # an index:value pair where the label goes
+            raise CLIError(f"{path}: line {bad[0]} has no label (it starts with the pair "
+                           f"{bad[1]!r}); every line of an svmlight file starts with a "
+                           f"label, a number (in a file to predict, any number, e.g. 0: it "
+                           f"only serves the score)") from None
         if bad is not None:
             raise CLIError(f"{path}: line {bad[0]} has label {bad[1]!r}; labels in svmlight "
                            f"files must be numbers (number the classes, e.g. 0, 1, 2)") from None
@@ -773,9 +799,12 @@ def check_options(params, default_solver=None):
         raise UsageError(f"--l1-ratio {l1_ratio:g} needs --solver cd ({solver} solves ridge, "
                          f"an L2 penalty)")
     linear = params.get("linear")
-    if not ridge and linear not in (None, 0.0):
+    if not ridge and linear not in (None, 0.0, "auto"):
         raise UsageError(f"--linear {linear:g} is for the ridge solvers (cg, direct, auto); "
                          f"--solver cd takes --linear 0 only")
+    if params.get("multi_class") == "ovo" and linear not in (None, 0.0, "auto"):
+        raise UsageError(f"--linear {linear:g} needs --multi-class ovr (one-vs-one fits no "
+                         f"linear term): leave out --linear, or use --linear 0")
 
 
 def _estimator_verbose(level):
@@ -806,26 +835,51 @@ def _can_scale():
     return False
 
 
-def binning_advice(kappa, n_rows, sigma):
+def binning_advice(kappa, n_rows, sigma, rule=None):
     """A warning (str) when the binning is degenerate, else None.
 
     kappa = N / (largest bin count), averaged over the grids (paper, Definition 1):
     close to N, almost every training row is alone in its bins, the features only
     memorize the training rows and new rows fall into empty bins; close to 1, almost all
-    rows share one bin, the features cannot tell rows apart.
+    rows share one bin, the features cannot tell rows apart. ``sigma``: the bandwidth
+    used (the fitted ``sigma_``); ``rule``: the estimator's ``sigma`` parameter, "scale"
+    when the bandwidth came from the data (then --sigma scale is not advice: it was used).
+    The advice names the --sigma values to try.
     """
-    sigma_text = sigma if isinstance(sigma, str) else f"{float(np.mean(sigma)):g}"
-    scale = "--sigma scale (sigma from the data) or " if _can_scale() else ""
+    if n_rows < 2:   # one row is always alone, and always in the largest bin
+        return None
+    if isinstance(sigma, str):
+        sigma_text, value = sigma, None
+    else:
+        value = float(np.mean(sigma))
+        sigma_text = f"{value:g}"
+    from_data = isinstance(rule, str) and rule == "scale"
+    if from_data:
+        sigma_text += " (from the data: --sigma scale)"
+    scale = "--sigma scale (sigma from the data) or " if _can_scale() and not from_data else ""
     if n_rows >= KAPPA_HIGH_MIN_ROWS and kappa >= KAPPA_HIGH_SHARE * n_rows:
+        tries = (f" (10x, then 100x: --sigma {10 * value:g}, --sigma {100 * value:g})"
+                 if value is not None else " (10x, then 100x)")
         return (f"kappa {kappa:.1f} is close to N = {n_rows}: almost every training row is "
                 f"alone in its bins, so the model memorizes the training rows and predicts "
                 f"new rows poorly. sigma = {sigma_text} is far below the scale of the data; "
-                f"try {scale}a larger sigma (10x, then 100x)")
+                f"try {scale}a larger sigma{tries}")
     if kappa <= KAPPA_LOW:
+        tries = (f" (10x smaller: --sigma {value / 10:g})" if value is not None
+                 else " (10x smaller)")
         return (f"kappa {kappa:.2f} is close to 1: almost all rows share one bin in every "
                 f"grid, so the features cannot tell rows apart. sigma = {sigma_text} is far "
-                f"above the scale of the data; try {scale}a smaller sigma (10x smaller)")
+                f"above the scale of the data; try {scale}a smaller sigma{tries}")
     return None
+
+
+def _is_kappa_warning(record):
+    """True for the library's degenerate-binning warning about kappa_ (rbcd.binning's
+    DegenerateBinningWarning), whose advice is Python (``sigma = c *
+    rbcd.median_l1_distance(X)``): the command line gives its own, in options."""
+    message = getattr(record, "message", None)
+    return (type(message).__name__ == "DegenerateBinningWarning"
+            and "kappa_" in str(message))
 
 
 def _warning_lines(caught):
@@ -888,16 +942,46 @@ def fit_model(model, X, y, progress, earlier=()):
             # alpha="auto": the penalty the fit chose (alpha_), marked as chosen
             "alpha": getattr(model, "alpha_", alpha) if isinstance(alpha, str) else alpha,
             "alpha_chosen": isinstance(alpha, str),
+            # one-vs-one: one alpha per pair of classes (rbcd.solvers._ovo); the number of
+            # pairs, None for a single problem
+            "n_pairs": (None if getattr(model.solver_, "pairs_", None) is None
+                        else int(len(model.solver_.pairs_))),
+            # cd: the parallel mode that ran ("serial" for the library's None), and whether
+            # parallel="auto" chose it
+            "parallel": (None if ridge or not hasattr(model.solver_, "parallel_")
+                         else model.solver_.parallel_ or "serial"),
+            "parallel_chosen": model.get_params().get("parallel") == "auto",
             "tol": solver_params.get("tol"),
             "sigma": getattr(binning, "sigma_", model.get_params()["sigma"])}
-    lines = _warning_lines(list(earlier) + caught)
-    advice = binning_advice(info["kappa"], X.shape[0], info["sigma"])
+    lines = _warning_lines(list(earlier) + [w for w in caught if not _is_kappa_warning(w)])
+    # training rows that are all the same: no sigma tells them apart, so no sigma to advise
+    # (the library says so from 20 rows on, in Python's words)
+    lines = [line.replace("; check X", "; check the training data") for line in lines]
+    advice = binning_advice(info["kappa"], X.shape[0], info["sigma"],
+                            rule=model.get_params()["sigma"])
+    if any("training rows are identical" in line for line in lines):
+        advice = None
+    elif advice and info["kappa"] <= KAPPA_LOW and not _some_feature_varies(X):
+        advice = (f"all {X.shape[0]} training rows are identical (no feature varies), so "
+                  f"they share one bin in every grid and no sigma can tell them apart; "
+                  f"check the training data")
     if advice and not any("kappa" in line for line in lines):
         lines.append(advice)
     info["warnings"] = lines
     progress(f"binning done in {t_bin:.2f} s (D {info['D']}, kappa {info['kappa']:.1f}); "
              f"{info['solver']} done in {t_solve:.2f} s ({_solver_work(info)})")
     return info
+
+
+def _some_feature_varies(X):
+    """True when some column of X (CSR or dense) takes two values over the rows."""
+    import scipy.sparse as sp
+
+    if sp.issparse(X):
+        X = sp.csc_matrix(X)
+        return bool(np.any(X.max(axis=0).toarray() != X.min(axis=0).toarray()))
+    X = np.asarray(X)
+    return bool(np.any(X.max(axis=0) != X.min(axis=0)))
 
 
 def _solver_work(info):
@@ -915,7 +999,11 @@ def _model_repr(model):
     quiet = clone(model)
     if "verbose" in quiet.get_params():
         quiet.set_params(verbose=0)
-    return " ".join(repr(quiet).split())
+    text = " ".join(repr(quiet).split())
+    if "parallel" in quiet.get_params() and quiet.get_params()["parallel"] is None:
+        # the library's None is serial coordinate descent, --parallel serial: say so
+        text = re.sub(r"\bparallel=None\b", "parallel=None (serial)", text)
+    return text
 
 
 def save_model(path, estimator, task, n_features, extra=None):
@@ -942,8 +1030,7 @@ def save_model(path, estimator, task, n_features, extra=None):
         with atomic_write(path, "wb") as fh:
             joblib.dump(payload, fh)
     except OSError as exc:
-        raise CLIError(f"cannot write model file {path}: {exc.strerror or exc} (nothing "
-                       f"was written; a previous file there is unchanged)") from None
+        raise CLIError(_write_error("model file", path, exc)) from None
     except pickle.PicklingError as exc:
         raise CLIError(f"cannot save the model to {path}: {_one_line(exc)}") from None
 
@@ -1014,22 +1101,45 @@ def _fmt_score(scores):
                      f"{name} {value:.4g}" for name, value in scores)
 
 
+def _write_error(what, path, exc):
+    """The message of a failed write of ``what`` (the model file, the output file) to
+    ``path``: an atomic write to a file leaves the previous file (rbcd._io); a device
+    or pipe is written in place, so nothing can be said of what it received."""
+    from ._io import is_special_file
+
+    text = f"cannot write {what} {path}: {exc.strerror or exc}"
+    if is_special_file(path):
+        return text
+    return text + " (nothing was written; a previous file there is unchanged)"
+
+
+def _silence_stdout():
+    """Point stdout at os.devnull, so that later writes and the interpreter's last flush
+    of what is left in its buffer do not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def _write_out(stream, text):
     """Write and flush ``text``; if the reader of the stream has gone (``rbcd train ... |
     head``), the rest of the command's output is dropped and the command goes on (a
-    model is still saved): stdout then points at os.devnull, so that later writes and
-    the interpreter's last flush do not fail."""
+    model is still saved): stdout then points at os.devnull. Any other failure (a full
+    disk, ``> /dev/full``) is a CLIError naming the stream."""
     try:
         stream.write(text)
         stream.flush()
     except BrokenPipeError:
         if stream is sys.stdout:
-            try:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-                os.close(devnull)
-            except (OSError, ValueError):
-                pass
+            _silence_stdout()
+    except OSError as exc:
+        name = "stdout" if stream is sys.stdout else getattr(stream, "name", "the output")
+        if stream is sys.stdout:
+            _silence_stdout()
+        raise CLIError(f"cannot write to {name}: {exc.strerror or exc}") from None
 
 
 class _Report:
@@ -1074,11 +1184,39 @@ def _fit_lines(report, info, n_threads, omp):
     report("binning", f"grids {info['n_grids']}", f"D {info['D']}", f"kappa {info['kappa']:.1f}",
            f"nnz {info['nnz']}",
            f"time {info['binning_time']:.2f} s")
+    parallel = info.get("parallel")
     report("solver", info["solver"], _solver_work(info),
-           (f"alpha {info['alpha']:g}{' (auto)' if info.get('alpha_chosen') else ''}"
-            if isinstance(info["alpha"], (int, float)) else ""),
+           (f"parallel {parallel}{' (auto)' if info.get('parallel_chosen') else ''}"
+            if parallel else ""),
+           _alpha_text(info),
            f"tol {info['tol']:g}" if isinstance(info["tol"], (int, float)) else "",
            f"time {info['solve_time']:.2f} s")
+
+
+def _alpha_text(info):
+    """``alpha 0.1`` (``alpha 0.1 (auto)`` when the fit chose it), or for a one-vs-one
+    model whose pairs chose their own (alpha "auto", one per pair of classes:
+    rbcd.solvers._ovo) their range, ``alpha 0.03..3.5 (auto, per pair of classes, 3
+    pairs)``; "" when there is no number to show. A given alpha is shown as given (with
+    one-vs-one, in the whole training set's units, as the estimator takes it)."""
+    alpha = info.get("alpha")
+    chosen = info.get("alpha_chosen")
+    if isinstance(alpha, (int, float, np.number)) and not isinstance(alpha, bool):
+        return f"alpha {float(alpha):g}{' (auto)' if chosen else ''}"
+    values = np.ravel(np.asarray(alpha, dtype=object))
+    try:
+        values = values.astype(np.float64)
+    except (TypeError, ValueError):
+        return ""
+    if values.size == 0 or not np.all(np.isfinite(values)):
+        return ""
+    if values.size == 1:
+        return f"alpha {float(values[0]):g}{' (auto)' if chosen else ''}"
+    low, high = float(values.min()), float(values.max())
+    shown = f"{low:g}" if f"{low:g}" == f"{high:g}" else f"{low:g}..{high:g}"
+    pairs = info.get("n_pairs")
+    per = (f"per pair of classes, {pairs} pairs" if pairs else f"{values.size} values")
+    return f"alpha {shown} ({'auto, ' if chosen else ''}{per})"
 
 
 # ----------------------------------------------------------------------------- commands
@@ -1090,7 +1228,7 @@ def cmd_demo(args, out):
         raise UsageError("--n-cells must be at least 2")
     n_test = args.n_test if args.n_test is not None else max(1000, args.n_samples // 5)
     given = _given(args)
-    check_options(given, default_solver="cg")
+    check_options(given)   # the solver left out is the estimator's (auto), as in train
     n_threads, omp = _threads(args.n_jobs)
     c = args.n_cells
     _write_out(out, f"rbcd demo: a checkerboard, the parity of {c}x{c} cells in 2 of 8 "
@@ -1099,6 +1237,10 @@ def cmd_demo(args, out):
     X, y = make_checkerboard(args.n_samples + n_test, n_features=8, n_informative=2,
                              n_cells=c, random_state=args.seed)
     Xtr, ytr = X[:args.n_samples], y[:args.n_samples]
+    if np.unique(ytr).size < 2:   # a classifier needs both colours of the board
+        raise UsageError(f"--n-samples {args.n_samples} is too few: the training rows drawn "
+                         f"are all of one class (of the checkerboard's 2); use more rows, "
+                         f"e.g. --n-samples 1000")
     Xte, yte = X[args.n_samples:], y[args.n_samples:]
     report("data", f"train {args.n_samples} rows", f"test {n_test} rows", f"seed {args.seed}",
            f"generated in {time.perf_counter() - t0:.2f} s")
@@ -1214,10 +1356,30 @@ def _cross_validate(model, task, X, y, args, report, progress):
     return model.set_params(sigma=chosen["sigma"], alpha=chosen["alpha"], **extra), messages
 
 
+def _check_task_options(args, task):
+    """UsageError for a classification option (--class-weight, --calibration,
+    --multi-class, a classification --loss) given with a regression ``task``."""
+    if task == "classification":
+        return
+    how = ("" if args.task != "auto" else
+           f" (detected from the labels of {args.data}: use --task classification if they "
+           f"are classes)")
+    for option in ("class_weight", "calibration", "multi_class"):
+        if getattr(args, option) is not None:
+            raise UsageError(f"--{option.replace('_', '-')} is for classification; the task "
+                             f"is {task}{how}")
+    loss = getattr(args, "loss", None)
+    if loss not in (None, "squared"):
+        raise UsageError(f"--loss {loss} is a classification loss; regression uses "
+                         f"squared{how}")
+
+
 def cmd_train(args, out):
     report, progress = _Report(out), _Progress(args.verbose)
     multi_class = {} if args.multi_class is None else {"multi_class": args.multi_class}
     check_options({**_given(args), **multi_class})
+    if args.task != "auto":   # the options of the other task are refused before any work
+        _check_task_options(args, args.task)
     _check_writable(args.model, "model file",
                     inputs=(("training data", args.data), ("test data", args.test)))
     t_start = time.perf_counter()
@@ -1252,14 +1414,11 @@ def cmd_train(args, out):
            f"nnz {X.nnz}", f"{what} ({how})", base)
     n_threads, omp = _threads(args.n_jobs)
     params = _given(args)
-    for option, param in (("class_weight", "class_weight"), ("calibration", "calibration"),
-                          ("multi_class", "multi_class")):
+    _check_task_options(args, task)
+    for option in ("class_weight", "calibration", "multi_class"):
         value = getattr(args, option)
-        if value is not None and task != "classification":
-            raise UsageError(f"--{option.replace('_', '-')} is for classification; the task "
-                             f"is {task}")
         if value is not None:
-            params[param] = None if value == "none" else value
+            params[option] = None if value == "none" else value
     model = make_model(task, params, n_jobs=args.n_jobs, random_state=args.seed,
                        verbose=_estimator_verbose(progress.level))
     cv_warnings = []
@@ -1337,10 +1496,12 @@ def cmd_predict(args, out):
         try:
             with atomic_write(args.output) as fh:
                 fh.write(lines)
+        except BrokenPipeError:
+            # only a pipe (-o /dev/stdout | head) breaks: its reader has gone, as with
+            # stdout (_write_out) the rest is dropped
+            pass
         except OSError as exc:
-            raise CLIError(f"cannot write output file {args.output}: "
-                           f"{exc.strerror or exc} (nothing was written; a previous file "
-                           f"there is unchanged)") from None
+            raise CLIError(_write_error("output file", args.output, exc)) from None
     task = payload["task"]
     yl = _labels(y) if task == "classification" else y
     where = "stdout" if args.output is None else args.output
@@ -1376,29 +1537,30 @@ def main(argv=None, out=None):
         print(f"{PROG}: terminated", file=sys.stderr)
         return 143
     except UsageError as exc:
-        if debug:
-            raise
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
-        return 2
+        return _fail(exc, 2, debug)
     except CLIError as exc:
-        if debug:
-            raise
-        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        return _fail(exc, 1, debug)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except (ValueError, TypeError, MemoryError, OSError) as exc:
-        if debug:
-            raise
-        print(f"{PROG}: error: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
-        return 1
+        return _fail(exc, 1, debug, f"{type(exc).__name__}: ")
     except Exception as exc:  # a bug: still one line, the traceback with --debug
-        if debug:
-            raise
-        print(f"{PROG}: error: internal error, {type(exc).__name__}: {_one_line(exc)} "
-              f"(run with --debug for the traceback)", file=sys.stderr)
-        return 1
+        return _fail(exc, 1, debug, f"internal error, {type(exc).__name__}: ",
+                     " (run with --debug for the traceback)")
+
+
+def _fail(exc, code, debug, prefix="", suffix=""):
+    """Report ``exc`` (being handled) on stderr and return the exit ``code``: one line,
+    ``rbcd: error: ...``, or with --debug the traceback instead; the exit code is the
+    same either way (2 for a usage error, 1 otherwise)."""
+    if debug:
+        import traceback
+
+        traceback.print_exc()
+    else:
+        print(f"{PROG}: error: {prefix}{_one_line(exc)}{suffix}", file=sys.stderr)
+    return code
 
 
 def _one_line(exc):

@@ -371,7 +371,10 @@ def test_option_errors_found_before_any_work(classification_files, tmp_path, cap
     for argv, pattern in (
             (["demo", "--n-samples", "3000", "--solver", "cd", "--linear", "1"],
              "--linear 1 is for the ridge solvers"),
-            (["demo", "--n-samples", "3000", "--loss", "logistic"], r"needs --solver cd \(cg"),
+            # the demo's solver is the estimator's default, auto (its settings for cg
+            # apply to every solver but cd), and the message names it
+            (["demo", "--n-samples", "3000", "--loss", "logistic"],
+             r"needs --solver cd \(auto solves"),
             (["train", str(train), "-m", str(model), "--bogus"],
              r"unrecognized arguments: --bogus \(see 'rbcd train --help'\)"),
             (["train", str(train), "-m", str(model), "--class-weight", "7:2"],
@@ -1155,12 +1158,13 @@ def test_solver_options_at_their_defaults_or_with_their_solver_are_accepted(tmp_
                    {"solver": "cd", "multi_class": "ovr"}):
         cli.check_options(params)
     with pytest.raises(cli.UsageError, match="--max-epochs"):
-        cli.check_options({"max_epochs": 3}, default_solver="cg")   # the demo's default
+        cli.check_options({"max_epochs": 3}, default_solver="cg")
     data, _ = _small_files(tmp_path)
     assert main(["train", str(data), "-m", str(tmp_path / "m.joblib"), "--solver", "cd",
                  "--n-grids", "4", "--max-epochs", "3"]) == 0
     assert main(["demo", "--n-samples", "500", "--n-test", "100", "--max-epochs", "3"]) == 2
-    assert "--max-epochs 3 needs --solver cd (cg" in capsys.readouterr().err
+    # the demo's solver is the estimator's default, auto, as its model line shows
+    assert "--max-epochs 3 needs --solver cd (auto" in capsys.readouterr().err
     assert main(["train", "--help"]) == 0
     assert "(0, inf)" in " ".join(capsys.readouterr().out.split())
 
@@ -1213,3 +1217,285 @@ def test_feature_mismatch_hints_at_the_index_base(tmp_path, capsys):
     line = _assert_one_line_error(capsys, main(["predict", str(model), str(wide)]), 1,
                                   r"more features \(10\)")
     assert "zero-based" not in line
+
+
+# ------------------------------------------------------------------ summary lines
+def test_parallel_serial_is_shown_as_serial(classification_files, tmp_path, capsys):
+    """--parallel serial is the library's parallel=None: the model line says serial (not
+    a bare None, which reads as "not set"), and the cd solver line names the mode that
+    ran, marked when parallel="auto" chose it."""
+    train, _, _, _ = classification_files
+    model = tmp_path / "m.joblib"
+    common = ["train", str(train), "-m", str(model), "--solver", "cd", "--n-grids", "8",
+              "--max-epochs", "3", "--n-jobs", "1"]
+    assert main(common + ["--parallel", "serial"]) == 0
+    out = capsys.readouterr().out
+    model_line = _line(out, "model")
+    assert "parallel=None (serial)" in model_line, model_line
+    assert re.search(r"parallel=None[,)]", model_line) is None, model_line
+    assert "  parallel serial  " in _line(out, "solver")
+    assert load_model(str(model))["estimator"].get_params()["parallel"] is None
+    # the default, auto, on a small problem runs serial CD: shown as auto's choice
+    assert main(common) == 0
+    out = capsys.readouterr().out
+    assert "parallel" not in _line(out, "model")
+    assert "  parallel serial (auto)  " in _line(out, "solver")
+    assert main(common + ["--parallel", "grid"]) == 0
+    out = capsys.readouterr().out
+    assert "parallel='grid'" in _line(out, "model")
+    assert "  parallel grid  " in _line(out, "solver")
+    # the ridge solvers have no parallel mode: nothing about it
+    assert main(["train", str(train), "-m", str(model), "--n-grids", "8", "--n-jobs", "1"]) == 0
+    assert "parallel" not in _line(capsys.readouterr().out, "solver")
+
+
+def test_demo_parallel_serial_is_shown_as_serial(capsys):
+    assert main(["demo", "--n-samples", "1000", "--n-test", "1000", "--solver", "cd",
+                 "--max-epochs", "2", "--parallel", "serial", "--n-jobs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "parallel=None (serial)" in _line(out, "model")
+    assert "  parallel serial  " in _line(out, "solver")
+
+
+def _three_classes(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(240, 3))
+    y = np.arange(240) % 3
+    X[:, 0] += 2 * y
+    data = tmp_path / "three.svm"
+    dump_svmlight_file(X, y, str(data))
+    return data
+
+
+@pytest.mark.parametrize("solver", ["auto", "cg"])
+def test_one_vs_one_solver_line_shows_the_pairs_alphas(tmp_path, capsys, solver):
+    """multi_class="ovo" with alpha "auto" chooses one alpha per pair of classes
+    (rbcd.solvers._ovo, the solver's alpha_ array): the solver line shows their range,
+    marked as chosen per pair; a given alpha is shown as given."""
+    data, model = _three_classes(tmp_path), tmp_path / "m.joblib"
+    assert main(["train", str(data), "-m", str(model), "--multi-class", "ovo",
+                 "--solver", solver, "--n-grids", "16", "--n-jobs", "1"]) == 0
+    solver_line = _line(capsys.readouterr().out, "solver")
+    est = load_model(str(model))["estimator"]
+    alphas = np.asarray(est.alpha_)
+    assert alphas.shape == (3,)
+    low, high = f"{alphas.min():g}", f"{alphas.max():g}"
+    shown = low if low == high else f"{low}..{high}"
+    assert f"  alpha {shown} (auto, per pair of classes, 3 pairs)  " in solver_line, \
+        solver_line
+    assert main(["train", str(data), "-m", str(model), "--multi-class", "ovo",
+                 "--solver", solver, "--alpha", "0.25", "--n-grids", "16",
+                 "--n-jobs", "1"]) == 0
+    solver_line = _line(capsys.readouterr().out, "solver")
+    assert "  alpha 0.25  " in solver_line and "auto" not in solver_line, solver_line
+
+
+def test_alpha_text():
+    assert cli._alpha_text({"alpha": 0.5, "alpha_chosen": False}) == "alpha 0.5"
+    assert cli._alpha_text({"alpha": np.float64(2.0), "alpha_chosen": True}) == \
+        "alpha 2 (auto)"
+    assert cli._alpha_text({"alpha": np.array([0.5, 0.03, 3.5]), "alpha_chosen": True,
+                            "n_pairs": 3}) == "alpha 0.03..3.5 (auto, per pair of classes, 3 pairs)"
+    assert cli._alpha_text({"alpha": np.array([1.0, 1.0]), "alpha_chosen": True,
+                            "n_pairs": None}) == "alpha 1 (auto, 2 values)"
+    assert cli._alpha_text({"alpha": np.array(0.5), "alpha_chosen": True}) == \
+        "alpha 0.5 (auto)"
+    assert cli._alpha_text({"alpha": "auto", "alpha_chosen": True}) == ""
+    assert cli._alpha_text({"alpha": None}) == ""
+
+
+# ------------------------------------------------------------------ QA of the command line
+def test_auto_is_accepted_where_it_is_the_default(tmp_path, capsys):
+    """--help shows "(default: auto)" for --alpha, --n-grids and --linear: 'auto' is a
+    value of theirs (the estimator's own rule), not "expected a number"."""
+    data, _ = _small_files(tmp_path)
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(data), "-m", str(model), "--alpha", "auto", "--n-grids",
+                 "auto", "--linear", "auto", "--n-jobs", "1"]) == 0
+    params = load_model(str(model))["estimator"].get_params()
+    assert (params["alpha"], params["n_grids"], params["linear"]) == ("auto", "auto", "auto")
+    capsys.readouterr()
+    # 'auto' with cd: the default, accepted (cd adds no linear term)
+    assert main(["train", str(data), "-m", str(model), "--solver", "cd", "--linear", "auto",
+                 "--n-grids", "4", "--max-epochs", "3"]) == 0
+    capsys.readouterr()
+    line = _assert_one_line_error(capsys, main(["train", str(data), "-m", str(model),
+                                                "--alpha", "much"]), 2, r"--alpha")
+    assert "or 'auto', got 'much'" in line
+    assert main(["train", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "regularization strength, or 'auto'" in text
+
+
+def test_linear_help_names_the_ridge_solvers(capsys):
+    """--linear is for the ridge solvers (auto, cg, direct: as check_options and the
+    estimator say), not "cg only"; with --multi-class ovo, which fits no linear term,
+    it is a usage error found before the data are read, not a ValueError after."""
+    assert main(["train", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    linear = text[text.index("--linear LINEAR "):text.index("--l1-ratio L1_RATIO ")]
+    assert "cg only" not in linear and "ridge solvers (auto, cg, direct)" in linear
+
+
+def test_linear_with_one_vs_one_is_a_usage_error(tmp_path, capsys):
+    missing = tmp_path / "missing.svm"
+    line = _assert_one_line_error(
+        capsys, main(["train", str(missing), "-m", str(tmp_path / "m.joblib"),
+                      "--linear", "1", "--multi-class", "ovo"]), 2,
+        r"--linear 1 needs --multi-class ovr")
+    assert "ValueError" not in line and "linear=" not in line
+
+
+def test_demo_names_its_solver_and_refuses_too_few_rows(capsys):
+    """The demo's solver is the estimator's default (auto, its model line has no
+    solver=): its errors name it, and its help gives the example settings for auto,
+    cg and direct. Training rows of one class are a usage error, not a ValueError."""
+    line = _assert_one_line_error(capsys, main(["demo", "--parallel", "serial"]), 2,
+                                  r"--parallel serial needs --solver cd \(auto solves")
+    assert "(cg" not in line
+    assert main(["demo", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "the demo's 0.1 for auto, cg, direct; 1e-06 for cd" in text
+    code = main(["demo", "--n-samples", "1", "--n-test", "10"])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    assert "ValueError" not in err and "--n-samples 1 is too few" in err
+    assert "Traceback" not in err
+
+
+def test_binning_advice_knows_where_sigma_came_from(tmp_path, capsys):
+    """A degenerate binning's advice is the command line's (options, not Python); with
+    --sigma scale (the default) it does not advise --sigma scale; identical training
+    rows get no sigma advice at all, whatever their number."""
+    model = tmp_path / "m.joblib"
+    X, y = make_checkerboard(200, n_features=3, n_informative=2, random_state=0)
+    data = tmp_path / "d.svm"
+    dump_svmlight_file(X, y, str(data))
+    assert main(["train", str(data), "-m", str(model), "--sigma", "1e6",
+                 "--n-grids", "4"]) == 0
+    err = capsys.readouterr().err
+    warn = [ln for ln in err.splitlines() if ln.startswith("rbcd: warning:")]
+    assert len(warn) == 1, err
+    assert "median_l1_distance" not in err and "sigma='scale'" not in err
+    assert "try --sigma scale" in warn[0] and "--sigma 100000" in warn[0]
+    for n in (3, 40):   # below and above the library's 20 rows
+        same = tmp_path / f"same{n}.svm"
+        dump_svmlight_file(np.ones((n, 3)), np.arange(n) % 2, str(same))
+        assert main(["train", str(same), "-m", str(model), "--n-grids", "4"]) == 0
+        err = capsys.readouterr().err
+        warn = [ln for ln in err.splitlines() if ln.startswith("rbcd: warning:")]
+        assert len(warn) == 1, err
+        assert f"all {n} training rows are identical" in warn[0]
+        assert "smaller sigma" not in err and "check X" not in err
+    assert "try --sigma scale" not in cli.binning_advice(1.0, 100, 0.5, rule="scale")
+    assert "from the data: --sigma scale" in cli.binning_advice(1.0, 100, 0.5, rule="scale")
+    assert "--sigma 0.05" in cli.binning_advice(1.0, 100, 0.5, rule="scale")
+    assert "--sigma 10" in cli.binning_advice(99.0, 100, 1.0, rule=1.0)
+    assert cli.binning_advice(1.0, 1, 0.5) is None      # one row: always "degenerate"
+
+
+def test_write_failures_on_devices(tmp_path, capsys):
+    """A device or pipe is written in place: a failure there does not claim that "a
+    previous file there is unchanged"."""
+    data, _ = _small_files(tmp_path)
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(data), "-m", str(model), "--n-grids", "4"]) == 0
+    capsys.readouterr()
+    if os.path.exists("/dev/full"):
+        for argv, what in ((["predict", str(model), str(data), "-o", "/dev/full"],
+                            "output file"),
+                           (["train", str(data), "-m", "/dev/full", "--n-grids", "4"],
+                            "model file")):
+            line = _assert_one_line_error(capsys, main(argv), 1,
+                                          rf"cannot write {what} /dev/full: No space")
+            assert "previous file" not in line and "nothing was written" not in line
+    # a regular file's failure still says that the previous file is kept
+    assert "previous file there is unchanged" in cli._write_error(
+        "output file", str(data), OSError(28, "No space left on device"))
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/stdout"), reason="needs /dev/stdout")
+def test_a_pipe_whose_reader_left_ends_quietly(tmp_path):
+    """predict -o /dev/stdout | head -1: the reader of the pipe has gone; as with stdout,
+    the rest is dropped and the command succeeds (it was "cannot write output file
+    /dev/stdout: Broken pipe (nothing was written; a previous file there is unchanged)",
+    exit 1)."""
+    data, _ = _small_files(tmp_path)
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(data), "-m", str(model), "--n-grids", "2"]) == 0
+    many = tmp_path / "many.svm"      # 60,000 lines of predictions: more than a pipe holds
+    rng = np.random.default_rng(0)
+    dump_svmlight_file(rng.random((60_000, 3)), np.zeros(60_000), str(many))
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    for output in (["-o", "/dev/stdout"], []):
+        proc = subprocess.Popen([sys.executable, "-m", "rbcd", "predict", str(model),
+                                 str(many), *output], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=env)
+        first = proc.stdout.readline()
+        proc.stdout.close()           # head -1
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=300) == 0, err
+        assert first.strip() in (b"0", b"1")
+        assert "error" not in err and "Traceback" not in err, err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_stdout_write_failure_names_stdout(tmp_path):
+    data, _ = _small_files(tmp_path)
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(data), "-m", str(model), "--n-grids", "4"]) == 0
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    for argv in (["predict", str(model), str(data)],
+                 ["train", str(data), "-m", str(tmp_path / "n.joblib"), "--n-grids", "4"]):
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run([sys.executable, "-m", "rbcd", *argv], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, env=env, timeout=300)
+        assert proc.returncode == 1, proc.stderr
+        assert proc.stderr.strip().splitlines() == [
+            "rbcd: error: cannot write to stdout: No space left on device"], proc.stderr
+
+
+def test_debug_keeps_the_exit_codes(tmp_path, capsys):
+    """--debug shows the traceback instead of the one-line error; the exit code stays
+    2 for a usage error and 1 for a data error."""
+    code = main(["--debug", "train", str(tmp_path / "d.svm")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" in err and "UsageError" in err
+    code = main(["train", str(tmp_path / "missing.svm"), "-m", str(tmp_path / "m"),
+                 "--debug"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" in err and "no such file" in err
+
+
+def test_classification_options_with_regression(tmp_path, capsys, regression_files):
+    """With --task regression, a classification option is refused before the data are
+    read; with the task detected, the error says how to change it."""
+    missing = tmp_path / "missing.svm"
+    model = tmp_path / "m.joblib"
+    for option in (["--class-weight", "balanced"], ["--calibration", "none"],
+                   ["--multi-class", "ovo"], ["--loss", "logistic", "--solver", "cd"]):
+        _assert_one_line_error(capsys, main(["train", str(missing), "-m", str(model),
+                                             "--task", "regression", *option]), 2,
+                               r"is (for|a) classification")
+    train, _, _, _ = regression_files
+    code = main(["train", str(train), "-m", str(model), "--class-weight", "balanced"])
+    _assert_one_line_error(capsys, code, 2,
+                           r"the task is regression \(detected from the labels of .*reg.svm: "
+                           r"use --task classification")
+
+
+def test_a_line_without_a_label_says_so(tmp_path, capsys):
+    """A line that starts with an index:value pair has no label: saying its "label" is
+    '1:0.5' and to "number the classes" misleads, above all for a file to predict."""
+    data, _ = _small_files(tmp_path)
+    model = tmp_path / "m.joblib"
+    assert main(["train", str(data), "-m", str(model), "--n-grids", "4"]) == 0
+    capsys.readouterr()
+    unlabelled = tmp_path / "new.svm"
+    unlabelled.write_text("1:0.5 2:0.3\n1:0.1 3:0.2\n")
+    for argv in (["predict", str(model), str(unlabelled)],
+                 ["train", str(unlabelled), "-m", str(tmp_path / "n.joblib")]):
+        line = _assert_one_line_error(capsys, main(argv), 1,
+                                      r"new.svm: line 1 has no label \(it starts with the "
+                                      r"pair '1:0.5'\)")
+        assert "number the classes" not in line
