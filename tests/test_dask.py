@@ -539,11 +539,12 @@ def test_cd_needs_the_grid_structure(client):
 
 # ---------------------------------------------------------------------------- models
 def test_cd_models_auto_alpha_is_the_local_choice(client):
-    # alpha="auto" with solver="cd": the local held-out path on the <= 1,000-row sample; with
-    # 600 rows the sample is every row, so the choice is the local model's
-    X, y = data(600)
+    # alpha="auto" with solver="cd": the local held-out path on the <= 20,000-row sample; with
+    # 2,400 rows the sample is every row, so the choice is the local model's (before, a
+    # 1,000-row sample's, used as it was)
+    X, y = data(2400)
     yc = (X[:, 0] > 0).astype(int)
-    Xd = da.from_array(X, chunks=(250, 3))
+    Xd = da.from_array(X, chunks=(1000, 3))
     params = dict(n_grids=8, sigma=2.0, solver="cd", random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -553,6 +554,38 @@ def test_cd_models_auto_alpha_is_the_local_choice(client):
             ref = local(**params).fit(X, t)
             assert ref.alpha_ in ref.solver_.alphas_
             assert m.alpha_ == pytest.approx(ref.alpha_, rel=1e-12)
+
+
+def test_cd_models_auto_alpha_above_the_sample_is_scaled_by_its_share(client, monkeypatch):
+    # above the sample's rows (here 1,000 of 3,000: HELDOUT_MAX_ROWS lowered for the test),
+    # the local choice on the sample, binned by the fit's tables, times the sample's share
+    # of the weight (mean-loss units; the held-out path picks smaller penalties on more rows)
+    from rbcd.solvers import _heldout
+
+    monkeypatch.setattr(_heldout, "HELDOUT_MAX_ROWS", 1000)
+    X, y = data(3000)
+    w = np.random.default_rng(4).uniform(0.5, 2.0, 3000)
+    Xd = da.from_array(X, chunks=(1000, 3))
+    params = dict(n_grids=8, sigma=2.0, solver="cd", random_state=0)
+    rows, _ = _heldout.heldout_rows(3000)
+    assert rows.shape[0] == 1000
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for weights in (None, w):
+            m = rd.RBRegressor(**params).fit(Xd, y, sample_weight=weights)
+            ref = rbcd.RBRegressor(**dict(params, alpha=1.0)).fit(X, y)   # the same tables
+            Zs = ref.binning_.transform(X[rows])
+            ws = None if weights is None else weights[rows]
+            share = (1000 / 3000 if weights is None else weights[rows].sum() / weights.sum())
+            aux = rbcd.CDRegressor(**{k: v for k, v in ref.solver_.get_params().items()
+                                       if k != "alpha"}, alpha="auto")
+            aux.fit(Zs, y[rows], sample_weight=ws, columns=rbcd.binning.column_structure(
+                Zs, ref.binning_.grid_ptr_))
+            assert m.alpha_ == pytest.approx(aux.alpha_ * share, rel=1e-12)
+    with pytest.raises(ValueError, match="every row of that sample has weight 0"):
+        w0 = np.ones(3000)
+        w0[rows] = 0.0
+        rd.RBRegressor(**params).fit(Xd, y, sample_weight=w0)
 
 
 @pytest.mark.parametrize("kw", [dict(solver="cg"), dict(solver="cg", n_features=300),

@@ -55,26 +55,42 @@ def _predict_block(block, rb, coef, intercept, n_jobs, per_worker, block_info=No
     return block_decision(with_task_threads(rb, n_jobs, per_worker).transform(X), coef, intercept)
 
 
-def _cd_auto_alpha(model, binning, n_rows, take_rows):
-    """The alpha_ of the local CD solver's alpha="auto" on a fixed sample of at most
-    LOO_MAX_ROWS rows (rbcd.solvers._direct.loo_rows), binned by the fitted ``binning``."""
+def _cd_auto_alpha(model, binning, n_rows, take_rows, n_weight):
+    """alpha="auto" of the CD models: the local CD solver's choice (its held-out path,
+    rbcd.solvers.cd) on the rows of rbcd.solvers._heldout.heldout_rows (every row up to
+    HELDOUT_MAX_ROWS = 20,000, above a fixed sample of as many), binned by the fitted
+    ``binning``, times the sample's share of the training weight (S_sample / S, 1 where
+    the sample is every row: then the local model's choice itself).
+
+    The share: the choice is in mean-loss units, and the held-out path picks smaller
+    penalties on more rows, close to a penalty constant in sum-loss units (1 / N in mean
+    units). The local choice on a checkerboard (64 grids) fell 3.4x from 4,000 to 16,000
+    rows and 9.7x from 16,000 to 64,000; a regression's 3.2x and 3.1x. At 64,000 rows the
+    16,000 rows' choice divided by 4 scored as the local choice (test accuracy 0.680
+    against 0.683, R^2 0.948 against 0.948), used as it is 0.653 and 0.944."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
 
     from ..binning import column_structure
-    from ..solvers._direct import check_loo_sample_weight, loo_rows
+    from ..solvers._heldout import heldout_rows
 
-    rows = loo_rows(n_rows)
+    rows, _ = heldout_rows(n_rows)
     Xs, ys, ws = take_rows(rows)
-    check_loo_sample_weight(ws, n_rows)
+    if ws is not None and rows.shape[0] < n_rows and not float(np.sum(ws)) > 0:
+        raise ValueError(
+            f"alpha='auto' with solver='cd' chooses the penalty on a fixed sample of "
+            f"{rows.shape[0]} of the {n_rows} rows (rbcd.solvers._heldout.heldout_rows), and "
+            f"every row of that sample has weight 0: give alpha a number")
     Zs = binning.transform(float_rows(Xs))
     weight = float(len(rows)) if ws is None else float(np.sum(ws))
     aux = model._make_solver(Zs.shape, True, weight)
     with warnings.catch_warnings():   # the sample's own fit: only its alpha_ is used
         warnings.simplefilter("ignore", ConvergenceWarning)
         aux.fit(Zs, ys, sample_weight=ws, columns=column_structure(Zs, binning.grid_ptr_))
-    return float(aux.alpha_)
+    if rows.shape[0] >= n_rows:
+        return float(aux.alpha_)
+    return float(aux.alpha_) * (weight / float(n_weight))
 
 
 class _RBBase(BaseEstimator):
@@ -221,9 +237,9 @@ class _RBBase(BaseEstimator):
         local linear="auto" may add one and choose another alpha with it), without a
         class_weight (the sample's classes weigh it otherwise). Sparse X: the sample's rows
         stay sparse (the same Z as dense).
-        solver="cd": the local CD rule (rbcd.solvers.cd, a held-out path) on the sample's
-        features; its alpha is in mean-loss units, used as it is (up to 1,000 rows the
-        sample is every row: the local model's choice)."""
+        solver="cd": the local CD rule (rbcd.solvers.cd, a held-out path) on a sample of at
+        most 20,000 rows, scaled by the sample's share of the weight (:func:`_cd_auto_alpha`;
+        up to 20,000 rows the sample is every row: the local model's choice)."""
         n = int(X.shape[0])
         yd = as_rows(y, "y", client, ndim=(1, 2))
         if int(yd.shape[0]) != n:
@@ -251,7 +267,7 @@ class _RBBase(BaseEstimator):
         params = {k: v for k, v in self.get_params().items() if k in local().get_params()}
         if solver == "cd":
             return _cd_auto_alpha(local(**dict(params, alpha="auto", device="cpu")),
-                                  binning.local_, n, take_rows)
+                                  binning.local_, n, take_rows, n_weight)
         params.update(solver="auto", alpha="auto", device="cpu")
         if self._classifier:
             params.pop("calibration", None)
