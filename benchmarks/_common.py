@@ -37,7 +37,10 @@ def parser(description, n=10**6, quick_n=10**5, d=16, grids=64, repeat=3):
     p.add_argument("--grids", type=int, default=grids, help=f"R, random grids (default {grids})")
     p.add_argument("--repeat", type=int, default=repeat,
                    help=f"timing repeats, best of (default {repeat})")
-    p.add_argument("--quick", action="store_true", help="small sizes: a smoke run in seconds")
+    p.add_argument("--quick", action="store_true",
+                   help="a smoke run: small sizes (and shorter sweeps where a script "
+                        "has them); --repeat and the pauses between timed calls are "
+                        "unchanged, so it may take minutes, and its timings are not results")
     p.add_argument("--seed", type=int, default=0, help="data and grid seed (default 0)")
     p.set_defaults(_n_default=n, _n_quick=quick_n)
     return p

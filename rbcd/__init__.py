@@ -83,8 +83,22 @@ def show_config(file=None, as_dict=False):
     how coordinate descent's Hogwild mode adds (hardware transactions or atomic adds), and
     the versions of its dependencies.
 
-    Returns None (so that an interactive session does not echo the text a second time);
-    ``as_dict=True`` returns the same facts as a dict instead, printing nothing.
+    Parameters
+    ----------
+    file : writable text stream or None, default None
+        Where the text is printed (any object with a ``write`` method, as for
+        ``print(file=...)``); None: ``sys.stdout``. Ignored with ``as_dict=True``.
+    as_dict : bool, default False
+        True: print nothing and return the facts as a dict instead.
+
+    Returns
+    -------
+    None, so that an interactive session does not echo the text a second time; with
+    ``as_dict=True`` a dict with the keys "version", "openmp" (bool), "threads" (the
+    default thread count, ``n_jobs=None`` at this moment), "wait_policy" (text: what
+    rbcd did about OpenMP's waiting policy at import), "simd" ("avx512" or "scalar"),
+    "cd_atomics" ("rtm" or "atomic"), and the versions "numpy", "scipy" and
+    "scikit-learn".
     """
     import sys
 

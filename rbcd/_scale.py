@@ -78,12 +78,40 @@ def _check_data(X):
 
 
 def median_l1_distance(X, n_pairs=N_PAIRS, sample_weight=None):
-    """Median L1 distance of ``n_pairs`` sampled pairs of distinct rows of X (see module doc).
+    """Median L1 distance ||x_i - x_j||_1 of ``n_pairs`` sampled pairs of distinct rows
+    of X: the distance scale of the Laplacian estimators' ``sigma="scale"`` (sigma_ is
+    0.5 times this).
 
-    X is a 2-D float array or a scipy sparse matrix with at least one row, all finite
-    (else ValueError). One row: 1.0 (no pair). ``sample_weight``: non-negative weights of
-    the rows, the pairs drawn over their units (module doc): integer weights give the
-    median of the data with rows repeated, a zero weight that of the data without the row.
+    The pairs come from a fixed random stream of their own, not from any ``random_state``:
+    ``rng = numpy.random.default_rng(0x5CA1E)``, ``i = rng.integers(0, N, n_pairs)``,
+    ``j = (i + rng.integers(1, N, n_pairs)) % N`` (so i != j): the same pairs for every
+    call with the same N and n_pairs. Each distance is summed in float64 over the
+    features in column order (an implicit zero of sparse X counts as 0). If the median is
+    0 (more than half the pairs are duplicate rows) the mean of the non-zero distances is
+    returned instead, and 1.0 if every sampled distance is 0 or there is no pair. Where
+    the sampled rows' largest magnitude lies outside [2^-400, 2^400], the rows are scaled
+    by a power of two first (exactly, and the distances scaled back), so that the
+    distances neither overflow nor underflow (module docstring).
+
+    Parameters
+    ----------
+    X : (N, d) array-like or scipy sparse matrix
+        The rows; at least one row and one column, finite real values (else ValueError).
+    n_pairs : int >= 1, default 2000
+        Sampled pairs; with 2,000 the median's relative standard error is about 3%.
+    sample_weight : (N,) non-negative weights with a positive sum, or None
+        The pairs are drawn over units of weight instead of rows: row i holds q_i units
+        (the weights where they are all integers, else round(w_i * 2^20 / max w)) and
+        the same draws pick two different units, each mapped to its row. Integer weights
+        thus give the value of the data with each row repeated w_i times, and a row of
+        weight 0 is never drawn (as if removed); weights of all ones give the unweighted
+        value. Two units of one row form a pair at distance 0, as two copies would.
+
+    Returns
+    -------
+    distance : float > 0
+        The median sampled distance (or the fallbacks above: 1.0 for a single row or a
+        single unit of weight, and for constant data).
     """
     if isinstance(n_pairs, (bool, np.bool_)) or not isinstance(n_pairs, numbers.Integral) \
             or n_pairs < 1:

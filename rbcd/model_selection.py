@@ -885,7 +885,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
         return tags
 
 
-_CV_PARAMS_DOC = """
+_CV_PARAMS_DOC_HEAD = """
     Parameters
     ----------
     n_grids : int or "auto", default "auto"
@@ -923,7 +923,11 @@ _CV_PARAMS_DOC = """
     tol : float >= 0 or None
         Solver tolerance in the search and the refit; None: the model's default.
     max_iter : int or None (cg)
-    n_jobs : int or None
+"""
+
+# RBClassifierCV documents class_weight between the two halves (its signature's order);
+# RBRegressorCV uses the two halves joined (_CV_PARAMS_DOC)
+_CV_PARAMS_DOC_TAIL = """    n_jobs : int or None
         Threads of the binning and the solvers (the folds run one after another).
     random_state : int, Generator, RandomState or None
         Seeds the grids (the same grids for a given sigma in every fold when an int) and the
@@ -931,6 +935,8 @@ _CV_PARAMS_DOC = """
     verbose : int
         1: one line per (sigma, fold), or per sigma with cv=None.
 """
+
+_CV_PARAMS_DOC = _CV_PARAMS_DOC_HEAD + _CV_PARAMS_DOC_TAIL
 
 _CV_ATTRS_DOC = """
     Attributes
@@ -956,8 +962,11 @@ class RBClassifierCV(ClassifierMixin, _RBSearchBase):
     __doc__ = """RBClassifier with sigma and alpha chosen by leave-one-out (cv=None) or K-fold
     cross-validation, binning once per sigma (and fold) and solving all alphas together
     (module docstring).
-    """ + _CV_PARAMS_DOC + """    class_weight : None, "balanced" or dict
-    multi_class : "auto", "ovr" or "ovo", default "auto"
+    """ + _CV_PARAMS_DOC_HEAD + """    class_weight : None, "balanced" or dict
+        RBClassifier's ``class_weight``, for the search and the refit: each row's sample
+        weight times its class's weight ("balanced": n_samples / (n_classes x the class's
+        count)); the leave-one-out scores weigh the rows the same way (module docstring).
+""" + _CV_PARAMS_DOC_TAIL + """    multi_class : "auto", "ovr" or "ovo", default "auto"
         RBClassifier's ``multi_class`` for more than two classes. "auto": with the
         leave-one-out search (cv=None, a ridge solver) every (sigma, alpha) is scored
         both ways, one-vs-one exactly from one eigendecomposition per pair of classes

@@ -3,9 +3,9 @@
 ``RBRegressor`` and ``RBClassifier`` chain :class:`rbcd.RandomBinning` (Laplacian
 kernel, ``n_grids`` grids) with either
 
-* ``solver="cg"``: ridge by block conjugate gradient (:class:`rbcd.RidgeCG`,
-  :class:`rbcd.RidgeCGClassifier`; scikit-learn's Ridge objective, one-vs-rest
-  -1/+1 targets for classification), or
+* ``solver="auto"``, ``"cg"`` or ``"direct"``: ridge, by block conjugate gradient or
+  one Cholesky factorization (:class:`rbcd.RidgeCG`, :class:`rbcd.RidgeCGClassifier`;
+  scikit-learn's Ridge objective, one-vs-rest -1/+1 targets for classification), or
 * ``solver="cd"``: randomized coordinate descent (:class:`rbcd.CDRegressor`,
   :class:`rbcd.CDClassifier`; mean loss + elastic net, docs/design.md contract 8).
 
@@ -35,10 +35,12 @@ model's own. Otherwise (ridge classification gives scores, not probabilities)
 (temperature scaling; Platt's sigmoid through the origin for two classes;
 ``rbcd._calibration``), so that it always agrees with ``predict``. The scale is fitted on
 the training rows (``calibration="train"``, the default, free) or on a held-out fifth of
-them scored by a second model fitted on the other four fifths (``calibration="holdout"``,
-about 1.8x the fit time). Training rows' scores are more confident than new rows' when the
-model fits its training set closely (small sigma, small alpha), so "train" probabilities
-then lean towards 0 and 1; "holdout" is honest. ``calibration=None``: no
+them scored by a second model fitted on the other four fifths (``calibration="holdout"``;
+its cost is that second solver fit, on four fifths of the rows' features, with the
+penalty already chosen: no second binning and no second alpha search). Training rows'
+scores are more confident than new rows' when the model fits its training set closely
+(small sigma, small alpha), so "train" probabilities then lean towards 0 and 1;
+"holdout" is honest. ``calibration=None``: no
 ``predict_proba``.
 
 Parameters that only one solver uses are ignored by the other: ``max_iter`` and
@@ -598,7 +600,7 @@ class _RBBase(ChecksummedState, BaseEstimator):
         return tags
 
 
-_PARAMS_DOC = """
+_PARAMS_DOC_HEAD = """
     Parameters
     ----------
     n_grids : int or "auto", default "auto"
@@ -657,7 +659,11 @@ _PARAMS_DOC = """
         D = 8 N as many or fewer (regression: 1.2-4.3x fewer); far beyond, plain CG
         needs fewer (benchmarks/compare_preconditioner.py).
     warm_start : bool (cd only)
-    dtype : numpy.float64 or numpy.float32, the dtype of the features
+"""
+
+# RBClassifier documents class_weight and calibration between the two halves (its
+# signature's order); RBRegressor uses the two halves joined (_PARAMS_DOC)
+_PARAMS_DOC_TAIL = """    dtype : numpy.float64 or numpy.float32, the dtype of the features
     n_jobs : int or None, threads for binning and solver. None: the cores not busy with other
         work when each stage starts (docs/internals.md, "Threads on a busy machine"); -1:
         all cores.
@@ -684,6 +690,8 @@ _PARAMS_DOC = """
         with d more right-hand sides.
 """
 
+_PARAMS_DOC = _PARAMS_DOC_HEAD + _PARAMS_DOC_TAIL
+
 
 class RBRegressor(RegressorMixin, _RBBase):
     __doc__ = """Kernel ridge / lasso regression with random binning features.
@@ -693,12 +701,19 @@ class RBRegressor(RegressorMixin, _RBBase):
     """ + _PARAMS_DOC + """
     Attributes
     ----------
-    binning_ : the fitted RandomBinning
-    solver_ : the fitted RidgeCG or CDRegressor
-    coef_, intercept_, n_iter_ : the solver's
-    n_features_in_ : int
-    fit_time_ : dict with the seconds spent in "binning" and "solver"
+    binning_ : RandomBinning, the fitted binning (its ``sigma_`` and ``n_features_out_``)
+    solver_ : the fitted RidgeCG (solvers "auto", "cg" and "direct") or CDRegressor
+    coef_ : ndarray, the solver's coefficients on the random binning features, followed by
+        the linear term's where ``linear_`` > 0 (one row per target for 2-D y)
+    intercept_ : float or ndarray (n_targets,), the solver's intercept
+    alpha_ : float or ndarray, the penalty used (for alpha="auto" the chosen one), in the
+        solver's units (Ridge's sum of squares for the ridge solvers, mean loss for cd)
+    n_iter_ : CG iterations per target (1 for a direct solve), or CD epochs
     linear_ : float, the weight of the linear term used (0: none)
+    fit_time_ : dict with the seconds spent in "binning" and "solver"
+    n_features_in_ : int, the number of features of X seen in fit
+    feature_names_in_ : ndarray of str, X's column names (only where X had string column
+        names, e.g. a pandas DataFrame)
 
     Examples
     --------
@@ -757,15 +772,25 @@ class RBRegressor(RegressorMixin, _RBBase):
 class RBClassifier(ClassifierMixin, _RBBase):
     __doc__ = """Kernel classification with random binning features.
 
-    ``solver="cg"``: ridge classification (one-vs-rest -1/+1 targets, all classes in
-    one CG block). ``solver="cd"``: logistic (``predict_proba``) or squared hinge loss
+    ``solver="auto"``, ``"cg"`` or ``"direct"``: ridge classification (one-vs-rest -1/+1
+    targets, all classes solved together; or one-vs-one, see ``multi_class``).
+    ``solver="cd"``: logistic (``predict_proba``) or squared hinge loss
     by coordinate descent, one-vs-rest for more than two classes.
-    """ + _PARAMS_DOC + """
-    class_weight : None, "balanced" or dict
+    """ + _PARAMS_DOC_HEAD + """    class_weight : None, "balanced" or dict
         Multiplies each row's sample weight by its class's weight ("balanced": n_samples /
         (n_classes x the class's count)). A dict may name labels that y lacks when it
         names every label y has; labels it leaves out weigh 1 (scikit-learn's rule).
-    multi_class : "ovr" or "ovo", default "ovr" (ridge solvers)
+    calibration : "train", "holdout" or None, default "train"
+        How ``predict_proba`` turns the decision values of a model without probabilities
+        of its own (the ridge solvers "auto", "cg" and "direct", or cd with the squared
+        hinge loss) into probabilities: the scale of a softmax of the scores (Platt's
+        sigmoid through the origin for two classes; the probabilities agree with
+        ``predict``), fitted on the training rows ("train", free, over-confident when the
+        model fits its training rows closely) or on a held-out fifth of them scored by a
+        second model fitted on the other four fifths ("holdout": one more solver fit on
+        four fifths of the rows, with the same features and the penalty already chosen).
+        None: no ``predict_proba``.
+""" + _PARAMS_DOC_TAIL + """    multi_class : "ovr" or "ovo", default "ovr" (ridge solvers)
         More than two classes with the squared loss: "ovr", one -1/+1 target per class,
         all solved together; "ovo", one binary ridge problem per pair of classes on that
         pair's rows and a vote (scikit-learn's OneVsOneClassifier over RidgeClassifier,
@@ -775,21 +800,28 @@ class RBClassifier(ClassifierMixin, _RBBase):
         n_classes - 1) / 2 smaller fits; RBClassifierCV chooses between the two. With
         "ovo" ``coef_`` is a CSR matrix (n_pairs, D) of the pairs' coefficients and
         ``solver_.pairs_`` their classes' numbers.
-    calibration : "train", "holdout" or None, default "train"
-        How ``predict_proba`` turns the decision values of a model without probabilities
-        of its own (``solver="cg"``, or cd with the squared hinge loss) into
-        probabilities: the scale of a softmax of the scores (Platt's sigmoid through the
-        origin for two classes; the probabilities agree with ``predict``), fitted on the
-        training rows ("train", free, over-confident when the model fits its training
-        rows closely) or on a held-out fifth of them scored by a model fitted on the rest
-        ("holdout", about 1.8x the fit time). None: no ``predict_proba``.
 
     Attributes
     ----------
-    classes_, binning_, solver_ (RidgeCGClassifier or CDClassifier), coef_,
-    intercept_, n_iter_, n_features_in_, fit_time_
-    calibration_ : float or None, the fitted scale of the softmax
+    classes_ : ndarray (n_classes,), the class labels
+    binning_ : RandomBinning, the fitted binning (its ``sigma_`` and ``n_features_out_``)
+    solver_ : the fitted RidgeCGClassifier (solvers "auto", "cg" and "direct") or
+        CDClassifier
+    coef_ : the solver's coefficients on the random binning features, followed by the
+        linear term's where ``linear_`` > 0; one row per class for more than two classes
+        (a CSR matrix of one row per pair with multi_class="ovo")
+    intercept_ : float or ndarray, the solver's intercept(s)
+    alpha_ : float or ndarray, the penalty used (for alpha="auto" the chosen one), in the
+        solver's units (Ridge's sum of squares for the ridge solvers, mean loss for cd);
+        with multi_class="ovo" one per pair of classes
+    n_iter_ : CG iterations per target (1 for a direct solve), or CD epochs
+    calibration_ : float or None, the fitted scale of the softmax (None where
+        ``predict_proba`` needs none: the logistic loss, or calibration=None)
     linear_ : float, the weight of the linear term used (0: none)
+    fit_time_ : dict with the seconds spent in "binning" and "solver"
+    n_features_in_ : int, the number of features of X seen in fit
+    feature_names_in_ : ndarray of str, X's column names (only where X had string column
+        names, e.g. a pandas DataFrame)
 
     Examples
     --------

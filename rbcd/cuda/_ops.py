@@ -17,8 +17,9 @@ KMAX = 8
 #: entries of the grid-sorted layout summed by one warp (rb_piece_sums)
 PIECE = 2048
 
-_INSTALL = ("device='cuda' needs CuPy and a CUDA GPU: install the optional extra "
-            "(pip install 'rbcd[cuda]', or the cupy-cudaXXx wheel matching your CUDA driver)")
+_INSTALL = ("device='cuda' needs CuPy and a CUDA GPU: install the rbcd[cuda] extra "
+            "(pip install '.[cuda]' in a clone of rbcd, which installs cupy-cuda12x), or "
+            "install CuPy directly (cupy-cuda12x, or cupy-cuda13x with a CUDA 13 driver)")
 
 
 def cupy_module():

@@ -810,7 +810,9 @@ _PARAMS_DOC = """
     parallel : {None, "auto", "hogwild", "grid"}, default "auto"
         See the module docstring.
     n_jobs : int or None
-        Threads (None: the OpenMP default, honouring threadpoolctl / OMP_NUM_THREADS).
+        Threads. None: the OpenMP default (honouring threadpoolctl / OMP_NUM_THREADS) less
+        the cores busy with other work when each fit starts (docs/internals.md, "Threads
+        on a busy machine"); -1: all cores.
     warm_start : bool, default False
         Start from the previous coef_ / intercept_.
     random_state : int, Generator, RandomState or None
@@ -1089,6 +1091,30 @@ def alpha_max(Z, y, l1_ratio=1.0, fit_intercept=True, sample_weight=None, loss="
     the w = 0 model (0 without intercept). For 2-D y (squared loss) the maximum over targets;
     for the classification losses over CDClassifier's problems (two classes: one, the
     larger label +1; more: one per class against the rest).
+
+    Parameters
+    ----------
+    Z : (N, D) sparse matrix or array
+        The features (e.g. random binning features); finite values.
+    y : (N,) or (N, n_targets) targets for the squared loss; (N,) class labels (at least
+        two classes) for a classification loss
+    l1_ratio : float in (0, 1], default 1.0
+        The elastic-net mixing of CDRegressor / CDClassifier; 0 (pure l2, for which every
+        alpha leaves w non-zero) is a ValueError.
+    fit_intercept : bool, default True
+        True: b0 is the intercept that minimizes the weighted loss of the constant model
+        (the weighted mean of y for the squared loss); False: b0 = 0.
+    sample_weight : (N,) non-negative weights with a positive sum, or None (all ones)
+        The s_i of the formula; S is their sum.
+    loss : "squared", "logistic" or "squared_hinge", default "squared"
+        The loss of the model whose penalty is bounded: "squared" for CDRegressor, the
+        other two for CDClassifier.
+
+    Returns
+    -------
+    alpha_max : float >= 0, in the mean-loss units of CDRegressor's and CDClassifier's
+        ``alpha`` (0.0 where the gradient at w = 0 vanishes: then w = 0 is optimal for
+        every alpha)
     """
     _check_choice(loss, "loss", tuple(LOSSES))
     l1_ratio = _check_real(l1_ratio, "l1_ratio", low=0.0, high=1.0)
@@ -1123,10 +1149,34 @@ def cd_path(Z, y, alphas=None, n_alphas=100, eps=1e-3, sample_weight=None, colum
     subgradient test, not to stable decisions). Default alphas: ``geomspace(alpha_max,
     alpha_max * eps, n_alphas)``.
 
+    Parameters
+    ----------
+    Z : (N, D) sparse matrix or array, the features
+    y : (N,) or (N, n_targets) targets for the squared loss; (N,) class labels for a
+        classification loss
+    alphas : array-like of float >= 0, or None
+        The penalties of the path, fitted in decreasing order (sorted here). None:
+        ``n_alphas`` values from :func:`alpha_max` (of Z, y, ``sample_weight`` and the
+        ``l1_ratio``, ``fit_intercept`` and ``loss`` of ``params``) down to ``eps`` times
+        it, evenly spaced on a log scale (all zeros when alpha_max is 0).
+    n_alphas : int >= 1, default 100
+        The number of default alphas (ignored when ``alphas`` is given).
+    eps : float > 0, default 1e-3
+        The smallest default alpha over the largest (ignored when ``alphas`` is given).
+    sample_weight : (N,) non-negative weights, or None (all ones)
+        Used by every fit of the path, and by alpha_max for the default alphas.
+    columns : RBColumns or fitted RandomBinning, or None
+        The grid structure of Z, as in ``CDRegressor.fit``, given to every fit of the
+        path (the grid-block mode; the optima do not depend on it).
+    **params
+        The estimator's other parameters; ``alpha`` and ``warm_start`` are ignored (the
+        path sets them).
+
     Returns
     -------
     alphas : ndarray (n_alphas,), decreasing
     coefs : ndarray (D, n_alphas), or (n_problems, D, n_alphas) for several problems
+        (the targets of a 2-D y, or the classes of more than two)
     gaps : ndarray (n_alphas,) (or (n_alphas, n_problems)): final relative gap per fit
     """
     params = dict(params)

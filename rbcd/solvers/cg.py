@@ -1182,14 +1182,6 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         5,000 rows that choice is then checked on a held-out fifth of up to 20,000 rows
         (rbcd.solvers.cg._solve_auto_alpha, rbcd.solvers._heldout); RidgeCGClassifier
         scores the accuracy of its decisions. The choice is ``alpha_``.
-    solver : "cg", "direct" or "auto", default "cg"
-        "cg": block preconditioned conjugate gradient. "direct": one Cholesky
-        factorization of the dual (n x n, Z Z^T) or the primal (D x D, Z^T Z) Gram
-        matrix, the smaller, for every target at once. "auto": the cheapest of the three
-        by a fixed cost model (rbcd.solvers._direct.plan), direct forms only for random
-        binning training data given with its grid structure (``fit(..., columns=)``).
-        The solution is the same up to the solver's accuracy: CG's ``tol``, or the
-        rounding of the factorization.
     fit_intercept : bool
     tol : float, stop a target when ||residual|| <= tol * ||right-hand side||
     max_iter : int or None; None means ``min(10 * D, 10_000)``
@@ -1205,10 +1197,20 @@ class RidgeCG(RegressorMixin, _RidgeCGBase):
         (module docstring). Not used where a target's alpha is 0: plain CG from zero
         reaches the minimum-norm solution (that of the direct solves and scikit-learn's
         Ridge), a preconditioned one another least-squares solution.
-    n_jobs : threads for the sparse products (None: OpenMP default, -1: all cores)
+    n_jobs : int or None, threads for the sparse products. None: the OpenMP default less
+        the cores busy with other work when each fit or prediction starts (docs/internals.md,
+        "Threads on a busy machine"); -1: all cores.
     verbose : int, default 0. Printed to stdout (scikit-learn's levels): 1, one summary
         line per fit (iterations, the final relative residual, converged or not, threads,
         time); 2 and above, also a line per CG iteration.
+    solver : "cg", "direct" or "auto", default "cg"
+        "cg": block preconditioned conjugate gradient. "direct": one Cholesky
+        factorization of the dual (n x n, Z Z^T) or the primal (D x D, Z^T Z) Gram
+        matrix, the smaller, for every target at once. "auto": the cheapest of the three
+        by a fixed cost model (rbcd.solvers._direct.plan), direct forms only for random
+        binning training data given with its grid structure (``fit(..., columns=)``).
+        The solution is the same up to the solver's accuracy: CG's ``tol``, or the
+        rounding of the factorization.
     device : "cpu" or "cuda", default "cpu". "cuda": the block PCG on one GPU through
         CuPy (rbcd.cuda; the same objective, agreeing to the tolerance); X may then also be
         the ``rbcd.cuda.GridLayout`` of a device binning (or be passed as ``columns``).
@@ -1318,20 +1320,45 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
     right-hand sides; two classes give a single column. CG's ``tol`` is relative to the
     largest right-hand side of the classes (their scores share one scale: a rare class is
     not solved to a tighter absolute accuracy than the others), and so is ``residual_``.
-    Parameters as RidgeCG, plus ``class_weight`` (None, "balanced" or a dict), which
-    multiplies sample_weight, and ``multi_class``: "ovr" (default, as above) or "ovo",
-    one binary problem per pair of classes on that pair's rows and a vote (scikit-learn's
-    OneVsOneClassifier over RidgeClassifier; rbcd.solvers._ovo), the same as "ovr" for two
-    classes. With "ovo" a number alpha keeps its units, those of the whole training set:
-    each pair solves with alpha times its rows' share of the sample weight (the same
-    penalty per unit of weight; an array gives each pair's own penalty as is), and
-    ``alpha="auto"`` is chosen for each pair from its rows.
 
-    Attributes: ``classes_``, ``coef_`` (1, D) for two classes else (n_classes, D), with
-    "ovo" and more than two classes a scipy CSR matrix (n_pairs, D) of the pairs'
-    coefficients, ``pairs_`` (n_pairs, 2) their class numbers (None with "ovr"),
-    ``intercept_``, ``n_iter_``, ``solver_``, ``alpha_``, ``converged_``, ``residual_``
-    (with "ovo" one entry per pair), ``n_features_in_``.
+    Parameters
+    ----------
+    alpha : float >= 0, array, or "auto", default 1.0
+        The penalty, in Ridge's units (sum of squares + alpha ||w||^2). With "ovr": one
+        value, or one per right-hand side (one per class; a single one for two classes).
+        With "ovo": a number keeps the units of the whole training set, each pair solving
+        with alpha times its rows' share of the sample weight (the same penalty per unit
+        of weight); an array gives each pair of classes its own penalty as is. "auto": as
+        in RidgeCG, scored by the accuracy of the decisions (with "ovo", chosen for each
+        pair from its rows). The penalty used is ``alpha_``.
+    fit_intercept : bool, default True
+    tol : float, default 1e-6, stop when ||residual|| <= tol * ||right-hand side||, the
+        largest right-hand side of the classes (above)
+    max_iter : int or None; None means ``min(10 * D, 10_000)``
+    preconditioner : "jacobi" or None, default "jacobi"; as in RidgeCG
+    class_weight : None, "balanced" or dict, default None
+        Multiplies each row's sample_weight by its class's weight ("balanced": n_samples /
+        (n_classes x the class's count)).
+    n_jobs : int or None, threads for the sparse products. None: the OpenMP default less
+        the cores busy with other work when each fit or prediction starts
+        (docs/internals.md, "Threads on a busy machine"); -1: all cores.
+    verbose : int, default 0; as in RidgeCG
+    solver : "cg", "direct" or "auto", default "cg"; as in RidgeCG
+    device : "cpu" or "cuda", default "cpu"; as in RidgeCG ("cuda" with "ovr" only)
+    multi_class : "ovr" or "ovo", default "ovr"
+        "ovr": the one-vs-rest block above. "ovo": one binary problem per pair of classes
+        on that pair's rows and a vote (scikit-learn's OneVsOneClassifier over
+        RidgeClassifier; rbcd.solvers._ovo); the same as "ovr" for two classes.
+
+    Attributes
+    ----------
+    classes_ : ndarray (n_classes,), the class labels
+    coef_ : (1, D) for two classes, else (n_classes, D); with "ovo" and more than two
+        classes a scipy CSR matrix (n_pairs, D) of the pairs' coefficients
+    pairs_ : (n_pairs, 2) the pairs' class numbers with "ovo" (None with "ovr")
+    intercept_, n_iter_, solver_, alpha_, converged_, residual_ : as in RidgeCG (with
+        "ovo" one entry per pair)
+    n_features_in_ : int
     """
 
     _classification = True    # alpha="auto" scores the accuracy of the decisions
