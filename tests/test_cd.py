@@ -879,6 +879,10 @@ def test_verbose_one_prints_one_summary_line_per_fit(capsys):
     assert len(lines) == 1
     assert f"{a.n_iter_} epoch(s)" in lines[0] and "subgradient" in lines[0]
     assert "converged" in lines[0] and "NOT" not in lines[0] and lines[0].endswith("s")
+    # the mode named in words: parallel=None is serial coordinate descent
+    CDRegressor(alpha=1e-3, random_state=0, parallel=None, verbose=2).fit(Z, y)
+    text = capsys.readouterr().out
+    assert "parallel = serial" in text and "None" not in text
     b = CDRegressor(alpha=1e-3, l1_ratio=0.0, tol=1e-4, max_epochs=500, random_state=0).fit(Z, y)
     assert capsys.readouterr().out == ""
     assert np.array_equal(a.coef_, b.coef_) and a.n_iter_ == b.n_iter_

@@ -714,7 +714,7 @@ class _CDBase(ChecksummedState, BaseEstimator):
         if params["verbose"] >= 2:
             print(f"[rbcd CD] {n_problems} problem(s), N = {N}, D = {D}, nnz = {cols.nnz}"
                   f"{' (all values equal)' if cols.data is None else ''}; loss {loss}, "
-                  f"parallel = {mode!r}, {n_threads} thread(s)")
+                  f"parallel = {mode or 'serial'}, {n_threads} thread(s)")
         results = []
         for k in range(n_problems):
             results.append(_solve(
@@ -738,7 +738,7 @@ class _CDBase(ChecksummedState, BaseEstimator):
                        f"NOT converged{f' ({len(failed)} of {n_problems})' if n_problems > 1 else ''}")
             print(f"[rbcd CD] {type(self).__name__}: {epochs} epoch(s), relative {kind} "
                   f"{results[worst]['gap']:.3e}{which} (tol {params['tol']:.1e}), {verdict}, "
-                  f"parallel = {mode!r}, {n_threads} thread(s), "
+                  f"parallel = {mode or 'serial'}, {n_threads} thread(s), "
                   f"{time.perf_counter() - t_start:.3f}s")
         if failed:
             kind = ("duality gap" if loss == "squared" and params["l1_ratio"] > 0
