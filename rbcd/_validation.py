@@ -465,6 +465,21 @@ def check_class_weight(class_weight):
     return class_weight
 
 
+def dict_class_weight_rows(class_weight, y):
+    """Each row's weight under a ``class_weight`` dict, computed over all the labels of y
+    (scikit-learn's compute_sample_weight: the labels a dict leaves out weigh 1, and it
+    may name labels y lacks only when it names every label y has); None for None or
+    "balanced". For fits on a subset of the classes (one-vs-one pairs): a dict's weights
+    do not depend on which rows are present, but scikit-learn's rule applied to a pair's
+    two labels refuses a dict that names other labels and leaves one of the pair out,
+    although the dict is valid for y. ("balanced" stays the pair's own.)"""
+    if not isinstance(class_weight, dict):
+        return None
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    return compute_sample_weight(check_class_weight(class_weight), y)
+
+
 def check_regression_target(y, n_samples=None, matrix="X"):
     """Regression ``y`` as float64 (1-D or 2-D), every entry finite: an object array
     holding None, inf or non-numbers is refused by name (numpy would turn None into NaN

@@ -89,6 +89,7 @@ from ._scale import scale_sigma
 from ._warnings import warn as warn_user
 from ._validation import (N_JOBS, POSITIVE_INT, RANDOM_STATE, TOL, VERBOSE, RealInterval,
                           check_int, check_regression_target, check_sample_weight,
+                          dict_class_weight_rows,
                           fit_context, plain_checked, plain_float_array)
 
 #: Default sigma multipliers of the scale rule's sigma (0.5 x the median L1 distance): on the
@@ -178,6 +179,71 @@ def _strictly_better(new, old):
     (primary, secondary) order): True where ``new`` scores strictly better than ``old``
     (ties keep the old choice)."""
     return np.array([tuple(a) > tuple(b) for a, b in zip(new, old)])
+
+
+class _Rows:
+    """The training rows' features of a fold, taken when first asked for: ``Z`` itself
+    (rows None), or its rows ``rows`` (the shared-Gram path's binning of every row)."""
+
+    def __init__(self, Z, rows):
+        self._Z, self._rows, self._taken = Z, rows, None
+
+    def get(self):
+        if self._taken is None:
+            self._taken = self._Z if self._rows is None else self._Z[self._rows]
+        return self._taken
+
+
+class _CandidateScores(ClassifierMixin, BaseEstimator):
+    """A fold's fitted ridge classifier (``shell``) as a scorer sees the candidate's
+    RBClassifier: its ``classes_``, ``predict`` and ``decision_function``, and the
+    ``predict_proba`` of RBClassifier's default calibration="train" (rbcd._calibration:
+    the softmax of the scores, its scale fitted on the fold's training rows' scores,
+    weighted by their sample_weight), so that probability scorers (neg_log_loss,
+    neg_brier_score, roc_auc_ovr, ...) score what GridSearchCV over RBClassifier scores.
+    The scale is fitted when a scorer first asks for probabilities."""
+
+    def __init__(self, shell, train_features, y_train, sample_weight):
+        self.shell = shell
+        self.train_features = train_features
+        self.y_train = y_train
+        self.sample_weight = sample_weight
+
+    @property
+    def classes_(self):
+        return self.shell.classes_
+
+    def __getattr__(self, name):
+        # the rest of the fitted solver (coef_, intercept_, n_iter_, ...) for a callable
+        # scorer that reads it
+        if name.startswith("__") or name == "shell" or "shell" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.__dict__["shell"], name)
+
+    def decision_function(self, X):
+        return self.shell.decision_function(X)
+
+    def predict(self, X):
+        return self.shell.predict(X)
+
+    def _scale(self):
+        a = self.__dict__.get("_calibration")
+        if a is None:
+            from ._calibration import fit_softmax_calibration
+
+            scores = self.shell.decision_function(self.train_features.get())
+            w = self.sample_weight
+            if w is not None and not np.sum(w) > 0:     # RBClassifier._fit_calibration's rule
+                w = None
+            a = fit_softmax_calibration(scores, np.searchsorted(self.classes_, self.y_train),
+                                        self.classes_.shape[0], w)
+            self._calibration = a
+        return a
+
+    def predict_proba(self, X):
+        from ._calibration import softmax_probabilities
+
+        return softmax_probabilities(self.shell.decision_function(X), self._scale())
 
 
 class _RBSearchBase(ChecksummedState, BaseEstimator):
@@ -401,6 +467,7 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                     Zv = Z[test]
                     solved = self._solve_shared(op, P, train, y[train], s, alphas, tol)
                     t_bin = t_shared
+                    train_features = _Rows(Z, train)
                 else:
                     rb = RandomBinning(n_grids=n_grids, sigma=float(sigma), n_jobs=self.n_jobs,
                                        random_state=seed).set_output(transform="default")
@@ -408,7 +475,12 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
                     Zv = rb.transform(X[test])
                     solved = self._solve_alphas(Z, y[train], s, cols, alphas, tol, seed)
                     t_bin = time.perf_counter() - t0
+                    train_features = _Rows(Z, None)
                 for ai, shell, t_fit, it in solved:
+                    if self._classifier and self._ridge():
+                        # what the candidate RBClassifier answers a scorer: its predict_proba
+                        # too (calibration="train"), which the ridge solver lacks
+                        shell = _CandidateScores(shell, train_features, y[train], s)
                     t1 = time.perf_counter()
                     if sample_weight is None:
                         scores[ai, si, fi] = scorer(shell, Zv, y[test])
@@ -497,9 +569,14 @@ class _RBSearchBase(ChecksummedState, BaseEstimator):
             # each pair's share of a candidate alpha (RidgeCGClassifier's "ovo" rule)
             shares = pair_shares(index, self.classes_.shape[0], s_pairs)
 
+            # a class_weight dict: over all the classes, each pair its rows' weights
+            cw_rows = dict_class_weight_rows(self.class_weight, ys)
+
             def pair_weight(r):
                 if self.class_weight is None:
                     return s_pairs[r]
+                if cw_rows is not None:
+                    return s_pairs[r] * cw_rows[r]
                 return s_pairs[r] * compute_sample_weight(self.class_weight, ys[r])
         else:
             T = np.asarray(ys, dtype=np.float64).reshape(ys.shape[0], -1)
@@ -916,7 +993,10 @@ _CV_PARAMS_DOC_HEAD = """
         classifiers given an int).
     scoring : str, callable or None
         None: the model's ``score`` (accuracy, or R^2 for regression). Scorers are applied to
-        the fold's solver on the fold's validation features (they need folds: cv given).
+        the fold's solver on the fold's validation features (they need folds: cv given);
+        with a ridge solver, a scorer of probabilities (``"neg_log_loss"``,
+        ``"neg_brier_score"``, ``"roc_auc_ovr"``, ...) gets those of RBClassifier's
+        calibration="train", fitted on the fold's training rows.
     solver : "auto", "cg", "direct" or "cd", default "auto"
         The model's solver (ridge: "auto", "cg", "direct"; coordinate descent: "cd").
     fit_intercept : bool, default True

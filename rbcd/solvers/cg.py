@@ -77,6 +77,7 @@ from .._memory import check_solver_memory
 from .._threads import effective_n_threads, limit_blas
 from .._validation import (N_JOBS, TOL, VERBOSE, WEIGHT_SUM_OVERFLOW, IntInterval,
                            RealInterval, StrOptions, check_class_weight, check_predict_csr,
+                           dict_class_weight_rows,
                            check_regression_target, check_sparse_structure, fit_context,
                            wrong_length)
 from .._warnings import warn as warn_user
@@ -1448,6 +1449,11 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         index = np.searchsorted(self.classes_, y)
         params = self.get_params()
         params["multi_class"] = "ovr"
+        # a class_weight dict: weighed over all the classes, each pair its rows' weights
+        # (the pair's own fit would refuse a dict that names other classes)
+        cw_rows = dict_class_weight_rows(self.class_weight, y)
+        if cw_rows is not None:
+            params["class_weight"] = None
         pairs = ovo_pairs(self.classes_.shape[0])
         per_pair = None            # alpha: one number, "auto", or one value per pair
         if not isinstance(self.alpha, str) and np.ndim(self.alpha) == 1:
@@ -1487,6 +1493,8 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
                 params["alpha"] = float(per_pair[p])
             sub = RidgeCGClassifier(**params)
             w = None if s is None else s[rows]
+            if cw_rows is not None:
+                w = cw_rows[rows] if w is None else w * cw_rows[rows]
             Zp, used, cols = _pair_problem(Zr[rows], grid_ptr, self.n_jobs)
             sub._fit_labels(Zp, y[rows], w, cols)
             coefs.append((used, np.asarray(sub.coef_[0], dtype=np.float64)))
@@ -1539,9 +1547,12 @@ class RidgeCGClassifier(ClassifierMixin, _RidgeCGBase):
         R = gp.shape[0] - 1
         cw = None if self.class_weight is None else check_class_weight(self.class_weight)
         y_all = self.classes_[index]
+        cw_rows = dict_class_weight_rows(cw, y_all)     # a dict: over all the classes
 
         def pair_weight(rows):
             w = np.ones(rows.shape[0]) if s is None else s[rows]
+            if cw_rows is not None:
+                return w * cw_rows[rows]
             return w if cw is None else w * compute_sample_weight(cw, y_all[rows])
 
         def eligible(p, rows):
