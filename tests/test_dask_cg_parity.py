@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
 
 pytest.importorskip("distributed")
 import dask.array as da  # noqa: E402
@@ -189,3 +190,19 @@ def test_dask_ridge_at_alpha_zero_reaches_the_minimum_norm_solution(client):
     w = np.linalg.lstsq(Zc, y - y.mean(), rcond=None)[0]          # the minimum norm
     np.testing.assert_allclose(local.coef_, w, atol=1e-6)
     np.testing.assert_allclose(dist.coef_, w, atol=1e-6)
+
+
+def test_dask_cg_at_the_attainable_residual_stays_finite_and_unconverged(client):
+    """tol=0: the Dask CG runs on at the attainable residual as the local one does (rz from
+    the projected preconditioned residual) instead of diverging to NaN coefficients that
+    were reported as converged."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(300, 3))
+    y = np.sin(4 * X[:, 0]) - X[:, 1] ** 2
+    kw = dict(n_grids=16, random_state=0, alpha=1.0, solver="cg", max_iter=1000)
+    Xd = da.from_array(X, chunks=150)
+    with pytest.warns(ConvergenceWarning, match="below float64's rounding"):
+        m = rd.RBRegressor(tol=0.0, **kw).fit(Xd, y)
+    assert np.all(np.isfinite(m.coef_)) and not m.solver_.converged_
+    tight = rbcd.RBRegressor(tol=1e-12, **kw).fit(X, y)
+    np.testing.assert_allclose(m.predict(Xd).compute(), tight.predict(X), atol=1e-9)

@@ -14,6 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from rbcd.binning.random_binning import RandomBinning
 from rbcd.solvers import _sparse
 from rbcd.solvers import cg as ridge_module
+from rbcd.models import RBClassifier, RBRegressor
 from rbcd.solvers.cg import RidgeCG, RidgeCGClassifier, default_max_iter, solve_ridge_cg
 
 
@@ -1127,3 +1128,26 @@ def test_all_equal_over_several_blocks():
             data[where] = 0.25
             assert _sparse.all_equal(data, threads) is False
             data[where] = 0.125
+
+
+@pytest.mark.parametrize("make", ["regressor", "classifier"])
+def test_cg_at_the_attainable_residual_stays_finite_and_unconverged(make):
+    """tol=0 (or below float64's rounding) with the projected Jacobi CG: the iteration runs
+    on at the attainable residual without diverging (rz from the projected preconditioned
+    residual; before, r . M^-1 r counted the rounding along the grids' null directions and
+    the coefficients went to NaN after about 590 iterations, reported as converged), and the
+    fit says it did not converge. Its predictions are those of a tight-tol fit."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(size=(300, 3))
+    y = np.sin(4 * X[:, 0]) - X[:, 1] ** 2
+    kw = dict(n_grids=16, random_state=0, alpha=1.0, solver="cg")
+    if make == "classifier":
+        y = (y > np.median(y)).astype(int)
+    cls = RBClassifier if make == "classifier" else RBRegressor
+    with pytest.warns(ConvergenceWarning, match="below float64's rounding"):
+        m = cls(tol=0.0, max_iter=1500, **kw).fit(X, y)
+    assert np.all(np.isfinite(m.coef_)) and not m.solver_.converged_
+    assert np.all(m.solver_.residual_ < 1e-13)
+    tight = cls(tol=1e-12, **kw).fit(X, y)
+    f = (lambda e: e.decision_function(X)) if make == "classifier" else (lambda e: e.predict(X))
+    np.testing.assert_allclose(f(m), f(tight), atol=1e-9)

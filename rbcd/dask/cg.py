@@ -264,8 +264,13 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
         if flat.size:
             Q[flat] = 0.0      # constant columns: Zc e_j = 0 (Pa is 0 there: pq unchanged)
         pq = np.einsum("ij,ij->j", Pa, Q)
-        ok = pq > 0
+        # breakdown: p^T A p <= 0, or not finite (a non-finite direction must not reach X)
+        ok = np.isfinite(pq) & (pq > 0)
         step = np.where(ok, rz[act] / np.where(ok, pq, 1.0), 0.0)
+        if not ok.all():
+            Pa = Pa.copy()
+            Pa[:, ~ok] = 0.0                          # that column's X and R stay as they are
+            Q[:, ~ok] = 0.0
         if every:
             X += step * Pa
             R -= step * Q
@@ -275,30 +280,33 @@ def ridge_cg(cluster, k, alpha, fit_intercept, tol, max_iter, preconditioner, gr
             R[:, act] -= step * Q
             Ra = R[:, act]
         rn = np.sqrt(np.einsum("ij,ij->j", Ra, Ra))
+        # z = Proj M^-1 r, 0 on the constant columns, and rz = r . z: the local solver's
+        # rule (rbcd.solvers.cg._cg_iterate: r . M^-1 r would count the rounding that moves
+        # r along the null directions, which P lacks, and diverged near tol 0)
         Z_ = inv_m(Ra, act)
+        if proj is not None:
+            proj(Z_)
+        if flat.size:
+            Z_[flat] = 0.0
         rz_new = np.einsum("ij,ij->j", Ra, Z_)
         n_iter[act] = it
         rnorm[act] = rn
-        stop = (rn <= thresh[act]) | ~ok
+        stop = (rn <= thresh[act]) | ~ok | ~np.isfinite(rn)
         beta = np.where(rz[act] > 0, rz_new / np.where(rz[act] > 0, rz[act], 1.0), 0.0)
-        Pn = Z_ + beta * Pa
-        if proj is not None:
-            proj(Pn)
-        if flat.size:
-            Pn[flat] = 0.0     # stays in the constant columns' complement
+        Pn = Z_ + beta * Pa    # in the projection's range and 0 on the constant columns
         if every:
             P = Pn
         else:
             P[:, act] = Pn
         rz[act] = rz_new
         done[act[stop]] = True
-        breakdown[act[~ok]] = True
+        breakdown[act[~ok | ~np.isfinite(rn)]] = True
         if verbose:
             print(f"[rbcd.dask RidgeCG] iteration {it}: max relative residual "
                   f"{np.max(rn / np.where(bnorm[act] > 0, bnorm[act], 1.0)):.3e}")
     # the local solver's report (rbcd.solvers.cg._cg_iterate): residuals on the stopping
     # scale, the reason each target stopped, and its ConvergenceWarning
-    unconverged = rnorm > thresh
+    unconverged = ~(rnorm <= thresh)                    # a NaN residual is not converged
     relres = np.where(scale > 0, rnorm / np.where(scale > 0, scale, 1.0), 0.0)
     stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))
     if np.any(unconverged):

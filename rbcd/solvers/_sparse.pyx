@@ -644,8 +644,11 @@ def cg_step(
     double[:, ::1] partial_rr,    # OUT (n_blocks, n_act) block sums of r^2
     double[:, ::1] partial_rz,    # OUT (n_blocks, n_act) block sums of r * M^-1 r
     int n_threads,
+    double[:, ::1] Zr=None,       # OUT (D, n_act) M^-1 r of the active columns, or None
 ):
-    """X[:, act] += step * Pa; R[:, act] -= step * Q; block sums of r.r and r.M^-1 r."""
+    """X[:, act] += step * Pa; R[:, act] -= step * Q; block sums of r.r and r.M^-1 r; with
+    Zr, also Zr = M^-1 R[:, act] (the preconditioned residual, for a caller that projects
+    it before its dot product with r: rbcd.solvers.cg._cg_iterate)."""
     cdef Py_ssize_t D = X.shape[0]
     cdef Py_ssize_t k = X.shape[1]
     cdef Py_ssize_t na = act.shape[0]
@@ -662,6 +665,8 @@ def cg_step(
         raise ValueError("cg_step: inconsistent shapes")
     if minv.shape[0] != 0 and (minv.shape[0] != D or minv.shape[1] not in (1, k)):
         raise ValueError("cg_step: inconsistent shapes")
+    if Zr is not None and (Zr.shape[0] != D or Zr.shape[1] != na):
+        raise ValueError("cg_step: inconsistent shapes")
     cdef Py_ssize_t mk = minv.shape[1]
     for a in range(na):
         if act[a] < 0 or act[a] >= k:
@@ -677,6 +682,7 @@ def cg_step(
     cdef const double *mv = &minv[0, 0] if minv.shape[0] > 0 else NULL
     cdef double *prr = &partial_rr[0, 0]
     cdef double *prz = &partial_rz[0, 0]
+    cdef double *zp = &Zr[0, 0] if Zr is not None else NULL
     with nogil:
         for blk in prange(n_blocks, schedule="static", num_threads=n_threads):
             lo = blk * _CG_BLOCK
@@ -694,6 +700,9 @@ def cg_step(
                     arr = arr + r * r
                     arz = arz + (r * r * mv[j * mk + (c if mk > 1 else 0)] if mv != NULL
                                  else r * r)
+                    if zp != NULL:
+                        zp[j * na + a] = (r * mv[j * mk + (c if mk > 1 else 0)] if mv != NULL
+                                          else r)
                 prr[blk * na + a] = arr
                 prz[blk * na + a] = arz
 
@@ -734,6 +743,75 @@ def cg_direction(
                 c = ac[a]
                 pp[j * k + c] = ((rp[j * k + c] * mv[j * mk + (c if mk > 1 else 0)]
                                   if mv != NULL else rp[j * k + c]) + bt[a] * pp[j * k + c])
+
+
+def cg_dot(
+    const double[:, ::1] R,       # IN  (D, k) residuals
+    const long long[::1] act,     # IN  (n_act,) the active columns of R
+    const double[:, ::1] Zr,      # IN  (D, n_act) the (projected) preconditioned residuals
+    double[:, ::1] partial,       # OUT (n_blocks, n_act) block sums of R[:, act] * Zr
+    int n_threads,
+):
+    """Block sums of r . z for the active columns, in cg_step's blocks (the same bits for
+    any thread count once summed in block order)."""
+    cdef Py_ssize_t D = R.shape[0]
+    cdef Py_ssize_t k = R.shape[1]
+    cdef Py_ssize_t na = act.shape[0]
+    cdef Py_ssize_t n_blocks = (D + _CG_BLOCK - 1) // _CG_BLOCK
+    cdef Py_ssize_t blk, j, a, c, lo, hi
+    cdef double acc
+    if Zr.shape[0] != D or Zr.shape[1] != na or partial.shape[0] != n_blocks \
+            or partial.shape[1] != na:
+        raise ValueError("cg_dot: inconsistent shapes")
+    for a in range(na):
+        if act[a] < 0 or act[a] >= k:
+            raise ValueError("cg_dot: active column out of range")
+    if D == 0 or na == 0:
+        return
+    cdef const double *rp = &R[0, 0]
+    cdef const double *zp = &Zr[0, 0]
+    cdef const long long *ac = &act[0]
+    cdef double *part = &partial[0, 0]
+    with nogil:
+        for blk in prange(n_blocks, schedule="static", num_threads=n_threads):
+            lo = blk * _CG_BLOCK
+            hi = min(lo + _CG_BLOCK, D)
+            for a in range(na):
+                c = ac[a]
+                acc = 0.0
+                for j in range(lo, hi):
+                    acc = acc + rp[j * k + c] * zp[j * na + a]
+                part[blk * na + a] = acc
+
+
+def cg_direction_z(
+    double[:, ::1] P,             # IN/OUT (D, k) search directions
+    const double[:, ::1] Zr,      # IN  (D, n_act) the (projected) preconditioned residuals
+    const long long[::1] act,     # IN  (n_act,) columns to update
+    const double[::1] beta,       # IN  (n_act,)
+    int n_threads,
+):
+    """P[:, act] = Zr + beta * P[:, act]."""
+    cdef Py_ssize_t D = P.shape[0]
+    cdef Py_ssize_t k = P.shape[1]
+    cdef Py_ssize_t na = act.shape[0]
+    cdef Py_ssize_t j, a, c
+    if Zr.shape[0] != D or Zr.shape[1] != na or beta.shape[0] != na:
+        raise ValueError("cg_direction_z: inconsistent shapes")
+    for a in range(na):
+        if act[a] < 0 or act[a] >= k:
+            raise ValueError("cg_direction_z: active column out of range")
+    if D == 0 or na == 0:
+        return
+    cdef double *pp = &P[0, 0]
+    cdef const double *zp = &Zr[0, 0]
+    cdef const long long *ac = &act[0]
+    cdef const double *bt = &beta[0]
+    with nogil:
+        for j in prange(D, schedule="static", num_threads=n_threads):
+            for a in range(na):
+                c = ac[a]
+                pp[j * k + c] = zp[j * na + a] + bt[a] * pp[j * k + c]
 
 
 # ---------------------------------------------------------------------------------------

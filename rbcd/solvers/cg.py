@@ -937,46 +937,64 @@ def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose,
     done = bnorm <= thresh                              # b = 0: the solution is w = 0
     rnorm = bnorm.copy()
     breakdown = np.zeros(k, dtype=bool)
+    # the projected preconditioned residuals of the active columns, in one buffer for the
+    # solve (a fresh D x k array every iteration cost its page faults each time)
+    z_buf = np.empty(D * k) if proj is not None else None
     for it in range(1, max_iter + 1):
         act = np.flatnonzero(~done).astype(np.int64)
         if act.size == 0:
             break
         Pa = P if act.size == k else np.ascontiguousarray(P[:, act])
         Q, pq = apply_A(Pa, alpha[act])
-        ok = pq > 0
+        # breakdown: p^T A p <= 0 (a zero direction, or a null direction of a singular
+        # system with alpha = 0), or not finite (a non-finite direction must not reach X)
+        ok = np.isfinite(pq) & (pq > 0)
         step = np.where(ok, rz[act] / np.where(ok, pq, 1.0), 0.0)
+        if not ok.all():
+            Pa = Pa if Pa is not P else P.copy()
+            Pa[:, ~ok] = 0.0                          # that column's X and R stay as they are
+            Q[:, ~ok] = 0.0
         part_rr = np.empty((n_blocks, act.size))
         part_rz = np.empty((n_blocks, act.size))
-        # X += step P; R -= step Q (active columns); block sums of r.r and r.M^-1 r
-        _sparse.cg_step(X, R, Pa, Q, act, step, minv, part_rr, part_rz, vec_threads)
+        # X += step P; R -= step Q (active columns); block sums of r.r and r.M^-1 r; with
+        # the projection, Zr = M^-1 R of the active columns too
+        Zr = z_buf[:D * act.size].reshape(D, act.size) if proj is not None else None
+        _sparse.cg_step(X, R, Pa, Q, act, step, minv, part_rr, part_rz, vec_threads, Zr)
         del Q
         n_iter[act] = it
         rn = np.sqrt(part_rr.sum(axis=0))
         rnorm[act] = rn
-        rz_new = part_rz.sum(axis=0)
-        # a column stops when its residual is small, or on breakdown (p^T A p <= 0:
-        # zero direction, or a null direction of a singular system with alpha = 0)
-        stop = (rn <= thresh[act]) | ~ok
-        beta = np.where(rz[act] > 0, rz_new / np.where(rz[act] > 0, rz[act], 1.0), 0.0)
-        # P = M^-1 R + beta P (active columns)
-        _sparse.cg_direction(P, R, act, beta, minv, vec_threads)
         if proj is not None:
-            # P = Proj M^-1 R + beta P: P was already projected, so projecting the sum
-            # is the same. rz above is r . M^-1 r, which equals r . Proj M^-1 r since
-            # Proj is symmetric and r lies in its range (b does, and A maps it to itself).
-            if act.size == k:
-                proj(P)
-            else:
-                P[:, act] = proj(np.ascontiguousarray(P[:, act]))
+            # z = Proj M^-1 r (and 0 on the constant columns), and rz = r . z from it: in
+            # exact arithmetic r . Proj M^-1 r = r . M^-1 r (Proj is symmetric and r lies
+            # in its range), but rounding moves r off that range along the null directions,
+            # which CG never reduces; r . M^-1 r then counts them while P lacks them, and
+            # near the attainable residual (tol 0 or 1e-15) the iteration diverged to NaN.
+            # r . z counts only what P can reduce (as the device CG does: rbcd.cuda.cg)
+            proj(Zr)
+            if flat.size:
+                Zr[flat] = 0.0
+            _sparse.cg_dot(R, act, Zr, part_rz, vec_threads)
+        rz_new = part_rz.sum(axis=0)
+        # a column stops when its residual is small (a NaN one counts as not small), or on
+        # breakdown
+        stop = (rn <= thresh[act]) | ~ok | ~np.isfinite(rn)
+        beta = np.where(rz[act] > 0, rz_new / np.where(rz[act] > 0, rz[act], 1.0), 0.0)
+        if proj is not None:
+            # P = z + beta P (active columns): both in the projection's range
+            _sparse.cg_direction_z(P, Zr, act, beta, vec_threads)
+        else:
+            # P = M^-1 R + beta P (active columns)
+            _sparse.cg_direction(P, R, act, beta, minv, vec_threads)
         if flat.size:
             P[flat] = 0.0                               # stays in the constant columns' complement
         rz[act] = rz_new
         done[act[stop]] = True
-        breakdown[act[~ok]] = True
+        breakdown[act[~ok | ~np.isfinite(rn)]] = True
         if verbose >= 2:
             print(f"[RidgeCG] iteration {it}: max relative residual "
                   f"{np.max(rn / np.where(bnorm[act] > 0, bnorm[act], 1.0)):.3e}")
-    unconverged = rnorm > thresh
+    unconverged = ~(rnorm <= thresh)                    # a NaN residual is not converged
     relres = np.where(scale > 0, rnorm / np.where(scale > 0, scale, 1.0), 0.0)
     stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))
     if np.any(unconverged):
