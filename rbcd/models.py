@@ -58,7 +58,7 @@ from numbers import Integral
 
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_feature_names, check_is_fitted, validate_data
 
 from ._calibration import fit_softmax_calibration, softmax_probabilities
 from ._integrity import ChecksummedState
@@ -558,7 +558,15 @@ class _RBBase(ChecksummedState, BaseEstimator):
         search's rows for its best_estimator_; rbcd._validation.validate_rows)."""
         check_is_fitted(self, "solver_")
         if "_cuda_tables" in self.binning_.__dict__:  # fitted with device="cuda"
-            return score(self.binning_.transform(X))
+            # X's names and feature count checked here, in the model's name, as below; the
+            # device binning converts and checks the rest
+            if names:
+                _check_feature_names(self, X, reset=False)
+            shape = getattr(X, "shape", None)       # (a list: the binning's conversion)
+            if shape is not None and len(shape) == 2 and shape[1] != self.n_features_in_:
+                raise ValueError(f"X has {shape[1]} features, but {type(self).__name__} is "
+                                 f"expecting {self.n_features_in_} features as input.")
+            return score(self.binning_._transform(X, names=False))
         if plain_float_array(X):  # the binning checks finiteness
             X = plain_checked(self, X, reset=False, names=names)
         else:

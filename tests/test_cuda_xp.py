@@ -357,7 +357,7 @@ def test_device_stopping_breakdown(monkeypatch, emulated):
     stopped = info["stop"] == "breakdown"
     assert stopped.sum() >= 2 and info["stop"][3] == "tol" and n_iter[3] == 0
     assert len(set(n_iter[stopped].tolist())) >= 2      # at different iterations
-    assert len(conv) == 1 and "(breakdown)" in conv[0]
+    assert len(conv) == 1 and "search direction vanished" in conv[0]   # the CPU's text
 
 
 @pytest.mark.parametrize("emulated", [False, True])
@@ -376,7 +376,7 @@ def test_device_stopping_max_iter(monkeypatch, emulated, max_iter):
         xp, layout, Y, None, alpha=0.5, tol=1e-12, max_iter=max_iter, structured=True)
     assert n_iter.max() == max_iter and n_iter[3] == 0 and info["stop"][3] == "tol"
     assert (info["stop"] == "max_iter").sum() == Y.shape[1] - 2   # the zero, constant ones
-    assert len(conv) == 1 and "(max_iter)" in conv[0] and f"after {max_iter} it" in conv[0]
+    assert len(conv) == 1 and f"did not converge in max_iter={max_iter} iterations" in conv[0]
     with pytest.warns(ConvergenceWarning, match="max_iter"):
         ccg.solve_ridge(xp, layout, Y, None, alpha=0.5, tol=1e-12, max_iter=max_iter,
                         structured=True)
@@ -1697,3 +1697,404 @@ def test_device_classifier_stops_classes_on_the_cpu_shared_scale(numpy_device, m
     own = ccg.solve_ridge(np, ccg.MatrixOperator(np, Z), np.where(y[:, None] == np.arange(5),
                           1.0, -1.0), alpha=1.0, tol=1e-3)[2]
     assert own[4] > dev.n_iter_[4]
+
+
+# ------------------------------------------------------------------------------------------
+# device="cuda" checks its inputs and sets its fitted attributes as the CPU estimators do
+# (rbcd.models._RBBase.fit and rbcd.solvers.cg.RidgeCG are the reference): the same
+# messages, the same warnings, the same types.
+def _outcome(fit, categories=(UserWarning,)):
+    """What a call did: (error type and message or None, the warnings of ``categories``
+    as (category, message)); the warnings of other categories are ignored."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            fit()
+            error = None
+        except Exception as exc:          # noqa: BLE001 (compared, not swallowed)
+            error = (type(exc).__name__, str(exc))
+    return error, [(w.category.__name__, str(w.message)) for w in caught
+                   if issubclass(w.category, categories)
+                   and not issubclass(w.category, ConvergenceWarning)]
+
+
+def _small_problem(n=160, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(size=(n, 3))
+    y = np.sin(4 * X[:, 0]) + X[:, 1]
+    labels = (X[:, 0] * 3).astype(int)
+    return X, y, labels
+
+
+def test_scalar_sample_weight_as_the_cpu(numpy_device):
+    """D4: a scalar sample_weight is that weight for every row, on the device as on the
+    CPU (it was refused: to_host made it a 0-d array): the models (fixed alpha and
+    alpha="auto", the classifier's calibration), RidgeCG and RidgeCGClassifier."""
+    X, y, labels = _small_problem()
+    for cls, target in [(RBRegressor, y), (RBClassifier, labels)]:
+        for alpha in (1.0, "auto"):
+            kw = dict(n_grids=8, random_state=0, alpha=alpha, tol=1e-10)
+            g = cls(device="cuda", **kw).fit(X, target, sample_weight=2.5)
+            c = cls(linear=0, solver="cg", **kw).fit(X, target, sample_weight=2.5)
+            assert g.alpha_ == pytest.approx(c.alpha_, rel=1e-12)
+            if cls is RBRegressor:
+                np.testing.assert_allclose(g.predict(X), c.predict(X), atol=1e-6)
+            else:
+                np.testing.assert_allclose(g.decision_function(X), c.decision_function(X),
+                                           atol=1e-6)
+                np.testing.assert_allclose(g.predict_proba(X), c.predict_proba(X), atol=1e-6)
+    _, Z, _ = _cpu_Z(X, 8, 1.0, 0)
+    for cls, target in [(RidgeCG, y), (RidgeCGClassifier, labels)]:
+        g = cls(alpha=1.0, tol=1e-10, device="cuda").fit(Z, target, sample_weight=2.5)
+        c = cls(alpha=1.0, tol=1e-10).fit(Z, target, sample_weight=2.5)
+        np.testing.assert_allclose(g.coef_, c.coef_, atol=1e-8)
+
+
+def test_pandas_inputs_as_the_cpu(numpy_device):
+    """D5: a DataFrame X, a Series y and a Series sample_weight (to_host called .get() on
+    them, pandas' own get: a TypeError): the CPU's fit."""
+    pd = pytest.importorskip("pandas")
+    X, y, labels = _small_problem()
+    w = np.random.default_rng(1).uniform(0.5, 2.0, size=X.shape[0])
+    F = pd.DataFrame(X, columns=["a", "b", "c"])
+    kw = dict(n_grids=8, random_state=0, alpha=1.0, tol=1e-10)
+    for cls, target in [(RBRegressor, y), (RBClassifier, labels)]:
+        g = cls(device="cuda", **kw).fit(F, pd.Series(target), sample_weight=pd.Series(w))
+        c = cls(**kw).fit(F, pd.Series(target), sample_weight=pd.Series(w))
+        np.testing.assert_allclose(g.predict(F), c.predict(F), atol=1e-6)
+    _, Z, _ = _cpu_Z(X, 4, 1.0, 0)
+    Zf = pd.DataFrame(Z.toarray(), columns=[f"z{j}" for j in range(Z.shape[1])])
+    g = RidgeCG(alpha=1.0, tol=1e-10, device="cuda").fit(Zf, pd.Series(y),
+                                                          sample_weight=pd.Series(w))
+    c = RidgeCG(alpha=1.0, tol=1e-10).fit(Zf, pd.Series(y), sample_weight=pd.Series(w))
+    np.testing.assert_allclose(g.predict(Zf), c.predict(Zf), atol=1e-8)
+
+
+def test_feature_names_as_the_cpu(numpy_device):
+    """D5: a device fit on a DataFrame records feature_names_in_ (model, its binning_,
+    RandomBinning, RidgeCG) and predict / decision_function / predict_proba /
+    transform check them as the CPU does: reordered columns a ValueError, an array
+    after a frame (or a frame after an array) one UserWarning naming the estimator the
+    user called; the same messages."""
+    pd = pytest.importorskip("pandas")
+    X, y, labels = _small_problem()
+    F = pd.DataFrame(X, columns=["a", "b", "c"])
+    Fr = F[["b", "a", "c"]]
+    kw = dict(n_grids=8, random_state=0, alpha=1.0)
+    for cls, target in [(RBRegressor, y), (RBClassifier, labels)]:
+        fitted = {dev: (cls(device=dev, **kw).fit(F, target), cls(device=dev, **kw).fit(X, target))
+                  for dev in ("cpu", "cuda")}
+        g, c = fitted["cuda"][0], fitted["cpu"][0]
+        np.testing.assert_array_equal(g.feature_names_in_, c.feature_names_in_)
+        np.testing.assert_array_equal(g.binning_.feature_names_in_, c.feature_names_in_)
+        assert "feature_names_in_" not in fitted["cuda"][1].__dict__
+        methods = ["predict"] + (["decision_function", "predict_proba"]
+                                 if cls is RBClassifier else [])
+        for method in methods:
+            for data in (F, Fr, X):
+                got = {dev: _outcome(lambda: getattr(fitted[dev][0], method)(data))
+                       for dev in fitted}
+                assert got["cuda"] == got["cpu"], (cls.__name__, method)
+            got = {dev: _outcome(lambda: getattr(fitted[dev][1], method)(F)) for dev in fitted}
+            assert got["cuda"] == got["cpu"] and len(got["cuda"][1]) == 1
+        assert _outcome(lambda: g.predict(Fr))[0][0] == "ValueError"
+        assert len(_outcome(lambda: g.predict(X))[1]) == 1
+        back = pickle.loads(pickle.dumps(g))             # kept by a pickle and by to_cpu
+        assert _outcome(lambda: back.predict(Fr)) == _outcome(lambda: c.predict(Fr))
+        assert _outcome(lambda: g.to_cpu().predict(X)) == _outcome(lambda: c.predict(X))
+    for make in (lambda dev: RandomBinning(n_grids=4, random_state=0, device=dev).fit(F),
+                 lambda dev: RidgeCG(device=dev).fit(F, y)):
+        fitted = {dev: make(dev) for dev in ("cpu", "cuda")}
+        np.testing.assert_array_equal(fitted["cuda"].feature_names_in_,
+                                      fitted["cpu"].feature_names_in_)
+        method = "transform" if isinstance(fitted["cpu"], RandomBinning) else "predict"
+        for data in (F, Fr, X):
+            got = {dev: _outcome(lambda: getattr(fitted[dev], method)(data)) for dev in fitted}
+            assert got["cuda"] == got["cpu"]
+
+
+_BAD_TARGETS = {
+    "string": lambda n, y, lab: np.array(["1.5"] * n),
+    "complex": lambda n, y, lab: y + 5j * y,
+    "nan": lambda n, y, lab: np.where(np.arange(n) == 5, np.nan, y),
+    "short": lambda n, y, lab: y[:-1],
+    "long": lambda n, y, lab: np.r_[y, 0.0],
+    "column": lambda n, y, lab: lab[:, None],
+    "none label": lambda n, y, lab: np.array([None] + list(lab[1:]), dtype=object),
+    "nan label": lambda n, y, lab: np.where(np.arange(n) == 7, np.nan, lab.astype(float)),
+    "one class": lambda n, y, lab: np.zeros(n, dtype=int),
+    "short labels": lambda n, y, lab: lab[:-1],
+}
+
+
+@pytest.mark.parametrize("alpha", [1.0, "auto"])
+@pytest.mark.parametrize("case", sorted(_BAD_TARGETS))
+def test_targets_checked_as_the_cpu(numpy_device, case, alpha):
+    """D6: y checked on the host before the binning by the CPU's functions
+    (check_regression_target / check_class_labels), in the model's name: string or
+    complex regression targets refused, a column-vector y ravelled with a
+    DataConversionWarning, NaN named with its index, None labels named, one class
+    naming RBClassifier, a y of another length worded as the CPU words it (with
+    alpha="auto" it was an IndexError). The same for RidgeCG / RidgeCGClassifier
+    (the CPU's validate_data checks)."""
+    from sklearn.exceptions import DataConversionWarning
+
+    X, y, labels = _small_problem()
+    target = _BAD_TARGETS[case](X.shape[0], y, labels)
+    label_case = case in ("column", "none label", "nan label", "one class", "short labels")
+    model = RBClassifier if label_case else RBRegressor
+    kw = dict(n_grids=8, random_state=0, alpha=alpha, solver="cg", linear=0)
+    got = {dev: _outcome(lambda: model(device=dev, **kw).fit(X, target),
+                         (UserWarning, DataConversionWarning)) for dev in ("cpu", "cuda")}
+    assert got["cuda"] == got["cpu"]
+    assert (got["cuda"][0] is None) == (case == "column")
+    if alpha == "auto":
+        return
+    _, Z, _ = _cpu_Z(X, 4, 1.0, 0)
+    solver = RidgeCGClassifier if label_case else RidgeCG
+    got = {dev: _outcome(lambda: solver(alpha=1.0, device=dev).fit(Z, target),
+                         (UserWarning, DataConversionWarning)) for dev in ("cpu", "cuda")}
+    assert got["cuda"] == got["cpu"]
+
+
+@pytest.mark.parametrize("class_weight", [{0: -1.0, 1: 1.0, 2: 1.0}, {0: np.nan, 1: 1.0, 2: 1.0},
+                                          {0: "x", 1: 1.0, 2: 1.0}, {0: np.inf}])
+def test_class_weight_checked_as_the_cpu(numpy_device, class_weight):
+    """D7: class_weight validated by the CPU's check_class_weight (a negative weight
+    fitted, NaN failed in the rescaling, a string in numpy), model and solver."""
+    X, _, labels = _small_problem()
+    got = {dev: _outcome(lambda: RBClassifier(n_grids=8, alpha=1.0, class_weight=class_weight,
+                                              device=dev).fit(X, labels))
+           for dev in ("cpu", "cuda")}
+    assert got["cuda"] == got["cpu"] and got["cpu"][0][0] == "ValueError"
+    assert "class_weight" in got["cpu"][0][1]
+    _, Z, _ = _cpu_Z(X, 4, 1.0, 0)
+    got = {dev: _outcome(lambda: RidgeCGClassifier(class_weight=class_weight,
+                                                   device=dev).fit(Z, labels))
+           for dev in ("cpu", "cuda")}
+    assert got["cuda"] == got["cpu"] and got["cpu"][0][0] == "ValueError"
+
+
+def test_ridge_takes_the_cpu_columns(numpy_device):
+    """D8: RidgeCG(device="cuda").fit(Z, y, columns=...) with the CPU's columns (an
+    RBColumns, or the fitted RandomBinning) checks them against Z as the CPU does (the
+    columns of another Z: the CPU's error) and projects off the grid directions where
+    the CPU does (training data: the same iterations as the CPU's); Z of new rows, or
+    dense Z: no projection, as the CPU. (columns were ignored.)"""
+    rng = np.random.default_rng(6)
+    X = rng.uniform(size=(400, 3))
+    y = np.sin(4 * X[:, 0])
+    rb, Z, cols = _cpu_Z(X, 16, 1.0, 0)
+    _, Z2, cols2 = _cpu_Z(X, 16, 0.3, 1)
+    kw = dict(alpha=1.0, tol=1e-8)
+    plain = RidgeCG(**kw).fit(Z, y).n_iter_
+    for columns in (cols, rb):
+        c = RidgeCG(**kw).fit(Z, y, columns=columns)
+        g = RidgeCG(device="cuda", **kw).fit(Z, y, columns=columns)
+        np.testing.assert_array_equal(g.n_iter_, c.n_iter_)
+        assert g.n_iter_[0] < plain[0]                      # projected
+        np.testing.assert_allclose(g.coef_, c.coef_, atol=1e-7)
+        assert g.predict(Z).shape == (400,)
+    for columns in (cols2, rb):                             # not this Z's: the CPU's error
+        Zo = Z2 if columns is rb else Z
+        got = {dev: _outcome(lambda: RidgeCG(device=dev, **kw).fit(Zo, y, columns=columns))
+               for dev in ("cpu", "cuda")}
+        assert got["cuda"] == got["cpu"] and "columns are not the grid structure" in \
+            got["cpu"][0][1]
+    Xt = rng.uniform(-0.5, 1.5, size=(300, 3))              # new rows: some miss a grid
+    Zt = rb.transform(Xt)
+    assert Zt.nnz < Zt.shape[0] * 16
+    yt = np.sin(4 * Xt[:, 0])
+    for Zx, yx, columns in ((Zt, yt, rb), (Z.toarray(), y, cols)):
+        c = RidgeCG(**kw).fit(Zx, yx, columns=columns)
+        g = RidgeCG(device="cuda", **kw).fit(Zx, yx, columns=columns)
+        np.testing.assert_array_equal(g.n_iter_, c.n_iter_)
+        np.testing.assert_array_equal(g.n_iter_, RidgeCG(**kw).fit(Zx, yx).n_iter_)
+
+
+def test_ridge_sets_alpha_(numpy_device):
+    """D9: RidgeCG / RidgeCGClassifier(device="cuda") set alpha_ as the CPU does (a float,
+    or the per-target array)."""
+    X, y, labels = _small_problem()
+    _, Z, _ = _cpu_Z(X, 4, 1.0, 0)
+    Y = np.c_[y, 2 * y]
+    for cls, target, alpha in [(RidgeCG, y, 0.5), (RidgeCG, Y, [0.5, 2.0]),
+                               (RidgeCGClassifier, labels, 3)]:
+        g = cls(alpha=alpha, device="cuda").fit(Z, target)
+        c = cls(alpha=alpha).fit(Z, target)
+        assert type(g.alpha_) is type(c.alpha_)
+        np.testing.assert_array_equal(g.alpha_, c.alpha_)
+
+
+def test_float32_as_the_cpu(numpy_device):
+    """D11: float32 input gives float32 coefficients and float32 predictions / decision
+    values, as on the CPU (the device gave float64): RidgeCG and RidgeCGClassifier on
+    float32 Z (sparse and dense, with and without intercept, 1-D and 2-D y), either
+    model with dtype=np.float32; the output dtype for every kind of input the CPU's."""
+    X, y, labels = _small_problem()
+    _, Z, _ = _cpu_Z(X, 4, 1.0, 0)
+    Z32 = Z.astype(np.float32)
+    inputs = [Z, Z32, Z.toarray(), Z32.toarray()]
+
+    def kinds(est):
+        return (type(est.intercept_), np.asarray(est.intercept_).dtype,
+                np.asarray(est.coef_).dtype)
+
+    for cls, target in [(RidgeCG, y), (RidgeCG, np.c_[y, -y]), (RidgeCGClassifier, labels)]:
+        for fit_intercept in (True, False):
+            for Zfit in (Z32, Z32.toarray(), Z):
+                g = cls(fit_intercept=fit_intercept, device="cuda").fit(Zfit, target)
+                c = cls(fit_intercept=fit_intercept).fit(Zfit, target)
+                assert kinds(g) == kinds(c)
+                method = "decision_function" if cls is RidgeCGClassifier else "predict"
+                for Zp in inputs:
+                    assert getattr(g, method)(Zp).dtype == getattr(c, method)(Zp).dtype
+    for cls, target in [(RBRegressor, y), (RBClassifier, labels)]:
+        kw = dict(n_grids=8, random_state=0, alpha=1.0, tol=1e-10, dtype=np.float32)
+        g = cls(device="cuda", **kw).fit(X, target)
+        c = cls(**kw).fit(X, target)
+        assert g.coef_.dtype == c.coef_.dtype == np.float32
+        assert kinds(g) == kinds(c)
+        methods = ["predict"] + (["decision_function", "predict_proba"]
+                                 if cls is RBClassifier else [])
+        for method in methods:
+            out_g, out_c = getattr(g, method)(X), getattr(c, method)(X)
+            assert out_g.dtype == out_c.dtype
+            np.testing.assert_allclose(out_g.astype(float), out_c.astype(float), atol=1e-4)
+
+
+@pytest.mark.parametrize("sigma", [1.0, "scale"])
+@pytest.mark.parametrize("weights", [-np.ones(100), np.ones(5), np.full(100, np.nan),
+                                     np.zeros(100), np.ones((100, 1)), "abc"])
+def test_random_binning_checks_weights(numpy_device, sigma, weights):
+    """D14: RandomBinning(device="cuda").fit / fit_transform check sample_weight whenever
+    it is given, with the CPU's messages (with a numeric sigma they were ignored)."""
+    X = np.random.default_rng(0).uniform(size=(100, 3))
+    for method in ("fit", "fit_transform"):
+        got = {dev: _outcome(lambda: getattr(RandomBinning(sigma=sigma, n_grids=4, device=dev),
+                                             method)(X, sample_weight=weights))
+               for dev in ("cpu", "cuda")}
+        assert got["cuda"] == got["cpu"] and got["cpu"][0][0] == "ValueError"
+        assert "sample_weight" in got["cpu"][0][1]
+
+
+def test_convergence_warning_is_the_cpus(numpy_device):
+    """D15: the device CG warns with the CPU's text (rbcd.solvers.cg._warn_unconverged):
+    at max_iter, and for a tol below float64's rounding the CPU's hint to use at least
+    1e-12; the residuals aside, word for word."""
+    import re
+
+    X, y, _ = _small_problem(300, seed=3)
+    kw = dict(n_grids=16, random_state=0, alpha=1.0, solver="cg")
+
+    def text(dev, **extra):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            RBRegressor(device=dev, **kw, **extra).fit(X, y)
+        found = [str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning)]
+        assert len(found) == 1
+        return re.sub(r"residual \S+ >", "residual R >", found[0])
+
+    for extra in (dict(max_iter=3), dict(tol=1e-14, max_iter=48)):
+        assert text("cuda", **extra) == text("cpu", **extra)
+    assert "Use a tol of at least 1e-12" in text("cuda", tol=1e-14, max_iter=48)
+
+
+def test_nan_residual_is_not_converged(monkeypatch):
+    """A NaN residual norm counts as not converged (the CPU's rule: ~(rnorm <= tol
+    scale)), with the CPU's warning; it was reported as converged."""
+    X, y, _ = _small_problem()
+    _, layout, _ = _xp_fit(X, 4, 1.0, 0)
+    real = _ops.cg_p
+
+    def poisoned(xp, partial_rz, partial_rr, *args):
+        partial_rr[...] = np.nan                 # every residual norm NaN
+        return real(xp, partial_rz, partial_rr, *args)
+
+    monkeypatch.setattr(_ops, "cg_p", poisoned)
+    with pytest.warns(ConvergenceWarning, match="RidgeCG did not converge in max_iter=5"):
+        info = ccg.solve_ridge(np, layout, y[:, None], alpha=1.0, tol=1e-6, max_iter=5)[3]
+    assert not info["converged"].any() and info["stop"][0] == "max_iter"
+
+
+def test_huge_values_under_scale_give_the_cpus_advice(numpy_device):
+    """D16: X too large to bin under sigma="scale": the CPU's message, which says that
+    sigma='scale' took sigma from the median distance (the device advised sigma='scale',
+    the value in use)."""
+    X, y, _ = _small_problem(300, seed=3)
+    X[1, 1] = 1e300
+    got = {dev: _outcome(lambda: RBRegressor(n_grids=8, alpha=1.0, random_state=0,
+                                             device=dev).fit(X, y)) for dev in ("cpu", "cuda")}
+    assert got["cuda"] == got["cpu"] and "sigma='scale' took it" in got["cpu"][0][1]
+    got = {dev: _outcome(lambda: RandomBinning(n_grids=8, random_state=0, device=dev).fit(X))
+           for dev in ("cpu", "cuda")}
+    assert got["cuda"] == got["cpu"]
+
+
+def test_feature_count_error_names_the_model(numpy_device):
+    """D17: new rows with another number of features: the CPU's error, naming the model
+    at its predict / decision_function / predict_proba (the device named RandomBinning),
+    RandomBinning at its own transform, RidgeCG at its predict."""
+    X, y, labels = _small_problem()
+    for cls, target, methods in [(RBRegressor, y, ["predict"]),
+                                 (RBClassifier, labels,
+                                  ["predict", "decision_function", "predict_proba"])]:
+        fitted = {dev: cls(n_grids=8, alpha=1.0, device=dev).fit(X, target)
+                  for dev in ("cpu", "cuda")}
+        for method in methods:
+            got = {dev: _outcome(lambda: getattr(m, method)(X[:, :2]))
+                   for dev, m in fitted.items()}
+            assert got["cuda"] == got["cpu"]
+            assert f"but {cls.__name__} is expecting 3 features" in got["cpu"][0][1]
+        got = {dev: _outcome(lambda: m.binning_.transform(X[:, :2])) for dev, m in fitted.items()}
+        assert "but RBRegressor" not in got["cpu"][0][1]
+    got = {dev: _outcome(lambda: RandomBinning(n_grids=4, device=dev).fit(X).transform(X[:, :2]))
+           for dev in ("cpu", "cuda")}
+    assert got["cuda"] == got["cpu"]
+    _, Z, _ = _cpu_Z(X, 4, 1.0, 0)
+    got = {dev: _outcome(lambda: RidgeCG(device=dev).fit(Z, y).predict(Z[:, :-1]))
+           for dev in ("cpu", "cuda")}
+    assert got["cuda"] == got["cpu"]
+
+
+@pytest.mark.parametrize("emulated", [False, True])
+def test_layout_from_the_cpu_columns_equals_the_device_binning(emulated):
+    """D8: the GridLayout that RidgeCG(device="cuda") builds from the CPU's RBColumns is
+    the device binning's own layout of the same Z (labels, CSC pointers and rows, value),
+    on numpy and on the CuPy branch."""
+    from rbcd.cuda import estimators as ce
+
+    xp = _FakeCupy() if emulated else np
+    X = np.random.default_rng(2).uniform(size=(500, 4))
+    _, Z, cols = _cpu_Z(X, 8, "scale", 5)
+    _, own, _ = _xp_fit(X, 8, "scale", 5)
+    lay, structured = ce._layout_of_columns(xp, RidgeCG(), Z, cols)
+    assert structured and isinstance(lay, cb.GridLayout) and lay.value == own.value
+    for a in ("labels", "col_ptr", "rows", "grid_ptr_host", "piece_order"):
+        np.testing.assert_array_equal(np.asarray(getattr(lay, a)), np.asarray(getattr(own, a)))
+    assert lay.dtype == np.float64
+    lay32, _ = ce._layout_of_columns(xp, RidgeCG(), Z.astype(np.float32),
+                                     RandomBinning(n_grids=8, random_state=5).fit(X))
+    assert lay32.dtype == np.float32
+
+
+def test_to_host_copies_device_arrays_only():
+    """D5: _ops.to_host calls .get() only on device arrays (CuPy's, or anything with
+    __cuda_array_interface__); a pandas object (whose get is a lookup) or any other host
+    value goes through np.asarray; host_value keeps scalars (a scalar sample_weight)."""
+    pd = pytest.importorskip("pandas")
+
+    class Device:
+        __cuda_array_interface__ = {}
+
+        def get(self):
+            return np.arange(3.0)
+
+    assert isinstance(_ops.to_host(pd.Series([1.0, 2.0])), np.ndarray)
+    np.testing.assert_array_equal(_ops.to_host(pd.DataFrame({"a": [1, 2]})), [[1], [2]])
+    np.testing.assert_array_equal(_ops.to_host(Device()), np.arange(3.0))
+    assert _ops.on_gpu(Device()) and not _ops.on_gpu(pd.Series([1.0]))
+    assert not _ops.on_gpu(np.zeros(2)) and not _ops.on_gpu([1.0])
+    assert _ops.host_value(2.5) == 2.5 and _ops.host_value(np.float32(2)) == 2
+    assert _ops.host_value(None) is None
+    assert isinstance(_ops.host_value(pd.Series([1.0])), np.ndarray)

@@ -471,7 +471,7 @@ class RandomBinning(ChecksummedState, TransformerMixin, BaseEstimator):
         check_is_fitted(self, "n_bins_")
         if "_cuda_tables" in self.__dict__:  # fitted with device="cuda": Z as a cupyx CSR
             from ..cuda import binning as cuda_binning
-            return cuda_binning.transform(self, X, cuda_binning.get_xp("cuda"))
+            return cuda_binning.transform(self, X, cuda_binning.get_xp("cuda"), names)
         paths = _DEFAULT_PATHS if paths is None else paths
         X = check_X(self, X, reset=False, names=names)
         n_threads = _jobs_for(self.n_jobs, X.shape[0] * X.shape[1] * self.n_bins_.shape[0],

@@ -50,14 +50,38 @@ def is_numpy(xp):
     return xp is np
 
 
+def on_gpu(a):
+    """Whether ``a`` lives on the GPU: a CuPy array or sparse matrix, or any object with
+    ``__cuda_array_interface__``. (Not duck typing on ``get``: a pandas object has a
+    ``get`` method too.)"""
+    if isinstance(a, np.ndarray):
+        return False
+    root = (type(a).__module__ or "").split(".")[0]
+    return root in ("cupy", "cupyx") or hasattr(a, "__cuda_array_interface__")
+
+
 def to_host(a):
-    """A numpy array of ``a`` (a cupy array is copied to the host; numpy passes through)."""
+    """A numpy array of ``a``: a device array (:func:`on_gpu`) is copied to the host, a
+    numpy array passes through, anything else (pandas, lists, scalars) is np.asarray's.
+    A scipy sparse matrix of cupyx's comes back as scipy's."""
     if isinstance(a, np.ndarray):
         return a
-    get = getattr(a, "get", None)
-    if get is not None:
-        return get()
+    if on_gpu(a):
+        get = getattr(a, "get", None)
+        if get is not None:
+            return get()
+        cupy = cupy_module()   # another library's device array: through CuPy
+        return cupy.asnumpy(cupy.asarray(a))
     return np.asarray(a)
+
+
+def host_value(a):
+    """``a`` for the CPU's checks on the host: None and Python / numpy scalars as they
+    are (a scalar sample_weight is a weight for every row there; to_host would make it a
+    0-d array, which they refuse), anything else as :func:`to_host` gives it."""
+    if a is None or (np.isscalar(a) and not isinstance(a, (str, bytes))):
+        return a
+    return to_host(a)
 
 
 def on_device(xp, a, dtype=None):

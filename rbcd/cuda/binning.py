@@ -30,12 +30,13 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils.validation import _check_feature_names
 
 from . import _ops
 from ._ops import get_xp  # noqa: F401 (the estimators' hooks take it from here)
 from .._random import make_generator
 from .._scale import DEFAULT_FACTOR, N_PAIRS, _pairs_for, _robust_median, range_scale
-from .._validation import index_dtype
+from .._validation import check_sample_weight, index_dtype
 
 __all__ = ["GridLayout", "CudaTables", "fit_layout", "fit", "fit_transform", "transform",
            "transform_labels", "to_cpu", "check_X_xp"]
@@ -49,8 +50,8 @@ def check_X_xp(xp, X, name="X"):
         raise ValueError(f"device='cuda' needs dense {name}: sparse input is not supported")
     if _ops.is_numpy(xp):
         A = np.asarray(_ops.to_host(X))
-    else:
-        A = xp.asarray(X)
+    else:   # host input (a data frame, a list) through numpy first
+        A = xp.asarray(X if _ops.on_gpu(X) else np.asarray(X))
     if A.dtype.kind not in "biuf":
         raise ValueError(f"{name} must be numeric, got dtype {A.dtype}")
     if A.ndim != 2:
@@ -118,9 +119,27 @@ def _unweighted_rows(n):
     return out
 
 
-def _raise_bad_bins(xp, X, cols, widths, offsets, sigma=None):
+def _raise_bad_bins(xp, X, cols, widths, offsets, sigma=None, param=None):
+    """The CPU's error (rbcd.binning._input._raise_bad_bins); at fit ``sigma`` is the
+    value used and ``param`` the estimator's sigma parameter (its advice differs when
+    sigma="scale" gave the value)."""
     from ..binning._input import _raise_bad_bins as raise_cpu
-    raise_cpu(_ops.to_host(X), cols, widths[:, cols], offsets[:, cols], sigma)
+    raise_cpu(_ops.to_host(X), cols, widths[:, cols], offsets[:, cols], sigma, param)
+
+
+# ---------------------------------------------------------------------------------- names
+def check_names(est, X):
+    """The feature-name check of new rows X (before any conversion): scikit-learn's, a
+    ValueError for other or reordered names, a UserWarning for an array after a data
+    frame (or the reverse)."""
+    _check_feature_names(est, X, reset=False)
+
+
+def check_n_features(est, d, expected):
+    """scikit-learn's feature-count error, naming ``est``."""
+    if d != expected:
+        raise ValueError(f"X has {d} features, but {type(est).__name__} is expecting "
+                         f"{expected} features as input.")
 
 
 def _bin_bounds(widths, offsets, cmin, cmax):
@@ -204,11 +223,14 @@ class GridLayout:
     each column's rows increasing (equal to the CPU's RBColumns). ``piece_*``: the CSC
     entries cut into pieces of at most _ops.PIECE entries inside one column, for the
     atomic-free Z^T U (one warp per piece, then one thread per column). ``value``: every
-    stored value, 1/sqrt(R).
+    stored value, 1/sqrt(R). ``dtype``: the dtype of Z's values (the binning's ``dtype``):
+    RidgeCG(device="cuda") fitted on the layout gives coefficients of that dtype, as the
+    CPU solver fitted on that Z does.
     """
 
-    def __init__(self, xp, labels, grid_ptr, col_ptr, rows, value):
+    def __init__(self, xp, labels, grid_ptr, col_ptr, rows, value, dtype=np.float64):
         self.xp = xp
+        self.dtype = np.dtype(dtype)   # Z's value dtype (the binning's): the solver's output
         self.labels = labels
         self.grid_ptr_host = np.asarray(grid_ptr, dtype=np.int64)
         self.grid_ptr = _ops.on_device(xp, self.grid_ptr_host, np.int64)
@@ -519,10 +541,14 @@ def _prepare(est, X, xp, sample_weight=None):
     if est.n_features is not None:
         raise ValueError("device='cuda' supports exact mode only (n_features=None); "
                          "hashed mode runs on the CPU")
+    _check_feature_names(est, X, reset=True)     # a data frame's names, as the CPU's fit
     X = check_X_xp(xp, X)
     n, d = X.shape
     if n >= 2**31 - 1:
         raise ValueError(f"device='cuda' supports at most 2**31 - 2 samples, got {n}")
+    # the weights are checked whenever given, as the CPU's fit does (they are used by
+    # sigma="scale" only)
+    sample_weight = check_sample_weight(_ops.host_value(sample_weight), n)
     n_grids, sigma, dtype, _ = est._check_params(X)
     cmin, cmax = _extremes(xp, X)
     if isinstance(est.sigma, str):
@@ -533,7 +559,7 @@ def _prepare(est, X, xp, sample_weight=None):
     offsets = rng.uniform(0.0, 1.0, size=(n_grids, d)) * widths
     qlo, qhi, bad = _bin_bounds(widths, offsets, cmin, cmax)
     if bad.any():
-        _raise_bad_bins(xp, X, np.flatnonzero(bad), widths, offsets, sigma)
+        _raise_bad_bins(xp, X, np.flatnonzero(bad), widths, offsets, sigma, est.sigma)
     return X, widths, offsets, qlo.astype(np.int64), qhi.astype(np.int64), cmin, cmax, sigma, dtype
 
 
@@ -651,7 +677,7 @@ def fit_layout(est, X, xp, *, combine=True, sample_weight=None):
     est.n_features_in_ = d
     _warn_if_degenerate(est.kappa_, n, sigma, est.sigma,
                         identical=bool(np.all(np.asarray(cmin) == np.asarray(cmax))))
-    return GridLayout(xp, labels, grid_ptr, col_ptr, rows, value)
+    return GridLayout(xp, labels, grid_ptr, col_ptr, rows, value, dtype)
 
 
 def fit(est, X, xp, sample_weight=None):
@@ -720,16 +746,17 @@ def match_grid(xp, fit_keys, words, inside):
     return xp.where(inside, lab, -1).astype(xp.int32)
 
 
-def transform_labels(est, X, xp):
-    """Grid labels (R, m) int32 of new rows X (-1 where a row has no fitted bin)."""
+def transform_labels(est, X, xp, names=True):
+    """Grid labels (R, m) int32 of new rows X (-1 where a row has no fitted bin). names=False:
+    X's feature names were checked by the caller (a model's predict, in its own name)."""
     tables = est.__dict__.get("_cuda_tables")
     if not isinstance(tables, CudaTables):
         raise ValueError("this RandomBinning was not fitted with device='cuda'")
+    if names:
+        check_names(est, X)
     X = check_X_xp(xp, X)
     m, d = X.shape
-    if d != tables.widths.shape[1]:
-        raise ValueError(f"X has {d} features, but RandomBinning is expecting "
-                         f"{tables.widths.shape[1]} features as input")
+    check_n_features(est, d, tables.widths.shape[1])
     cmin, cmax = _extremes(xp, X)
     _, _, bad = _bin_bounds(tables.widths, tables.offsets, cmin, cmax)
     if bad.any():
@@ -752,9 +779,10 @@ def transform_labels(est, X, xp):
     return labels
 
 
-def transform(est, X, xp):
-    """Z of new rows (a cupyx CSR on a GPU): a bin never seen in fit gives no entry."""
-    labels = transform_labels(est, X, xp)
+def transform(est, X, xp, names=True):
+    """Z of new rows (a cupyx CSR on a GPU): a bin never seen in fit gives no entry.
+    ``names``: as in :func:`transform_labels`."""
+    labels = transform_labels(est, X, xp, names)
     data, indices, indptr = csr_arrays(xp, labels, est.grid_ptr_, est.n_features_out_,
                                        est._value(), est._dtype_)
     return _sparse_csr(xp, data, indices, indptr, (labels.shape[1], est.n_features_out_))

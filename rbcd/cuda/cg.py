@@ -26,15 +26,13 @@ once: for the scalars that decide the rescaling (and a MatrixOperator's range ch
 in one copy; everything else it computes (the column statistics and Z^T b in one Z^T pass
 on a GridLayout, the norms of b, the thresholds, the first active mask) stays on the device.
 """
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.exceptions import ConvergenceWarning
 
 from . import _ops
 from ..solvers.cd import SAFE_EXP, pow2_scale
-from ..solvers.cg import _check_alpha, default_max_iter
+from ..solvers.cg import _check_alpha, _warn_unconverged, default_max_iter
 
 __all__ = ["MatrixOperator", "solve_ridge", "GridProjection"]
 
@@ -437,17 +435,11 @@ def solve_ridge(xp, op, Y, sample_weight=None, alpha=1.0, fit_intercept=True, to
         scale_h = np.array(fin[2], dtype=np.float64)
         thresh_h = tol * scale_h
         rnorm = np.array(fin[0], dtype=np.float64)
-    unconverged = rnorm > thresh_h
+    unconverged = ~(rnorm <= thresh_h)          # a NaN residual is not converged (the CPU's)
     relres = np.where(scale_h > 0, rnorm / np.where(scale_h > 0, scale_h, 1.0), 0.0)
     stop_reason = np.where(~unconverged, "tol", np.where(breakdown, "breakdown", "max_iter"))
-    if np.any(unconverged):
-        worst = int(np.argmax(np.where(unconverged, relres, -1.0)))
-        warnings.warn(
-            f"RidgeCG (device='cuda') stopped ({stop_reason[worst]}) after "
-            f"{int(n_iter[worst])} iterations with relative residual {relres[worst]:.3e} > "
-            f"tol={tol:g} ({int(unconverged.sum())} of {k} targets not converged). "
-            "Increase max_iter or alpha, or use a larger tol",
-            ConvergenceWarning, stacklevel=3)
+    if np.any(unconverged):   # the CPU solver's warning, word for word
+        _warn_unconverged(unconverged, relres, stop_reason, n_iter, tol, max_iter)
     coef = _ops.to_host(X.T)
     if zbar is not None:
         intercept = _ops.to_host(ybar) - coef @ _ops.to_host(zbar)
