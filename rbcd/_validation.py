@@ -537,6 +537,7 @@ def check_class_labels(y, n_samples, owner):
     check_classification_targets(y)
     classes = np.unique(y)
     if classes.shape[0] < 2:
-        raise ValueError(f"{owner} needs samples of at least 2 classes in y, got only one "
-                         f"class: {classes[0].tolist()!r}")
+        got = (f"only one class: {classes[0].tolist()!r}" if classes.shape[0]
+               else "no sample (y is empty)")
+        raise ValueError(f"{owner} needs samples of at least 2 classes in y, got {got}")
     return y

@@ -192,6 +192,18 @@ def _sample_rows(X):
     return X if sp.issparse(X) else np.asarray(X, dtype=np.float64)
 
 
+def class_weight_rows(class_weight, y):
+    """Each training row's class weight (n,) under ``class_weight`` (None: None), computed
+    over all the labels y as the CPU classifier computes it; the weights the sample of
+    :func:`auto_alpha_from_sample` takes, times the sample weights."""
+    if class_weight is None:
+        return None
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    from ._validation import check_class_weight
+    return compute_sample_weight(check_class_weight(class_weight), np.asarray(y))
+
+
 def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     """alpha="auto" for a fit whose own solver cannot choose it (the GPU and Dask paths):
     the CPU's rule (rbcd.solvers.cg._solve_auto_alpha) on the host. Up to LOO_MAX_ROWS
@@ -202,7 +214,13 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     rows that choice checked on the held-out rows of the CPU's sample
     (rbcd.solvers._heldout: up to 20,000 rows gathered and binned here). ``take_rows(rows)`` returns (X, y, sample_weight or
     None) of the given sorted rows as numpy arrays (gathered from the device or the
-    cluster)."""
+    cluster).
+
+    A classifier's ``class_weight`` is the caller's to fold in, as the CPU solver folds it
+    into the weights before it samples: the weights ``take_rows`` returns and ``n_weight``
+    include each row's class weight computed over ALL the training labels
+    (:func:`class_weight_rows`; "balanced" counts the classes of every row, not the
+    sample's), and the sample's solver takes no class_weight of its own."""
     from ._threads import effective_n_threads
     from .binning import column_structure
     from .solvers import _heldout
@@ -217,6 +235,8 @@ def auto_alpha_from_sample(model, binning, n_rows, take_rows, n_weight):
     weight = float(len(rows)) if ws is None else float(np.sum(ws))
     aux = model._make_solver(Zs.shape, True, weight)
     aux.set_params(solver="direct", alpha="auto")
+    if "class_weight" in aux.get_params():
+        aux.set_params(class_weight=None)       # folded into ws by the caller (above)
     if "device" in aux.get_params():
         aux.set_params(device="cpu")
     aux.fit(Zs, ys, sample_weight=ws, columns=cols)

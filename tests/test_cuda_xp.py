@@ -2098,3 +2098,24 @@ def test_to_host_copies_device_arrays_only():
     assert _ops.host_value(2.5) == 2.5 and _ops.host_value(np.float32(2)) == 2
     assert _ops.host_value(None) is None
     assert isinstance(_ops.host_value(pd.Series([1.0])), np.ndarray)
+
+
+@pytest.mark.parametrize("class_weight", ["balanced", {0: 1.0, 1: 3.0, 2: 10.0}])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_auto_alpha_with_class_weight_is_the_cpus(numpy_device, class_weight, weighted):
+    """alpha="auto" above the 1,000-row sample with a class_weight: the device fit folds the
+    class weights of ALL the training labels into the weights before sampling, as the CPU
+    solver does ("balanced" counted on the sample's labels gave 5.48 against the CPU's
+    17.16), so the choice is the CPU model's (linear=0)."""
+    rng = np.random.default_rng(10)
+    n = 3000
+    X = rng.uniform(size=(n, 3))
+    y = ((X[:, 0] + 0.3 * rng.normal(size=n)) > 0.8).astype(int) + (X[:, 1] > 0.9)
+    w = rng.uniform(0.3, 2.0, n) if weighted else None
+    kw = dict(n_grids=16, random_state=0, solver="cg", linear=0, tol=1e-6,
+              class_weight=class_weight)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = RBClassifier(**kw).fit(X, y, sample_weight=w)
+        dev = RBClassifier(device="cuda", **kw).fit(X, y, sample_weight=w)
+    assert dev.alpha_ == cpu.alpha_

@@ -328,11 +328,17 @@ def _auto_alpha_on_host(model, binning, X, y, sample_weight, n_weight):
     """alpha="auto" of a device fit: the CPU's rule on the host (rbcd.models
     .auto_alpha_from_sample), the sampled rows binned by this fit's tables on the host.
     y and sample_weight: checked host arrays (rb_fit), the weights (n,) or None."""
-    from ..models import auto_alpha_from_sample
+    from ..models import auto_alpha_from_sample, class_weight_rows
 
     n = int(X.shape[0])
     yh = np.asarray(y)
     wh = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    # a classifier's class weights over all the labels, folded into the weights as the
+    # CPU solver folds them before it samples (auto_alpha_from_sample)
+    cw = class_weight_rows(model.class_weight, yh) if model._classifier else None
+    if cw is not None:
+        wh = cw if wh is None else wh * cw
+        n_weight = float(np.sum(wh))
 
     def take_rows(rows):
         Xs = np.asarray(_ops.to_host(X[rows] if rows.shape[0] < n else X))

@@ -20,10 +20,13 @@ from ..solvers._blocks import grid_block
 from ._data import (
     align_rows,
     as_rows,
+    bad_object_message,
     check_weights,
     da,
     dask,
     _first_non_finite_block,
+    first_bad_object,
+    first_bad_object_block,
     first_non_finite,
     non_finite_message,
     resolve_task_jobs,
@@ -31,7 +34,7 @@ from ._data import (
     tasks_per_worker,
 )
 
-__all__ = ["Block", "Cluster", "build_blocks", "class_setup", "decision_dask",
+__all__ = ["Block", "Cluster", "build_blocks", "class_setup", "decision_dask", "decision_dtype",
            "predict_from_scores", "proba_from_scores", "regression_targets"]
 
 
@@ -121,18 +124,30 @@ def _raise_non_finite_y(y, offset):
 def regression_targets(y, offset=0):
     """A partition's regression targets as float64, finite (``offset``: its first row, for
     the index in the message)."""
+    y = np.asarray(y)
+    found = first_bad_object_block(y, offset, True)   # None: not taken as NaN
+    if found is not None:
+        raise ValueError(bad_object_message(found, True))
     y = np.asarray(y, dtype=np.float64)
     if not np.all(np.isfinite(y)):
         _raise_non_finite_y(y, offset)
     return y
 
 
+def decision_dtype(Z_dtype, coef):
+    """The dtype of Z @ coef.T + intercept (intercept in coef's dtype): float32 for float32
+    Z and coefficients (the local solvers' float32 predictions), else float64."""
+    return np.result_type(np.dtype(Z_dtype), np.asarray(coef).dtype, np.float32)
+
+
 def block_decision(Z, coef, intercept):
-    """Z @ coef.T + intercept for one partition ((n,) for one target)."""
+    """Z @ coef.T + intercept for one partition ((n,) for one target), in
+    :func:`decision_dtype` (scipy's product in the result's dtype, as the local solvers')."""
+    dtype = decision_dtype(Z.dtype, coef)
     if Z.shape[0] == 0:
-        out = np.zeros((0, coef.shape[0]))
+        out = np.zeros((0, coef.shape[0]), dtype=dtype)
     else:
-        out = np.asarray(Z @ coef.T, dtype=np.float64) + intercept
+        out = np.asarray(Z @ coef.T, dtype=dtype) + intercept
     return out[:, 0] if out.shape[1] == 1 else out
 
 
@@ -301,15 +316,22 @@ def build_blocks(client, X, y, sample_weight, target_fn, columns=None, n_jobs=No
 
 
 def decision_dask(X, coef, intercept):
-    """Z @ coef.T + intercept per partition of X (a dask array; (n,) for one target)."""
+    """Z @ coef.T + intercept per partition of X (a dask array; (n,) for one target). The
+    coefficients keep their dtype and the intercept takes theirs: float32 Z and a float32
+    fit give float32 values, as the local solvers' (else float64)."""
+    coef = np.atleast_2d(np.asarray(coef))
+    if coef.dtype not in (np.float32, np.float64):
+        coef = coef.astype(np.float64)
+    intercept = np.atleast_1d(np.asarray(intercept, dtype=coef.dtype))
     k = coef.shape[0]
+    dtype = decision_dtype(X.dtype, coef)
     c = dask.delayed(coef, pure=True)
     b = dask.delayed(intercept, pure=True)
     if k == 1:
-        return X.map_blocks(block_decision, c, b, dtype=np.float64, drop_axis=1,
-                            chunks=(X.chunks[0],), meta=np.zeros(0))
-    return X.map_blocks(block_decision, c, b, dtype=np.float64, chunks=(X.chunks[0], (k,)),
-                        meta=np.zeros((0, 0)))
+        return X.map_blocks(block_decision, c, b, dtype=dtype, drop_axis=1,
+                            chunks=(X.chunks[0],), meta=np.zeros(0, dtype))
+    return X.map_blocks(block_decision, c, b, dtype=dtype, chunks=(X.chunks[0], (k,)),
+                        meta=np.zeros((0, 0), dtype))
 
 
 class _ClassTargets:
@@ -337,13 +359,17 @@ def class_setup(client, X, y, sample_weight, class_weight):
     bad = first_non_finite(yd)   # float y: one pass (it was isfinite(y).all()); else None
     if bad is not None:
         raise ValueError(non_finite_message("y", bad))
+    bad = first_bad_object(yd, False)   # object y: None or NaN named before np.unique sorts it
+    if bad is not None:
+        raise ValueError(bad_object_message(bad, False))
     classes, counts = (np.asarray(a) for a in dask.compute(*da.unique(yd, return_counts=True)))
     # scikit-learn's check on the distinct values (its verdict depends on no more: floats
     # that are not all integers are "continuous", not classes)
     check_classification_targets(classes)
     if classes.shape[0] < 2:
-        raise ValueError(f"a classifier needs samples of at least 2 classes in y, got only one "
-                         f"class: {classes[0].tolist()!r}")
+        got = (f"only one class: {classes[0].tolist()!r}" if classes.shape[0]
+               else "no sample (y is empty)")
+        raise ValueError(f"a classifier needs samples of at least 2 classes in y, got {got}")
     sw = sample_weight
     if class_weight is not None:
         if isinstance(class_weight, str) and class_weight == "balanced":
@@ -375,6 +401,7 @@ def predict_from_scores(scores, classes):
 
 
 def _proba_block(s):
+    s = np.asarray(s, dtype=np.float64)   # as the local predict_proba (float32 scores too)
     with np.errstate(over="ignore"):
         P = 1.0 / (1.0 + np.exp(-s))
     if s.ndim == 1:

@@ -172,11 +172,30 @@ def first_non_finite(v):
     return next((f for f in found if f is not None), None)
 
 
+def _weight_summary(block, offset):
+    """One partition's weights: (first NaN or inf, first negative weight, sum), each found
+    as (global index, value) or None, in one task (``offset``: the partition's first row)."""
+    s = np.asarray(block, dtype=np.float64)
+    if s.size == 0:
+        return None, None, 0.0
+    bad = _validation.first_non_finite(s)
+    if bad is not None:
+        return (bad[0] + offset, bad[1]), None, np.nan
+    negative = s < 0
+    neg = None
+    if negative.any():
+        i = int(np.argmax(negative))
+        neg = (offset + i, float(s[i]))
+    return None, neg, float(s.sum())
+
+
 def check_weights(X, sample_weight, client):
     """``sample_weight`` (a number, numpy or dask array) as a dask array with X's row chunks,
     and its sum, checked as the local estimators check it (rbcd._validation
     .check_sample_weight: finite, non-negative, a positive sum; each failure a ValueError
-    naming sample_weight). One pass over the weights on the workers."""
+    naming sample_weight, and the first bad weight by its index in row order, as the local
+    messages do). One pass over the weights on the workers: each partition returns its
+    first NaN or inf, its first negative weight and its sum."""
     if isinstance(sample_weight, numbers.Real) and not isinstance(sample_weight, (bool, np.bool_)):
         sample_weight = np.full(X.shape[0], float(sample_weight))
     sw = align_rows(X, as_rows(sample_weight, "sample_weight", client, ndim=(1,),
@@ -184,17 +203,87 @@ def check_weights(X, sample_weight, client):
     if sw.dtype.kind not in "biuf":
         raise ValueError(f"sample_weight must be numeric, got dtype {sw.dtype}")
     sw = sw.astype(np.float64)
-    finite, negative, total = dask.compute(da.isfinite(sw).all(), (sw < 0).any(), sw.sum())
-    if not finite:
-        raise ValueError("sample_weight contains NaN or inf")
-    if negative:
-        raise ValueError("sample_weight must be non-negative (got a negative weight)")
-    if not float(total) > 0:
+    offsets = row_offsets(sw)
+    parts = dask.compute(*[dask.delayed(_weight_summary, pure=True)(b, int(o))
+                           for b, o in zip(sw.to_delayed().ravel(), offsets[:-1])])
+    bad = next((p[0] for p in parts if p[0] is not None), None)
+    if bad is not None:
+        raise ValueError(non_finite_message("sample_weight", bad))
+    neg = next((p[1] for p in parts if p[1] is not None), None)
+    if neg is not None:   # the local words (rbcd._validation.check_sample_weight)
+        raise ValueError(f"sample_weight must be non-negative, got {neg[1]!r} at index {neg[0]}")
+    total = float(np.sum(np.array([p[2] for p in parts], dtype=np.float64)))
+    if not total > 0:
         raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
-    if not np.isfinite(float(total)):
-        from .._validation import WEIGHT_SUM_OVERFLOW
-        raise ValueError(WEIGHT_SUM_OVERFLOW)
-    return sw, float(total)
+    if not np.isfinite(total):
+        raise ValueError(_validation.WEIGHT_SUM_OVERFLOW)
+    return sw, total
+
+
+def check_min_rows(X, owner):
+    """ValueError for X (a row-partitioned dask array) without rows or columns, in
+    scikit-learn's words (its check_array's ensure_min_samples / ensure_min_features), as
+    the local estimators refuse it, before any work."""
+    n, d = (int(v) for v in X.shape)
+    if n < 1:
+        raise ValueError(f"Found array with {n} sample(s) (shape={(n, d)}) while a minimum "
+                         f"of 1 is required by {owner}.")
+    if d < 1:
+        raise ValueError(f"Found array with {d} feature(s) (shape={(n, d)}) while a minimum "
+                         f"of 1 is required by {owner}.")
+
+
+def _bad_object(v, regression):
+    """The local checks' test of one entry of an object-dtype y: a regression target must
+    be a real number (rbcd._validation.check_regression_target), a class label not None
+    nor a non-finite number (check_class_labels)."""
+    if regression:
+        return v is None or isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)
+    return v is None or (isinstance(v, numbers.Real) and not np.isfinite(float(v)))
+
+
+def first_bad_object_block(block, offset, regression):
+    """(global index, value) of the first bad entry (:func:`_bad_object`) of one partition
+    of an object-dtype y in row-major order, or None; the index as the local checks give it
+    (an int for 1-D, the row shifted by ``offset`` and the column for 2-D)."""
+    b = np.asarray(block)
+    if b.dtype.kind != "O":
+        return None
+    for i, v in enumerate(b.ravel()):
+        if _bad_object(v, regression):
+            if b.ndim == 1:
+                return offset + i, v
+            where = np.unravel_index(i, b.shape)
+            return (where[0] + offset,) + tuple(where[1:]), v
+    return None
+
+
+def first_bad_object(y, regression):
+    """The first bad entry of the row-partitioned object-dtype y (index, value), in row
+    order, or None (nothing computed for other dtypes): one pass, each partition returning
+    its first."""
+    if y.dtype.kind != "O":
+        return None
+    offsets = row_offsets(y)
+    found = dask.compute(*[dask.delayed(first_bad_object_block, pure=True)(b, int(o), regression)
+                           for b, o in zip(y.to_delayed().ravel(), offsets[:-1])])
+    return next((f for f in found if f is not None), None)
+
+
+def bad_object_message(found, regression):
+    """The local check's message for :func:`first_bad_object`'s answer."""
+    where, v = found
+    if regression:
+        return f"y must be numeric for regression, got {v!r} at index {where}"
+    return f"y contains {v!r} at index {where}: class labels must be finite numbers or strings"
+
+
+def float_dtype(dtype):
+    """The dtype of a solver's coefficients for features of ``dtype``: float32 or float64
+    as given, float64 for anything else (the local solvers' rule: they take Z as float32
+    or float64, converting other dtypes to float64, and cast coef_ and intercept_ to it)."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype in (np.float32, np.float64) else np.dtype(np.float64)
 
 
 def row_offsets(X):

@@ -55,6 +55,7 @@ from ._data import (
     array_of_parts,
     as_rows,
     check_finite_block,
+    check_min_rows,
     check_n_jobs,
     check_weights,
     client_or_error,
@@ -278,6 +279,15 @@ def _weighted_pairs(X, sw, n_pairs):
     return rows[:n_pairs], rows[n_pairs:]
 
 
+#: the advice of the local binning's "X values too large to bin" at fit
+#: (rbcd.binning._input._raise_bad_bins) for a sigma given as a number, and for
+#: sigma="scale"; rbcd.dask passes the local kernels the number "scale" gave
+_NUMBER_ADVICE = "use a larger sigma, e.g. sigma='scale'"
+_SCALE_ADVICE = ("sigma='scale' took it from the median distance between rows, far below "
+                 "these values: scale or clip the features (e.g. "
+                 "sklearn.preprocessing.RobustScaler), or give a larger sigma")
+
+
 # ---------------------------------------------------------------------------- columns
 class PartitionedColumns:
     """The grid structure of a row-partitioned random binning Z (exact mode), returned with
@@ -355,7 +365,7 @@ class RandomBinning(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None, sample_weight=None):
         """Draw the grids and build the bin tables (``sample_weight``: as the local
-        RandomBinning's, for sigma="scale" only)."""
+        RandomBinning's, used by sigma="scale" only, and checked whatever sigma)."""
         self._fit(X, sample_weight)
         return self
 
@@ -393,12 +403,25 @@ class RandomBinning(TransformerMixin, BaseEstimator):
         _check_feature_names(self, names_view(X), reset=True)    # feature_names_in_ of a DataFrame
         X = as_rows(X, "X", client)
         N, d = int(X.shape[0]), int(X.shape[1])
-        if isinstance(self.sigma, str) and self.sigma == "scale":
-            if sample_weight is not None:
-                sample_weight, _ = check_weights(X, sample_weight, client)
-            sigma = scale_sigma(X, sample_weight=sample_weight)
-        else:
-            sigma = self.sigma
+        # the local order: the parameters (its constraints), the weights, then X
+        _local(self._params(self.sigma, self.random_state), 1)._validate_params()
+        if sample_weight is not None:
+            # checked whatever sigma, as the local RandomBinning checks them (one pass)
+            sample_weight, _ = check_weights(X, sample_weight, client)
+        check_min_rows(X, type(self).__name__)   # after the weights, as locally
+        scale = isinstance(self.sigma, str) and self.sigma == "scale"
+        sigma = scale_sigma(X, sample_weight=sample_weight) if scale else self.sigma
+        try:
+            return self._fit_grids(X, N, d, sigma)
+        except ValueError as exc:
+            if scale and _NUMBER_ADVICE in str(exc):
+                # the local binning is given the computed number: its advice would say
+                # "use sigma='scale'"; the local fit's own words for sigma="scale"
+                raise ValueError(str(exc).replace(_NUMBER_ADVICE, _SCALE_ADVICE)) from None
+            raise
+
+    def _fit_grids(self, X, N, d, sigma):
+        """_fit with sigma resolved (a number or array)."""
         # One resolved state for every local fit: an int stays an int; a Generator (or
         # None, or a RandomState) becomes one generator whose copies all draw the same grids.
         rs = self.random_state

@@ -43,10 +43,13 @@ from distributed import wait
 
 from .._random import solver_seed
 from .._threads import effective_n_threads, serial_dot
+from .._validation import fit_context
 from ..solvers import _sparse, _stopping
+from ..solvers import cd as _local
 from ..solvers.cd import DECISION_EPOCHS, LOSSES
 from . import _kernels
-from ._data import as_rows, check_n_jobs, client_or_error, ordered_sum, worker_threads
+from ._data import (as_rows, check_min_rows, check_n_jobs, client_or_error, float_dtype,
+                    ordered_sum, worker_threads)
 from ._blocks import (build_blocks, class_setup, decision_dask, predict_from_scores,
                       proba_from_scores, regression_targets)
 from .._warnings import warn as warn_user
@@ -416,7 +419,9 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
     """Grid-block CD on problem k (column k of the partitions' targets), talking to the
     partitions through ``act`` (``call(method, *args)`` -> per-partition answers in
     partition order; ``call_all``). Progress lines (verbose) go to ``log``. Returns dict(w,
-    b, n_iter, history, gap, converged, use_gap). ``decision_epochs`` (classification
+    b, n_iter, history, gap, converged, use_gap, stop, counts, S): ``counts``, the weighted
+    row count of every column, only for a problem that did not converge (the advice of
+    the ConvergenceWarning, :func:`convergence_message`). ``decision_epochs`` (classification
     losses, tol > 0): also converged once that many epochs in a row changed no training
     decision, the local solver's rule (rbcd.solvers.cd, docs/internals.md "Convergence")."""
     R = grid_ptr.shape[0] - 1
@@ -432,7 +437,8 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
     N = sum(x[5] for x in sums)
     if not S > 0:
         raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
-    h = zval * zval * ordered_sum([x[4] for x in sums]) / S
+    counts = ordered_sum([x[4] for x in sums])   # sum of s over each column's rows
+    h = zval * zval * counts / S
     M = beta * h + lam2
     invM = np.where(M > 0, 1.0 / np.where(M > 0, M, 1.0), 0.0)
 
@@ -458,7 +464,7 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
         b = b0  # as the local solver: a cold start begins at the w = 0 model's intercept
     if scale == 0.0:
         return dict(w=w, b=b, n_iter=0, history=history, gap=0.0, converged=True,
-                    use_gap=use_gap, stop="tol")
+                    use_gap=use_gap, stop="tol", counts=None, S=S)
 
     rng = np.random.default_rng(seed & ((1 << 64) - 1))
 
@@ -526,8 +532,9 @@ def solve_problem(act, k, grid_ptr, zval, *, loss, alpha, l1_ratio, fit_intercep
             converged = True
             break
     stop = "max_epochs" if not converged else "tol" if raw <= tol * scale else "decisions"
+    # the weighted column counts go back only for the ConvergenceWarning's advice
     return dict(w=w, b=b, n_iter=n_iter, history=history, gap=float(value), converged=converged,
-                use_gap=use_gap, stop=stop)
+                use_gap=use_gap, stop=stop, counts=None if converged else counts, S=S)
 
 
 # ---------------------------------------------------------------------------- estimators
@@ -537,6 +544,50 @@ def _check_real(value, name, low=None, high=None):
     if (low is not None and value < low) or (high is not None and value > high):
         raise ValueError(f"{name} must be in [{low}, {high}], got {value}")
     return float(value)
+
+
+class _BinColumns:
+    """What the local solver's advice (rbcd.solvers.cd._slow_cause) reads of its columns,
+    for random binning columns known by their weighted row counts: every stored value
+    equal (``data`` None), column sums ``zval`` x counts."""
+
+    data = None
+
+    def __init__(self, counts, zval):
+        self.counts = np.asarray(counts, dtype=np.float64)
+        self.n_cols = self.counts.shape[0]
+        self.zval = float(zval)
+
+    def column_sums(self, s, n_threads):
+        return self.zval * self.counts
+
+
+#: the weights as _slow_cause is told of them: given (its column sums are _BinColumns')
+_WEIGHTED = np.ones(0)
+
+
+def convergence_message(results, params, zval):
+    """The local CD solver's ConvergenceWarning for the problems of ``results`` that did
+    not converge (one message for all of them: "for 3 of 3 problems ... (problem 2, the
+    worst)", rbcd.solvers.cd._CDBase._solve_all), with its advice (``_slow_cause``, from
+    the columns' weighted counts: a bin that holds nearly every row); None if all did."""
+    failed = [k for k, r in enumerate(results) if not r["converged"]]
+    if not failed:
+        return None
+    n_problems = len(results)
+    kind = ("duality gap" if params["loss"] == "squared" and params["l1_ratio"] > 0
+            else "largest minimum-norm subgradient")
+    worst = max(failed, key=lambda k: results[k]["gap"])
+    which = f" for {len(failed)} of {n_problems} problems" if n_problems > 1 else ""
+    r = results[worst]
+    S = float(r["S"])
+    counts = r["counts"]
+    h = zval * zval * counts / S
+    advice = _local._slow_cause(_BinColumns(counts, zval), _WEIGHTED, S, h, 1)
+    return (f"Coordinate descent did not converge{which} after {params['max_epochs']} "
+            f"epochs: relative {kind} {r['gap']:.3e}"
+            f"{f' (problem {worst}, the worst)' if n_problems > 1 else ''} > tol "
+            f"{params['tol']:.3e}. {advice}")
 
 
 class _CDBase(BaseEstimator):
@@ -569,12 +620,20 @@ class _CDBase(BaseEstimator):
                     fit_intercept=bool(self.fit_intercept), max_epochs=int(self.max_epochs),
                     tol=_check_real(self.tol, "tol", 0.0), selection=self.selection)
 
-    def _solve_all(self, client, cluster, D, n_problems, params):
+    def _solve_all(self, client, cluster, D, n_problems, params, start=None):
+        """Solve every problem; ``start`` (W (n_problems, D), B (n_problems,)): the start of
+        each problem, before a warm start (the models' alpha="auto": the local held-out
+        path's solution at the chosen alpha, where the local final fit starts)."""
         grid_ptr = cluster.grid_ptr
         zval = float(1.0 / np.sqrt(np.float64(grid_ptr.shape[0] - 1)))
         act = _Actors(client, cluster, grid_ptr, zval, self.n_jobs)
         warm = False
-        if self.warm_start and hasattr(self, "coef_"):
+        if start is not None:
+            W0 = np.asarray(start[0], dtype=np.float64)
+            B0 = np.asarray(start[1], dtype=np.float64)
+            if W0.size == n_problems * D and B0.size == n_problems:
+                W0, B0, warm = W0.reshape(n_problems, D), B0.reshape(n_problems), True
+        if not warm and self.warm_start and hasattr(self, "coef_"):
             W0 = np.asarray(self.coef_, dtype=np.float64)
             B0 = np.asarray(self.intercept_, dtype=np.float64)
             if W0.size == n_problems * D and B0.size == n_problems:
@@ -589,14 +648,11 @@ class _CDBase(BaseEstimator):
             for line in r.pop("log"):
                 print(line)
             r.pop("messages")
-            if not r["converged"]:
-                kind = "duality gap" if r["use_gap"] else "largest minimum-norm subgradient"
-                warn_user(
-                    f"Coordinate descent did not converge{label} after {params['max_epochs']} "
-                    f"epochs: relative {kind} {r['gap']:.3e} > tol {params['tol']:.3e}. "
-                    "Increase max_epochs, tol or alpha.", ConvergenceWarning)
             results.append(r)
         del act
+        message = convergence_message(results, params, zval)
+        if message is not None:   # one warning for the fit, as the local solver's
+            warn_user(message, ConvergenceWarning)
         self.parallel_ = "grid"
         W = np.vstack([r["w"] for r in results])
         B = np.array([r["b"] for r in results])
@@ -620,18 +676,23 @@ class _CDBase(BaseEstimator):
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
                              f"expecting {self.n_features_in_} features as input.")
-        return decision_dask(X, np.atleast_2d(np.asarray(self.coef_, dtype=np.float64)),
-                             np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64)))
+        return decision_dask(X, self.coef_, self.intercept_)
 
 
 class CDRegressor(RegressorMixin, _CDBase):
     """Least squares with an l1 / l2 / elastic-net penalty by grid-block CD on row-partitioned
     random binning features (dask). Same parameters and objective as :class:`rbcd.CDRegressor`;
     ``parallel`` is the grid mode. ``fit(Z, y, sample_weight=None, columns=...)``: ``columns``
-    (the fitted exact-mode RandomBinning of Z) is required.
+    (the fitted exact-mode RandomBinning of Z) is required. The parameters are checked by the
+    local solver's constraints; ``coef_``, ``intercept_`` and the predictions are in Z's
+    float dtype, and a fit that does not converge gives one ConvergenceWarning, as locally.
     """
 
     _losses = REGRESSION_LOSSES
+    # the local solver's constraints: a bad value is an InvalidParameterError naming it
+    # (what only the local solver takes, parallel="hogwild" and alpha="auto", is refused
+    # by name in fit)
+    _parameter_constraints = _local.CDRegressor._parameter_constraints
 
     def __init__(self, loss="squared", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
                  max_epochs=1000, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
@@ -649,17 +710,26 @@ class CDRegressor(RegressorMixin, _CDBase):
         self.random_state = random_state
         self.verbose = verbose
 
+    @fit_context
     def fit(self, X, y, sample_weight=None, columns=None):
+        return self._fit(X, y, sample_weight, columns)
+
+    def _fit(self, X, y, sample_weight=None, columns=None, start=None):
+        """fit, with the start of rbcd.dask.RBRegressor's alpha="auto" (_CDBase._solve_all)."""
         params = self._params()
         client = client_or_error()
+        X = as_rows(X, "X", client)
+        check_min_rows(X, type(self).__name__)
         if y is None:
             raise ValueError("CDRegressor requires y to be passed, but the target y is None")
         _require_columns(columns)
-        cluster, N, D, _ = build_blocks(client, X, y, sample_weight, regression_targets, columns,
-                                        self.n_jobs)
+        cluster, N, D, Xd = build_blocks(client, X, y, sample_weight, regression_targets,
+                                         columns, self.n_jobs)
         yd = as_rows(y, "y", client, ndim=(1, 2))
         k = 1 if yd.ndim == 1 else int(yd.shape[1])
-        W, B = self._solve_all(client, cluster, D, k, params)
+        W, B = self._solve_all(client, cluster, D, k, params, start)
+        out = float_dtype(Xd.dtype)    # the local rule: Z's float dtype
+        W, B = W.astype(out, copy=False), B.astype(out, copy=False)
         if yd.ndim == 1:
             self.coef_, self.intercept_ = W[0], float(B[0])
         else:
@@ -676,9 +746,10 @@ class CDClassifier(ClassifierMixin, _CDBase):
     :class:`rbcd.CDClassifier`; ``columns=`` is required in ``fit``. ``decision_epochs``
     (default 10, as on one machine): with tol > 0 a problem also stops once that many
     epochs in a row changed no training decision (the sign of z . w + b); None: the
-    subgradient test alone."""
+    subgradient test alone. Parameters, dtypes and the ConvergenceWarning as CDRegressor's."""
 
     _losses = CLASSIFICATION_LOSSES
+    _parameter_constraints = _local.CDClassifier._parameter_constraints   # as CDRegressor's
 
     def __init__(self, loss="logistic", alpha=1e-4, l1_ratio=1.0, fit_intercept=True,
                  max_epochs=1000, tol=1e-4, selection="random", parallel="auto", n_jobs=None,
@@ -699,7 +770,12 @@ class CDClassifier(ClassifierMixin, _CDBase):
         self.verbose = verbose
         self.class_weight = class_weight
 
+    @fit_context
     def fit(self, X, y, sample_weight=None, columns=None):
+        return self._fit(X, y, sample_weight, columns)
+
+    def _fit(self, X, y, sample_weight=None, columns=None, start=None):
+        """fit, with the start of rbcd.dask.RBClassifier's alpha="auto" (_CDBase._solve_all)."""
         de = self.decision_epochs
         if de is not None and (isinstance(de, (bool, np.bool_))
                                or not isinstance(de, numbers.Integral) or de < 1):
@@ -707,15 +783,18 @@ class CDClassifier(ClassifierMixin, _CDBase):
         params = self._params()
         params["decision_epochs"] = None if de is None else int(de)
         client = client_or_error()
+        X = as_rows(X, "X", client)
+        check_min_rows(X, type(self).__name__)
         if y is None:
             raise ValueError("CDClassifier requires y to be passed, but the target y is None")
         classes, targets, sw = class_setup(client, X, y, sample_weight, self.class_weight)
         _require_columns(columns)
-        cluster, N, D, _ = build_blocks(client, X, y, sw, targets, columns, self.n_jobs)
+        cluster, N, D, Xd = build_blocks(client, X, y, sw, targets, columns, self.n_jobs)
         k = 1 if classes.shape[0] == 2 else classes.shape[0]
-        W, B = self._solve_all(client, cluster, D, k, params)
+        W, B = self._solve_all(client, cluster, D, k, params, start)
+        out = float_dtype(Xd.dtype)    # the local rule: Z's float dtype
         self.classes_ = classes
-        self.coef_, self.intercept_ = W, B
+        self.coef_, self.intercept_ = W.astype(out, copy=False), B.astype(out, copy=False)
         return self
 
     def decision_function(self, X):

@@ -35,11 +35,13 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
+from .._validation import fit_context
+from ..solvers import cg as _local
 from ..solvers.cg import _check_alpha, _warn_unconverged, constant_columns, \
     default_max_iter, stopping_scale  # the local RidgeCG's own rules
 from ._blocks import build_blocks, class_setup, decision_dask, predict_from_scores, \
     regression_targets
-from ._data import as_rows, check_n_jobs, client_or_error
+from ._data import as_rows, check_min_rows, check_n_jobs, client_or_error, float_dtype
 
 __all__ = ["RidgeCG", "RidgeCGClassifier"]
 
@@ -346,8 +348,9 @@ def check_one_vs_rest(est):
 
 def _set_diagnostics(est, info):
     """The local solver's ``alpha_`` (the penalty used, per target where given so),
-    ``converged_`` (every target reached tol) and ``residual_`` (the final relative
-    residual per target)."""
+    ``converged_`` (every target reached tol), ``residual_`` (the final relative
+    residual per target) and ``solver_`` (the method: always "cg" here)."""
+    est.solver_ = "cg"
     a = np.asarray(est.alpha, dtype=np.float64)
     est.alpha_ = float(a) if a.ndim == 0 else a
     est.converged_ = bool(np.all(info["converged"]))
@@ -374,7 +377,13 @@ class RidgeCG(RegressorMixin, BaseEstimator):
     targets) at the peak of an iteration, plus at most 64 MB of the partitions' results
     at a time (they are added as they arrive, in partition order); each worker holds
     its partitions' blocks and one D x k result per partition while a round trip runs.
+
+    The parameters are checked by the local RidgeCG's constraints (a bad value is an
+    InvalidParameterError naming it); ``coef_`` and ``intercept_`` are in X's float dtype
+    (float32 or float64) and so are the predictions, as the local solver's.
     """
+
+    _parameter_constraints = _local.RidgeCG._parameter_constraints
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
                  preconditioner="jacobi", n_jobs=None, verbose=0, solver="cg", device="cpu"):
@@ -388,11 +397,14 @@ class RidgeCG(RegressorMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    @fit_context
     def fit(self, X, y, sample_weight=None, columns=None, verbose=None):
         check_distributed_ridge(self)
         client = client_or_error()
         check_cg_params(self.tol, self.max_iter, self.preconditioner)
         check_n_jobs(self.n_jobs)
+        X = as_rows(X, "X", client)
+        check_min_rows(X, type(self).__name__)
         if y is None:
             raise ValueError("RidgeCG requires y to be passed, but the target y is None")
         cluster, N, D, Xd = build_blocks(client, X, y, sample_weight, regression_targets,
@@ -405,8 +417,7 @@ class RidgeCG(RegressorMixin, BaseEstimator):
                                            self.tol, self.max_iter, self.preconditioner,
                                            cluster.grid_ptr,
                                            self.verbose if verbose is None else verbose)
-        out = (np.dtype(Xd.dtype) if np.dtype(Xd.dtype) in (np.float32, np.float64)
-               else np.dtype(np.float64))
+        out = float_dtype(Xd.dtype)    # the local rule: X's float dtype
         if y_ndim == 1:
             self.coef_ = coef[0].astype(out)
             self.intercept_ = out.type(intercept[0]) if self.fit_intercept else 0.0
@@ -426,9 +437,7 @@ class RidgeCG(RegressorMixin, BaseEstimator):
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but RidgeCG is expecting "
                              f"{self.n_features_in_} features as input.")
-        coef = np.atleast_2d(np.asarray(self.coef_, dtype=np.float64))
-        intercept = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
-        out = decision_dask(X, coef, intercept)
+        out = decision_dask(X, self.coef_, self.intercept_)
         if out.ndim == 1 and np.ndim(self.coef_) == 2:   # a 2-D y of one column at fit
             out = out[:, None]
         return out
@@ -436,7 +445,11 @@ class RidgeCG(RegressorMixin, BaseEstimator):
 
 class RidgeCGClassifier(ClassifierMixin, BaseEstimator):
     """Ridge classification (one-vs-rest -1/+1 targets, all classes in one block CG) on
-    row-partitioned Z, as :class:`rbcd.RidgeCGClassifier`. Used by rbcd.dask.RBClassifier."""
+    row-partitioned Z, as :class:`rbcd.RidgeCGClassifier`. Used by rbcd.dask.RBClassifier.
+    The parameters are checked by the local RidgeCGClassifier's constraints; ``coef_``,
+    ``intercept_`` and the decision values are in X's float dtype, as locally."""
+
+    _parameter_constraints = _local.RidgeCGClassifier._parameter_constraints
 
     def __init__(self, alpha=1.0, fit_intercept=True, tol=1e-6, max_iter=None,
                  preconditioner="jacobi", class_weight=None, n_jobs=None, verbose=0,
@@ -453,12 +466,18 @@ class RidgeCGClassifier(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    @fit_context
     def fit(self, X, y, sample_weight=None, columns=None, verbose=None):
         check_distributed_ridge(self)
         check_one_vs_rest(self)
         client = client_or_error()
         check_cg_params(self.tol, self.max_iter, self.preconditioner)
         check_n_jobs(self.n_jobs)
+        X = as_rows(X, "X", client)
+        check_min_rows(X, type(self).__name__)
+        if y is None:
+            raise ValueError("RidgeCGClassifier requires y to be passed, but the target y "
+                             "is None")
         classes, targets, sw = class_setup(client, X, y, sample_weight, self.class_weight)
         cluster, N, D, Xd = build_blocks(client, X, y, sw, targets, columns, self.n_jobs)
         k = 1 if classes.shape[0] == 2 else classes.shape[0]
@@ -469,9 +488,10 @@ class RidgeCGClassifier(ClassifierMixin, BaseEstimator):
                                                  cluster.grid_ptr,
                                                  self.verbose if verbose is None else verbose,
                                                  shared_scale=True)
+        out = float_dtype(Xd.dtype)    # the local rule: X's float dtype
         self.classes_ = classes
-        self.coef_ = coef
-        self.intercept_ = intercept if self.fit_intercept else np.zeros(k)
+        self.coef_ = coef.astype(out)
+        self.intercept_ = intercept.astype(out) if self.fit_intercept else np.zeros(k, out)
         self.n_iter_ = n_iter
         _set_diagnostics(self, info)
         self.n_features_in_ = D
@@ -487,5 +507,4 @@ class RidgeCGClassifier(ClassifierMixin, BaseEstimator):
         return decision_dask(X, self.coef_, self.intercept_)
 
     def predict(self, X):
-
         return predict_from_scores(self.decision_function(X), self.classes_)

@@ -22,11 +22,13 @@ from sklearn.utils.validation import _check_feature_names, check_is_fitted
 from .. import models as _local
 from .._validation import fit_context
 from .._calibration import fit_softmax_calibration, softmax_probabilities
-from ._data import (as_rows, check_finite_block, check_weights, client_or_error, dask,
-                    first_non_finite, float_rows, names_view, non_finite_message,
-                    tasks_per_worker, wrong_length)
+from ._data import (as_rows, bad_object_message, check_finite_block, check_min_rows,
+                    check_weights, client_or_error, dask, first_bad_object, first_non_finite,
+                    float_rows, names_view, non_finite_message, tasks_per_worker,
+                    wrong_length)
 from .binning import RandomBinning, with_task_threads
-from ._blocks import block_decision, predict_from_scores, proba_from_scores
+from ._blocks import block_decision, class_setup, decision_dtype, predict_from_scores, \
+    proba_from_scores
 from .cd import CDClassifier, CDRegressor
 from .cg import RidgeCG, RidgeCGClassifier
 
@@ -50,9 +52,27 @@ def _predict_block(block, rb, coef, intercept, n_jobs, per_worker, block_info=No
     X = float_rows(block)            # a sparse partition stays sparse (binning.py docstring)
     check_finite_block(X, offset)
     if X.shape[0] == 0:
-        out = np.zeros((0, coef.shape[0]))
+        out = np.zeros((0, coef.shape[0]), dtype=decision_dtype(rb.dtype, coef))
         return out[:, 0] if coef.shape[0] == 1 else out
     return block_decision(with_task_threads(rb, n_jobs, per_worker).transform(X), coef, intercept)
+
+
+def _fit_keeping_path_start(aux, *args, **kwargs):
+    """Fit the local CD solver ``aux`` (alpha="auto") and return the start of its final
+    fit: the held-out path's solution at the chosen alpha, (W (problems, D), B
+    (problems,)) in float64, or None where the path chose nothing (its fallback alpha;
+    the final fit then starts from zero). The local solver hands that start to a list
+    it finds as ``_auto_starts`` on itself (rbcd.solvers.cd._CDBase._solve_all)."""
+    aux._auto_starts = []
+    try:
+        aux.fit(*args, **kwargs)
+        found = aux._auto_starts
+    finally:
+        del aux._auto_starts
+    if not found or found[-1] is None:
+        return None
+    W, B = found[-1]
+    return np.array(W, dtype=np.float64), np.array(B, dtype=np.float64)
 
 
 def _cd_auto_alpha(model, binning, n_rows, take_rows, n_weight):
@@ -61,6 +81,15 @@ def _cd_auto_alpha(model, binning, n_rows, take_rows, n_weight):
     HELDOUT_MAX_ROWS = 20,000, above a fixed sample of as many), binned by the fitted
     ``binning``, times the sample's share of the training weight (S_sample / S, 1 where
     the sample is every row: then the local model's choice itself).
+
+    Returns (alpha, start): ``start`` is where the final fit on every row starts, the
+    path's solution at the chosen alpha (:func:`_fit_keeping_path_start`), as the local
+    solver's final fit starts; where the sample is every row the Dask fit then follows
+    the local model's iterates (selection="cyclic": the same model to rounding; from
+    zero, the decisions rule stopped the two far apart). Above, the start is the
+    sample's path solution at the sample's alpha: the same columns (the fit's tables),
+    a penalty larger by 1 / share, so a start between zero and the full data's
+    solution (docs/dask.md gives the measurements).
 
     The share: the choice is in mean-loss units, and the held-out path picks smaller
     penalties on more rows, close to a penalty constant in sum-loss units (1 / N in mean
@@ -87,10 +116,11 @@ def _cd_auto_alpha(model, binning, n_rows, take_rows, n_weight):
     aux = model._make_solver(Zs.shape, True, weight)
     with warnings.catch_warnings():   # the sample's own fit: only its alpha_ is used
         warnings.simplefilter("ignore", ConvergenceWarning)
-        aux.fit(Zs, ys, sample_weight=ws, columns=column_structure(Zs, binning.grid_ptr_))
+        start = _fit_keeping_path_start(aux, Zs, ys, sample_weight=ws,
+                                        columns=column_structure(Zs, binning.grid_ptr_))
     if rows.shape[0] >= n_rows:
-        return float(aux.alpha_)
-    return float(aux.alpha_) * (weight / float(n_weight))
+        return float(aux.alpha_), start
+    return float(aux.alpha_) * (weight / float(n_weight)), start
 
 
 class _RBBase(BaseEstimator):
@@ -168,6 +198,7 @@ class _RBBase(BaseEstimator):
         client = client_or_error()
         _check_feature_names(self, names_view(X), reset=True)    # feature_names_in_ of a DataFrame
         X = as_rows(X, "X", client)
+        check_min_rows(X, type(self).__name__)   # scikit-learn's words, as the local models
         if not _is_dask(y):
             # y in memory: checked here, in this estimator's name, before the binning (a
             # dask y is checked on the workers by the solver)
@@ -188,12 +219,14 @@ class _RBBase(BaseEstimator):
                                 n_features=self.n_features, dtype=self.dtype, n_jobs=self.n_jobs,
                                 random_state=self.random_state)
         t0 = time.perf_counter()
-        if exact:   # the weights: for sigma="scale"
+        if exact:   # the weights: for sigma="scale" (checked again there: N floats)
             Z, columns = binning.fit_transform(X, return_columns=True, sample_weight=sample_weight)
         else:
             Z, columns = binning.fit_transform(X, sample_weight=sample_weight), None
+        start = None     # the CD models' alpha="auto": where the local final fit starts
         if isinstance(alpha, str):                      # alpha="auto"
-            alpha = self._auto_alpha(client, binning, X, y, sample_weight, n_weight, solver)
+            alpha, start = self._auto_alpha(client, binning, X, y, sample_weight, n_weight,
+                                            solver)
         t1 = time.perf_counter()
         extra = {"class_weight": self.class_weight} if self._classifier else {}
         if solver == "cg":
@@ -215,7 +248,10 @@ class _RBBase(BaseEstimator):
             # a copy of the previous solver: a failed refit keeps the fitted model whole
             est = (copy.deepcopy(prev).set_params(**params)
                    if self.warm_start and isinstance(prev, cls) else cls(**params))
-        est.fit(Z, y, sample_weight=sample_weight, columns=columns)
+        if solver == "cd":
+            est._fit(Z, y, sample_weight, columns, start=start)
+        else:
+            est.fit(Z, y, sample_weight=sample_weight, columns=columns)
         if self._classifier:
             self._fit_calibration(est, Z, y, sample_weight)
         del Z
@@ -234,17 +270,26 @@ class _RBBase(BaseEstimator):
         .auto_alpha_from_sample; for regression above 5,000 rows also the held-out
         check's sample of at most 20,000 rows): the same choice as rbcd.RBRegressor /
         RBClassifier with linear=0 on the same rows (this model fits no linear term; the
-        local linear="auto" may add one and choose another alpha with it), without a
-        class_weight (the sample's classes weigh it otherwise). Sparse X: the sample's rows
-        stay sparse (the same Z as dense).
+        local linear="auto" may add one and choose another alpha with it); a classifier's class_weight is
+        computed over all the labels and folded into the sample's weights and the total,
+        as the local solver folds it before it samples (class_setup's weights). Sparse X:
+        the sample's rows stay sparse (the same Z as dense).
         solver="cd": the local CD rule (rbcd.solvers.cd, a held-out path) on a sample of at
         most 20,000 rows, scaled by the sample's share of the weight (:func:`_cd_auto_alpha`;
-        up to 20,000 rows the sample is every row: the local model's choice)."""
+        up to 20,000 rows the sample is every row: the local model's choice).
+
+        Returns (alpha, start): ``start`` None for ridge; for CD the path's solution at the
+        sample's choice, where the final fit starts (as the local solver's)."""
         n = int(X.shape[0])
         yd = as_rows(y, "y", client, ndim=(1, 2))
         if int(yd.shape[0]) != n:
             raise ValueError(wrong_length("y", yd.shape[0], n))   # as for y in memory
         if _is_dask(y):    # (y in memory was checked by fit) one pass, as .all() would be
+            bad = first_bad_object(yd, not self._classifier)    # object y only: its pass
+            if bad is not None:    # named by its index in y (not in the sample's rows)
+                raise ValueError(bad_object_message(bad, not self._classifier))
+            if yd.dtype.kind == "O" and not self._classifier:
+                yd = yd.astype(np.float64)      # numbers: their NaN or inf named below
             bad = first_non_finite(yd)
             if bad is not None:
                 raise ValueError(non_finite_message("y", bad))   # as the local check says
@@ -271,8 +316,18 @@ class _RBBase(BaseEstimator):
         params.update(solver="auto", alpha="auto", device="cpu")
         if self._classifier:
             params.pop("calibration", None)
+            if self.class_weight is not None:
+                # every row's weight times its class weight over all the labels: the
+                # sample's weights (take_rows reads wd) and the total as the local solver
+                # has them
+                scalar = sample_weight is not None and np.isscalar(sample_weight)
+                _, _, wd = class_setup(client, X, yd, None if scalar else sample_weight,
+                                       self.class_weight)
+                if scalar:
+                    wd = wd * float(sample_weight)
+                n_weight = float(wd.sum().compute())
         return _local.auto_alpha_from_sample(local(**params), binning.local_, n, take_rows,
-                                             n_weight)
+                                             n_weight), None
 
     @property
     def alpha_(self):
@@ -299,17 +354,19 @@ class _RBBase(BaseEstimator):
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} is "
                              f"expecting {self.n_features_in_} features as input.")
-        coef = np.atleast_2d(np.asarray(self.solver_.coef_, dtype=np.float64))
-        intercept = np.atleast_1d(np.asarray(self.solver_.intercept_, dtype=np.float64))
+        # the solver's dtypes (Z's: float32 features, float32 values, as the local models')
+        coef = np.atleast_2d(np.asarray(self.solver_.coef_))
+        intercept = np.atleast_1d(np.asarray(self.solver_.intercept_, dtype=coef.dtype))
+        dtype = decision_dtype(self.binning_.local_.dtype, coef)
         rb = dask.delayed(self.binning_.local_, pure=True)
         c = dask.delayed(coef, pure=True)
         b = dask.delayed(intercept, pure=True)
         jobs = (self.n_jobs, tasks_per_worker(X))
         if coef.shape[0] == 1:
-            return X.map_blocks(_predict_block, rb, c, b, *jobs, dtype=np.float64, drop_axis=1,
-                                chunks=(X.chunks[0],), meta=np.zeros(0))
-        return X.map_blocks(_predict_block, rb, c, b, *jobs, dtype=np.float64,
-                            chunks=(X.chunks[0], (coef.shape[0],)), meta=np.zeros((0, 0)))
+            return X.map_blocks(_predict_block, rb, c, b, *jobs, dtype=dtype, drop_axis=1,
+                                chunks=(X.chunks[0],), meta=np.zeros(0, dtype))
+        return X.map_blocks(_predict_block, rb, c, b, *jobs, dtype=dtype,
+                            chunks=(X.chunks[0], (coef.shape[0],)), meta=np.zeros((0, 0), dtype))
 
 
 class RBRegressor(RegressorMixin, _RBBase):
@@ -475,9 +532,12 @@ class RBClassifier(ClassifierMixin, _RBBase):
             return proba_from_scores(self._scores(X))
         scores = self._scores(X)
         k = len(self.classes_)
-        return scores.map_blocks(softmax_probabilities, self.calibration_, dtype=np.float64,
+        # the dtype of the local predict_proba's (the same function of the same scores)
+        dtype = softmax_probabilities(np.zeros((1,) + scores.shape[1:], scores.dtype),
+                                      self.calibration_).dtype
+        return scores.map_blocks(softmax_probabilities, self.calibration_, dtype=dtype,
                                  **({"new_axis": 1} if scores.ndim == 1 else {}),
-                                 chunks=(scores.chunks[0], (k,)), meta=np.zeros((0, 0)))
+                                 chunks=(scores.chunks[0], (k,)), meta=np.zeros((0, 0), dtype))
 
     @available_if(_has_proba)
     def predict_log_proba(self, X):

@@ -691,6 +691,9 @@ class _CDBase(ChecksummedState, BaseEstimator):
             params = dict(params, alpha=alpha)
             if W_auto is not None:
                 auto_start = (W_auto, B_auto)
+            starts = self.__dict__.get("_auto_starts")
+            if starts is not None:   # a caller's list (rbcd.dask: its final fit starts there too)
+                starts.append(auto_start)
         self.alpha_ = float(params["alpha"])
         lam2 = params["alpha"] * (1.0 - params["l1_ratio"])
         if cols.data is None and s is None:
