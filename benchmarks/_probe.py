@@ -14,7 +14,7 @@ What it gives (benchmarks/compare_threads.py uses both):
   the rest of the stage's wall time is the Python/numpy glue between the kernels;
 * ``events``: (name, start, end) of every call in order, so that one iteration of a loop can
   be cut out exactly, e.g. a CG iteration as the time between the ends of two successive
-  ``cg_direction_z`` calls, or a CD epoch as one ``CDProblem.epoch`` call.
+  ``cg_direction`` calls, or a CD epoch as one ``CDProblem.epoch`` call.
 """
 import time
 

@@ -47,8 +47,7 @@ usable cores, and the core count itself), ``n_jobs`` passed explicitly:
 * ``cg``: one RidgeCG iteration as the solver runs it on Z with its grid structure
   (``fit(Z, y, columns=...)``, as RBRegressor passes it), in a fit of 1 + k iterations
   (k = --iters, ``tol=0`` so that no target stops): the time between the ends of two
-  successive ``cg_direction_z`` (``cg_direction`` without the grid projection) calls, the
-  last kernel of an iteration (benchmarks/_probe.py),
+  successive ``cg_direction`` calls, the last kernel of an iteration (benchmarks/_probe.py),
   the best of the k. One iteration is Z @ p and Z^T (S (Z p - zbar.p)) over the grid
   labels plus the vector updates;
 * ``cd-grid`` / ``cd-hogwild``: one epoch of ``CDRegressor(parallel="grid" / "hogwild",
@@ -401,7 +400,7 @@ class _Bench:
     def measure(self, stage, T):
         """Time ``stage`` at T threads under a KernelProbe (benchmarks/_probe.py): binning
         and transform by their wall time; a CG iteration as the time between the ends of
-        two successive ``cg_direction_z`` calls (the last kernel of an iteration) of one fit
+        two successive ``cg_direction`` calls (the last kernel of an iteration) of one fit
         of 1 + k iterations, a CD epoch as one ``CDProblem.epoch`` call of a fit of 1 + k
         epochs; the best of the k (or 1 + k) in either case. The kernels' own times are
         kept as the stage's breakdown (``self.kernels``)."""
@@ -449,9 +448,7 @@ class _Bench:
                 if "solver" in est.get_params():
                     est.set_params(solver="cg")  # never a direct solve
                 est.fit(self.Z, self.y, columns=self.cols)
-                # the last kernel of an iteration: cg_direction_z with the grid projection
-                # (the case here: training Z with its columns), else cg_direction
-                units = probe.periods("cg_direction_z") or probe.periods("cg_direction")
+                units = probe.periods("cg_direction")
             else:
                 est = rbcd.CDRegressor(alpha=self.alpha, l1_ratio=1.0, fit_intercept=False,
                                        max_epochs=1 + k, tol=0.0, selection="random",

@@ -113,7 +113,7 @@ def test_compare_threads_runs(tmp_path):
         assert all(0 < u <= fits["cg", T]["wall_s"] for u in fits["cg", T]["units_s"])
         assert data["seconds"]["cg"][str(T)] == min(fits["cg", T]["units_s"])
     kernels = data["kernels"]["cg"]["1"]["kernels"]
-    assert {"labels_matmat", "labels_tmatmat", "cg_step", "cg_dot", "cg_direction_z",
+    assert {"labels_matmat", "labels_tmatmat", "cg_step", "cg_dot", "cg_direction",
             "grid_center"} <= set(kernels)
     assert "CDProblem.epoch" in data["kernels"]["cd-hogwild"]["2"]["kernels"]
     assert "fit_tables" in data["kernels"]["binning"]["1"]["kernels"]

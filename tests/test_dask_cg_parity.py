@@ -15,22 +15,12 @@ from sklearn.exceptions import ConvergenceWarning
 
 pytest.importorskip("distributed")
 import dask.array as da  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
 
 import rbcd  # noqa: E402
 import rbcd.dask as rd  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                               dashboard_address=None)
-        c = Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
+# the client fixture: tests/conftest.py
 
 
 def _rare_class_problem(n=3000, n_rare=30, seed=0):

@@ -13,23 +13,13 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 pytest.importorskip("distributed")
 import dask.array as da  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
 
 import rbcd  # noqa: E402
 import rbcd.dask as rd  # noqa: E402
 from rbcd._validation import check_class_labels  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                               dashboard_address=None)
-        c = Client(cluster)
-    yield c
-    c.close()
-    cluster.close()
+# the client fixture: tests/conftest.py
 
 
 def _three_classes(n=600, seed=12):

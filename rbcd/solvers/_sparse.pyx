@@ -715,12 +715,16 @@ def cg_direction(
     const double[:, ::1] minv,    # IN  (D, k) the preconditioner M^-1 (Jacobi), (D, 1) when
                                   #     every column's is the same, or (0, k): none
     int n_threads,
+    const double[:, ::1] Zr=None, # IN  (D, n_act) the projected M^-1 R[:, act], or None
 ):
-    """P[:, act] = M^-1 R[:, act] + beta * P[:, act]."""
+    """P[:, act] = M^-1 R[:, act] + beta * P[:, act]; with Zr, P[:, act] = Zr + beta *
+    P[:, act] (R and minv unread)."""
     cdef Py_ssize_t D = P.shape[0]
     cdef Py_ssize_t k = P.shape[1]
     cdef Py_ssize_t na = act.shape[0]
     cdef Py_ssize_t j, a, c
+    if Zr is not None and (Zr.shape[0] != D or Zr.shape[1] != na):
+        raise ValueError("cg_direction: inconsistent shapes")
     if R.shape[0] != D or R.shape[1] != k or beta.shape[0] != na:
         raise ValueError("cg_direction: inconsistent shapes")
     if minv.shape[0] != 0 and (minv.shape[0] != D or minv.shape[1] not in (1, k)):
@@ -736,13 +740,17 @@ def cg_direction(
     cdef const long long *ac = &act[0]
     cdef const double *bt = &beta[0]
     cdef const double *mv = &minv[0, 0] if minv.shape[0] > 0 else NULL
+    cdef const double *zp = &Zr[0, 0] if Zr is not None else NULL
     with nogil:
         for j in prange(D, schedule="static", num_threads=n_threads):
-            # P[j, act] = M^-1[j, act] R[j, act] + beta * P[j, act]
+            # P[j, act] = M^-1[j, act] R[j, act] (or Zr[j]) + beta * P[j, act]
             for a in range(na):
                 c = ac[a]
-                pp[j * k + c] = ((rp[j * k + c] * mv[j * mk + (c if mk > 1 else 0)]
-                                  if mv != NULL else rp[j * k + c]) + bt[a] * pp[j * k + c])
+                if zp != NULL:
+                    pp[j * k + c] = zp[j * na + a] + bt[a] * pp[j * k + c]
+                else:
+                    pp[j * k + c] = ((rp[j * k + c] * mv[j * mk + (c if mk > 1 else 0)]
+                                      if mv != NULL else rp[j * k + c]) + bt[a] * pp[j * k + c])
 
 
 def cg_dot(
@@ -782,36 +790,6 @@ def cg_dot(
                 for j in range(lo, hi):
                     acc = acc + rp[j * k + c] * zp[j * na + a]
                 part[blk * na + a] = acc
-
-
-def cg_direction_z(
-    double[:, ::1] P,             # IN/OUT (D, k) search directions
-    const double[:, ::1] Zr,      # IN  (D, n_act) the (projected) preconditioned residuals
-    const long long[::1] act,     # IN  (n_act,) columns to update
-    const double[::1] beta,       # IN  (n_act,)
-    int n_threads,
-):
-    """P[:, act] = Zr + beta * P[:, act]."""
-    cdef Py_ssize_t D = P.shape[0]
-    cdef Py_ssize_t k = P.shape[1]
-    cdef Py_ssize_t na = act.shape[0]
-    cdef Py_ssize_t j, a, c
-    if Zr.shape[0] != D or Zr.shape[1] != na or beta.shape[0] != na:
-        raise ValueError("cg_direction_z: inconsistent shapes")
-    for a in range(na):
-        if act[a] < 0 or act[a] >= k:
-            raise ValueError("cg_direction_z: active column out of range")
-    if D == 0 or na == 0:
-        return
-    cdef double *pp = &P[0, 0]
-    cdef const double *zp = &Zr[0, 0]
-    cdef const long long *ac = &act[0]
-    cdef const double *bt = &beta[0]
-    with nogil:
-        for j in prange(D, schedule="static", num_threads=n_threads):
-            for a in range(na):
-                c = ac[a]
-                pp[j * k + c] = zp[j * na + a] + bt[a] * pp[j * k + c]
 
 
 # ---------------------------------------------------------------------------------------

@@ -982,7 +982,7 @@ def _cg_iterate(system, alpha, tol, max_iter, preconditioner, columns, verbose,
         beta = np.where(rz[act] > 0, rz_new / np.where(rz[act] > 0, rz[act], 1.0), 0.0)
         if proj is not None:
             # P = z + beta P (active columns): both in the projection's range
-            _sparse.cg_direction_z(P, Zr, act, beta, vec_threads)
+            _sparse.cg_direction(P, R, act, beta, minv, vec_threads, Zr)
         else:
             # P = M^-1 R + beta P (active columns)
             _sparse.cg_direction(P, R, act, beta, minv, vec_threads)
