@@ -437,12 +437,17 @@ def check_sample_weight(sample_weight, n_samples):
         raise ValueError(non_finite_message("sample_weight", found))
     if np.any(s < 0):
         i = int(np.flatnonzero(s < 0)[0])
-        raise ValueError(f"sample_weight must be non-negative, got {float(s[i])!r} at index {i}")
+        raise ValueError(negative_weight_message(i, float(s[i])))
     if not s.sum() > 0:
         raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
     if not np.isfinite(s.sum()):
         raise ValueError(WEIGHT_SUM_OVERFLOW)
     return s
+
+
+def negative_weight_message(i, value):
+    """The message of a negative sample weight ``value`` at row ``i``."""
+    return f"sample_weight must be non-negative, got {value!r} at index {i}"
 
 
 #: the message for weights whose sum overflows float64 (every weight finite)
@@ -480,6 +485,31 @@ def dict_class_weight_rows(class_weight, y):
     return compute_sample_weight(check_class_weight(class_weight), y)
 
 
+def first_bad_object(y, regression):
+    """(index, value) of the first entry of an object-dtype y, in row-major order, that the
+    checks below refuse, or None (None too for other dtypes): a regression target that is
+    not a real number (None, a bool, a string), a class label that is None or a non-finite
+    number. The index is an int for 1-D y, numpy's unravel_index tuple else."""
+    if y.dtype.kind != "O":
+        return None
+    for i, v in enumerate(y.ravel()):
+        if regression:
+            bad = v is None or isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)
+        else:
+            bad = v is None or (isinstance(v, numbers.Real) and not np.isfinite(float(v)))
+        if bad:
+            return (np.unravel_index(i, y.shape) if y.ndim > 1 else i), v
+    return None
+
+
+def bad_object_message(found, regression):
+    """The message of :func:`first_bad_object`'s answer."""
+    where, v = found
+    if regression:
+        return f"y must be numeric for regression, got {v!r} at index {where}"
+    return f"y contains {v!r} at index {where}: class labels must be finite numbers or strings"
+
+
 def check_regression_target(y, n_samples=None, matrix="X"):
     """Regression ``y`` as float64 (1-D or 2-D), every entry finite: an object array
     holding None, inf or non-numbers is refused by name (numpy would turn None into NaN
@@ -488,11 +518,9 @@ def check_regression_target(y, n_samples=None, matrix="X"):
     if y.dtype.kind not in "biufO":
         raise ValueError(f"y must be numeric for regression, got dtype {y.dtype}")
     if y.dtype.kind == "O":
-        flat = y.ravel()
-        for i, v in enumerate(flat):
-            if v is None or isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real):
-                where = np.unravel_index(i, y.shape) if y.ndim > 1 else i
-                raise ValueError(f"y must be numeric for regression, got {v!r} at index {where}")
+        found = first_bad_object(y, True)
+        if found is not None:
+            raise ValueError(bad_object_message(found, True))
         y = y.astype(np.float64)
     y = np.asarray(y, dtype=np.float64)
     if y.ndim == 0 or y.ndim > 2:
@@ -526,10 +554,9 @@ def check_class_labels(y, n_samples, owner):
     if y.shape[0] != n_samples:
         raise ValueError(wrong_length("y", y.shape[0], n_samples))
     if y.dtype.kind == "O":
-        for i, v in enumerate(y):
-            if v is None or (isinstance(v, numbers.Real) and not np.isfinite(float(v))):
-                raise ValueError(f"y contains {v!r} at index {i}: class labels must be "
-                                 f"finite numbers or strings")
+        found = first_bad_object(y, False)
+        if found is not None:
+            raise ValueError(bad_object_message(found, False))
     elif y.dtype.kind == "f":
         found = first_non_finite(y)
         if found is not None:

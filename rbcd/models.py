@@ -54,7 +54,6 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from numbers import Integral
 
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.metaestimators import available_if

@@ -108,6 +108,15 @@ def _bin_range(widths, offsets, cmin, cmax):
     return qlo, qhi, ~np.all(ok, axis=0)
 
 
+#: the advice of "X values too large to bin" at fit, for a sigma given as a number and for
+#: one that sigma="scale" gave (rbcd.dask, which bins with the number, rewrites the one to
+#: the other)
+NUMBER_SIGMA_ADVICE = "use a larger sigma, e.g. sigma='scale'"
+SCALE_SIGMA_ADVICE = ("sigma='scale' took it from the median distance between rows, far "
+                      "below these values: scale or clip the features (e.g. "
+                      "sklearn.preprocessing.RobustScaler), or give a larger sigma")
+
+
 def _raise_bad_bins(X, cols, widths, offsets, sigma=None, param=None):
     """Raise the ValueError naming the first (row, column), then grid, whose bin does not
     fit in int64, among columns ``cols`` of X (``widths``/``offsets``: those columns).
@@ -132,12 +141,8 @@ def _raise_bad_bins(X, cols, widths, offsets, sigma=None, param=None):
     try:
         raise_too_large(*found)
     except ValueError as exc:  # at fit: the cause is a sigma too small for X
-        if isinstance(param, str):  # sigma="scale" gave it: the values are outliers
-            advice = ("sigma='scale' took it from the median distance between rows, far "
-                      "below these values: scale or clip the features (e.g. "
-                      "sklearn.preprocessing.RobustScaler), or give a larger sigma")
-        else:
-            advice = "use a larger sigma, e.g. sigma='scale'"
+        # sigma="scale" gave it: the values are outliers
+        advice = SCALE_SIGMA_ADVICE if isinstance(param, str) else NUMBER_SIGMA_ADVICE
         raise ValueError(
             f"{exc}; sigma is too small for the size of these values "
             f"({_describe_sigma(sigma)}): {advice}"

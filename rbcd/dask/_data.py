@@ -211,7 +211,7 @@ def check_weights(X, sample_weight, client):
         raise ValueError(non_finite_message("sample_weight", bad))
     neg = next((p[1] for p in parts if p[1] is not None), None)
     if neg is not None:   # the local words (rbcd._validation.check_sample_weight)
-        raise ValueError(f"sample_weight must be non-negative, got {neg[1]!r} at index {neg[0]}")
+        raise ValueError(_validation.negative_weight_message(neg[0], neg[1]))
     total = float(np.sum(np.array([p[2] for p in parts], dtype=np.float64)))
     if not total > 0:
         raise ValueError("sample_weight must have a positive sum (the weights are all zero)")
@@ -233,29 +233,21 @@ def check_min_rows(X, owner):
                          f"of 1 is required by {owner}.")
 
 
-def _bad_object(v, regression):
-    """The local checks' test of one entry of an object-dtype y: a regression target must
-    be a real number (rbcd._validation.check_regression_target), a class label not None
-    nor a non-finite number (check_class_labels)."""
-    if regression:
-        return v is None or isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Real)
-    return v is None or (isinstance(v, numbers.Real) and not np.isfinite(float(v)))
+#: the local check's message of a bad entry of object-dtype y (index, value)
+bad_object_message = _validation.bad_object_message
 
 
 def first_bad_object_block(block, offset, regression):
-    """(global index, value) of the first bad entry (:func:`_bad_object`) of one partition
-    of an object-dtype y in row-major order, or None; the index as the local checks give it
-    (an int for 1-D, the row shifted by ``offset`` and the column for 2-D)."""
+    """(global index, value) of the first bad entry of one partition of an object-dtype y
+    (rbcd._validation.first_bad_object, its row shifted by ``offset``), or None."""
     b = np.asarray(block)
-    if b.dtype.kind != "O":
+    found = _validation.first_bad_object(b, regression)
+    if found is None:
         return None
-    for i, v in enumerate(b.ravel()):
-        if _bad_object(v, regression):
-            if b.ndim == 1:
-                return offset + i, v
-            where = np.unravel_index(i, b.shape)
-            return (where[0] + offset,) + tuple(where[1:]), v
-    return None
+    where, v = found
+    if b.ndim == 1:
+        return offset + where, v
+    return (where[0] + offset,) + tuple(where[1:]), v
 
 
 def first_bad_object(y, regression):
@@ -268,14 +260,6 @@ def first_bad_object(y, regression):
     found = dask.compute(*[dask.delayed(first_bad_object_block, pure=True)(b, int(o), regression)
                            for b, o in zip(y.to_delayed().ravel(), offsets[:-1])])
     return next((f for f in found if f is not None), None)
-
-
-def bad_object_message(found, regression):
-    """The local check's message for :func:`first_bad_object`'s answer."""
-    where, v = found
-    if regression:
-        return f"y must be numeric for regression, got {v!r} at index {where}"
-    return f"y contains {v!r} at index {where}: class labels must be finite numbers or strings"
 
 
 def float_dtype(dtype):

@@ -279,13 +279,11 @@ def _weighted_pairs(X, sw, n_pairs):
     return rows[:n_pairs], rows[n_pairs:]
 
 
-#: the advice of the local binning's "X values too large to bin" at fit
-#: (rbcd.binning._input._raise_bad_bins) for a sigma given as a number, and for
-#: sigma="scale"; rbcd.dask passes the local kernels the number "scale" gave
-_NUMBER_ADVICE = "use a larger sigma, e.g. sigma='scale'"
-_SCALE_ADVICE = ("sigma='scale' took it from the median distance between rows, far below "
-                 "these values: scale or clip the features (e.g. "
-                 "sklearn.preprocessing.RobustScaler), or give a larger sigma")
+# the advice of the local binning's "X values too large to bin" at fit, for a sigma given
+# as a number and for sigma="scale" (rbcd.dask passes the local kernels the number "scale"
+# gave)
+from ..binning._input import NUMBER_SIGMA_ADVICE as _NUMBER_ADVICE  # noqa: E402
+from ..binning._input import SCALE_SIGMA_ADVICE as _SCALE_ADVICE  # noqa: E402
 
 
 # ---------------------------------------------------------------------------- columns

@@ -574,20 +574,15 @@ def convergence_message(results, params, zval):
     failed = [k for k, r in enumerate(results) if not r["converged"]]
     if not failed:
         return None
-    n_problems = len(results)
-    kind = ("duality gap" if params["loss"] == "squared" and params["l1_ratio"] > 0
-            else "largest minimum-norm subgradient")
-    worst = max(failed, key=lambda k: results[k]["gap"])
-    which = f" for {len(failed)} of {n_problems} problems" if n_problems > 1 else ""
-    r = results[worst]
-    S = float(r["S"])
-    counts = r["counts"]
-    h = zval * zval * counts / S
-    advice = _local._slow_cause(_BinColumns(counts, zval), _WEIGHTED, S, h, 1)
-    return (f"Coordinate descent did not converge{which} after {params['max_epochs']} "
-            f"epochs: relative {kind} {r['gap']:.3e}"
-            f"{f' (problem {worst}, the worst)' if n_problems > 1 else ''} > tol "
-            f"{params['tol']:.3e}. {advice}")
+
+    def advice(worst):
+        r = results[worst]
+        S = float(r["S"])
+        h = zval * zval * r["counts"] / S
+        return _local._slow_cause(_BinColumns(r["counts"], zval), _WEIGHTED, S, h, 1)
+
+    return _local.not_converged_message([r["gap"] for r in results], failed, params["loss"],
+                                        params, advice)
 
 
 class _CDBase(BaseEstimator):

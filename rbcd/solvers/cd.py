@@ -595,6 +595,22 @@ def _solve(cols, y, s, *, loss, alpha, l1_ratio, fit_intercept, max_epochs, tol,
 _UNCENTRED = 100.0
 
 
+def not_converged_message(gaps, failed, loss, params, advice):
+    """The ConvergenceWarning of a CD fit whose problems ``failed`` (indices into ``gaps``,
+    their final relative gaps or subgradients) did not converge: one message for all of
+    them, naming the worst; ``advice(worst)`` its last sentence (:func:`_slow_cause`).
+    ``params``: l1_ratio, max_epochs, tol. (rbcd.dask's CD says the same.)"""
+    n_problems = len(gaps)
+    kind = ("duality gap" if loss == "squared" and params["l1_ratio"] > 0
+            else "largest minimum-norm subgradient")
+    worst = max(failed, key=lambda k: gaps[k])
+    which = f" for {len(failed)} of {n_problems} problems" if n_problems > 1 else ""
+    return (f"Coordinate descent did not converge{which} after {params['max_epochs']} "
+            f"epochs: relative {kind} {gaps[worst]:.3e}"
+            f"{f' (problem {worst}, the worst)' if n_problems > 1 else ''} > tol "
+            f"{params['tol']:.3e}. {advice(worst)}")
+
+
 def _slow_cause(cols, s, S, h, n_threads, sparse_nonneg=False):
     """The advice of the "did not converge" warning (only then; ``s`` None = unit weights).
     ``sparse_nonneg``: a callable, true when Z came sparse with no negative value (asked
@@ -744,18 +760,10 @@ class _CDBase(ChecksummedState, BaseEstimator):
                   f"parallel = {mode or 'serial'}, {n_threads} thread(s), "
                   f"{time.perf_counter() - t_start:.3f}s")
         if failed:
-            kind = ("duality gap" if loss == "squared" and params["l1_ratio"] > 0
-                    else "largest minimum-norm subgradient")
-            worst = max(failed, key=lambda k: results[k]["gap"])
-            which = (f" for {len(failed)} of {n_problems} problems" if n_problems > 1 else "")
-            warn_user(
-                f"Coordinate descent did not converge{which} after {params['max_epochs']} "
-                f"epochs: relative {kind} {results[worst]['gap']:.3e}"
-                f"{f' (problem {worst}, the worst)' if n_problems > 1 else ''} > tol "
-                f"{params['tol']:.3e}. "
-                f"{_slow_cause(cols, s, S, h, n_threads, lambda: _sparse_nonneg(Z))}",
-                ConvergenceWarning,
-            )
+            warn_user(not_converged_message(
+                [r["gap"] for r in results], failed, loss, params,
+                lambda worst: _slow_cause(cols, s, S, h, n_threads, lambda: _sparse_nonneg(Z))),
+                ConvergenceWarning)
         self.parallel_ = mode
         self.n_threads_ = int(n_threads)
         W = np.vstack([r["w"] for r in results]).astype(Z.dtype, copy=False)
